@@ -1,0 +1,663 @@
+"""Building a new index version from the configured git sources, incrementally.
+
+For each source the files at its HEAD commit are compared, by blob id, with the files the current version
+indexed: unchanged files are carried over (rows copied, vectors kept), new and changed files are re-chunked,
+only text never embedded before is embedded, and chunks of deleted files are removed. When no source has a new
+commit and nothing in the configuration changed, nothing is built.
+
+The result is a complete version directory in ``staging/``; publishing it is a separate step (``store``) that
+runs only after the checks (``checks``) pass.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from livemem import records
+from livemem.breath import Breath, parse_breath
+from livemem.chunking import chunk_file, file_type
+from livemem.config import Governance, SourceConfig, SourcesConfig
+from livemem.embedding import Embedder, EmbeddingCache, cache_key
+from livemem.errors import LivingMemoryError, SourceError
+from livemem.gitsource import GitSource, TreeEntry
+from livemem.store import (
+    CHROMA,
+    MANIFEST,
+    TABLES,
+    IndexHome,
+    close_chroma,
+    dir_size_mb,
+    iso,
+    open_chroma,
+    utc_now,
+)
+
+log = logging.getLogger(__name__)
+
+SCHEMA_SQL = """
+CREATE TABLE chunks (
+    chunk_id VARCHAR PRIMARY KEY, source VARCHAR NOT NULL, collection VARCHAR NOT NULL, access VARCHAR NOT NULL,
+    content VARCHAR NOT NULL, content_hash VARCHAR NOT NULL, embed_hash VARCHAR NOT NULL,
+    seal_state VARCHAR NOT NULL, path VARCHAR NOT NULL, commit_sha VARCHAR NOT NULL, timestamp VARCHAR NOT NULL,
+    type VARCHAR NOT NULL, size INTEGER NOT NULL, created_at VARCHAR NOT NULL, updated_at VARCHAR NOT NULL,
+    heading_path VARCHAR NOT NULL, chunk_index INTEGER NOT NULL, parent_id VARCHAR NOT NULL, domain VARCHAR
+);
+CREATE TABLE parents (
+    parent_id VARCHAR PRIMARY KEY, source VARCHAR NOT NULL, collection VARCHAR NOT NULL, access VARCHAR NOT NULL,
+    path VARCHAR NOT NULL, blob_sha VARCHAR NOT NULL, commit_sha VARCHAR NOT NULL, timestamp VARCHAR NOT NULL,
+    created_at VARCHAR NOT NULL, updated_at VARCHAR NOT NULL, seal_state VARCHAR NOT NULL, type VARCHAR NOT NULL,
+    size INTEGER NOT NULL, truncated BOOLEAN NOT NULL, chunk_count INTEGER NOT NULL, content VARCHAR NOT NULL
+);
+CREATE TABLE skipped_files (
+    source VARCHAR NOT NULL, path VARCHAR NOT NULL, blob_sha VARCHAR NOT NULL, size BIGINT NOT NULL,
+    reason VARCHAR NOT NULL
+);
+CREATE TABLE attention (
+    chunk_id VARCHAR PRIMARY KEY, attention_score DOUBLE NOT NULL DEFAULT 0, last_breath_seen VARCHAR
+);
+"""
+PARENT_COLUMNS = (
+    "parent_id", "source", "collection", "access", "path", "blob_sha", "commit_sha", "timestamp", "created_at",
+    "updated_at", "seal_state", "type", "size", "truncated", "chunk_count", "content",
+)  # fmt: skip
+SKIP_COLUMNS = ("source", "path", "blob_sha", "size", "reason")
+CHROMA_BATCH = 4000
+HIGH_ATTENTION = 1.0
+
+
+@dataclass
+class SourceStats:
+    head_commit: str | None = None
+    base_commit: str | None = None
+    error: str | None = None
+    files_new: int = 0
+    files_changed: int = 0
+    files_unchanged: int = 0
+    files_deleted: int = 0
+    chunks_new: int = 0
+    chunks_changed: int = 0
+    chunks_unchanged: int = 0
+    chunks_deleted: int = 0
+    truncated_files: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    changed_paths: list[str] = field(default_factory=list)
+    deleted_paths: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BuildResult:
+    version_id: str | None
+    base_version: str | None
+    reason: str
+    sources: dict[str, SourceStats] = field(default_factory=dict)
+    embeddings_computed: int = 0
+    embeddings_reused: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+    manifest: dict[str, Any] | None = None
+
+    @property
+    def staged(self) -> bool:
+        return self.version_id is not None
+
+
+@dataclass
+class _FilePlan:
+    """What happens to each file of one source in this build."""
+
+    source: SourceConfig
+    git: GitSource
+    head: str
+    fingerprint: str
+    base_commit: str | None
+    tree: dict[str, TreeEntry]
+    carried: list[str]
+    rebuilt: list[str]
+    new: set[str]
+    deleted: list[str]
+
+
+def build_version(config: SourcesConfig, home: IndexHome, embedder: Embedder, *, force: bool = False) -> BuildResult:
+    """Stage a new version from the sources; returns what was done (``version_id`` None when nothing changed)."""
+    home.ensure()
+    with home.write_lock():
+        home.clear_staging()
+        return _Builder(config, home, embedder).run(force)
+
+
+class _Builder:
+    def __init__(self, config: SourcesConfig, home: IndexHome, embedder: Embedder) -> None:
+        self.config = config
+        self.home = home
+        self.embedder = embedder
+        self.timings: dict[str, float] = {}
+        self.base = home.current()
+        self.base_manifest = home.manifest(self.base) if self.base else None
+        self.base_dir = home.version_dir(self.base) if self.base else None
+
+    def _tick(self, name: str, since: float) -> float:
+        now = time.perf_counter()
+        self.timings[name] = round(self.timings.get(name, 0.0) + now - since, 3)
+        return now
+
+    def run(self, force: bool) -> BuildResult:
+        t0 = time.perf_counter()
+        stats: dict[str, SourceStats] = {}
+        opened: dict[str, tuple[GitSource, str]] = {}
+        for src in self.config.sources:
+            st = stats[src.name] = SourceStats()
+            try:
+                repo = GitSource(src.repo, src.name)
+                st.head_commit = repo.resolve(src.ref)
+                opened[src.name] = (repo, st.head_commit)
+            except SourceError as exc:
+                st.error = str(exc)
+                log.error("%s", exc)
+        try:
+            if not opened:
+                raise SourceError("no source could be read:\n  " + "\n  ".join(s.error or "" for s in stats.values()))
+            base_sources = (self.base_manifest or {}).get("sources", {})
+            for name, st in stats.items():
+                st.base_commit = base_sources.get(name, {}).get("head_commit")
+            if not force and self._unchanged(stats):
+                return BuildResult(
+                    None, self.base, f"no new commits: version {self.base} already indexes every source's HEAD",
+                    stats, timings={"total_s": round(time.perf_counter() - t0, 3)},
+                )  # fmt: skip
+            version_id = self.home.new_version_id()
+            manifest = self._stage(version_id, stats, opened)
+        finally:
+            for repo, _ in opened.values():
+                repo.close()
+        self.timings["total_s"] = round(time.perf_counter() - t0, 3)
+        result = BuildResult(version_id, self.base, "staged", stats, timings=self.timings, manifest=manifest)
+        result.embeddings_computed = manifest["changes"]["embeddings_computed"]
+        result.embeddings_reused = manifest["changes"]["embeddings_reused"]
+        return result
+
+    def _unchanged(self, stats: dict[str, SourceStats]) -> bool:
+        if self.base_manifest is None or any(s.error for s in stats.values()):
+            return False
+        base = self.base_manifest
+        if base.get("model", {}).get("id") != self.embedder.model_id or set(base["sources"]) != set(stats):
+            return False
+        for src in self.config.sources:
+            entry = base["sources"][src.name]
+            if entry["head_commit"] != stats[src.name].head_commit:
+                return False
+            if entry.get("config_fingerprint") != self._fingerprint(src):
+                return False
+        return True
+
+    def _fingerprint(self, src: SourceConfig) -> str:
+        return src.fingerprint({**self.config.chunking, "model": self.embedder.model_id})
+
+    # --- staging ------------------------------------------------------------------------------------------
+    def _stage(self, version_id: str, stats: dict[str, SourceStats], opened: dict) -> dict[str, Any]:
+        staged = self.home.staged_dir(version_id)
+        staged.mkdir(parents=True)
+        con = duckdb.connect(str(staged / TABLES))
+        try:
+            con.execute(SCHEMA_SQL)
+            if self.base_dir is not None:
+                con.execute(f"ATTACH '{self.base_dir / TABLES}' AS base (READ_ONLY)")
+            new_rows, new_parents, skips, failed = self._collect(con, stats, opened)
+            t = time.perf_counter()
+            vectors, computed, reused = self._embed(new_rows)
+            t = self._tick("embed_s", t)
+            self._write(con, new_rows, new_parents, skips)
+            self._count_chunks(con, stats)
+            t = self._tick("tables_s", t)
+            self._update_chroma(con, staged, new_rows, vectors)
+            self._tick("chroma_s", t)
+            breath = self._breath(opened)
+            manifest = self._manifest(con, version_id, staged, stats, breath, computed, reused, failed)
+        finally:
+            con.close()
+        manifest["index_size_mb"] = dir_size_mb(staged)
+        manifest["governance"] = governance_status(
+            manifest["total_chunks"], manifest["index_size_mb"], self.config.governance
+        )
+        (staged / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+        return manifest
+
+    def _base_files(self, con: duckdb.DuckDBPyConnection, source: str) -> dict[str, tuple[str, str]]:
+        """path -> (blob sha, created_at) of the files the base version indexed or skipped for a source."""
+        if self.base_dir is None:
+            return {}
+        rows = con.execute(
+            "SELECT path, blob_sha, created_at FROM base.parents WHERE source = ? "
+            "UNION ALL SELECT path, blob_sha, NULL FROM base.skipped_files WHERE source = ?",
+            [source, source],
+        ).fetchall()
+        return {p: (sha, created) for p, sha, created in rows}
+
+    def _collect(self, con, stats, opened):
+        new_rows: list[dict[str, Any]] = []
+        new_parents: list[dict[str, Any]] = []
+        skips: list[dict[str, Any]] = []
+        failed: list[str] = []
+        for src in self.config.sources:
+            st = stats[src.name]
+            if src.name not in opened:
+                failed.append(src.name)
+                self._carry(con, src.name, None)
+                continue
+            repo, head = opened[src.name]
+            t = time.perf_counter()
+            plan = self._plan(con, src, repo, head, st)
+            t = self._tick("git_list_s", t)
+            self._carry(con, src.name, plan.carried)
+            t = self._tick("carry_over_s", t)
+            rows, parents, skipped = self._chunk_files(con, plan, st)
+            self._tick("read_chunk_s", t)
+            new_rows += rows
+            new_parents += parents
+            skips += skipped
+        return new_rows, new_parents, skips, failed
+
+    def _plan(self, con, src: SourceConfig, repo: GitSource, head: str, st: SourceStats) -> _FilePlan:
+        tree = {e.path: e for e in repo.list_files(head) if src.selects(e.path)}
+        base_entry = (self.base_manifest or {}).get("sources", {}).get(src.name)
+        fingerprint = self._fingerprint(src)
+        base_files = self._base_files(con, src.name)
+        same_config = base_entry is not None and base_entry.get("config_fingerprint") == fingerprint
+        carried, rebuilt, new = [], [], set()
+        for path, entry in tree.items():
+            before = base_files.get(path)
+            if before is None:
+                new.add(path)
+                rebuilt.append(path)
+            elif before[0] == entry.blob_sha and same_config:
+                carried.append(path)
+            else:
+                rebuilt.append(path)
+        deleted = sorted(set(base_files) - set(tree))
+        st.files_new = len(new)
+        st.files_changed = len(rebuilt) - len(new)
+        st.files_unchanged = len(carried)
+        st.files_deleted = len(deleted)
+        st.changed_paths = sorted(set(rebuilt) - new)
+        st.deleted_paths = deleted
+        base_commit = base_entry.get("head_commit") if base_entry else None
+        return _FilePlan(src, repo, head, fingerprint, base_commit, tree, carried, rebuilt, new, deleted)
+
+    def _carry(self, con: duckdb.DuckDBPyConnection, source: str, paths: list[str] | None) -> None:
+        """Copy the rows of unchanged files (all files of the source when ``paths`` is None) from the base."""
+        if self.base_dir is None or paths == []:
+            return
+        where = "source = ?"
+        if paths is not None:
+            keep = pd.DataFrame({"path": paths})  # noqa: F841 - read by DuckDB below
+            con.execute("CREATE OR REPLACE TEMP TABLE keep AS SELECT path FROM keep")
+            where += " AND path IN (SELECT path FROM keep)"
+        for table in ("chunks", "parents", "skipped_files"):
+            con.execute(f"INSERT INTO {table} SELECT * FROM base.{table} WHERE {where}", [source])
+
+    def _chunk_files(self, con, plan: _FilePlan, st: SourceStats):
+        src = plan.source
+        history = self._history(plan)
+        base_created = {p: c for p, (_, c) in self._base_files(con, src.name).items()} if plan.rebuilt else {}
+        rows: list[dict[str, Any]] = []
+        parents: list[dict[str, Any]] = []
+        skipped: list[dict[str, Any]] = []
+        for path in sorted(plan.rebuilt):
+            entry = plan.tree[path]
+            raw = plan.git.read_blob(entry.blob_sha)
+            reason = None
+            truncated = len(raw) > self.config.max_file_bytes
+            if b"\0" in raw[:8192]:
+                reason = "binary"
+            else:
+                try:
+                    text = raw[: self.config.max_file_bytes].decode(
+                        "utf-8", errors="strict" if not truncated else "ignore"
+                    )
+                except UnicodeDecodeError:
+                    reason = "non_utf8"
+                else:
+                    if not text.strip():
+                        reason = "empty"
+            if reason:
+                st.skipped[reason] += 1
+                skipped.append(
+                    {
+                        "source": src.name,
+                        "path": path,
+                        "blob_sha": entry.blob_sha,
+                        "size": entry.size,
+                        "reason": reason,
+                    }
+                )
+                continue
+            if truncated:
+                st.truncated_files += 1
+                log.warning(
+                    "source %s: %s is %d bytes; indexed its first %d",
+                    src.name,
+                    path,
+                    len(raw),
+                    self.config.max_file_bytes,
+                )
+            prov = history[path]
+            created = base_created.get(path) if path not in plan.new else None
+            sealed = records.is_sealed(text, src.is_sealed_path(path))
+            pid = records.parent_id(src.name, path)
+            kind = file_type(path)
+            domain = src.domain_metadata(path)
+            domain_json = json.dumps(domain, sort_keys=True, ensure_ascii=False) if domain else None
+            occurrences: Counter = Counter()
+            chunks = chunk_file(path, text, self.config.max_chunk_chars)
+            for index, chunk in enumerate(chunks):
+                sha = records.content_hash(chunk.content)
+                occurrence = occurrences[sha]
+                occurrences[sha] += 1
+                rows.append(
+                    {
+                        "chunk_id": records.chunk_id(src.name, path, sha, occurrence),
+                        "source": src.name,
+                        "collection": src.collection,
+                        "access": src.access,
+                        "content": chunk.content,
+                        "content_hash": sha,
+                        "embed_hash": cache_key(
+                            self.embedder.model_id, records.embed_text(chunk.content, chunk.heading_path)
+                        ),
+                        "seal_state": "SEALED" if sealed else "OPEN",
+                        "path": path,
+                        "commit_sha": prov.last_commit,
+                        "timestamp": prov.last_time,
+                        "type": kind,
+                        "size": len(chunk.content.encode("utf-8")),
+                        "created_at": created or prov.first_time,
+                        "updated_at": prov.last_time,
+                        "heading_path": json.dumps(chunk.heading_path, ensure_ascii=False),
+                        "chunk_index": index,
+                        "parent_id": pid,
+                        "domain": domain_json,
+                        "_embed_text": records.embed_text(chunk.content, chunk.heading_path),
+                    }
+                )
+            parents.append(
+                {
+                    "parent_id": pid, "source": src.name, "collection": src.collection, "access": src.access,
+                    "path": path, "blob_sha": entry.blob_sha, "commit_sha": prov.last_commit,
+                    "timestamp": prov.last_time, "created_at": created or prov.first_time,
+                    "updated_at": prov.last_time, "seal_state": "SEALED" if sealed else "OPEN", "type": kind,
+                    "size": entry.size, "truncated": truncated, "chunk_count": len(chunks), "content": text,
+                }
+            )  # fmt: skip
+        return rows, parents, skipped
+
+    def _history(self, plan: _FilePlan) -> dict:
+        """Provenance of every rebuilt file: from the commits since the base when possible, else all history."""
+        wanted = set(plan.rebuilt)
+        found: dict = {}
+        if plan.base_commit and plan.git.is_ancestor(plan.base_commit, plan.head):
+            found = plan.git.history(plan.head, wanted, since=plan.base_commit)
+        missing = wanted - set(found)
+        if missing:
+            found.update(plan.git.history(plan.head, missing))
+        still = wanted - set(found)
+        if still:
+            raise LivingMemoryError(
+                f"source {plan.source.name!r}: no commit in the history of {plan.head} touches {sorted(still)[:5]}"
+            )
+        return found
+
+    def _embed(self, rows: list[dict[str, Any]]):
+        texts = [r.pop("_embed_text") for r in rows]
+        total = len(texts)
+
+        def progress(done: int, todo: int) -> None:
+            log.info("embedded %d/%d new texts (%d chunks to store)", done, todo, total)
+
+        with EmbeddingCache(self.home.cache_dir / "embeddings.duckdb", self.embedder.dim) as cache:
+            return cache.embed(texts, self.embedder, progress)
+
+    def _write(self, con, rows, parents, skips) -> None:
+        for table, columns, data in (
+            ("chunks", records.CHUNK_COLUMNS, rows),
+            ("parents", PARENT_COLUMNS, parents),
+            ("skipped_files", SKIP_COLUMNS, skips),
+        ):
+            if data:
+                frame = pd.DataFrame(data, columns=list(columns))  # noqa: F841 - read by DuckDB below
+                con.execute(f"INSERT INTO {table} SELECT * FROM frame")
+        carry = "LEFT JOIN base.attention a USING (chunk_id)" if self.base_dir is not None else ""
+        score = "COALESCE(a.attention_score, 0)" if carry else "0"
+        seen = "a.last_breath_seen" if carry else "NULL"
+        con.execute(f"INSERT INTO attention SELECT c.chunk_id, {score}, {seen} FROM chunks c {carry}")
+
+    def _count_chunks(self, con, stats: dict[str, SourceStats]) -> None:
+        if self.base_dir is None:
+            base = "SELECT NULL::VARCHAR AS chunk_id, NULL::VARCHAR AS source, NULL::VARCHAR AS path WHERE false"
+        else:
+            base = "SELECT chunk_id, source, path FROM base.chunks"
+        rows = con.execute(
+            f"""
+            WITH b AS ({base}), n AS (SELECT chunk_id, source, path FROM chunks)
+            SELECT COALESCE(n.source, b.source) AS source,
+                   COUNT(*) FILTER (WHERE b.chunk_id IS NOT NULL AND n.chunk_id IS NOT NULL) AS unchanged,
+                   COUNT(*) FILTER (WHERE n.chunk_id IS NULL) AS deleted,
+                   list(n.path) FILTER (WHERE b.chunk_id IS NULL) AS added_paths
+            FROM n FULL OUTER JOIN b USING (chunk_id) GROUP BY 1
+            """
+        ).fetchall()
+        for source, unchanged, deleted, added_paths in rows:
+            st = stats.get(source)
+            if st is None:
+                continue
+            changed = set(st.changed_paths)
+            added = added_paths or []
+            st.chunks_unchanged = unchanged
+            st.chunks_deleted = deleted
+            st.chunks_changed = sum(1 for p in added if p in changed)
+            st.chunks_new = len(added) - st.chunks_changed
+
+    def _update_chroma(self, con, staged, rows, vectors) -> None:
+        """Copy the base version's vector store, then upsert rebuilt chunks and delete the gone ones."""
+        target = staged / CHROMA
+        base_chroma = self.base_dir / CHROMA if self.base_dir is not None else None
+        same_model = (self.base_manifest or {}).get("model", {}).get("id") == self.embedder.model_id
+        if base_chroma is not None and base_chroma.is_dir() and same_model:
+            shutil.copytree(base_chroma, target)
+            gone = con.execute(
+                "SELECT b.collection, b.chunk_id FROM base.chunks b LEFT JOIN chunks n "
+                "ON n.chunk_id = b.chunk_id AND n.collection = b.collection WHERE n.chunk_id IS NULL"
+            ).fetchall()
+            carried_all = False
+        else:
+            gone = []
+            carried_all = True
+        client = open_chroma(target)
+        try:
+            wanted = {c for (c,) in con.execute("SELECT DISTINCT collection FROM chunks").fetchall()}
+            existing = {c.name for c in client.list_collections()}
+            for name in existing - wanted:
+                client.delete_collection(name)
+            by_collection: dict[str, list[str]] = {}
+            for collection, cid in gone:
+                if collection in wanted:
+                    by_collection.setdefault(collection, []).append(cid)
+            for collection, ids in by_collection.items():
+                col = client.get_collection(collection)
+                for i in range(0, len(ids), CHROMA_BATCH):
+                    col.delete(ids=ids[i : i + CHROMA_BATCH])
+            if carried_all:
+                rows, vectors = self._all_rows_with_vectors(con, rows, vectors)
+            groups: dict[str, list[int]] = {}
+            for i, row in enumerate(rows):
+                groups.setdefault(row["collection"], []).append(i)
+            for collection in wanted:
+                col = client.get_or_create_collection(
+                    collection, metadata={"hnsw:space": "cosine"}, embedding_function=None
+                )
+                idx = groups.get(collection, [])
+                for i in range(0, len(idx), CHROMA_BATCH):
+                    part = idx[i : i + CHROMA_BATCH]
+                    col.upsert(
+                        ids=[rows[j]["chunk_id"] for j in part],
+                        embeddings=vectors[part],
+                        documents=[rows[j]["content"] for j in part],
+                        metadatas=[chroma_metadata(rows[j]) for j in part],
+                    )
+        finally:
+            close_chroma(client)
+
+    def _all_rows_with_vectors(self, con, rows, vectors):
+        """Every chunk of the version with its vector (vector store rebuilt from scratch, via the cache)."""
+        fresh = {r["chunk_id"] for r in rows}
+        carried = [
+            dict(zip(records.CHUNK_COLUMNS, r, strict=True))
+            for r in con.execute(f"SELECT {', '.join(records.CHUNK_COLUMNS)} FROM chunks").fetchall()
+            if r[0] not in fresh
+        ]
+        if not carried:
+            return rows, vectors
+        import numpy as np
+
+        with EmbeddingCache(self.home.cache_dir / "embeddings.duckdb", self.embedder.dim) as cache:
+            found = cache.get_many([r["embed_hash"] for r in carried])
+        missing = [r for r in carried if r["embed_hash"] not in found]
+        if missing:
+            texts = [records.embed_text(r["content"], json.loads(r["heading_path"])) for r in missing]
+            for r, v in zip(missing, self.embedder.encode(texts), strict=True):
+                found[r["embed_hash"]] = v
+        extra = np.stack([found[r["embed_hash"]] for r in carried])
+        return rows + carried, (np.concatenate([vectors, extra]) if len(rows) else extra)
+
+    def _breath(self, opened: dict) -> Breath:
+        names = [self.config.breath_source] if self.config.breath_source else [s.name for s in self.config.sources]
+        for name in names:
+            if name not in opened:
+                continue
+            repo, head = opened[name]
+            src = self.config.source(name)
+            path = f"{src.subdir}/{self.config.breath_path}" if src.subdir else self.config.breath_path
+            raw = repo.read_file(head, path)
+            if raw is not None:
+                return parse_breath(raw.decode("utf-8", errors="replace"), name, path)
+        return Breath()
+
+    def _manifest(self, con, version_id, staged, stats, breath: Breath, computed, reused, failed) -> dict:
+        now = iso(utc_now())
+        per_source = {
+            s: (n, sealed)
+            for s, n, sealed in con.execute(
+                "SELECT source, COUNT(*), COUNT(*) FILTER (WHERE seal_state = 'SEALED') FROM chunks GROUP BY 1"
+            ).fetchall()
+        }
+        files = dict(con.execute("SELECT source, COUNT(*) FROM parents GROUP BY 1").fetchall())
+        skipped: dict[str, dict[str, int]] = {}
+        for source, reason, n in con.execute(
+            "SELECT source, reason, COUNT(*) FROM skipped_files GROUP BY 1, 2"
+        ).fetchall():
+            skipped.setdefault(source, {})[reason] = n
+        collections = {
+            c: {"access": a, "chunks": n}
+            for c, a, n in con.execute(
+                "SELECT collection, any_value(access), COUNT(*) FROM chunks GROUP BY 1"
+            ).fetchall()
+        }
+        total, sealed_total = con.execute(
+            "SELECT COUNT(*), COUNT(*) FILTER (WHERE seal_state = 'SEALED') FROM chunks"
+        ).fetchone()
+        parents_total = con.execute("SELECT COUNT(*) FROM parents").fetchone()[0]
+        avg, high, never = con.execute(
+            f"SELECT COALESCE(AVG(attention_score), 0), COUNT(*) FILTER (WHERE attention_score >= {HIGH_ATTENTION}), "
+            "COUNT(*) FILTER (WHERE attention_score = 0 AND last_breath_seen IS NULL) FROM attention"
+        ).fetchone()
+        base_sources = (self.base_manifest or {}).get("sources", {})
+        sources = {}
+        for src in self.config.sources:
+            st = stats[src.name]
+            if src.name in failed:
+                if src.name in base_sources:
+                    sources[src.name] = {**base_sources[src.name], "error": st.error}
+                continue
+            n, sealed = per_source.get(src.name, (0, 0))
+            sources[src.name] = {
+                "repo": str(src.repo), "ref": src.ref, "head_commit": st.head_commit, "collection": src.collection,
+                "access": src.access, "files": files.get(src.name, 0), "chunks": n, "sealed_chunks": sealed,
+                "skipped_files": skipped.get(src.name, {}), "config_fingerprint": self._fingerprint(src),
+            }  # fmt: skip
+        return {
+            "version_id": version_id,
+            "base_version": self.base,
+            "created_at": now,
+            "last_updated": now,
+            "model": {"id": self.embedder.model_id, "dim": self.embedder.dim},
+            "chunking": self.config.chunking,
+            "total_chunks": total,
+            "total_parents": parents_total,
+            "sealed_chunks": sealed_total,
+            "index_size_mb": 0.0,
+            "collections": collections,
+            "sources": sources,
+            "breath_at_update": {
+                "phase": breath.phase,
+                "tone": breath.tone,
+                "source": breath.source,
+                "path": breath.path,
+            },
+            "governance": governance_status(total, 0.0, self.config.governance),
+            "attention_stats": {
+                "avg_score": round(float(avg), 6),
+                "high_attention_chunks": high,
+                "never_used_chunks": never,
+            },
+            "changes": {
+                "embeddings_computed": computed,
+                "embeddings_reused": reused,
+                "unreadable_sources": {name: stats[name].error for name in failed},
+                "per_source": {
+                    name: {k: v for k, v in vars(st).items() if k not in ("changed_paths", "deleted_paths", "skipped")}
+                    for name, st in stats.items()
+                },
+            },
+        }
+
+
+def governance_status(total_chunks: int, size_mb: float, gov: Governance) -> dict[str, Any]:
+    """The governance caps and whether a version respects them."""
+    violations = []
+    if total_chunks > gov.max_chunks:
+        violations.append(f"{total_chunks} chunks exceed the cap of {gov.max_chunks}")
+    if size_mb > gov.max_size_mb:
+        violations.append(f"{size_mb} MB exceed the cap of {gov.max_size_mb} MB")
+    return {
+        "max_chunks": gov.max_chunks,
+        "max_size_mb": gov.max_size_mb,
+        "status": "exceeded" if violations else "ok",
+        "violations": violations,
+    }
+
+
+def chroma_metadata(row: dict[str, Any]) -> dict[str, Any]:
+    """The scalar metadata stored beside a vector (Chroma accepts str, int, float and bool, not None)."""
+    meta: dict[str, Any] = {
+        "source": row["source"],
+        "collection": row["collection"],
+        "access": row["access"],
+        "path": row["path"],
+        "seal_state": row["seal_state"],
+        "type": row["type"],
+        "parent_id": row["parent_id"],
+        "commit": row["commit_sha"],
+        "updated_at": row["updated_at"],
+        "created_at": row["created_at"],
+        "chunk_index": row["chunk_index"],
+        "heading": " > ".join(json.loads(row["heading_path"])),
+    }
+    if row.get("domain"):
+        meta.update({k: v for k, v in json.loads(row["domain"]).items() if v is not None})
+    return meta

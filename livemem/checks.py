@@ -1,0 +1,120 @@
+"""Checks a staged version must pass before it is published.
+
+Each check returns a ``CheckOutcome``: whether it passed, a one-line summary, and the failing items (capped)
+so a person auditing in the Dagster UI sees what to fix.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from livemem import records
+from livemem.errors import SourceError
+from livemem.gitsource import GitSource
+from livemem.schemas import errors_for, validator
+from livemem.store import TABLES
+
+MAX_REPORTED = 20
+
+
+@dataclass
+class CheckOutcome:
+    passed: bool
+    summary: str
+    failures: list[str] = field(default_factory=list)
+    checked: int = 0
+
+
+def read_records(version_dir: Path, where: str = "", params: list[Any] | None = None) -> list[dict[str, Any]]:
+    """Chunk records of a version (joined with attention), optionally filtered by a SQL condition on ``c``."""
+    con = duckdb.connect(str(version_dir / TABLES), read_only=True)
+    try:
+        cursor = con.execute(
+            f"SELECT c.*, a.attention_score, a.last_breath_seen FROM chunks c "
+            f"LEFT JOIN attention a USING (chunk_id) {('WHERE ' + where) if where else ''} ORDER BY c.chunk_id",
+            params or [],
+        )
+        names = [d[0] for d in cursor.description]
+        rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+    finally:
+        con.close()
+    return [records.row_to_record(r, r["attention_score"] or 0.0, r["last_breath_seen"]) for r in rows]
+
+
+def check_chunks_schema(version_dir: Path) -> CheckOutcome:
+    """Every chunk record validates against ``schemas/chunk.schema.json``."""
+    recs = read_records(version_dir)
+    check = validator("chunk")
+    failures = []
+    for rec in recs:
+        if not check.is_valid(rec):
+            failures.append(f"{rec['chunk_id']} ({rec['provenance']['path']}): {'; '.join(errors_for('chunk', rec))}")
+    summary = f"{len(recs) - len(failures)} of {len(recs)} chunk records are schema-valid"
+    return CheckOutcome(not failures, summary, failures[:MAX_REPORTED], len(recs))
+
+
+def check_sealed_provenance(version_dir: Path, manifest: dict[str, Any]) -> CheckOutcome:
+    """Every SEALED chunk's commit exists in its repository and the file at that commit contains the chunk."""
+    sealed = read_records(version_dir, "c.seal_state = 'SEALED'")
+    by_file: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
+    for rec in sealed:
+        prov = rec["provenance"]
+        by_file[(rec["source"], prov["commit"], prov["path"])].append(rec)
+    failures = []
+    repos: dict[str, GitSource | None] = {}
+    try:
+        for (source, commit, path), recs in by_file.items():
+            if source not in repos:
+                repo_path = manifest["sources"].get(source, {}).get("repo")
+                try:
+                    repos[source] = GitSource(Path(repo_path), source) if repo_path else None
+                except SourceError as exc:
+                    repos[source] = None
+                    failures.append(str(exc))
+            repo = repos[source]
+            if repo is None:
+                failures.extend(f"{r['chunk_id']}: repository of source {source!r} unavailable" for r in recs)
+                continue
+            if not repo.has_commit(commit):
+                failures.extend(f"{r['chunk_id']}: commit {commit} not found in {source}" for r in recs)
+                continue
+            raw = repo.read_file(commit, path)
+            if raw is None:
+                failures.extend(f"{r['chunk_id']}: {path} does not exist at {commit[:12]}" for r in recs)
+                continue
+            text = raw.decode("utf-8", errors="replace")
+            failures.extend(
+                f"{r['chunk_id']}: {path} at {commit[:12]} does not contain the chunk"
+                for r in recs
+                if r["content"] not in text
+            )
+    finally:
+        for repo in repos.values():
+            if repo is not None:
+                repo.close()
+    summary = f"{len(sealed) - len(failures)} of {len(sealed)} sealed chunks resolve to their commit and file"
+    return CheckOutcome(not failures, summary, failures[:MAX_REPORTED], len(sealed))
+
+
+def check_governance(manifest: dict[str, Any]) -> CheckOutcome:
+    """The version respects the governance caps (max chunks, max size)."""
+    gov = manifest["governance"]
+    violations = list(gov.get("violations", []))
+    summary = (
+        f"{manifest['total_chunks']} chunks (cap {gov['max_chunks']}), "
+        f"{manifest['index_size_mb']} MB (cap {gov['max_size_mb']} MB)"
+    )
+    return CheckOutcome(not violations, summary, violations, manifest["total_chunks"])
+
+
+def check_sources_readable(manifest: dict[str, Any]) -> CheckOutcome:
+    """Every configured source could be read (an unreadable one keeps its previous chunks)."""
+    errors = manifest["changes"].get("unreadable_sources", {})
+    failures = [f"{name}: {err}" for name, err in errors.items()]
+    summary = "all sources readable" if not failures else f"{len(failures)} source(s) unreadable; previous chunks kept"
+    return CheckOutcome(not failures, summary, failures, len(manifest["sources"]))

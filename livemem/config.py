@@ -1,0 +1,230 @@
+"""The sources file and the environment settings.
+
+``RAG_SOURCES`` names the YAML sources file (default: the bundled example ``examples/sources.yaml``),
+``RAG_INDEX_DIR`` the index home (default: ``rag_index/`` in the project). The sources file is validated
+against ``schemas/sources.schema.json``; every mistake is reported with its file, line and column.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pathspec
+import yaml
+
+from livemem.errors import ConfigError
+from livemem.schemas import load_schema, validator
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SOURCES_FILE = PROJECT_ROOT / "examples" / "sources.yaml"
+DEFAULT_INDEX_DIR = PROJECT_ROOT / "rag_index"
+
+
+def sources_file_from_env() -> Path:
+    return Path(os.environ.get("RAG_SOURCES") or DEFAULT_SOURCES_FILE)
+
+
+def index_dir_from_env() -> Path:
+    return Path(os.environ.get("RAG_INDEX_DIR") or DEFAULT_INDEX_DIR)
+
+
+@dataclass(frozen=True)
+class MetadataRule:
+    """Domain metadata (county, dataset, ...) set on chunks of files matching ``paths`` (all files if empty)."""
+
+    values: dict[str, Any]
+    paths: tuple[str, ...] = ()
+
+    def applies_to(self, rel_path: str) -> bool:
+        return not self.paths or _spec(self.paths).match_file(rel_path)
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """One git repository to index, and how."""
+
+    name: str
+    repo: Path
+    collection: str
+    access: str = "public"
+    ref: str = "HEAD"
+    subdir: str = ""
+    include: tuple[str, ...] = ("**/*",)
+    exclude: tuple[str, ...] = ()
+    sealed: tuple[str, ...] = ()
+    metadata: tuple[MetadataRule, ...] = ()
+
+    def relative(self, repo_path: str) -> str | None:
+        """The path relative to ``subdir``, or None when the file lies outside it."""
+        if not self.subdir:
+            return repo_path
+        prefix = self.subdir.rstrip("/") + "/"
+        return repo_path[len(prefix) :] if repo_path.startswith(prefix) else None
+
+    def selects(self, repo_path: str) -> bool:
+        """Whether a file (path inside the repository) is indexed by this source."""
+        rel = self.relative(repo_path)
+        if rel is None:
+            return False
+        return _spec(self.include).match_file(rel) and not _spec(self.exclude).match_file(rel)
+
+    def is_sealed_path(self, repo_path: str) -> bool:
+        rel = self.relative(repo_path)
+        return bool(self.sealed) and rel is not None and _spec(self.sealed).match_file(rel)
+
+    def domain_metadata(self, repo_path: str) -> dict[str, Any]:
+        rel = self.relative(repo_path) or repo_path
+        merged: dict[str, Any] = {}
+        for rule in self.metadata:
+            if rule.applies_to(rel):
+                merged.update(rule.values)
+        return merged
+
+    def fingerprint(self, chunking: dict[str, Any]) -> str:
+        """Changes whenever the way this source's files become chunks changes (forces re-chunking)."""
+        payload = {
+            "collection": self.collection,
+            "access": self.access,
+            "subdir": self.subdir,
+            "include": self.include,
+            "exclude": self.exclude,
+            "sealed": self.sealed,
+            "metadata": [[r.paths, r.values] for r in self.metadata],
+            "chunking": chunking,
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Governance:
+    max_chunks: int = 1_000_000
+    max_size_mb: float = 10_240.0
+
+
+@dataclass(frozen=True)
+class SourcesConfig:
+    """The whole sources file, validated, with paths resolved."""
+
+    path: Path
+    sources: tuple[SourceConfig, ...]
+    max_chunk_chars: int = 2000
+    max_file_bytes: int = 1_000_000
+    retention: int = 5
+    governance: Governance = field(default_factory=Governance)
+    breath_source: str | None = None
+    breath_path: str = "BREATH.md"
+
+    def source(self, name: str) -> SourceConfig:
+        for src in self.sources:
+            if src.name == name:
+                return src
+        raise ConfigError(f"{self.path}: no source named {name!r} (known: {', '.join(self.names)})")
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.sources]
+
+    @property
+    def chunking(self) -> dict[str, Any]:
+        return {"max_chunk_chars": self.max_chunk_chars, "max_file_bytes": self.max_file_bytes}
+
+
+@cache
+def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
+    """Compiled gitignore-style patterns (``**/*.md``, ``docs/``), compiled once per pattern list."""
+    return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+
+
+def _node_at(node: yaml.Node | None, parts: list[Any]) -> yaml.Node | None:
+    """The YAML node at a JSON path, to report line and column of a schema error."""
+    for part in parts:
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if k.value == part), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            return node
+    return node
+
+
+def load_sources(path: str | os.PathLike[str] | None = None) -> SourcesConfig:
+    """Read, validate and resolve a sources file. Raises ConfigError listing every problem with its location."""
+    file = Path(path) if path is not None else sources_file_from_env()
+    if not file.is_file():
+        raise ConfigError(f"sources file {file} does not exist (set RAG_SOURCES to a YAML sources file)")
+    text = file.read_text(encoding="utf-8")
+    try:
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else str(file)
+        raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+    problems = []
+    for err in sorted(validator("sources").iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        node = _node_at(root, list(err.absolute_path))
+        where = f"{file}:{node.start_mark.line + 1}:{node.start_mark.column + 1}" if node else str(file)
+        dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path).lstrip(".")
+        problems.append(f"{where}: {dotted or '(top level)'}: {err.message}")
+    if problems:
+        raise ConfigError("invalid sources file:\n  " + "\n  ".join(problems))
+    return _resolve(file, data)
+
+
+def _resolve(file: Path, data: dict[str, Any]) -> SourcesConfig:
+    defaults = load_schema("sources")["$defs"]["source"]["properties"]
+    base = file.resolve().parent
+    sources = []
+    seen: dict[str, int] = {}
+    problems = []
+    for i, raw in enumerate(data["sources"]):
+        name = raw["name"]
+        if name in seen:
+            problems.append(f"{file}: sources[{i}].name: {name!r} is also the name of sources[{seen[name]}]")
+        seen[name] = i
+        repo = Path(os.path.expanduser(raw["repo"]))
+        sources.append(
+            SourceConfig(
+                name=name,
+                repo=repo if repo.is_absolute() else (base / repo).resolve(),
+                collection=raw["collection"],
+                access=raw.get("access", defaults["access"]["default"]),
+                ref=raw.get("ref", "HEAD"),
+                subdir=raw.get("subdir", "").strip("/"),
+                include=tuple(raw.get("include", ["**/*"])),
+                exclude=tuple(raw.get("exclude", [])),
+                sealed=tuple(raw.get("sealed", [])),
+                metadata=tuple(MetadataRule(r["set"], tuple(r.get("paths", []))) for r in raw.get("metadata", [])),
+            )
+        )
+    access_by_collection: dict[str, tuple[str, str]] = {}
+    for src in sources:
+        other = access_by_collection.setdefault(src.collection, (src.access, src.name))
+        if other[0] != src.access:
+            problems.append(
+                f"{file}: collection {src.collection!r} is {other[0]} in source {other[1]!r} "
+                f"but {src.access} in source {src.name!r}; a collection has one access level"
+            )
+    index = data.get("index", {})
+    breath = data.get("breath")
+    if breath and breath["source"] not in seen:
+        problems.append(f"{file}: breath.source: no source named {breath['source']!r}")
+    if problems:
+        raise ConfigError("invalid sources file:\n  " + "\n  ".join(problems))
+    gov = index.get("governance", {})
+    return SourcesConfig(
+        path=file.resolve(),
+        sources=tuple(sources),
+        max_chunk_chars=index.get("max_chunk_chars", 2000),
+        max_file_bytes=index.get("max_file_bytes", 1_000_000),
+        retention=index.get("retention", 5),
+        governance=Governance(gov.get("max_chunks", 1_000_000), float(gov.get("max_size_mb", 10_240))),
+        breath_source=breath["source"] if breath else None,
+        breath_path=breath.get("path", "BREATH.md") if breath else "BREATH.md",
+    )

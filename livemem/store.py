@@ -1,0 +1,192 @@
+"""The index home: immutable versions, staging, the atomic switch of ``CURRENT``, retention.
+
+Layout (see ``rag_index/README.md``)::
+
+    <home>/CURRENT                     id of the published version (written to a temp file, then renamed)
+    <home>/versions/<id>/              published versions, never modified
+        manifest.json                  what is in the version (schemas/manifest.schema.json)
+        tables.duckdb                  chunks, parents, attention, skipped_files
+        chroma/                        persistent Chroma, one collection per configured collection
+    <home>/staging/<id>/               a version being built or checked; moved to versions/ when published
+    <home>/cache/embeddings.duckdb     embedding cache (content hash + model id)
+    <home>/publish_log.jsonl           every switch of CURRENT (publish and rollback)
+
+A version is built in ``staging/``, checked there, then renamed into ``versions/`` and named in ``CURRENT``
+(both renames are atomic on one file system). Readers only ever open what ``CURRENT`` names, so a crash at any
+point leaves the previous version serving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from livemem.errors import LivingMemoryError, PublishConflict
+
+MANIFEST = "manifest.json"
+TABLES = "tables.duckdb"
+CHROMA = "chroma"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(ts: datetime) -> str:
+    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+class IndexHome:
+    """One index home directory (``RAG_INDEX_DIR``)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).resolve()
+        self.versions = self.root / "versions"
+        self.staging = self.root / "staging"
+        self.cache_dir = self.root / "cache"
+        self.traces = self.root / "traces"
+        self.current_file = self.root / "CURRENT"
+        self.log_file = self.root / "publish_log.jsonl"
+
+    def ensure(self) -> IndexHome:
+        for d in (self.versions, self.staging, self.cache_dir, self.traces):
+            d.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def write_lock(self, timeout: float = 600) -> FileLock:
+        """Held while staging or publishing: one writer per index home (DuckDB files have one writer)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(self.root / ".write.lock"), timeout=timeout)
+
+    # --- reading -------------------------------------------------------------------------------------------
+    def current(self) -> str | None:
+        try:
+            version = self.current_file.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None
+        return version or None
+
+    def version_dir(self, version_id: str) -> Path:
+        return self.versions / version_id
+
+    def staged_dir(self, version_id: str) -> Path:
+        return self.staging / version_id
+
+    def locate(self, version_id: str) -> Path:
+        """The directory of a version, published or staged."""
+        for d in (self.version_dir(version_id), self.staged_dir(version_id)):
+            if d.is_dir():
+                return d
+        raise LivingMemoryError(f"index version {version_id!r} not found under {self.root}")
+
+    def manifest(self, version_id: str) -> dict[str, Any]:
+        path = self.locate(version_id) / MANIFEST
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise LivingMemoryError(f"manifest of version {version_id} is unreadable ({path}): {exc}") from exc
+
+    def current_manifest(self) -> dict[str, Any] | None:
+        version = self.current()
+        return self.manifest(version) if version else None
+
+    def published_versions(self) -> list[str]:
+        """Published version ids, oldest first (ids sort by creation time)."""
+        if not self.versions.is_dir():
+            return []
+        return sorted(p.name for p in self.versions.iterdir() if (p / MANIFEST).is_file())
+
+    # --- writing -------------------------------------------------------------------------------------------
+    def new_version_id(self) -> str:
+        now = utc_now()
+        return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond:06d}Z"
+
+    def publish(self, version_id: str, expected_base: str | None, retention: int) -> list[str]:
+        """Move a staged version into ``versions/`` and switch ``CURRENT`` to it; returns the pruned versions.
+
+        Raises PublishConflict when another version was published after this one was staged from
+        ``expected_base`` (publishing it would silently drop that version's changes).
+        """
+        with self.write_lock():
+            current = self.current()
+            if current != expected_base:
+                raise PublishConflict(
+                    f"version {version_id} was built on {expected_base or 'an empty index'}, but {current} "
+                    "has been published since; materialize again to build on the newer version"
+                )
+            staged = self.staged_dir(version_id)
+            if not (staged / MANIFEST).is_file():
+                raise LivingMemoryError(f"staged version {version_id} is missing or incomplete ({staged})")
+            self.versions.mkdir(parents=True, exist_ok=True)
+            os.replace(staged, self.version_dir(version_id))
+            self._switch(version_id, "publish")
+            return self._prune(retention)
+
+    def rollback(self, version_id: str) -> None:
+        """Point ``CURRENT`` back at an older published version."""
+        with self.write_lock():
+            if not (self.version_dir(version_id) / MANIFEST).is_file():
+                raise LivingMemoryError(f"no published version {version_id!r} under {self.versions}")
+            self._switch(version_id, "rollback")
+
+    def _switch(self, version_id: str, action: str) -> None:
+        tmp = self.current_file.with_name(f".CURRENT.{os.getpid()}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(version_id + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.current_file)
+        with open(self.log_file, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"at": iso(utc_now()), "action": action, "version": version_id}) + "\n")
+
+    def _prune(self, retention: int) -> list[str]:
+        """Keep the ``retention`` newest published versions and the current one; drop stale staging dirs."""
+        current = self.current()
+        published = self.published_versions()
+        keep = set(published[-retention:]) | {current}
+        removed = [v for v in published if v not in keep]
+        for version in removed:
+            shutil.rmtree(self.version_dir(version), ignore_errors=True)
+        return removed
+
+    def clear_staging(self, keep_latest: int = 1) -> list[str]:
+        """Remove leftover staged versions (failed checks, crashed runs), keeping the newest for inspection.
+
+        Call with the write lock held, before staging a new version.
+        """
+        if not self.staging.is_dir():
+            return []
+        staged = sorted(p.name for p in self.staging.iterdir() if p.is_dir())
+        doomed = staged[: max(0, len(staged) - keep_latest)]
+        for version in doomed:
+            shutil.rmtree(self.staged_dir(version), ignore_errors=True)
+        return doomed
+
+
+def dir_size_mb(path: Path) -> float:
+    total = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return round(total / 1_048_576, 3)
+
+
+def open_chroma(path: Path):
+    """A persistent Chroma client on ``path`` with telemetry off (no network)."""
+    import chromadb
+    from chromadb.config import Settings
+
+    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+def close_chroma(client: Any) -> None:
+    """Release Chroma's files so the directory can be renamed, copied or opened elsewhere."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    try:
+        client.close()
+    finally:
+        SharedSystemClient.clear_system_cache()
