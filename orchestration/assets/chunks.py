@@ -1,0 +1,226 @@
+"""Git sources → chunks with provenance and seal state → embeddings → a checked, published index version.
+
+Assets:
+- ``git/<source>``  observable source asset per configured source; its data version is the HEAD commit, so the
+  UI shows when the index is behind a repository.
+- ``chunks``        stages a new index version (incremental: only changed files are re-chunked, only new text
+  is embedded). Blocking checks run against the staged version.
+- ``published_index`` switches ``CURRENT`` to the staged version (atomic), only when every blocking check passed.
+"""
+
+import warnings
+from typing import Any
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    AssetKey,
+    BetaWarning,
+    DataVersion,
+    MetadataValue,
+    ObserveResult,
+    Output,
+    asset,
+    asset_check,
+    observable_source_asset,
+)
+
+from livemem import checks
+from livemem.build import BuildResult, build_version
+from livemem.config import SourcesConfig
+from livemem.gitsource import GitSource
+from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
+
+GROUP = "living_memory"
+
+
+def source_key(name: str) -> AssetKey:
+    return AssetKey(["git", name])
+
+
+def _source_asset(name: str) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BetaWarning)
+        return _observable_head(name)
+
+
+def _observable_head(name: str) -> Any:
+    @observable_source_asset(
+        key=source_key(name),
+        group_name="sources",
+        description=f"HEAD of the git source {name!r} (data version = commit id).",
+    )
+    def _observe(git_sources: GitSourcesResource) -> ObserveResult:
+        src = git_sources.load().source(name)
+        with GitSource(src.repo, name) as repo:
+            commit = repo.resolve(src.ref)
+            head = repo.repo.commit(commit)
+            return ObserveResult(
+                data_version=DataVersion(commit),
+                metadata={
+                    "repo": str(src.repo),
+                    "ref": src.ref,
+                    "commit": commit,
+                    "committed_at": head.committed_datetime.isoformat(),
+                    "message": head.summary if isinstance(head.summary, str) else head.summary.decode(),
+                },
+            )
+
+    return _observe
+
+
+def _staged_output(result: BuildResult) -> dict[str, Any]:
+    return {"version_id": result.version_id, "base_version": result.base_version, "reason": result.reason}
+
+
+def _build_metadata(result: BuildResult) -> dict[str, Any]:
+    rows = [
+        "| source | commit | files new / changed / unchanged / deleted | chunks new / changed / unchanged / deleted"
+        " | skipped |",
+        "|---|---|---|---|---|",
+    ]
+    counters = ("files_new", "files_changed", "files_unchanged", "files_deleted")
+    counters += ("chunks_new", "chunks_changed", "chunks_unchanged", "chunks_deleted")
+    totals = dict.fromkeys(counters, 0)
+    for name, st in result.sources.items():
+        for key in totals:
+            totals[key] += getattr(st, key)
+        commit = (st.head_commit or "")[:12] if not st.error else f"unreadable: {st.error}"
+        skipped = ", ".join(f"{k}: {v}" for k, v in st.skipped.items()) or "-"
+        rows.append(
+            f"| {name} | {commit} | {st.files_new} / {st.files_changed} / {st.files_unchanged} / {st.files_deleted}"
+            f" | {st.chunks_new} / {st.chunks_changed} / {st.chunks_unchanged} / {st.chunks_deleted} | {skipped} |"
+        )
+    meta: dict[str, Any] = {
+        "status": result.reason,
+        "version_id": result.version_id or "",
+        "base_version": result.base_version or "",
+        "commits": {name: st.head_commit for name, st in result.sources.items()},
+        "embeddings_computed": result.embeddings_computed,
+        "embeddings_reused": result.embeddings_reused,
+        "timings_s": result.timings,
+        "sources": MetadataValue.md("\n".join(rows)),
+        **{key: value for key, value in totals.items()},
+    }
+    if result.manifest:
+        meta["dagster/row_count"] = result.manifest["total_chunks"]
+        meta["sealed_chunks"] = result.manifest["sealed_chunks"]
+        meta["index_size_mb"] = result.manifest["index_size_mb"]
+        meta["breath"] = (
+            f"{result.manifest['breath_at_update']['phase']} ({result.manifest['breath_at_update']['tone']})"
+        )
+        changed = [f"{n}: {p}" for n, st in result.sources.items() for p in st.changed_paths][:50]
+        deleted = [f"{n}: {p}" for n, st in result.sources.items() for p in st.deleted_paths][:50]
+        if changed or deleted:
+            meta["changed_files"] = MetadataValue.md(
+                "\n".join([*(f"- changed `{c}`" for c in changed), *(f"- deleted `{d}`" for d in deleted)])
+            )
+    return meta
+
+
+def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
+    """The assets and checks of the chunk index for the sources named in ``config``."""
+    source_assets = [_source_asset(src.name) for src in config.sources]
+
+    @asset(
+        name="chunks",
+        group_name=GROUP,
+        kinds={"git", "duckdb", "chroma"},
+        code_version="chunks-v1",
+        deps=[source_key(src.name) for src in config.sources],
+        description=(
+            "Chunks of every configured git source at its HEAD, with provenance and seal state, embedded with "
+            "all-MiniLM-L6-v2, staged as a new index version (only changed files are re-chunked)."
+        ),
+    )
+    def chunks(
+        context: AssetExecutionContext,
+        git_sources: GitSourcesResource,
+        index_store: IndexStoreResource,
+        embedder: EmbedderResource,
+    ) -> Output[dict[str, Any]]:
+        result = build_version(git_sources.load(), index_store.home(), embedder.embedder())
+        context.log.info(result.reason if not result.staged else f"staged version {result.version_id}")
+        return Output(_staged_output(result), metadata=_build_metadata(result))
+
+    def _staged_dir(index_store: IndexStoreResource, staged: dict[str, Any]):
+        home = index_store.home()
+        version = staged["version_id"] or home.current()
+        return (home.locate(version), home.manifest(version)) if version else (None, None)
+
+    def _result(outcome: checks.CheckOutcome, severity=AssetCheckSeverity.ERROR) -> AssetCheckResult:
+        meta: dict[str, Any] = {"summary": outcome.summary, "checked": outcome.checked}
+        if outcome.failures:
+            meta["failures"] = MetadataValue.md("\n".join(f"- {f}" for f in outcome.failures))
+        return AssetCheckResult(passed=outcome.passed, severity=severity, metadata=meta, description=outcome.summary)
+
+    @asset_check(asset=chunks, blocking=True, description="Every chunk record is valid per schemas/chunk.schema.json.")
+    def chunks_schema_valid(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+        version_dir, _ = _staged_dir(index_store, chunks)
+        if version_dir is None:
+            return _result(checks.CheckOutcome(True, "index is empty"))
+        return _result(checks.check_chunks_schema(version_dir))
+
+    @asset_check(
+        asset=chunks,
+        blocking=True,
+        description="Every SEALED chunk's commit exists and its file at that commit contains the chunk.",
+    )
+    def sealed_provenance_resolves(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+        version_dir, manifest = _staged_dir(index_store, chunks)
+        if version_dir is None:
+            return _result(checks.CheckOutcome(True, "index is empty"))
+        return _result(checks.check_sealed_provenance(version_dir, manifest))
+
+    @asset_check(asset=chunks, blocking=True, description="The version respects the governance caps.")
+    def governance_caps(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+        _, manifest = _staged_dir(index_store, chunks)
+        if manifest is None:
+            return _result(checks.CheckOutcome(True, "index is empty"))
+        return _result(checks.check_governance(manifest))
+
+    @asset_check(asset=chunks, description="Every configured source could be read (WARN: old chunks are kept).")
+    def sources_readable(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+        _, manifest = _staged_dir(index_store, chunks)
+        if manifest is None:
+            return _result(checks.CheckOutcome(True, "index is empty"))
+        return _result(checks.check_sources_readable(manifest), AssetCheckSeverity.WARN)
+
+    @asset(
+        name="published_index",
+        group_name=GROUP,
+        kinds={"filesystem"},
+        description="The index version named by CURRENT: switched atomically to the staged version once checks pass.",
+    )
+    def published_index(
+        context: AssetExecutionContext,
+        chunks: dict[str, Any],
+        git_sources: GitSourcesResource,
+        index_store: IndexStoreResource,
+    ) -> Output[str | None]:
+        home = index_store.home()
+        version = chunks["version_id"]
+        if version is None:
+            current = home.current()
+            context.log.info(f"nothing new to publish: {current} stays current ({chunks['reason']})")
+            return Output(current, metadata={"status": "unchanged", "current_version": current or ""})
+        pruned = home.publish(version, chunks["base_version"], git_sources.load().retention)
+        manifest = home.manifest(version)
+        context.log.info(f"published {version}; pruned {pruned or 'nothing'}")
+        return Output(
+            version,
+            metadata={
+                "status": "published",
+                "current_version": version,
+                "previous_version": chunks["base_version"] or "",
+                "pruned_versions": pruned,
+                "dagster/row_count": manifest["total_chunks"],
+                "index_size_mb": manifest["index_size_mb"],
+                "path": MetadataValue.path(str(home.version_dir(version))),
+            },
+        )
+
+    assets = [*source_assets, chunks, published_index]
+    asset_checks = [chunks_schema_valid, sealed_provenance_resolves, governance_caps, sources_readable]
+    return assets, asset_checks

@@ -1,0 +1,41 @@
+"""The one Definitions object of the Living Memory code location.
+
+The asset graph depends on which sources the sources file names (one observable asset per source), so the
+file named by ``RAG_SOURCES`` (default: the bundled example) is read when the code location loads; a mistake
+in it is reported with its file, line and column. Everything else (paths, model) is resolved at run time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dagster import AssetSelection, Definitions, define_asset_job
+
+from livemem.config import load_sources, sources_file_from_env
+from orchestration.assets.chunks import build_chunk_assets
+from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
+
+
+def build_definitions(sources_file: str | Path | None = None, index_dir: str | Path | None = None) -> Definitions:
+    """Definitions for a sources file (default ``$RAG_SOURCES``) and index home (default ``$RAG_INDEX_DIR``)."""
+    path = Path(sources_file) if sources_file else sources_file_from_env()
+    config = load_sources(path)
+    chunk_assets, chunk_checks = build_chunk_assets(config)
+    build_index = define_asset_job(
+        "build_index",
+        selection=AssetSelection.assets("chunks", "published_index"),
+        description="Chunk, embed, check and publish a new index version.",
+    )
+    return Definitions(
+        assets=chunk_assets,
+        asset_checks=chunk_checks,
+        jobs=[build_index],
+        resources={
+            "git_sources": GitSourcesResource(sources_file=str(path) if sources_file else ""),
+            "index_store": IndexStoreResource(index_dir=str(index_dir) if index_dir else ""),
+            "embedder": EmbedderResource(),
+        },
+    )
+
+
+defs = build_definitions()
