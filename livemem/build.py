@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from livemem import records
@@ -29,9 +30,11 @@ from livemem.config import Governance, SourceConfig, SourcesConfig
 from livemem.embedding import Embedder, EmbeddingCache, cache_key
 from livemem.errors import LivingMemoryError, SourceError
 from livemem.gitsource import GitSource, TreeEntry
+from livemem.sparse import build_sparse
 from livemem.store import (
     CHROMA,
     MANIFEST,
+    RETRIEVAL,
     TABLES,
     IndexHome,
     close_chroma,
@@ -217,7 +220,9 @@ class _Builder:
             self._count_chunks(con, stats)
             t = self._tick("tables_s", t)
             self._update_chroma(con, staged, new_rows, vectors)
-            self._tick("chroma_s", t)
+            t = self._tick("chroma_s", t)
+            self._write_retrieval(con, staged)
+            self._tick("retrieval_s", t)
             breath = self._breath(opened)
             manifest = self._manifest(con, version_id, staged, stats, breath, computed, reused, failed)
         finally:
@@ -523,17 +528,34 @@ class _Builder:
         ]
         if not carried:
             return rows, vectors
-        import numpy as np
-
-        with EmbeddingCache(self.home.cache_dir / "embeddings.duckdb", self.embedder.dim) as cache:
-            found = cache.get_many([r["embed_hash"] for r in carried])
-        missing = [r for r in carried if r["embed_hash"] not in found]
-        if missing:
-            texts = [records.embed_text(r["content"], json.loads(r["heading_path"])) for r in missing]
-            for r, v in zip(missing, self.embedder.encode(texts), strict=True):
-                found[r["embed_hash"]] = v
-        extra = np.stack([found[r["embed_hash"]] for r in carried])
+        extra = self._vectors_for([(r["content"], r["heading_path"], r["embed_hash"]) for r in carried])
         return rows + carried, (np.concatenate([vectors, extra]) if len(rows) else extra)
+
+    def _vectors_for(self, items: list[tuple[str, str, str]]) -> np.ndarray:
+        """Vectors of (content, heading path JSON, embed hash) items: from the cache, computing any missing."""
+        with EmbeddingCache(self.home.cache_dir / "embeddings.duckdb", self.embedder.dim) as cache:
+            found = cache.get_many([h for _, _, h in items])
+            missing = {h: records.embed_text(c, json.loads(p)) for c, p, h in items if h not in found}
+            if missing:
+                log.warning("embedding cache lacks %d vectors of carried-over chunks; recomputing", len(missing))
+                computed = dict(zip(missing, self.embedder.encode(list(missing.values())), strict=True))
+                cache.put_many(computed)
+                found.update(computed)
+        if not items:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        return np.stack([found[h] for _, _, h in items])
+
+    def _write_retrieval(self, con, staged) -> None:
+        """The read-optimised snapshot serving loads: ids, a dense matrix and a BM25 index, in one order."""
+        rows = con.execute(
+            "SELECT chunk_id, content, heading_path, embed_hash FROM chunks ORDER BY chunk_id"
+        ).fetchall()
+        target = staged / RETRIEVAL
+        target.mkdir()
+        (target / "ids.json").write_text(json.dumps([r[0] for r in rows]), encoding="utf-8")
+        np.save(target / "dense.npy", self._vectors_for([(c, p, h) for _, c, p, h in rows]))
+        if rows:
+            build_sparse([records.embed_text(c, json.loads(p)) for _, c, p, _ in rows], target / "bm25")
 
     def _breath(self, opened: dict) -> Breath:
         names = [self.config.breath_source] if self.config.breath_source else [s.name for s in self.config.sources]

@@ -7,6 +7,7 @@ Layout (see ``rag_index/README.md``)::
         manifest.json                  what is in the version (schemas/manifest.schema.json)
         tables.duckdb                  chunks, parents, attention, skipped_files
         chroma/                        persistent Chroma, one collection per configured collection
+        retrieval/                     what serving loads: ids.json, dense.npy (same order), bm25/ (bm25s)
     <home>/staging/<id>/               a version being built or checked; moved to versions/ when published
     <home>/cache/embeddings.duckdb     embedding cache (content hash + model id)
     <home>/publish_log.jsonl           every switch of CURRENT (publish and rollback)
@@ -32,6 +33,7 @@ from livemem.errors import LivingMemoryError, PublishConflict
 MANIFEST = "manifest.json"
 TABLES = "tables.duckdb"
 CHROMA = "chroma"
+RETRIEVAL = "retrieval"
 
 
 def utc_now() -> datetime:

@@ -1,0 +1,1 @@
+"""Benchmarks of the Living Memory build pipeline (see ``bench/README.md``)."""
