@@ -1,0 +1,254 @@
+"""Reading a published index version, read-only, and following ``CURRENT`` to newer versions between requests.
+
+A ``Snapshot`` is one complete version loaded for retrieval: the ids, the dense matrix and the BM25 index from
+``retrieval/``, and the chunk rows (with attention) from ``tables.duckdb`` opened read-only, all in one order
+(the order of ``ids.json``). A request takes one snapshot and uses only it, so a response always comes from one
+complete version. ``IndexReader.snapshot()`` checks ``CURRENT`` and loads a newly published version while other
+requests keep using the one they hold; Chroma is never opened (a persistent client may write into its directory).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from livemem import records
+from livemem.errors import LivingMemoryError
+from livemem.sparse import SparseIndex
+from livemem.store import MANIFEST, RETRIEVAL, TABLES, IndexHome
+
+log = logging.getLogger(__name__)
+
+DOMAIN_FIELDS = ("county", "dataset", "worldview_id", "local_resource_id")
+PARENT_FIELDS = (
+    "parent_id", "source", "collection", "access", "path", "commit_sha", "timestamp", "created_at", "updated_at",
+    "seal_state", "type", "size", "truncated", "chunk_count", "content",
+)  # fmt: skip
+MATERIALIZE_HINT = "run `make materialize` to build and publish a new version"
+
+
+class IndexUnavailable(LivingMemoryError):
+    """No usable index version: nothing published yet, or the published version cannot be read."""
+
+
+def parse_time(value: str | None) -> float:
+    """Seconds since the epoch of an ISO 8601 time (NaN when missing or unreadable)."""
+    if not value:
+        return float("nan")
+    try:
+        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return float("nan")
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=UTC)
+    return ts.timestamp()
+
+
+def breath_number(phase: str | None) -> float:
+    """The n of a breath phase ``Δn`` (NaN for none)."""
+    if not phase:
+        return float("nan")
+    digits = "".join(ch for ch in phase if ch.isdigit())
+    return float(digits) if digits else float("nan")
+
+
+@dataclass
+class Snapshot:
+    """One published version, loaded for retrieval. Immutable once built; shared by concurrent requests."""
+
+    version_id: str
+    path: Path
+    manifest: dict[str, Any]
+    ids: list[str]
+    dense: np.ndarray
+    sparse: SparseIndex | None
+    chunks: pd.DataFrame
+    columns: dict[str, np.ndarray]
+    row_of: dict[str, int]
+    access_of: dict[str, str]
+    loaded_at: float = field(default_factory=time.time)
+    _con: duckdb.DuckDBPyConnection | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.ids)
+
+    @property
+    def model_id(self) -> str:
+        return self.manifest.get("model", {}).get("id", "")
+
+    @property
+    def breath_phase(self) -> str | None:
+        return (self.manifest.get("breath_at_update") or {}).get("phase")
+
+    def collections_for(self, access_levels: frozenset[str]) -> list[str]:
+        """The collections of this version whose access level is one of ``access_levels``, sorted."""
+        return sorted(c for c, a in self.access_of.items() if a in access_levels)
+
+    def record(self, row: int) -> dict[str, Any]:
+        """The chunk record (``schemas/chunk.schema.json``) of the chunk at ``row``."""
+        data = self.chunks.iloc[row]
+        return records.row_to_record(
+            {c: data[c] for c in records.CHUNK_COLUMNS},
+            attention=float(data["attention_score"]),
+            last_breath_seen=data["last_breath_seen"],
+        )
+
+    def parents(self, parent_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Parent documents (whole files) by id, read from the version's tables."""
+        if not parent_ids or self._con is None:
+            return {}
+        cursor = self._con.cursor()
+        try:
+            placeholders = ", ".join("?" for _ in parent_ids)
+            rows = cursor.execute(
+                f"SELECT {', '.join(PARENT_FIELDS)} FROM parents WHERE parent_id IN ({placeholders})", parent_ids
+            ).fetchall()
+        finally:
+            cursor.close()
+        return {r[0]: dict(zip(PARENT_FIELDS, r, strict=True)) for r in rows}
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+
+def load_snapshot(home: IndexHome, version_id: str) -> Snapshot:
+    """Load a published version for retrieval; raises IndexUnavailable saying what is wrong and what to run."""
+    path = home.version_dir(version_id)
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        retrieval = path / RETRIEVAL
+        ids = json.loads((retrieval / "ids.json").read_text(encoding="utf-8"))
+        dense = np.load(retrieval / "dense.npy")
+        if dense.ndim != 2 or dense.shape[0] != len(ids):
+            raise ValueError(f"dense.npy has shape {dense.shape} but ids.json lists {len(ids)} chunks")
+        dense = np.ascontiguousarray(dense, dtype=np.float32)
+        sparse = SparseIndex(retrieval / "bm25") if ids else None
+        if sparse is not None and sparse.size != len(ids):
+            raise ValueError(f"the BM25 index has {sparse.size} documents but ids.json lists {len(ids)} chunks")
+        con = duckdb.connect(str(path / TABLES), read_only=True)
+        chunks = _chunk_frame(con, ids)
+    except IndexUnavailable:
+        raise
+    except Exception as exc:  # any unreadable part makes the whole version unusable
+        raise IndexUnavailable(
+            f"index version {version_id} under {home.root} cannot be read ({type(exc).__name__}: {exc}); "
+            f"{MATERIALIZE_HINT}, or roll CURRENT back to an earlier version"
+        ) from exc
+    access_of = {name: info.get("access", "public") for name, info in manifest.get("collections", {}).items()}
+    for collection, access in chunks[["collection", "access"]].drop_duplicates().itertuples(index=False):
+        access_of.setdefault(collection, access)
+    return Snapshot(
+        version_id=version_id,
+        path=path,
+        manifest=manifest,
+        ids=ids,
+        dense=dense,
+        sparse=sparse,
+        chunks=chunks,
+        columns=_filter_columns(chunks),
+        row_of={cid: i for i, cid in enumerate(ids)},
+        access_of=access_of,
+        _con=con,
+    )
+
+
+def _chunk_frame(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pd.DataFrame:
+    """Every chunk row with its attention, in the order of ``ids``."""
+    frame = con.execute(
+        f"SELECT {', '.join('c.' + c for c in records.CHUNK_COLUMNS)}, "
+        "COALESCE(a.attention_score, 0) AS attention_score, a.last_breath_seen "
+        "FROM chunks c LEFT JOIN attention a USING (chunk_id)"
+    ).df()
+    frame = frame.set_index("chunk_id", drop=False)
+    missing = set(ids) - set(frame.index)
+    if missing or len(frame) != len(ids):
+        raise IndexUnavailable(
+            f"tables.duckdb holds {len(frame)} chunks but retrieval/ids.json lists {len(ids)} "
+            f"({len(missing)} of them unknown to the tables); {MATERIALIZE_HINT}"
+        )
+    frame = frame.loc[ids].reset_index(drop=True)
+    frame["last_breath_seen"] = frame["last_breath_seen"].astype(object).where(frame["last_breath_seen"].notna(), None)
+    return frame
+
+
+def _filter_columns(chunks: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Columns as numpy arrays (in id order) that filters and scoring read without touching the frame."""
+    domain = [json.loads(d) if d else {} for d in chunks["domain"]]
+    columns: dict[str, np.ndarray] = {
+        name: chunks[name].to_numpy(dtype=object)
+        for name in ("source", "collection", "access", "path", "type", "seal_state", "parent_id")
+    }
+    for name in DOMAIN_FIELDS:
+        columns[name] = np.array([None if d.get(name) is None else str(d[name]) for d in domain], dtype=object)
+    columns["attention"] = chunks["attention_score"].to_numpy(dtype=np.float64)
+    columns["breath"] = np.array([breath_number(b) for b in chunks["last_breath_seen"]], dtype=np.float64)
+    columns["updated"] = np.array([parse_time(t) for t in chunks["updated_at"]], dtype=np.float64)
+    return columns
+
+
+class IndexReader:
+    """The version ``CURRENT`` names, loaded once and swapped for a newer one between requests.
+
+    ``snapshot()`` is cheap (a read of the small ``CURRENT`` file at most every ``refresh_interval_s``). When
+    ``CURRENT`` has moved, one caller loads the new version while the others keep answering from the old one.
+    """
+
+    def __init__(self, home: IndexHome, refresh_interval_s: float = 0.0, retry_failed_s: float = 5.0) -> None:
+        self.home = home
+        self.refresh_interval_s = refresh_interval_s
+        self.retry_failed_s = retry_failed_s
+        self._snapshot: Snapshot | None = None
+        self._checked_at = 0.0
+        self._named: str | None = None
+        self._failure: tuple[str, float, IndexUnavailable] | None = None
+        self._load_lock = threading.Lock()
+        self.swaps = 0
+
+    def snapshot(self) -> Snapshot:
+        """The snapshot to answer one request from; raises IndexUnavailable (nothing published, unreadable)."""
+        now = time.monotonic()
+        if self._snapshot is None or now - self._checked_at >= self.refresh_interval_s:
+            self._named = self.home.current()
+            self._checked_at = now
+        named = self._named
+        if named is None:
+            raise IndexUnavailable(f"no index published yet under {self.home.root}: run `make materialize`")
+        current = self._snapshot
+        if current is not None and current.version_id == named:
+            return current
+        failure = self._failure
+        if failure and failure[0] == named and now - failure[1] < self.retry_failed_s:
+            raise failure[2]
+        # Another thread is loading: answer from the version already loaded rather than wait.
+        if not self._load_lock.acquire(blocking=current is None):
+            return current  # type: ignore[return-value]
+        try:
+            if self._snapshot is not None and self._snapshot.version_id == named:
+                return self._snapshot
+            try:
+                fresh = load_snapshot(self.home, named)
+            except IndexUnavailable as exc:
+                self._failure = (named, time.monotonic(), exc)
+                log.error("%s", exc)
+                raise
+            self._failure = None
+            self._snapshot = fresh
+            if current is not None:
+                self.swaps += 1
+                log.info("now serving index version %s (was %s)", named, current.version_id)
+            return fresh
+        finally:
+            self._load_lock.release()

@@ -1,0 +1,86 @@
+"""Shared fixtures: real git repositories in temp dirs, one embedding model per test session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+
+
+class GitRepo:
+    """A real git repository in a temp dir, committed to with the git command line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.clock = 1_700_000_000
+        path.mkdir(parents=True, exist_ok=True)
+        self.git("init", "-q", "-b", "main")
+
+    def git(self, *args: str) -> str:
+        env = {
+            **os.environ,
+            "GIT_AUTHOR_NAME": "Test Author",
+            "GIT_AUTHOR_EMAIL": "author@example.org",
+            "GIT_COMMITTER_NAME": "Test Author",
+            "GIT_COMMITTER_EMAIL": "author@example.org",
+            "GIT_AUTHOR_DATE": f"@{self.clock} +0000",
+            "GIT_COMMITTER_DATE": f"@{self.clock} +0000",
+        }
+        return subprocess.run(
+            ["git", *args], cwd=self.path, env=env, check=True, capture_output=True, text=True
+        ).stdout.strip()
+
+    def commit(
+        self, files: dict[str, str | bytes] | None = None, delete: list[str] = (), message: str = "change"
+    ) -> str:
+        """Write and delete files, commit them one hour after the previous commit, return the commit id."""
+        self.clock += 3600
+        for rel, content in (files or {}).items():
+            target = self.path / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                target.write_bytes(content)
+            else:
+                target.write_text(content, encoding="utf-8")
+        for rel in delete:
+            (self.path / rel).unlink()
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+        return self.head()
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD")
+
+
+@pytest.fixture
+def make_repo(tmp_path: Path) -> Callable[..., GitRepo]:
+    def factory(name: str = "repo", files: dict[str, str | bytes] | None = None) -> GitRepo:
+        repo = GitRepo(tmp_path / name)
+        if files:
+            repo.commit(files, message="initial import")
+        return repo
+
+    return factory
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The real all-MiniLM-L6-v2 embedder, loaded once per test session."""
+    from livemem.embedding import Embedder
+
+    emb = Embedder(threads=2)
+    emb.model  # noqa: B018 - load now, once
+    return emb
+
+
+def write_sources(path: Path, body: str) -> Path:
+    path.write_text(body, encoding="utf-8")
+    return path

@@ -1,0 +1,264 @@
+"""Building versions from real git repositories: provenance, seal state, incremental updates, publish."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from livemem import checks
+from livemem.build import build_version
+from livemem.config import load_sources
+from livemem.errors import PublishConflict, SourceError
+from livemem.schemas import errors_for
+from livemem.store import IndexHome, close_chroma, open_chroma
+
+CHARTER = "# Charter\n\n## Purpose\n\nWe keep the memory of the valley.\n\n## Roles\n\nStewards tend the index.\n"
+CONSTITUTION = "# Constitution\n\nSeal: ∞Δ∞\n\n## Article I\n\nSealed records never decay.\n"
+GUIDE = "# Guide\n\n## SNAP\n\nFood help in Oak Hill.\n\n## WIC\n\nNutrition for infants.\n"
+
+
+def sources_file(tmp_path: Path, repo: Path, extra: str = "", index: str = "") -> Path:
+    path = tmp_path / "sources.yaml"
+    path.write_text(
+        f"index:\n  retention: 2\n{index}"
+        "sources:\n"
+        f"  - name: docs\n    repo: {repo}\n    collection: docs\n    sealed: ['policy/*.md']\n" + extra,
+        encoding="utf-8",
+    )
+    return path
+
+
+def rows(home: IndexHome, sql: str, params: list | None = None) -> list[tuple]:
+    con = duckdb.connect(str(home.version_dir(home.current()) / "tables.duckdb"), read_only=True)
+    try:
+        return con.execute(sql, params or []).fetchall()
+    finally:
+        con.close()
+
+
+def build_and_publish(config, home: IndexHome, embedder):
+    result = build_version(config, home, embedder)
+    if result.staged:
+        home.publish(result.version_id, result.base_version, config.retention)
+    return result
+
+
+def chroma_ids(home: IndexHome, collection: str) -> set[str]:
+    client = open_chroma(home.version_dir(home.current()) / "chroma")
+    try:
+        return set(client.get_collection(collection).get(include=[])["ids"])
+    finally:
+        close_chroma(client)
+
+
+@pytest.fixture
+def repo(make_repo):
+    return make_repo(
+        files={
+            "CHARTER.md": CHARTER,
+            "CONSTITUTION.md": CONSTITUTION,
+            "guides/fayette.md": GUIDE,
+            "policy/retention.md": "# Retention\n\nKeep five versions.\n",
+            "src/tool.py": "def main():\n    return 42\n",
+            "logo.png": b"\x89PNG\r\n\x1a\n\x00\x00binary",
+            "latin1.txt": "caf\xe9 au lait".encode("latin-1"),
+        }
+    )
+
+
+def test_full_build_records_provenance_and_seal_state(tmp_path: Path, repo, embedder) -> None:
+    config = load_sources(sources_file(tmp_path, repo.path))
+    home = IndexHome(tmp_path / "index")
+    result = build_and_publish(config, home, embedder)
+    assert result.staged and home.current() == result.version_id
+    stats = result.sources["docs"]
+    assert stats.files_new == 7 and dict(stats.skipped) == {"binary": 1, "non_utf8": 1}
+
+    recs = checks.read_records(home.version_dir(home.current()))
+    assert all(not errors_for("chunk", r) for r in recs)
+    by_path: dict[str, list[dict]] = {}
+    for r in recs:
+        by_path.setdefault(r["provenance"]["path"], []).append(r)
+    assert {r["seal_state"] for r in by_path["CONSTITUTION.md"]} == {"SEALED"}  # marker
+    assert {r["seal_state"] for r in by_path["policy/retention.md"]} == {"SEALED"}  # sealed glob
+    assert {r["seal_state"] for r in by_path["CHARTER.md"]} == {"OPEN"}
+    charter = sorted(by_path["CHARTER.md"], key=lambda r: r["metadata"]["chunk_index"])
+    assert [r["metadata"]["heading_path"] for r in charter] == [["Charter", "Purpose"], ["Charter", "Roles"]]
+    assert {r["provenance"]["commit"] for r in recs} == {repo.head()}
+    assert charter[0]["metadata"]["type"] == "markdown"
+    assert by_path["src/tool.py"][0]["metadata"]["type"] == "code"
+
+    manifest = home.current_manifest()
+    assert not errors_for("manifest", manifest)
+    assert manifest["sources"]["docs"]["head_commit"] == repo.head()
+    assert manifest["sources"]["docs"]["skipped_files"] == {"binary": 1, "non_utf8": 1}
+    assert manifest["total_chunks"] == len(recs) and manifest["sealed_chunks"] == 3
+    assert manifest["collections"] == {"docs": {"access": "public", "chunks": len(recs)}}
+    assert chroma_ids(home, "docs") == {r["chunk_id"] for r in recs}
+    assert result.embeddings_computed == len(recs)
+
+
+def test_incremental_update_touches_only_changed_files(tmp_path: Path, repo, embedder) -> None:
+    config = load_sources(sources_file(tmp_path, repo.path))
+    home = IndexHome(tmp_path / "index")
+    first = build_and_publish(config, home, embedder)
+    before = {cid: (path, commit) for cid, path, commit in rows(home, "SELECT chunk_id, path, commit_sha FROM chunks")}
+    created = dict(rows(home, "SELECT path, created_at FROM parents"))
+
+    edit = repo.commit(
+        {"guides/fayette.md": GUIDE.replace("Nutrition for infants.", "Nutrition for infants and mothers.")}
+    )
+    second = build_and_publish(config, home, embedder)
+    assert second.staged and second.base_version == first.version_id
+    stats = second.sources["docs"]
+    assert (stats.files_new, stats.files_changed, stats.files_unchanged, stats.files_deleted) == (0, 1, 6, 0)
+    assert (stats.chunks_new, stats.chunks_changed, stats.chunks_deleted) == (0, 1, 1)
+    assert second.embeddings_computed == 1  # only the edited section is new text
+
+    after = {cid: (path, commit) for cid, path, commit in rows(home, "SELECT chunk_id, path, commit_sha FROM chunks")}
+    kept = set(before) & set(after)
+    assert len(kept) == len(before) - 1
+    # unchanged files keep their provenance; the edited file's chunks point at the new commit
+    for cid in kept:
+        path, commit = after[cid]
+        assert commit == (edit if path == "guides/fayette.md" else before[cid][1])
+    # created_at survives an edit; updated_at moves
+    parent = dict(rows(home, "SELECT path, created_at FROM parents"))
+    assert parent["guides/fayette.md"] == created["guides/fayette.md"]
+    updated = rows(home, "SELECT updated_at FROM parents WHERE path = 'guides/fayette.md'")[0][0]
+    assert updated > created["guides/fayette.md"]
+    assert chroma_ids(home, "docs") == set(after)
+
+
+def test_deleted_file_leaves_no_stale_chunks(tmp_path: Path, repo, embedder) -> None:
+    config = load_sources(sources_file(tmp_path, repo.path))
+    home = IndexHome(tmp_path / "index")
+    build_and_publish(config, home, embedder)
+    repo.commit(delete=["CHARTER.md"], files={"new.md": "# New\n\nA new page about winter heating help.\n"})
+    result = build_and_publish(config, home, embedder)
+    stats = result.sources["docs"]
+    assert (stats.files_new, stats.files_deleted, stats.chunks_new, stats.chunks_deleted) == (1, 1, 1, 2)
+    paths = {p for (p,) in rows(home, "SELECT DISTINCT path FROM chunks")}
+    assert "CHARTER.md" not in paths and "new.md" in paths
+    ids = {cid for (cid,) in rows(home, "SELECT chunk_id FROM chunks")}
+    assert chroma_ids(home, "docs") == ids
+    dense_ids = json.loads((home.version_dir(home.current()) / "retrieval" / "ids.json").read_text())
+    assert set(dense_ids) == ids
+
+
+def test_no_new_commit_publishes_nothing(tmp_path: Path, repo, embedder) -> None:
+    config = load_sources(sources_file(tmp_path, repo.path))
+    home = IndexHome(tmp_path / "index")
+    first = build_and_publish(config, home, embedder)
+    (repo.path / "CHARTER.md").write_text("uncommitted edits are not indexed\n")
+    again = build_version(config, home, embedder)
+    assert not again.staged
+    assert "no new commits" in again.reason
+    assert home.current() == first.version_id
+    assert home.published_versions() == [first.version_id]
+
+
+def test_identical_text_is_embedded_once_across_sources(tmp_path: Path, make_repo, embedder) -> None:
+    a = make_repo("a", files={"shared.md": "# Shared\n\nThe same paragraph in two repositories.\n"})
+    b = make_repo("b", files={"copy.md": "# Shared\n\nThe same paragraph in two repositories.\n"})
+    path = tmp_path / "sources.yaml"
+    path.write_text(
+        f"sources:\n  - {{name: a, repo: {a.path}, collection: one}}\n  - {{name: b, repo: {b.path}, collection: two}}\n"
+    )
+    home = IndexHome(tmp_path / "index")
+    result = build_and_publish(load_sources(path), home, embedder)
+    assert (result.embeddings_computed, result.embeddings_reused) == (1, 1)
+    ids = [cid for (cid,) in rows(home, "SELECT chunk_id FROM chunks")]
+    assert len(set(ids)) == 2  # same text, two chunks (one per source)
+    dense = np.load(home.version_dir(home.current()) / "retrieval" / "dense.npy")
+    assert np.allclose(dense[0], dense[1])
+
+
+def test_repeated_text_in_one_file_gets_distinct_ids(tmp_path: Path, make_repo, embedder) -> None:
+    text = "# Notes\n\n## Monday\n\nSame note.\n\n## Tuesday\n\nSame note.\n"
+    repo = make_repo(files={"notes.md": text})
+    home = IndexHome(tmp_path / "index")
+    build_and_publish(load_sources(sources_file(tmp_path, repo.path)), home, embedder)
+    assert rows(home, "SELECT COUNT(DISTINCT chunk_id) FROM chunks")[0][0] == 2
+
+
+def test_oversized_file_is_truncated_and_reported(tmp_path: Path, make_repo, embedder) -> None:
+    big = "# Big\n\n" + "\n\n".join(f"Line {i} of a long log." for i in range(400))
+    repo = make_repo(files={"big.md": big})
+    config = load_sources(sources_file(tmp_path, repo.path, index="  max_file_bytes: 2048\n  max_chunk_chars: 500\n"))
+    home = IndexHome(tmp_path / "index")
+    result = build_and_publish(config, home, embedder)
+    assert result.sources["docs"].truncated_files == 1
+    (truncated, size) = rows(home, "SELECT truncated, size FROM parents")[0]
+    assert truncated and size == len(big)
+    assert sum(len(c.encode()) for (c,) in rows(home, "SELECT content FROM chunks")) <= 2048
+
+
+def test_retention_prunes_old_versions_but_keeps_current(tmp_path: Path, repo, embedder) -> None:
+    config = load_sources(sources_file(tmp_path, repo.path))
+    home = IndexHome(tmp_path / "index")
+    versions = []
+    for i in range(4):
+        repo.commit({"log.md": f"# Log\n\nEntry {i}.\n"})
+        versions.append(build_and_publish(config, home, embedder).version_id)
+    assert home.published_versions() == versions[-2:]  # retention: 2
+    assert home.current() == versions[-1]
+    home.rollback(versions[-2])
+    assert home.current() == versions[-2]
+
+
+def test_publish_refuses_a_version_built_on_a_stale_base(tmp_path: Path, repo, embedder) -> None:
+    config = load_sources(sources_file(tmp_path, repo.path))
+    home = IndexHome(tmp_path / "index")
+    build_and_publish(config, home, embedder)
+    repo.commit({"a.md": "# A\n\nfirst\n"})
+    staged_a = build_version(config, home, embedder)
+    repo.commit({"b.md": "# B\n\nsecond\n"})
+    staged_b = build_version(config, home, embedder)
+    home.publish(staged_b.version_id, staged_b.base_version, 5)
+    with pytest.raises(PublishConflict, match="has been published since"):
+        home.publish(staged_a.version_id, staged_a.base_version, 5)
+    assert home.current() == staged_b.version_id
+
+
+def test_unreadable_source_keeps_its_chunks_and_is_reported(tmp_path: Path, repo, make_repo, embedder) -> None:
+    other = make_repo("other", files={"x.md": "# X\n\nOther repo.\n"})
+    extra = f"  - name: other\n    repo: {other.path}\n    collection: other\n"
+    config = load_sources(sources_file(tmp_path, repo.path, extra=extra))
+    home = IndexHome(tmp_path / "index")
+    build_and_publish(config, home, embedder)
+    other_ids = {cid for (cid,) in rows(home, "SELECT chunk_id FROM chunks WHERE source = 'other'")}
+    (other.path / ".git").rename(other.path / "git-moved")
+    repo.commit({"a.md": "# A\n\nnew\n"})
+    result = build_and_publish(config, home, embedder)
+    assert "is not a git repository" in result.sources["other"].error
+    assert {cid for (cid,) in rows(home, "SELECT chunk_id FROM chunks WHERE source = 'other'")} == other_ids
+    outcome = checks.check_sources_readable(home.current_manifest())
+    assert not outcome.passed and "other" in outcome.failures[0]
+
+
+def test_missing_repository_is_a_clear_error(tmp_path: Path, embedder) -> None:
+    config = load_sources(sources_file(tmp_path, tmp_path / "no-such-repo"))
+    with pytest.raises(SourceError, match=r"source 'docs': repository path .*no-such-repo does not exist"):
+        build_version(config, IndexHome(tmp_path / "index"), embedder)
+
+
+def test_sealed_provenance_check_catches_rewritten_history(tmp_path: Path, repo, embedder) -> None:
+    config = load_sources(sources_file(tmp_path, repo.path))
+    home = IndexHome(tmp_path / "index")
+    result = build_version(config, home, embedder)
+    staged = home.staged_dir(result.version_id)
+    assert checks.check_sealed_provenance(staged, result.manifest).passed
+    # rewrite history: the indexed commit no longer exists
+    repo.git("checkout", "-q", "--orphan", "rewritten")
+    repo.commit({"CONSTITUTION.md": "# Constitution\n\nSeal: ∞Δ∞\n\nRewritten.\n"})
+    repo.git("branch", "-D", "main")
+    repo.git("reflog", "expire", "--expire=now", "--all")
+    repo.git("gc", "-q", "--prune=now")
+    outcome = checks.check_sealed_provenance(staged, result.manifest)
+    assert not outcome.passed
+    assert "not found" in outcome.failures[0]
