@@ -217,6 +217,11 @@ class IndexReader:
         self._load_lock = threading.Lock()
         self.swaps = 0
 
+    @property
+    def loaded(self) -> Snapshot | None:
+        """The version loaded last (None before the first request), without checking ``CURRENT``."""
+        return self._snapshot
+
     def snapshot(self) -> Snapshot:
         """The snapshot to answer one request from; raises IndexUnavailable (nothing published, unreadable)."""
         now = time.monotonic()
@@ -225,7 +230,7 @@ class IndexReader:
             self._checked_at = now
         named = self._named
         if named is None:
-            raise IndexUnavailable(f"no index published yet under {self.home.root}: run `make materialize`")
+            raise IndexUnavailable(f"no index published yet: run `make materialize` (index home {self.home.root})")
         current = self._snapshot
         if current is not None and current.version_id == named:
             return current

@@ -12,7 +12,7 @@ from pathlib import Path
 from dagster import AssetSelection, Definitions, define_asset_job
 
 from livemem.config import load_sources, sources_file_from_env
-from orchestration.assets.chunks import build_chunk_assets
+from orchestration.assets.chunks import build_chunk_assets, source_key
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 
 
@@ -26,10 +26,15 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
         selection=AssetSelection.assets("chunks", "published_index"),
         description="Chunk, embed, check and publish a new index version.",
     )
+    observe_sources = define_asset_job(
+        "observe_sources",
+        selection=AssetSelection.assets(*(source_key(src.name) for src in config.sources)),
+        description="Record each source's HEAD commit (data version), so the UI shows when the index is behind.",
+    )
     return Definitions(
         assets=chunk_assets,
         asset_checks=chunk_checks,
-        jobs=[build_index],
+        jobs=[build_index, observe_sources],
         resources={
             "git_sources": GitSourcesResource(sources_file=str(path) if sources_file else ""),
             "index_store": IndexStoreResource(index_dir=str(index_dir) if index_dir else ""),

@@ -105,5 +105,5 @@ def test_duplicate_names_and_conflicting_access_are_rejected(tmp_path: Path) -> 
 
 
 def test_missing_sources_file_says_what_to_set(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="does not exist .*RAG_SOURCES"):
+    with pytest.raises(ConfigError, match=r"does not exist .*RAG_SOURCES"):
         load_sources(tmp_path / "nope.yaml")

@@ -1,0 +1,309 @@
+"""Dense, sparse (BM25) and hybrid retrieval over one index snapshot, with filters, recency and parent documents.
+
+Everything is exact and in memory: the query vector is dotted with every chunk vector (vectors are L2-normalised,
+so that is cosine similarity), BM25 scores every chunk, and the filters are a boolean mask over all chunks
+applied *before* ranking, so ``top_k`` results come back whenever that many chunks match.
+
+Hybrid fuses the two rankings with weighted reciprocal rank fusion, ``score = Σ w / (k + rank)`` over each list's
+first ``depth`` matching chunks: ranks are comparable where raw cosine and BM25 scores are not
+(see ``docs/serving.md`` for the SciFact numbers behind the defaults).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import numpy as np
+
+from livemem.embedding import Embedder
+from livemem.reader import Snapshot, breath_number
+
+Mode = Literal["dense", "sparse", "hybrid"]
+Return = Literal["chunks", "documents"]
+MULTI_VALUE_FILTERS = ("source", "type", "county", "dataset", "worldview_id", "local_resource_id")
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Metadata conditions a chunk must meet (all of them). Multi-valued fields match any listed value."""
+
+    source: tuple[str, ...] = ()
+    path_prefix: str | None = None
+    type: tuple[str, ...] = ()
+    county: tuple[str, ...] = ()
+    dataset: tuple[str, ...] = ()
+    worldview_id: tuple[str, ...] = ()
+    local_resource_id: tuple[str, ...] = ()
+    seal_state: str | None = None
+    min_attention: float | None = None
+    last_seen_breath: str | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str
+    top_k: int = 10
+    mode: Mode = "hybrid"
+    return_: Return = "chunks"
+    collections: tuple[str, ...] = ()
+    filters: Filters = field(default_factory=Filters)
+    min_score: float | None = None
+    recency_bias: float = 0.0
+    recency_half_life_days: float | None = None
+
+
+@dataclass(frozen=True)
+class FusionSettings:
+    """Weighted reciprocal rank fusion: ``w_dense / (k + rank_dense) + w_sparse / (k + rank_sparse)``."""
+
+    k: float = 60.0
+    dense_weight: float = 1.0
+    sparse_weight: float = 1.0
+    depth: int = 1000
+
+
+@dataclass
+class Hit:
+    """One ranked chunk (``row`` in snapshot order) with its score and the scores it was fused from."""
+
+    row: int
+    score: float
+    dense: float | None = None
+    sparse: float | None = None
+
+
+@dataclass
+class DocumentHit:
+    """One parent document, ranked by its best chunk; ``hits`` are its matching chunks, best first."""
+
+    parent_id: str
+    score: float
+    hits: list[Hit]
+
+
+@dataclass
+class Retrieval:
+    chunks: list[Hit]
+    documents: list[DocumentHit] | None
+    candidates: int
+    timings_ms: dict[str, float]
+
+
+class Retriever:
+    """Answers queries against snapshots with one shared embedder (encoding is serialised: one torch thread)."""
+
+    def __init__(
+        self, embedder: Embedder, fusion: FusionSettings | None = None, recency_half_life_days: float = 90.0
+    ) -> None:
+        self.embedder = embedder
+        self.fusion = fusion or FusionSettings()
+        self.recency_half_life_days = recency_half_life_days
+        self._encode_lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return self.embedder.model_id
+
+    def encode(self, text: str) -> np.ndarray:
+        with self._encode_lock:
+            return self.embedder.encode([text])[0]
+
+    def search(self, snap: Snapshot, query: Query, collections: list[str]) -> Retrieval:
+        """Rank the chunks of ``collections`` (already checked against the caller's role) matching the filters."""
+        timings: dict[str, float] = {}
+        t = time.perf_counter()
+        mask = filter_mask(snap, collections, query.filters)
+        candidates = np.flatnonzero(mask)
+        t = _tick(timings, "filter", t)
+        dense = sparse = None
+        if candidates.size and query.mode in ("dense", "hybrid"):
+            vector = self.encode(query.text)
+            t = _tick(timings, "encode", t)
+            dense = (snap.dense @ vector)[candidates]
+            t = _tick(timings, "dense", t)
+        if candidates.size and query.mode in ("sparse", "hybrid") and snap.sparse is not None:
+            sparse = snap.sparse.scores(query.text)[candidates]
+            t = _tick(timings, "sparse", t)
+        rows, scores = self._score(query, candidates, dense, sparse)
+        if rows.size and query.recency_bias:
+            scores = scores * recency_boost(
+                snap, rows, query.recency_bias, query.recency_half_life_days or self.recency_half_life_days
+            )
+        if query.min_score is not None:
+            keep = scores >= query.min_score
+            rows, scores = rows[keep], scores[keep]
+        dense_of = dict(zip(candidates.tolist(), dense.tolist(), strict=True)) if dense is not None else {}
+        sparse_of = dict(zip(candidates.tolist(), sparse.tolist(), strict=True)) if sparse is not None else {}
+
+        def hit(row: int, score: float) -> Hit:
+            return Hit(row, score, dense_of.get(row), sparse_of.get(row))
+
+        if query.return_ == "documents":
+            documents = top_documents(snap, rows, scores, query.top_k, hit)
+            chunks = [d.hits[0] for d in documents]
+        else:
+            documents = None
+            order = top_order(scores, query.top_k)
+            chunks = [hit(int(rows[i]), float(scores[i])) for i in order]
+        _tick(timings, "rank", t)
+        return Retrieval(chunks, documents, int(candidates.size), timings)
+
+    def _score(
+        self, query: Query, candidates: np.ndarray, dense: np.ndarray | None, sparse: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) of the chunks that are results in this mode, before recency and thresholds."""
+        if query.mode == "dense":
+            if dense is None:
+                return candidates[:0], np.zeros(0)
+            return candidates, dense.astype(np.float64)
+        matched = sparse > 0 if sparse is not None else np.zeros(candidates.size, dtype=bool)
+        if query.mode == "sparse":
+            return candidates[matched], sparse[matched].astype(np.float64) if sparse is not None else np.zeros(0)
+        if dense is None:
+            return candidates[:0], np.zeros(0)
+        return fuse(candidates, dense, sparse if sparse is not None else np.zeros(candidates.size), self.fusion)
+
+
+def fuse(
+    candidates: np.ndarray, dense: np.ndarray, sparse: np.ndarray, fusion: FusionSettings
+) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted reciprocal rank fusion of the dense and the BM25 ranking (chunks with no BM25 match rank only
+    on the dense side)."""
+    depth = min(fusion.depth, candidates.size)
+    fused = np.zeros(candidates.size, dtype=np.float64)
+    dense_top = top_order(dense, depth)
+    fused[dense_top] += fusion.dense_weight / (fusion.k + np.arange(1, dense_top.size + 1))
+    matched = np.flatnonzero(sparse > 0)
+    sparse_top = matched[top_order(sparse[matched], depth)]
+    fused[sparse_top] += fusion.sparse_weight / (fusion.k + np.arange(1, sparse_top.size + 1))
+    keep = fused > 0
+    return candidates[keep], fused[keep]
+
+
+def top_order(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` highest scores, best first (ties keep index order)."""
+    if k <= 0 or scores.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if k < scores.size:
+        part = np.argpartition(-scores, k - 1)[:k]
+        return part[np.lexsort((part, -scores[part]))]
+    return np.argsort(-scores, kind="stable")
+
+
+def top_documents(snap: Snapshot, rows: np.ndarray, scores: np.ndarray, top_k: int, hit) -> list[DocumentHit]:
+    """Parent documents ranked by their best chunk, each once (looks deeper until ``top_k`` parents are found)."""
+    parents = snap.columns["parent_id"]
+    depth = min(scores.size, max(top_k * 4, 50))
+    while True:
+        order = top_order(scores, depth)
+        documents: dict[str, DocumentHit] = {}
+        for i in order:
+            row, score = int(rows[i]), float(scores[i])
+            pid = parents[row]
+            doc = documents.get(pid)
+            if doc is None:
+                if len(documents) == top_k:
+                    continue
+                documents[pid] = DocumentHit(pid, score, [hit(row, score)])
+            else:
+                doc.hits.append(hit(row, score))
+        if len(documents) >= top_k or depth >= scores.size:
+            return list(documents.values())
+        depth = min(scores.size, depth * 4)
+
+
+def filter_mask(snap: Snapshot, collections: list[str], filters: Filters) -> np.ndarray:
+    """Which chunks (in snapshot order) are in ``collections`` and meet every filter."""
+    cols = snap.columns
+    mask = np.isin(cols["collection"], np.array(collections, dtype=object))
+    for name in MULTI_VALUE_FILTERS:
+        wanted = getattr(filters, name)
+        if wanted:
+            mask &= np.isin(cols[name], np.array(wanted, dtype=object))
+    if filters.path_prefix:
+        prefix = filters.path_prefix
+        mask &= np.fromiter((p.startswith(prefix) for p in cols["path"]), dtype=bool, count=snap.size)
+    if filters.seal_state:
+        mask &= cols["seal_state"] == filters.seal_state
+    if filters.min_attention is not None:
+        mask &= cols["attention"] >= filters.min_attention
+    if filters.last_seen_breath:
+        # NaN (never seen) compares False, so unseen chunks drop out.
+        mask &= cols["breath"] >= breath_number(filters.last_seen_breath)
+    if filters.updated_after is not None:
+        mask &= cols["updated"] >= filters.updated_after.timestamp()
+    if filters.updated_before is not None:
+        mask &= cols["updated"] <= filters.updated_before.timestamp()
+    return mask
+
+
+def recency_boost(snap: Snapshot, rows: np.ndarray, bias: float, half_life_days: float) -> np.ndarray:
+    """``1 + bias * 0.5 ** (age / half_life)``: a chunk updated now gains ``bias`` × its score, one a
+    half-life old half that; chunks without an update time gain nothing."""
+    age_days = np.maximum(0.0, (time.time() - snap.columns["updated"][rows]) / 86_400.0)
+    boost = bias * np.power(0.5, age_days / half_life_days)
+    return 1.0 + np.nan_to_num(boost, nan=0.0)
+
+
+def chunk_result(snap: Snapshot, hit: Hit) -> dict[str, Any]:
+    """A chunk record with its score and collection, as one result of a query."""
+    record = snap.record(hit.row)
+    return {
+        **record,
+        "score": hit.score,
+        "collection": record["metadata"]["collection"],
+        "scores": {"dense": hit.dense, "sparse": hit.sparse},
+    }
+
+
+def document_results(snap: Snapshot, documents: list[DocumentHit]) -> list[dict[str, Any]]:
+    """Each parent document once, with its whole text, ranked by its best chunk."""
+    parents = snap.parents([d.parent_id for d in documents])
+    out = []
+    for doc in documents:
+        best = chunk_result(snap, doc.hits[0])
+        parent = parents.get(doc.parent_id)
+        if parent is None:  # a version always has its parents; fall back to the chunk rather than fail
+            out.append({**best, "parent_id": doc.parent_id, "matched_chunk_ids": [best["chunk_id"]]})
+            continue
+        metadata = {
+            **best["metadata"],
+            "type": parent["type"],
+            "size": parent["size"],
+            "created_at": parent["created_at"],
+            "updated_at": parent["updated_at"],
+            "chunk_count": parent["chunk_count"],
+            "truncated": bool(parent["truncated"]),
+        }
+        for key in ("heading_path", "chunk_index", "content_hash"):
+            metadata.pop(key, None)
+        attention = max(float(snap.columns["attention"][h.row]) for h in doc.hits)
+        out.append(
+            {
+                **best,
+                "content": parent["content"],
+                "seal_state": parent["seal_state"],
+                "attention_score": attention,
+                "provenance": {
+                    "path": parent["path"],
+                    "commit": parent["commit_sha"],
+                    "timestamp": parent["timestamp"],
+                },
+                "metadata": metadata,
+                "parent_id": doc.parent_id,
+                "matched_chunk_ids": [snap.ids[h.row] for h in doc.hits],
+            }
+        )
+    return out
+
+
+def _tick(timings: dict[str, float], name: str, since: float) -> float:
+    now = time.perf_counter()
+    timings[name] = round((now - since) * 1000, 3)
+    return now

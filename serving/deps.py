@@ -1,0 +1,62 @@
+"""Dependencies shared by the routers: the process state, the caller's role, the index snapshot."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated
+
+from fastapi import Depends, Header, HTTPException, Request
+
+from livemem.reader import Snapshot
+from serving.state import Role, ServingState
+
+
+def get_state(request: Request) -> ServingState:
+    return request.app.state.serving
+
+
+State = Annotated[ServingState, Depends(get_state)]
+
+
+def caller_role(
+    state: State,
+    x_api_key: Annotated[str | None, Header(description="API key; without one the caller is the public role")] = None,
+) -> Role:
+    if x_api_key is None:
+        return state.role(state.settings.public_role)
+    for key, role in state.settings.api_keys.items():
+        if secrets.compare_digest(key.encode(), x_api_key.encode()):
+            return state.role(role)
+    raise HTTPException(401, "unknown API key (header X-API-Key); omit the header to query as the public role")
+
+
+def current_snapshot(state: State) -> Snapshot:
+    """The version to answer this request from (IndexUnavailable becomes a 503 in the app)."""
+    return state.reader.snapshot()
+
+
+CallerRole = Annotated[Role, Depends(caller_role)]
+CurrentSnapshot = Annotated[Snapshot, Depends(current_snapshot)]
+
+
+def visible_manifest(snap: Snapshot, role: Role) -> dict:
+    """The manifest without the collections (and their sources) the role may not read."""
+    manifest = dict(snap.manifest)
+    hidden = {c for c, access in snap.access_of.items() if access not in role.access}
+    if not hidden:
+        return manifest
+    hidden_sources = {name for name, s in manifest.get("sources", {}).items() if s.get("collection") in hidden}
+    manifest["collections"] = {c: v for c, v in manifest.get("collections", {}).items() if c not in hidden}
+    manifest["sources"] = {n: v for n, v in manifest.get("sources", {}).items() if n not in hidden_sources}
+    visible_total = sum(v.get("chunks", 0) for v in manifest["collections"].values())
+    manifest["total_chunks"] = visible_total
+    for key in ("total_parents", "sealed_chunks", "index_size_mb", "attention_stats", "governance"):
+        manifest.pop(key, None)
+    changes = dict(manifest.get("changes", {}))
+    for part in ("per_source", "unreadable_sources"):
+        if isinstance(changes.get(part), dict):
+            changes[part] = {n: v for n, v in changes[part].items() if n not in hidden_sources}
+    changes.pop("embeddings_computed", None)
+    changes.pop("embeddings_reused", None)
+    manifest["changes"] = changes
+    return manifest

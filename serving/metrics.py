@@ -1,0 +1,90 @@
+"""Prometheus metrics of one serving process: requests and latencies per route, cache, index, traces."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+if TYPE_CHECKING:
+    from serving.state import ServingState
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class _StateCollector:
+    """Reads the cache, reader and trace counters at scrape time (they are the single source of truth)."""
+
+    def __init__(self, state: ServingState) -> None:
+        self.state = state
+
+    def collect(self):
+        cache, reader, traces = self.state.cache, self.state.reader, self.state.traces
+        yield CounterMetricFamily("livemem_cache_hits", "query results answered from the cache", value=cache.hits)
+        yield CounterMetricFamily("livemem_cache_misses", "query results computed", value=cache.misses)
+        yield GaugeMetricFamily("livemem_cache_entries", "entries in the result cache", value=len(cache))
+        yield CounterMetricFamily("livemem_trace_events", "trace events written", value=traces.written)
+        yield CounterMetricFamily("livemem_trace_write_failures", "trace writes that failed", value=traces.failures)
+        yield CounterMetricFamily("livemem_index_swaps", "switches to a newly published version", value=reader.swaps)
+        snap = reader.loaded
+        info = GaugeMetricFamily("livemem_index_info", "the index version being served", labels=["version", "model"])
+        if snap is not None:
+            info.add_metric([snap.version_id, snap.model_id], 1)
+            yield GaugeMetricFamily("livemem_index_chunks", "chunks in the served version", value=snap.size)
+            yield GaugeMetricFamily(
+                "livemem_index_loaded_timestamp_seconds", "when the served version was loaded", value=snap.loaded_at
+            )
+        yield info
+
+
+class Metrics:
+    def __init__(self, state: ServingState) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "livemem_http_requests", "HTTP requests", ["route", "method", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "livemem_http_request_duration_seconds",
+            "time to answer, per route",
+            ["route", "method"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(_StateCollector(state))
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        self.requests.labels(route, method, str(status)).inc()
+        self.latency.labels(route, method).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MetricsMiddleware:
+    """Pure ASGI middleware timing every HTTP request under its route template (``/chunks/{chunk_id}``)."""
+
+    def __init__(self, app, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_status(message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = scope.get("route")
+            name = getattr(route, "path", None) or "unmatched"
+            self.metrics.observe(name, scope["method"], status, time.perf_counter() - started)

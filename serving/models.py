@@ -1,0 +1,168 @@
+"""Request and response bodies (so ``/openapi.json`` documents every field)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from livemem.retrieval import Filters
+
+UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+Values = str | list[str]
+ChunkId = Annotated[str, Field(pattern=UUID_PATTERN)]
+
+
+def _as_tuple(value: Values | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+class QueryFilters(BaseModel):
+    """Metadata filters, applied before ranking. Fields taking a list match any of its values."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: Values | None = Field(None, description="configured source name(s)")
+    path_prefix: str | None = Field(None, min_length=1, description="file path inside the repository starts with")
+    type: Literal["markdown", "code", "text"] | list[Literal["markdown", "code", "text"]] | None = None
+    county: Values | None = None
+    dataset: Values | None = None
+    worldview_id: Values | None = None
+    local_resource_id: Values | None = None
+    seal_state: Literal["OPEN", "SEALED"] | None = None
+    min_attention: float | None = Field(None, ge=0)
+    last_seen_breath: str | None = Field(
+        None, pattern=r"^(Δ|D|delta ?)?[0-9]+$", description="seen in breath Δn or later (e.g. `Δ3`)"
+    )
+    updated_after: datetime | None = Field(None, description="file last changed at or after (ISO 8601; UTC if naive)")
+    updated_before: datetime | None = Field(None, description="file last changed at or before")
+
+    def to_filters(self) -> Filters:
+        return Filters(
+            source=_as_tuple(self.source),
+            path_prefix=self.path_prefix,
+            type=_as_tuple(self.type),
+            county=_as_tuple(self.county),
+            dataset=_as_tuple(self.dataset),
+            worldview_id=_as_tuple(self.worldview_id),
+            local_resource_id=_as_tuple(self.local_resource_id),
+            seal_state=self.seal_state,
+            min_attention=self.min_attention,
+            last_seen_breath=self.last_seen_breath,
+            updated_after=_utc(self.updated_after),
+            updated_before=_utc(self.updated_before),
+        )
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    query: str = Field(..., min_length=1, max_length=4000)
+    top_k: int = Field(10, ge=1, le=200)
+    collections: list[str] | None = Field(None, min_length=1, description="restrict to these collections")
+    filters: QueryFilters = Field(default_factory=QueryFilters)
+    mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
+    return_: Literal["chunks", "documents"] = Field(
+        "chunks", alias="return", description="`documents`: each parent file once, whole text, ranked by its best chunk"
+    )
+    min_score: float | None = Field(None, description="drop results scoring below this (in the mode's score scale)")
+    recency_bias: float = Field(0.0, ge=0, le=10, description="boost × 0.5^(age / half-life) by `updated_at`")
+    recency_half_life_days: float | None = Field(None, gt=0, description="defaults to the server's setting")
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query must contain some text")
+        return value
+
+
+class Provenance(BaseModel):
+    path: str
+    commit: str
+    timestamp: str
+
+
+class ChunkRecord(BaseModel):
+    """A chunk per ``schemas/chunk.schema.json``."""
+
+    chunk_id: str
+    source: str
+    content: str
+    seal_state: Literal["OPEN", "SEALED"]
+    last_breath_seen: str | None
+    attention_score: float
+    provenance: Provenance
+    metadata: dict[str, Any]
+
+
+class ScoreParts(BaseModel):
+    dense: float | None = Field(None, description="cosine similarity of the query and chunk vectors")
+    sparse: float | None = Field(None, description="BM25 score")
+
+
+class QueryResult(ChunkRecord):
+    score: float
+    collection: str
+    scores: ScoreParts
+    parent_id: str | None = Field(None, description="with return=documents: the parent document")
+    matched_chunk_ids: list[str] | None = Field(None, description="with return=documents: its matching chunks")
+
+
+class QueryResponse(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    results: list[QueryResult]
+    results_by_source: dict[str, list[QueryResult]] = Field(description="the results grouped by collection")
+    index_version: str
+    trace_id: str
+    mode: str
+    return_: str = Field(alias="return")
+    candidates: int = Field(description="chunks that passed the collections and filters")
+    cached: bool
+
+
+class Verification(BaseModel):
+    status: Literal["current", "changed", "missing"]
+    detail: str
+    indexed_commit: str
+    checked_commit: str | None
+
+
+class ChunkResponse(ChunkRecord):
+    collection: str
+    index_version: str
+    verification: Verification | None = None
+
+
+class FeedbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    trace_id: str = Field(..., pattern=UUID_PATTERN)
+    chunk_ids: list[ChunkId] = Field(default_factory=list, max_length=200)
+    useful: bool
+    comment: str | None = Field(None, max_length=2000)
+
+
+class FeedbackResponse(BaseModel):
+    trace_id: str
+    recorded: int
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    index_version: str
+    index_created_at: str | None
+    index_age_s: float | None
+    model: str
+
+
+class ErrorBody(BaseModel):
+    detail: Any

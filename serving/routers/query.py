@@ -1,0 +1,117 @@
+"""POST /query and POST /feedback."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException
+
+from livemem.cache import cache_key
+from livemem.retrieval import Query, chunk_result, document_results
+from livemem.traces import feedback_events, new_trace_id, retrieval_events
+from serving.deps import CallerRole, CurrentSnapshot, State
+from serving.models import ErrorBody, FeedbackRequest, FeedbackResponse, QueryRequest, QueryResponse
+
+router = APIRouter(tags=["retrieval"])
+
+
+@router.post(
+    "/query",
+    response_model=QueryResponse,
+    responses={400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+)
+def query(body: QueryRequest, state: State, role: CallerRole, snap: CurrentSnapshot) -> QueryResponse:
+    """Rank chunks (or whole parent documents) for a query, from one published version."""
+    visible = snap.collections_for(role.access)
+    if body.collections:
+        unknown = sorted(set(body.collections) - set(visible))
+        if unknown:
+            raise HTTPException(
+                400,
+                {
+                    "message": f"unknown collection(s) {unknown}; valid collections: {visible}",
+                    "unknown": unknown,
+                    "valid_collections": visible,
+                },
+            )
+    collections = sorted(set(body.collections)) if body.collections else visible
+    filters = body.filters.model_dump(exclude_none=True, mode="json")
+    key = cache_key(
+        query=body.query,
+        index_version=snap.version_id,
+        model_id=state.retriever.model_id,
+        role=role.name,
+        collections=collections,
+        filters=filters,
+        mode=body.mode,
+        return_=body.return_,
+        top_k=body.top_k,
+        min_score=body.min_score,
+        recency=[body.recency_bias, body.recency_half_life_days],
+    )
+    cached = state.cache.get(key)
+    if cached is None:
+        request = Query(
+            text=body.query,
+            top_k=body.top_k,
+            mode=body.mode,
+            return_=body.return_,
+            collections=tuple(collections),
+            filters=body.filters.to_filters(),
+            min_score=body.min_score,
+            recency_bias=body.recency_bias,
+            recency_half_life_days=body.recency_half_life_days,
+        )
+        found = state.retriever.search(snap, request, collections)
+        if found.documents is not None:
+            results = document_results(snap, found.documents)
+        else:
+            results = [chunk_result(snap, hit) for hit in found.chunks]
+        by_source: dict[str, list[dict]] = {}
+        for result in results:
+            by_source.setdefault(result["collection"], []).append(result)
+        cached = {
+            "results": results,
+            "results_by_source": by_source,
+            "index_version": snap.version_id,
+            "mode": body.mode,
+            "return": body.return_,
+            "candidates": found.candidates,
+        }
+        state.cache.put(key, cached)
+        hit = False
+    else:
+        hit = True
+    trace_id = new_trace_id()
+    state.traces.write(
+        retrieval_events(
+            trace_id=trace_id,
+            query=body.query,
+            chunk_ids=[r["chunk_id"] for r in cached["results"]],
+            scores=[r["score"] for r in cached["results"]],
+            role=role.name,
+            breath_phase=snap.breath_phase,
+            index_version=snap.version_id,
+            mode=body.mode,
+            return_=body.return_,
+            filters=filters,
+            collections=collections,
+            cache_hit=hit,
+        )
+    )
+    return QueryResponse.model_validate({**cached, "trace_id": trace_id, "cached": hit})
+
+
+@router.post("/feedback", response_model=FeedbackResponse, responses={503: {"model": ErrorBody}})
+def feedback(body: FeedbackRequest, state: State, role: CallerRole, snap: CurrentSnapshot) -> FeedbackResponse:
+    """Record whether the results of a query (or some of its chunks) were useful, as trace events."""
+    events = feedback_events(
+        trace_id=body.trace_id,
+        chunk_ids=body.chunk_ids,
+        useful=body.useful,
+        role=role.name,
+        breath_phase=snap.breath_phase,
+        index_version=snap.version_id,
+        comment=body.comment,
+    )
+    if not state.traces.write(events):
+        raise HTTPException(503, f"feedback could not be written to {state.traces.directory}; try again later")
+    return FeedbackResponse(trace_id=body.trace_id, recorded=len(events))

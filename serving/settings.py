@@ -1,0 +1,94 @@
+"""Serving settings, read from the environment in one place.
+
+==============================  =====================================================================
+``RAG_INDEX_DIR``               index home (default ``rag_index/`` in the project)
+``RAG_API_KEYS``                JSON object ``{"<api key>": "<role>"}``; requests without a key are ``public``
+``RAG_ROLES``                   JSON object ``{"<role>": ["public", "internal"]}``: access levels per role
+``RAG_TRACE_DIR``               where traces go (default ``<index home>/traces``)
+``RAG_CACHE_SIZE``              result cache entries (0 turns the cache off; default 1024)
+``RAG_RECENCY_HALF_LIFE_DAYS``  half-life of ``recency_bias`` (default 90)
+``RAG_RRF_K``                   reciprocal rank fusion constant (default 60)
+``RAG_REFRESH_INTERVAL_S``      how often ``CURRENT`` is re-read (default 0: before every request)
+``RAG_TORCH_THREADS``           torch threads of the query encoder (default 1 per serving process)
+==============================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from livemem.config import index_dir_from_env
+from livemem.errors import ConfigError
+
+ACCESS_LEVELS = ("public", "internal")
+
+
+class Settings(BaseModel):
+    index_dir: Path = Field(default_factory=index_dir_from_env)
+    api_keys: dict[str, str] = Field(default_factory=dict, description="API key -> role")
+    roles: dict[str, list[str]] = Field(
+        default_factory=lambda: {"public": ["public"], "internal": ["public", "internal"]},
+        description="role -> access levels whose collections it may read",
+    )
+    public_role: str = "public"
+    trace_dir: Path | None = None
+    cache_size: int = Field(1024, ge=0)
+    recency_half_life_days: float = Field(90.0, gt=0)
+    rrf_k: float = Field(60.0, gt=0)
+    rrf_dense_weight: float = Field(1.0, ge=0)
+    rrf_sparse_weight: float = Field(1.0, ge=0)
+    rrf_depth: int = Field(1000, ge=10)
+    refresh_interval_s: float = Field(0.0, ge=0)
+    torch_threads: int = Field(1, ge=1)
+    warm_up: bool = True
+
+    @field_validator("roles")
+    @classmethod
+    def _known_levels(cls, roles: dict[str, list[str]]) -> dict[str, list[str]]:
+        for role, levels in roles.items():
+            unknown = set(levels) - set(ACCESS_LEVELS)
+            if unknown:
+                raise ValueError(
+                    f"role {role!r} names unknown access levels {sorted(unknown)} (known: {ACCESS_LEVELS})"
+                )
+        return roles
+
+    def model_post_init(self, _context: object) -> None:
+        if self.public_role not in self.roles:
+            raise ValueError(f"the public role {self.public_role!r} is not defined in roles")
+        for key, role in self.api_keys.items():
+            if role not in self.roles:
+                raise ValueError(f"API key ...{key[-4:]} maps to role {role!r}, which is not defined in roles")
+
+    @property
+    def traces_path(self) -> Path:
+        return self.trace_dir or (Path(self.index_dir) / "traces")
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Settings:
+        values: dict[str, object] = {}
+        for env, name in (("RAG_API_KEYS", "api_keys"), ("RAG_ROLES", "roles")):
+            raw = os.environ.get(env)
+            if raw:
+                try:
+                    values[name] = json.loads(raw)
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(f"{env} is not valid JSON: {exc}") from exc
+        for env, name in (
+            ("RAG_TRACE_DIR", "trace_dir"),
+            ("RAG_CACHE_SIZE", "cache_size"),
+            ("RAG_RECENCY_HALF_LIFE_DAYS", "recency_half_life_days"),
+            ("RAG_RRF_K", "rrf_k"),
+            ("RAG_REFRESH_INTERVAL_S", "refresh_interval_s"),
+            ("RAG_TORCH_THREADS", "torch_threads"),
+        ):
+            if os.environ.get(env):
+                values[name] = os.environ[env]
+        try:
+            return cls(**{**values, **overrides})
+        except ValidationError as exc:
+            raise ConfigError(f"invalid serving settings: {exc}") from exc

@@ -1,0 +1,54 @@
+"""What one serving process holds: the index reader, the retriever (one embedder), the cache, the trace writer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from livemem.cache import ResultCache
+from livemem.embedding import Embedder
+from livemem.reader import IndexReader
+from livemem.retrieval import FusionSettings, Retriever
+from livemem.store import IndexHome
+from livemem.traces import TraceWriter
+from serving.metrics import Metrics
+from serving.settings import Settings
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    access: frozenset[str]
+
+
+@dataclass
+class ServingState:
+    settings: Settings
+    reader: IndexReader
+    retriever: Retriever
+    cache: ResultCache
+    traces: TraceWriter
+    metrics: Metrics = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.metrics = Metrics(self)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, embedder: Embedder | None = None) -> ServingState:
+        fusion = FusionSettings(
+            k=settings.rrf_k,
+            dense_weight=settings.rrf_dense_weight,
+            sparse_weight=settings.rrf_sparse_weight,
+            depth=settings.rrf_depth,
+        )
+        return cls(
+            settings=settings,
+            reader=IndexReader(IndexHome(settings.index_dir), refresh_interval_s=settings.refresh_interval_s),
+            retriever=Retriever(
+                embedder or Embedder(threads=settings.torch_threads), fusion, settings.recency_half_life_days
+            ),
+            cache=ResultCache(settings.cache_size),
+            traces=TraceWriter(settings.traces_path),
+        )
+
+    def role(self, name: str) -> Role:
+        return Role(name, frozenset(self.settings.roles[name]))
