@@ -27,20 +27,20 @@ def write_sources(tmp_path: Path, repo: Path, max_chunks: int = 1000) -> Path:
     return path
 
 
-def run_build(defs, instance: DagsterInstance):  # noqa: ANN001, ANN201
+def run_build(defs, instance: DagsterInstance):
     return defs.resolve_job_def("build_index").execute_in_process(instance=instance, raise_on_error=False)
 
 
-def materialization(result, key: str):  # noqa: ANN001, ANN201
+def materialization(result, key: str):
     events = [e for e in result.get_asset_materialization_events() if e.asset_key == AssetKey(key)]
     return events[0].materialization if events else None
 
 
 @pytest.fixture
-def defs_for(tmp_path: Path, embedder):  # noqa: ANN001, ANN201
+def defs_for(tmp_path: Path, embedder):
     """Definitions on a temp sources file and index dir (the model loaded by ``embedder`` is reused)."""
 
-    def factory(sources: Path):  # noqa: ANN202
+    def factory(sources: Path):
         return build_definitions(sources, tmp_path / "index")
 
     return factory
