@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dagster import AssetSelection, Definitions, define_asset_job
+from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
 from livemem.config import load_sources, sources_file_from_env
 from orchestration.assets.chunks import build_chunk_assets, source_key
@@ -25,6 +25,9 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
         "build_index",
         selection=AssetSelection.assets("chunks", "published_index"),
         description="Chunk, embed, check and publish a new index version.",
+        # One process: the model loads once and the light check steps do not each pay for a fresh interpreter.
+        # Scale-out deployments pick another executor through run config.
+        executor_def=in_process_executor,
     )
     observe_sources = define_asset_job(
         "observe_sources",
