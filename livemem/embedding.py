@@ -127,7 +127,8 @@ class EmbeddingCache:
         for key, text in zip(keys, texts, strict=True):
             if key not in found and key not in missing:
                 missing[key] = text
-        todo = list(missing.items())
+        # Longest first, so each batch holds texts of similar length (little padding), as one big encode call would.
+        todo = sorted(missing.items(), key=lambda item: len(item[1]), reverse=True)
         step = 2048
         for start in range(0, len(todo), step):
             part = todo[start : start + step]

@@ -72,7 +72,7 @@ class Snapshot:
     ids: list[str]
     dense: np.ndarray
     sparse: SparseIndex | None
-    chunks: pd.DataFrame
+    rows: list[dict[str, Any]]
     columns: dict[str, np.ndarray]
     row_of: dict[str, int]
     access_of: dict[str, str]
@@ -97,9 +97,9 @@ class Snapshot:
 
     def record(self, row: int) -> dict[str, Any]:
         """The chunk record (``schemas/chunk.schema.json``) of the chunk at ``row``."""
-        data = self.chunks.iloc[row]
+        data = self.rows[row]
         return records.row_to_record(
-            {c: data[c] for c in records.CHUNK_COLUMNS},
+            data,
             attention=float(data["attention_score"]),
             last_breath_seen=data["last_breath_seen"],
         )
@@ -157,7 +157,7 @@ def load_snapshot(home: IndexHome, version_id: str) -> Snapshot:
         ids=ids,
         dense=dense,
         sparse=sparse,
-        chunks=chunks,
+        rows=chunks.to_dict("records"),
         columns=_filter_columns(chunks),
         row_of={cid: i for i, cid in enumerate(ids)},
         access_of=access_of,
@@ -180,7 +180,8 @@ def _chunk_frame(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pd.DataFrame
             f"({len(missing)} of them unknown to the tables); {MATERIALIZE_HINT}"
         )
     frame = frame.loc[ids].reset_index(drop=True)
-    frame["last_breath_seen"] = frame["last_breath_seen"].astype(object).where(frame["last_breath_seen"].notna(), None)
+    for nullable in ("domain", "last_breath_seen"):  # pandas reads SQL NULL as NaN; records want None
+        frame[nullable] = pd.Series([v if isinstance(v, str) else None for v in frame[nullable]], dtype=object)
     return frame
 
 

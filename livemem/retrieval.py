@@ -114,21 +114,28 @@ class Retriever:
         with self._encode_lock:
             return self.embedder.encode([text])[0]
 
-    def search(self, snap: Snapshot, query: Query, collections: list[str]) -> Retrieval:
-        """Rank the chunks of ``collections`` (already checked against the caller's role) matching the filters."""
+    def search(
+        self, snap: Snapshot, query: Query, collections: list[str], vector: np.ndarray | None = None
+    ) -> Retrieval:
+        """Rank the chunks of ``collections`` (already checked against the caller's role) matching the filters.
+
+        ``vector`` is the query's embedding when the caller already has it (benchmarks encode in batches).
+        """
         timings: dict[str, float] = {}
         t = time.perf_counter()
         mask = filter_mask(snap, collections, query.filters)
         candidates = np.flatnonzero(mask)
         t = _tick(timings, "filter", t)
-        dense = sparse = None
+        dense = sparse = dense_all = sparse_all = None
         if candidates.size and query.mode in ("dense", "hybrid"):
-            vector = self.encode(query.text)
+            vector = self.encode(query.text) if vector is None else vector
             t = _tick(timings, "encode", t)
-            dense = (snap.dense @ vector)[candidates]
+            dense_all = snap.dense @ vector
+            dense = dense_all[candidates]
             t = _tick(timings, "dense", t)
         if candidates.size and query.mode in ("sparse", "hybrid") and snap.sparse is not None:
-            sparse = snap.sparse.scores(query.text)[candidates]
+            sparse_all = snap.sparse.scores(query.text)
+            sparse = sparse_all[candidates]
             t = _tick(timings, "sparse", t)
         rows, scores = self._score(query, candidates, dense, sparse)
         if rows.size and query.recency_bias:
@@ -138,11 +145,15 @@ class Retriever:
         if query.min_score is not None:
             keep = scores >= query.min_score
             rows, scores = rows[keep], scores[keep]
-        dense_of = dict(zip(candidates.tolist(), dense.tolist(), strict=True)) if dense is not None else {}
-        sparse_of = dict(zip(candidates.tolist(), sparse.tolist(), strict=True)) if sparse is not None else {}
+        t = _tick(timings, "score", t)
 
         def hit(row: int, score: float) -> Hit:
-            return Hit(row, score, dense_of.get(row), sparse_of.get(row))
+            return Hit(
+                row,
+                score,
+                None if dense_all is None else float(dense_all[row]),
+                None if sparse_all is None else float(sparse_all[row]),
+            )
 
         if query.return_ == "documents":
             documents = top_documents(snap, rows, scores, query.top_k, hit)

@@ -48,12 +48,16 @@ class SparseIndex:
         self.retriever = bm25s.BM25.load(str(path), mmap=True)
         self.tokenizer = _tokenizer()
         self.tokenizer.load_vocab(str(path))
+        # Built once: bm25s would rebuild this reverse vocabulary on every query for return_as="string".
+        id_to_word = {i: w for w, i in self.tokenizer.get_vocab_dict().items()}
+        index_ids = self.retriever.vocab_dict
+        self._to_index_id = {i: index_ids[w] for i, w in id_to_word.items() if w and w in index_ids}
         self.size = int(self.retriever.scores["num_docs"])
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query`` (zeros when no query term is in the vocabulary)."""
-        tokens = self.tokenizer.tokenize([query], update_vocab=False, return_as="string", show_progress=False)[0]
-        tokens = [t for t in tokens if t]
-        if not tokens:
+        ids = self.tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
+        known = [self._to_index_id[i] for i in ids if i in self._to_index_id]
+        if not known:
             return np.zeros(self.size, dtype=np.float32)
-        return np.asarray(self.retriever.get_scores(tokens), dtype=np.float32)
+        return np.asarray(self.retriever.get_scores_from_ids(known), dtype=np.float32)

@@ -59,4 +59,7 @@ def visible_manifest(snap: Snapshot, role: Role) -> dict:
     changes.pop("embeddings_computed", None)
     changes.pop("embeddings_reused", None)
     manifest["changes"] = changes
+    breath = manifest.get("breath_at_update")
+    if isinstance(breath, dict) and breath.get("source") in hidden_sources:
+        manifest["breath_at_update"] = {**breath, "source": None, "path": None}
     return manifest

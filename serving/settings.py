@@ -9,7 +9,7 @@
 ``RAG_RECENCY_HALF_LIFE_DAYS``  half-life of ``recency_bias`` (default 90)
 ``RAG_RRF_K``                   reciprocal rank fusion constant (default 60)
 ``RAG_REFRESH_INTERVAL_S``      how often ``CURRENT`` is re-read (default 0: before every request)
-``RAG_TORCH_THREADS``           torch threads of the query encoder (default 1 per serving process)
+``RAG_TORCH_THREADS``           torch and BLAS threads per serving process (default 1)
 ==============================  =====================================================================
 """
 
@@ -19,7 +19,7 @@ import json
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from livemem.config import index_dir_from_env
 from livemem.errors import ConfigError
@@ -57,12 +57,14 @@ class Settings(BaseModel):
                 )
         return roles
 
-    def model_post_init(self, _context: object) -> None:
+    @model_validator(mode="after")
+    def _roles_defined(self) -> Settings:
         if self.public_role not in self.roles:
             raise ValueError(f"the public role {self.public_role!r} is not defined in roles")
         for key, role in self.api_keys.items():
             if role not in self.roles:
                 raise ValueError(f"API key ...{key[-4:]} maps to role {role!r}, which is not defined in roles")
+        return self
 
     @property
     def traces_path(self) -> Path:
@@ -91,4 +93,6 @@ class Settings(BaseModel):
         try:
             return cls(**{**values, **overrides})
         except ValidationError as exc:
-            raise ConfigError(f"invalid serving settings: {exc}") from exc
+            # Only the messages: the input values may hold API keys.
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
+            raise ConfigError(f"invalid serving settings: {problems}") from None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from threadpoolctl import threadpool_limits
+
 from livemem.cache import ResultCache
 from livemem.embedding import Embedder
 from livemem.reader import IndexReader
@@ -34,6 +36,9 @@ class ServingState:
 
     @classmethod
     def from_settings(cls, settings: Settings, embedder: Embedder | None = None) -> ServingState:
+        # A multi-threaded BLAS makes the one matrix-vector product per query several times slower (thread
+        # wake-ups, contention with torch and other workers): one thread per serving process, like torch.
+        threadpool_limits(settings.torch_threads, user_api="blas")
         fusion = FusionSettings(
             k=settings.rrf_k,
             dense_weight=settings.rrf_dense_weight,

@@ -1,0 +1,65 @@
+"""Trace files shared by several writer processes: every line whole and parseable, none lost."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from pathlib import Path
+
+from livemem.traces import TraceWriter, retrieval_events
+
+PROCESSES = 6
+BATCHES = 150
+IDS = [f"00000000-0000-4000-8000-{i:012d}" for i in range(8)]
+
+
+def _write_batches(directory: str, writer_index: int) -> None:
+    writer = TraceWriter(directory, name="shared")
+    for batch in range(BATCHES):
+        events = retrieval_events(
+            trace_id=f"{writer_index}-{batch}",
+            query="x" * (batch * 37 % 5000),  # batches of very different sizes, some larger than a page
+            chunk_ids=IDS,
+            scores=[1.0] * len(IDS),
+            role="public",
+            breath_phase="Δ1",
+            index_version="v",
+            mode="hybrid",
+            return_="chunks",
+            filters={},
+            collections=["c"],
+            cache_hit=False,
+        )
+        assert writer.write(events)
+
+
+def test_concurrent_writer_processes_lose_and_interleave_no_lines(tmp_path: Path):
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_write_batches, args=(str(tmp_path), i)) for i in range(PROCESSES)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+        assert worker.exitcode == 0
+    files = list(tmp_path.glob("*-shared.jsonl"))
+    assert len(files) == 1
+    lines = files[0].read_text(encoding="utf-8").splitlines()
+    assert len(lines) == PROCESSES * BATCHES * len(IDS)
+    events = [json.loads(line) for line in lines]
+    per_trace: dict[str, list[int]] = {}
+    for event in events:
+        per_trace.setdefault(event["trace_id"], []).append(event["rank"])
+    assert len(per_trace) == PROCESSES * BATCHES
+    # each request's events are one contiguous block, in rank order
+    assert all(ranks == list(range(1, len(IDS) + 1)) for ranks in per_trace.values())
+    blocks = [events[i]["trace_id"] for i in range(0, len(events), len(IDS))]
+    assert len(set(blocks)) == len(blocks)
+
+
+def test_each_process_writes_its_own_daily_file(tmp_path: Path):
+    writer = TraceWriter(tmp_path)
+    assert writer.write([{"event": "retrieval"}])
+    (written,) = tmp_path.glob("*.jsonl")
+    assert written.name.endswith(f"-{writer.host}-{os.getpid()}.jsonl")
+    assert written.name[:10].count("-") == 2  # YYYY-MM-DD prefix
