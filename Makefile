@@ -35,7 +35,7 @@ materialize: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster job execute -m orchestration.definitions -j build_index
 
 serve: install
-	$(BIN)/uvicorn serving.app:app --host $${HOST:-127.0.0.1} --port $(PORT)
+	$(BIN)/uvicorn serving.app:app --host $${HOST:-127.0.0.1} --port $(PORT) --workers $${WORKERS:-1}
 
 ui: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -m orchestration.definitions -h 127.0.0.1 -p $${DAGSTER_PORT:-3000}
@@ -47,8 +47,12 @@ test: install
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
+# SciFact: build speed (full, no-op, incremental), then retrieval quality and HTTP latency of the serving app.
 bench: install
 	$(BIN)/python -m bench.scifact_build
+	$(BIN)/python -m bench.serving_index
+	$(BIN)/python -m bench.serving_quality
+	$(BIN)/python -m bench.serving_latency --workers 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -112,7 +112,7 @@ class Retriever:
 
     def encode(self, text: str) -> np.ndarray:
         with self._encode_lock:
-            return self.embedder.encode([text])[0]
+            return self.embedder.encode_one(text)
 
     def search(
         self, snap: Snapshot, query: Query, collections: list[str], vector: np.ndarray | None = None

@@ -262,3 +262,8 @@ def test_sealed_provenance_check_catches_rewritten_history(tmp_path: Path, repo,
     outcome = checks.check_sealed_provenance(staged, result.manifest)
     assert not outcome.passed
     assert "not found" in outcome.failures[0]
+
+
+def test_single_query_fast_path_gives_the_same_vector(embedder) -> None:
+    text = "Where can I get help paying my heating bill in Beckley?"
+    assert np.allclose(embedder.encode_one(text), embedder.encode([text])[0], atol=1e-5)
