@@ -38,10 +38,10 @@ from livemem.store import (
     TABLES,
     IndexHome,
     close_chroma,
-    dir_size_mb,
     iso,
     open_chroma,
     utc_now,
+    write_manifest,
 )
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,7 @@ CREATE TABLE attention (
     chunk_id VARCHAR PRIMARY KEY, attention_score DOUBLE NOT NULL DEFAULT 0, last_breath_seen VARCHAR
 );
 """
+CHUNK_TABLES = ("chunks", "parents", "skipped_files", "attention")
 PARENT_COLUMNS = (
     "parent_id", "source", "collection", "access", "path", "blob_sha", "commit_sha", "timestamp", "created_at",
     "updated_at", "seal_state", "type", "size", "truncated", "chunk_count", "content",
@@ -212,6 +213,7 @@ class _Builder:
             con.execute(SCHEMA_SQL)
             if self.base_dir is not None:
                 con.execute(f"ATTACH '{self.base_dir / TABLES}' AS base (READ_ONLY)")
+                self._carry_other_parts(con, staged)
             new_rows, new_parents, skips, failed = self._collect(con, stats, opened)
             t = time.perf_counter()
             vectors, computed, reused = self._embed(new_rows)
@@ -227,12 +229,27 @@ class _Builder:
             manifest = self._manifest(con, version_id, staged, stats, breath, computed, reused, failed)
         finally:
             con.close()
-        manifest["index_size_mb"] = dir_size_mb(staged)
+        for key, value in (self.base_manifest or {}).items():
+            manifest.setdefault(key, value)  # sections other steps own (registry, gbim, ...)
+        write_manifest(staged, manifest)
         manifest["governance"] = governance_status(
             manifest["total_chunks"], manifest["index_size_mb"], self.config.governance
         )
-        (staged / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+        write_manifest(staged, manifest)
         return manifest
+
+    def _carry_other_parts(self, con: duckdb.DuckDBPyConnection, staged) -> None:
+        """Copy what other steps own (registry, spatial entities, ... tables and directories) unchanged."""
+        tables = con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'base' AND table_schema = 'main'"
+        ).fetchall()
+        for (table,) in tables:
+            if table not in CHUNK_TABLES:
+                con.execute(f'CREATE TABLE "{table}" AS SELECT * FROM base."{table}"')
+        for entry in self.base_dir.iterdir():
+            if entry.name not in (TABLES, CHROMA, RETRIEVAL, MANIFEST) and not entry.name.startswith(TABLES):
+                copy = shutil.copytree if entry.is_dir() else shutil.copy2
+                copy(entry, staged / entry.name)
 
     def _base_files(self, con: duckdb.DuckDBPyConnection, source: str) -> dict[str, tuple[str, str]]:
         """path -> (blob sha, created_at) of the files the base version indexed or skipped for a source."""

@@ -126,6 +126,18 @@ class SourcesConfig:
                 return src
         raise ConfigError(f"{self.path}: no source named {name!r} (known: {', '.join(self.names)})")
 
+    def section(self, name: str, schema: str) -> dict[str, Any] | None:
+        """A top-level section owned by another step (``registry``, ``spatial``), validated against
+        ``schemas/<schema>.schema.json`` with every problem reported at its file, line and column; None if absent.
+        Relative paths inside it are the caller's to resolve against ``self.path.parent``."""
+        raw = getattr(self, "_raw", {}).get(name)
+        if raw is None:
+            return None
+        problems = _located_errors(self.path, getattr(self, "_root", None), raw, schema, [name])
+        if problems:
+            raise ConfigError(f"invalid {name} section in the sources file:\n  " + "\n  ".join(problems))
+        return raw
+
     @property
     def names(self) -> list[str]:
         return [s.name for s in self.sources]
@@ -166,15 +178,25 @@ def load_sources(path: str | os.PathLike[str] | None = None) -> SourcesConfig:
         mark = getattr(exc, "problem_mark", None)
         where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else str(file)
         raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
-    problems = []
-    for err in sorted(validator("sources").iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
-        node = _node_at(root, list(err.absolute_path))
-        where = f"{file}:{node.start_mark.line + 1}:{node.start_mark.column + 1}" if node else str(file)
-        dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path).lstrip(".")
-        problems.append(f"{where}: {dotted or '(top level)'}: {err.message}")
+    problems = _located_errors(file, root, data, "sources", [])
     if problems:
         raise ConfigError("invalid sources file:\n  " + "\n  ".join(problems))
-    return _resolve(file, data)
+    config = _resolve(file, data)
+    object.__setattr__(config, "_raw", data)
+    object.__setattr__(config, "_root", root)
+    return config
+
+
+def _located_errors(file: Path, root: yaml.Node | None, data: Any, schema: str, prefix: list[Any]) -> list[str]:
+    """Schema violations of ``data`` (found at ``prefix`` in the file), each as ``file:line:col: path: message``."""
+    problems = []
+    for err in sorted(validator(schema).iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        parts = [*prefix, *err.absolute_path]
+        node = _node_at(root, parts)
+        where = f"{file}:{node.start_mark.line + 1}:{node.start_mark.column + 1}" if node else str(file)
+        dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")
+        problems.append(f"{where}: {dotted or '(top level)'}: {err.message}")
+    return problems
 
 
 def _resolve(file: Path, data: dict[str, Any]) -> SourcesConfig:

@@ -76,7 +76,6 @@ class Embedder:
         self.encoded += len(texts)
         return np.asarray(vectors, dtype=np.float32)
 
-
     def encode_one(self, text: str) -> np.ndarray:
         """One normalised vector, on the latency path of a query.
 

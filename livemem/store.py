@@ -171,6 +171,34 @@ class IndexHome:
         return doomed
 
 
+def derive_version(home: IndexHome) -> tuple[str, Path, str | None]:
+    """Stage a new version as a copy of the current one, for a step that changes only its own part of it.
+
+    Returns (new version id, its staging directory, base version id). The caller holds ``home.write_lock()``,
+    changes its own tables / files in the copy, writes the manifest with ``write_manifest``, and publishes with
+    ``home.publish(version_id, base, retention)``: the base check there refuses to publish a copy of a version
+    that is no longer current (another step published meanwhile), so no step ever drops another step's work.
+    """
+    home.ensure()
+    base = home.current()
+    version_id = home.new_version_id()
+    staged = home.staged_dir(version_id)
+    if base is None:
+        staged.mkdir(parents=True)
+    else:
+        shutil.copytree(home.version_dir(base), staged)
+        (staged / MANIFEST).unlink()  # incomplete until the caller writes its own
+    return version_id, staged, base
+
+
+def write_manifest(staged: Path, manifest: dict[str, Any]) -> None:
+    """Write ``manifest.json`` last: a staged directory without one is incomplete and is never published."""
+    manifest["index_size_mb"] = dir_size_mb(staged)
+    tmp = staged / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, staged / MANIFEST)
+
+
 def dir_size_mb(path: Path) -> float:
     total = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
     return round(total / 1_048_576, 3)

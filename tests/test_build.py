@@ -267,3 +267,28 @@ def test_sealed_provenance_check_catches_rewritten_history(tmp_path: Path, repo,
 def test_single_query_fast_path_gives_the_same_vector(embedder) -> None:
     text = "Where can I get help paying my heating bill in Beckley?"
     assert np.allclose(embedder.encode_one(text), embedder.encode([text])[0], atol=1e-5)
+
+
+def test_parts_owned_by_other_steps_survive_a_chunk_rebuild(tmp_path: Path, repo, embedder) -> None:
+    from livemem.store import derive_version, write_manifest
+
+    config = load_sources(sources_file(tmp_path, repo.path))
+    home = IndexHome(tmp_path / "index")
+    first = build_and_publish(config, home, embedder)
+    with home.write_lock():
+        version, staged, base = derive_version(home)
+        assert base == first.version_id and not (staged / "manifest.json").exists()
+        con = duckdb.connect(str(staged / "tables.duckdb"))
+        con.execute("CREATE TABLE registry AS SELECT 'lr-1' AS local_resource_id")
+        con.close()
+        (staged / "exports").mkdir()
+        (staged / "exports" / "relations.nt").write_text("<a> <b> <c> .\n")
+        write_manifest(staged, {**home.manifest(base), "version_id": version, "registry": {"rows": 1}})
+    home.publish(version, base, 5)
+
+    repo.commit({"CHARTER.md": CHARTER + "\n## Amendments\n\nBy two-thirds vote.\n"})
+    rebuilt = build_and_publish(config, home, embedder)
+    assert rebuilt.base_version == version
+    assert rows(home, "SELECT local_resource_id FROM registry") == [("lr-1",)]
+    assert (home.version_dir(home.current()) / "exports" / "relations.nt").read_text() == "<a> <b> <c> .\n"
+    assert home.current_manifest()["registry"] == {"rows": 1}
