@@ -504,7 +504,8 @@ class _Builder:
         try:
             wanted = {c for (c,) in con.execute("SELECT DISTINCT collection FROM chunks").fetchall()}
             existing = {c.name for c in client.list_collections()}
-            for name in existing - wanted:
+            chunk_collections = set((self.base_manifest or {}).get("collections", {}))
+            for name in (existing & chunk_collections) - wanted:  # other steps' collections are theirs
                 client.delete_collection(name)
             by_collection: dict[str, list[str]] = {}
             for collection, cid in gone:
