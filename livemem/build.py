@@ -67,8 +67,9 @@ CREATE TABLE skipped_files (
 CREATE TABLE attention (
     chunk_id VARCHAR PRIMARY KEY, attention_score DOUBLE NOT NULL DEFAULT 0, last_breath_seen VARCHAR
 );
+CREATE TABLE chunk_lineage (chunk_id VARCHAR PRIMARY KEY, predecessors VARCHAR[] NOT NULL);
 """
-CHUNK_TABLES = ("chunks", "parents", "skipped_files", "attention")
+CHUNK_TABLES = ("chunks", "parents", "skipped_files", "attention", "chunk_lineage")
 PARENT_COLUMNS = (
     "parent_id", "source", "collection", "access", "path", "blob_sha", "commit_sha", "timestamp", "created_at",
     "updated_at", "seal_state", "type", "size", "truncated", "chunk_count", "content",
@@ -454,10 +455,65 @@ class _Builder:
             if data:
                 frame = pd.DataFrame(data, columns=list(columns))  # noqa: F841 - read by DuckDB below
                 con.execute(f"INSERT INTO {table} SELECT * FROM frame")
-        carry = "LEFT JOIN base.attention a USING (chunk_id)" if self.base_dir is not None else ""
-        score = "COALESCE(a.attention_score, 0)" if carry else "0"
-        seen = "a.last_breath_seen" if carry else "NULL"
-        con.execute(f"INSERT INTO attention SELECT c.chunk_id, {score}, {seen} FROM chunks c {carry}")
+        if self.base_dir is None:
+            con.execute("INSERT INTO attention SELECT chunk_id, 0, NULL FROM chunks")
+            return
+        self._inherit(con)
+
+    def _inherit(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Attention of the new version: kept chunks keep theirs; an edited chunk inherits from the chunk it replaced.
+
+        A chunk id that is new in this version, in a file that had a chunk (now gone) under the same heading path,
+        inherits that chunk's attention and last_breath_seen (the one with the most attention when several share
+        the heading). ``chunk_lineage`` records the replaced ids, most recent first, so the nightly rollup can
+        continue the day-by-day attention of an edited chunk from its predecessor.
+        """
+        base_has_lineage = con.execute(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_catalog = 'base' AND table_name = 'chunk_lineage'"
+        ).fetchone()[0]
+        base_lineage = (
+            "base.chunk_lineage"
+            if base_has_lineage
+            else "(SELECT NULL::VARCHAR AS chunk_id, NULL::VARCHAR[] AS predecessors WHERE false)"
+        )
+        con.execute(
+            """
+            CREATE TEMP TABLE heirs AS
+            WITH removed AS (
+                SELECT b.chunk_id, b.source, b.path, b.heading_path,
+                       COALESCE(a.attention_score, 0) AS score, a.last_breath_seen
+                FROM base.chunks b LEFT JOIN base.attention a USING (chunk_id)
+                WHERE b.chunk_id NOT IN (SELECT chunk_id FROM chunks)
+            ), fresh AS (
+                SELECT chunk_id, source, path, heading_path FROM chunks
+                WHERE chunk_id NOT IN (SELECT chunk_id FROM base.chunks)
+            )
+            SELECT f.chunk_id, arg_max(r.chunk_id, (r.score, r.chunk_id)) AS predecessor
+            FROM fresh f JOIN removed r USING (source, path, heading_path)
+            GROUP BY f.chunk_id
+            """
+        )
+        con.execute(
+            """
+            INSERT INTO attention
+            SELECT c.chunk_id,
+                   COALESCE(a.attention_score, p.attention_score, 0),
+                   CASE WHEN a.chunk_id IS NOT NULL THEN a.last_breath_seen ELSE p.last_breath_seen END
+            FROM chunks c
+            LEFT JOIN base.attention a USING (chunk_id)
+            LEFT JOIN heirs h USING (chunk_id)
+            LEFT JOIN base.attention p ON p.chunk_id = h.predecessor
+            """
+        )
+        con.execute(
+            f"""
+            INSERT INTO chunk_lineage
+            SELECT l.chunk_id, l.predecessors FROM {base_lineage} l JOIN chunks USING (chunk_id)
+            UNION ALL
+            SELECT h.chunk_id, list_prepend(h.predecessor, COALESCE(pl.predecessors, []::VARCHAR[]))[1:10]
+            FROM heirs h LEFT JOIN {base_lineage} pl ON pl.chunk_id = h.predecessor
+            """
+        )
 
     def _count_chunks(self, con, stats: dict[str, SourceStats]) -> None:
         if self.base_dir is None:

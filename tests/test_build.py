@@ -292,3 +292,41 @@ def test_parts_owned_by_other_steps_survive_a_chunk_rebuild(tmp_path: Path, repo
     assert rows(home, "SELECT local_resource_id FROM registry") == [("lr-1",)]
     assert (home.version_dir(home.current()) / "exports" / "relations.nt").read_text() == "<a> <b> <c> .\n"
     assert home.current_manifest()["registry"] == {"rows": 1}
+
+
+def test_edited_chunk_inherits_attention_of_the_chunk_it_replaced(tmp_path: Path, repo, embedder) -> None:
+    from livemem.store import derive_version, write_manifest
+
+    config = load_sources(sources_file(tmp_path, repo.path))
+    home = IndexHome(tmp_path / "index")
+    build_and_publish(config, home, embedder)
+    snap = dict(rows(home, "SELECT heading_path, chunk_id FROM chunks WHERE path = 'guides/fayette.md'"))
+    snap_id, wic_id = snap['["Guide", "SNAP"]'], snap['["Guide", "WIC"]']
+    with home.write_lock():  # what a rollup does: a new version with changed attention only
+        version, staged, base = derive_version(home)
+        con = duckdb.connect(str(staged / "tables.duckdb"))
+        con.execute("UPDATE attention SET attention_score = 2.5, last_breath_seen = 'Δ3' WHERE chunk_id = ?", [wic_id])
+        con.execute("UPDATE attention SET attention_score = 1.0 WHERE chunk_id = ?", [snap_id])
+        con.close()
+        write_manifest(staged, {**home.manifest(base), "version_id": version})
+    home.publish(version, base, 5)
+
+    repo.commit({"guides/fayette.md": GUIDE.replace("Nutrition for infants.", "Nutrition for infants and mothers.")})
+    build_and_publish(config, home, embedder)
+    after = {h: (cid, score, seen) for h, cid, score, seen in rows(
+        home,
+        "SELECT c.heading_path, c.chunk_id, a.attention_score, a.last_breath_seen FROM chunks c "
+        "JOIN attention a USING (chunk_id) WHERE c.path = 'guides/fayette.md'",
+    )}  # fmt: skip
+    new_wic, score, seen = after['["Guide", "WIC"]']
+    assert new_wic != wic_id and (score, seen) == (2.5, "Δ3")  # edited: inherits from the replaced chunk
+    assert after['["Guide", "SNAP"]'] == (snap_id, 1.0, None)  # unchanged: keeps its own
+    assert rows(home, "SELECT predecessors FROM chunk_lineage WHERE chunk_id = ?", [new_wic]) == [([wic_id],)]
+
+    repo.commit({"guides/fayette.md": GUIDE.replace("Nutrition for infants.", "Nutrition for families.")})
+    build_and_publish(config, home, embedder)
+    lineage = rows(
+        home,
+        'SELECT l.predecessors FROM chunk_lineage l JOIN chunks c USING (chunk_id) WHERE c.heading_path = \'["Guide", "WIC"]\'',
+    )
+    assert lineage == [([new_wic, wic_id],)]
