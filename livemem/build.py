@@ -632,17 +632,7 @@ class _Builder:
             build_sparse([records.embed_text(c, json.loads(p)) for _, c, p, _ in rows], target / "bm25")
 
     def _breath(self, opened: dict) -> Breath:
-        names = [self.config.breath_source] if self.config.breath_source else [s.name for s in self.config.sources]
-        for name in names:
-            if name not in opened:
-                continue
-            repo, head = opened[name]
-            src = self.config.source(name)
-            path = f"{src.subdir}/{self.config.breath_path}" if src.subdir else self.config.breath_path
-            raw = repo.read_file(head, path)
-            if raw is not None:
-                return parse_breath(raw.decode("utf-8", errors="replace"), name, path)
-        return Breath()
+        return read_breath(self.config, {name: repo for name, (repo, _) in opened.items()})
 
     def _manifest(self, con, version_id, staged, stats, breath: Breath, computed, reused, failed) -> dict:
         now = iso(utc_now())
@@ -721,6 +711,30 @@ class _Builder:
                 },
             },
         }
+
+
+def read_breath(config: SourcesConfig, opened: dict[str, GitSource] | None = None) -> Breath:
+    """The breath (Δ-phase and tone) from the breath file at the breath source's ref; defaults when absent.
+
+    Without ``breath.source`` in the sources file, the first source holding the file wins.
+    """
+    names = [config.breath_source] if config.breath_source else config.names
+    for name in names:
+        src = config.source(name)
+        repo = (opened or {}).get(name)
+        close = repo is None
+        try:
+            repo = repo or GitSource(src.repo, name)
+            path = f"{src.subdir}/{config.breath_path}" if src.subdir else config.breath_path
+            raw = repo.read_file(repo.resolve(src.ref), path)
+        except SourceError:
+            continue
+        finally:
+            if close and repo is not None:
+                repo.close()
+        if raw is not None:
+            return parse_breath(raw.decode("utf-8", errors="replace"), name, path)
+    return Breath()
 
 
 def governance_status(total_chunks: int, size_mb: float, gov: Governance) -> dict[str, Any]:

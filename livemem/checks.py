@@ -118,3 +118,25 @@ def check_sources_readable(manifest: dict[str, Any]) -> CheckOutcome:
     failures = [f"{name}: {err}" for name, err in errors.items()]
     summary = "all sources readable" if not failures else f"{len(failures)} source(s) unreadable; previous chunks kept"
     return CheckOutcome(not failures, summary, failures, len(manifest["sources"]))
+
+
+def check_attention(version_dir: Path) -> CheckOutcome:
+    """Every chunk has exactly one attention row with a finite score >= 0, and records stay schema-valid."""
+    con = duckdb.connect(str(version_dir / TABLES), read_only=True)
+    try:
+        missing, bad, total = con.execute(
+            "SELECT COUNT(*) FILTER (WHERE a.chunk_id IS NULL), "
+            "COUNT(*) FILTER (WHERE NOT isfinite(a.attention_score) OR a.attention_score < 0), COUNT(*) "
+            "FROM chunks c LEFT JOIN attention a USING (chunk_id)"
+        ).fetchone()
+    finally:
+        con.close()
+    failures = []
+    if missing:
+        failures.append(f"{missing} chunks have no attention row")
+    if bad:
+        failures.append(f"{bad} chunks have a negative or non-finite attention score")
+    schema = check_chunks_schema(version_dir)
+    failures.extend(schema.failures)
+    summary = f"{total - missing - bad} of {total} chunks have a valid attention score; {schema.summary}"
+    return CheckOutcome(not failures, summary, failures[:MAX_REPORTED], total)

@@ -171,13 +171,16 @@ class IndexHome:
         return doomed
 
 
-def derive_version(home: IndexHome) -> tuple[str, Path, str | None]:
+def derive_version(home: IndexHome, link: tuple[str, ...] = ()) -> tuple[str, Path, str | None]:
     """Stage a new version as a copy of the current one, for a step that changes only its own part of it.
 
     Returns (new version id, its staging directory, base version id). The caller holds ``home.write_lock()``,
     changes its own tables / files in the copy, writes the manifest with ``write_manifest``, and publishes with
     ``home.publish(version_id, base, retention)``: the base check there refuses to publish a copy of a version
     that is no longer current (another step published meanwhile), so no step ever drops another step's work.
+
+    Entries named in ``link`` (e.g. ``chroma``, ``retrieval``) are hard-linked instead of copied: instant and
+    free of disk, for a caller that promises not to modify them (the base version's files are shared).
     """
     home.ensure()
     base = home.current()
@@ -186,8 +189,18 @@ def derive_version(home: IndexHome) -> tuple[str, Path, str | None]:
     if base is None:
         staged.mkdir(parents=True)
     else:
-        shutil.copytree(home.version_dir(base), staged)
-        (staged / MANIFEST).unlink()  # incomplete until the caller writes its own
+        source = home.version_dir(base)
+        staged.mkdir(parents=True)
+        for entry in source.iterdir():
+            if entry.name == MANIFEST:
+                continue  # incomplete until the caller writes its own
+            if entry.is_dir():
+                copy = os.link if entry.name in link else shutil.copy2
+                shutil.copytree(entry, staged / entry.name, copy_function=copy)
+            elif entry.name in link:
+                os.link(entry, staged / entry.name)
+            else:
+                shutil.copy2(entry, staged / entry.name)
     return version_id, staged, base
 
 

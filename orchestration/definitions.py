@@ -12,6 +12,7 @@ from pathlib import Path
 from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
 from livemem.config import load_sources, sources_file_from_env
+from orchestration.assets.attention_rollup import build_attention_assets
 from orchestration.assets.chunks import build_chunk_assets, source_key
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 
@@ -21,6 +22,7 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
     path = Path(sources_file) if sources_file else sources_file_from_env()
     config = load_sources(path)
     chunk_assets, chunk_checks = build_chunk_assets(config)
+    attention_assets, attention_checks, attention_jobs, attention_schedules = build_attention_assets(config)
     build_index = define_asset_job(
         "build_index",
         selection=AssetSelection.assets("chunks", "published_index"),
@@ -35,9 +37,10 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
         description="Record each source's HEAD commit (data version), so the UI shows when the index is behind.",
     )
     return Definitions(
-        assets=chunk_assets,
-        asset_checks=chunk_checks,
-        jobs=[build_index, observe_sources],
+        assets=[*chunk_assets, *attention_assets],
+        asset_checks=[*chunk_checks, *attention_checks],
+        jobs=[build_index, observe_sources, *attention_jobs],
+        schedules=[*attention_schedules],
         resources={
             "git_sources": GitSourcesResource(sources_file=str(path) if sources_file else ""),
             "index_store": IndexStoreResource(index_dir=str(index_dir) if index_dir else ""),

@@ -1,0 +1,429 @@
+"""The nightly attention rollup: one day of usage traces → signals → attention scores with decay.
+
+For day D (a calendar day in the configured timezone) and each chunk c of the current index version:
+
+    R = retrievals of c on D                         (``retrieval`` events naming c)
+    U = confirmed uses of c on D                      (``feedback`` with useful=true naming c, or naming no chunk
+                                                       — a whole answer judged useful — in a query that retrieved c)
+    C = co-occurrences of c with useful chunks on D   (pairs (query, u) with u ≠ c confirmed useful in a query
+                                                       that also retrieved c)
+    Δ = w_retrieval·R + w_useful·U + w_co_occurrence·C        (defaults 0.1, 1.0, 0.2)
+
+    a_D = a_{D-1} + Δ                       if c was used on D (R + U + C > 0)
+    a_D = a_{D-1}                           if c is SEALED (sealed memory never decays)
+    a_D = max(0, a_{D-1} · (1 − r))         otherwise, r the tone's daily rate: fast 0.05, normal 0.02, slow 0.01
+
+``last_breath_seen`` becomes the latest (highest) Δ-phase among the day's retrievals of c, else stays.
+
+``a_{D-1}`` is the state after the previous day's rollup, kept as ``attention_state/<D-1>.parquet`` in the index
+home; a chunk missing there (new since) continues from the first of its ``chunk_lineage`` predecessors found in
+it (an edited chunk keeps the attention of the one it replaced), else starts at 0. Because day D is always
+computed from the state after D-1 and D's traces, re-running a day gives the same result, and days must run in
+order (the Dagster asset depends on its own previous partition).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import duckdb
+import orjson
+import pandas as pd
+
+from livemem.breath import TONES, Breath
+from livemem.config import SourcesConfig
+from livemem.errors import ConfigError
+from livemem.store import TABLES, IndexHome, derive_version, iso, utc_now, write_manifest
+
+log = logging.getLogger(__name__)
+
+SHARED_ENTRIES = ("chroma", "retrieval", "gis", "gbim")  # read-only for the rollup: hard-linked, never copied
+_PHASE = re.compile(r"^Δ(\d+)$")
+MAX_EXAMPLES = 10
+
+
+@dataclass(frozen=True)
+class Weights:
+    retrieval: float = 0.1
+    useful: float = 1.0
+    co_occurrence: float = 0.2
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    timezone: str = "UTC"
+    start_date: str = "2026-01-01"
+    schedule_hour: int = 1
+    weights: Weights = Weights()
+    high_attention: float = 1.0
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+
+def attention_config(config: SourcesConfig) -> AttentionConfig:
+    raw = config.section("attention", "attention_config") or {}
+    try:
+        ZoneInfo(raw.get("timezone", "UTC"))
+    except Exception as exc:
+        raise ConfigError(f"{config.path}: attention.timezone: unknown timezone {raw.get('timezone')!r}") from exc
+    return AttentionConfig(
+        timezone=raw.get("timezone", "UTC"),
+        start_date=raw.get("start_date", "2026-01-01"),
+        schedule_hour=raw.get("schedule_hour", 1),
+        weights=Weights(**raw.get("weights", {})),
+        high_attention=raw.get("high_attention", 1.0),
+    )
+
+
+@dataclass
+class DayEvents:
+    """The valid events of one day, and what was wrong with the rest."""
+
+    retrievals: list[tuple[str, str, str | None]] = field(default_factory=list)  # (trace, chunk, phase)
+    feedback: list[tuple[str, str | None, bool]] = field(default_factory=list)  # (trace, chunk or None, useful)
+    malformed: int = 0
+    examples: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    other_days: int = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.retrievals) + len(self.feedback)
+
+    def bad(self, where: str, why: str) -> None:
+        self.malformed += 1
+        if len(self.examples) < MAX_EXAMPLES:
+            self.examples.append(f"{where}: {why}")
+
+
+def day_bounds(day: date, tz: ZoneInfo) -> tuple[datetime, datetime]:
+    start = datetime.combine(day, time.min, tzinfo=tz)
+    return start, datetime.combine(day + timedelta(days=1), time.min, tzinfo=tz)
+
+
+def read_day(trace_dir: Path, day: date, tz: ZoneInfo) -> DayEvents:
+    """Every event of ``day`` (in ``tz``) from every trace file that may hold some (files are named by UTC date)."""
+    start, end = day_bounds(day, tz)
+    names = {(start + timedelta(hours=h)).astimezone(ZoneInfo("UTC")).strftime("%Y-%m-%d") for h in (-24, 0, 24, 48)}
+    out = DayEvents()
+    files = sorted(p for name in names for p in trace_dir.glob(f"{name}*.jsonl")) if trace_dir.is_dir() else []
+    lo, hi = start.timestamp(), end.timestamp()
+    for path in files:
+        out.files.append(path.name)
+        with open(path, "rb") as fh:
+            for number, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                _parse_line(line, f"{path.name}:{number}", lo, hi, out)
+    return out
+
+
+def _parse_line(line: bytes, where: str, lo: float, hi: float, out: DayEvents) -> None:
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        out.bad(where, f"not JSON ({exc})")
+        return
+    if not isinstance(event, dict):
+        out.bad(where, "not a JSON object")
+        return
+    stamp, kind, trace, chunk = event.get("timestamp"), event.get("event"), event.get("trace_id"), event.get("chunk_id")
+    try:
+        when = datetime.fromisoformat(stamp).timestamp()
+    except (TypeError, ValueError):
+        out.bad(where, f"timestamp {stamp!r} is not ISO 8601")
+        return
+    if not isinstance(trace, str) or not (chunk is None or isinstance(chunk, str)):
+        out.bad(where, "trace_id must be a string and chunk_id a string or null")
+        return
+    if not lo <= when < hi:
+        out.other_days += 1
+        return
+    if kind == "retrieval":
+        phase = event.get("breath_phase")
+        if chunk is not None:
+            out.retrievals.append((trace, chunk, phase if isinstance(phase, str) and _PHASE.match(phase) else None))
+    elif kind == "feedback":
+        useful = event.get("useful")
+        if not isinstance(useful, bool):
+            out.bad(where, "feedback without a boolean 'useful'")
+            return
+        out.feedback.append((trace, chunk, useful))
+    else:
+        out.bad(where, f"unknown event {kind!r}")
+
+
+def compute_signals(events: DayEvents, day: date, timezone: str) -> dict[str, Any]:
+    """The day's signals (``schemas/signals.schema.json``)."""
+    retrievals: Counter = Counter()
+    phases: dict[str, Counter] = defaultdict(Counter)
+    retrieved_in: dict[str, set[str]] = defaultdict(set)
+    for trace, chunk, phase in events.retrievals:
+        retrievals[chunk] += 1
+        retrieved_in[trace].add(chunk)
+        if phase:
+            phases[chunk][phase] += 1
+    useful: Counter = Counter()
+    not_useful: Counter = Counter()
+    useful_in: dict[str, set[str]] = defaultdict(set)
+    for trace, chunk, verdict in events.feedback:
+        judged = [chunk] if chunk is not None else sorted(retrieved_in.get(trace, ()))
+        for c in judged:
+            if verdict:
+                useful[c] += 1
+                useful_in[trace].add(c)
+            else:
+                not_useful[c] += 1
+    co_occurred: dict[str, Counter] = defaultdict(Counter)
+    for trace, good in useful_in.items():
+        for c in retrieved_in.get(trace, ()):
+            for u in good:
+                if u != c:
+                    co_occurred[c][u] += 1
+    usage = {}
+    for c in set(retrievals) | set(useful) | set(not_useful) | set(co_occurred):
+        usage[c] = {
+            "retrievals": retrievals[c],
+            "confirmed_useful": useful[c],
+            "not_useful": not_useful[c],
+            "co_occurred_with": sorted(co_occurred[c]),
+            "co_occurrences": sum(co_occurred[c].values()),
+            "breath_phases": dict(phases[c]),
+        }
+    patterns: dict[str, dict[str, Any]] = {}
+    by_phase: dict[str, Counter] = defaultdict(Counter)
+    for c, counts in phases.items():
+        for phase, n in counts.items():
+            by_phase[phase][c] += n
+    for phase, counts in by_phase.items():
+        patterns[phase] = {
+            "total_retrievals": sum(counts.values()),
+            "top_chunks": [c for c, _ in counts.most_common(10)],
+        }
+    return {
+        "date": day.isoformat(),
+        "timezone": timezone,
+        "generated_at": iso(utc_now()),
+        "trace_files": events.files,
+        "events": events.count,
+        "malformed_lines": events.malformed,
+        "chunk_usage": usage,
+        "breath_patterns": patterns,
+    }
+
+
+def _usage_frame(signals: dict[str, Any], weights: Weights) -> pd.DataFrame:
+    rows = []
+    for c, u in signals["chunk_usage"].items():
+        latest = max(u["breath_phases"], key=lambda p: int(p[1:]), default=None)
+        delta = (
+            weights.retrieval * u["retrievals"]
+            + weights.useful * u["confirmed_useful"]
+            + weights.co_occurrence * u["co_occurrences"]
+        )
+        used = u["retrievals"] + u["confirmed_useful"] + u["co_occurrences"] > 0
+        rows.append((c, delta, used, latest))
+    return pd.DataFrame(rows, columns=["chunk_id", "delta", "used", "latest_phase"]).astype(
+        {"chunk_id": "string", "delta": "float64", "used": "bool", "latest_phase": "string"}
+    )
+
+
+def apply_day(
+    con: duckdb.DuckDBPyConnection, previous_state: Path | None, signals: dict[str, Any], decay_rate: float,
+    weights: Weights,
+) -> None:  # fmt: skip
+    """Replace the ``attention`` table of the connected version with the state after the day (formula above)."""
+    usage = _usage_frame(signals, weights)  # noqa: F841 - read by DuckDB below
+    prev = (
+        f"SELECT chunk_id, attention_score, last_breath_seen FROM read_parquet('{previous_state}')"
+        if previous_state is not None
+        else "SELECT NULL::VARCHAR AS chunk_id, NULL::DOUBLE AS attention_score, NULL::VARCHAR AS last_breath_seen "
+        "WHERE false"
+    )
+    has_lineage = con.execute(
+        "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'chunk_lineage'"
+    ).fetchone()[0]
+    lineage = (
+        "chunk_lineage"
+        if has_lineage
+        else "(SELECT NULL::VARCHAR AS chunk_id, []::VARCHAR[] AS predecessors WHERE false)"
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE next_attention AS
+        WITH prev AS ({prev}),
+        ancestry AS (
+            SELECT chunk_id, unnest(predecessors) AS predecessor, generate_subscripts(predecessors, 1) AS depth
+            FROM {lineage}
+        ),
+        inherited AS (
+            SELECT a.chunk_id, arg_min(p.attention_score, a.depth) AS score,
+                   arg_min(p.last_breath_seen, a.depth) AS seen
+            FROM ancestry a JOIN prev p ON p.chunk_id = a.predecessor GROUP BY a.chunk_id
+        ),
+        base AS (
+            SELECT c.chunk_id, c.seal_state,
+                   COALESCE(p.attention_score, i.score, 0) AS score,
+                   CASE WHEN p.chunk_id IS NOT NULL THEN p.last_breath_seen ELSE i.seen END AS seen
+            FROM chunks c LEFT JOIN prev p USING (chunk_id) LEFT JOIN inherited i USING (chunk_id)
+        )
+        SELECT b.chunk_id,
+               CASE WHEN COALESCE(u.used, false) THEN b.score + u.delta
+                    WHEN b.seal_state = 'SEALED' THEN b.score
+                    ELSE greatest(0.0, b.score * (1 - {float(decay_rate)!r})) END AS attention_score,
+               CASE WHEN u.latest_phase IS NULL THEN b.seen
+                    WHEN b.seen IS NULL THEN u.latest_phase
+                    WHEN CAST(substr(u.latest_phase, 2) AS INTEGER) >= CAST(substr(b.seen, 2) AS INTEGER)
+                         THEN u.latest_phase
+                    ELSE b.seen END AS last_breath_seen
+        FROM base b LEFT JOIN usage u USING (chunk_id)
+        """
+    )
+    con.execute("DELETE FROM attention")
+    con.execute("INSERT INTO attention SELECT chunk_id, attention_score, last_breath_seen FROM next_attention")
+
+
+@dataclass
+class RollupResult:
+    day: str
+    version_id: str | None
+    base_version: str | None
+    reason: str
+    events: int = 0
+    malformed: int = 0
+    malformed_examples: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    chunks_used: int = 0
+    attention_stats: dict[str, Any] = field(default_factory=dict)
+    decay_rate: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def staged(self) -> bool:
+        return self.version_id is not None
+
+
+def state_dir(home: IndexHome) -> Path:
+    return home.root / "attention_state"
+
+
+def signals_dir(home: IndexHome) -> Path:
+    return home.root / "signals"
+
+
+def _previous_state(home: IndexHome, day: date) -> Path | None:
+    """The state after the latest rolled-up day before ``day`` (None: no rollup ran before it)."""
+    earlier = sorted(p for p in state_dir(home).glob("*.parquet") if p.stem < day.isoformat())
+    return earlier[-1] if earlier else None
+
+
+def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    os.replace(tmp, path)
+
+
+def rollup_day(
+    home: IndexHome, day: date, cfg: AttentionConfig, breath: Breath, trace_dir: Path | None = None
+) -> RollupResult:
+    """Roll up one day: write its signals and attention state, and stage a version with the new attention.
+
+    Nothing is staged when the index is empty or the attention table would not change.
+    """
+    import time as clock
+
+    t0 = clock.perf_counter()
+    home.ensure()
+    events = read_day(trace_dir or home.traces, day, cfg.tz)
+    signals = compute_signals(events, day, cfg.timezone)
+    t1 = clock.perf_counter()
+    result = RollupResult(
+        day.isoformat(), None, home.current(), "", events.count, events.malformed, events.examples, events.files,
+        chunks_used=len(signals["chunk_usage"]), decay_rate=TONES[breath.tone],
+    )  # fmt: skip
+    _write_json_atomic(signals_dir(home) / f"{day.isoformat()}.json", signals)
+    latest = sorted(signals_dir(home).glob("????-??-??.json"))[-1]
+    if latest.stem == day.isoformat():
+        _write_json_atomic(home.root / "signals.json", signals)
+    with home.write_lock():
+        base = home.current()
+        result.base_version = base
+        if base is None:
+            result.reason = "index is empty: nothing to roll attention onto (materialize the chunks first)"
+            return result
+        version_id, staged, base = derive_version(home, link=SHARED_ENTRIES)
+        con = duckdb.connect(str(staged / TABLES))
+        try:
+            apply_day(con, _previous_state(home, day), signals, result.decay_rate, cfg.weights)
+            state = state_dir(home) / f"{day.isoformat()}.parquet"
+            state.parent.mkdir(parents=True, exist_ok=True)
+            tmp = state.with_name(f".{state.name}.tmp")
+            con.execute(f"COPY attention TO '{tmp}' (FORMAT parquet)")
+            os.replace(tmp, state)
+            con.execute(f"ATTACH '{home.version_dir(base) / TABLES}' AS published (READ_ONLY)")
+            changed = con.execute(
+                "SELECT COUNT(*) FROM attention n FULL JOIN published.attention o USING (chunk_id) "
+                "WHERE n.attention_score IS DISTINCT FROM o.attention_score "
+                "OR n.last_breath_seen IS DISTINCT FROM o.last_breath_seen"
+            ).fetchone()[0]
+            stats = attention_stats(con, cfg.high_attention)
+        finally:
+            con.close()
+        result.attention_stats = stats
+        later = [p for p in state_dir(home).glob("*.parquet") if p.stem > day.isoformat()]
+        if changed == 0 or later:
+            shutil.rmtree(staged, ignore_errors=True)
+            result.reason = (
+                f"attention unchanged by {day}: {base} stays current"
+                if not later
+                else f"state of {day} rewritten; later days ({len(later)}) were rolled up already, re-run them "
+                "in order to publish"
+            )
+            result.timings = {"read_s": round(t1 - t0, 3), "total_s": round(clock.perf_counter() - t0, 3)}
+            return result
+        manifest = home.manifest(base)
+        now = iso(utc_now())
+        manifest.update(
+            version_id=version_id,
+            base_version=base,
+            created_at=now,
+            last_updated=now,
+            attention_stats=stats,
+            breath_at_update={"phase": breath.phase, "tone": breath.tone, "source": breath.source, "path": breath.path},
+            attention={
+                "last_rollup_day": day.isoformat(),
+                "timezone": cfg.timezone,
+                "weights": vars(cfg.weights),
+                "decay_rate": result.decay_rate,
+                "events": events.count,
+                "malformed_lines": events.malformed,
+                "chunks_used": result.chunks_used,
+                "changed_chunks": changed,
+            },
+        )
+        write_manifest(staged, manifest)
+    result.version_id = version_id
+    result.reason = "staged"
+    result.timings = {"read_s": round(t1 - t0, 3), "total_s": round(clock.perf_counter() - t0, 3)}
+    return result
+
+
+def attention_stats(con: duckdb.DuckDBPyConnection, high: float) -> dict[str, Any]:
+    avg, high_n, never = con.execute(
+        "SELECT COALESCE(AVG(attention_score), 0), COUNT(*) FILTER (WHERE attention_score >= ?), "
+        "COUNT(*) FILTER (WHERE attention_score = 0 AND last_breath_seen IS NULL) FROM attention",
+        [high],
+    ).fetchone()
+    return {"avg_score": round(float(avg), 6), "high_attention_chunks": high_n, "never_used_chunks": never}

@@ -1,0 +1,133 @@
+"""Usage traces → daily signals → attention scores with decay, published as a new index version every night.
+
+- ``attention_rollup`` (daily partitions in the configured timezone) reads every trace file of the day, writes
+  ``signals/<day>.json`` and the attention state after the day, and stages a version whose ``attention`` table
+  is the new state (vectors and everything else are shared with the current version, untouched). It depends on
+  its own previous partition, so backfills run day after day in order.
+- ``attention_valid`` (blocking) checks the staged attention; ``attention_published`` then switches CURRENT.
+- ``nightly_attention_rollup`` runs yesterday's partition every night.
+
+The formula is in ``livemem/attention.py`` and ``docs/attention.md``.
+"""
+
+from datetime import date
+from typing import Any
+
+from dagster import (
+    AssetCheckResult,
+    AssetDep,
+    AssetExecutionContext,
+    DailyPartitionsDefinition,
+    MetadataValue,
+    Output,
+    TimeWindowPartitionMapping,
+    asset,
+    asset_check,
+    build_schedule_from_partitioned_job,
+    define_asset_job,
+)
+
+from livemem import checks
+from livemem.attention import attention_config, rollup_day
+from livemem.build import read_breath
+from livemem.config import SourcesConfig
+from orchestration.resources import GitSourcesResource, IndexStoreResource
+
+GROUP = "living_memory"
+
+
+def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """Assets, checks, jobs and schedules of the attention rollup."""
+    cfg = attention_config(config)
+    partitions = DailyPartitionsDefinition(start_date=cfg.start_date, timezone=cfg.timezone)
+
+    @asset(
+        name="attention_rollup",
+        group_name=GROUP,
+        partitions_def=partitions,
+        kinds={"duckdb", "json"},
+        code_version="attention-v1",
+        deps=[
+            "published_index",
+            AssetDep("attention_rollup", partition_mapping=TimeWindowPartitionMapping(start_offset=-1, end_offset=-1)),
+        ],
+        description=(
+            "One day of usage traces rolled up into signals and attention (increments for use, decay for unused "
+            "open chunks, none for sealed ones), staged as a new index version."
+        ),
+    )
+    def attention_rollup(
+        context: AssetExecutionContext, git_sources: GitSourcesResource, index_store: IndexStoreResource
+    ) -> Output[dict[str, Any]]:
+        sources = git_sources.load()
+        day = date.fromisoformat(context.partition_key)
+        result = rollup_day(index_store.home(), day, attention_config(sources), read_breath(sources))
+        context.log.info(result.reason)
+        meta: dict[str, Any] = {
+            "status": result.reason,
+            "day": result.day,
+            "version_id": result.version_id or "",
+            "base_version": result.base_version or "",
+            "trace_events": result.events,
+            "malformed_lines": result.malformed,
+            "trace_files": result.files,
+            "chunks_used": result.chunks_used,
+            "decay_rate": result.decay_rate,
+            "attention_stats": result.attention_stats,
+            "timings_s": result.timings,
+        }
+        if result.malformed_examples:
+            meta["malformed_examples"] = MetadataValue.md("\n".join(f"- `{e}`" for e in result.malformed_examples))
+        staged = {"version_id": result.version_id, "base_version": result.base_version, "reason": result.reason}
+        return Output(staged, metadata=meta)
+
+    @asset_check(
+        asset=attention_rollup,
+        blocking=True,
+        partitions_def=partitions,
+        description="Every chunk has a finite attention >= 0 and every record stays valid per the chunk schema.",
+    )
+    def attention_valid(attention_rollup: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+        version = attention_rollup["version_id"]
+        if version is None:
+            return AssetCheckResult(passed=True, description="nothing staged", metadata={"summary": "nothing staged"})
+        outcome = checks.check_attention(index_store.home().locate(version))
+        meta: dict[str, Any] = {"summary": outcome.summary, "checked": outcome.checked}
+        if outcome.failures:
+            meta["failures"] = MetadataValue.md("\n".join(f"- {f}" for f in outcome.failures))
+        return AssetCheckResult(passed=outcome.passed, description=outcome.summary, metadata=meta)
+
+    @asset(
+        name="attention_published",
+        group_name=GROUP,
+        partitions_def=partitions,
+        kinds={"filesystem"},
+        description="The rolled-up attention made current (atomic switch of CURRENT) once its check passed.",
+    )
+    def attention_published(
+        context: AssetExecutionContext,
+        attention_rollup: dict[str, Any],
+        git_sources: GitSourcesResource,
+        index_store: IndexStoreResource,
+    ) -> Output[str | None]:
+        home = index_store.home()
+        version = attention_rollup["version_id"]
+        if version is None:
+            context.log.info(f"nothing to publish: {attention_rollup['reason']}")
+            return Output(home.current(), metadata={"status": "unchanged", "current_version": home.current() or ""})
+        pruned = home.publish(version, attention_rollup["base_version"], git_sources.load().retention)
+        return Output(version, metadata={"status": "published", "current_version": version, "pruned": pruned})
+
+    job = define_asset_job(
+        "attention_rollup_job",
+        selection=["attention_rollup", "attention_published"],
+        partitions_def=partitions,
+        description="Roll up one day of traces into attention and publish it.",
+    )
+    schedule = build_schedule_from_partitioned_job(
+        job,
+        name="nightly_attention_rollup",
+        hour_of_day=cfg.schedule_hour,
+        description=f"Every night at {cfg.schedule_hour:02d}:00 {cfg.timezone}: roll up yesterday's traces.",
+    )
+    return [attention_rollup, attention_published], [attention_valid], [job], [schedule]

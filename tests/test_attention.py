@@ -1,0 +1,222 @@
+"""The nightly attention rollup: signals, decay per tone, sealed immunity, idempotence, order, schedule."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import date, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import duckdb
+import pytest
+from dagster import DagsterInstance, build_schedule_context
+
+from livemem.attention import AttentionConfig, rollup_day, signals_dir, state_dir
+from livemem.breath import Breath
+from livemem.build import build_version
+from livemem.config import load_sources
+from livemem.schemas import errors_for
+from livemem.store import IndexHome
+from orchestration.definitions import build_definitions
+
+DOCS = {
+    "CONSTITUTION.md": "# Constitution\n\nSeal: ∞Δ∞\n\nSealed records never decay.\n",
+    "guide.md": "# Guide\n\n## SNAP\n\nFood help in Oak Hill.\n\n## WIC\n\nNutrition for infants.\n",
+    "faq.md": "# FAQ\n\nHow do I apply for heating help?\n",
+}
+
+
+def event(day: str, kind: str, trace: str, chunk: str | None, **extra) -> str:
+    return json.dumps(
+        {
+            "timestamp": f"{day}T12:00:00Z",
+            "event": kind,
+            "trace_id": trace,
+            "chunk_id": chunk,
+            "query": "q" if kind == "retrieval" else None,
+            "breath_phase": extra.pop("phase", None),
+            "agent": "test",
+            "role": "public",
+            "useful": extra.pop("useful", None),
+            "index_version": "v",
+            "context": {"related_chunks": []},
+        }
+    )
+
+
+def write_traces(home: IndexHome, day: str, lines: list[str], name: str = "host-1") -> None:
+    home.traces.mkdir(parents=True, exist_ok=True)
+    with open(home.traces / f"{day}-{name}.jsonl", "a", encoding="utf-8") as fh:
+        fh.write("".join(line + "\n" for line in lines))
+
+
+def attention(home: IndexHome) -> dict[str, tuple[float, str | None]]:
+    con = duckdb.connect(str(home.version_dir(home.current()) / "tables.duckdb"), read_only=True)
+    try:
+        rows = con.execute("SELECT chunk_id, attention_score, last_breath_seen FROM attention").fetchall()
+    finally:
+        con.close()
+    return {c: (round(s, 9), b) for c, s, b in rows}
+
+
+def roll(home: IndexHome, day: str, tone: str = "normal", cfg: AttentionConfig | None = None):
+    result = rollup_day(home, date.fromisoformat(day), cfg or AttentionConfig(), Breath("Δ3", tone))
+    if result.staged:
+        home.publish(result.version_id, result.base_version, 10)
+    return result
+
+
+@pytest.fixture
+def index(tmp_path: Path, make_repo, embedder):
+    repo = make_repo(files=DOCS)
+    sources = tmp_path / "sources.yaml"
+    sources.write_text(f"sources:\n  - {{name: docs, repo: {repo.path}, collection: docs}}\n", encoding="utf-8")
+    home = IndexHome(tmp_path / "index")
+    result = build_version(load_sources(sources), home, embedder)
+    home.publish(result.version_id, None, 10)
+    con = duckdb.connect(str(home.version_dir(home.current()) / "tables.duckdb"), read_only=True)
+    ids = {json.loads(h)[-1]: c for c, h in con.execute("SELECT chunk_id, heading_path FROM chunks").fetchall()}
+    con.close()
+    return home, ids, repo, sources
+
+
+@pytest.mark.parametrize(("tone", "rate"), [("fast", 0.05), ("normal", 0.02), ("slow", 0.01)])
+def test_unused_open_chunks_decay_at_the_tone_rate_and_sealed_never(index, tone: str, rate: float) -> None:
+    home, ids, _, _ = index
+    sealed, snap = ids["Constitution"], ids["SNAP"]
+    write_traces(home, "2026-03-01", [event("2026-03-01", "retrieval", str(uuid.uuid4()), c) for c in (sealed, snap)])
+    roll(home, "2026-03-01", tone)
+    assert attention(home)[snap] == (0.1, None) and attention(home)[sealed] == (0.1, None)
+    roll(home, "2026-03-02", tone)  # no traces: decay
+    assert attention(home)[snap][0] == pytest.approx(0.1 * (1 - rate))
+    assert attention(home)[sealed][0] == pytest.approx(0.1)  # sealed: exempt
+    roll(home, "2026-03-03", tone)
+    assert attention(home)[snap][0] == pytest.approx(0.1 * (1 - rate) ** 2)
+    assert attention(home)[ids["WIC"]] == (0.0, None)  # never used: stays at 0
+
+
+def test_increments_for_retrieval_feedback_and_co_occurrence(index) -> None:
+    home, ids, _, _ = index
+    t1, t2 = str(uuid.uuid4()), str(uuid.uuid4())
+    day = "2026-03-05"
+    lines = [
+        event(day, "retrieval", t1, ids["SNAP"], phase="Δ2"),
+        event(day, "retrieval", t1, ids["WIC"], phase="Δ2"),
+        event(day, "retrieval", t1, ids["FAQ"], phase="Δ2"),
+        event(day, "feedback", t1, ids["SNAP"], useful=True),
+        event(day, "retrieval", t2, ids["SNAP"], phase="Δ4"),
+        event(day, "feedback", t2, None, useful=True),  # the whole answer was useful
+    ]
+    write_traces(home, day, lines)
+    result = roll(home, day)
+    assert result.staged and result.events == 6 and result.malformed == 0
+    att = attention(home)
+    # SNAP: 2 retrievals, 2 confirmed uses (explicit + whole answer), no co-occurrence with another useful chunk
+    assert att[ids["SNAP"]] == (pytest.approx(0.1 * 2 + 1.0 * 2), "Δ4")
+    # WIC and FAQ: 1 retrieval each, co-occurred with the useful SNAP once
+    assert att[ids["WIC"]] == (pytest.approx(0.1 + 0.2), "Δ2")
+    signals = json.loads((signals_dir(home) / f"{day}.json").read_text())
+    assert not errors_for("signals", signals)
+    assert signals == json.loads((home.root / "signals.json").read_text())
+    usage = signals["chunk_usage"][ids["WIC"]]
+    assert usage["co_occurred_with"] == [ids["SNAP"]] and usage["breath_phases"] == {"Δ2": 1}
+    assert signals["breath_patterns"]["Δ2"]["total_retrievals"] == 3
+    assert signals["breath_patterns"]["Δ4"]["top_chunks"] == [ids["SNAP"]]
+    manifest = home.current_manifest()
+    assert manifest["attention"]["last_rollup_day"] == day
+    assert manifest["attention_stats"]["high_attention_chunks"] == 1
+    assert manifest["attention_stats"]["never_used_chunks"] == len(att) - 3
+    assert manifest["breath_at_update"]["phase"] == "Δ3"
+
+
+def test_rerunning_a_day_gives_the_same_result(index) -> None:
+    home, ids, _, _ = index
+    write_traces(home, "2026-03-01", [event("2026-03-01", "retrieval", "t", ids["SNAP"])])
+    roll(home, "2026-03-01")
+    write_traces(home, "2026-03-02", [event("2026-03-02", "retrieval", "t2", ids["WIC"])])
+    roll(home, "2026-03-02")
+    first, version = attention(home), home.current()
+    again = roll(home, "2026-03-02")
+    assert not again.staged and "unchanged" in again.reason
+    assert attention(home) == first and home.current() == version
+    # re-running an earlier day rewrites its state but does not publish over later days
+    earlier = roll(home, "2026-03-01")
+    assert not earlier.staged and "re-run them" in earlier.reason and home.current() == version
+
+
+def test_malformed_lines_are_counted_and_skipped(index) -> None:
+    home, ids, _, _ = index
+    day = "2026-03-07"
+    write_traces(
+        home,
+        day,
+        [
+            event(day, "retrieval", "t", ids["SNAP"]),
+            "{not json",
+            "[1, 2]",
+            json.dumps({"timestamp": "yesterday", "event": "retrieval", "trace_id": "t", "chunk_id": ids["WIC"]}),
+            json.dumps({"timestamp": f"{day}T01:00:00Z", "event": "feedback", "trace_id": "t", "chunk_id": None}),
+            json.dumps({"timestamp": f"{day}T01:00:00Z", "event": "explode", "trace_id": "t", "chunk_id": None}),
+            event("2026-03-08", "retrieval", "t", ids["WIC"]),  # another day: not malformed, not counted
+        ],
+    )
+    result = roll(home, day)
+    assert result.malformed == 5 and result.events == 1
+    assert any("not JSON" in e for e in result.malformed_examples)
+    assert attention(home)[ids["SNAP"]][0] == pytest.approx(0.1)
+    assert attention(home)[ids["WIC"]][0] == 0.0
+
+
+def test_days_follow_the_configured_timezone(index) -> None:
+    home, ids, _, _ = index
+    # 03:00 UTC on March 2nd is still March 1st in New York
+    line = event("2026-03-02", "retrieval", "t", ids["SNAP"]).replace("T12:00:00Z", "T03:00:00Z")
+    write_traces(home, "2026-03-02", [line])
+    ny = AttentionConfig(timezone="America/New_York")
+    assert roll(home, "2026-03-01", cfg=ny).events == 1
+    assert roll(home, "2026-03-02", cfg=ny).events == 0
+
+
+def test_attention_survives_reindexing_and_follows_edits(index, embedder) -> None:
+    home, ids, repo, sources = index
+    write_traces(home, "2026-03-01", [event("2026-03-01", "retrieval", "t", c) for c in (ids["SNAP"], ids["WIC"])])
+    roll(home, "2026-03-01")
+    repo.commit({"guide.md": DOCS["guide.md"].replace("Nutrition for infants.", "Nutrition for infants and mothers.")})
+    rebuilt = build_version(load_sources(sources), home, embedder)
+    home.publish(rebuilt.version_id, rebuilt.base_version, 10)
+    con = duckdb.connect(str(home.version_dir(home.current()) / "tables.duckdb"), read_only=True)
+    new_wic = con.execute("SELECT chunk_id FROM chunks WHERE heading_path LIKE '%WIC%'").fetchone()[0]
+    con.close()
+    att = attention(home)
+    assert new_wic != ids["WIC"]
+    assert att[ids["SNAP"]][0] == pytest.approx(0.1)  # unchanged chunk keeps its attention
+    assert att[new_wic][0] == pytest.approx(0.1)  # the edited chunk inherits the one it replaced
+    roll(home, "2026-03-02")  # the next night continues from the predecessor's state, then decays
+    assert attention(home)[new_wic][0] == pytest.approx(0.1 * 0.98)
+
+
+def test_dagster_backfill_runs_days_in_order_and_schedule_targets_yesterday(index, tmp_path: Path) -> None:
+    home, ids, _, sources = index
+    for day in ("2026-03-01", "2026-03-02", "2026-03-03"):
+        write_traces(home, day, [event(day, "retrieval", "t", ids["SNAP"])])
+    defs = build_definitions(sources, home.root)
+    job = defs.resolve_job_def("attention_rollup_job")
+    instance = DagsterInstance.ephemeral()
+    for day in ("2026-03-01", "2026-03-02", "2026-03-03"):
+        result = job.execute_in_process(instance=instance, partition_key=day)
+        assert result.success
+    assert sorted(p.stem for p in state_dir(home).glob("*.parquet")) == ["2026-03-01", "2026-03-02", "2026-03-03"]
+    assert attention(home)[ids["SNAP"]][0] == pytest.approx(0.3)
+    checks = [e.passed for e in result.get_asset_check_evaluations()]
+    assert checks == [True]
+    graph = defs.resolve_asset_graph()
+    rollup_key = next(k for k in graph.get_all_asset_keys() if k.to_user_string() == "attention_rollup")
+    assert rollup_key in graph.get(rollup_key).parent_keys  # depends on its own previous day
+
+    schedule = defs.resolve_schedule_def("nightly_attention_rollup")
+    context = build_schedule_context(
+        instance=instance, scheduled_execution_time=datetime(2026, 11, 22, 1, 0, tzinfo=ZoneInfo("UTC"))
+    )
+    requests = schedule.evaluate_tick(context).run_requests
+    assert [r.partition_key for r in requests] == ["2026-11-21"]
