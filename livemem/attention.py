@@ -15,6 +15,9 @@ For day D (a calendar day in the configured timezone) and each chunk c of the cu
 
 ``last_breath_seen`` becomes the latest (highest) Δ-phase among the day's retrievals of c, else stays.
 
+Chunks returned together within the first 5 results of a query become related (``related_chunks``, decayed
+at the same rate), which serving uses for "consider also" suggestions.
+
 ``a_{D-1}`` is the state after the previous day's rollup, kept as ``attention_state/<D-1>.parquet`` in the index
 home; a chunk missing there (new since) continues from the first of its ``chunk_lineage`` predecessors found in
 it (an edited chunk keeps the attention of the one it replaced), else starts at 0. Because day D is always
@@ -49,6 +52,9 @@ log = logging.getLogger(__name__)
 SHARED_ENTRIES = ("chroma", "retrieval", "gis", "gbim")  # read-only for the rollup: hard-linked, never copied
 _PHASE = re.compile(r"^Δ(\d+)$")
 MAX_EXAMPLES = 10
+RELATED_TOP_RANKS = 5  # chunks retrieved together within these ranks of one query are related
+RELATED_PER_CHUNK = 20  # strongest relations kept per chunk
+RELATED_MIN_WEIGHT = 0.05
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,7 @@ def attention_config(config: SourcesConfig) -> AttentionConfig:
 class DayEvents:
     """The valid events of one day, and what was wrong with the rest."""
 
-    retrievals: list[tuple[str, str, str | None]] = field(default_factory=list)  # (trace, chunk, phase)
+    retrievals: list[tuple[str, str, str | None, int]] = field(default_factory=list)  # (trace, chunk, phase, rank)
     feedback: list[tuple[str, str | None, bool]] = field(default_factory=list)  # (trace, chunk or None, useful)
     malformed: int = 0
     examples: list[str] = field(default_factory=list)
@@ -152,8 +158,10 @@ def _parse_line(line: bytes, where: str, lo: float, hi: float, out: DayEvents) -
         return
     if kind == "retrieval":
         phase = event.get("breath_phase")
+        rank = event.get("rank")
         if chunk is not None:
-            out.retrievals.append((trace, chunk, phase if isinstance(phase, str) and _PHASE.match(phase) else None))
+            phase = phase if isinstance(phase, str) and _PHASE.match(phase) else None
+            out.retrievals.append((trace, chunk, phase, rank if isinstance(rank, int) else RELATED_TOP_RANKS))
     elif kind == "feedback":
         useful = event.get("useful")
         if not isinstance(useful, bool):
@@ -169,7 +177,7 @@ def compute_signals(events: DayEvents, day: date, timezone: str) -> dict[str, An
     retrievals: Counter = Counter()
     phases: dict[str, Counter] = defaultdict(Counter)
     retrieved_in: dict[str, set[str]] = defaultdict(set)
-    for trace, chunk, phase in events.retrievals:
+    for trace, chunk, phase, _ in events.retrievals:
         retrievals[chunk] += 1
         retrieved_in[trace].add(chunk)
         if phase:
@@ -294,6 +302,56 @@ def apply_day(
     con.execute("INSERT INTO attention SELECT chunk_id, attention_score, last_breath_seen FROM next_attention")
 
 
+def _has_table(con: duckdb.DuckDBPyConnection, table: str, catalog: str | None = None) -> bool:
+    where = "table_name = ?" + (" AND table_catalog = ?" if catalog else "")
+    params = [table, catalog] if catalog else [table]
+    return bool(con.execute(f"SELECT COUNT(*) FROM information_schema.tables WHERE {where}", params).fetchone()[0])
+
+
+def apply_related(
+    con: duckdb.DuckDBPyConnection, previous_state: Path | None, events: DayEvents, decay_rate: float
+) -> None:
+    """Replace the ``related_chunks`` table: chunks retrieved together, for "consider also" suggestions.
+
+    ``weight(c, d)`` after day D = weight after D-1 · (1 − r) + the number of queries of D that returned both c
+    and d within their first 5 results; the 20 strongest relations per chunk above 0.05 are kept.
+    """
+    pairs = pd.DataFrame(  # noqa: F841 - read by DuckDB below
+        [(t, c) for t, c, _, rank in events.retrievals if rank <= RELATED_TOP_RANKS], columns=["trace", "chunk_id"]
+    ).astype("string")
+    prev_file = previous_state.with_name(previous_state.stem + ".related.parquet") if previous_state else None
+    prev = (
+        f"SELECT chunk_id, related_id, weight FROM read_parquet('{prev_file}')"
+        if prev_file is not None and prev_file.exists()
+        else "SELECT NULL::VARCHAR AS chunk_id, NULL::VARCHAR AS related_id, NULL::DOUBLE AS weight WHERE false"
+    )
+    con.execute("DROP TABLE IF EXISTS related_chunks")
+    con.execute(
+        f"""
+        CREATE TABLE related_chunks AS
+        WITH today AS (
+            SELECT a.chunk_id, b.chunk_id AS related_id, COUNT(DISTINCT a.trace)::DOUBLE AS weight
+            FROM (SELECT DISTINCT trace, chunk_id FROM pairs) a
+            JOIN (SELECT DISTINCT trace, chunk_id FROM pairs) b ON a.trace = b.trace AND a.chunk_id <> b.chunk_id
+            GROUP BY 1, 2
+        ),
+        merged AS (
+            SELECT chunk_id, related_id, SUM(weight) AS weight FROM (
+                SELECT chunk_id, related_id, weight * (1 - {float(decay_rate)!r}) AS weight FROM ({prev})
+                UNION ALL SELECT chunk_id, related_id, weight FROM today
+            ) GROUP BY 1, 2
+        ),
+        present AS (
+            SELECT m.* FROM merged m
+            JOIN chunks c1 ON c1.chunk_id = m.chunk_id JOIN chunks c2 ON c2.chunk_id = m.related_id
+            WHERE m.weight >= {RELATED_MIN_WEIGHT}
+        )
+        SELECT chunk_id, related_id, weight FROM present
+        QUALIFY row_number() OVER (PARTITION BY chunk_id ORDER BY weight DESC, related_id) <= {RELATED_PER_CHUNK}
+        """
+    )
+
+
 @dataclass
 class RollupResult:
     day: str
@@ -324,7 +382,7 @@ def signals_dir(home: IndexHome) -> Path:
 
 def _previous_state(home: IndexHome, day: date) -> Path | None:
     """The state after the latest rolled-up day before ``day`` (None: no rollup ran before it)."""
-    earlier = sorted(p for p in state_dir(home).glob("*.parquet") if p.stem < day.isoformat())
+    earlier = sorted(p for p in state_dir(home).glob("????-??-??.parquet") if p.stem < day.isoformat())
     return earlier[-1] if earlier else None
 
 
@@ -366,23 +424,33 @@ def rollup_day(
         version_id, staged, base = derive_version(home, link=SHARED_ENTRIES)
         con = duckdb.connect(str(staged / TABLES))
         try:
-            apply_day(con, _previous_state(home, day), signals, result.decay_rate, cfg.weights)
-            state = state_dir(home) / f"{day.isoformat()}.parquet"
-            state.parent.mkdir(parents=True, exist_ok=True)
-            tmp = state.with_name(f".{state.name}.tmp")
-            con.execute(f"COPY attention TO '{tmp}' (FORMAT parquet)")
-            os.replace(tmp, state)
+            previous = _previous_state(home, day)
+            apply_day(con, previous, signals, result.decay_rate, cfg.weights)
+            apply_related(con, previous, events, result.decay_rate)
+            for table, suffix in (("attention", ""), ("related_chunks", ".related")):
+                state = state_dir(home) / f"{day.isoformat()}{suffix}.parquet"
+                state.parent.mkdir(parents=True, exist_ok=True)
+                tmp = state.with_name(f".{state.name}.tmp")
+                con.execute(f"COPY {table} TO '{tmp}' (FORMAT parquet)")
+                os.replace(tmp, state)
             con.execute(f"ATTACH '{home.version_dir(base) / TABLES}' AS published (READ_ONLY)")
             changed = con.execute(
                 "SELECT COUNT(*) FROM attention n FULL JOIN published.attention o USING (chunk_id) "
                 "WHERE n.attention_score IS DISTINCT FROM o.attention_score "
                 "OR n.last_breath_seen IS DISTINCT FROM o.last_breath_seen"
             ).fetchone()[0]
+            if not _has_table(con, "related_chunks", "published"):
+                changed += con.execute("SELECT COUNT(*) FROM related_chunks").fetchone()[0]
+            else:
+                changed += con.execute(
+                    "SELECT COUNT(*) FROM related_chunks n FULL JOIN published.related_chunks o "
+                    "USING (chunk_id, related_id) WHERE n.weight IS DISTINCT FROM o.weight"
+                ).fetchone()[0]
             stats = attention_stats(con, cfg.high_attention)
         finally:
             con.close()
         result.attention_stats = stats
-        later = [p for p in state_dir(home).glob("*.parquet") if p.stem > day.isoformat()]
+        later = [p for p in state_dir(home).glob("????-??-??.parquet") if p.stem > day.isoformat()]
         if changed == 0 or later:
             shutil.rmtree(staged, ignore_errors=True)
             result.reason = (

@@ -76,6 +76,7 @@ class Snapshot:
     columns: dict[str, np.ndarray]
     row_of: dict[str, int]
     access_of: dict[str, str]
+    related: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
     loaded_at: float = field(default_factory=time.time)
     _con: duckdb.DuckDBPyConnection | None = None
 
@@ -140,6 +141,7 @@ def load_snapshot(home: IndexHome, version_id: str) -> Snapshot:
             raise ValueError(f"the BM25 index has {sparse.size} documents but ids.json lists {len(ids)} chunks")
         con = duckdb.connect(str(path / TABLES), read_only=True)
         chunks = _chunk_frame(con, ids)
+        related = _related(con, {cid: i for i, cid in enumerate(ids)})
     except IndexUnavailable:
         raise
     except Exception as exc:  # any unreadable part makes the whole version unusable
@@ -161,8 +163,25 @@ def load_snapshot(home: IndexHome, version_id: str) -> Snapshot:
         columns=_filter_columns(chunks),
         row_of={cid: i for i, cid in enumerate(ids)},
         access_of=access_of,
+        related=related,
         _con=con,
     )
+
+
+def _related(con: duckdb.DuckDBPyConnection, row_of: dict[str, int]) -> dict[int, list[tuple[int, float]]]:
+    """Chunks retrieved together (from the nightly rollup's ``related_chunks``), by row, strongest first."""
+    exists = con.execute(
+        "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'related_chunks'"
+    ).fetchone()[0]
+    if not exists:
+        return {}
+    related: dict[int, list[tuple[int, float]]] = {}
+    for cid, rid, weight in con.execute(
+        "SELECT chunk_id, related_id, weight FROM related_chunks ORDER BY chunk_id, weight DESC"
+    ).fetchall():
+        if cid in row_of and rid in row_of:
+            related.setdefault(row_of[cid], []).append((row_of[rid], float(weight)))
+    return related
 
 
 def _chunk_frame(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pd.DataFrame:

@@ -56,6 +56,8 @@ class Query:
     min_score: float | None = None
     recency_bias: float = 0.0
     recency_half_life_days: float | None = None
+    attention_boost: float = 0.0
+    consider_also: int = 0
 
 
 @dataclass(frozen=True)
@@ -88,11 +90,21 @@ class DocumentHit:
 
 
 @dataclass
+class Suggestion:
+    """A chunk often retrieved together with the results, carrying high attention: "consider also"."""
+
+    row: int
+    strength: float
+    related_to: list[int]
+
+
+@dataclass
 class Retrieval:
     chunks: list[Hit]
     documents: list[DocumentHit] | None
     candidates: int
     timings_ms: dict[str, float]
+    suggestions: list[Suggestion] = field(default_factory=list)
 
 
 class Retriever:
@@ -142,6 +154,8 @@ class Retriever:
             scores = scores * recency_boost(
                 snap, rows, query.recency_bias, query.recency_half_life_days or self.recency_half_life_days
             )
+        if rows.size and query.attention_boost:
+            scores = scores * attention_boost(snap, rows, query.attention_boost)
         if query.min_score is not None:
             keep = scores >= query.min_score
             rows, scores = rows[keep], scores[keep]
@@ -162,8 +176,9 @@ class Retriever:
             documents = None
             order = top_order(scores, query.top_k)
             chunks = [hit(int(rows[i]), float(scores[i])) for i in order]
+        suggestions = consider_also(snap, [h.row for h in chunks], mask, query.consider_also)
         _tick(timings, "rank", t)
-        return Retrieval(chunks, documents, int(candidates.size), timings)
+        return Retrieval(chunks, documents, int(candidates.size), timings, suggestions)
 
     def _score(
         self, query: Query, candidates: np.ndarray, dense: np.ndarray | None, sparse: np.ndarray | None
@@ -260,6 +275,46 @@ def recency_boost(snap: Snapshot, rows: np.ndarray, bias: float, half_life_days:
     age_days = np.maximum(0.0, (time.time() - snap.columns["updated"][rows]) / 86_400.0)
     boost = bias * np.power(0.5, age_days / half_life_days)
     return 1.0 + np.nan_to_num(boost, nan=0.0)
+
+
+def attention_boost(snap: Snapshot, rows: np.ndarray, boost: float) -> np.ndarray:
+    """``1 + boost * ln(1 + attention)``: well-used chunks rise, with diminishing returns; unused ones keep
+    their score. Off unless a query asks for it (``attention_boost`` > 0)."""
+    return 1.0 + boost * np.log1p(np.maximum(snap.columns["attention"][rows], 0.0))
+
+
+CONSIDER_ALSO_MIN_ATTENTION = 0.5
+
+
+def consider_also(snap: Snapshot, result_rows: list[int], mask: np.ndarray, limit: int) -> list[Suggestion]:
+    """Up to ``limit`` chunks related to the results (often retrieved together with them, per the nightly
+    rollup) that are not results themselves, pass the query's filters and role, and carry attention of at least
+    0.5; ranked by Σ relation weight × attention."""
+    if limit <= 0 or not snap.related or not result_rows:
+        return []
+    shown = set(result_rows)
+    attention = snap.columns["attention"]
+    strength: dict[int, float] = {}
+    sources: dict[int, list[int]] = {}
+    for row in result_rows:
+        for other, weight in snap.related.get(row, ()):
+            if other in shown or not mask[other] or attention[other] < CONSIDER_ALSO_MIN_ATTENTION:
+                continue
+            strength[other] = strength.get(other, 0.0) + weight * float(attention[other])
+            sources.setdefault(other, []).append(row)
+    best = sorted(strength, key=lambda r: (-strength[r], snap.ids[r]))[:limit]
+    return [Suggestion(r, strength[r], sources[r]) for r in best]
+
+
+def suggestion_result(snap: Snapshot, suggestion: Suggestion) -> dict[str, Any]:
+    record = snap.record(suggestion.row)
+    return {
+        **record,
+        "collection": record["metadata"]["collection"],
+        "suggestion": True,
+        "strength": suggestion.strength,
+        "related_to": [snap.ids[r] for r in suggestion.related_to],
+    }
 
 
 def chunk_result(snap: Snapshot, hit: Hit) -> dict[str, Any]:

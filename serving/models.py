@@ -75,6 +75,12 @@ class QueryRequest(BaseModel):
     min_score: float | None = Field(None, description="drop results scoring below this (in the mode's score scale)")
     recency_bias: float = Field(0.0, ge=0, le=10, description="boost × 0.5^(age / half-life) by `updated_at`")
     recency_half_life_days: float | None = Field(None, gt=0, description="defaults to the server's setting")
+    attention_boost: float = Field(
+        0.0, ge=0, le=10, description="score × (1 + boost × ln(1 + attention)); 0 (default) ranks without attention"
+    )
+    consider_also: int = Field(
+        3, ge=0, le=10, description="how many related high-attention chunks to suggest beside the results (0: none)"
+    )
 
     @field_validator("query")
     @classmethod
@@ -116,10 +122,22 @@ class QueryResult(ChunkRecord):
     matched_chunk_ids: list[str] | None = Field(None, description="with return=documents: its matching chunks")
 
 
+class Suggestion(ChunkRecord):
+    """Not a result: a chunk often retrieved together with the results, that people found worth attention."""
+
+    collection: str
+    suggestion: Literal[True] = True
+    strength: float = Field(description="Σ over related results of relation weight × attention")
+    related_to: list[str] = Field(description="the results it was retrieved together with")
+
+
 class QueryResponse(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
     results: list[QueryResult]
+    consider_also: list[Suggestion] = Field(
+        default_factory=list, description="suggestions beside the results (from the nightly rollup), marked as such"
+    )
     results_by_source: dict[str, list[QueryResult]] = Field(description="the results grouped by collection")
     index_version: str
     trace_id: str

@@ -57,10 +57,20 @@ def test_definitions_list_every_asset_and_check() -> None:
         "git/wv-benefits",
         "git/caseworker",
         "git/client-code",
+        "attention_rollup",
+        "attention_published",
     }
     check_names = {k.name for k in graph.asset_check_keys}
-    assert check_names == {"chunks_schema_valid", "sealed_provenance_resolves", "governance_caps", "sources_readable"}
-    assert defs.resolve_job_def("build_index") is not None
+    assert check_names == {
+        "chunks_schema_valid",
+        "sealed_provenance_resolves",
+        "governance_caps",
+        "sources_readable",
+        "attention_valid",
+    }
+    for job in ("build_index", "observe_sources", "attention_rollup_job"):
+        assert defs.resolve_job_def(job) is not None
+    assert [s.name for s in defs.schedules] == ["nightly_attention_rollup"]
 
 
 def test_code_location_loads_from_the_environment(tmp_path: Path, make_repo) -> None:

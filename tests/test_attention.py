@@ -123,6 +123,12 @@ def test_increments_for_retrieval_feedback_and_co_occurrence(index) -> None:
     assert usage["co_occurred_with"] == [ids["SNAP"]] and usage["breath_phases"] == {"Δ2": 1}
     assert signals["breath_patterns"]["Δ2"]["total_retrievals"] == 3
     assert signals["breath_patterns"]["Δ4"]["top_chunks"] == [ids["SNAP"]]
+    con = duckdb.connect(str(home.version_dir(home.current()) / "tables.duckdb"), read_only=True)
+    related = dict(
+        con.execute("SELECT related_id, weight FROM related_chunks WHERE chunk_id = ?", [ids["WIC"]]).fetchall()
+    )
+    con.close()
+    assert related == {ids["SNAP"]: 1.0, ids["FAQ"]: 1.0}  # returned together by query t1
     manifest = home.current_manifest()
     assert manifest["attention"]["last_rollup_day"] == day
     assert manifest["attention_stats"]["high_attention_chunks"] == 1
@@ -206,7 +212,11 @@ def test_dagster_backfill_runs_days_in_order_and_schedule_targets_yesterday(inde
     for day in ("2026-03-01", "2026-03-02", "2026-03-03"):
         result = job.execute_in_process(instance=instance, partition_key=day)
         assert result.success
-    assert sorted(p.stem for p in state_dir(home).glob("*.parquet")) == ["2026-03-01", "2026-03-02", "2026-03-03"]
+    assert sorted(p.stem for p in state_dir(home).glob("????-??-??.parquet")) == [
+        "2026-03-01",
+        "2026-03-02",
+        "2026-03-03",
+    ]
     assert attention(home)[ids["SNAP"]][0] == pytest.approx(0.3)
     checks = [e.passed for e in result.get_asset_check_evaluations()]
     assert checks == [True]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException
 
 from livemem.cache import cache_key
-from livemem.retrieval import Query, chunk_result, document_results
+from livemem.retrieval import Query, chunk_result, document_results, suggestion_result
 from livemem.traces import feedback_events, new_trace_id, retrieval_events
 from serving.deps import CallerRole, CurrentSnapshot, State
 from serving.models import ErrorBody, FeedbackRequest, FeedbackResponse, QueryRequest, QueryResponse
@@ -46,6 +46,7 @@ def query(body: QueryRequest, state: State, role: CallerRole, snap: CurrentSnaps
         top_k=body.top_k,
         min_score=body.min_score,
         recency=[body.recency_bias, body.recency_half_life_days],
+        attention=[body.attention_boost, body.consider_also],
     )
     cached = state.cache.get(key)
     if cached is None:
@@ -59,6 +60,8 @@ def query(body: QueryRequest, state: State, role: CallerRole, snap: CurrentSnaps
             min_score=body.min_score,
             recency_bias=body.recency_bias,
             recency_half_life_days=body.recency_half_life_days,
+            attention_boost=body.attention_boost,
+            consider_also=body.consider_also,
         )
         found = state.retriever.search(snap, request, collections)
         if found.documents is not None:
@@ -70,6 +73,7 @@ def query(body: QueryRequest, state: State, role: CallerRole, snap: CurrentSnaps
             by_source.setdefault(result["collection"], []).append(result)
         cached = {
             "results": results,
+            "consider_also": [suggestion_result(snap, s) for s in found.suggestions],
             "results_by_source": by_source,
             "index_version": snap.version_id,
             "mode": body.mode,

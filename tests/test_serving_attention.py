@@ -1,0 +1,97 @@
+"""What the nightly rollup learned, used by serving: attention filters, attention boost, "consider also"."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from fastapi.testclient import TestClient
+from serving_support import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
+
+from livemem.attention import AttentionConfig, rollup_day
+from livemem.breath import Breath
+from livemem.store import IndexHome
+from serving.app import create_app
+from serving.settings import Settings
+
+INTERNAL = {"X-API-Key": INTERNAL_KEY}
+
+
+def ask(client: TestClient, headers: dict | None = None, **body) -> dict:
+    response = client.post("/query", json=body, headers=headers or {})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def paths(data: dict, key: str = "results") -> list[str]:
+    return [r["provenance"]["path"] for r in data[key]]
+
+
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory, embedder):
+    """An index that has been used (queries and feedback through the API) and rolled up for today."""
+    root = tmp_path_factory.mktemp("attention-serving")
+    home = IndexHome(root / "rag_index")
+    build_and_publish(make_workspace(root), home, embedder)
+    settings = Settings(index_dir=home.root, api_keys=API_KEYS, warm_up=False, cache_size=0)
+    with TestClient(create_app(settings, embedder)) as client:
+        # SNAP questions return the Fayette SNAP section together with the statewide FAQ; people find the FAQ useful
+        for _ in range(3):
+            data = ask(client, query="SNAP food assistance applications", top_k=2, mode="sparse")
+            assert set(paths(data)) == {"benefits/fayette-county.md", "benefits/statewide-faq.md"}
+            faq = next(r["chunk_id"] for r in data["results"] if r["provenance"]["path"].endswith("faq.md"))
+            client.post("/feedback", json={"trace_id": data["trace_id"], "chunk_ids": [faq], "useful": True})
+        # caseworkers see the internal playbook beside the FAQ and find the playbook useful
+        data = ask(client, INTERNAL, query="SNAP food assistance emergencies zebra protocol", top_k=3, mode="sparse")
+        playbook = next(r["chunk_id"] for r in data["results"] if "internal/" in r["provenance"]["path"])
+        client.post(
+            "/feedback", json={"trace_id": data["trace_id"], "chunk_ids": [playbook], "useful": True}, headers=INTERNAL
+        )
+        today = datetime.now(UTC).date()
+        result = rollup_day(home, today, AttentionConfig(), Breath("Δ3", "normal"))
+        assert result.staged and result.malformed == 0, result.reason
+        home.publish(result.version_id, result.base_version, 5)
+        yield client
+
+
+def test_attention_filters_select_used_chunks(learned: TestClient) -> None:
+    used = ask(learned, query="SNAP food assistance", filters={"min_attention": 2.0}, mode="sparse", top_k=10)
+    assert paths(used) == ["benefits/statewide-faq.md"]  # retrieved 3-4 times, confirmed useful 3 times
+    assert used["results"][0]["attention_score"] >= 0.1 * 3 + 1.0 * 3
+    # the Fayette section: 3 retrievals, and 3 co-occurrences with the useful FAQ
+    some = ask(learned, query="SNAP food assistance", filters={"min_attention": 0.5}, mode="sparse", top_k=10)
+    assert set(paths(some)) == {"benefits/fayette-county.md", "benefits/statewide-faq.md"}
+    seen = ask(learned, query="SNAP food assistance", filters={"last_seen_breath": "Δ3"}, mode="sparse", top_k=10)
+    assert set(paths(seen)) == {"benefits/fayette-county.md", "benefits/statewide-faq.md"}
+    assert all(r["last_breath_seen"] == "Δ3" for r in seen["results"])
+    later = ask(learned, query="SNAP food assistance", filters={"last_seen_breath": "Δ4"}, mode="sparse")
+    assert later["results"] == []
+    sealed = ask(learned, query="council memory", filters={"seal_state": "SEALED"}, top_k=10)
+    assert paths(sealed) == ["governance/CONSTITUTION.md"]
+
+
+def test_consider_also_suggests_related_high_attention_chunks(learned: TestClient) -> None:
+    data = ask(learned, query="Oak Hill office SNAP applications", top_k=1, mode="sparse")
+    assert paths(data) == ["benefits/fayette-county.md"]
+    assert paths(data, "consider_also") == ["benefits/statewide-faq.md"]
+    suggestion = data["consider_also"][0]
+    assert suggestion["suggestion"] is True
+    assert suggestion["related_to"] == [data["results"][0]["chunk_id"]]
+    assert ask(learned, query="Oak Hill office SNAP applications", top_k=1, consider_also=0)["consider_also"] == []
+
+
+def test_consider_also_never_leaks_internal_chunks(learned: TestClient) -> None:
+    for query in ("SNAP food assistance", "statewide FAQ SNAP online PATH portal", "emergencies"):
+        for top_k in (1, 2, 3):
+            data = ask(learned, query=query, top_k=top_k, consider_also=10)
+            assert not any("internal/" in p for p in paths(data) + paths(data, "consider_also"))
+    internal = ask(learned, INTERNAL, query="statewide FAQ SNAP online PATH portal", top_k=1, mode="sparse")
+    assert "internal/caseworker-playbook.md" in paths(internal, "consider_also")
+
+
+def test_attention_boost_lifts_well_used_chunks(learned: TestClient) -> None:
+    query = {"query": "SNAP food assistance applications Fayette County Oak Hill", "top_k": 2, "mode": "dense"}
+    plain = ask(learned, **query)
+    assert paths(plain)[0] == "benefits/fayette-county.md"
+    boosted = ask(learned, **query, attention_boost=5.0)
+    assert paths(boosted)[0] == "benefits/statewide-faq.md"
