@@ -79,7 +79,10 @@ def write_traces(home: IndexHome, events: int, files: int, seed: int = 7) -> dic
     weights /= weights.sum()
     home.traces.mkdir(parents=True, exist_ok=True)
     written = malformed = feedback = 0
-    seconds = rng.integers(0, 86_400, size=events // 10 + 1)
+    queries = events // 10 + 1000
+    seconds = rng.integers(0, 86_400, size=queries)
+    # popularity-weighted picks for every query at once (drawing per query with p= would be O(chunks) each)
+    all_picks = rng.choice(len(ids), size=(queries, 10), p=weights)
     with ExitStack() as stack:
         handles = [
             stack.enter_context(open(home.traces / f"{DAY.isoformat()}-bench-{n}.jsonl", "w", encoding="utf-8"))
@@ -89,7 +92,7 @@ def write_traces(home: IndexHome, events: int, files: int, seed: int = 7) -> dic
         while written < events:
             trace = str(uuid.uuid4())
             stamp = f"{DAY.isoformat()}T{seconds[query] // 3600:02d}:{seconds[query] // 60 % 60:02d}:{seconds[query] % 60:02d}Z"
-            picks = rng.choice(len(ids), size=10, replace=False, p=weights)
+            picks = list(dict.fromkeys(all_picks[query].tolist()))  # a query returns each chunk once
             out = handles[query % files]
             base = {"timestamp": stamp, "trace_id": trace, "query": f"question {query}", "breath_phase": "Δ3",
                     "agent": "serving", "role": "public", "index_version": "v", "useful": None}  # fmt: skip
