@@ -60,7 +60,12 @@ def check_chunks_schema(version_dir: Path) -> CheckOutcome:
 
 def check_sealed_provenance(version_dir: Path, manifest: dict[str, Any]) -> CheckOutcome:
     """Every SEALED chunk's commit exists in its repository and the file at that commit contains the chunk."""
-    sealed = read_records(version_dir, "c.seal_state = 'SEALED'")
+    return check_provenance(version_dir, manifest, sealed_only=True)
+
+
+def check_provenance(version_dir: Path, manifest: dict[str, Any], sealed_only: bool = False) -> CheckOutcome:
+    """Each chunk's (or each sealed chunk's) commit exists and its file at that commit contains the chunk."""
+    sealed = read_records(version_dir, "c.seal_state = 'SEALED'" if sealed_only else "")
     by_file: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
     for rec in sealed:
         prov = rec["provenance"]
@@ -97,7 +102,8 @@ def check_sealed_provenance(version_dir: Path, manifest: dict[str, Any]) -> Chec
         for repo in repos.values():
             if repo is not None:
                 repo.close()
-    summary = f"{len(sealed) - len(failures)} of {len(sealed)} sealed chunks resolve to their commit and file"
+    kind = "sealed chunks" if sealed_only else "chunks"
+    summary = f"{len(sealed) - len(failures)} of {len(sealed)} {kind} resolve to their commit and file"
     return CheckOutcome(not failures, summary, failures[:MAX_REPORTED], len(sealed))
 
 

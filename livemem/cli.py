@@ -1,0 +1,281 @@
+"""``livemem``: the operators' command line.
+
+    livemem status                       current version, its age, sources behind their HEAD
+    livemem versions                     published versions (current marked)
+    livemem rollback VERSION             point CURRENT back at a published version
+    livemem materialize [--job JOB] [--partition DAY]
+                                         run a Dagster job on the instance in $DAGSTER_HOME
+    livemem serve [--port N] [--workers N]
+    livemem query "text" [--top-k N] [--mode hybrid] [--json]
+    livemem verify-provenance [--all]    do the indexed commits still hold the chunks?
+
+Settings come from the environment as everywhere (``RAG_SOURCES``, ``RAG_INDEX_DIR``) or the options below.
+``--json-logs`` switches logging to one JSON object per line (structlog), for log collectors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from livemem.errors import LivingMemoryError
+from livemem.store import IndexHome
+
+app = typer.Typer(help="Living Memory: build, inspect and serve the published index.", no_args_is_help=True)
+console = Console()
+err = Console(stderr=True)
+
+
+class Context:
+    sources: Path | None = None
+    index_dir: Path | None = None
+
+
+CTX = Context()
+
+
+def configure_logging(json_logs: bool, level: str) -> None:
+    """Plain readable logs, or one JSON object per line through structlog's stdlib integration."""
+    import structlog
+
+    handler = logging.StreamHandler(sys.stderr)
+    if json_logs:
+        handler.setFormatter(
+            structlog.stdlib.ProcessorFormatter(
+                processor=structlog.processors.JSONRenderer(),
+                foreign_pre_chain=[
+                    structlog.stdlib.add_log_level,
+                    structlog.stdlib.add_logger_name,
+                    structlog.processors.TimeStamper(fmt="iso", utc=True),
+                ],
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+@app.callback()
+def main(
+    sources: Annotated[Path | None, typer.Option(envvar="RAG_SOURCES", help="sources YAML file")] = None,
+    index_dir: Annotated[Path | None, typer.Option(envvar="RAG_INDEX_DIR", help="index home")] = None,
+    json_logs: Annotated[bool, typer.Option("--json-logs", help="log one JSON object per line")] = False,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING, ERROR")] = "WARNING",
+) -> None:
+    CTX.sources, CTX.index_dir = sources, index_dir
+    configure_logging(json_logs, log_level)
+
+
+def home() -> IndexHome:
+    from livemem.config import index_dir_from_env
+
+    return IndexHome(CTX.index_dir or index_dir_from_env())
+
+
+def fail(message: str, code: int = 1) -> None:
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def age(timestamp: str) -> str:
+    delta = datetime.now(UTC) - datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    hours = delta.total_seconds() / 3600
+    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} days"
+
+
+@app.command()
+def status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The current version, its age, and for each source whether its HEAD moved past the indexed commit."""
+    from livemem.config import load_sources
+    from livemem.gitsource import GitSource
+
+    h = home()
+    manifest = h.current_manifest()
+    if manifest is None:
+        fail(f"no index published under {h.root} yet: run `livemem materialize` (or `make run`)")
+    rows: list[dict[str, Any]] = []
+    try:
+        config = load_sources(CTX.sources) if CTX.sources else load_sources()
+        configured = {s.name: s for s in config.sources}
+    except LivingMemoryError as exc:
+        err.print(f"[yellow]warning:[/yellow] {exc}")
+        configured = {}
+    for name, info in manifest["sources"].items():
+        head, state = None, "unknown"
+        src = configured.get(name)
+        try:
+            with GitSource(Path(info["repo"]), name) as repo:
+                head = repo.resolve(src.ref if src else info.get("ref", "HEAD"))
+            state = "current" if head == info["head_commit"] else "behind"
+        except LivingMemoryError as exc:
+            state = f"unreadable: {exc}"
+        rows.append({"source": name, "indexed": info["head_commit"], "head": head, "state": state,
+                     "chunks": info["chunks"]})  # fmt: skip
+    summary = {
+        "version": manifest["version_id"],
+        "created_at": manifest["created_at"],
+        "age": age(manifest["last_updated"]),
+        "total_chunks": manifest["total_chunks"],
+        "sealed_chunks": manifest["sealed_chunks"],
+        "index_size_mb": manifest["index_size_mb"],
+        "breath": manifest.get("breath_at_update"),
+        "sources": rows,
+    }
+    if as_json:
+        console.print_json(json.dumps(summary))
+        return
+    console.print(
+        f"[bold]{summary['version']}[/bold] published {summary['age']} ago — {summary['total_chunks']} chunks "
+        f"({summary['sealed_chunks']} sealed), {summary['index_size_mb']} MB"
+    )
+    table = Table("source", "indexed", "HEAD", "state", "chunks")
+    for r in rows:
+        table.add_row(r["source"], r["indexed"][:12], (r["head"] or "-")[:12], r["state"], str(r["chunks"]))
+    console.print(table)
+
+
+@app.command()
+def versions(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Published versions, oldest first; the current one is marked."""
+    h = home()
+    current = h.current()
+    rows = []
+    for version in h.published_versions():
+        m = h.manifest(version)
+        rows.append({"version": version, "current": version == current, "created_at": m["created_at"],
+                     "chunks": m["total_chunks"], "size_mb": m["index_size_mb"], "base": m.get("base_version")})  # fmt: skip
+    if as_json:
+        console.print_json(json.dumps(rows))
+        return
+    table = Table("", "version", "created", "chunks", "size MB", "base")
+    for r in rows:
+        table.add_row("*" if r["current"] else "", r["version"], r["created_at"], str(r["chunks"]),
+                      str(r["size_mb"]), r["base"] or "-")  # fmt: skip
+    console.print(table)
+
+
+@app.command()
+def rollback(version: str) -> None:
+    """Point CURRENT back at a published version (serving switches to it on its next request)."""
+    try:
+        home().rollback(version)
+    except LivingMemoryError as exc:
+        fail(str(exc))
+    console.print(f"CURRENT → {version}")
+
+
+@app.command()
+def materialize(
+    job: Annotated[str, typer.Option(help="build_index, attention_rollup_job, observe_sources, ...")] = "build_index",
+    partition: Annotated[str | None, typer.Option(help="day partition (YYYY-MM-DD) for partitioned jobs")] = None,
+) -> None:
+    """Run a Dagster job in this process, recorded on the instance in $DAGSTER_HOME (or a temporary one)."""
+    from dagster import DagsterInstance
+
+    from orchestration.definitions import build_definitions
+
+    defs = build_definitions(CTX.sources, CTX.index_dir)
+    instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
+    with console.status(f"running {job}{f' for {partition}' if partition else ''} …"):
+        result = defs.resolve_job_def(job).execute_in_process(
+            instance=instance, partition_key=partition, raise_on_error=False
+        )
+    for event in result.get_asset_materialization_events():
+        meta = event.materialization.metadata
+        status_value = meta.get("status")
+        console.print(f"{event.asset_key.to_user_string()}: {status_value.value if status_value else 'materialized'}")
+    for check in result.get_asset_check_evaluations():
+        mark = "[green]passed[/green]" if check.passed else "[red]failed[/red]"
+        console.print(f"  check {check.check_name}: {mark} {check.description or ''}")
+    if not result.success:
+        fail(f"job {job} failed (run {result.run_id}); see the Dagster UI or the log above")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(envvar="HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(envvar="PORT")] = 8000,
+    workers: Annotated[int, typer.Option(envvar="WORKERS")] = 1,
+) -> None:
+    """Serve the published index (uvicorn serving.app:app)."""
+    import uvicorn
+
+    if CTX.index_dir:
+        os.environ["RAG_INDEX_DIR"] = str(CTX.index_dir)
+    uvicorn.run("serving.app:app", host=host, port=port, workers=workers)
+
+
+@app.command()
+def query(
+    text: str,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=200)] = 5,
+    mode: Annotated[str, typer.Option(help="dense, sparse or hybrid")] = "hybrid",
+    role: Annotated[str, typer.Option(help="public or internal")] = "internal",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Ask the current version directly (no server), as the given role."""
+    from livemem.embedding import Embedder
+    from livemem.reader import IndexUnavailable, load_snapshot
+    from livemem.retrieval import Query, Retriever, chunk_result
+
+    if mode not in ("dense", "sparse", "hybrid"):
+        fail(f"--mode must be dense, sparse or hybrid, not {mode!r}")
+    h = home()
+    version = h.current()
+    if version is None:
+        fail(f"no index published under {h.root} yet: run `livemem materialize`")
+    try:
+        snap = load_snapshot(h, version)
+    except IndexUnavailable as exc:
+        fail(str(exc))
+    levels = frozenset({"public", "internal"} if role == "internal" else {"public"})
+    collections = snap.collections_for(levels)
+    found = Retriever(Embedder(threads=1)).search(snap, Query(text=text, top_k=top_k, mode=mode), collections)
+    results = [chunk_result(snap, hit) for hit in found.chunks]
+    snap.close()
+    if as_json:
+        console.print_json(json.dumps({"index_version": version, "results": results}, default=str))
+        return
+    for rank, r in enumerate(results, start=1):
+        prov = r["provenance"]
+        heading = " > ".join(r["metadata"].get("heading_path") or [])
+        console.print(
+            f"[bold]{rank}.[/bold] {r['score']:.4f} [cyan]{r['collection']}[/cyan] {prov['path']} "
+            f"@{prov['commit'][:10]} {heading}"
+        )
+        console.print("   " + r["content"][:240].replace("\n", " "))
+
+
+@app.command("verify-provenance")
+def verify_provenance(
+    all_chunks: Annotated[bool, typer.Option("--all", help="every chunk, not only the sealed ones")] = False,
+) -> None:
+    """Check that each (sealed) chunk's commit exists and its file at that commit still contains it."""
+    from livemem.checks import check_provenance
+
+    h = home()
+    version = h.current()
+    if version is None:
+        fail(f"no index published under {h.root} yet")
+    with console.status("reading git objects …"):
+        outcome = check_provenance(h.version_dir(version), h.manifest(version), sealed_only=not all_chunks)
+    console.print(outcome.summary)
+    for failure in outcome.failures:
+        console.print(f"  [red]✗[/red] {failure}")
+    if not outcome.passed:
+        raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    app()
