@@ -158,14 +158,17 @@ class IndexHome:
         return removed
 
     def clear_staging(self, keep_latest: int = 1) -> list[str]:
-        """Remove leftover staged versions (failed checks, crashed runs), keeping the newest for inspection.
+        """Remove leftovers before staging a new version; call with the write lock held.
 
-        Call with the write lock held, before staging a new version.
+        Every staging step holds the lock, so an incomplete directory (no manifest) now is the remains of a
+        crashed run: removed. Complete ones (staged, then failed a check or await publishing) are kept, the
+        newest ``keep_latest`` of them, for inspection.
         """
         if not self.staging.is_dir():
             return []
         staged = sorted(p.name for p in self.staging.iterdir() if p.is_dir())
-        doomed = staged[: max(0, len(staged) - keep_latest)]
+        complete = [v for v in staged if (self.staged_dir(v) / MANIFEST).is_file()]
+        doomed = [v for v in staged if v not in complete] + complete[: max(0, len(complete) - keep_latest)]
         for version in doomed:
             shutil.rmtree(self.staged_dir(version), ignore_errors=True)
         return doomed

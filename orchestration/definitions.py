@@ -14,7 +14,10 @@ from dagster import AssetSelection, Definitions, define_asset_job, in_process_ex
 from livemem.config import load_sources, sources_file_from_env
 from orchestration.assets.attention_rollup import build_attention_assets
 from orchestration.assets.chunks import build_chunk_assets, source_key
+from orchestration.assets.gbim_export import build_gbim_assets
+from orchestration.assets.registry_verification import build_registry_assets, registry_job
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
+from orchestration.resources.registry import RegistrySourceResource
 
 
 def build_definitions(sources_file: str | Path | None = None, index_dir: str | Path | None = None) -> Definitions:
@@ -23,6 +26,8 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
     config = load_sources(path)
     chunk_assets, chunk_checks = build_chunk_assets(config)
     attention_assets, attention_checks, attention_jobs, attention_schedules = build_attention_assets(config)
+    gbim_assets, gbim_checks = build_gbim_assets(config)
+    reg_assets, reg_checks = build_registry_assets(config)
     build_index = define_asset_job(
         "build_index",
         selection=AssetSelection.assets("chunks", "published_index"),
@@ -36,15 +41,22 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
         selection=AssetSelection.assets(*(source_key(src.name) for src in config.sources)),
         description="Record each source's HEAD commit (data version), so the UI shows when the index is behind.",
     )
+    export_gbim = define_asset_job(
+        "export_gbim",
+        selection=AssetSelection.assets("gbim_export", "gbim_published"),
+        description="Export the spatial sources as GBIM entities and relations, check and publish a new version.",
+        executor_def=in_process_executor,
+    )
     return Definitions(
-        assets=[*chunk_assets, *attention_assets],
-        asset_checks=[*chunk_checks, *attention_checks],
-        jobs=[build_index, observe_sources, *attention_jobs],
+        assets=[*chunk_assets, *attention_assets, *gbim_assets, *reg_assets],
+        asset_checks=[*chunk_checks, *attention_checks, *gbim_checks, *reg_checks],
+        jobs=[build_index, observe_sources, export_gbim, registry_job(), *attention_jobs],
         schedules=[*attention_schedules],
         resources={
             "git_sources": GitSourcesResource(sources_file=str(path) if sources_file else ""),
             "index_store": IndexStoreResource(index_dir=str(index_dir) if index_dir else ""),
             "embedder": EmbedderResource(),
+            "registry_source": RegistrySourceResource(sources_file=str(path) if sources_file else ""),
         },
     )
 

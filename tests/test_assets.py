@@ -59,6 +59,11 @@ def test_definitions_list_every_asset_and_check() -> None:
         "git/client-code",
         "attention_rollup",
         "attention_published",
+        "gbim_export",
+        "gbim_published",
+        "registry/local_resources",
+        "registry_verification",
+        "registry_published",
     }
     check_names = {k.name for k in graph.asset_check_keys}
     assert check_names == {
@@ -67,8 +72,13 @@ def test_definitions_list_every_asset_and_check() -> None:
         "governance_caps",
         "sources_readable",
         "attention_valid",
+        "gbim_entities_valid",
+        "gbim_entity_flags",
+        "registry_invalid_share",
+        "registry_references_resolve",
+        "registry_rows_fresh",
     }
-    for job in ("build_index", "observe_sources", "attention_rollup_job"):
+    for job in ("build_index", "observe_sources", "attention_rollup_job", "export_gbim", "verify_registry"):
         assert defs.resolve_job_def(job) is not None
     assert [s.name for s in defs.schedules] == ["nightly_attention_rollup"]
 

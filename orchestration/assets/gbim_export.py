@@ -1,0 +1,183 @@
+"""Spatial features → GBIM entities (centroids, EPSG:26917 → EPSG:4326, counties) + relations → a published version.
+
+Assets:
+- ``gbim_export``   reads the spatial sources of the sources file (``spatial:`` section), stages a new index
+  version derived from the current one with the ``gbim_entities`` / ``gbim_relations`` tables, the N-Triples /
+  Turtle export, the GIS Chroma collections and the ``gis/`` snapshot serving reads. Nothing is staged when the
+  spatial inputs (content hashes in the current manifest) are unchanged.
+- ``gbim_published`` switches ``CURRENT`` to the staged version, only when the blocking check passed.
+
+Checks: ``gbim_entities_valid`` (blocking: schema-valid entities, lon/lat in range) and ``gbim_entity_flags``
+(WARN: features far outside the region, county attribute and polygon disagreeing).
+"""
+
+from typing import Any
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    MetadataValue,
+    Output,
+    asset,
+    asset_check,
+)
+
+from livemem.checks import CheckOutcome
+from livemem.config import SourcesConfig
+from livemem.gbim import GbimResult, check_entities_valid, check_entity_flags, export_gbim
+from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
+
+GROUP = "living_memory"
+
+
+def _counts_table(section: dict[str, Any]) -> str:
+    rows = ["| dataset | county | entities |", "|---|---|---|"]
+    for dataset, counties in section.get("per_dataset_county", {}).items():
+        rows += [f"| {dataset} | {county} | {n} |" for county, n in counties.items()]
+    return "\n".join(rows)
+
+
+def _quarantine_table(section: dict[str, Any]) -> str:
+    quarantined = section.get("quarantined", [])
+    if not quarantined:
+        return "No feature was quarantined."
+    rows = ["| source | id | reason |", "|---|---|---|"]
+    rows += [f"| {q['source']} | {q['source_pk'] or '-'} | {q['reason']} |" for q in quarantined]
+    more = section.get("quarantined_count", 0) - len(quarantined)
+    return "\n".join(rows) + (f"\n\n… and {more} more" if more > 0 else "")
+
+
+def _export_metadata(result: GbimResult) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "status": result.reason,
+        "version_id": result.version_id or "",
+        "base_version": result.base_version or "",
+    }
+    section = result.section
+    if not section:
+        return meta
+    meta.update(
+        {
+            "dagster/row_count": section["entities"],
+            "relations": section["relations"],
+            "per_dataset": section["per_dataset"],
+            "counts_by_dataset_and_county": MetadataValue.md(_counts_table(section)),
+            "quarantined_count": section["quarantined_count"],
+            "quarantined": MetadataValue.md(_quarantine_table(section)),
+            "flags": section["flags"],
+            "collections": section["collections"],
+            "source_hashes": {name: s["content_hash"] for name, s in section["sources"].items()},
+            "working_crs": section["working_crs"],
+        }
+    )
+    if result.staged:
+        meta["embeddings_computed"] = section["embeddings_computed"]
+        meta["embeddings_reused"] = section["embeddings_reused"]
+        meta["timings_s"] = result.timings
+    if result.preview is not None:
+        meta["preview_geojson"] = MetadataValue.json(result.preview)
+    return meta
+
+
+def _check_result(outcome: CheckOutcome, severity: AssetCheckSeverity) -> AssetCheckResult:
+    meta: dict[str, Any] = {"summary": outcome.summary, "checked": outcome.checked}
+    if outcome.failures:
+        meta["failures"] = MetadataValue.md("\n".join(f"- {f}" for f in outcome.failures))
+    return AssetCheckResult(passed=outcome.passed, severity=severity, metadata=meta, description=outcome.summary)
+
+
+def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
+    """The GBIM export asset, its publish asset and their checks.
+
+    The ``spatial:`` section is validated now, so a mistake in it fails the code location's load with its file,
+    line and column; the spatial sources themselves are read when the asset runs.
+    """
+    spatial = config.section("spatial", "spatial_config") or {}
+    names = ", ".join(s["name"] for s in spatial.get("sources", [])) or "none configured"
+
+    @asset(
+        name="gbim_export",
+        group_name=GROUP,
+        kinds={"geopandas", "duckdb", "chroma"},
+        code_version="gbim-v1",
+        description=(
+            "GBIM entities of the configured spatial sources: centroids in EPSG:26917, lon/lat in EPSG:4326, "
+            "county by attribute or point-in-polygon, relations (located_in, serves_zip, part_of) as a table and "
+            f"N-Triples, descriptions embedded into the GIS collections; staged as a new index version. "
+            f"Spatial sources: {names}."
+        ),
+    )
+    def gbim_export(
+        context: AssetExecutionContext,
+        git_sources: GitSourcesResource,
+        index_store: IndexStoreResource,
+        embedder: EmbedderResource,
+    ) -> Output[dict[str, Any]]:
+        result = export_gbim(git_sources.load(), index_store.home(), embedder.embedder())
+        context.log.info(result.reason if not result.staged else f"staged version {result.version_id}")
+        for q in result.quarantined:
+            context.log.warning(f"quarantined {q.source} {q.source_pk}: {q.reason}")
+        staged = {"version_id": result.version_id, "base_version": result.base_version, "reason": result.reason}
+        return Output(staged, metadata=_export_metadata(result))
+
+    def _version_dir(index_store: IndexStoreResource, staged: dict[str, Any]):
+        home = index_store.home()
+        version = staged["version_id"] or home.current()
+        return home.locate(version) if version else None
+
+    @asset_check(
+        asset=gbim_export,
+        blocking=True,
+        description="Every GBIM entity is valid per schemas/gbim_entity.schema.json, with lon/lat in range.",
+    )
+    def gbim_entities_valid(gbim_export: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+        version_dir = _version_dir(index_store, gbim_export)
+        if version_dir is None:
+            return _check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.ERROR)
+        return _check_result(check_entities_valid(version_dir), AssetCheckSeverity.ERROR)
+
+    @asset_check(
+        asset=gbim_export,
+        description="No feature far outside the configured region, no county attribute contradicting its polygon.",
+    )
+    def gbim_entity_flags(gbim_export: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+        version_dir = _version_dir(index_store, gbim_export)
+        if version_dir is None:
+            return _check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.WARN)
+        return _check_result(check_entity_flags(version_dir), AssetCheckSeverity.WARN)
+
+    @asset(
+        name="gbim_published",
+        group_name=GROUP,
+        kinds={"filesystem"},
+        description="The version with the GBIM export, named by CURRENT once the blocking check passed.",
+    )
+    def gbim_published(
+        context: AssetExecutionContext,
+        gbim_export: dict[str, Any],
+        git_sources: GitSourcesResource,
+        index_store: IndexStoreResource,
+    ) -> Output[str | None]:
+        home = index_store.home()
+        version = gbim_export["version_id"]
+        if version is None:
+            current = home.current()
+            context.log.info(f"nothing new to publish: {current} stays current ({gbim_export['reason']})")
+            return Output(current, metadata={"status": "unchanged", "current_version": current or ""})
+        pruned = home.publish(version, gbim_export["base_version"], git_sources.load().retention)
+        section = home.manifest(version).get("gbim", {})
+        context.log.info(f"published {version}; pruned {pruned or 'nothing'}")
+        return Output(
+            version,
+            metadata={
+                "status": "published",
+                "current_version": version,
+                "previous_version": gbim_export["base_version"] or "",
+                "pruned_versions": pruned,
+                "dagster/row_count": section.get("entities", 0),
+                "path": MetadataValue.path(str(home.version_dir(version))),
+            },
+        )
+
+    return [gbim_export, gbim_published], [gbim_entities_valid, gbim_entity_flags]

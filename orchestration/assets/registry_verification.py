@@ -1,0 +1,232 @@
+"""The local_resources registry → verified registry, issues and history in a new index version → publish.
+
+Assets:
+- ``registry/local_resources``  observable source asset: data version = the file's sha256 or the Postgres table's
+  checksum, so the UI shows when the published registry is behind its source.
+- ``registry_verification``     verifies every row (named rules; bad rows never stop good ones) and stages a new
+  index version carrying the tables ``registry``, ``registry_issues`` and ``registry_history``. Nothing is staged
+  when the input, the configuration and the verified result are those of the current version.
+- ``registry_published``        switches ``CURRENT`` to the staged version (atomic) once the blocking checks pass.
+"""
+
+import warnings
+from typing import Any
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    AssetKey,
+    AssetSelection,
+    BetaWarning,
+    DataVersion,
+    MetadataValue,
+    ObserveResult,
+    Output,
+    asset,
+    asset_check,
+    define_asset_job,
+    in_process_executor,
+    observable_source_asset,
+)
+
+from livemem import registry
+from livemem.checks import CheckOutcome
+from livemem.config import SourcesConfig
+from orchestration.resources import IndexStoreResource
+from orchestration.resources.registry import RegistrySourceResource
+
+GROUP = "living_memory"
+SOURCE_KEY = AssetKey(["registry", "local_resources"])
+ASSET_NAMES = ("registry_verification", "registry_published")
+
+
+def _observable_registry() -> Any:
+    @observable_source_asset(
+        key=SOURCE_KEY,
+        group_name="sources",
+        description="The local_resources registry input (data version = file sha256 or Postgres table checksum).",
+    )
+    def _observe(registry_source: RegistrySourceResource) -> ObserveResult:
+        cfg = registry_source.config()
+        if cfg is None:
+            return ObserveResult(data_version=DataVersion("not-configured"), metadata={"source": "not configured"})
+        version = registry.input_version(cfg)
+        return ObserveResult(data_version=DataVersion(version), metadata={"source": cfg.describe(), "hash": version})
+
+    return _observe
+
+
+def _issues_table(by_rule: dict[str, dict[str, int]]) -> str:
+    lines = ["| rule | errors | warnings | info | what it checks |", "|---|---|---|---|---|"]
+    for rule, what in registry.RULES.items():
+        found = by_rule.get(rule, {})
+        lines.append(
+            f"| {rule} | {found.get('error', 0)} | {found.get('warning', 0)} | {found.get('info', 0)} | {what} |"
+        )
+    return "\n".join(lines)
+
+
+def _preview(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no issues"
+    lines = ["| row | local_resource_id | rule | severity | message |", "|---|---|---|---|---|"]
+    for r in rows:
+        message = str(r["message"]).replace("|", "\\|")
+        lines.append(
+            f"| {r['source_row']} | {r['local_resource_id'] or ''} | {r['rule']} | {r['severity']} | {message} |"
+        )
+    return "\n".join(lines)
+
+
+def _metadata(run: registry.RegistryRun) -> dict[str, Any]:
+    counts = run.counts
+    meta: dict[str, Any] = {
+        "status": run.reason,
+        "version_id": run.version_id or "",
+        "base_version": run.base_version or "",
+        "source": run.source,
+        "input_hash": run.manifest_section.get("input_hash", ""),
+        "dagster/row_count": counts.get("published", 0),
+        "rows_read": counts.get("rows_read", 0),
+        "rows_published": counts.get("published", 0),
+        "rows_verified": counts.get("verified", 0),
+        "rows_stale": counts.get("stale", 0),
+        "rows_unverified": counts.get("unverified", 0),
+        "rows_invalid": counts.get("invalid", 0),
+        "rows_deprecated": counts.get("deprecated", 0),
+        "issues_by_rule": MetadataValue.md(_issues_table(run.issues_by_rule)),
+        "issues_preview": MetadataValue.md(_preview(run.issues_preview)),
+        "timings_s": run.timings,
+    }
+    if run.history:
+        meta["history_changes"] = run.history
+    if run.manifest_section.get("ignored_fields"):
+        meta["ignored_fields"] = run.manifest_section["ignored_fields"]
+    return meta
+
+
+def _check_result(outcome: CheckOutcome, severity: AssetCheckSeverity = AssetCheckSeverity.ERROR) -> AssetCheckResult:
+    meta: dict[str, Any] = {"summary": outcome.summary, "checked": outcome.checked}
+    if outcome.failures:
+        meta["failures"] = MetadataValue.md("\n".join(f"- {f}" for f in outcome.failures))
+    return AssetCheckResult(passed=outcome.passed, severity=severity, metadata=meta, description=outcome.summary)
+
+
+def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
+    """The registry's source asset, verification and publish assets, and their checks."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BetaWarning)
+        source_asset = _observable_registry()
+    cfg = registry.RegistryConfig.from_sources(config)
+    where = cfg.describe() if cfg else "the sources file's registry section (none configured yet)"
+
+    @asset(
+        name="registry_verification",
+        group_name=GROUP,
+        kinds={"duckdb", "postgres" if cfg and cfg.kind == "postgres" else "csv"},
+        code_version=registry.LOGIC_VERSION,
+        deps=[SOURCE_KEY],
+        description=(
+            f"Verifies the local_resources registry ({where}) row by row and stages a new index version with the "
+            "tables registry (published slice), registry_issues and registry_history."
+        ),
+    )
+    def registry_verification(
+        context: AssetExecutionContext, registry_source: RegistrySourceResource, index_store: IndexStoreResource
+    ) -> Output[dict[str, Any]]:
+        run = registry.run_verification(registry_source.require(), index_store.home())
+        context.log.info(run.reason if not run.staged else f"staged version {run.version_id}")
+        return Output(
+            {"version_id": run.version_id, "base_version": run.base_version, "reason": run.reason},
+            metadata=_metadata(run),
+        )
+
+    def _version(index_store: IndexStoreResource, staged: dict[str, Any]):
+        home = index_store.home()
+        version = staged["version_id"] or home.current()
+        if version is None:
+            return None, None
+        return home.locate(version), home.manifest(version).get("registry")
+
+    @asset_check(
+        asset=registry_verification,
+        blocking=True,
+        description="The share of invalid rows is at most registry.max_invalid_share (and the source has rows).",
+    )
+    def registry_invalid_share(
+        registry_verification: dict[str, Any], index_store: IndexStoreResource
+    ) -> AssetCheckResult:
+        _, section = _version(index_store, registry_verification)
+        return _check_result(registry.check_invalid_share(section))
+
+    @asset_check(
+        asset=registry_verification,
+        blocking=True,
+        description="Every local_resource_id in chunk or GBIM entity metadata is in the registry.",
+    )
+    def registry_references_resolve(
+        registry_verification: dict[str, Any], index_store: IndexStoreResource
+    ) -> AssetCheckResult:
+        version_dir, _ = _version(index_store, registry_verification)
+        if version_dir is None:
+            return _check_result(CheckOutcome(True, "index is empty"))
+        return _check_result(registry.check_references(version_dir))
+
+    @asset_check(
+        asset=registry_verification,
+        description="No published row is stale (WARN: stale rows are served only when a caller asks for them).",
+    )
+    def registry_rows_fresh(registry_verification: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+        version_dir, section = _version(index_store, registry_verification)
+        if version_dir is None:
+            return _check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.WARN)
+        return _check_result(registry.check_stale(version_dir, section), AssetCheckSeverity.WARN)
+
+    @asset(
+        name="registry_published",
+        group_name=GROUP,
+        kinds={"filesystem"},
+        description="The index version named by CURRENT after a registry verification: switched atomically to the "
+        "staged version once the blocking checks pass.",
+    )
+    def registry_published(
+        context: AssetExecutionContext,
+        registry_verification: dict[str, Any],
+        registry_source: RegistrySourceResource,
+        index_store: IndexStoreResource,
+    ) -> Output[str | None]:
+        home = index_store.home()
+        version = registry_verification["version_id"]
+        if version is None:
+            current = home.current()
+            context.log.info(f"nothing new to publish: {current} stays current ({registry_verification['reason']})")
+            return Output(current, metadata={"status": "unchanged", "current_version": current or ""})
+        pruned = home.publish(version, registry_verification["base_version"], registry_source.sources().retention)
+        section = home.manifest(version).get("registry", {})
+        context.log.info(f"published {version}; pruned {pruned or 'nothing'}")
+        return Output(
+            version,
+            metadata={
+                "status": "published",
+                "current_version": version,
+                "previous_version": registry_verification["base_version"] or "",
+                "pruned_versions": pruned,
+                "dagster/row_count": section.get("published", 0),
+                "path": MetadataValue.path(str(home.version_dir(version))),
+            },
+        )
+
+    assets = [source_asset, registry_verification, registry_published]
+    checks = [registry_invalid_share, registry_references_resolve, registry_rows_fresh]
+    return assets, checks
+
+
+def registry_job() -> Any:
+    """``verify_registry``: verify, check and publish the registry (one process, like ``build_index``)."""
+    return define_asset_job(
+        "verify_registry",
+        selection=AssetSelection.assets(*ASSET_NAMES),
+        description="Verify the local_resources registry, run its checks and publish a new index version.",
+        executor_def=in_process_executor,
+    )

@@ -1,0 +1,280 @@
+"""POST /gis/query (semantic search over GBIM entities with spatial constraints) and GET /entities/{entity_id}.
+
+Both read the GIS part of the version the request's snapshot serves (``gis/`` and the ``gbim_*`` tables),
+loaded once per version directory. Constraints (role, dataset, county, bbox, near) are a mask applied before
+ranking, so ``n_results`` hits come back whenever that many entities match.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path as FilePath
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from fastapi import APIRouter, HTTPException, Path, Query
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from livemem.gis_index import GisIndex, load_gis_index
+from livemem.reader import Snapshot
+from livemem.retrieval import top_order
+from livemem.traces import new_trace_id, retrieval_events
+from serving.deps import CallerRole, CurrentSnapshot, State
+from serving.models import UUID_PATTERN, ErrorBody
+
+router = APIRouter(tags=["gis"])
+
+Values = str | list[str]
+Format = Literal["json", "geojson"]
+EXPORT_HINT = "run the Dagster job `export_gbim` (dagster job execute -m orchestration.definitions -j export_gbim)"
+
+
+@lru_cache(maxsize=4)
+def _gis_index(version_dir: str) -> GisIndex | None:
+    """Loaded once per (immutable) version directory; a swap to a new version loads that one."""
+    return load_gis_index(FilePath(version_dir))
+
+
+def gis_index(snap: Snapshot) -> GisIndex:
+    index = _gis_index(str(snap.path))
+    if index is None:
+        raise HTTPException(503, f"index version {snap.version_id} holds no GBIM entities: {EXPORT_HINT}")
+    return index
+
+
+def _as_tuple(value: Values | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+class Near(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lat: float = Field(..., ge=-90, le=90)
+    lon: float = Field(..., ge=-180, le=180)
+    radius_km: float = Field(..., gt=0, le=20_040, description="great-circle distance (haversine)")
+
+
+class GisQueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(..., min_length=1, max_length=4000)
+    n_results: int = Field(10, ge=1, le=200)
+    bbox: list[float] | None = Field(
+        None, description="[min_lon, min_lat, max_lon, max_lat] in EPSG:4326 (does not cross the antimeridian)"
+    )
+    near: Near | None = Field(None, description="entities within radius_km of (lat, lon)")
+    county: Values | None = Field(None, description="county name(s), with or without the word County")
+    dataset: Values | None = None
+    format: Format = Field("json", description="`geojson`: a FeatureCollection of the hits' centroids")
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query must contain some text")
+        return value
+
+    @field_validator("bbox")
+    @classmethod
+    def _valid_bbox(cls, value: list[float] | None) -> list[float] | None:
+        if value is None:
+            return None
+        if len(value) != 4:
+            raise ValueError(f"bbox needs 4 numbers [min_lon, min_lat, max_lon, max_lat], got {len(value)}")
+        min_lon, min_lat, max_lon, max_lat = value
+        if not (-180 <= min_lon <= 180 and -180 <= max_lon <= 180 and -90 <= min_lat <= 90 and -90 <= max_lat <= 90):
+            raise ValueError("bbox longitudes must lie in [-180, 180] and latitudes in [-90, 90]")
+        if min_lon > max_lon or min_lat > max_lat:
+            raise ValueError("bbox must be [min_lon, min_lat, max_lon, max_lat] with min <= max")
+        return value
+
+
+class GisMetadata(BaseModel):
+    worldview_id: str
+    county: str | None
+    gbim_entity: str
+
+
+class GisHit(BaseModel):
+    entity_id: str
+    description: str
+    dataset: str
+    label: str
+    metadata: GisMetadata
+    centroid_x: float | None = Field(description="centroid easting in the working CRS (srid)")
+    centroid_y: float | None
+    srid: int
+    lon: float | None = Field(description="EPSG:4326")
+    lat: float | None
+    score: float = Field(description="cosine similarity of the query and the description")
+    distance_km: float | None = Field(None, description="with `near`: great-circle distance from its point")
+
+
+class GisQueryResponse(BaseModel):
+    results: list[GisHit]
+    index_version: str
+    trace_id: str
+    candidates: int = Field(description="entities that met every constraint")
+
+
+class PointGeometry(BaseModel):
+    type: Literal["Point"] = "Point"
+    coordinates: list[float] = Field(description="[lon, lat] in EPSG:4326")
+
+
+class GisFeature(BaseModel):
+    type: Literal["Feature"] = "Feature"
+    id: str
+    geometry: PointGeometry | None
+    properties: dict[str, Any]
+
+
+class GisFeatureCollection(BaseModel):
+    type: Literal["FeatureCollection"] = "FeatureCollection"
+    features: list[GisFeature]
+    index_version: str
+    trace_id: str
+    candidates: int
+
+
+class Relation(BaseModel):
+    subject: str
+    predicate: str
+    object: str
+    object_kind: str
+    provenance: dict[str, Any]
+
+
+class EntityResponse(BaseModel):
+    """A GBIM entity (``schemas/gbim_entity.schema.json``) with its relations."""
+
+    entity_id: str
+    source: str
+    worldview_id: str
+    dataset: str
+    county: str | None
+    gbim_entity: str
+    label: str
+    description: str
+    centroid_x: float | None
+    centroid_y: float | None
+    srid: int
+    lon: float | None
+    lat: float | None
+    source_table: str
+    source_pk: str
+    attributes: dict[str, Any]
+    access: str
+    collection: str
+    geometry_type: str
+    county_source: str | None
+    county_spatial: str | None
+    flags: dict[str, bool]
+    relations: list[Relation]
+    index_version: str
+
+
+def _hit(entity: dict[str, Any], score: float, distance_km: float | None) -> dict[str, Any]:
+    return {
+        "entity_id": entity["entity_id"],
+        "description": entity["description"],
+        "dataset": entity["dataset"],
+        "label": entity["label"],
+        "metadata": {k: entity[k] for k in ("worldview_id", "county", "gbim_entity")},
+        **{k: entity[k] for k in ("centroid_x", "centroid_y", "srid", "lon", "lat")},
+        "score": score,
+        "distance_km": distance_km,
+    }
+
+
+def _feature(hit: dict[str, Any]) -> dict[str, Any]:
+    located = hit["lon"] is not None and hit["lat"] is not None
+    properties = {k: v for k, v in hit.items() if k not in ("entity_id", "lon", "lat")}
+    return {
+        "type": "Feature",
+        "id": hit["entity_id"],
+        "geometry": {"type": "Point", "coordinates": [hit["lon"], hit["lat"]]} if located else None,
+        "properties": properties,
+    }
+
+
+@router.post(
+    "/gis/query",
+    response_model=GisQueryResponse | GisFeatureCollection,
+    responses={401: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+)
+def gis_query(
+    body: GisQueryRequest,
+    state: State,
+    role: CallerRole,
+    snap: CurrentSnapshot,
+    format: Annotated[Format | None, Query(description="overrides the body's `format`")] = None,
+) -> GisQueryResponse | GisFeatureCollection:
+    """Rank GBIM entities by the similarity of their descriptions to the query, among those that meet the
+    spatial (bbox, near) and metadata (county, dataset) constraints and that the caller's role may read."""
+    index = gis_index(snap)
+    near = (body.near.lat, body.near.lon, body.near.radius_km) if body.near else None
+    mask = index.mask(
+        role.access,
+        bbox=tuple(body.bbox) if body.bbox else None,
+        near=near,
+        counties=_as_tuple(body.county),
+        datasets=_as_tuple(body.dataset),
+    )
+    rows = np.flatnonzero(mask)
+    hits: list[dict[str, Any]] = []
+    if rows.size:
+        scores = index.dense[rows] @ state.retriever.encode(body.query)
+        order = top_order(scores, body.n_results)
+        best, best_scores = rows[order], scores[order]
+        distances = index.distances_km(best, near[0], near[1]) if near else [None] * best.size
+        hits = [
+            _hit(index.entities[row], float(score), None if d is None else float(d))
+            for row, score, d in zip(best, best_scores, distances, strict=True)
+        ]
+    trace_id = new_trace_id()
+    filters = body.model_dump(exclude_none=True, include={"bbox", "near", "county", "dataset"})
+    events = retrieval_events(
+        trace_id=trace_id,
+        query=body.query,
+        chunk_ids=[h["entity_id"] for h in hits],
+        scores=[h["score"] for h in hits],
+        role=role.name,
+        breath_phase=snap.breath_phase,
+        index_version=snap.version_id,
+        mode="dense",
+        return_="chunks",
+        filters=filters,
+        collections=sorted({index.entities[index.row_of[h["entity_id"]]]["collection"] for h in hits}),
+        cache_hit=False,
+    )
+    for event in events:
+        event["context"]["kind"] = "gis"  # ids are GBIM entity ids, not chunk ids
+    state.traces.write(events)
+    common = {"index_version": snap.version_id, "trace_id": trace_id, "candidates": int(rows.size)}
+    if (format or body.format) == "geojson":
+        return GisFeatureCollection.model_validate({"features": [_feature(h) for h in hits], **common})
+    return GisQueryResponse.model_validate({"results": hits, **common})
+
+
+@router.get(
+    "/entities/{entity_id}",
+    response_model=EntityResponse,
+    responses={404: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+)
+def get_entity(
+    entity_id: Annotated[str, Path(pattern=UUID_PATTERN, description="GBIM entity id (UUID)")],
+    role: CallerRole,
+    snap: CurrentSnapshot,
+) -> EntityResponse:
+    """The entity with its relations (located_in, serves_zip, part_of), each with its provenance."""
+    index = gis_index(snap)
+    row = index.row_of.get(entity_id)
+    # An entity the caller may not read is reported exactly like one that does not exist.
+    if row is None or index.access[row] not in role.access:
+        raise HTTPException(404, f"no GBIM entity {entity_id} in index version {snap.version_id}")
+    return EntityResponse.model_validate(
+        {**index.entities[row], "relations": index.relations.get(entity_id, []), "index_version": snap.version_id}
+    )

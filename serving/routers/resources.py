@@ -1,0 +1,101 @@
+"""GET /resources: programs of the local_resources registry for a ZIP, county, type or id.
+
+Answers from the registry of the same index version as the rest of the request (the request's snapshot); each
+version's registry is loaded into memory once (``livemem.registry.load_registry_index``). Registry data is public:
+every role may read it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, HTTPException, Query
+from pydantic import BaseModel, Field
+
+from livemem.registry import RESOURCE_TYPES, RegistryQueryError, load_registry_index, resolve
+from serving.deps import CurrentSnapshot
+from serving.models import ErrorBody
+
+router = APIRouter(tags=["registry"])
+
+ResourceType = StrEnum("ResourceType", {t: t for t in RESOURCE_TYPES})
+
+
+class Resource(BaseModel):
+    """One program, normalised (phone +1XXXXXXXXXX, lower-case email domain and URL host, county without 'County')."""
+
+    local_resource_id: str
+    name: str
+    description: str | None = None
+    resource_type: str
+    county: str
+    zip: str
+    zip_coverage: list[str] = Field(default_factory=list, description="further ZIP codes the program serves")
+    address: str | None = None
+    contact_phone: str | None = None
+    contact_email: str | None = None
+    url: str | None = None
+    eligibility: str | None = None
+    hours: str | None = None
+    verification_status: Literal["verified", "stale", "unverified"] = Field(
+        description="verified: verified within the registry's freshness window; stale: longer ago; unverified: never"
+    )
+    last_verified_at: str | None = None
+    age_days: int | None = Field(None, description="days since last_verified_at")
+    verified_by: str | None = None
+    deprecated_at: str | None = Field(None, description="a future end date (ended programs are never returned)")
+    match: Literal["id", "zip", "county", "filter"] = Field(
+        description="why the row is listed: zip (its ZIP or coverage includes the ZIP), county (the county's "
+        "programs), id (asked for by id), filter (no place hint given)"
+    )
+
+
+class ResourcesResponse(BaseModel):
+    index_version: str
+    county: str | None = Field(None, description="the county searched: the one given, or the ZIP's")
+    total: int = Field(description="rows matching, before `limit`")
+    results: list[Resource]
+
+
+@router.get(
+    "/resources",
+    response_model=ResourcesResponse,
+    responses={422: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+)
+def resources(
+    snap: CurrentSnapshot,
+    zip: Annotated[
+        str | None, Query(pattern=r"^[0-9]{5}$", description="5-digit ZIP: programs covering it, then its county's")
+    ] = None,
+    county: Annotated[str | None, Query(min_length=2, max_length=64, description="county, e.g. Fayette")] = None,
+    resource_type: Annotated[ResourceType | None, Query(description="program type")] = None,
+    local_resource_id: Annotated[str | None, Query(min_length=1, max_length=128, description="one program")] = None,
+    include_stale: Annotated[bool, Query(description="also return stale and unverified rows")] = False,
+    limit: Annotated[int, Query(ge=1, le=500, description="at most this many rows")] = 50,
+) -> ResourcesResponse:
+    """Programs for a place, most specific first: those whose ZIP or coverage includes `zip`, then the rest of
+    its county (or of `county`); verified rows only unless `include_stale`."""
+    index = load_registry_index(snap.path)
+    if index is None:
+        raise HTTPException(
+            503, f"index version {snap.version_id} holds no registry; materialize the verify_registry job"
+        )
+    try:
+        found = resolve(
+            index,
+            zip=zip,
+            county=county,
+            resource_type=resource_type.value if resource_type else None,
+            local_resource_id=local_resource_id,
+            include_stale=include_stale,
+            limit=limit,
+        )
+    except RegistryQueryError as exc:
+        raise HTTPException(422, str(exc)) from exc
+    return ResourcesResponse(
+        index_version=snap.version_id,
+        county=found.county,
+        total=found.total,
+        results=[Resource.model_validate(row) for row in found.rows],
+    )

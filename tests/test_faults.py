@@ -1,0 +1,249 @@
+"""Faults and abuse against real processes: kill -9 mid-build under load, several server processes writing
+traces at once, corrupt files, and a fuzzer driven by the OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from serving_support import build_and_publish, commit_files, make_workspace
+
+from livemem.store import IndexHome
+
+PROJECT = Path(__file__).resolve().parent.parent
+SOAK_SECONDS = float(os.environ.get("LIVEMEM_SOAK_S", "30"))
+
+BUILD_SCRIPT = """
+import sys
+from livemem.build import build_version
+from livemem.config import load_sources
+from livemem.embedding import Embedder
+from livemem.store import IndexHome
+config = load_sources(sys.argv[1])
+home = IndexHome(sys.argv[2])
+result = build_version(config, home, Embedder())
+if result.staged:
+    home.publish(result.version_id, result.base_version, config.retention)
+print(result.version_id)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def uvicorn(home: IndexHome, workers: int = 1, timeout: float = 120.0):
+    """A real uvicorn serving ``serving.app:app`` on loopback; yields its base URL."""
+    port = free_port()
+    env = {**os.environ, "RAG_INDEX_DIR": str(home.root), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(PROJECT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "serving.app:app", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", str(workers), "--log-level", "warning"],
+        cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"uvicorn did not start: {proc.stderr.read().decode()[-2000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+class Load:
+    """Clients sending queries in a loop until stopped; every non-200 answer or error is kept."""
+
+    def __init__(self, url: str, clients: int = 1, keepalive: bool = True) -> None:
+        self.url = url
+        self.limits = httpx.Limits() if keepalive else httpx.Limits(max_keepalive_connections=0)
+        self.stop = threading.Event()
+        self.failures: list[str] = []
+        self.responses: list[dict] = []
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self.run, args=(i,), daemon=True) for i in range(clients)]
+
+    def run(self, n: int) -> None:
+        queries = ["SNAP food assistance", "heating bill help Beckley", "Medicaid renewal", "living memory council"]
+        with httpx.Client(base_url=self.url, timeout=30, limits=self.limits) as client:
+            i = 0
+            while not self.stop.is_set():
+                try:
+                    r = client.post("/query", json={"query": f"{queries[i % 4]} {n}-{i}", "top_k": 3})
+                    with self.lock:
+                        if r.status_code == 200:
+                            self.responses.append(r.json())
+                        else:
+                            self.failures.append(f"{r.status_code}: {r.text[:200]}")
+                except httpx.HTTPError as exc:
+                    with self.lock:
+                        self.failures.append(repr(exc))
+                i += 1
+
+    def __enter__(self) -> Load:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=60)
+
+
+@pytest.fixture
+def served_home(tmp_path: Path, embedder):
+    sources = make_workspace(tmp_path)
+    home = IndexHome(tmp_path / "rag_index")
+    version = build_and_publish(sources, home, embedder)
+    return sources, home, version
+
+
+def test_kill_9_mid_build_keeps_the_previous_version_serving(served_home) -> None:
+    sources, home, first = served_home
+    repo = sources.parent / "repo"
+    commit_files(repo, {"benefits/new-guide.md": "# New guide\n\n" + "Winter heating help. " * 400}, "more")
+    with uvicorn(home) as url, Load(url) as load:
+        time.sleep(1.0)
+        build = subprocess.Popen(
+            [sys.executable, "-c", BUILD_SCRIPT, str(sources), str(home.root)], cwd=PROJECT,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not any(home.staging.glob("*/tables.duckdb")):  # the build is writing its version
+            assert build.poll() is None, build.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "the build never started staging"
+            time.sleep(0.01)
+        os.kill(build.pid, signal.SIGKILL)
+        build.wait()
+        time.sleep(1.0)
+        assert home.current() == first
+        assert list(home.staging.iterdir())  # the half-written version is left aside, never published
+        after_kill = len(load.responses)
+
+        rerun = subprocess.run(
+            [sys.executable, "-c", BUILD_SCRIPT, str(sources), str(home.root)], cwd=PROJECT,
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert rerun.returncode == 0, rerun.stderr[-2000:]
+        second = rerun.stdout.strip().splitlines()[-1]
+        assert home.current() == second != first
+        deadline = time.monotonic() + 20
+        while load.responses[-1]["index_version"] != second and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert load.failures == []
+    assert after_kill > 0
+    assert {r["index_version"] for r in load.responses} == {first, second}
+    assert [p.name for p in home.staging.iterdir()] == []  # the next build cleared the leftover
+
+
+def test_four_server_processes_lose_no_trace_line(served_home) -> None:
+    _, home, _ = served_home
+    # a new connection per request, so requests spread over every worker once it is up
+    with uvicorn(home, workers=4, timeout=240) as url, Load(url, clients=8, keepalive=False) as load:
+        time.sleep(SOAK_SECONDS)
+    assert load.failures == []
+    expected = {}
+    for response in load.responses:
+        expected[response["trace_id"]] = max(1, len(response["results"]))
+    lines = []
+    for path in sorted(home.traces.glob("*.jsonl")):
+        lines.extend(path.read_text(encoding="utf-8").splitlines())
+    events = [json.loads(line) for line in lines]  # every line parses
+    seen: dict[str, int] = {}
+    for event in events:
+        seen[event["trace_id"]] = seen.get(event["trace_id"], 0) + 1
+    assert seen == expected
+    assert len({p.name.rsplit("-", 1)[-1] for p in home.traces.glob("*.jsonl")}) >= 2  # several processes wrote
+
+
+@pytest.mark.parametrize("damage", ["garbage_manifest", "truncated_tables", "missing_bm25"])
+def test_damaged_current_version_is_503_and_never_wrong_data(served_home, embedder, damage: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from serving.app import create_app
+    from serving.settings import Settings
+
+    _, home, version = served_home
+    broken = "20990101T000000000000Z"
+    shutil.copytree(home.version_dir(version), home.version_dir(broken))
+    target = home.version_dir(broken)
+    if damage == "garbage_manifest":
+        (target / "manifest.json").write_text("{ this is not json", encoding="utf-8")
+    elif damage == "truncated_tables":
+        data = (target / "tables.duckdb").read_bytes()
+        (target / "tables.duckdb").write_bytes(data[: len(data) // 3])
+    else:
+        shutil.rmtree(target / "retrieval" / "bm25")
+    with TestClient(create_app(Settings(index_dir=home.root, warm_up=False), embedder)) as client:
+        assert client.post("/query", json={"query": "SNAP"}).status_code == 200
+        (home.root / "CURRENT").write_text(broken + "\n")
+        for response in (client.post("/query", json={"query": "SNAP"}), client.get("/healthz")):
+            assert response.status_code == 503
+            assert broken in response.json()["detail"]
+
+
+@pytest.fixture(scope="module")
+def complete_index(tmp_path_factory, embedder):
+    """The bundled example materialized whole: chunks, GBIM entities and the registry."""
+    from dagster import DagsterInstance
+
+    from orchestration.definitions import build_definitions
+
+    root = tmp_path_factory.mktemp("complete")
+    defs = build_definitions(PROJECT / "examples" / "sources.yaml", root / "rag_index")
+    instance = DagsterInstance.ephemeral()
+    for job in ("build_index", "export_gbim", "verify_registry"):
+        assert defs.resolve_job_def(job).execute_in_process(instance=instance).success, job
+    return IndexHome(root / "rag_index")
+
+
+def test_openapi_fuzzing_finds_no_server_error(complete_index, embedder) -> None:
+    schemathesis = pytest.importorskip("schemathesis")
+    from hypothesis import HealthCheck, given, settings
+
+    from serving.app import create_app
+    from serving.settings import Settings
+
+    app = create_app(Settings(index_dir=complete_index.root, warm_up=False), embedder)
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    failures: list[str] = []
+    operations = 0
+    for operation in schema.get_all_operations():
+        operations += 1
+
+        @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        @given(operation.ok().as_strategy())
+        def check(case) -> None:
+            response = case.call()
+            if response.status_code >= 500:
+                failures.append(f"{case.method} {case.formatted_path} → {response.status_code}: {response.text[:200]}")
+
+        check()
+    assert operations >= 8
+    assert failures == []
