@@ -31,8 +31,11 @@ run: install $(DAGSTER_HOME)/dagster.yaml
 	@if [ -f serving/app.py ]; then $(MAKE) --no-print-directory serve; \
 	else echo "Index published under $${RAG_INDEX_DIR:-rag_index}/ (CURRENT names the version)."; fi
 
+# Every part of the index, each checked and published in turn: chunks, spatial entities, the registry.
 materialize: install $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/dagster job execute -m orchestration.definitions -j build_index
+	$(BIN)/livemem materialize --job build_index
+	$(BIN)/livemem materialize --job export_gbim
+	$(BIN)/livemem materialize --job verify_registry
 
 serve: install
 	$(BIN)/uvicorn serving.app:app --host $${HOST:-127.0.0.1} --port $(PORT) --workers $${WORKERS:-1}
@@ -53,6 +56,8 @@ bench: install
 	$(BIN)/python -m bench.serving_index
 	$(BIN)/python -m bench.serving_quality
 	$(BIN)/python -m bench.serving_latency --workers 2
+	$(BIN)/python -m bench.attention_rollup
+	$(BIN)/python -m bench.registry_bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -156,6 +156,9 @@ def _parse_line(line: bytes, where: str, lo: float, hi: float, out: DayEvents) -
     if not lo <= when < hi:
         out.other_days += 1
         return
+    context = event.get("context")
+    if isinstance(context, dict) and context.get("kind") == "gis":
+        return  # spatial queries name GBIM entities, not chunks
     if kind == "retrieval":
         phase = event.get("breath_phase")
         rank = event.get("rank")

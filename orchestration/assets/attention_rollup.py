@@ -10,6 +10,7 @@
 The formula is in ``livemem/attention.py`` and ``docs/attention.md``.
 """
 
+import warnings
 from datetime import date
 from typing import Any
 
@@ -20,6 +21,7 @@ from dagster import (
     DailyPartitionsDefinition,
     MetadataValue,
     Output,
+    PreviewWarning,
     TimeWindowPartitionMapping,
     asset,
     asset_check,
@@ -81,13 +83,7 @@ def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any],
         staged = {"version_id": result.version_id, "base_version": result.base_version, "reason": result.reason}
         return Output(staged, metadata=meta)
 
-    @asset_check(
-        asset=attention_rollup,
-        blocking=True,
-        partitions_def=partitions,
-        description="Every chunk has a finite attention >= 0 and every record stays valid per the chunk schema.",
-    )
-    def attention_valid(attention_rollup: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+    def check_attention_valid(attention_rollup: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         version = attention_rollup["version_id"]
         if version is None:
             return AssetCheckResult(passed=True, description="nothing staged", metadata={"summary": "nothing staged"})
@@ -96,6 +92,16 @@ def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any],
         if outcome.failures:
             meta["failures"] = MetadataValue.md("\n".join(f"- {f}" for f in outcome.failures))
         return AssetCheckResult(passed=outcome.passed, description=outcome.summary, metadata=meta)
+
+    with warnings.catch_warnings():  # partitioned checks are a Dagster preview feature; they are what we need
+        warnings.simplefilter("ignore", PreviewWarning)
+        attention_valid = asset_check(
+            asset=attention_rollup,
+            name="attention_valid",
+            blocking=True,
+            partitions_def=partitions,
+            description="Every chunk has a finite attention >= 0 and every record stays valid per the chunk schema.",
+        )(check_attention_valid)
 
     @asset(
         name="attention_published",
