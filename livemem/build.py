@@ -37,12 +37,11 @@ from livemem.store import (
     RETRIEVAL,
     TABLES,
     IndexHome,
-    close_chroma,
     iso,
-    open_chroma,
     utc_now,
     write_manifest,
 )
+from livemem.vectors import open_vectors
 
 log = logging.getLogger(__name__)
 
@@ -542,12 +541,10 @@ class _Builder:
             st.chunks_new = len(added) - st.chunks_changed
 
     def _update_chroma(self, con, staged, rows, vectors) -> None:
-        """Copy the base version's vector store, then upsert rebuilt chunks and delete the gone ones."""
-        target = staged / CHROMA
-        base_chroma = self.base_dir / CHROMA if self.base_dir is not None else None
+        """Start from the base version's vector store, then upsert rebuilt chunks and delete the gone ones."""
         same_model = (self.base_manifest or {}).get("model", {}).get("id") == self.embedder.model_id
-        if base_chroma is not None and base_chroma.is_dir() and same_model:
-            shutil.copytree(base_chroma, target)
+        client = open_vectors(staged, self.base_dir if same_model else None)
+        if client.carried:
             gone = con.execute(
                 "SELECT b.collection, b.chunk_id FROM base.chunks b LEFT JOIN chunks n "
                 "ON n.chunk_id = b.chunk_id AND n.collection = b.collection WHERE n.chunk_id IS NULL"
@@ -556,7 +553,6 @@ class _Builder:
         else:
             gone = []
             carried_all = True
-        client = open_chroma(target)
         try:
             wanted = {c for (c,) in con.execute("SELECT DISTINCT collection FROM chunks").fetchall()}
             existing = {c.name for c in client.list_collections()}
@@ -590,7 +586,7 @@ class _Builder:
                         metadatas=[chroma_metadata(rows[j]) for j in part],
                     )
         finally:
-            close_chroma(client)
+            client.close()
 
     def _all_rows_with_vectors(self, con, rows, vectors):
         """Every chunk of the version with its vector (vector store rebuilt from scratch, via the cache)."""

@@ -57,17 +57,15 @@ from livemem.gis_index import (
 )
 from livemem.schemas import errors_for
 from livemem.store import (
-    CHROMA,
     RETRIEVAL,
     TABLES,
     IndexHome,
-    close_chroma,
     derive_version,
     iso,
-    open_chroma,
     utc_now,
     write_manifest,
 )
+from livemem.vectors import open_vectors
 
 log = logging.getLogger(__name__)
 
@@ -860,7 +858,7 @@ def _update_chroma(
         members[spatial.collection].append(i)
         if e["collection"] != spatial.collection:
             members[e["collection"]].append(i)
-    client = open_chroma(staged / CHROMA)
+    client = open_vectors(staged, None)  # the staged copy already holds the base version's collections
     try:
         existing = {c.name for c in client.list_collections()}
         for name in set(previous) & existing - set(members):
@@ -880,7 +878,7 @@ def _update_chroma(
                     metadatas=[chroma_metadata(entities[i]) for i in part],
                 )
     finally:
-        close_chroma(client)
+        client.close()
 
 
 def _section(

@@ -155,7 +155,13 @@ class IndexHome:
         removed = [v for v in published if v not in keep]
         for version in removed:
             shutil.rmtree(self.version_dir(version), ignore_errors=True)
+        self._gc_vectors()
         return removed
+
+    def _gc_vectors(self) -> None:
+        from livemem.vectors import gc_server_collections
+
+        gc_server_collections(self.root)
 
     def clear_staging(self, keep_latest: int = 1) -> list[str]:
         """Remove leftovers before staging a new version; call with the write lock held.
@@ -171,6 +177,8 @@ class IndexHome:
         doomed = [v for v in staged if v not in complete] + complete[: max(0, len(complete) - keep_latest)]
         for version in doomed:
             shutil.rmtree(self.staged_dir(version), ignore_errors=True)
+        if doomed:
+            self._gc_vectors()
         return doomed
 
 

@@ -1,0 +1,160 @@
+"""Where a version's vectors live in Chroma: a persistent directory in the version (default) or a Chroma server.
+
+Both are opened the same way, ``open_vectors(staged_dir, base_dir)``, and used like a Chroma client
+(``list_collections``, ``get_collection``, ``get_or_create_collection``, ``delete_collection``), so the steps
+that write vectors (chunks, GBIM) do not care which one is configured:
+
+- **Embedded** (no ``CHROMA_HOST``): ``<version>/chroma/`` is a ``PersistentClient`` directory, copied from the
+  base version and then changed. Published versions are never opened again by a writer.
+- **Server** (``CHROMA_HOST`` and optionally ``CHROMA_PORT``, e.g. ``chroma run --host 127.0.0.1``): each
+  version maps its logical collections onto server collections named ``lm-<home>.<version>.<collection>``,
+  recorded in ``<version>/chroma/SERVER.json``. A version shares the server collections of its base until it
+  changes one (copy on write), so a published version's vectors are never modified and the same atomic switch
+  of ``CURRENT`` publishes them. Server collections no version references any more are deleted when versions
+  are pruned or failed stagings are cleared (``gc_server_collections``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from livemem.store import CHROMA, close_chroma, open_chroma
+
+SERVER_FILE = "SERVER.json"
+PAGE = 2000
+
+
+def server_address() -> tuple[str, int] | None:
+    host = os.environ.get("CHROMA_HOST")
+    return (host, int(os.environ.get("CHROMA_PORT", "8000"))) if host else None
+
+
+def open_vectors(staged: Path, base_dir: Path | None) -> LocalVectors | ServerVectors:
+    """The vector store of a version being staged, starting from ``base_dir``'s (None: start empty)."""
+    address = server_address()
+    return ServerVectors(staged, base_dir, address) if address else LocalVectors(staged, base_dir)
+
+
+class LocalVectors:
+    """A persistent Chroma directory inside the version."""
+
+    def __init__(self, staged: Path, base_dir: Path | None) -> None:
+        target = staged / CHROMA
+        self.carried = False
+        if base_dir is not None and (base_dir / CHROMA).is_dir() and not target.exists():
+            shutil.copytree(base_dir / CHROMA, target)
+            self.carried = True
+        self.client = open_chroma(target)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def close(self) -> None:
+        close_chroma(self.client)
+
+
+def _home_tag(staged: Path) -> str:
+    """Short, stable id of the index home, so several homes can share one Chroma server."""
+    return hashlib.sha256(str(staged.resolve().parent.parent).encode()).hexdigest()[:8]
+
+
+def _http_client(address: tuple[str, int]):
+    import chromadb
+    from chromadb.config import Settings
+
+    return chromadb.HttpClient(host=address[0], port=address[1], settings=Settings(anonymized_telemetry=False))
+
+
+class ServerVectors:
+    """A version's collections on a Chroma server, shared with its base version until changed."""
+
+    def __init__(self, staged: Path, base_dir: Path | None, address: tuple[str, int]) -> None:
+        self.staged = staged
+        self.version = staged.name
+        self.prefix = f"lm-{_home_tag(staged)}."
+        self.client = _http_client(address)
+        # A mapping already in the staged directory was copied there from the base version: inherited too.
+        source = (base_dir if base_dir is not None else staged) / CHROMA / SERVER_FILE
+        self.inherited: dict[str, str] = (
+            json.loads(source.read_text(encoding="utf-8"))["collections"] if source.is_file() else {}
+        )
+        self.own: dict[str, str] = {}
+        self.carried = bool(self.inherited)
+
+    def _physical(self, name: str) -> str:
+        return f"{self.prefix}{self.version}.{name}"
+
+    def list_collections(self) -> list[SimpleNamespace]:
+        return [SimpleNamespace(name=n) for n in sorted({*self.inherited, *self.own})]
+
+    def get_collection(self, name: str, **_: Any):
+        return self.get_or_create_collection(name, create=False)
+
+    def get_or_create_collection(self, name: str, metadata: dict | None = None, create: bool = True, **_: Any):
+        if name in self.own:
+            return self.client.get_collection(self.own[name], embedding_function=None)
+        physical = self._physical(name)
+        if name in self.inherited:  # copy on write: the base version keeps its collection untouched
+            source = self.client.get_collection(self.inherited.pop(name), embedding_function=None)
+            target = self.client.get_or_create_collection(
+                physical, metadata=source.metadata or {"hnsw:space": "cosine"}, embedding_function=None
+            )
+            total = source.count()
+            for offset in range(0, total, PAGE):
+                page = source.get(include=["embeddings", "documents", "metadatas"], limit=PAGE, offset=offset)
+                target.add(
+                    ids=page["ids"],
+                    embeddings=page["embeddings"],
+                    documents=page["documents"],
+                    metadatas=page["metadatas"],
+                )
+        elif not create:
+            raise KeyError(f"no collection {name!r} in version {self.version}")
+        else:
+            target = self.client.get_or_create_collection(
+                physical, metadata=metadata or {"hnsw:space": "cosine"}, embedding_function=None
+            )
+        self.own[name] = physical
+        return target
+
+    def delete_collection(self, name: str) -> None:
+        self.inherited.pop(name, None)
+        physical = self.own.pop(name, None)
+        if physical is not None:
+            self.client.delete_collection(physical)
+
+    def close(self) -> None:
+        """Record which server collections this version uses (its own and the unchanged inherited ones)."""
+        target = self.staged / CHROMA
+        target.mkdir(parents=True, exist_ok=True)
+        mapping = {**self.inherited, **self.own}
+        (target / SERVER_FILE).write_text(json.dumps({"collections": mapping}, indent=2), encoding="utf-8")
+
+
+def gc_server_collections(home_root: Path) -> list[str]:
+    """Delete this home's server collections that no version (published or staged) references any more."""
+    address = server_address()
+    if address is None:
+        return []
+    referenced: set[str] = set()
+    for parent in ("versions", "staging"):
+        for mapping in (home_root / parent).glob(f"*/{CHROMA}/{SERVER_FILE}"):
+            try:
+                referenced |= set(json.loads(mapping.read_text(encoding="utf-8"))["collections"].values())
+            except (OSError, ValueError, KeyError):
+                return []  # unreadable mapping: delete nothing rather than something still in use
+    prefix = f"lm-{hashlib.sha256(str(home_root.resolve()).encode()).hexdigest()[:8]}."
+    client = _http_client(address)
+    removed = []
+    for collection in client.list_collections():
+        name = collection.name if hasattr(collection, "name") else str(collection)
+        if name.startswith(prefix) and name not in referenced:
+            client.delete_collection(name)
+            removed.append(name)
+    return removed
