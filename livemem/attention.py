@@ -118,9 +118,12 @@ def day_bounds(day: date, tz: ZoneInfo) -> tuple[datetime, datetime]:
     return start, datetime.combine(day + timedelta(days=1), time.min, tzinfo=tz)
 
 
-def read_day(trace_dir: Path, day: date, tz: ZoneInfo) -> DayEvents:
-    """Every event of ``day`` (in ``tz``) from every trace file that may hold some (files are named by UTC date)."""
+def read_day(trace_dir: Path, day: date, tz: ZoneInfo, dsn: str | None = None) -> DayEvents:
+    """Every event of ``day`` (in ``tz``): from every trace file that may hold some (files are named by UTC date),
+    or from the Postgres trace table when ``dsn`` is given."""
     start, end = day_bounds(day, tz)
+    if dsn:
+        return _read_day_postgres(dsn, start, end)
     names = {(start + timedelta(hours=h)).astimezone(ZoneInfo("UTC")).strftime("%Y-%m-%d") for h in (-24, 0, 24, 48)}
     out = DayEvents()
     files = sorted(p for name in names for p in trace_dir.glob(f"{name}*.jsonl")) if trace_dir.is_dir() else []
@@ -132,6 +135,24 @@ def read_day(trace_dir: Path, day: date, tz: ZoneInfo) -> DayEvents:
                 if not line.strip():
                     continue
                 _parse_line(line, f"{path.name}:{number}", lo, hi, out)
+    return out
+
+
+def _read_day_postgres(dsn: str, start: datetime, end: datetime) -> DayEvents:
+    import psycopg
+
+    from livemem.traces import TRACE_TABLE, ensure_trace_table
+
+    out = DayEvents(files=[f"postgres:{TRACE_TABLE}"])
+    lo, hi = start.timestamp(), end.timestamp()
+    with psycopg.connect(dsn, connect_timeout=10) as conn:
+        ensure_trace_table(conn)
+        with conn.cursor(name="day_events") as cur:  # server-side cursor: the day is streamed, not loaded whole
+            cur.execute(
+                f"SELECT id, event::text FROM {TRACE_TABLE} WHERE ts >= %s AND ts < %s ORDER BY id", [start, end]
+            )
+            for row_id, text in cur:
+                _parse_line(text.encode(), f"{TRACE_TABLE}#{row_id}", lo, hi, out)
     return out
 
 
@@ -407,7 +428,7 @@ def rollup_day(
 
     t0 = clock.perf_counter()
     home.ensure()
-    events = read_day(trace_dir or home.traces, day, cfg.tz)
+    events = read_day(trace_dir or home.traces, day, cfg.tz, os.environ.get("RAG_TRACE_DSN") or None)
     signals = compute_signals(events, day, cfg.timezone)
     t1 = clock.perf_counter()
     result = RollupResult(

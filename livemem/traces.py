@@ -73,6 +73,71 @@ class TraceWriter:
         return True
 
 
+TRACE_TABLE = "living_memory_traces"
+
+
+class PostgresTraceWriter:
+    """Appends trace events to a Postgres table instead of files, for many serving replicas on many machines.
+
+    One row per event (``ts``, ``trace_id``, ``event`` as jsonb); a request's events go in one transaction, so
+    they land together or not at all. Like the file writer, a failure is logged and counted, never raised.
+    The nightly rollup reads the table when ``RAG_TRACE_DSN`` is set (``livemem.attention``).
+    """
+
+    def __init__(self, dsn: str, table: str = TRACE_TABLE) -> None:
+        if not table.replace("_", "").isalnum():
+            raise ValueError(f"trace table name {table!r} must be letters, digits and underscores")
+        self.dsn = dsn
+        self.table = table
+        self.directory = f"postgres table {table}"
+        self.written = 0
+        self.failures = 0
+        self._local = threading.local()
+        self._count_lock = threading.Lock()
+
+    def _connection(self):
+        import psycopg
+
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            conn = psycopg.connect(self.dsn, connect_timeout=5)
+            ensure_trace_table(conn, self.table)
+            self._local.conn = conn
+        return conn
+
+    def write(self, events: Iterable[dict[str, Any]]) -> bool:
+        rows = [(e["timestamp"], e.get("trace_id"), json.dumps(e, ensure_ascii=False)) for e in events]
+        if not rows:
+            return True
+        try:
+            conn = self._connection()
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(f"INSERT INTO {self.table} (ts, trace_id, event) VALUES (%s, %s, %s)", rows)
+        except Exception as exc:  # any database failure: count it, never fail the query
+            self._local.conn = None
+            with self._count_lock:
+                self.failures += 1
+            log.warning("could not write %d trace events to %s: %s", len(rows), self.directory, exc)
+            return False
+        with self._count_lock:
+            self.written += len(rows)
+        return True
+
+
+def ensure_trace_table(conn: Any, table: str = TRACE_TABLE) -> None:
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS {table} (id BIGSERIAL PRIMARY KEY, ts TIMESTAMPTZ NOT NULL, "
+            f"trace_id TEXT, event JSONB NOT NULL)"
+        )
+        cur.execute(f"CREATE INDEX IF NOT EXISTS {table}_ts ON {table} (ts)")
+
+
+def trace_writer(directory: str | os.PathLike[str], dsn: str | None = None) -> TraceWriter | PostgresTraceWriter:
+    """Files under ``directory``, or the Postgres table when a DSN is configured (``RAG_TRACE_DSN``)."""
+    return PostgresTraceWriter(dsn) if dsn else TraceWriter(directory)
+
+
 def retrieval_events(
     *,
     trace_id: str,

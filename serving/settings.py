@@ -5,6 +5,7 @@
 ``RAG_API_KEYS``                JSON object ``{"<api key>": "<role>"}``; requests without a key are ``public``
 ``RAG_ROLES``                   JSON object ``{"<role>": ["public", "internal"]}``: access levels per role
 ``RAG_TRACE_DIR``               where traces go (default ``<index home>/traces``)
+``RAG_TRACE_DSN``               Postgres connection string: traces go to a table there instead of files
 ``RAG_CACHE_SIZE``              result cache entries (0 turns the cache off; default 1024)
 ``RAG_RECENCY_HALF_LIFE_DAYS``  half-life of ``recency_bias`` (default 90)
 ``RAG_RRF_K``                   reciprocal rank fusion constant (default 60)
@@ -36,6 +37,7 @@ class Settings(BaseModel):
     )
     public_role: str = "public"
     trace_dir: Path | None = None
+    trace_dsn: str | None = None
     cache_size: int = Field(1024, ge=0)
     recency_half_life_days: float = Field(90.0, gt=0)
     rrf_k: float = Field(60.0, gt=0)
@@ -82,6 +84,7 @@ class Settings(BaseModel):
                     raise ConfigError(f"{env} is not valid JSON: {exc}") from exc
         for env, name in (
             ("RAG_TRACE_DIR", "trace_dir"),
+            ("RAG_TRACE_DSN", "trace_dsn"),
             ("RAG_CACHE_SIZE", "cache_size"),
             ("RAG_RECENCY_HALF_LIFE_DAYS", "recency_half_life_days"),
             ("RAG_RRF_K", "rrf_k"),

@@ -11,7 +11,7 @@ from livemem.embedding import Embedder
 from livemem.reader import IndexReader
 from livemem.retrieval import FusionSettings, Retriever
 from livemem.store import IndexHome
-from livemem.traces import TraceWriter
+from livemem.traces import PostgresTraceWriter, TraceWriter, trace_writer
 from serving.metrics import Metrics
 from serving.settings import Settings
 
@@ -28,7 +28,7 @@ class ServingState:
     reader: IndexReader
     retriever: Retriever
     cache: ResultCache
-    traces: TraceWriter
+    traces: TraceWriter | PostgresTraceWriter
     metrics: Metrics = field(init=False)
 
     def __post_init__(self) -> None:
@@ -52,7 +52,7 @@ class ServingState:
                 embedder or Embedder(threads=settings.torch_threads), fusion, settings.recency_half_life_days
             ),
             cache=ResultCache(settings.cache_size),
-            traces=TraceWriter(settings.traces_path),
+            traces=trace_writer(settings.traces_path, settings.trace_dsn),
         )
 
     def role(self, name: str) -> Role:
