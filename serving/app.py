@@ -18,7 +18,7 @@ from livemem.embedding import Embedder
 from livemem.errors import LivingMemoryError
 from livemem.reader import IndexUnavailable
 from serving.metrics import MetricsMiddleware
-from serving.routers import chunks, gis, query, resources, system
+from serving.routers import chat, chunks, context, facts, gis, query, resources, system
 from serving.settings import Settings
 from serving.state import ServingState
 
@@ -51,7 +51,10 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
     app.include_router(chunks.router)
     app.include_router(system.router)
     app.include_router(gis.router)
+    app.include_router(facts.router)
     app.include_router(resources.router)
+    app.include_router(context.router)
+    app.include_router(chat.router)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
 
     @app.exception_handler(IndexUnavailable)

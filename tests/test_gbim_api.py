@@ -171,3 +171,34 @@ def test_queries_are_traced(client, served) -> None:
     mine = [e for e in events if e["trace_id"] == data["trace_id"]]
     assert [e["chunk_id"] for e in mine] == [r["entity_id"] for r in data["results"]]
     assert all(e["context"]["kind"] == "gis" and errors_for("trace", e) == [] for e in mine)
+
+
+def test_facts_match_triple_patterns(served) -> None:
+    client = served[0]
+    data = client.get("/facts", params={"subject": OAK_HILL}).json()
+    predicates = {f["predicate"] for f in data["facts"]}
+    assert {"part_of", "located_in"} <= predicates
+    assert all(f["subject"] == OAK_HILL and f["provenance"] for f in data["facts"])
+    fayette = client.get("/facts", params={"predicate": "located_in", "object": "fayette county"}).json()
+    assert fayette["total"] >= 1 and OAK_HILL in {f["subject"] for f in fayette["facts"]}
+    assert all(f["object"].lower().startswith("fayette") for f in fayette["facts"])
+    assert client.get("/facts", params={"predicate": "located_in", "limit": 1}).json()["facts"].__len__() == 1
+    assert client.get("/facts", params={"limit": 0}).status_code == 422
+
+
+def test_sparql_select_runs_read_only_with_limits(served) -> None:
+    client = served[0]
+    query = (
+        "SELECT ?label WHERE { ?e gbim:located_in ?c . ?c rdfs:label ?county . ?e rdfs:label ?label . "
+        'FILTER(CONTAINS(LCASE(STR(?county)), "raleigh")) } ORDER BY ?label'
+    )
+    data = client.post("/facts/sparql", json={"query": query}).json()
+    assert data["variables"] == ["label"] and data["rows"]
+    assert any("Beckley" in r["label"] for r in data["rows"])
+    limited = client.post("/facts/sparql", json={"query": "SELECT ?s ?p ?o WHERE { ?s ?p ?o }", "limit": 2}).json()
+    assert len(limited["rows"]) == 2 and limited["truncated"] is True
+    ask = client.post("/facts/sparql", json={"query": "ASK { ?e gbim:serves_zip ?z }"}).json()
+    assert ask["boolean"] is True
+    update = client.post("/facts/sparql", json={"query": "INSERT DATA { <urn:a> <urn:b> <urn:c> }"})
+    assert update.status_code == 400
+    assert client.post("/facts/sparql", json={"query": "SELECT WHERE {"}).status_code == 400
