@@ -117,7 +117,7 @@ class GisIndex:
         ``bbox`` is (min_lon, min_lat, max_lon, max_lat); ``near`` is (lat, lon, radius_km), by great-circle
         distance; ``counties`` match case-insensitively and with or without the word County.
         """
-        keep = np.isin(self.access, np.array(sorted(access), dtype=object))
+        keep = self.access_mask(access).copy()
         if datasets:
             keep &= np.isin(self.dataset, np.array(datasets, dtype=object))
         if counties:
@@ -132,6 +132,13 @@ class GisIndex:
             within = haversine_km(self.lat[candidates], self.lon[candidates], lat0, lon0) <= radius_km
             keep[candidates[~within]] = False
         return keep
+
+    def access_mask(self, access: frozenset[str]) -> np.ndarray:
+        """Entities readable with these access levels, computed once per set (a role's mask on every query)."""
+        cache = self.__dict__.setdefault("_access_masks", {})
+        if access not in cache:
+            cache[access] = np.isin(self.access, np.array(sorted(access), dtype=object))
+        return cache[access]
 
     def distances_km(self, rows: np.ndarray, lat0: float, lon0: float) -> np.ndarray:
         return haversine_km(self.lat[rows], self.lon[rows], lat0, lon0)
