@@ -41,7 +41,7 @@ from livemem.store import (
     utc_now,
     write_manifest,
 )
-from livemem.vectors import open_vectors
+from livemem.vectors import delete, open_vectors, upsert
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,6 @@ PARENT_COLUMNS = (
     "updated_at", "seal_state", "type", "size", "truncated", "chunk_count", "content",
 )  # fmt: skip
 SKIP_COLUMNS = ("source", "path", "blob_sha", "size", "reason")
-CHROMA_BATCH = 4000
 HIGH_ATTENTION = 1.0
 
 
@@ -564,9 +563,7 @@ class _Builder:
                 if collection in wanted:
                     by_collection.setdefault(collection, []).append(cid)
             for collection, ids in by_collection.items():
-                col = client.get_collection(collection)
-                for i in range(0, len(ids), CHROMA_BATCH):
-                    col.delete(ids=ids[i : i + CHROMA_BATCH])
+                delete(client.get_collection(collection), ids)
             if carried_all:
                 rows, vectors = self._all_rows_with_vectors(con, rows, vectors)
             groups: dict[str, list[int]] = {}
@@ -577,14 +574,13 @@ class _Builder:
                     collection, metadata={"hnsw:space": "cosine"}, embedding_function=None
                 )
                 idx = groups.get(collection, [])
-                for i in range(0, len(idx), CHROMA_BATCH):
-                    part = idx[i : i + CHROMA_BATCH]
-                    col.upsert(
-                        ids=[rows[j]["chunk_id"] for j in part],
-                        embeddings=vectors[part],
-                        documents=[rows[j]["content"] for j in part],
-                        metadatas=[chroma_metadata(rows[j]) for j in part],
-                    )
+                upsert(
+                    col,
+                    ids=[rows[j]["chunk_id"] for j in idx],
+                    vectors=vectors[idx],
+                    documents=[rows[j]["content"] for j in idx],
+                    metadatas=[chroma_metadata(rows[j]) for j in idx],
+                )
         finally:
             client.close()
 

@@ -65,7 +65,7 @@ from livemem.store import (
     utc_now,
     write_manifest,
 )
-from livemem.vectors import open_vectors
+from livemem.vectors import delete, open_vectors, upsert
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,6 @@ GBIM_IRI = "https://living-memory.example.org/gbim/"
 ENTITY_NAMESPACE = uuid.UUID("5b0c8f1e-6a57-4c1b-9c1e-3f2d7a9e4b21")
 ZIP_FIELDS = ("zip", "zips", "zip_code", "zipcode")
 SHAPEFILE_PARTS = (".shp", ".shx", ".dbf", ".prj", ".cpg")
-CHROMA_BATCH = 4000
 PREVIEW_FEATURES = 500
 
 ENTITY_SQL = f"""
@@ -866,17 +865,14 @@ def _update_chroma(
         for name, idx in members.items():
             col = client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"}, embedding_function=None)
             keep = {entities[i]["entity_id"] for i in idx}
-            gone = [cid for cid in col.get(include=[])["ids"] if cid not in keep]
-            for start in range(0, len(gone), CHROMA_BATCH):
-                col.delete(ids=gone[start : start + CHROMA_BATCH])
-            for start in range(0, len(idx), CHROMA_BATCH):
-                part = idx[start : start + CHROMA_BATCH]
-                col.upsert(
-                    ids=[entities[i]["entity_id"] for i in part],
-                    embeddings=vectors[part],
-                    documents=[entities[i]["description"] for i in part],
-                    metadatas=[chroma_metadata(entities[i]) for i in part],
-                )
+            delete(col, [cid for cid in col.get(include=[])["ids"] if cid not in keep])
+            upsert(
+                col,
+                ids=[entities[i]["entity_id"] for i in idx],
+                vectors=vectors[idx],
+                documents=[entities[i]["description"] for i in idx],
+                metadatas=[chroma_metadata(entities[i]) for i in idx],
+            )
     finally:
         client.close()
 

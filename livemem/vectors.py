@@ -28,6 +28,23 @@ from livemem.store import CHROMA, close_chroma, open_chroma
 
 SERVER_FILE = "SERVER.json"
 PAGE = 2000
+BATCH = 4000  # below Chroma's largest batch per call (~5,461)
+
+
+def upsert(collection: Any, ids: list[str], vectors: Any, documents: list[str], metadatas: list[dict]) -> None:
+    """Upsert records in batches Chroma accepts."""
+    for start in range(0, len(ids), BATCH):
+        end = start + BATCH
+        collection.upsert(
+            ids=ids[start:end], embeddings=vectors[start:end], documents=documents[start:end],
+            metadatas=metadatas[start:end],
+        )  # fmt: skip
+
+
+def delete(collection: Any, ids: list[str]) -> None:
+    """Delete records by id in batches Chroma accepts."""
+    for start in range(0, len(ids), BATCH):
+        collection.delete(ids=ids[start : start + BATCH])
 
 
 def server_address() -> tuple[str, int] | None:
