@@ -1,0 +1,901 @@
+"""The orchestrator: one message → an auditable evidence set and the prompt built from it.
+
+Plain functions, each a visible step of ``route`` (docs/context.md has the rules as tables):
+
+1. ``route_intents``: explicit rules (regular expressions) decide the intents: greeting (small talk, answered
+   without retrieval), governance, spatial, resource (referral), factual (relations of named entities), general.
+2. ``self_query``: structured filters from the message and the request: counties from county, town and ZIP
+   names; ``updated_after`` / ``updated_before`` from time phrases; collections from scope phrases; ``seal_state``
+   from "authoritative" / "sealed".
+3. ``eligibility``: what the caller's role may use (collections, registry, spatial datasets, web).
+4. WV-first: a West-Virginia-scoped message makes WV text, spatial and registry evidence mandatory and
+   authoritative and excludes web context.
+5. Retrieval per source, kept apart (``unstructured``, ``structured_facts``, ``spatial``, ``registry``, ``web``),
+   then ``response_class`` (answer, clarify, refuse, redirect) and ``assemble_prompt`` within a size budget.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field, ValidationError
+
+from livemem.errors import ConfigError
+from livemem.gis_index import GisIndex, load_gis_index
+from livemem.places import STATE, Place, county_name, find_places, zip_place
+from livemem.reader import Snapshot
+from livemem.registry import RegistryQueryError, load_registry_index, resolve
+from livemem.retrieval import Filters, Query, Retriever, chunk_result, top_order
+
+REGISTRY_NAME = "local_resources"
+
+
+class ContextSettings(BaseModel):
+    """Settings of /context and /chat, from ``LIVEMEM_*`` and ``LLM_*`` environment variables (docs/context.md)."""
+
+    top_k: int = Field(6, ge=1, le=50, description="text passages per message (default)")
+    prompt_budget_chars: int = Field(6000, ge=500, description="size limit of the assembled prompt")
+    max_passage_chars: int = Field(900, ge=100, description="a passage longer than this is cut in the prompt")
+    min_dense: float = Field(0.25, description="a passage is evidence when its cosine similarity reaches this")
+    spatial_k: int = Field(4, ge=0, le=50)
+    min_spatial: float = Field(0.3, description="without a county, an entity is evidence from this cosine on")
+    registry_limit: int = Field(6, ge=0, le=100)
+    wv_roles: list[str] = Field(default_factory=list, description="roles whose every message is WV-scoped")
+    web_roles: list[str] | None = Field(None, description="roles that may receive web context (None: all)")
+    cache_size: int = Field(512, ge=0)
+    cache_ttl_s: float = Field(600.0, gt=0)
+    cache_path: Path | None = Field(None, description="persistent answer cache (SQLite); None: memory only")
+    warm_up: bool = True
+    warm_up_questions: list[str] = Field(
+        default_factory=lambda: [
+            "How do I apply for SNAP food assistance?",
+            "Where can I get help paying the heating bill in Fayette County?",
+            "Medicaid renewal documents in Raleigh County",
+            "Food pantry near Beckley WV",
+            "What does the constitution say about sealed decisions?",
+        ]
+    )
+    guardrail: str = Field("annotate", pattern="^(annotate|refuse|off)$")
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = None
+    llm_timeout_s: float = Field(20.0, gt=0)
+    llm_retries: int = Field(2, ge=0, le=10)
+    audit: bool = True
+    audit_dir: Path | None = None
+
+    @property
+    def model_name(self) -> str:
+        """What answers: the configured LLM, or the extractive answerer."""
+        return self.llm_model if self.llm_base_url and self.llm_model else "extractive"
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> ContextSettings:
+        values: dict[str, Any] = {}
+        for env, name in (
+            ("LIVEMEM_CONTEXT_TOP_K", "top_k"),
+            ("LIVEMEM_PROMPT_BUDGET_CHARS", "prompt_budget_chars"),
+            ("LIVEMEM_ANSWER_CACHE_SIZE", "cache_size"),
+            ("LIVEMEM_ANSWER_CACHE_TTL_S", "cache_ttl_s"),
+            ("LIVEMEM_ANSWER_CACHE_PATH", "cache_path"),
+            ("LIVEMEM_WARM_UP", "warm_up"),
+            ("LIVEMEM_CHAT_GUARDRAIL", "guardrail"),
+            ("LIVEMEM_AUDIT", "audit"),
+            ("LIVEMEM_AUDIT_DIR", "audit_dir"),
+            ("LLM_BASE_URL", "llm_base_url"),
+            ("LLM_MODEL", "llm_model"),
+            ("LLM_API_KEY", "llm_api_key"),
+            ("LLM_TIMEOUT_S", "llm_timeout_s"),
+            ("LLM_RETRIES", "llm_retries"),
+        ):
+            if os.environ.get(env):
+                values[name] = os.environ[env]
+        for env, name in (("LIVEMEM_WV_ROLES", "wv_roles"), ("LIVEMEM_WEB_ROLES", "web_roles")):
+            if os.environ.get(env) is not None:
+                values[name] = [r.strip() for r in os.environ[env].split(",") if r.strip()]
+        questions = os.environ.get("LIVEMEM_WARM_UP_QUESTIONS")
+        if questions:
+            values["warm_up_questions"] = [
+                q.strip() for q in Path(questions).read_text(encoding="utf-8").splitlines() if q.strip()
+            ]
+        try:
+            return cls(**{**values, **overrides})
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise ConfigError(f"invalid context settings: {problems}") from None
+
+
+@dataclass(frozen=True)
+class ContextRequest:
+    message: str
+    county: str | None = None
+    zip: str | None = None
+    profile: dict[str, Any] = field(default_factory=dict)
+    top_k: int | None = None
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Caller:
+    role: str
+    access: frozenset[str]
+
+
+# --- 1. intent routing -------------------------------------------------------------------------------------------
+GREETING = re.compile(
+    r"^\s*(?:(?:hi|hello|hey|howdy|hiya|good (?:morning|afternoon|evening)|thanks?|thank you|thx|bye|goodbye|"
+    r"how are you|what'?s up|nice to meet you|ok(?:ay)?|cool)(?:\s+(?:there|again|so much|a lot|all|today|doing))*"
+    r"[\s!.,?]*)+$",
+    re.IGNORECASE,
+)
+RESOURCE_TYPES: dict[str, str] = {
+    "utility_assistance": r"utilit\w*|heating|heat bill|electric\w*|water bill|lieap|liheap|energy assistance|"
+    r"shut-?off",
+    "snap": r"snap|food stamps?|ebt",
+    "wic": r"wic",
+    "medicaid": r"medicaid|wvchip|health coverage|health insurance",
+    "food_pantry": r"pantry|pantries|food bank|groceries|meals?|soup kitchen|hungry",
+    "seasonal_assistance": r"winter coats?|coats?|holiday|christmas|toys|school supplies|cooling cent\w*",
+    "housing": r"housing|rent|rental|shelter|evict\w*|homeless\w*|weatheri\w*",
+    "healthcare": r"clinic|doctor|dental|dentist|pharmac\w*|prescriptions?|primary care",
+    "behavioral_health": r"mental health|counsel(?:ing|or)|addiction|substance use|behavioral health",
+    "transportation": r"rides?|transportation|bus",
+    "childcare": r"child ?care|daycare",
+    "employment": r"jobs?|employment",
+    "legal_aid": r"legal aid|lawyer|attorney|legal help",
+    "senior_services": r"senior services|elderly",
+    "disability_services": r"disability services",
+}
+RESOURCE_PATTERNS = {t: re.compile(rf"\b(?:{p})\b", re.IGNORECASE) for t, p in RESOURCE_TYPES.items()}
+INTENT_RULES: list[tuple[str, str, re.Pattern[str]]] = [
+    (
+        "governance",
+        "governance vocabulary",
+        re.compile(
+            r"\b(governance|council|constitution|charter|stewards?|minutes|decisions?|votes?|voted|bylaws?|"
+            r"breath|sealed|authoritative|policy|policies)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "spatial",
+        "place or proximity words",
+        re.compile(
+            r"\b(near|nearest|closest|where|map|located|location|address|directions?|around|distance|"
+            r"within \d+ ?(?:km|miles?|mi))\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "resource",
+        "help / program vocabulary",
+        re.compile(
+            r"\b(help|assistance|programs?|apply|application|benefits?|referr\w*|office|services?|eligib\w*|"
+            r"qualify|pay(?:ing)?)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "factual",
+        "relation question",
+        re.compile(
+            r"\b(which|what) (county|zip|zips|zip codes?)\b|\b(serves?|serving) (?:zip|the zip|\d{5})|"
+            r"\blocated in\b|\bpart of\b|\bin which county\b",
+            re.IGNORECASE,
+        ),
+    ),
+]
+EMERGENCY = re.compile(
+    r"\b(911|suicid\w*|kill (?:my|him|her)self|overdos\w*|in danger|being abused|emergency room)\b", re.IGNORECASE
+)
+
+
+def route_intents(message: str) -> tuple[list[str], list[dict[str, str]]]:
+    """The intents of a message and the rules that fired (``general`` when no topical rule did)."""
+    if GREETING.match(message):
+        return ["greeting"], [{"intent": "greeting", "rule": "whole message is small talk", "matched": message}]
+    intents: list[str] = []
+    fired: list[dict[str, str]] = []
+    for intent, rule, pattern in INTENT_RULES:
+        m = pattern.search(message)
+        if m:
+            intents.append(intent)
+            fired.append({"intent": intent, "rule": rule, "matched": m.group(0)})
+    for rtype, pattern in RESOURCE_PATTERNS.items():
+        m = pattern.search(message)
+        if m:
+            if "resource" not in intents:
+                intents.append("resource")
+            fired.append({"intent": "resource", "rule": f"resource type {rtype}", "matched": m.group(0)})
+    if not {"governance", "resource", "factual"} & set(intents):
+        intents.append("general")
+        fired.append({"intent": "general", "rule": "no topical rule matched", "matched": ""})
+    return intents, fired
+
+
+def resource_types(message: str) -> list[str]:
+    return [t for t, p in RESOURCE_PATTERNS.items() if p.search(message)]
+
+
+# --- 2. self-querying --------------------------------------------------------------------------------------------
+MONTHS = {
+    m: i + 1
+    for i, m in enumerate(
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ]
+    )
+}
+MONTH_RE = "|".join(MONTHS)
+UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+SCOPE_RULES: list[tuple[str, re.Pattern[str]]] = [
+    (
+        "governance",
+        re.compile(
+            r"\b(?:in|from|according to|per|within|under|search) (?:the )?(?:governance (?:docs?|documents?|records?|"
+            r"files?|texts?)|council (?:minutes|decisions|records)|charter|constitution)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "wv_benefits",
+        re.compile(
+            r"\b(?:in|from|according to|per|within) (?:the )?(?:county |benefits? |wv )*(?:benefits? )?guides?\b",
+            re.IGNORECASE,
+        ),
+    ),
+    ("code", re.compile(r"\b(?:in|from|within) (?:the )?(?:client |example )?(?:code|source code)\b", re.IGNORECASE)),
+    (
+        "internal_playbooks",
+        re.compile(
+            r"\b(?:in|from|according to|per|within) (?:the )?(?:caseworker |internal )?playbooks?\b|"
+            r"\binternal (?:docs?|documents?|guidance|playbooks?)\b",
+            re.IGNORECASE,
+        ),
+    ),
+]
+COLLECTION_SCOPE = re.compile(r"\b(?:in|from) (?:the )?([a-z0-9_.-]{3,}) collection\b", re.IGNORECASE)
+SEAL_WORDS = re.compile(r"\b(authoritative|sealed)\b", re.IGNORECASE)
+
+
+def time_filters(message: str, now: datetime) -> tuple[dict[str, datetime], list[dict[str, str]]]:
+    """``updated_after`` / ``updated_before`` from time phrases (relative ones from ``now``)."""
+    text = message.lower()
+    found: dict[str, datetime] = {}
+    notes: list[dict[str, str]] = []
+
+    def note(field_: str, value: datetime, phrase: str) -> None:
+        found[field_] = value
+        notes.append({"field": field_, "value": iso(value), "from": phrase})
+
+    m = re.search(r"\b(?:last|past|previous) (\d+) (day|week|month|year)s?\b", text)
+    if m:
+        note("updated_after", now - timedelta(days=int(m.group(1)) * UNIT_DAYS[m.group(2)]), m.group(0))
+    elif m := re.search(r"\b(?:last|past|previous) (day|week|month|year)\b", text):
+        note("updated_after", now - timedelta(days=UNIT_DAYS[m.group(1)]), m.group(0))
+    elif m := re.search(r"\bthis (month|year)\b", text):
+        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        note("updated_after", start.replace(month=1) if m.group(1) == "year" else start, m.group(0))
+    elif m := re.search(r"\brecent(?:ly)?\b", text):
+        note("updated_after", now - timedelta(days=90), m.group(0))
+    if m := re.search(rf"\b(?:since|after|from) (?:({MONTH_RE}) )?((?:19|20)\d\d)\b", text):
+        note("updated_after", datetime(int(m.group(2)), MONTHS.get(m.group(1) or "", 1), 1, tzinfo=UTC), m.group(0))
+    if m := re.search(rf"\b(?:before|until|prior to) (?:({MONTH_RE}) )?((?:19|20)\d\d)\b", text):
+        note("updated_before", datetime(int(m.group(2)), MONTHS.get(m.group(1) or "", 1), 1, tzinfo=UTC), m.group(0))
+    if "updated_after" not in found and (m := re.search(rf"\b(?:in|during) (?:({MONTH_RE}) )?((?:19|20)\d\d)\b", text)):
+        year, month = int(m.group(2)), MONTHS.get(m.group(1) or "")
+        start = datetime(year, month or 1, 1, tzinfo=UTC)
+        end = datetime(year + (month == 12 or not month), (month % 12 + 1) if month else 1, 1, tzinfo=UTC)
+        note("updated_after", start, m.group(0))
+        note("updated_before", end, m.group(0))
+    return found, notes
+
+
+@dataclass
+class SelfQuery:
+    counties: list[str] = field(default_factory=list)
+    zip: str | None = None
+    zip_state: str | None = None
+    places: list[Place] = field(default_factory=list)
+    towns: list[str] = field(default_factory=list)
+    collections: list[str] = field(default_factory=list)
+    seal_state: str | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+    resource_types: list[str] = field(default_factory=list)
+    notes: list[dict[str, str]] = field(default_factory=list)
+
+    def filters(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "county": self.counties,
+            "zip": self.zip,
+            "collections": self.collections,
+            "seal_state": self.seal_state,
+            "updated_after": iso(self.updated_after),
+            "updated_before": iso(self.updated_before),
+            "resource_type": self.resource_types,
+        }
+        return {k: v for k, v in out.items() if v}
+
+
+def self_query(request: ContextRequest, known_collections: list[str], now: datetime) -> SelfQuery:
+    """Structured filters from the request fields and the message text."""
+    sq = SelfQuery()
+
+    def add_county(county: str | None, source: str) -> None:
+        if county and county not in sq.counties:
+            sq.counties.append(county)
+            sq.notes.append({"field": "county", "value": county, "from": source})
+
+    if request.county:
+        add_county(county_name(request.county) or request.county, "request county")
+    profile = request.profile or {}
+    if isinstance(profile.get("county"), str):
+        add_county(county_name(profile["county"]) or profile["county"], "profile county")
+    zip_code = request.zip or (profile.get("zip") if isinstance(profile.get("zip"), str) else None)
+    if zip_code:
+        place = zip_place(zip_code)
+        sq.zip = zip_code
+        sq.zip_state = place.state if place else None
+        sq.notes.append({"field": "zip", "value": zip_code, "from": "request zip"})
+        if place and place.state == STATE:
+            add_county(place.county, f"ZIP {zip_code}")
+    sq.places = find_places(request.message)
+    for place in sq.places:
+        if place.kind == "zip":
+            if sq.zip is None:
+                sq.zip, sq.zip_state = place.text, place.state
+                sq.notes.append({"field": "zip", "value": place.text, "from": f"message ZIP {place.text}"})
+            if place.state == STATE:
+                add_county(place.county, f"ZIP {place.text}")
+        elif place.kind == "county":
+            add_county(place.county, f"county {place.text}")
+        elif place.kind == "town":
+            sq.towns.append(place.text)
+            add_county(place.county, f"town {place.text}")
+    for collection, pattern in SCOPE_RULES:
+        m = pattern.search(request.message)
+        if m and collection not in sq.collections:
+            sq.collections.append(collection)
+            sq.notes.append({"field": "collections", "value": collection, "from": m.group(0)})
+    for m in COLLECTION_SCOPE.finditer(request.message):
+        if m.group(1) in known_collections and m.group(1) not in sq.collections:
+            sq.collections.append(m.group(1))
+            sq.notes.append({"field": "collections", "value": m.group(1), "from": m.group(0)})
+    m = SEAL_WORDS.search(request.message)
+    if m:
+        sq.seal_state = "SEALED"
+        sq.notes.append({"field": "seal_state", "value": "SEALED", "from": m.group(0)})
+    times, time_notes = time_filters(request.message, now)
+    sq.updated_after, sq.updated_before = times.get("updated_after"), times.get("updated_before")
+    sq.notes.extend(time_notes)
+    sq.resource_types = resource_types(request.message)
+    return sq
+
+
+# --- 3. role-aware eligibility and WV scope --------------------------------------------------------------------------
+@dataclass
+class Eligibility:
+    collections: list[str]
+    hidden: list[str]
+    registries: list[str]
+    spatial_datasets: list[str]
+    web: bool
+
+    def public(self) -> dict[str, Any]:
+        """What the caller may be told: its own eligible sources, never the names of hidden ones."""
+        return {
+            "collections": self.collections,
+            "registries": self.registries,
+            "spatial_datasets": self.spatial_datasets,
+            "web": self.web,
+        }
+
+
+def eligibility(snap: Snapshot, gis: GisIndex | None, caller: Caller, settings: ContextSettings) -> Eligibility:
+    visible = snap.collections_for(caller.access)
+    hidden = sorted(set(snap.access_of) - set(visible))
+    datasets: list[str] = []
+    if gis is not None:
+        datasets = sorted({str(d) for d, a in zip(gis.dataset, gis.access, strict=True) if a in caller.access})
+    registries = [REGISTRY_NAME] if load_registry_index(snap.path) is not None else []
+    web = settings.web_roles is None or caller.role in settings.web_roles
+    return Eligibility(visible, hidden, registries, datasets, web)
+
+
+def wv_scope(sq: SelfQuery, request: ContextRequest, caller: Caller, settings: ContextSettings) -> list[str]:
+    """Why the message is West-Virginia-scoped (empty: it is not)."""
+    reasons: list[str] = []
+    for county in sq.counties:
+        if county_name(county):
+            reasons.append(f"WV county {county}")
+    if sq.zip and sq.zip_state == STATE:
+        reasons.append(f"WV ZIP {sq.zip}")
+    if caller.role in settings.wv_roles:
+        reasons.append(f"WV role {caller.role}")
+    state = str((request.profile or {}).get("state", "")).strip().lower()
+    if state in ("wv", "west virginia"):
+        reasons.append("profile state WV")
+    for place in sq.places:
+        if place.state == STATE and place.kind in ("state", "town"):
+            reasons.append(f"WV place in the text: {place.text}")
+    return list(dict.fromkeys(reasons))
+
+
+# --- 4. retrieval per source ------------------------------------------------------------------------------------------
+@lru_cache(maxsize=4)
+def _gis(version_dir: str) -> GisIndex | None:
+    return load_gis_index(Path(version_dir))
+
+
+def gis_for(snap: Snapshot) -> GisIndex | None:
+    return _gis(str(snap.path))
+
+
+def text_search(
+    snap: Snapshot,
+    retriever: Retriever,
+    message: str,
+    vector: np.ndarray,
+    collections: list[str],
+    sq: SelfQuery,
+    top_k: int,
+    min_dense: float,
+) -> tuple[list[dict[str, Any]], int]:
+    """Passages passing the threshold: the counties' own passages first, then the rest (minus other counties')."""
+    base = {"seal_state": sq.seal_state, "updated_after": sq.updated_after, "updated_before": sq.updated_before}
+    searches = []
+    if sq.counties:
+        searches.append(Filters(county=tuple(sq.counties), **base))
+    searches.append(Filters(**base))
+    wanted = set(sq.counties)
+    out: dict[str, dict[str, Any]] = {}
+    candidates = 0
+    for filters in searches:
+        if len(out) >= top_k:
+            break
+        found = retriever.search(snap, Query(message, top_k, collections=tuple(collections), filters=filters),
+                                 collections, vector)  # fmt: skip
+        candidates = max(candidates, found.candidates)
+        for hit in found.chunks:
+            if (hit.dense or 0.0) < min_dense or len(out) >= top_k:
+                continue
+            result = chunk_result(snap, hit)
+            county = result["metadata"].get("county")
+            if wanted and county and county not in wanted:
+                continue  # another county's rules would poison this answer
+            out.setdefault(result["chunk_id"], result)
+    return list(out.values()), candidates
+
+
+def passage(result: dict[str, Any]) -> dict[str, Any]:
+    meta = result["metadata"]
+    return {
+        "chunk_id": result["chunk_id"],
+        "collection": result["collection"],
+        "source": result["source"],
+        "content": result["content"],
+        "heading_path": meta.get("heading_path") or [],
+        "county": meta.get("county"),
+        "seal_state": result["seal_state"],
+        "score": result["score"],
+        "scores": result["scores"],
+        "provenance": result["provenance"],
+        "local_resource_id": meta.get("local_resource_id"),
+    }
+
+
+def spatial_search(
+    gis: GisIndex, access: frozenset[str], vector: np.ndarray, sq: SelfQuery, k: int, min_score: float
+) -> list[dict[str, Any]]:
+    """Entities of the counties (or, without one, similar enough), towns named in the message first."""
+    if k <= 0:
+        return []
+    mask = gis.mask(access, counties=tuple(sq.counties))
+    rows = np.flatnonzero(mask)
+    if not rows.size:
+        return []
+    scores = gis.dense[rows] @ vector
+    order = top_order(scores, rows.size)
+    towns = {t.lower() for t in sq.towns}
+    picked: list[tuple[int, float, bool]] = []
+    for i in order:
+        entity = gis.entities[int(rows[i])]
+        in_town = str(entity["attributes"].get("city", "")).lower() in towns
+        if in_town or sq.counties or scores[i] >= min_score:
+            picked.append((int(rows[i]), float(scores[i]), in_town))
+    picked.sort(key=lambda p: (not p[2], -p[1]))
+    out = []
+    for row, score, in_town in picked[:k]:
+        e = gis.entities[row]
+        out.append(
+            {
+                "entity_id": e["entity_id"],
+                "label": e["label"],
+                "description": e["description"],
+                "dataset": e["dataset"],
+                "gbim_entity": e["gbim_entity"],
+                "county": e["county"],
+                "town": e["attributes"].get("city"),
+                "address": e["attributes"].get("address"),
+                "zip": e["attributes"].get("zip"),
+                "lon": e["lon"],
+                "lat": e["lat"],
+                "score": score,
+                "matched_town": in_town,
+                "provenance": {"source": e["source"], "table": e["source_table"], "pk": e["source_pk"]},
+            }
+        )
+    return out
+
+
+def structured_facts(gis: GisIndex, entities: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The GBIM relations (``gbim_relations``) of the entities in evidence, as labelled triples."""
+    facts = []
+    for e in entities:
+        for rel in gis.relations.get(e["entity_id"], []):
+            facts.append(
+                {
+                    "subject": rel["subject"],
+                    "subject_label": e["label"],
+                    "predicate": rel["predicate"],
+                    "object": rel["object"],
+                    "object_kind": rel["object_kind"],
+                    "provenance": rel["provenance"],
+                }
+            )
+    return facts
+
+
+REGISTRY_FIELDS = (
+    "local_resource_id", "name", "resource_type", "county", "zip", "address", "contact_phone", "url", "hours",
+    "eligibility", "description", "verification_status", "last_verified_at", "match",
+)  # fmt: skip
+
+
+def registry_lookup(
+    snap: Snapshot, sq: SelfQuery, ids: list[str], limit: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Verified registry rows for the place and the resource types; the lookups made (for the audit)."""
+    index = load_registry_index(snap.path)
+    if index is None or limit <= 0:
+        return [], []
+    place_zip = sq.zip if sq.zip_state == index.state else None
+    county = sq.counties[0] if sq.counties else None
+    if place_zip is None and county is None and not sq.resource_types and not ids:
+        return [], []
+    rows: dict[str, dict[str, Any]] = {}
+    lookups: list[dict[str, Any]] = []
+    for rtype in sq.resource_types or [None]:
+        args = {"zip": place_zip, "county": county, "resource_type": rtype, "ids": ids}
+        try:
+            found = resolve(index, limit=limit, **args)
+        except RegistryQueryError as exc:
+            lookups.append({**args, "error": str(exc)})
+            continue
+        lookups.append({**args, "total": found.total, "returned": [r["local_resource_id"] for r in found.rows]})
+        for row in found.rows:
+            rows.setdefault(row["local_resource_id"], {k: row.get(k) for k in REGISTRY_FIELDS})
+    return list(rows.values())[:limit], lookups
+
+
+def hidden_match(
+    snap: Snapshot, retriever: Retriever, message: str, vector: np.ndarray, hidden: list[str], min_dense: float
+) -> bool:
+    """Whether a collection the caller may not read holds a passage passing the threshold (never returned)."""
+    if not hidden:
+        return False
+    found = retriever.search(snap, Query(message, 3, mode="dense", collections=tuple(hidden)), hidden, vector)
+    return any((h.dense or 0.0) >= min_dense for h in found.chunks)
+
+
+# --- 5. prompt assembly ------------------------------------------------------------------------------------------------
+GROUNDING_WV = (
+    "This question is about West Virginia. The West Virginia evidence below (text passages, GBIM facts, mapped "
+    "places and verified registry programs) is mandatory and authoritative: answer only from it, prefer verified "
+    "registry rows for referrals, and do not use web results or outside knowledge. If the evidence does not "
+    "answer the question, say so and suggest calling the listed office."
+)
+GROUNDING_OPEN = (
+    "Answer from the evidence below. Local evidence (text passages, GBIM facts, places, registry programs) is "
+    "authoritative; web results, when present, are secondary and must be named as such. If the evidence does not "
+    "answer the question, say so."
+)
+SYSTEM_TEXT = (
+    "You are Living Memory, a careful assistant for benefits and community resources. Cite every statement with "
+    "the bracketed number of the evidence it rests on, e.g. [2]. Never invent phone numbers, addresses or rules."
+)
+SECTION_TITLES = {
+    "unstructured": "Text passages",
+    "structured_facts": "Structured facts (GBIM relations)",
+    "spatial": "Places (GBIM entities)",
+    "registry": "Verified programs (local_resources registry)",
+    "web": "Web results (not authoritative)",
+}
+SECTIONS = tuple(SECTION_TITLES)
+
+
+def evidence_line(section: str, item: dict[str, Any], max_chars: int) -> str:
+    if section == "unstructured":
+        where = f"{item['collection']} · {item['provenance']['path']} @ {item['provenance']['commit'][:8]}"
+        heading = " > ".join(item["heading_path"])
+        seal = " · SEALED" if item["seal_state"] == "SEALED" else ""
+        text = " ".join(item["content"].split())
+        if len(text) > max_chars:
+            text = text[: max_chars - 1].rstrip() + "…"
+        return f"({where}{seal}) {heading}\n{text}"
+    if section == "structured_facts":
+        return f"{item['subject_label']} {item['predicate']} {item['object']} ({item['object_kind']})"
+    if section == "spatial":
+        where = ", ".join(str(v) for v in (item.get("address"), item.get("town"), item.get("zip")) if v)
+        return (
+            f"{item['label']} ({item['gbim_entity']}, {item['county']} County; {where}; lat {item['lat']:.4f}, "
+            f"lon {item['lon']:.4f}): {item['description']}"
+            if item.get("lat") is not None
+            else f"{item['label']} ({item['gbim_entity']}, {item['county']} County): {item['description']}"
+        )
+    if section == "registry":
+        parts = [
+            f"{item['name']} [{item['local_resource_id']}; {item['resource_type']}; {item['county']} County; "
+            f"{item['verification_status']}]",
+            item.get("description"),
+            item.get("address"),
+            f"phone {item['contact_phone']}" if item.get("contact_phone") else None,
+            f"hours {item['hours']}" if item.get("hours") else None,
+            f"eligibility {item['eligibility']}" if item.get("eligibility") else None,
+            item.get("url"),
+        ]
+        return " · ".join(p for p in parts if p)
+    return f"{item['title']} ({item['url']}, {item.get('published_at') or 'undated'}): {item['snippet']}"
+
+
+def citation_for(section: str, item: dict[str, Any]) -> dict[str, Any]:
+    if section == "unstructured":
+        return {"kind": "chunk", "id": item["chunk_id"], "collection": item["collection"],
+                "provenance": item["provenance"]}  # fmt: skip
+    if section == "structured_facts":
+        return {"kind": "fact", "id": item["subject"], "predicate": item["predicate"], "object": item["object"],
+                "provenance": item["provenance"]}  # fmt: skip
+    if section == "spatial":
+        return {"kind": "entity", "id": item["entity_id"], "label": item["label"], "provenance": item["provenance"]}
+    if section == "registry":
+        return {"kind": "registry", "id": item["local_resource_id"], "name": item["name"],
+                "verification_status": item["verification_status"]}  # fmt: skip
+    return {"kind": "web", "id": item["url"], "title": item["title"], "source": item["source"]}
+
+
+def assemble_prompt(
+    message: str, sections: dict[str, list[dict[str, Any]]], wv_scoped: bool, settings: ContextSettings
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """System text with the grounding instruction, then the labelled context block, within the size budget.
+
+    Items are admitted by priority (WV-scoped: registry, places, facts, passages; otherwise passages first);
+    passages are cut to ``max_passage_chars``; an item that does not fit is left out (``ref`` stays None).
+    Citation numbers follow the order of the context block.
+    """
+    grounding = GROUNDING_WV if wv_scoped else GROUNDING_OPEN
+    system = f"{SYSTEM_TEXT}\n{grounding}"
+    question = f"\n\nQuestion: {message}"
+    budget = settings.prompt_budget_chars - len(system) - len(question) - 40
+    order = (
+        ("registry", "spatial", "structured_facts", "unstructured", "web")
+        if wv_scoped
+        else ("unstructured", "registry", "spatial", "structured_facts", "web")
+    )
+    lines: dict[tuple[str, int], str] = {}
+    used = sum(len(SECTION_TITLES[s]) + 6 for s in SECTIONS if sections.get(s))
+    dropped = 0
+    # Round-robin over the priority order so one long section cannot crowd the others out entirely.
+    queues = {s: list(enumerate(sections.get(s, []))) for s in order}
+    while any(queues.values()):
+        for section in order:
+            if not queues[section]:
+                continue
+            i, item = queues[section].pop(0)
+            line = evidence_line(section, item, settings.max_passage_chars)
+            cost = len(line) + 8
+            if used + cost > budget and section == "unstructured" and budget - used > 300:
+                line = evidence_line(section, item, budget - used - 120)
+                cost = len(line) + 8
+            if used + cost > budget:
+                dropped += 1
+                continue
+            lines[(section, i)] = line
+            used += cost
+    citations: list[dict[str, Any]] = []
+    blocks: list[str] = []
+    for section in SECTIONS:
+        items = sections.get(section, [])
+        rendered = []
+        for i, item in enumerate(items):
+            line = lines.get((section, i))
+            if line is None:
+                item["ref"] = None
+                continue
+            n = len(citations) + 1
+            item["ref"] = n
+            citations.append({"n": n, "section": section, **citation_for(section, item)})
+            rendered.append(f"[{n}] {line}")
+        if rendered:
+            blocks.append(f"## {SECTION_TITLES[section]}\n" + "\n".join(rendered))
+    context = "Context:\n" + ("\n\n".join(blocks) if blocks else "(no evidence)") + question
+    text = f"{system}\n\n{context}"
+    prompt = {
+        "system": system,
+        "context": context,
+        "text": text,
+        "chars": len(text),
+        "budget_chars": settings.prompt_budget_chars,
+        "items_included": len(citations),
+        "items_left_out": dropped,
+    }
+    return prompt, citations
+
+
+# --- the whole flow ------------------------------------------------------------------------------------------------------
+REDIRECT_EMERGENCY = "This sounds urgent: call 911 for an emergency, or 988 (call or text) for a mental health crisis."
+GREETING_REPLY = (
+    "Hello! I can help you find benefits and community programs in West Virginia (SNAP, WIC, Medicaid, heating "
+    "help, food pantries and more). Tell me what you need and your county or ZIP code."
+)
+
+
+def build_context(
+    snap: Snapshot,
+    retriever: Retriever,
+    caller: Caller,
+    request: ContextRequest,
+    settings: ContextSettings,
+    web: Any | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """The evidence set, route and prompt for one message (no I/O besides the index and the web gateway)."""
+    now = now or datetime.now(UTC)
+    steps: dict[str, float] = {}
+    t = time.perf_counter()
+
+    def tick(name: str) -> None:
+        nonlocal t
+        now_t = time.perf_counter()
+        steps[name] = round((now_t - t) * 1000, 3)
+        t = now_t
+
+    intents, rules = route_intents(request.message)
+    tick("intent")
+    gis = gis_for(snap)
+    elig = eligibility(snap, gis, caller, settings)
+    sq = self_query(request, list(snap.access_of), now)
+    tick("self_query")
+    wv_reasons = wv_scope(sq, request, caller, settings)
+    wv_scoped = bool(wv_reasons)
+    sections: dict[str, list[dict[str, Any]]] = {s: [] for s in SECTIONS}
+    queried: list[str] = []
+    registry_lookups: list[dict[str, Any]] = []
+    candidates = 0
+    response_class, reason = "answer", "evidence found"
+    web_info: dict[str, Any] = {"admitted": False, "reason": "", "calls": []}
+    out_of_state = [p for p in sq.places if p.state != STATE]
+    if sq.zip and sq.zip_state and sq.zip_state != STATE:
+        out_of_state.append(Place("zip", sq.zip, None, sq.zip_state))
+    hidden_scope = [c for c in sq.collections if c in elig.hidden]
+    unknown_scope = [c for c in sq.collections if c not in snap.access_of]
+    top_k = request.top_k or settings.top_k
+
+    if intents == ["greeting"]:
+        response_class, reason = "answer", "small talk: answered without retrieval"
+    elif EMERGENCY.search(request.message):
+        response_class, reason = "redirect", "emergency words: pointed to 911 / 988"
+    elif hidden_scope:
+        response_class, reason = "refuse", "the message asks for material this role may not read"
+    elif out_of_state and not wv_scoped:
+        response_class = "redirect"
+        reason = f"place outside West Virginia ({', '.join(p.text for p in out_of_state)}): this memory covers WV"
+    else:
+        collections = [c for c in (sq.collections or elig.collections) if c in elig.collections]
+        if unknown_scope:
+            sq.notes.append({"field": "collections", "value": ",".join(unknown_scope), "from": "unknown: ignored"})
+        vector = retriever.encode(request.message)
+        tick("encode")
+        found, candidates = text_search(
+            snap, retriever, request.message, vector, collections, sq, top_k, settings.min_dense
+        )
+        sections["unstructured"] = [passage(r) for r in found]
+        queried.extend(collections)
+        tick("text")
+        wants_places = bool({"spatial", "resource", "factual"} & set(intents)) or wv_scoped
+        if gis is not None and wants_places and elig.spatial_datasets and not sq.collections:
+            sections["spatial"] = spatial_search(
+                gis, caller.access, vector, sq, settings.spatial_k, settings.min_spatial
+            )
+            sections["structured_facts"] = structured_facts(gis, sections["spatial"])
+            queried.append("gbim")
+            tick("spatial")
+        wants_registry = "resource" in intents or (wv_scoped and sq.counties)
+        if elig.registries and wants_registry and not sq.collections:
+            ids = [p["local_resource_id"] for p in sections["unstructured"] if p.get("local_resource_id")]
+            sections["registry"], registry_lookups = registry_lookup(snap, sq, ids, settings.registry_limit)
+            queried.append(REGISTRY_NAME)
+            tick("registry")
+        if wv_scoped:
+            web_info["reason"] = "excluded: West-Virginia-scoped (" + "; ".join(wv_reasons) + ")"
+        elif web is None:
+            web_info["reason"] = "excluded: the web gateway is disabled"
+        elif not elig.web:
+            web_info["reason"] = f"excluded: role {caller.role} may not use web context"
+        else:
+            results, calls = web.search(request.message)
+            sections["web"] = results
+            web_info.update(admitted=bool(results), calls=calls)
+            web_info["reason"] = "admitted: not WV-scoped" if results else "no web result passed the policy"
+            queried.append("web")
+            tick("web")
+        if not any(sections[s] for s in ("unstructured", "spatial", "registry", "web")):
+            if hidden_match(snap, retriever, request.message, vector, elig.hidden, settings.min_dense):
+                response_class, reason = "refuse", "the only matching sources are ones this role may not read"
+            else:
+                response_class, reason = "clarify", "no eligible evidence passed the thresholds"
+            tick("thresholds")
+    if not web_info["reason"]:
+        web_info["reason"] = f"excluded: no retrieval ({response_class})"
+    prompt, citations = assemble_prompt(request.message, sections, wv_scoped, settings)
+    tick("prompt")
+    # A hidden collection is never named to the caller, not even when the message itself asked for it.
+    filters = sq.filters()
+    if "collections" in filters:
+        filters["collections"] = [c for c in filters["collections"] if c not in elig.hidden]
+        filters = {k: v for k, v in filters.items() if v}
+    notes = [
+        {**n, "value": "(not available to this role)"}
+        if n["field"] == "collections" and n["value"] in elig.hidden
+        else n
+        for n in sq.notes
+    ]
+    route = {
+        "intents": intents,
+        "rules": rules,
+        "response_class": response_class,
+        "reason": reason,
+        "filters": filters,
+        "self_query": notes,
+        "wv_scoped": wv_scoped,
+        "wv_reasons": wv_reasons,
+        "eligibility": {"role": caller.role, **elig.public()},
+        "sources_queried": queried,
+        "registry_lookups": registry_lookups,
+        "web": web_info,
+        "candidates": candidates,
+        "steps_ms": steps,
+    }
+    return {
+        "message": request.message,
+        "route": route,
+        **sections,
+        "prompt": prompt,
+        "citations": citations,
+        "index_version": snap.version_id,
+        "thread_id": request.thread_id,
+        "hidden_collections": elig.hidden,  # for the guardrail and the audit only; never sent to the caller
+    }
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None

@@ -1,0 +1,300 @@
+"""Pydantic models of the /context, /chat and /v1/chat/completions bodies (so /openapi.json is exact)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Profile(BaseModel):
+    """Who is asking, as far as it narrows the evidence; every field optional."""
+
+    model_config = ConfigDict(extra="allow")
+
+    state: str | None = Field(None, max_length=32, description="`WV` makes every message West-Virginia-scoped")
+    county: str | None = Field(None, max_length=64)
+    zip: str | None = Field(None, pattern=r"^[0-9]{5}$")
+
+
+class ContextRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    message: str = Field(..., min_length=1, max_length=4000, description="the person's message, as written")
+    role: str | None = Field(
+        None, description="ignored unless it names the caller's own role (the role comes from X-API-Key)"
+    )
+    county: str | None = Field(None, min_length=2, max_length=64, description="county, e.g. Fayette")
+    zip: str | None = Field(None, pattern=r"^[0-9]{5}$", description="5-digit ZIP code")
+    profile: Profile | None = None
+    top_k: int | None = Field(None, ge=1, le=50, description="text passages (default LIVEMEM_CONTEXT_TOP_K, 6)")
+    thread_id: str | None = Field(None, max_length=128, description="the conversation, echoed and audited")
+
+    @field_validator("message")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("message must contain some text")
+        return value
+
+
+class RouteRule(BaseModel):
+    intent: str
+    rule: str
+    matched: str
+
+
+class SelfQueryNote(BaseModel):
+    field: str
+    value: str
+    source: str = Field(alias="from", serialization_alias="from", description="the phrase or field it came from")
+
+
+class RouteFilters(BaseModel):
+    county: list[str] | None = None
+    zip: str | None = None
+    collections: list[str] | None = None
+    seal_state: str | None = None
+    updated_after: str | None = None
+    updated_before: str | None = None
+    resource_type: list[str] | None = None
+
+
+class EligibilityModel(BaseModel):
+    role: str
+    collections: list[str] = Field(description="the collections this role may use (hidden ones are never named)")
+    registries: list[str]
+    spatial_datasets: list[str]
+    web: bool = Field(description="whether this role may receive web context at all")
+
+
+class WebDecision(BaseModel):
+    admitted: bool
+    reason: str
+    calls: list[dict[str, Any]]
+
+
+class Route(BaseModel):
+    intents: list[Literal["greeting", "governance", "spatial", "resource", "factual", "general"]]
+    rules: list[RouteRule]
+    response_class: Literal["answer", "clarify", "refuse", "redirect"]
+    reason: str
+    filters: RouteFilters
+    self_query: list[SelfQueryNote]
+    wv_scoped: bool
+    wv_reasons: list[str]
+    eligibility: EligibilityModel
+    sources_queried: list[str]
+    registry_lookups: list[dict[str, Any]]
+    web: WebDecision
+    candidates: int
+    steps_ms: dict[str, float]
+
+
+class Passage(BaseModel):
+    chunk_id: str
+    collection: str
+    source: str
+    content: str
+    heading_path: list[str]
+    county: str | None
+    seal_state: str
+    score: float
+    scores: dict[str, float | None]
+    provenance: dict[str, Any]
+    local_resource_id: str | None = None
+    ref: int | None = Field(None, description="its number in the prompt (None: left out by the size budget)")
+
+
+class Fact(BaseModel):
+    subject: str
+    subject_label: str
+    predicate: str
+    object: str
+    object_kind: str
+    provenance: dict[str, Any]
+    ref: int | None = None
+
+
+class SpatialEntity(BaseModel):
+    entity_id: str
+    label: str
+    description: str
+    dataset: str
+    gbim_entity: str
+    county: str | None
+    town: str | None
+    address: str | None
+    zip: str | None
+    lon: float | None
+    lat: float | None
+    score: float
+    matched_town: bool
+    provenance: dict[str, Any]
+    ref: int | None = None
+
+
+class RegistryRow(BaseModel):
+    local_resource_id: str
+    name: str
+    resource_type: str
+    county: str
+    zip: str
+    address: str | None = None
+    contact_phone: str | None = None
+    url: str | None = None
+    hours: str | None = None
+    eligibility: str | None = None
+    description: str | None = None
+    verification_status: str
+    last_verified_at: str | None = None
+    match: str
+    ref: int | None = None
+
+
+class WebResult(BaseModel):
+    title: str
+    snippet: str
+    url: str
+    source: str
+    published_at: str | None = None
+    ref: int | None = None
+
+
+class Prompt(BaseModel):
+    system: str = Field(description="system text with the grounding instruction")
+    context: str = Field(description="the labelled context block, numbered items, then the question")
+    text: str = Field(description="system + context: what a model is given")
+    chars: int
+    budget_chars: int
+    items_included: int
+    items_left_out: int
+
+
+class Citation(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    n: int
+    section: str
+    kind: Literal["chunk", "fact", "entity", "registry", "web"]
+    id: str
+
+
+class Evidence(BaseModel):
+    unstructured: list[Passage]
+    structured_facts: list[Fact]
+    spatial: list[SpatialEntity]
+    registry: list[RegistryRow]
+    web: list[WebResult]
+
+
+class ContextResponse(Evidence):
+    message: str
+    route: Route
+    prompt: Prompt
+    citations: list[Citation]
+    index_version: str
+    trace_id: str
+    thread_id: str | None = None
+    cached: bool
+
+
+class Guardrail(BaseModel):
+    mode: str
+    action: str
+    cited: int
+
+
+class ChatResponse(BaseModel):
+    answer: str
+    citations: list[Citation] = Field(description="the evidence the answer cites, by its [n]")
+    backend: Literal["llm", "extractive", "fixed"] = Field(
+        description="llm: the configured model; extractive: quoted from the evidence; fixed: greeting, clarify, "
+        "refuse or redirect text"
+    )
+    model: str
+    fallback: str | None = Field(None, description="why the LLM was not used although configured")
+    note: str | None = None
+    guardrail: Guardrail
+    route: Route
+    evidence: Evidence
+    index_version: str
+    trace_id: str
+    thread_id: str | None = None
+    cached: bool
+
+
+# --- OpenAI chat format -------------------------------------------------------------------------------------------------
+class OpenAIMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "user", "assistant", "tool", "developer"]
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return " ".join(str(p.get("text", "")) for p in self.content if p.get("type") == "text")
+        return self.content or ""
+
+
+class LivingMemoryOptions(BaseModel):
+    """Living Memory's own request fields (OpenAI clients send them with ``extra_body``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    county: str | None = Field(None, min_length=2, max_length=64)
+    zip: str | None = Field(None, pattern=r"^[0-9]{5}$")
+    profile: Profile | None = None
+    top_k: int | None = Field(None, ge=1, le=50)
+    thread_id: str | None = Field(None, max_length=128)
+
+
+class ChatCompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")  # temperature, max_tokens, ...: accepted and ignored
+
+    model: str | None = None
+    messages: list[OpenAIMessage] = Field(..., min_length=1)
+    stream: bool = False
+    user: str | None = None
+    living_memory: LivingMemoryOptions | None = None
+
+
+class ChoiceMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class Choice(BaseModel):
+    index: int = 0
+    message: ChoiceMessage
+    finish_reason: Literal["stop"] = "stop"
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class LivingMemoryExtra(BaseModel):
+    """The evidence behind the answer: the documented extra field of a chat completion."""
+
+    citations: list[Citation]
+    backend: str
+    fallback: str | None = None
+    guardrail: Guardrail
+    route: Route
+    evidence: Evidence
+    index_version: str
+    trace_id: str
+    cached: bool
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: Usage
+    living_memory: LivingMemoryExtra

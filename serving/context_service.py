@@ -1,0 +1,208 @@
+"""What /context, /chat, /v1/chat/completions and the MCP server share in one process: the answer cache, the
+audit writer, the web gateway, the LLM backend, the warm-up, and their metrics (registered on the app's registry).
+
+Created once per app on first use (``context_service(state)``), from ``ContextSettings.from_env()`` unless the
+app was given settings (``app.state.context_settings``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from livemem.answer_cache import AnswerCache
+from livemem.audit import AuditWriter, audit_record
+from livemem.cache import cache_key
+from livemem.chat import OpenAICompatibleBackend, generate
+from livemem.context import Caller, ContextRequest, ContextSettings, build_context
+from livemem.places import find_places
+from livemem.reader import Snapshot
+from livemem.traces import new_trace_id, retrieval_events
+from livemem.web import WebGateway
+from serving.state import Role, ServingState
+
+log = logging.getLogger(__name__)
+
+
+class _Collector:
+    def __init__(self, service: ContextService) -> None:
+        self.service = service
+
+    def collect(self):
+        s = self.service
+        hits = CounterMetricFamily("livemem_answer_cache_hits", "answers served from the answer cache", labels=["kind"])
+        misses = CounterMetricFamily("livemem_answer_cache_misses", "answers computed", labels=["kind"])
+        ratio = GaugeMetricFamily("livemem_answer_cache_hit_ratio", "hits / lookups per kind", labels=["kind"])
+        for kind in sorted(set(s.cache.hits) | set(s.cache.misses)):
+            h, m = s.cache.hits.get(kind, 0), s.cache.misses.get(kind, 0)
+            hits.add_metric([kind], h)
+            misses.add_metric([kind], m)
+            ratio.add_metric([kind], h / (h + m) if h + m else 0.0)
+        yield hits
+        yield misses
+        yield ratio
+        yield GaugeMetricFamily("livemem_answer_cache_entries", "entries in the answer cache", value=len(s.cache))
+        yield CounterMetricFamily(
+            "livemem_answer_cache_persistent_hits",
+            "answers found in the persistent tier",
+            value=s.cache.persistent_hits,
+        )
+        classes = CounterMetricFamily(
+            "livemem_context_responses", "context and chat responses per response class", labels=["response_class"]
+        )
+        for name, count in sorted(s.response_classes.items()):
+            classes.add_metric([name], count)
+        yield classes
+        yield CounterMetricFamily("livemem_answer_fallbacks", "LLM failures answered extractively", value=s.fallbacks)
+        yield CounterMetricFamily("livemem_audit_records", "audit records written", value=s.audit.written)
+        yield CounterMetricFamily("livemem_audit_write_failures", "audit writes that failed", value=s.audit.failures)
+        yield CounterMetricFamily("livemem_warm_up_runs", "warm-up questions answered", value=s.warmed_questions)
+
+
+class ContextService:
+    def __init__(self, state: ServingState, settings: ContextSettings, web: WebGateway | None = None) -> None:
+        self.state = state
+        self.settings = settings
+        self.web = web
+        self.backend = OpenAICompatibleBackend.from_settings(settings)
+        self.cache = AnswerCache(settings.cache_size, settings.cache_ttl_s, settings.cache_path)
+        self.audit = AuditWriter(settings.audit_dir or state.settings.traces_path)
+        self.response_classes: dict[str, int] = {}
+        self.fallbacks = 0
+        self.warmed_questions = 0
+        self._warmed: set[str] = set()
+        self._lock = threading.Lock()
+        find_places("Oak Hill 25901")  # build the place tables now, not in the first request
+        state.metrics.registry.register(_Collector(self))
+
+    def caller(self, role: Role) -> Caller:
+        return Caller(role.name, role.access)
+
+    def _key(self, kind: str, caller: Caller, request: ContextRequest, snap: Snapshot) -> str:
+        return cache_key(
+            query=request.message,
+            index_version=snap.version_id,
+            model_id=f"{self.state.retriever.model_id}|{self.settings.model_name}",
+            role=caller.role,
+            kind=kind,
+            county=request.county,
+            zip=request.zip,
+            profile=request.profile or {},
+            top_k=request.top_k,
+            web=self.web is not None,
+        )
+
+    def context(self, snap: Snapshot, caller: Caller, request: ContextRequest, audit: bool = True) -> dict[str, Any]:
+        """The /context response (minus nothing the caller may not see) with ``trace_id`` and ``cached``."""
+        return self._run("context", snap, caller, request, audit)
+
+    def chat(self, snap: Snapshot, caller: Caller, request: ContextRequest, audit: bool = True) -> dict[str, Any]:
+        return self._run("chat", snap, caller, request, audit)
+
+    def _run(self, kind: str, snap: Snapshot, caller: Caller, request: ContextRequest, audit: bool) -> dict[str, Any]:
+        started = time.perf_counter()
+        self.maybe_warm_up(snap)
+        key = self._key(kind, caller, request, snap)
+        cached = self.cache.get(key, kind)
+        latency: dict[str, float] = {}
+        if cached is None:
+            result = build_context(snap, self.state.retriever, caller, request, self.settings, self.web)
+            latency.update(result["route"]["steps_ms"])
+            if kind == "chat":
+                t = time.perf_counter()
+                result["answer"] = generate(result, snap, self.settings, self.backend)
+                latency["generate"] = round((time.perf_counter() - t) * 1000, 3)
+                if result["answer"]["fallback"]:
+                    with self._lock:
+                        self.fallbacks += 1
+            if not (result.get("answer") or {}).get("fallback"):
+                self.cache.put(key, result)  # a fallback answer is not kept: the backend may be back next time
+        else:
+            result = cached
+        hit = cached is not None
+        trace_id = new_trace_id()
+        latency["total"] = round((time.perf_counter() - started) * 1000, 3)
+        with self._lock:
+            cls = result["route"]["response_class"]
+            self.response_classes[cls] = self.response_classes.get(cls, 0) + 1
+        if audit:
+            self._trace(trace_id, caller, result, snap, hit)
+            if self.settings.audit:
+                self.audit.write(
+                    [
+                        audit_record(
+                            event=kind,
+                            trace_id=trace_id,
+                            role=caller.role,
+                            context=result,
+                            cache_hit=hit,
+                            latency_ms=latency,
+                            answer=result.get("answer"),
+                        )
+                    ]
+                )
+        return {**result, "trace_id": trace_id, "cached": hit}
+
+    def _trace(self, trace_id: str, caller: Caller, result: dict[str, Any], snap: Snapshot, hit: bool) -> None:
+        """The passages used are uses, like /query results: they feed the nightly attention rollup."""
+        passages = result["unstructured"]
+        if not passages:
+            return
+        events = retrieval_events(
+            trace_id=trace_id,
+            query=result["message"],
+            chunk_ids=[p["chunk_id"] for p in passages],
+            scores=[p["score"] for p in passages],
+            role=caller.role,
+            breath_phase=snap.breath_phase,
+            index_version=snap.version_id,
+            mode="hybrid",
+            return_="chunks",
+            filters=result["route"]["filters"],
+            collections=sorted({p["collection"] for p in passages}),
+            cache_hit=hit,
+        )
+        for event in events:
+            event["context"]["kind"] = "context"
+        self.state.traces.write(events)
+
+    def maybe_warm_up(self, snap: Snapshot) -> threading.Thread | None:
+        """The first time a version is served, answer the warm-up questions in the background (public role)."""
+        if not self.settings.warm_up or not self.settings.warm_up_questions or snap.version_id in self._warmed:
+            return None
+        with self._lock:
+            if snap.version_id in self._warmed:
+                return None
+            self._warmed.add(snap.version_id)
+        thread = threading.Thread(target=self._warm, args=(snap,), name="answer-cache-warm-up", daemon=True)
+        thread.start()
+        return thread
+
+    def _warm(self, snap: Snapshot) -> None:
+        caller = self.caller(self.state.role(self.state.settings.public_role))
+        for question in self.settings.warm_up_questions:
+            try:
+                self.chat(snap, caller, ContextRequest(question), audit=False)
+                self.context(snap, caller, ContextRequest(question), audit=False)
+                self.warmed_questions += 1
+            except Exception as exc:  # warm-up is best effort; a failing question must not stop serving
+                log.warning("warm-up question %r failed: %s", question, exc)
+
+
+_CREATE_LOCK = threading.Lock()
+
+
+def context_service(state: ServingState, settings: ContextSettings | None = None) -> ContextService:
+    """The process's service for ``state`` (created on first use)."""
+    service = getattr(state, "context_service", None)
+    if service is None:
+        with _CREATE_LOCK:
+            service = getattr(state, "context_service", None)
+            if service is None:
+                service = ContextService(state, settings or ContextSettings.from_env())
+                state.context_service = service
+    return service

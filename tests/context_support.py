@@ -1,0 +1,41 @@
+"""The bundled example materialized whole once per test session (chunks, GBIM entities, registry), and an app
+over it with its context service configured by the test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from livemem.context import ContextSettings
+from livemem.store import IndexHome
+
+PROJECT = Path(__file__).resolve().parent.parent
+INTERNAL_KEY = "internal-context-key"
+_BUILT: dict[str, IndexHome] = {}
+
+
+def example_index(tmp_path_factory) -> IndexHome:
+    """Like ``complete_index`` in test_faults.py: build_index, export_gbim, verify_registry, once per session."""
+    if "home" not in _BUILT:
+        from dagster import DagsterInstance
+
+        from orchestration.definitions import build_definitions
+
+        root = tmp_path_factory.mktemp("context-example")
+        defs = build_definitions(PROJECT / "examples" / "sources.yaml", root / "rag_index")
+        instance = DagsterInstance.ephemeral()
+        for job in ("build_index", "export_gbim", "verify_registry"):
+            assert defs.resolve_job_def(job).execute_in_process(instance=instance).success, job
+        _BUILT["home"] = IndexHome(root / "rag_index")
+    return _BUILT["home"]
+
+
+def make_app(home: IndexHome, embedder, web=None, **settings):
+    """The serving app with a context service using ``settings`` (no warm-up unless asked)."""
+    from serving.app import create_app
+    from serving.context_service import ContextService
+    from serving.settings import Settings
+
+    app = create_app(Settings(index_dir=home.root, warm_up=False, api_keys={INTERNAL_KEY: "internal"}), embedder)
+    state = app.state.serving
+    state.context_service = ContextService(state, ContextSettings(**{"warm_up": False, **settings}), web)
+    return app

@@ -1,0 +1,194 @@
+"""/context on the bundled example: routes, filters and sources of real-shaped messages; roles; WV-first; web;
+the prompt budget; audit records."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from context_support import INTERNAL_KEY, example_index, make_app
+from fastapi.testclient import TestClient
+
+from livemem.context import ContextRequest, ContextSettings, route_intents, self_query, time_filters
+from livemem.web import LocalProvider, WebGateway, WebPolicy
+
+PLAYBOOK_WORDS = "Do not copy passages from this document into public guides"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory, embedder):
+    return example_index(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def client(home, embedder):
+    with TestClient(make_app(home, embedder)) as c:
+        yield c
+
+
+# message, request extras, expected: intents ⊇, response_class, filters ⊇, wv, registry ids ⊇, entity labels ⊇,
+# collections every passage belongs to
+CASES = [
+    ("Oak Hill WV county benefits", {"county": "Fayette"}, {"resource"}, "answer", {"county": ["Fayette"]}, True,
+     {"fay-dhhr-snap", "fay-dhhr-medicaid"}, {"Oak Hill Benefits Hub"}, {"wv_benefits"}),
+    ("Where can a grandmother in ZIP 25840 get utility assistance?", {}, {"resource", "spatial"}, "answer",
+     {"county": ["Fayette"], "zip": "25840", "resource_type": ["utility_assistance"]}, True, {"fay-lieap-cap"},
+     set(), {"wv_benefits"}),
+    ("help paying the heating bill in Beckley", {}, {"resource"}, "answer",
+     {"county": ["Raleigh"], "resource_type": ["utility_assistance"]}, True, {"ral-lieap-beckley"}, set(),
+     {"wv_benefits"}),
+    ("Medicaid renewal documents", {"zip": "25801"}, {"resource"}, "answer",
+     {"county": ["Raleigh"], "resource_type": ["medicaid"]}, True, {"ral-dhhr-medicaid"}, set(), None),
+    ("What does the constitution say about sealed decisions?", {}, {"governance"}, "answer",
+     {"seal_state": "SEALED"}, False, set(), set(), {"governance"}),
+    ("What did the council decide in the council minutes since 2026?", {}, {"governance"}, "answer",
+     {"collections": ["governance"], "updated_after": "2026-01-01T00:00:00Z"}, False, set(), set(), {"governance"}),
+    ("Which county is the Oak Hill Benefits Hub located in?", {}, {"factual"}, "answer", {"county": ["Fayette"]},
+     True, set(), {"Oak Hill Benefits Hub"}, None),
+    ("hello there!", {}, {"greeting"}, "answer", {}, False, set(), set(), set()),
+    ("thanks so much", {}, {"greeting"}, "answer", {}, False, set(), set(), set()),
+    ("purple elephants dancing on the moon", {}, {"general"}, "clarify", {}, False, set(), set(), set()),
+    ("SNAP office in Columbus, Ohio", {}, {"resource"}, "redirect", {"resource_type": ["snap"]}, False, set(),
+     set(), set()),
+    ("my neighbour took an overdose", {}, set(), "redirect", {}, False, set(), set(), set()),
+    ("shutoff notice steps in the caseworker playbook", {}, {"resource"}, "refuse", {}, False, set(), set(), set()),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("message", "extra", "intents", "response_class", "filters", "wv", "registry", "entities", "collections"),
+    CASES,
+    ids=[c[0][:40] for c in CASES],
+)
+def test_routing_table(client, message, extra, intents, response_class, filters, wv, registry, entities, collections):
+    r = client.post("/context", json={"message": message, **extra})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    route = body["route"]
+    assert intents <= set(route["intents"]), route["rules"]
+    assert route["response_class"] == response_class, route["reason"]
+    for key, value in filters.items():
+        assert route["filters"].get(key) == value, (key, route["filters"])
+    assert route["wv_scoped"] is wv, route["wv_reasons"]
+    assert registry <= {row["local_resource_id"] for row in body["registry"]}
+    assert entities <= {e["label"] for e in body["spatial"]}
+    if collections is not None:
+        assert {p["collection"] for p in body["unstructured"]} <= collections
+    if wv:
+        assert body["web"] == [] and route["web"]["admitted"] is False
+        assert "West Virginia" in body["prompt"]["system"] and "do not use web" in body["prompt"]["system"]
+        assert all(p["county"] in (None, *route["filters"]["county"]) for p in body["unstructured"])
+    if "greeting" in route["intents"]:
+        assert route["sources_queried"] == [] and body["unstructured"] == []
+    for citation in body["citations"]:
+        assert citation["kind"] in ("chunk", "fact", "entity", "registry", "web")
+    assert body["prompt"]["chars"] <= body["prompt"]["budget_chars"]
+
+
+def test_oak_hill_evidence_kept_apart_with_facts_and_citations(client):
+    body = client.post("/context", json={"message": "Oak Hill WV county benefits", "county": "Fayette"}).json()
+    hub = next(e for e in body["spatial"] if e["label"] == "Oak Hill Benefits Hub")
+    assert hub["matched_town"] and hub["county"] == "Fayette" and -82 < hub["lon"] < -80 and 37 < hub["lat"] < 39
+    facts = {(f["subject"], f["predicate"], f["object"]) for f in body["structured_facts"]}
+    assert (hub["entity_id"], "located_in", "Fayette") in facts
+    assert all(row["county"] == "Fayette" and row["verification_status"] == "verified" for row in body["registry"])
+    refs = {c["n"]: c for c in body["citations"]}
+    for section, id_key in (("unstructured", "chunk_id"), ("spatial", "entity_id"), ("registry", "local_resource_id")):
+        for item in body[section]:
+            if item["ref"] is not None:
+                assert refs[item["ref"]]["id"] == item[id_key]
+                assert f"[{item['ref']}]" in body["prompt"]["context"]
+    assert body["prompt"]["context"].index("Places") < body["prompt"]["context"].index("Verified programs")
+
+
+def test_role_leakage_over_generated_messages(client):
+    """internal_playbooks never reaches a public caller's evidence, prompt or answer; an internal caller sees it."""
+    rng = random.Random(7)
+    subjects = ["shutoff notice", "intake checklist", "escalation", "referral steps", "eviction notice", "food",
+                "caseworker notes", "urgent risks", "health coverage", "supervisor"]  # fmt: skip
+    frames = ["What are the {} steps?", "{} in Fayette County", "caseworker playbook {}", "internal guidance on {}",
+              "Tell me about {} near Beckley", "{} for a family in ZIP 25901"]  # fmt: skip
+    messages = [rng.choice(frames).format(rng.choice(subjects)) for _ in range(40)]
+    for message in messages:
+        for path in ("/context", "/chat"):
+            body = client.post(path, json={"message": message}).json()
+            evidence = body if path == "/context" else body["evidence"]
+            assert all(p["collection"] != "internal_playbooks" for p in evidence["unstructured"]), message
+            text = json.dumps(body)
+            assert PLAYBOOK_WORDS not in text and "internal_playbooks" not in text, message
+    internal = client.post(
+        "/context", json={"message": "caseworker playbook intake checklist"}, headers={"X-API-Key": INTERNAL_KEY}
+    ).json()
+    assert "internal_playbooks" in {p["collection"] for p in internal["unstructured"]}
+
+
+def test_web_admitted_only_outside_wv_scope_and_by_policy(home, embedder):
+    docs = [
+        {"title": "SNAP rules explained", "snippet": "How SNAP food assistance eligibility works", "url": "https://www.usda.gov/snap"},
+        {"title": "SNAP scam", "snippet": "SNAP food assistance giveaway", "url": "https://spam.example.com/snap"},
+        {"title": "SNAP blog", "snippet": "SNAP food assistance tips", "url": "https://blog.other.org/snap"},
+    ]  # fmt: skip
+    gateway = WebGateway(LocalProvider(docs), WebPolicy(allowed_domains=["usda.gov"], denied_domains=["example.com"]))
+    with TestClient(make_app(home, embedder, web=gateway)) as c:
+        open_q = c.post("/context", json={"message": "How does SNAP food assistance eligibility work?"}).json()
+        assert open_q["route"]["web"]["admitted"] is True
+        assert [w["url"] for w in open_q["web"]] == ["https://www.usda.gov/snap"]
+        assert open_q["web"][0]["source"] == "www.usda.gov"
+        excluded = {e["url"]: e["reason"] for e in open_q["route"]["web"]["calls"][0]["excluded"]}
+        assert excluded["https://spam.example.com/snap"].startswith("denied domain")
+        assert "allowed list" in excluded["https://blog.other.org/snap"]
+        wv = c.post("/context", json={"message": "How does SNAP food assistance eligibility work in Fayette County?"})
+        assert wv.json()["web"] == [] and "West-Virginia-scoped" in wv.json()["route"]["web"]["reason"]
+        assert gateway.calls == 1
+
+
+def test_prompt_budget_is_kept(home, embedder):
+    with TestClient(make_app(home, embedder, prompt_budget_chars=1500)) as c:
+        body = c.post("/context", json={"message": "Oak Hill WV county benefits", "top_k": 10}).json()
+    assert body["prompt"]["chars"] <= 1500
+    assert body["prompt"]["items_left_out"] > 0
+    assert any(item["ref"] is None for item in body["unstructured"] + body["registry"] + body["structured_facts"])
+
+
+def test_audit_records_and_cache(home, embedder, tmp_path):
+    with TestClient(make_app(home, embedder, audit_dir=tmp_path)) as c:
+        first = c.post("/context", json={"message": "food pantry near Beckley WV"}).json()
+        second = c.post("/context", json={"message": "  Food pantry near BECKLEY wv "}).json()
+        other_role = c.post(
+            "/context", json={"message": "food pantry near Beckley WV"}, headers={"X-API-Key": INTERNAL_KEY}
+        ).json()
+        metrics = c.get("/metrics").text
+    assert (first["cached"], second["cached"], other_role["cached"]) == (False, True, False)
+    records = [json.loads(line) for f in sorted(tmp_path.glob("audit-*.jsonl")) for line in f.read_text().splitlines()]
+    assert len(records) == 3
+    record = records[0]
+    assert record["event"] == "context" and record["trace_id"] == first["trace_id"]
+    assert record["collections_queried"] and record["registry_lookups"] and record["scores"]
+    assert record["web"]["reason"].startswith("excluded") and record["latency_ms"]["total"] > 0
+    assert "encode" in record["latency_ms"] and [r["cache_hit"] for r in records] == [False, True, False]
+    assert 'livemem_answer_cache_hits_total{kind="context"} 1.0' in metrics
+
+
+def test_role_in_body_must_match_caller(client):
+    r = client.post("/context", json={"message": "SNAP", "role": "internal"})
+    assert r.status_code == 403
+    assert client.post("/context", json={"message": "   "}).status_code == 422
+
+
+def test_self_query_rules_units():
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 11, 22, tzinfo=UTC)
+    times, _ = time_filters("what changed last month", now)
+    assert times["updated_after"] == datetime(2026, 10, 23, tzinfo=UTC)
+    times, _ = time_filters("decisions in March 2026", now)
+    assert times == {
+        "updated_after": datetime(2026, 3, 1, tzinfo=UTC),
+        "updated_before": datetime(2026, 4, 1, tzinfo=UTC),
+    }
+    sq = self_query(ContextRequest("authoritative rules in the governance docs for Raleigh County"), [], now)
+    assert sq.seal_state == "SEALED" and sq.collections == ["governance"] and sq.counties == ["Raleigh"]
+    assert route_intents("good morning")[0] == ["greeting"]
+    assert "governance" in route_intents("what did the council vote on")[0]
+    assert ContextSettings(guardrail="refuse").guardrail == "refuse"
