@@ -21,7 +21,6 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
 from livemem.errors import ConfigError
-from livemem.gis_index import GisIndex, load_gis_index
+from livemem.gis_index import GisIndex, cached_gis_index
 from livemem.places import STATE, Place, county_name, find_places, zip_place
 from livemem.reader import Snapshot
 from livemem.registry import RegistryQueryError, load_registry_index, resolve
@@ -442,13 +441,10 @@ def wv_scope(sq: SelfQuery, request: ContextRequest, caller: Caller, settings: C
 
 
 # --- 4. retrieval per source ------------------------------------------------------------------------------------------
-@lru_cache(maxsize=4)
-def _gis(version_dir: str) -> GisIndex | None:
-    return load_gis_index(Path(version_dir))
 
 
 def gis_for(snap: Snapshot) -> GisIndex | None:
-    return _gis(str(snap.path))
+    return cached_gis_index(str(snap.path))
 
 
 def text_search(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,9 @@ def load_gis_index(version_dir: Path) -> GisIndex | None:
         dataset=column("dataset"),
         access=column("access"),
     )
+
+
+@lru_cache(maxsize=4)
+def cached_gis_index(version_dir: str) -> GisIndex | None:
+    """``load_gis_index`` once per (immutable) version directory and process, shared by every caller."""
+    return load_gis_index(Path(version_dir))

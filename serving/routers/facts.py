@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from livemem.gis_index import GisIndex
+from livemem.gis_index import GisIndex, cached_gis_index
 from serving.deps import CallerRole, CurrentSnapshot
 from serving.models import ErrorBody
 from serving.routers.gis import gis_index
@@ -96,9 +96,8 @@ def _norm(value: str) -> str:
 @lru_cache(maxsize=8)
 def _graph(version_dir: str, access: frozenset[str]):
     from livemem.gbim import rdf_graph
-    from serving.routers.gis import _gis_index
 
-    index = _gis_index(version_dir)
+    index = cached_gis_index(version_dir)
     entities = _visible(index, access)
     ids = {e["entity_id"] for e in entities}
     relations = [r for e in entities for r in index.relations.get(e["entity_id"], ()) if r["subject"] in ids]

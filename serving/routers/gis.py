@@ -7,15 +7,13 @@ ranking, so ``n_results`` hits come back whenever that many entities match.
 
 from __future__ import annotations
 
-from functools import lru_cache
-from pathlib import Path as FilePath
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from fastapi import APIRouter, HTTPException, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from livemem.gis_index import GisIndex, load_gis_index
+from livemem.gis_index import GisIndex, cached_gis_index
 from livemem.reader import Snapshot
 from livemem.retrieval import top_order
 from livemem.traces import new_trace_id, retrieval_events
@@ -29,14 +27,8 @@ Format = Literal["json", "geojson"]
 EXPORT_HINT = "run the Dagster job `export_gbim` (dagster job execute -m orchestration.definitions -j export_gbim)"
 
 
-@lru_cache(maxsize=4)
-def _gis_index(version_dir: str) -> GisIndex | None:
-    """Loaded once per (immutable) version directory; a swap to a new version loads that one."""
-    return load_gis_index(FilePath(version_dir))
-
-
 def gis_index(snap: Snapshot) -> GisIndex:
-    index = _gis_index(str(snap.path))
+    index = cached_gis_index(str(snap.path))
     if index is None:
         raise HTTPException(503, f"index version {snap.version_id} holds no GBIM entities: {EXPORT_HINT}")
     return index
