@@ -58,6 +58,9 @@ bench: install
 	$(BIN)/python -m bench.serving_latency --workers 2
 	$(BIN)/python -m bench.attention_rollup
 	$(BIN)/python -m bench.registry_bench
+	$(BIN)/python -m bench.gbim_bench
+	$(BIN)/python -m bench.context_latency
+	$(BIN)/python -m bench.scaleout
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -125,7 +125,10 @@ class PostgresTraceWriter:
 
 
 def ensure_trace_table(conn: Any, table: str = TRACE_TABLE) -> None:
+    """Create the trace table if missing. ``CREATE ... IF NOT EXISTS`` is not safe when several processes run it
+    at once, so creation is serialised with a transaction-scoped advisory lock."""
     with conn.transaction(), conn.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"living-memory:{table}"])
         cur.execute(
             f"CREATE TABLE IF NOT EXISTS {table} (id BIGSERIAL PRIMARY KEY, ts TIMESTAMPTZ NOT NULL, "
             f"trace_id TEXT, event JSONB NOT NULL)"

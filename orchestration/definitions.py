@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
+from dagster import AssetSelection, Definitions, define_asset_job, multi_or_in_process_executor
 
 from livemem.config import load_sources, sources_file_from_env
 from orchestration.assets.attention_rollup import build_attention_assets
@@ -18,6 +18,10 @@ from orchestration.assets.gbim_export import build_gbim_assets
 from orchestration.assets.registry_verification import build_registry_assets, registry_job
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 from orchestration.resources.registry import RegistrySourceResource
+
+# One process by default: the model loads once and the light check steps do not each pay for a fresh interpreter.
+# Scale-out deployments pick the multiprocess executor by run config: execution: {config: {multiprocess: {}}}.
+IN_PROCESS_BY_DEFAULT = {"execution": {"config": {"in_process": {}}}}
 
 
 def build_definitions(sources_file: str | Path | None = None, index_dir: str | Path | None = None) -> Definitions:
@@ -32,9 +36,8 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
         "build_index",
         selection=AssetSelection.assets("chunks", "published_index"),
         description="Chunk, embed, check and publish a new index version.",
-        # One process: the model loads once and the light check steps do not each pay for a fresh interpreter.
-        # Scale-out deployments pick another executor through run config.
-        executor_def=in_process_executor,
+        executor_def=multi_or_in_process_executor,
+        config=IN_PROCESS_BY_DEFAULT,
     )
     observe_sources = define_asset_job(
         "observe_sources",
@@ -45,7 +48,8 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
         "export_gbim",
         selection=AssetSelection.assets("gbim_export", "gbim_published"),
         description="Export the spatial sources as GBIM entities and relations, check and publish a new version.",
-        executor_def=in_process_executor,
+        executor_def=multi_or_in_process_executor,
+        config=IN_PROCESS_BY_DEFAULT,
     )
     return Definitions(
         assets=[*chunk_assets, *attention_assets, *gbim_assets, *reg_assets],

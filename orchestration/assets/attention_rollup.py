@@ -45,6 +45,7 @@ def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any],
 
     @asset(
         name="attention_rollup",
+        pool="index_writer",
         group_name=GROUP,
         partitions_def=partitions,
         kinds={"duckdb", "json"},
@@ -105,6 +106,7 @@ def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any],
 
     @asset(
         name="attention_published",
+        pool="index_writer",
         group_name=GROUP,
         partitions_def=partitions,
         kinds={"filesystem"},

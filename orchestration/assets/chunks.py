@@ -125,6 +125,7 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
 
     @asset(
         name="chunks",
+        pool="index_writer",
         group_name=GROUP,
         kinds={"git", "duckdb", "chroma"},
         code_version="chunks-v1",
@@ -189,6 +190,7 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
 
     @asset(
         name="published_index",
+        pool="index_writer",
         group_name=GROUP,
         kinds={"filesystem"},
         description="The index version named by CURRENT: switched atomically to the staged version once checks pass.",

@@ -98,6 +98,7 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
 
     @asset(
         name="gbim_export",
+        pool="index_writer",
         group_name=GROUP,
         kinds={"geopandas", "duckdb", "chroma"},
         code_version="gbim-v1",
@@ -149,6 +150,7 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
 
     @asset(
         name="gbim_published",
+        pool="index_writer",
         group_name=GROUP,
         kinds={"filesystem"},
         description="The version with the GBIM export, named by CURRENT once the blocking check passed.",

@@ -123,6 +123,7 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
 
     @asset(
         name="registry_verification",
+        pool="index_writer",
         group_name=GROUP,
         kinds={"duckdb", "postgres" if cfg and cfg.kind == "postgres" else "csv"},
         code_version=registry.LOGIC_VERSION,
@@ -185,6 +186,7 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
 
     @asset(
         name="registry_published",
+        pool="index_writer",
         group_name=GROUP,
         kinds={"filesystem"},
         description="The index version named by CURRENT after a registry verification: switched atomically to the "
