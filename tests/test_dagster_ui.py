@@ -4,7 +4,9 @@
 example index is launched through Dagster's GraphQL API and observed to succeed; headless Chromium (Debian's
 ``/usr/bin/chromium``, driven by Playwright, which never downloads a browser of its own here) then loads the asset
 lineage, the asset list, each asset's checks, the automation page and the published index's latest
-materialization, and confirms each shows what it must. The lineage is kept as ``docs/img/dagster-ui.png``.
+materialization, and confirms each shows what it must. Each run keeps its screenshot of the lineage as
+``bench/.work/ui/dagster-ui.png`` (the CI artifact; set ``LIVEMEM_UI_SCREENSHOT`` to write it elsewhere, e.g.
+``docs/img/dagster-ui.png`` to refresh the one in the docs).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from orchestration.definitions import build_definitions
 
 PROJECT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOT = PROJECT / "docs" / "img" / "dagster-ui.png"
+SCREENSHOT = Path(os.environ.get("LIVEMEM_UI_SCREENSHOT") or PROJECT / "bench" / ".work" / "ui" / "dagster-ui.png")
 LOCATION = "orchestration.definitions"
 EXAMPLE = PROJECT / "examples" / "sources.yaml"
 CHROMIUM_FLAGS = [
