@@ -50,3 +50,71 @@ def test_tools(server):
     context = call(server, "context", {"message": "Oak Hill WV county benefits", "county": "Fayette"})
     assert context["route"]["wv_scoped"] and "Oak Hill Benefits Hub" in {e["label"] for e in context["spatial"]}
     assert "hidden_collections" not in context
+
+
+def _tool_names_over(transport: str, home, tmp_path) -> tuple[set[str], dict]:
+    """Start ``python -m livemem.mcp_server`` as its own process and talk to it with the package's client."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from mcp import ClientSession
+
+    project = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "RAG_INDEX_DIR": str(home.root), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(project)}
+
+    async def session_calls(read, write) -> tuple[set[str], dict]:
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            names = {t.name for t in (await session.list_tools()).tools}
+            result = await session.call_tool("query", {"query": "heating bill help", "top_k": 2})
+            return names, json.loads(result.content[0].text)
+
+    if transport == "stdio":
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        async def run():
+            params = StdioServerParameters(command=sys.executable, args=["-m", "livemem.mcp_server"], env=env)
+            async with stdio_client(params) as (read, write):
+                return await session_calls(read, write)
+
+        return anyio.run(run)
+
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp_path / "mcp-http.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "livemem.mcp_server", "--http", "--port", str(port)], env=env, stdout=log, stderr=log
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "mcp-http.log").read_text()
+            time.sleep(0.3)
+
+        async def run():
+            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as streams:
+                return await session_calls(streams[0], streams[1])
+
+        return anyio.run(run)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_server_process_over_each_transport(tmp_path_factory, tmp_path, transport: str) -> None:
+    home = example_index(tmp_path_factory)
+    names, data = _tool_names_over(transport, home, tmp_path)
+    assert names == {"query", "gis_query", "resources", "context", "index_stats"}
+    assert len(data["results"]) == 2 and all(r["collection"] != "internal_playbooks" for r in data["results"])
