@@ -312,6 +312,10 @@ def read_features(source: SpatialSource):
 
 
 def _read_postgis(source: SpatialSource):
+    """The rows of the configured table (ordered by the id field, so the content hash is stable) or query.
+
+    A plain ``postgresql://`` (or ``postgres://``) URL is read through psycopg 3, the driver the project installs.
+    """
     import geopandas as gpd
     import sqlalchemy
 
@@ -321,15 +325,38 @@ def _read_postgis(source: SpatialSource):
         raise SourceError(
             f"spatial source {source.name!r}: environment variable {spec['dsn_env']} (the database URL) is not set"
         )
-    sql = spec.get("query") or f"SELECT * FROM {spec['table']}"
-    engine = sqlalchemy.create_engine(dsn)
+    try:
+        url = sqlalchemy.engine.make_url(dsn)
+    except sqlalchemy.exc.ArgumentError as exc:
+        raise SourceError(
+            f"spatial source {source.name!r}: {spec['dsn_env']} is not a database URL "
+            "(expected e.g. postgresql://user:password@host:5432/db)"
+        ) from exc
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    if spec.get("query"):
+        sql = spec["query"]
+    else:
+        sql = f'SELECT * FROM {spec["table"]} ORDER BY "{source.id_field.replace(chr(34), chr(34) * 2)}"'
+    geom_col = spec.get("geometry_column", "geom")
+    try:
+        engine = sqlalchemy.create_engine(url)
+    except (sqlalchemy.exc.SQLAlchemyError, ImportError) as exc:
+        raise SourceError(
+            f"spatial source {source.name!r}: cannot use the database URL in {spec['dsn_env']}: {exc}"
+        ) from exc
     try:
         with engine.connect() as con:
-            return gpd.read_postgis(sqlalchemy.text(sql), con, geom_col=spec.get("geometry_column", "geom"))
+            frame = gpd.read_postgis(sqlalchemy.text(sql), con, geom_col=geom_col)
     except sqlalchemy.exc.SQLAlchemyError as exc:
         raise SourceError(f"spatial source {source.name!r}: query failed: {exc}") from exc
+    except ValueError as exc:  # geopandas: the geometry column is missing or not WKB
+        raise SourceError(
+            f"spatial source {source.name!r}: cannot read the rows as features (geometry_column {geom_col!r}): {exc}"
+        ) from exc
     finally:
         engine.dispose()
+    return frame
 
 
 def read_counties(boundaries: CountyBoundaries):
