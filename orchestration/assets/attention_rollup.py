@@ -33,6 +33,7 @@ from livemem import checks
 from livemem.attention import attention_config, rollup_day
 from livemem.build import read_breath
 from livemem.config import SourcesConfig
+from orchestration.assets.publishing import check_result, publish_staged
 from orchestration.resources import GitSourcesResource, IndexStoreResource
 
 GROUP = "living_memory"
@@ -88,11 +89,7 @@ def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any],
         version = attention_rollup["version_id"]
         if version is None:
             return AssetCheckResult(passed=True, description="nothing staged", metadata={"summary": "nothing staged"})
-        outcome = checks.check_attention(index_store.home().locate(version))
-        meta: dict[str, Any] = {"summary": outcome.summary, "checked": outcome.checked}
-        if outcome.failures:
-            meta["failures"] = MetadataValue.md("\n".join(f"- {f}" for f in outcome.failures))
-        return AssetCheckResult(passed=outcome.passed, description=outcome.summary, metadata=meta)
+        return check_result(checks.check_attention(index_store.home().locate(version)))
 
     with warnings.catch_warnings():  # partitioned checks are a Dagster preview feature; they are what we need
         warnings.simplefilter("ignore", PreviewWarning)
@@ -118,13 +115,9 @@ def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any],
         git_sources: GitSourcesResource,
         index_store: IndexStoreResource,
     ) -> Output[str | None]:
-        home = index_store.home()
-        version = attention_rollup["version_id"]
-        if version is None:
-            context.log.info(f"nothing to publish: {attention_rollup['reason']}")
-            return Output(home.current(), metadata={"status": "unchanged", "current_version": home.current() or ""})
-        pruned = home.publish(version, attention_rollup["base_version"], git_sources.load().retention)
-        return Output(version, metadata={"status": "published", "current_version": version, "pruned": pruned})
+        return publish_staged(
+            context, attention_rollup, index_store.home(), git_sources.load().retention, lambda m: m["total_chunks"]
+        )
 
     job = define_asset_job(
         "attention_rollup_job",

@@ -30,6 +30,7 @@ from livemem import checks
 from livemem.build import BuildResult, build_version
 from livemem.config import SourcesConfig
 from livemem.gitsource import GitSource
+from orchestration.assets.publishing import check_result, publish_staged
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 
 GROUP = "living_memory"
@@ -150,18 +151,12 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         version = staged["version_id"] or home.current()
         return (home.locate(version), home.manifest(version)) if version else (None, None)
 
-    def _result(outcome: checks.CheckOutcome, severity=AssetCheckSeverity.ERROR) -> AssetCheckResult:
-        meta: dict[str, Any] = {"summary": outcome.summary, "checked": outcome.checked}
-        if outcome.failures:
-            meta["failures"] = MetadataValue.md("\n".join(f"- {f}" for f in outcome.failures))
-        return AssetCheckResult(passed=outcome.passed, severity=severity, metadata=meta, description=outcome.summary)
-
     @asset_check(asset=chunks, blocking=True, description="Every chunk record is valid per schemas/chunk.schema.json.")
     def chunks_schema_valid(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         version_dir, _ = _staged_dir(index_store, chunks)
         if version_dir is None:
-            return _result(checks.CheckOutcome(True, "index is empty"))
-        return _result(checks.check_chunks_schema(version_dir))
+            return check_result(checks.CheckOutcome(True, "index is empty"))
+        return check_result(checks.check_chunks_schema(version_dir))
 
     @asset_check(
         asset=chunks,
@@ -171,22 +166,22 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     def sealed_provenance_resolves(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         version_dir, manifest = _staged_dir(index_store, chunks)
         if version_dir is None:
-            return _result(checks.CheckOutcome(True, "index is empty"))
-        return _result(checks.check_sealed_provenance(version_dir, manifest))
+            return check_result(checks.CheckOutcome(True, "index is empty"))
+        return check_result(checks.check_sealed_provenance(version_dir, manifest))
 
     @asset_check(asset=chunks, blocking=True, description="The version respects the governance caps.")
     def governance_caps(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         _, manifest = _staged_dir(index_store, chunks)
         if manifest is None:
-            return _result(checks.CheckOutcome(True, "index is empty"))
-        return _result(checks.check_governance(manifest))
+            return check_result(checks.CheckOutcome(True, "index is empty"))
+        return check_result(checks.check_governance(manifest))
 
     @asset_check(asset=chunks, description="Every configured source could be read (WARN: old chunks are kept).")
     def sources_readable(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         _, manifest = _staged_dir(index_store, chunks)
         if manifest is None:
-            return _result(checks.CheckOutcome(True, "index is empty"))
-        return _result(checks.check_sources_readable(manifest), AssetCheckSeverity.WARN)
+            return check_result(checks.CheckOutcome(True, "index is empty"))
+        return check_result(checks.check_sources_readable(manifest), AssetCheckSeverity.WARN)
 
     @asset(
         name="published_index",
@@ -201,26 +196,8 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         git_sources: GitSourcesResource,
         index_store: IndexStoreResource,
     ) -> Output[str | None]:
-        home = index_store.home()
-        version = chunks["version_id"]
-        if version is None:
-            current = home.current()
-            context.log.info(f"nothing new to publish: {current} stays current ({chunks['reason']})")
-            return Output(current, metadata={"status": "unchanged", "current_version": current or ""})
-        pruned = home.publish(version, chunks["base_version"], git_sources.load().retention)
-        manifest = home.manifest(version)
-        context.log.info(f"published {version}; pruned {pruned or 'nothing'}")
-        return Output(
-            version,
-            metadata={
-                "status": "published",
-                "current_version": version,
-                "previous_version": chunks["base_version"] or "",
-                "pruned_versions": pruned,
-                "dagster/row_count": manifest["total_chunks"],
-                "index_size_mb": manifest["index_size_mb"],
-                "path": MetadataValue.path(str(home.version_dir(version))),
-            },
+        return publish_staged(
+            context, chunks, index_store.home(), git_sources.load().retention, lambda m: m["total_chunks"]
         )
 
     assets = [*source_assets, chunks, published_index]

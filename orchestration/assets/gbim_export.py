@@ -26,6 +26,7 @@ from dagster import (
 from livemem.checks import CheckOutcome
 from livemem.config import SourcesConfig
 from livemem.gbim import GbimResult, check_entities_valid, check_entity_flags, export_gbim
+from orchestration.assets.publishing import check_result, publish_staged
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 
 GROUP = "living_memory"
@@ -80,13 +81,6 @@ def _export_metadata(result: GbimResult) -> dict[str, Any]:
     return meta
 
 
-def _check_result(outcome: CheckOutcome, severity: AssetCheckSeverity) -> AssetCheckResult:
-    meta: dict[str, Any] = {"summary": outcome.summary, "checked": outcome.checked}
-    if outcome.failures:
-        meta["failures"] = MetadataValue.md("\n".join(f"- {f}" for f in outcome.failures))
-    return AssetCheckResult(passed=outcome.passed, severity=severity, metadata=meta, description=outcome.summary)
-
-
 def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     """The GBIM export asset, its publish asset and their checks.
 
@@ -135,8 +129,8 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     def gbim_entities_valid(gbim_export: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         version_dir = _version_dir(index_store, gbim_export)
         if version_dir is None:
-            return _check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.ERROR)
-        return _check_result(check_entities_valid(version_dir), AssetCheckSeverity.ERROR)
+            return check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.ERROR)
+        return check_result(check_entities_valid(version_dir), AssetCheckSeverity.ERROR)
 
     @asset_check(
         asset=gbim_export,
@@ -145,8 +139,8 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     def gbim_entity_flags(gbim_export: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         version_dir = _version_dir(index_store, gbim_export)
         if version_dir is None:
-            return _check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.WARN)
-        return _check_result(check_entity_flags(version_dir), AssetCheckSeverity.WARN)
+            return check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.WARN)
+        return check_result(check_entity_flags(version_dir), AssetCheckSeverity.WARN)
 
     @asset(
         name="gbim_published",
@@ -161,25 +155,9 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         git_sources: GitSourcesResource,
         index_store: IndexStoreResource,
     ) -> Output[str | None]:
-        home = index_store.home()
-        version = gbim_export["version_id"]
-        if version is None:
-            current = home.current()
-            context.log.info(f"nothing new to publish: {current} stays current ({gbim_export['reason']})")
-            return Output(current, metadata={"status": "unchanged", "current_version": current or ""})
-        pruned = home.publish(version, gbim_export["base_version"], git_sources.load().retention)
-        section = home.manifest(version).get("gbim", {})
-        context.log.info(f"published {version}; pruned {pruned or 'nothing'}")
-        return Output(
-            version,
-            metadata={
-                "status": "published",
-                "current_version": version,
-                "previous_version": gbim_export["base_version"] or "",
-                "pruned_versions": pruned,
-                "dagster/row_count": section.get("entities", 0),
-                "path": MetadataValue.path(str(home.version_dir(version))),
-            },
-        )
+        return publish_staged(
+            context, gbim_export, index_store.home(), git_sources.load().retention,
+            lambda m: (m.get("gbim") or {}).get("entities", 0),
+        )  # fmt: skip
 
     return [gbim_export, gbim_published], [gbim_entities_valid, gbim_entity_flags]

@@ -33,6 +33,7 @@ from dagster import (
 from livemem import registry
 from livemem.checks import CheckOutcome
 from livemem.config import SourcesConfig
+from orchestration.assets.publishing import check_result, publish_staged
 from orchestration.resources import IndexStoreResource
 from orchestration.resources.registry import RegistrySourceResource
 
@@ -106,13 +107,6 @@ def _metadata(run: registry.RegistryRun) -> dict[str, Any]:
     return meta
 
 
-def _check_result(outcome: CheckOutcome, severity: AssetCheckSeverity = AssetCheckSeverity.ERROR) -> AssetCheckResult:
-    meta: dict[str, Any] = {"summary": outcome.summary, "checked": outcome.checked}
-    if outcome.failures:
-        meta["failures"] = MetadataValue.md("\n".join(f"- {f}" for f in outcome.failures))
-    return AssetCheckResult(passed=outcome.passed, severity=severity, metadata=meta, description=outcome.summary)
-
-
 def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     """The registry's source asset, verification and publish assets, and their checks."""
     with warnings.catch_warnings():
@@ -159,7 +153,7 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         registry_verification: dict[str, Any], index_store: IndexStoreResource
     ) -> AssetCheckResult:
         _, section = _version(index_store, registry_verification)
-        return _check_result(registry.check_invalid_share(section))
+        return check_result(registry.check_invalid_share(section))
 
     @asset_check(
         asset=registry_verification,
@@ -171,8 +165,8 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     ) -> AssetCheckResult:
         version_dir, _ = _version(index_store, registry_verification)
         if version_dir is None:
-            return _check_result(CheckOutcome(True, "index is empty"))
-        return _check_result(registry.check_references(version_dir))
+            return check_result(CheckOutcome(True, "index is empty"))
+        return check_result(registry.check_references(version_dir))
 
     @asset_check(
         asset=registry_verification,
@@ -181,8 +175,8 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     def registry_rows_fresh(registry_verification: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         version_dir, section = _version(index_store, registry_verification)
         if version_dir is None:
-            return _check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.WARN)
-        return _check_result(registry.check_stale(version_dir, section), AssetCheckSeverity.WARN)
+            return check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.WARN)
+        return check_result(registry.check_stale(version_dir, section), AssetCheckSeverity.WARN)
 
     @asset(
         name="registry_published",
@@ -198,26 +192,10 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         registry_source: RegistrySourceResource,
         index_store: IndexStoreResource,
     ) -> Output[str | None]:
-        home = index_store.home()
-        version = registry_verification["version_id"]
-        if version is None:
-            current = home.current()
-            context.log.info(f"nothing new to publish: {current} stays current ({registry_verification['reason']})")
-            return Output(current, metadata={"status": "unchanged", "current_version": current or ""})
-        pruned = home.publish(version, registry_verification["base_version"], registry_source.sources().retention)
-        section = home.manifest(version).get("registry", {})
-        context.log.info(f"published {version}; pruned {pruned or 'nothing'}")
-        return Output(
-            version,
-            metadata={
-                "status": "published",
-                "current_version": version,
-                "previous_version": registry_verification["base_version"] or "",
-                "pruned_versions": pruned,
-                "dagster/row_count": section.get("published", 0),
-                "path": MetadataValue.path(str(home.version_dir(version))),
-            },
-        )
+        return publish_staged(
+            context, registry_verification, index_store.home(), registry_source.sources().retention,
+            lambda m: (m.get("registry") or {}).get("published", 0),
+        )  # fmt: skip
 
     assets = [source_asset, registry_verification, registry_published]
     checks = [registry_invalid_share, registry_references_resolve, registry_rows_fresh]
