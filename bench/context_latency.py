@@ -14,16 +14,14 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import numpy as np
 
-from bench.serving_latency import free_port
+from bench.serving_latency import uvicorn_server
 from livemem.config import PROJECT_ROOT
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
@@ -54,32 +52,9 @@ def ensure_index() -> Path:
     return home
 
 
-@contextmanager
 def server(home: Path, cache_size: int):
-    port = free_port()
-    env = {**os.environ, "RAG_INDEX_DIR": str(home), "RAG_TRACE_DIR": str(WORK / "traces"),
-           "LIVEMEM_ANSWER_CACHE_SIZE": str(cache_size), "LIVEMEM_WARM_UP": "false", "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1"}  # fmt: skip
-    env.pop("LLM_BASE_URL", None)
-    command = [sys.executable, "-m", "uvicorn", "serving.app:app", "--host", "127.0.0.1", "--port", str(port),
-               "--log-level", "warning", "--no-access-log"]  # fmt: skip
-    process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.3)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    extra = {"LIVEMEM_ANSWER_CACHE_SIZE": str(cache_size), "LIVEMEM_WARM_UP": "false"}
+    return uvicorn_server(home, cache_size=1024, workers=1, extra_env=extra, trace_dir=WORK)
 
 
 def timed(client: httpx.Client, path: str, texts: list[str]) -> list[float]:

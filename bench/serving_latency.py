@@ -41,16 +41,21 @@ def free_port() -> int:
 
 
 @contextmanager
-def uvicorn_server(index_dir: Path, cache_size: int, workers: int):
+def uvicorn_server(
+    index_dir: Path, cache_size: int, workers: int, extra_env: dict[str, str] | None = None, trace_dir: Path = WORK
+):
+    """``serving.app:app`` under uvicorn on a free loopback port, yielding its URL once /healthz answers 200."""
     port = free_port()
     env = {
         **os.environ,
         "RAG_INDEX_DIR": str(index_dir),
         "RAG_CACHE_SIZE": str(cache_size),
-        "RAG_TRACE_DIR": str(WORK / "traces"),
+        "RAG_TRACE_DIR": str(trace_dir / "traces"),
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
+        **(extra_env or {}),
     }
+    env.pop("LLM_BASE_URL", None)  # benchmarks measure the app, never a model backend
     command = [sys.executable, "-m", "uvicorn", "serving.app:app", "--host", "127.0.0.1", "--port", str(port),
                "--log-level", "warning", "--no-access-log", "--workers", str(workers)]  # fmt: skip
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env)
