@@ -52,7 +52,7 @@ lint: install
 
 # SciFact: build speed (full, no-op, incremental), then retrieval quality and HTTP latency of the serving app.
 bench: install
-	$(BIN)/python -m bench.scifact_build
+	$(BIN)/python -m bench.scifact_build --repeats 2
 	$(BIN)/python -m bench.serving_index
 	$(BIN)/python -m bench.serving_quality
 	$(BIN)/python -m bench.serving_latency --workers 2

@@ -68,6 +68,7 @@ CREATE TABLE attention (
 );
 CREATE TABLE chunk_lineage (chunk_id VARCHAR PRIMARY KEY, predecessors VARCHAR[] NOT NULL);
 """
+LAYOUT_VERSION = 1  # bump when a version's files change shape; older versions are then rebuilt, not reused
 CHUNK_TABLES = ("chunks", "parents", "skipped_files", "attention", "chunk_lineage")
 PARENT_COLUMNS = (
     "parent_id", "source", "collection", "access", "path", "blob_sha", "commit_sha", "timestamp", "created_at",
@@ -192,6 +193,8 @@ class _Builder:
         base = self.base_manifest
         if base.get("model", {}).get("id") != self.embedder.model_id or set(base["sources"]) != set(stats):
             return False
+        if base.get("layout_version") != LAYOUT_VERSION or not (self.base_dir / RETRIEVAL / "ids.json").is_file():
+            return False  # built by an older layout (or damaged): rebuild it, carrying over what still holds
         for src in self.config.sources:
             entry = base["sources"][src.name]
             if entry["head_commit"] != stats[src.name].head_commit:
@@ -670,6 +673,7 @@ class _Builder:
             }  # fmt: skip
         return {
             "version_id": version_id,
+            "layout_version": LAYOUT_VERSION,
             "base_version": self.base,
             "created_at": now,
             "last_updated": now,

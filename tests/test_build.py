@@ -330,3 +330,16 @@ def test_edited_chunk_inherits_attention_of_the_chunk_it_replaced(tmp_path: Path
         'SELECT l.predecessors FROM chunk_lineage l JOIN chunks c USING (chunk_id) WHERE c.heading_path = \'["Guide", "WIC"]\'',
     )
     assert lineage == [([new_wic, wic_id],)]
+
+
+def test_a_version_without_a_retrieval_snapshot_is_rebuilt_not_reused(tmp_path: Path, repo, embedder) -> None:
+    import shutil
+
+    config = load_sources(sources_file(tmp_path, repo.path))
+    home = IndexHome(tmp_path / "index")
+    first = build_and_publish(config, home, embedder)
+    shutil.rmtree(home.version_dir(first.version_id) / "retrieval")  # as if built by an older layout
+    again = build_and_publish(config, home, embedder)
+    assert again.staged and again.embeddings_computed == 0  # everything carried over, nothing re-embedded
+    assert (home.version_dir(home.current()) / "retrieval" / "ids.json").is_file()
+    assert build_version(config, home, embedder).reason.startswith("no new commits")

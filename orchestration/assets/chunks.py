@@ -147,15 +147,18 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         return Output(_staged_output(result), metadata=_build_metadata(result))
 
     def _staged_dir(index_store: IndexStoreResource, staged: dict[str, Any]):
+        """The staged version to check; (None, None) when nothing was staged (the current one passed at publish)."""
         home = index_store.home()
-        version = staged["version_id"] or home.current()
+        version = staged["version_id"]
         return (home.locate(version), home.manifest(version)) if version else (None, None)
 
     @asset_check(asset=chunks, blocking=True, description="Every chunk record is valid per schemas/chunk.schema.json.")
     def chunks_schema_valid(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         version_dir, _ = _staged_dir(index_store, chunks)
         if version_dir is None:
-            return check_result(checks.CheckOutcome(True, "index is empty"))
+            return check_result(
+                checks.CheckOutcome(True, "nothing staged: the current version was checked when published")
+            )
         return check_result(checks.check_chunks_schema(version_dir))
 
     @asset_check(
@@ -166,21 +169,27 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     def sealed_provenance_resolves(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         version_dir, manifest = _staged_dir(index_store, chunks)
         if version_dir is None:
-            return check_result(checks.CheckOutcome(True, "index is empty"))
+            return check_result(
+                checks.CheckOutcome(True, "nothing staged: the current version was checked when published")
+            )
         return check_result(checks.check_sealed_provenance(version_dir, manifest))
 
     @asset_check(asset=chunks, blocking=True, description="The version respects the governance caps.")
     def governance_caps(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         _, manifest = _staged_dir(index_store, chunks)
         if manifest is None:
-            return check_result(checks.CheckOutcome(True, "index is empty"))
+            return check_result(
+                checks.CheckOutcome(True, "nothing staged: the current version was checked when published")
+            )
         return check_result(checks.check_governance(manifest))
 
     @asset_check(asset=chunks, description="Every configured source could be read (WARN: old chunks are kept).")
     def sources_readable(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         _, manifest = _staged_dir(index_store, chunks)
         if manifest is None:
-            return check_result(checks.CheckOutcome(True, "index is empty"))
+            return check_result(
+                checks.CheckOutcome(True, "nothing staged: the current version was checked when published")
+            )
         return check_result(checks.check_sources_readable(manifest), AssetCheckSeverity.WARN)
 
     @asset(
