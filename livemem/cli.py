@@ -3,8 +3,8 @@
     livemem status                       current version, its age, sources behind their HEAD
     livemem versions                     published versions (current marked)
     livemem rollback VERSION             point CURRENT back at a published version
-    livemem materialize [--job JOB] [--partition DAY]
-                                         run a Dagster job on the instance in $DAGSTER_HOME
+    livemem materialize [--job JOB | --select KEYS] [--partition DAY]
+                                         run a Dagster job (or assets) on the instance in $DAGSTER_HOME
     livemem serve [--port N] [--workers N]
     livemem query "text" [--top-k N] [--mode hybrid] [--json]
     livemem verify-provenance [--all]    do the indexed commits still hold the chunks?
@@ -177,19 +177,33 @@ def rollback(version: str) -> None:
 
 @app.command()
 def materialize(
-    job: Annotated[str, typer.Option(help="build_index, attention_rollup_job, observe_sources, ...")] = "build_index",
+    job: Annotated[str, typer.Option(help="build_index, export_gbim, verify_registry, attention_rollup_job, ...")] = (
+        "build_index"
+    ),
+    select: Annotated[
+        str | None, typer.Option(help="asset keys instead of a job, comma-separated (e.g. chunks,published_index)")
+    ] = None,
     partition: Annotated[str | None, typer.Option(help="day partition (YYYY-MM-DD) for partitioned jobs")] = None,
 ) -> None:
-    """Run a Dagster job in this process, recorded on the instance in $DAGSTER_HOME (or a temporary one)."""
-    from dagster import DagsterInstance
+    """Run a Dagster job (or a selection of assets) in this process, recorded on the instance in $DAGSTER_HOME."""
+    from dagster import AssetKey, DagsterInstance
 
     from orchestration.definitions import build_definitions
 
     defs = build_definitions(CTX.sources, CTX.index_dir)
     instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
-    with console.status(f"running {job}{f' for {partition}' if partition else ''} …"):
-        result = defs.resolve_job_def(job).execute_in_process(
-            instance=instance, partition_key=partition, raise_on_error=False
+    if select:
+        keys = [AssetKey.from_user_string(k.strip()) for k in select.split(",") if k.strip()]
+        known = set(defs.resolve_asset_graph().get_all_asset_keys())
+        unknown = [k.to_user_string() for k in keys if k not in known]
+        if unknown:
+            fail(f"unknown asset(s) {unknown}; known: {sorted(k.to_user_string() for k in known)}")
+        job_def, label = defs.resolve_implicit_global_asset_job_def(), select
+    else:
+        keys, job_def, label = None, defs.resolve_job_def(job), job
+    with console.status(f"running {label}{f' for {partition}' if partition else ''} …"):
+        result = job_def.execute_in_process(
+            instance=instance, partition_key=partition, raise_on_error=False, asset_selection=keys
         )
     for event in result.get_asset_materialization_events():
         meta = event.materialization.metadata
@@ -199,7 +213,7 @@ def materialize(
         mark = "[green]passed[/green]" if check.passed else "[red]failed[/red]"
         console.print(f"  check {check.check_name}: {mark} {check.description or ''}")
     if not result.success:
-        fail(f"job {job} failed (run {result.run_id}); see the Dagster UI or the log above")
+        fail(f"{label} failed (run {result.run_id}); see the Dagster UI or the log above")
 
 
 @app.command()

@@ -53,3 +53,16 @@ def test_status_versions_query_rollback_and_verify(tmp_path: Path, make_repo, em
 
     verified = runner.invoke(app, [*base, "verify-provenance", "--all"])
     assert verified.exit_code == 0 and "resolve to their commit and file" in verified.output
+
+
+def test_materialize_a_selection_of_assets(tmp_path: Path, make_repo, embedder) -> None:
+    repo = make_repo(files={"guide.md": "# Guide\n\nWIC helps infants.\n"})
+    sources = tmp_path / "sources.yaml"
+    sources.write_text(f"sources:\n  - {{name: docs, repo: {repo.path}, collection: docs}}\n", encoding="utf-8")
+    base = ["--sources", str(sources), "--index-dir", str(tmp_path / "index")]
+    bad = runner.invoke(app, [*base, "materialize", "--select", "chunks,nope"])
+    assert bad.exit_code == 1 and "unknown asset(s) ['nope']" in bad.output
+    ran = runner.invoke(app, [*base, "materialize", "--select", "chunks,published_index"])
+    assert ran.exit_code == 0, ran.output
+    assert "published_index: published" in ran.output
+    assert IndexHome(tmp_path / "index").current() is not None
