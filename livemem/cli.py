@@ -191,7 +191,10 @@ def materialize(
     from orchestration.definitions import build_definitions
 
     defs = build_definitions(CTX.sources, CTX.index_dir)
-    instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
+    dagster_home = os.environ.get("DAGSTER_HOME")
+    if dagster_home:
+        Path(dagster_home).mkdir(parents=True, exist_ok=True)  # Dagster insists the directory exists
+    instance = DagsterInstance.get() if dagster_home else DagsterInstance.ephemeral()
     if select:
         keys = [AssetKey.from_user_string(k.strip()) for k in select.split(",") if k.strip()]
         known = set(defs.resolve_asset_graph().get_all_asset_keys())

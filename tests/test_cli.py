@@ -55,7 +55,8 @@ def test_status_versions_query_rollback_and_verify(tmp_path: Path, make_repo, em
     assert verified.exit_code == 0 and "resolve to their commit and file" in verified.output
 
 
-def test_materialize_a_selection_of_assets(tmp_path: Path, make_repo, embedder) -> None:
+def test_materialize_a_selection_of_assets(tmp_path: Path, make_repo, embedder, monkeypatch) -> None:
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))  # created on demand, runs recorded there
     repo = make_repo(files={"guide.md": "# Guide\n\nWIC helps infants.\n"})
     sources = tmp_path / "sources.yaml"
     sources.write_text(f"sources:\n  - {{name: docs, repo: {repo.path}, collection: docs}}\n", encoding="utf-8")
@@ -66,3 +67,4 @@ def test_materialize_a_selection_of_assets(tmp_path: Path, make_repo, embedder) 
     assert ran.exit_code == 0, ran.output
     assert "published_index: published" in ran.output
     assert IndexHome(tmp_path / "index").current() is not None
+    assert (tmp_path / "dagster_home").is_dir()
