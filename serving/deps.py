@@ -42,6 +42,20 @@ CurrentSnapshot = Annotated[Snapshot, Depends(current_snapshot)]
 def visible_manifest(snap: Snapshot, role: Role) -> dict:
     """The manifest without the collections (and their sources) the role may not read."""
     manifest = dict(snap.manifest)
+    gbim = manifest.get("gbim")
+    if isinstance(gbim, dict):
+        hidden_spatial = {n for n, s in gbim.get("sources", {}).items() if s.get("access", "public") not in role.access}
+        if hidden_spatial:  # counts per dataset and county would include them: only the visible sources' own stay
+            manifest["gbim"] = {
+                **{
+                    k: v
+                    for k, v in gbim.items()
+                    if k not in ("per_dataset", "per_dataset_county", "entities", "relations")
+                },
+                "sources": {n: v for n, v in gbim["sources"].items() if n not in hidden_spatial},
+                "quarantined": [q for q in gbim.get("quarantined", []) if q.get("source") not in hidden_spatial],
+                "quarantined_count": None,
+            }
     hidden = {c for c, access in snap.access_of.items() if access not in role.access}
     if not hidden:
         return manifest
