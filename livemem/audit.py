@@ -3,7 +3,8 @@
 Written to ``<index home>/traces/audit-YYYY-MM-DD-<host>-<pid>.jsonl`` with the same safe append as the usage
 traces (``livemem.traces.TraceWriter``: one ``write`` under ``O_APPEND`` and an exclusive ``flock``). The
 attention rollup reads only ``YYYY-MM-DD*.jsonl``, so audit files never count as usage. A failed write is
-logged and counted and never fails the request.
+logged and counted and never fails the request. Audit files, like traces, are created 0600 (the service's user
+only), and record bounded summaries of what the caller sent (``livemem.traces.bounded``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from livemem.traces import TraceWriter, utc_timestamp
+from livemem.traces import QUERY_CHARS, TraceWriter, bounded, utc_timestamp
 
 
 class AuditWriter(TraceWriter):
@@ -37,14 +38,14 @@ def audit_record(
         "event": event,
         "trace_id": trace_id,
         "role": role,
-        "message": context["message"],
+        "message": context["message"][:QUERY_CHARS],
         "thread_id": context.get("thread_id"),
         "index_version": context["index_version"],
         "intents": route["intents"],
         "rules": route["rules"],
         "response_class": route["response_class"],
         "reason": route["reason"],
-        "filters": route["filters"],
+        "filters": bounded(route["filters"]),
         "self_query": route["self_query"],
         "wv_scoped": route["wv_scoped"],
         "wv_reasons": route["wv_reasons"],

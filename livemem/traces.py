@@ -3,19 +3,35 @@
 Each serving process appends to ``<index home>/traces/YYYY-MM-DD-<host>-<pid>.jsonl`` (UTC date). Every batch of
 events (one request's) is written with a single ``write`` on a file opened with ``O_APPEND`` while holding an
 exclusive ``flock`` on it, so several processes (or threads) sharing one file never lose or interleave lines.
-Writing a trace never fails a query: errors are logged and counted, and the caller carries on.
+Writing a trace never fails a query: errors are logged and counted, and the caller carries on. Trace files are
+created readable and writable by the service's user only (0600): they hold what people asked.
+
+Trace ids are signed (``TraceSigner``): ``<uuid>.<index version>.<signature>``, where the signature binds the
+uuid, the caller's role, the version and a short keyed tag of every chunk the answer returned. ``/feedback`` accepts
+only a trace this service issued, to the same role, for chunks that trace returned, with no per-process memory:
+every worker and replica sharing the secret (``RAG_TRACE_SECRET``, or one generated once under the trace
+directory) can check it.
+
+Events record bounded summaries of what a caller sent (``bounded``): a huge filter list is counted, hashed and
+shortened to its first values instead of being repeated in every event.
 """
 
 from __future__ import annotations
 
+import base64
 import fcntl
+import hashlib
+import hmac
 import json
 import logging
 import os
+import re
+import secrets
 import socket
 import threading
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,8 +39,151 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+TRACE_SECRET_ENV = "RAG_TRACE_SECRET"
+TRACE_SECRET_FILE = ".trace-secret"
+TAG_BYTES = 6  # per returned chunk: a forged chunk passes with probability (returned chunks) / 2**48
+MAC_BYTES = 16
+TRACE_ID_PATTERN = (
+    r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.[A-Za-z0-9_-]{1,200}\.[A-Za-z0-9_-]{22,}$"
+)
+_TRACE_ID = re.compile(TRACE_ID_PATTERN)
+
+
 def new_trace_id() -> str:
     return str(uuid.uuid4())
+
+
+@dataclass(frozen=True)
+class IssuedTrace:
+    """A trace id this service signed, checked against the caller's role."""
+
+    trace_id: str
+    index_version: str
+    _uuid: str
+    _tags: frozenset[bytes]
+    _signer: TraceSigner
+
+    def returned(self, chunk_id: str) -> bool:
+        """Whether the answer behind this trace returned ``chunk_id``."""
+        return self._signer._tag(self._uuid, chunk_id) in self._tags
+
+
+class TraceSigner:
+    """Issues and checks signed trace ids (HMAC-SHA256 with a secret all workers and replicas share)."""
+
+    def __init__(self, secret: bytes) -> None:
+        if len(secret) < 16:
+            raise ValueError("the trace secret must be at least 16 bytes")
+        self._secret = secret
+
+    @classmethod
+    def from_env(cls, directory: str | os.PathLike[str]) -> TraceSigner:
+        """``RAG_TRACE_SECRET`` when set (replicas on several machines set the same one); otherwise a secret
+        generated once under ``directory`` (mode 0600) that every process using that directory shares."""
+        configured = os.environ.get(TRACE_SECRET_ENV)
+        if configured:
+            return cls(configured.encode("utf-8"))
+        try:
+            return cls(shared_secret(Path(directory) / TRACE_SECRET_FILE))
+        except (OSError, ValueError) as exc:
+            log.warning(
+                "no shared trace secret (%s); trace ids are signed with a per-process key, so feedback is "
+                "accepted only by the process that answered: set %s",
+                exc,
+                TRACE_SECRET_ENV,
+            )
+            return cls(secrets.token_bytes(32))
+
+    def issue(self, *, role: str, index_version: str, chunk_ids: Iterable[str]) -> str:
+        """A new trace id for an answer returning ``chunk_ids`` to ``role`` from ``index_version``."""
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,200}", index_version):
+            raise ValueError(f"index version {index_version!r} cannot be part of a trace id")
+        trace_uuid = str(uuid.uuid4())
+        tags = b"".join(self._tag(trace_uuid, c) for c in dict.fromkeys(chunk_ids))
+        mac = self._mac(trace_uuid, role, index_version, tags)
+        payload = base64.urlsafe_b64encode(mac + tags).rstrip(b"=").decode("ascii")
+        return f"{trace_uuid}.{index_version}.{payload}"
+
+    def verify(self, trace_id: str, *, role: str) -> IssuedTrace | None:
+        """The trace behind ``trace_id`` when this service issued it to ``role``; None otherwise."""
+        if not _TRACE_ID.fullmatch(trace_id):
+            return None
+        trace_uuid, index_version, payload = trace_id.split(".")
+        try:
+            raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+        except ValueError:
+            return None
+        mac, tags = raw[:MAC_BYTES], raw[MAC_BYTES:]
+        if len(mac) != MAC_BYTES or len(tags) % TAG_BYTES:
+            return None
+        if not hmac.compare_digest(mac, self._mac(trace_uuid, role, index_version, tags)):
+            return None
+        found = frozenset(tags[i : i + TAG_BYTES] for i in range(0, len(tags), TAG_BYTES))
+        return IssuedTrace(trace_id, index_version, trace_uuid, found, self)
+
+    def _mac(self, trace_uuid: str, role: str, index_version: str, tags: bytes) -> bytes:
+        head = "\0".join(("trace", trace_uuid, role, index_version)).encode("utf-8") + b"\0"
+        return hmac.new(self._secret, head + tags, hashlib.sha256).digest()[:MAC_BYTES]
+
+    def _tag(self, trace_uuid: str, chunk_id: str) -> bytes:
+        message = "\0".join(("chunk", trace_uuid, chunk_id)).encode("utf-8")
+        return hmac.new(self._secret, message, hashlib.sha256).digest()[:TAG_BYTES]
+
+
+def shared_secret(path: Path) -> bytes:
+    """The secret stored at ``path``, created (0600, atomically: the first process wins) when missing."""
+    try:
+        return _read_secret(path)
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, secrets.token_hex(32).encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # fails when another process created it first: then theirs is the one
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    return _read_secret(path)
+
+
+def _read_secret(path: Path) -> bytes:
+    secret = path.read_bytes().strip()
+    if len(secret) < 32:
+        raise ValueError(f"the trace secret in {path} is too short")
+    return secret
+
+
+SUMMARY_VALUES = 5
+SUMMARY_CHARS = 200
+QUERY_CHARS = 4000
+
+
+def bounded(value: Any) -> Any:
+    """``value`` as a trace records it: lists over 5 items become {count, first, sha256}; strings over 200
+    characters are cut (with their length and hash), so no request can make a trace event large."""
+    if isinstance(value, str):
+        if len(value) <= SUMMARY_CHARS:
+            return value
+        return {"chars": len(value), "first": value[:SUMMARY_CHARS], "sha256": _digest(value)}
+    if isinstance(value, dict):
+        return {str(k)[:SUMMARY_CHARS]: bounded(v) for k, v in list(value.items())[:50]}
+    if isinstance(value, list | tuple):
+        if len(value) <= SUMMARY_VALUES:
+            return [bounded(v) for v in value]
+        return {"count": len(value), "first": [bounded(v) for v in value[:SUMMARY_VALUES]], "sha256": _digest(value)}
+    return value
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def utc_timestamp() -> str:
@@ -55,8 +214,10 @@ class TraceWriter:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             path = self.path_for(datetime.now(UTC).strftime("%Y-%m-%d"))
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
+                if os.fstat(fd).st_mode & 0o077:  # a file from before traces were private
+                    os.fchmod(fd, 0o600)
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 view = memoryview(data)
                 while view:
@@ -158,11 +319,12 @@ def retrieval_events(
 ) -> list[dict[str, Any]]:
     """One ``retrieval`` event per returned chunk (one with ``chunk_id`` null when nothing was returned)."""
     timestamp = utc_timestamp()
+    summary = {"filters": bounded(filters), "collections": bounded(collections)}  # once, not once per event
     common = {
         "timestamp": timestamp,
         "event": "retrieval",
         "trace_id": trace_id,
-        "query": query,
+        "query": query[:QUERY_CHARS],
         "breath_phase": breath_phase,
         "agent": "serving",
         "role": role,
@@ -170,14 +332,14 @@ def retrieval_events(
         "index_version": index_version,
     }
     if not chunk_ids:
-        return [{**common, "chunk_id": None, "context": _context([], mode, return_, filters, collections, cache_hit)}]
+        return [{**common, "chunk_id": None, "context": _context([], mode, return_, summary, cache_hit)}]
     return [
         {
             **common,
             "chunk_id": cid,
             "rank": rank,
             "score": score,
-            "context": _context([c for c in chunk_ids if c != cid], mode, return_, filters, collections, cache_hit),
+            "context": _context([c for c in chunk_ids if c != cid], mode, return_, summary, cache_hit),
         }
         for rank, (cid, score) in enumerate(zip(chunk_ids, scores, strict=True), start=1)
     ]
@@ -205,14 +367,12 @@ def feedback_events(
     return [{**common, "chunk_id": cid, "context": context} for cid in (chunk_ids or [None])]
 
 
-def _context(
-    related: list[str], mode: str, return_: str, filters: dict[str, Any], collections: list[str], cache_hit: bool
-) -> dict[str, Any]:
+def _context(related: list[str], mode: str, return_: str, summary: dict[str, Any], cache_hit: bool) -> dict[str, Any]:
     return {
         "related_chunks": related,
         "mode": mode,
         "return": return_,
-        "filters": filters,
-        "collections": collections,
+        "filters": summary["filters"],
+        "collections": summary["collections"],
         "cache_hit": cache_hit,
     }

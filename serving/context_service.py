@@ -21,7 +21,7 @@ from livemem.chat import OpenAICompatibleBackend, generate
 from livemem.context import Caller, ContextRequest, ContextSettings, build_context
 from livemem.places import find_places
 from livemem.reader import Snapshot
-from livemem.traces import new_trace_id, retrieval_events
+from livemem.traces import retrieval_events
 from livemem.web import WebGateway
 from serving.state import Role, ServingState
 
@@ -124,7 +124,9 @@ class ContextService:
         else:
             result = cached
         hit = cached is not None
-        trace_id = new_trace_id()
+        trace_id = self.state.signer.issue(
+            role=caller.role, index_version=snap.version_id, chunk_ids=[p["chunk_id"] for p in result["unstructured"]]
+        )
         latency["total"] = round((time.perf_counter() - started) * 1000, 3)
         with self._lock:
             cls = result["route"]["response_class"]

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from livemem.retrieval import Filters
+from livemem.traces import TRACE_ID_PATTERN
 
 UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 Values = str | list[str]
@@ -163,7 +164,7 @@ class ChunkResponse(ChunkRecord):
 class FeedbackRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    trace_id: str = Field(..., pattern=UUID_PATTERN)
+    trace_id: str = Field(..., pattern=TRACE_ID_PATTERN, max_length=4096)
     chunk_ids: list[ChunkId] = Field(default_factory=list, max_length=200)
     useful: bool
     comment: str | None = Field(None, max_length=2000)

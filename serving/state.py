@@ -1,4 +1,5 @@
-"""What one serving process holds: the index reader, the retriever (one embedder), the cache, the trace writer."""
+"""What one serving process holds: the index reader, the retriever (one embedder), the cache, the trace writer and
+the trace signer (its secret is shared by every worker and replica, so any of them accepts feedback on a trace)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from livemem.embedding import Embedder
 from livemem.reader import IndexReader
 from livemem.retrieval import FusionSettings, Retriever
 from livemem.store import IndexHome
-from livemem.traces import PostgresTraceWriter, TraceWriter, trace_writer
+from livemem.traces import PostgresTraceWriter, TraceSigner, TraceWriter, trace_writer
 from serving.metrics import Metrics
 from serving.settings import Settings
 
@@ -29,6 +30,7 @@ class ServingState:
     retriever: Retriever
     cache: ResultCache
     traces: TraceWriter | PostgresTraceWriter
+    signer: TraceSigner
     metrics: Metrics = field(init=False)
 
     def __post_init__(self) -> None:
@@ -53,6 +55,7 @@ class ServingState:
             ),
             cache=ResultCache(settings.cache_size),
             traces=trace_writer(settings.traces_path, settings.trace_dsn),
+            signer=TraceSigner.from_env(settings.traces_path),
         )
 
     def role(self, name: str) -> Role:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from livemem.gis_index import GisIndex, cached_gis_index
 from livemem.reader import Snapshot
 from livemem.retrieval import top_order
-from livemem.traces import new_trace_id, retrieval_events
+from livemem.traces import retrieval_events
 from serving.deps import CallerRole, CurrentSnapshot, State
 from serving.models import UUID_PATTERN, ErrorBody
 
@@ -226,7 +226,9 @@ def gis_query(
             _hit(index.entities[row], float(score), None if d is None else float(d))
             for row, score, d in zip(best, best_scores, distances, strict=True)
         ]
-    trace_id = new_trace_id()
+    trace_id = state.signer.issue(
+        role=role.name, index_version=snap.version_id, chunk_ids=[h["entity_id"] for h in hits]
+    )
     filters = body.model_dump(exclude_none=True, include={"bbox", "near", "county", "dataset"})
     events = retrieval_events(
         trace_id=trace_id,

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, HTTPException
 
 from livemem.cache import cache_key
 from livemem.retrieval import Query, chunk_result, document_results, suggestion_result
-from livemem.traces import feedback_events, new_trace_id, retrieval_events
+from livemem.traces import feedback_events, retrieval_events
 from serving.deps import CallerRole, CurrentSnapshot, State
 from serving.models import ErrorBody, FeedbackRequest, FeedbackResponse, QueryRequest, QueryResponse
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["retrieval"])
 
 
@@ -84,7 +87,9 @@ def query(body: QueryRequest, state: State, role: CallerRole, snap: CurrentSnaps
         hit = False
     else:
         hit = True
-    trace_id = new_trace_id()
+    trace_id = state.signer.issue(
+        role=role.name, index_version=snap.version_id, chunk_ids=[r["chunk_id"] for r in cached["results"]]
+    )
     state.traces.write(
         retrieval_events(
             trace_id=trace_id,
@@ -104,18 +109,35 @@ def query(body: QueryRequest, state: State, role: CallerRole, snap: CurrentSnaps
     return QueryResponse.model_validate({**cached, "trace_id": trace_id, "cached": hit})
 
 
-@router.post("/feedback", response_model=FeedbackResponse, responses={503: {"model": ErrorBody}})
+@router.post(
+    "/feedback",
+    response_model=FeedbackResponse,
+    responses={400: {"model": ErrorBody}, 404: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+)
 def feedback(body: FeedbackRequest, state: State, role: CallerRole, snap: CurrentSnapshot) -> FeedbackResponse:
-    """Record whether the results of a query (or some of its chunks) were useful, as trace events."""
+    """Record whether the results of a query (or some of its chunks) were useful, as trace events.
+
+    Only for a trace id this service issued to the caller's role (404 otherwise, whatever the reason, so a
+    trace of another role is indistinguishable from one that never existed), and only for chunks that trace
+    returned (400): nothing else ever reaches the traces the attention rollup reads."""
+    issued = state.signer.verify(body.trace_id, role=role.name)
+    if issued is None:
+        raise HTTPException(404, "unknown trace_id: send the trace_id of an answer this service gave you")
+    foreign = [c for c in dict.fromkeys(body.chunk_ids) if not issued.returned(c)]
+    if foreign:
+        raise HTTPException(
+            400, {"message": "these chunk_ids were not returned by this trace", "chunk_ids": foreign[:20]}
+        )
     events = feedback_events(
-        trace_id=body.trace_id,
-        chunk_ids=body.chunk_ids,
+        trace_id=issued.trace_id,
+        chunk_ids=list(dict.fromkeys(body.chunk_ids)),
         useful=body.useful,
         role=role.name,
         breath_phase=snap.breath_phase,
-        index_version=snap.version_id,
+        index_version=issued.index_version,
         comment=body.comment,
     )
     if not state.traces.write(events):
-        raise HTTPException(503, f"feedback could not be written to {state.traces.directory}; try again later")
-    return FeedbackResponse(trace_id=body.trace_id, recorded=len(events))
+        log.error("feedback on trace %s could not be written to %s", issued.trace_id, state.traces.directory)
+        raise HTTPException(503, "feedback could not be recorded; try again later")
+    return FeedbackResponse(trace_id=issued.trace_id, recorded=len(events))
