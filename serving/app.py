@@ -7,6 +7,7 @@ and the embedding model is loaded once per process.
 from __future__ import annotations
 
 import logging
+import math
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -17,6 +18,8 @@ from fastapi.responses import JSONResponse
 from livemem.embedding import Embedder
 from livemem.errors import LivingMemoryError
 from livemem.reader import IndexUnavailable
+from livemem.sparql_worker import SparqlLimits, SparqlPool
+from serving.limits import RequestLimitsMiddleware
 from serving.metrics import MetricsMiddleware
 from serving.routers import chat, chunks, context, facts, gis, query, resources, system
 from serving.settings import Settings
@@ -24,11 +27,21 @@ from serving.state import ServingState
 
 log = logging.getLogger(__name__)
 
+MAX_ERRORS_SHOWN = 20
+MAX_INPUT_CHARS = 200
+
 
 def create_app(settings: Settings | None = None, embedder: Embedder | None = None) -> FastAPI:
     """The app for ``settings`` (default: from the environment); tests pass one shared ``embedder``."""
     settings = settings or Settings.from_env()
     state = ServingState.from_settings(settings, embedder)
+    sparql_pool = SparqlPool(
+        SparqlLimits(
+            workers=settings.sparql_workers,
+            timeout_s=settings.sparql_timeout_s,
+            memory_mb=settings.sparql_memory_mb,
+        )
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -38,7 +51,10 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
                 state.reader.snapshot()
             except IndexUnavailable as exc:
                 log.warning("%s", exc)
-        yield
+        try:
+            yield
+        finally:
+            sparql_pool.close()
 
     app = FastAPI(
         title="Living Memory",
@@ -47,6 +63,7 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
         lifespan=lifespan,
     )
     app.state.serving = state
+    app.state.sparql = sparql_pool
     app.include_router(query.router)
     app.include_router(chunks.router)
     app.include_router(system.router)
@@ -55,7 +72,8 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
     app.include_router(resources.router)
     app.include_router(context.router)
     app.include_router(chat.router)
-    app.add_middleware(MetricsMiddleware, metrics=state.metrics)
+    app.add_middleware(RequestLimitsMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=state.metrics)  # outermost: it also counts the 413s
 
     @app.exception_handler(IndexUnavailable)
     async def index_unavailable(_request: Request, exc: IndexUnavailable) -> JSONResponse:
@@ -67,11 +85,46 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = jsonable_encoder([{k: v for k, v in e.items() if k not in ("ctx", "url")} for e in exc.errors()])
+        found = exc.errors()
+        errors = [_error_summary(e) for e in found[:MAX_ERRORS_SHOWN]]
         message = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
+        if len(found) > MAX_ERRORS_SHOWN:
+            message += f"; and {len(found) - MAX_ERRORS_SHOWN} more problems"
         return JSONResponse({"detail": errors, "message": message}, status_code=422)
 
     return app
+
+
+def _error_summary(error: dict) -> dict:
+    """One validation error, safe to send back: the offending input summarised, never echoed whole."""
+    summary = {
+        "type": str(error.get("type", "")),
+        "loc": [p if isinstance(p, int) else _short(str(p)) for p in error.get("loc", ())],
+        "msg": _short(str(error.get("msg", ""))),
+    }
+    if "input" in error:
+        summary["input"] = _input_summary(error["input"])
+    return jsonable_encoder(summary)
+
+
+def _input_summary(value: object) -> object:
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, str):
+        return _short(value)
+    if isinstance(value, list | tuple | dict):
+        return f"<{type(value).__name__} of {len(value)} items>"
+    return f"<{type(value).__name__}>"
+
+
+def _short(text: str) -> str:
+    """At most MAX_INPUT_CHARS characters, and always encodable (a lone surrogate becomes "?")."""
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    if len(text) <= MAX_INPUT_CHARS:
+        return text
+    return f"{text[:MAX_INPUT_CHARS]}… ({len(text)} characters)"
 
 
 app = create_app()

@@ -11,6 +11,10 @@
 ``RAG_RRF_K``                   reciprocal rank fusion constant (default 60)
 ``RAG_REFRESH_INTERVAL_S``      how often ``CURRENT`` is re-read (default 0: before every request)
 ``RAG_TORCH_THREADS``           torch and BLAS threads per serving process (default 1)
+``RAG_MAX_BODY_BYTES``          largest request body accepted (default 1 MiB; bigger: 413, unread)
+``RAG_SPARQL_WORKERS``          SPARQL worker processes per serving process: queries at once (default 2)
+``RAG_SPARQL_TIMEOUT_S``        wall-clock limit of one SPARQL query; its worker is killed after it (default 2)
+``RAG_SPARQL_MEMORY_MB``        memory one SPARQL query may use in its worker (default 256)
 ==============================  =====================================================================
 """
 
@@ -46,6 +50,10 @@ class Settings(BaseModel):
     rrf_depth: int = Field(1000, ge=10)
     refresh_interval_s: float = Field(0.0, ge=0)
     torch_threads: int = Field(1, ge=1)
+    max_body_bytes: int = Field(2**20, ge=1024, description="request bodies above this size are refused (413)")
+    sparql_workers: int = Field(2, ge=1, le=64)
+    sparql_timeout_s: float = Field(2.0, gt=0, le=600)
+    sparql_memory_mb: int = Field(256, ge=16)
     warm_up: bool = True
 
     @field_validator("roles")
@@ -90,6 +98,10 @@ class Settings(BaseModel):
             ("RAG_RRF_K", "rrf_k"),
             ("RAG_REFRESH_INTERVAL_S", "refresh_interval_s"),
             ("RAG_TORCH_THREADS", "torch_threads"),
+            ("RAG_MAX_BODY_BYTES", "max_body_bytes"),
+            ("RAG_SPARQL_WORKERS", "sparql_workers"),
+            ("RAG_SPARQL_TIMEOUT_S", "sparql_timeout_s"),
+            ("RAG_SPARQL_MEMORY_MB", "sparql_memory_mb"),
         ):
             if os.environ.get(env):
                 values[name] = os.environ[env]

@@ -1,32 +1,33 @@
 """The structured side of GBIM: relation triples by pattern (``GET /facts``) and read-only SPARQL (``POST /facts/sparql``).
 
 Both see only the entities the caller's role may read (a triple is visible when its subject entity is), from the
-version the request's snapshot serves. SPARQL is parsed first: anything but a SELECT (or ASK) is refused; a query
-runs with a time limit and its rows are capped.
+version the request's snapshot serves. SPARQL runs in worker processes (``livemem.sparql_worker``) that are killed
+when a query overruns its time limit: only SELECT and ASK, no SERVICE or remote loading, rows and memory capped.
 """
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as QueryTimeout
-from functools import lru_cache
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from livemem.gis_index import GisIndex, cached_gis_index
+from livemem.gis_index import GisIndex
+from livemem.sparql_worker import (
+    SparqlBusy,
+    SparqlError,
+    SparqlPool,
+    SparqlRefused,
+    SparqlTimeout,
+    SparqlUnavailable,
+)
 from serving.deps import CallerRole, CurrentSnapshot
 from serving.models import ErrorBody
 from serving.routers.gis import gis_index
 
 router = APIRouter(tags=["facts"])
 
-SPARQL_TIMEOUT_S = 2.0
 SPARQL_MAX_ROWS = 1000
-_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sparql")
-_GRAPH_LOCK = threading.Lock()
 
 
 class Fact(BaseModel):
@@ -93,65 +94,33 @@ def _norm(value: str) -> str:
     return value[: -len(" county")] if value.endswith(" county") else value
 
 
-@lru_cache(maxsize=8)
-def _graph(version_dir: str, access: frozenset[str]):
-    from livemem.gbim import rdf_graph
+def sparql_pool(request: Request) -> SparqlPool:
+    return request.app.state.sparql
 
-    index = cached_gis_index(version_dir)
-    entities = _visible(index, access)
-    ids = {e["entity_id"] for e in entities}
-    relations = [r for e in entities for r in index.relations.get(e["entity_id"], ()) if r["subject"] in ids]
-    return rdf_graph(entities, relations)
+
+_STATUS = {SparqlRefused: 400, SparqlTimeout: 408, SparqlBusy: 429, SparqlUnavailable: 503}
 
 
 @router.post(
     "/facts/sparql",
     response_model=SparqlResponse,
-    responses={400: {"model": ErrorBody}, 408: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+    responses={
+        400: {"model": ErrorBody, "description": "not a valid, supported read-only query, or over its limits"},
+        408: {"model": ErrorBody, "description": "ran past the time limit (and was stopped)"},
+        429: {"model": ErrorBody, "description": "every SPARQL worker is busy"},
+        503: {"model": ErrorBody},
+    },
 )
-def sparql(body: SparqlRequest, role: CallerRole, snap: CurrentSnapshot) -> SparqlResponse:
-    """Run a read-only SPARQL SELECT (or ASK) over the entities and relations (prefixes gbim:, geo:, rdfs:)."""
-    from pyparsing import ParseException
-    from rdflib.plugins.sparql import prepareQuery
+def sparql(
+    body: SparqlRequest, role: CallerRole, snap: CurrentSnapshot, pool: Annotated[SparqlPool, Depends(sparql_pool)]
+) -> SparqlResponse:
+    """Run a read-only SPARQL SELECT (or ASK) over the entities and relations (prefixes gbim:, geo:, rdfs:).
 
+    Not supported (400): updates, CONSTRUCT, DESCRIBE, SERVICE, FROM / FROM NAMED, GRAPH."""
     gis_index(snap)  # 503 when the version has no GBIM export
     try:
-        prepared = prepareQuery(
-            body.query,
-            initNs={
-                "gbim": "https://living-memory.example.org/gbim/",
-                "geo": "http://www.w3.org/2003/01/geo/wgs84_pos#",
-                "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
-                "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
-            },
-        )
-    except (ParseException, Exception) as exc:  # rdflib raises several kinds for bad queries
-        raise HTTPException(400, f"not a valid SPARQL query: {exc}") from exc
-    kind = prepared.algebra.name
-    if kind not in ("SelectQuery", "AskQuery"):
-        raise HTTPException(400, f"only SELECT and ASK queries are allowed here, not {kind.removesuffix('Query')}")
-    with _GRAPH_LOCK:
-        graph = _graph(str(snap.path), role.access)
-    future = _POOL.submit(lambda: _run(graph, prepared, body.limit))
-    try:
-        variables, rows, boolean, truncated = future.result(timeout=SPARQL_TIMEOUT_S)
-    except QueryTimeout as exc:
-        raise HTTPException(408, f"the query ran longer than {SPARQL_TIMEOUT_S} s; narrow it down") from exc
-    return SparqlResponse(
-        variables=variables, rows=rows, boolean=boolean, truncated=truncated, index_version=snap.version_id
-    )
-
-
-def _run(graph, prepared, limit: int):
-    result = graph.query(prepared)
-    if result.type == "ASK":
-        return [], [], bool(result.askAnswer), False
-    variables = [str(v) for v in result.vars]
-    rows = []
-    truncated = False
-    for row in result:
-        if len(rows) == limit:
-            truncated = True
-            break
-        rows.append({v: (None if row[i] is None else str(row[i])) for i, v in enumerate(variables)})
-    return variables, rows, None, truncated
+        result = pool.run(str(snap.path), role.access, body.query, body.limit)
+    except SparqlError as exc:
+        status = _STATUS[type(exc)]
+        raise HTTPException(status, str(exc), headers={"Retry-After": "1"} if status == 429 else None) from exc
+    return SparqlResponse(**result, index_version=snap.version_id)

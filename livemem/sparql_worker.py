@@ -1,0 +1,321 @@
+"""Read-only SPARQL over the GBIM facts, run in worker processes that can be stopped.
+
+A regular expression with catastrophic backtracking holds Python's interpreter lock, and a thread cannot be
+ended from outside: a query run in a thread of the serving process could freeze it for good. So every query
+runs in a separate process of a small ``SparqlPool``. The serving thread only waits on a pipe; when a query
+overruns its wall-clock limit the worker is killed (SIGKILL) and a fresh one replaces it. Each worker also
+runs under an address-space budget per query and a CPU-time backstop (so even a worker orphaned by a killed
+server ends), cuts results at a row and character limit while iterating (rdflib yields SELECT rows lazily,
+so stopping early ends the work), and has no network: rdflib's graph loading is off and sockets refuse to
+connect.
+
+Queries are checked on their parsed algebra, not their text: only SELECT and ASK, and no ``SERVICE`` (request
+forgery), ``FROM`` / ``FROM NAMED`` (remote loading) or ``GRAPH`` (the facts are one default graph).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Iterable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+PREFIXES = {
+    "gbim": "https://living-memory.example.org/gbim/",
+    "geo": "http://www.w3.org/2003/01/geo/wgs84_pos#",
+    "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
+    "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
+}
+# Starting a worker (imports) and building a version's graph are bounded by the data, not by the query.
+LOAD_TIMEOUT_S = 60.0
+GRAPHS_KEPT = 2
+UNSUPPORTED = {
+    "ServiceGraphPattern": "SERVICE is not supported: queries never reach other endpoints",
+    "DatasetClause": "FROM and FROM NAMED are not supported: the facts are one default graph and nothing is loaded",
+    "Graph": "GRAPH is not supported: the facts are one default graph, without named graphs",
+}
+
+
+class SparqlError(Exception):
+    """A query that was not answered; the subclass says why."""
+
+
+class SparqlRefused(SparqlError):
+    """Not a valid or supported read-only query, or one that needs more than its limits allow."""
+
+
+class SparqlTimeout(SparqlError):
+    """The query ran past the wall-clock limit; its worker was killed."""
+
+
+class SparqlBusy(SparqlError):
+    """Every worker is busy: the query was not queued."""
+
+
+class SparqlUnavailable(SparqlError):
+    """The facts graph could not be loaded, or the worker ended without an answer."""
+
+
+@dataclass(frozen=True)
+class SparqlLimits:
+    workers: int = 2
+    timeout_s: float = 2.0
+    memory_mb: int = 256
+    max_result_chars: int = 1_000_000
+
+
+# --- the serving side -------------------------------------------------------------------------------------------
+class _Worker:
+    def __init__(self, limits: SparqlLimits) -> None:
+        context = multiprocessing.get_context("spawn")  # never fork a process that holds threads and torch
+        self.conn, child = context.Pipe()
+        self.process = context.Process(
+            target=serve, args=(child, limits.memory_mb, limits.max_result_chars), name="sparql-worker", daemon=True
+        )
+        self.process.start()
+        child.close()
+
+    def run(self, request: tuple, timeout_s: float) -> dict[str, Any]:
+        self.conn.send(request)
+        loaded = self._receive(LOAD_TIMEOUT_S)
+        if loaded[0] != "loaded":
+            raise SparqlUnavailable(loaded[1])
+        if not self.conn.poll(timeout_s):
+            raise SparqlTimeout(f"the query ran longer than {timeout_s:g} s and was stopped; narrow it down")
+        reply = self._receive(0)
+        if reply[0] == "refused":
+            raise SparqlRefused(reply[1])
+        return reply[1]
+
+    def _receive(self, timeout_s: float) -> tuple:
+        try:
+            if not self.conn.poll(timeout_s):
+                raise SparqlUnavailable(f"the facts graph was not loaded within {timeout_s:g} s")
+            return self.conn.recv()
+        except (EOFError, OSError) as exc:
+            self.process.join(1)
+            raise SparqlUnavailable(
+                f"the SPARQL worker ended without an answer (exit code {self.process.exitcode})"
+            ) from exc
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join(5)
+        self.conn.close()
+
+
+class SparqlPool:
+    """At most ``limits.workers`` queries at once, each in its own worker process; more are refused, not queued."""
+
+    def __init__(self, limits: SparqlLimits) -> None:
+        self.limits = limits
+        self._slots = threading.BoundedSemaphore(limits.workers)
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def run(self, version_dir: str, access: Iterable[str], query: str, limit: int) -> dict[str, Any]:
+        """``{"variables", "rows", "boolean", "truncated"}`` for ``query`` over the facts ``access`` may read."""
+        if not self._slots.acquire(blocking=False):
+            raise SparqlBusy(f"{self.limits.workers} SPARQL queries are already running; retry in a moment")
+        try:
+            worker = self._checkout()
+            try:
+                result = worker.run((version_dir, sorted(access), query, limit), self.limits.timeout_s)
+            except SparqlRefused:
+                self._checkin(worker)
+                raise
+            except BaseException:
+                # Overran, died, or this thread was interrupted: the worker may still be computing, so it goes.
+                worker.kill()
+                self._replace()
+                raise
+            self._checkin(worker)
+            return result
+        finally:
+            self._slots.release()
+
+    def _checkout(self) -> _Worker:
+        with self._lock:
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.process.is_alive():
+                    return worker
+                worker.kill()
+        return _Worker(self.limits)
+
+    def _checkin(self, worker: _Worker) -> None:
+        with self._lock:
+            if not self._closed and worker.process.is_alive():
+                self._idle.append(worker)
+                return
+        worker.kill()
+
+    def _replace(self) -> None:
+        """Start a fresh worker now, so that it has imported rdflib by the time the next query comes."""
+        with self._lock:
+            if not self._closed and len(self._idle) < self.limits.workers:
+                self._idle.append(_Worker(self.limits))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.kill()
+
+
+# --- the worker side --------------------------------------------------------------------------------------------
+def serve(conn: Any, memory_mb: int, max_result_chars: int) -> None:
+    """The worker's loop: one request at a time until the serving process closes the pipe."""
+    _forbid_network()
+    import rdflib.plugins.sparql
+
+    rdflib.plugins.sparql.SPARQL_LOAD_GRAPHS = False  # GRAPH <iri> would otherwise fetch <iri> from the web
+    graphs: dict[tuple[str, tuple[str, ...]], Any] = {}
+    while True:
+        try:
+            version_dir, access, query, limit = conn.recv()
+        except (EOFError, OSError):
+            return
+        key = (version_dir, tuple(access))
+        try:
+            if key not in graphs:
+                while len(graphs) >= GRAPHS_KEPT:
+                    graphs.pop(next(iter(graphs)))
+                graphs[key] = facts_graph(version_dir, frozenset(access))
+        except Exception as exc:  # a damaged or missing GBIM export: the serving side answers 503
+            conn.send(("unavailable", f"the facts graph of this version could not be loaded: {exc}"))
+            continue
+        conn.send(("loaded",))
+        reply = answer(graphs[key], query, limit, memory_mb, max_result_chars)
+        conn.send(reply)
+        if reply[0] == "refused" and reply[2]:  # out of memory: a fresh process is the clean state
+            return
+
+
+def facts_graph(version_dir: str, access: frozenset[str]):
+    """The rdflib graph of the entities ``access`` may read and of their relations."""
+    from livemem.gbim import rdf_graph
+    from livemem.gis_index import cached_gis_index
+
+    index = cached_gis_index(version_dir)
+    if index is None:
+        raise FileNotFoundError(f"{os.path.basename(version_dir)} holds no GBIM export")
+    entities = [e for e in index.entities if e["access"] in access]
+    ids = {e["entity_id"] for e in entities}
+    relations = [r for e in entities for r in index.relations.get(e["entity_id"], ()) if r["subject"] in ids]
+    return rdf_graph(entities, relations)
+
+
+def answer(graph: Any, query: str, limit: int, memory_mb: int, max_result_chars: int) -> tuple:
+    """``("ok", result)`` or ``("refused", message, retire)``."""
+    try:
+        with _memory_budget(memory_mb):
+            prepared = prepare(query)
+            return ("ok", _evaluate(graph, prepared, limit, max_result_chars))
+    except SparqlRefused as exc:
+        return ("refused", str(exc), False)
+    except MemoryError:
+        return ("refused", f"the query needs more than the {memory_mb} MB it may use; narrow it down", True)
+    except RecursionError:
+        return ("refused", "the query is nested too deeply", False)
+    except Exception as exc:  # rdflib's evaluation errors (unknown function, type errors, ...) are the query's
+        return ("refused", f"the query failed: {type(exc).__name__}: {str(exc)[:500]}", False)
+
+
+def prepare(query: str):
+    """The parsed query, if it is a SELECT or ASK that uses only what this endpoint supports."""
+    from rdflib.plugins.sparql import prepareQuery
+    from rdflib.plugins.sparql.parser import parseUpdate
+
+    try:
+        prepared = prepareQuery(query, initNs=PREFIXES)
+    except Exception as exc:  # pyparsing and rdflib raise several kinds for a bad query
+        try:
+            parseUpdate(query)
+        except Exception:
+            raise SparqlRefused(f"not a valid SPARQL query: {str(exc)[:500]}") from exc
+        raise SparqlRefused(
+            "SPARQL Update (INSERT, DELETE, LOAD, CLEAR, ...) is not allowed: this endpoint is read-only"
+        ) from exc
+    kind = prepared.algebra.name
+    if kind not in ("SelectQuery", "AskQuery"):
+        raise SparqlRefused(f"only SELECT and ASK queries are allowed here, not {kind.removesuffix('Query').upper()}")
+    found = _algebra_names(prepared.algebra)
+    problems = [message for name, message in UNSUPPORTED.items() if name in found]
+    if problems:
+        raise SparqlRefused("; ".join(problems))
+    return prepared
+
+
+def _algebra_names(root: Any) -> set[str]:
+    from rdflib.plugins.sparql.parserutils import CompValue
+
+    names: set[str] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, CompValue):
+            names.add(node.name)
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return names
+
+
+def _evaluate(graph: Any, prepared: Any, limit: int, max_result_chars: int) -> dict[str, Any]:
+    result = graph.query(prepared)
+    if result.type == "ASK":
+        return {"variables": [], "rows": [], "boolean": bool(result.askAnswer), "truncated": False}
+    variables = [str(v) for v in result.vars]
+    rows: list[dict[str, str | None]] = []
+    chars = 0
+    truncated = False
+    for row in result:  # lazy: breaking out ends the evaluation
+        values = {v: (None if row[i] is None else str(row[i])) for i, v in enumerate(variables)}
+        chars += sum(len(v) for v in values.values() if v is not None)
+        if len(rows) == limit or chars > max_result_chars:
+            truncated = True
+            break
+        rows.append(values)
+    return {"variables": variables, "rows": rows, "boolean": None, "truncated": truncated}
+
+
+@contextmanager
+def _memory_budget(memory_mb: int):
+    """Let the process's address space grow by at most ``memory_mb`` while the query runs (Linux)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as statm:
+        in_use = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    budget = in_use + memory_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (budget if hard == resource.RLIM_INFINITY else min(budget, hard), hard))
+    cpu_soft, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    # A backstop only: the serving process kills the worker long before; this ends one it no longer watches.
+    cpu_budget = int(used.ru_utime + used.ru_stime) + 60
+    if cpu_hard == resource.RLIM_INFINITY or cpu_budget <= cpu_hard:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_budget, cpu_hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_soft, cpu_hard))
+
+
+def _forbid_network() -> None:
+    """No query may reach the network from a worker, whatever rdflib would do (its pipe is already open)."""
+    import socket
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise PermissionError("the SPARQL worker has no network access")
+
+    for name in ("connect", "connect_ex", "sendto", "sendmsg"):
+        setattr(socket.socket, name, refuse)
+    socket.create_connection = refuse  # type: ignore[assignment]
+    socket.getaddrinfo = refuse  # type: ignore[assignment]
