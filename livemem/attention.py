@@ -44,6 +44,7 @@ import pandas as pd
 
 from livemem.breath import TONES, Breath
 from livemem.config import SourcesConfig
+from livemem.duck import registered
 from livemem.errors import ConfigError
 from livemem.store import TABLES, IndexHome, derive_version, iso, utc_now, write_manifest
 
@@ -276,7 +277,11 @@ def apply_day(
     weights: Weights,
 ) -> None:  # fmt: skip
     """Replace the ``attention`` table of the connected version with the state after the day (formula above)."""
-    usage = _usage_frame(signals, weights)  # noqa: F841 - read by DuckDB below
+    with registered(con, _usage_frame(signals, weights), "usage") as usage:
+        _apply_day(con, previous_state, usage, decay_rate)
+
+
+def _apply_day(con: duckdb.DuckDBPyConnection, previous_state: Path | None, usage: str, decay_rate: float) -> None:
     prev = (
         f"SELECT chunk_id, attention_score, last_breath_seen FROM read_parquet('{previous_state}')"
         if previous_state is not None
@@ -319,7 +324,7 @@ def apply_day(
                     WHEN CAST(substr(u.latest_phase, 2) AS INTEGER) >= CAST(substr(b.seen, 2) AS INTEGER)
                          THEN u.latest_phase
                     ELSE b.seen END AS last_breath_seen
-        FROM base b LEFT JOIN usage u USING (chunk_id)
+        FROM base b LEFT JOIN {usage} u USING (chunk_id)
         """
     )
     con.execute("DELETE FROM attention")
@@ -340,9 +345,14 @@ def apply_related(
     ``weight(c, d)`` after day D = weight after D-1 · (1 − r) + the number of queries of D that returned both c
     and d within their first 5 results; the 20 strongest relations per chunk above 0.05 are kept.
     """
-    pairs = pd.DataFrame(  # noqa: F841 - read by DuckDB below
+    pairs = pd.DataFrame(
         [(t, c) for t, c, _, rank in events.retrievals if rank <= RELATED_TOP_RANKS], columns=["trace", "chunk_id"]
     ).astype("string")
+    with registered(con, pairs, "pairs") as name:
+        _apply_related(con, previous_state, name, decay_rate)
+
+
+def _apply_related(con: duckdb.DuckDBPyConnection, previous_state: Path | None, pairs: str, decay_rate: float) -> None:
     prev_file = previous_state.with_name(previous_state.stem + ".related.parquet") if previous_state else None
     prev = (
         f"SELECT chunk_id, related_id, weight FROM read_parquet('{prev_file}')"
@@ -355,8 +365,8 @@ def apply_related(
         CREATE TABLE related_chunks AS
         WITH today AS (
             SELECT a.chunk_id, b.chunk_id AS related_id, COUNT(DISTINCT a.trace)::DOUBLE AS weight
-            FROM (SELECT DISTINCT trace, chunk_id FROM pairs) a
-            JOIN (SELECT DISTINCT trace, chunk_id FROM pairs) b ON a.trace = b.trace AND a.chunk_id <> b.chunk_id
+            FROM (SELECT DISTINCT trace, chunk_id FROM {pairs}) a
+            JOIN (SELECT DISTINCT trace, chunk_id FROM {pairs}) b ON a.trace = b.trace AND a.chunk_id <> b.chunk_id
             GROUP BY 1, 2
         ),
         merged AS (

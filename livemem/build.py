@@ -27,10 +27,11 @@ from livemem import records
 from livemem.breath import Breath, parse_breath
 from livemem.chunking import chunk_file, file_type
 from livemem.config import Governance, SourceConfig, SourcesConfig
+from livemem.duck import registered
 from livemem.embedding import Embedder, EmbeddingCache, cache_key
 from livemem.errors import LivingMemoryError, SourceError
 from livemem.gitsource import GitSource, TreeEntry
-from livemem.sparse import build_sparse
+from livemem.sparse import build_sparse_per_level
 from livemem.store import (
     CHROMA,
     MANIFEST,
@@ -127,19 +128,34 @@ class _FilePlan:
     rebuilt: list[str]
     new: set[str]
     deleted: list[str]
+    base_created: dict[str, str | None] = field(default_factory=dict)
 
 
-def build_version(config: SourcesConfig, home: IndexHome, embedder: Embedder, *, force: bool = False) -> BuildResult:
-    """Stage a new version from the sources; returns what was done (``version_id`` None when nothing changed)."""
+def build_version(
+    config: SourcesConfig,
+    home: IndexHome,
+    embedder: Embedder,
+    *,
+    force: bool = False,
+    commits: dict[str, str] | None = None,
+) -> BuildResult:
+    """Stage a new version from the sources; returns what was done (``version_id`` None when nothing changed).
+
+    ``commits`` pins sources to given commits instead of their configured refs (``verify --rebuild`` rebuilds
+    exactly the commits a published version indexed).
+    """
     home.ensure()
     with home.write_lock():
         home.clear_staging()
-        return _Builder(config, home, embedder).run(force)
+        return _Builder(config, home, embedder, commits).run(force)
 
 
 class _Builder:
-    def __init__(self, config: SourcesConfig, home: IndexHome, embedder: Embedder) -> None:
+    def __init__(
+        self, config: SourcesConfig, home: IndexHome, embedder: Embedder, commits: dict[str, str] | None = None
+    ) -> None:
         self.config = config
+        self.commits = commits or {}
         self.home = home
         self.embedder = embedder
         self.timings: dict[str, float] = {}
@@ -160,7 +176,7 @@ class _Builder:
             st = stats[src.name] = SourceStats()
             try:
                 repo = GitSource(src.repo, src.name)
-                st.head_commit = repo.resolve(src.ref)
+                st.head_commit = repo.resolve(self.commits.get(src.name, src.ref))
                 opened[src.name] = (repo, st.head_commit)
             except SourceError as exc:
                 st.error = str(exc)
@@ -294,13 +310,18 @@ class _Builder:
         fingerprint = self._fingerprint(src)
         base_files = self._base_files(con, src.name)
         same_config = base_entry is not None and base_entry.get("config_fingerprint") == fingerprint
+        base_commit = base_entry.get("head_commit") if base_entry else None
+        # A file whose blob is the same as in the base may still have been changed and changed back since: its
+        # provenance (the last commit that changed it) moved, so it is rebuilt too. Without a usable range
+        # (history rewritten, base commit gone) nothing can be carried.
+        touched = repo.touched_since(base_commit, head) if base_files else set()
         carried, rebuilt, new = [], [], set()
         for path, entry in tree.items():
             before = base_files.get(path)
             if before is None:
                 new.add(path)
                 rebuilt.append(path)
-            elif before[0] == entry.blob_sha and same_config:
+            elif before[0] == entry.blob_sha and same_config and touched is not None and path not in touched:
                 carried.append(path)
             else:
                 rebuilt.append(path)
@@ -311,25 +332,31 @@ class _Builder:
         st.files_deleted = len(deleted)
         st.changed_paths = sorted(set(rebuilt) - new)
         st.deleted_paths = deleted
-        base_commit = base_entry.get("head_commit") if base_entry else None
-        return _FilePlan(src, repo, head, fingerprint, base_commit, tree, carried, rebuilt, new, deleted)
+        base_created = {p: created for p, (_, created) in base_files.items()}
+        return _FilePlan(
+            src, repo, head, fingerprint, base_commit, tree, carried, rebuilt, new, deleted, base_created
+        )  # fmt: skip
 
     def _carry(self, con: duckdb.DuckDBPyConnection, source: str, paths: list[str] | None) -> None:
         """Copy the rows of unchanged files (all files of the source when ``paths`` is None) from the base."""
         if self.base_dir is None or paths == []:
             return
-        where = "source = ?"
-        if paths is not None:
-            keep = pd.DataFrame({"path": paths})  # noqa: F841 - read by DuckDB below
-            con.execute("CREATE OR REPLACE TEMP TABLE keep AS SELECT path FROM keep")
-            where += " AND path IN (SELECT path FROM keep)"
-        for table in ("chunks", "parents", "skipped_files"):
-            con.execute(f"INSERT INTO {table} SELECT * FROM base.{table} WHERE {where}", [source])
+        if paths is None:
+            for table in ("chunks", "parents", "skipped_files"):
+                con.execute(f"INSERT INTO {table} SELECT * FROM base.{table} WHERE source = ?", [source])
+            return
+        with registered(con, pd.DataFrame({"path": paths}), "carried") as keep:
+            for table in ("chunks", "parents", "skipped_files"):
+                con.execute(
+                    f"INSERT INTO {table} SELECT * FROM base.{table} WHERE source = ? "
+                    f"AND path IN (SELECT path FROM {keep})",
+                    [source],
+                )
 
     def _chunk_files(self, con, plan: _FilePlan, st: SourceStats):
         src = plan.source
         history = self._history(plan)
-        base_created = {p: c for p, (_, c) in self._base_files(con, src.name).items()} if plan.rebuilt else {}
+        base_created = plan.base_created
         rows: list[dict[str, Any]] = []
         parents: list[dict[str, Any]] = []
         skipped: list[dict[str, Any]] = []
@@ -422,11 +449,17 @@ class _Builder:
         return rows, parents, skipped
 
     def _history(self, plan: _FilePlan) -> dict:
-        """Provenance of every rebuilt file: from the commits since the base when possible, else all history."""
+        """Provenance of every rebuilt file, as a from-scratch build computes it (one walk of the whole history).
+
+        A file the base indexed with a known ``created_at`` only needs its last change, which lies in the commits
+        since the base when it was touched there; a file new to the source (added, moved in from another source,
+        selected by a changed glob, or skipped before) needs its first add, which may lie before the base.
+        """
         wanted = set(plan.rebuilt)
+        ranged = {p for p in wanted if p not in plan.new and plan.base_created.get(p)}
         found: dict = {}
-        if plan.base_commit and plan.git.is_ancestor(plan.base_commit, plan.head):
-            found = plan.git.history(plan.head, wanted, since=plan.base_commit)
+        if ranged and plan.base_commit and plan.git.is_ancestor(plan.base_commit, plan.head):
+            found = plan.git.history(plan.head, ranged, since=plan.base_commit)
         missing = wanted - set(found)
         if missing:
             found.update(plan.git.history(plan.head, missing))
@@ -454,8 +487,8 @@ class _Builder:
             ("skipped_files", SKIP_COLUMNS, skips),
         ):
             if data:
-                frame = pd.DataFrame(data, columns=list(columns))  # noqa: F841 - read by DuckDB below
-                con.execute(f"INSERT INTO {table} SELECT * FROM frame")
+                with registered(con, pd.DataFrame(data, columns=list(columns)), table) as frame:
+                    con.execute(f"INSERT INTO {table} SELECT * FROM {frame}")
         if self.base_dir is None:
             con.execute("INSERT INTO attention SELECT chunk_id, 0, NULL FROM chunks")
             return
@@ -615,16 +648,18 @@ class _Builder:
         return np.stack([found[h] for _, _, h in items])
 
     def _write_retrieval(self, con, staged) -> None:
-        """The read-optimised snapshot serving loads: ids, a dense matrix and a BM25 index, in one order."""
+        """The read-optimised snapshot serving loads: ids, a dense matrix and BM25 indexes (over every chunk and
+        per access level, so a role's scores use only statistics of chunks it may read), in one order."""
         rows = con.execute(
-            "SELECT chunk_id, content, heading_path, embed_hash FROM chunks ORDER BY chunk_id"
+            "SELECT chunk_id, content, heading_path, embed_hash, access FROM chunks ORDER BY chunk_id"
         ).fetchall()
         target = staged / RETRIEVAL
         target.mkdir()
         (target / "ids.json").write_text(json.dumps([r[0] for r in rows]), encoding="utf-8")
-        np.save(target / "dense.npy", self._vectors_for([(c, p, h) for _, c, p, h in rows]))
+        np.save(target / "dense.npy", self._vectors_for([(c, p, h) for _, c, p, h, _ in rows]))
         if rows:
-            build_sparse([records.embed_text(c, json.loads(p)) for _, c, p, _ in rows], target / "bm25")
+            texts = [records.embed_text(c, json.loads(p)) for _, c, p, _, _ in rows]
+            build_sparse_per_level(texts, [a for *_, a in rows], target)
 
     def _breath(self, opened: dict) -> Breath:
         return read_breath(self.config, {name: repo for name, (repo, _) in opened.items()})

@@ -6,6 +6,7 @@ so a person auditing in the Dagster UI sees what to fix.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import duckdb
 
 from livemem import records
+from livemem.config import SourcesConfig
 from livemem.errors import SourceError
 from livemem.gitsource import GitSource
 from livemem.schemas import errors_for, validator
@@ -146,3 +148,121 @@ def check_attention(version_dir: Path) -> CheckOutcome:
     failures.extend(schema.failures)
     summary = f"{total - missing - bad} of {total} chunks have a valid attention score; {schema.summary}"
     return CheckOutcome(not failures, summary, failures[:MAX_REPORTED], total)
+
+
+def check_index_complete(
+    version_dir: Path, manifest: dict[str, Any], config: SourcesConfig, base_dir: Path | None
+) -> CheckOutcome:
+    """The staged version holds exactly its sources' files, and what was carried over kept its rows.
+
+    Cheap at any size (one tree listing per source, aggregates in SQL; no file is read):
+    - every file of a source's tree at the indexed commit that the source selects is either indexed (a parent
+      row with the same blob) or reported as skipped, and nothing else is;
+    - every indexed file has as many chunk rows as its parent row says, and every chunk has its parent;
+    - a file whose blob and source configuration are unchanged since the base version has exactly the base
+      version's chunk ids (carried rows may not be lost, duplicated or swapped with another file's).
+    Sources that could not be read keep the base version's rows: for them only the last rule applies.
+    """
+    failures: list[str] = []
+    con = duckdb.connect(str(version_dir / TABLES), read_only=True)
+    try:
+        indexed: dict[str, dict[str, str]] = defaultdict(dict)
+        for source, path, blob in con.execute(
+            "SELECT source, path, blob_sha FROM parents UNION ALL SELECT source, path, blob_sha FROM skipped_files"
+        ).fetchall():
+            if path in indexed[source]:
+                failures.append(f"{source}: {path} is both indexed and skipped, or indexed twice")
+            indexed[source][path] = blob
+        for source, path, expected, actual in con.execute(
+            "SELECT p.source, p.path, p.chunk_count, COUNT(c.chunk_id) FROM parents p "
+            "LEFT JOIN chunks c ON c.parent_id = p.parent_id GROUP BY ALL HAVING p.chunk_count <> COUNT(c.chunk_id)"
+        ).fetchall():
+            failures.append(f"{source}: {path} has {actual} chunk rows, its parent row says {expected}")
+        orphans = con.execute(
+            "SELECT COUNT(*) FROM chunks c WHERE c.parent_id NOT IN (SELECT parent_id FROM parents)"
+        ).fetchone()[0]
+        if orphans:
+            failures.append(f"{orphans} chunk rows have no parent row")
+        carried_checked = _check_carried(con, version_dir, manifest, base_dir, failures)
+    finally:
+        con.close()
+    unreadable = set(manifest.get("changes", {}).get("unreadable_sources", {}))
+    files_checked = 0
+    for src in config.sources:
+        entry = manifest["sources"].get(src.name)
+        if src.name in unreadable or entry is None:
+            continue
+        try:
+            with GitSource(Path(entry["repo"]), src.name) as repo:
+                tree = {e.path: e.blob_sha for e in repo.list_files(entry["head_commit"]) if src.selects(e.path)}
+        except SourceError as exc:
+            failures.append(str(exc))
+            continue
+        files_checked += len(tree)
+        have = indexed.get(src.name, {})
+        for path in sorted(tree.keys() - have.keys()):
+            failures.append(f"{src.name}: {path} is in the tree at {entry['head_commit'][:12]} but has no rows")
+        for path in sorted(have.keys() - tree.keys()):
+            failures.append(f"{src.name}: {path} has rows but is not in the tree at {entry['head_commit'][:12]}")
+        for path in sorted(tree.keys() & have.keys()):
+            if tree[path] != have[path]:
+                failures.append(
+                    f"{src.name}: {path} was indexed from blob {have[path][:12]}, the tree has {tree[path][:12]}"
+                )
+    for source in sorted(set(indexed) - {s.name for s in config.sources}):
+        failures.append(f"rows of source {source!r}, which the sources file does not name")
+    summary = (
+        f"{files_checked} files of {len(config.sources)} source(s) checked against their trees; "
+        f"{carried_checked} carried-over files keep their base rows; {len(failures)} problem(s)"
+    )
+    return CheckOutcome(not failures, summary, failures[:MAX_REPORTED], files_checked)
+
+
+def _check_carried(
+    con: duckdb.DuckDBPyConnection,
+    version_dir: Path,
+    manifest: dict[str, Any],
+    base_dir: Path | None,
+    failures: list[str],
+) -> int:
+    """Files with the same blob and source configuration as in the base must have the base's chunk ids."""
+    if base_dir is None or not (base_dir / TABLES).is_file():
+        return 0
+    base_manifest = json.loads((base_dir / "manifest.json").read_text(encoding="utf-8"))
+    same_config = [
+        name
+        for name, entry in manifest["sources"].items()
+        if entry.get("config_fingerprint")
+        and entry.get("config_fingerprint") == base_manifest.get("sources", {}).get(name, {}).get("config_fingerprint")
+    ]
+    if not same_config:
+        return 0
+    con.execute(f"ATTACH '{base_dir / TABLES}' AS carried_base (READ_ONLY)")
+    try:
+        placeholders = ", ".join("?" for _ in same_config)
+        rows = con.execute(
+            f"""
+            WITH carried AS (
+                SELECT p.source, p.path, p.parent_id FROM parents p
+                JOIN carried_base.parents b USING (source, path, blob_sha)
+                WHERE p.source IN ({placeholders})
+            ),
+            mine AS (SELECT parent_id, list_sort(list(chunk_id)) AS ids FROM chunks
+                     WHERE parent_id IN (SELECT parent_id FROM carried) GROUP BY 1),
+            theirs AS (SELECT parent_id, list_sort(list(chunk_id)) AS ids FROM carried_base.chunks
+                       WHERE parent_id IN (SELECT parent_id FROM carried) GROUP BY 1)
+            SELECT c.source, c.path, len(COALESCE(m.ids, [])), len(COALESCE(t.ids, [])),
+                   COALESCE(m.ids, []) = COALESCE(t.ids, []) AS same
+            FROM carried c LEFT JOIN mine m USING (parent_id) LEFT JOIN theirs t USING (parent_id)
+            """,
+            same_config,
+        ).fetchall()
+    finally:
+        con.execute("DETACH carried_base")
+    for source, path, mine, theirs, same in rows:
+        if not same:
+            failures.append(
+                f"{source}: {path} is unchanged since the base version but has {mine} chunk rows "
+                f"where the base had {theirs} (or other ids)"
+            )
+    return len(rows)

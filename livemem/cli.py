@@ -8,6 +8,7 @@
     livemem serve [--port N] [--workers N]
     livemem query "text" [--top-k N] [--mode hybrid] [--json]
     livemem verify-provenance [--all]    do the indexed commits still hold the chunks?
+    livemem verify [--rebuild]           is the index exactly its sources at their commits?
 
 Settings come from the environment as everywhere (``RAG_SOURCES``, ``RAG_INDEX_DIR``) or the options below.
 ``--json-logs`` switches logging to one JSON object per line (structlog), for log collectors.
@@ -291,6 +292,60 @@ def verify_provenance(
     for failure in outcome.failures:
         console.print(f"  [red]✗[/red] {failure}")
     if not outcome.passed:
+        raise typer.Exit(1)
+
+
+def load_embedder():
+    from livemem.embedding import Embedder
+
+    return Embedder()
+
+
+@app.command()
+def verify(
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="rebuild the indexed commits from scratch and compare with the index")
+    ] = False,
+    version: Annotated[str | None, typer.Option(help="a published version (default: the current one)")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Prove the published index is exactly its sources at their commits.
+
+    Without ``--rebuild``: the cheap completeness check (every selected file of every source's tree has rows,
+    nothing else does). With ``--rebuild``: a from-scratch build of the same commits into a temporary home (the
+    embedding cache is shared, so known text costs no model time), compared part by part; every difference is
+    listed per source and file. Exits 1 when anything differs.
+    """
+    from livemem.checks import check_index_complete
+    from livemem.config import load_sources
+    from livemem.verify import rebuild_and_compare
+
+    h = home()
+    target = version or h.current()
+    if target is None:
+        fail(f"no index published under {h.root} yet")
+    try:
+        config = load_sources(CTX.sources) if CTX.sources else load_sources()
+        if rebuild:
+            with console.status(f"rebuilding the commits of {target} from scratch …"):
+                report = rebuild_and_compare(config, h, load_embedder(), target)
+            passed, summary = report.equal, report.comparison.summary()
+            lines, notes = report.comparison.lines(), report.notes
+        else:
+            outcome = check_index_complete(h.version_dir(target), h.manifest(target), config, None)
+            passed, summary, lines, notes = outcome.passed, outcome.summary, outcome.failures, []
+    except LivingMemoryError as exc:
+        fail(str(exc))
+    if as_json:
+        console.print_json(json.dumps({"version": target, "equal": passed, "summary": summary, "differences": lines,
+                                       "notes": notes}))  # fmt: skip
+    else:
+        console.print(f"{target}: {summary}")
+        for note in notes:
+            console.print(f"  [yellow]note:[/yellow] {note}")
+        for line in lines:
+            console.print(f"  [red]✗[/red] {line}", soft_wrap=True)
+    if not passed:
         raise typer.Exit(1)
 
 

@@ -19,6 +19,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from livemem.duck import registered
+
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DIM = 384
 
@@ -119,20 +121,21 @@ class EmbeddingCache:
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         if not keys:
             return {}
-        wanted = pd.DataFrame({"key": list(dict.fromkeys(keys))})  # noqa: F841 - read by DuckDB below
-        rows = self.con.execute("SELECT e.key, e.vector FROM embeddings e JOIN wanted USING (key)").fetchall()
+        with registered(self.con, pd.DataFrame({"key": list(dict.fromkeys(keys))}), "wanted") as wanted:
+            rows = self.con.execute(f"SELECT e.key, e.vector FROM embeddings e JOIN {wanted} USING (key)").fetchall()
         return {k: np.frombuffer(v, dtype=np.float32) for k, v in rows}
 
     def put_many(self, items: dict[str, np.ndarray]) -> None:
         if not items:
             return
-        fresh = pd.DataFrame(  # noqa: F841 - read by DuckDB below
+        fresh = pd.DataFrame(
             {
                 "key": list(items),
                 "vector": [np.asarray(v, dtype=np.float32).tobytes() for v in items.values()],
             }
         )
-        self.con.execute("INSERT OR IGNORE INTO embeddings SELECT key, vector FROM fresh")
+        with registered(self.con, fresh, "fresh") as frame:
+            self.con.execute(f"INSERT OR IGNORE INTO embeddings SELECT key, vector FROM {frame}")
 
     def embed(
         self, texts: Sequence[str], embedder: Embedder, progress: Callable[[int, int], None] | None = None

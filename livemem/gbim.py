@@ -41,6 +41,7 @@ import numpy as np
 
 from livemem.checks import MAX_REPORTED, CheckOutcome
 from livemem.config import SourcesConfig
+from livemem.duck import registered
 from livemem.embedding import Embedder, EmbeddingCache
 from livemem.errors import ConfigError, SourceError
 from livemem.gis_index import (
@@ -831,8 +832,8 @@ def _write_tables(staged: Path, entities: list[dict[str, Any]], relations: list[
         row["attributes"] = json.dumps(e["attributes"], ensure_ascii=False, sort_keys=True)
         row.update(e["flags"])
         rows.append(row)
-    entity_frame = pd.DataFrame(rows, columns=list(ENTITY_COLUMNS))  # noqa: F841 - read by DuckDB below
-    relation_frame = pd.DataFrame(  # noqa: F841 - read by DuckDB below
+    entity_frame = pd.DataFrame(rows, columns=list(ENTITY_COLUMNS))
+    relation_frame = pd.DataFrame(
         [{**r, "provenance": json.dumps(r["provenance"], ensure_ascii=False, sort_keys=True)} for r in relations],
         columns=list(RELATION_COLUMNS),
     )
@@ -841,9 +842,11 @@ def _write_tables(staged: Path, entities: list[dict[str, Any]], relations: list[
         con.execute(f"DROP TABLE IF EXISTS {ENTITY_TABLE}; DROP TABLE IF EXISTS {RELATION_TABLE};")
         con.execute(ENTITY_SQL)
         if rows:
-            con.execute(f"INSERT INTO {ENTITY_TABLE} SELECT * FROM entity_frame")
+            with registered(con, entity_frame, "entities") as frame:
+                con.execute(f"INSERT INTO {ENTITY_TABLE} SELECT * FROM {frame}")
         if relations:
-            con.execute(f"INSERT INTO {RELATION_TABLE} SELECT * FROM relation_frame")
+            with registered(con, relation_frame, "relations") as frame:
+                con.execute(f"INSERT INTO {RELATION_TABLE} SELECT * FROM {frame}")
     finally:
         con.close()
 

@@ -95,6 +95,20 @@ class GitSource:
         except (KeyError, ValueError, git.BadName, git.GitCommandError):
             return None
 
+    def touched_since(self, base: str | None, head: str) -> set[str] | None:
+        """Paths named by any commit in ``base..head`` (as ``history`` sees them); None when ``base`` is not an
+        ancestor of ``head`` (history rewritten, or the base commit is gone), so nothing can be trusted."""
+        if base is None or not self.is_ancestor(base, head):
+            return None
+        if base == head:
+            return set()
+        out = self.repo.git.log("-z", "--name-only", "--no-renames", "--format=\x01%H", f"{base}..{head}")
+        touched: set[str] = set()
+        for record in out.split("\x01"):
+            _, _, files = record.partition("\0")
+            touched.update(p for p in files.lstrip("\n").split("\0") if p)
+        return touched
+
     def history(self, head: str, paths: set[str], since: str | None = None) -> dict[str, FileHistory]:
         """Provenance of ``paths`` from one walk of ``git log`` (``since..head`` when ``since`` is given).
 

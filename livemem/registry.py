@@ -35,6 +35,7 @@ import pandas as pd
 
 from livemem.checks import MAX_REPORTED, CheckOutcome
 from livemem.config import SourcesConfig
+from livemem.duck import registered
 from livemem.errors import LivingMemoryError
 from livemem.schemas import errors_for, load_schema
 from livemem.store import TABLES, IndexHome, derive_version, iso, utc_now, write_manifest
@@ -809,10 +810,10 @@ def _write_tables(staged: Path, result: Verification, version_id: str, stamp: st
             con.execute(SCHEMA_SQL)
         con.execute("DROP TABLE IF EXISTS registry; DROP TABLE IF EXISTS registry_issues")
         con.execute(REGISTRY_SQL)
-        published = result.published[list(REGISTRY_COLUMNS)]  # noqa: F841 - read by DuckDB below
-        con.execute(f"INSERT INTO registry SELECT {', '.join(REGISTRY_COLUMNS)} FROM published")
-        issues = result.issues[list(ISSUE_COLUMNS)]  # noqa: F841 - read by DuckDB below
-        con.execute("INSERT INTO registry_issues SELECT * FROM issues")
+        with registered(con, result.published[list(REGISTRY_COLUMNS)], "registry") as published:
+            con.execute(f"INSERT INTO registry SELECT {', '.join(REGISTRY_COLUMNS)} FROM {published}")
+        with registered(con, result.issues[list(ISSUE_COLUMNS)], "issues") as issues:
+            con.execute(f"INSERT INTO registry_issues SELECT * FROM {issues}")
         con.execute(HISTORY_SQL)
         return _extend_history(con, result, version_id, stamp)
     finally:
@@ -884,14 +885,16 @@ def _extend_history(con: duckdb.DuckDBPyConnection, result: Verification, versio
     )
     changed = pd.DataFrame({"local_resource_id": [*opened["local_resource_id"], *gone_ids]})
     if len(changed):
-        con.execute(
-            "UPDATE registry_history SET valid_to = ? WHERE valid_to IS NULL "
-            "AND local_resource_id IN (SELECT local_resource_id FROM changed)",
-            [stamp],
-        )
-    for frame in (new_rows, tombstones):
-        if len(frame):
-            con.execute(f"INSERT INTO registry_history SELECT {', '.join(HISTORY_COLUMNS)} FROM frame")
+        with registered(con, changed, "changed") as changed_ids:
+            con.execute(
+                "UPDATE registry_history SET valid_to = ? WHERE valid_to IS NULL "
+                f"AND local_resource_id IN (SELECT local_resource_id FROM {changed_ids})",
+                [stamp],
+            )
+    for rows_to_add in (new_rows, tombstones):
+        if len(rows_to_add):
+            with registered(con, rows_to_add, "history") as frame:
+                con.execute(f"INSERT INTO registry_history SELECT {', '.join(HISTORY_COLUMNS)} FROM {frame}")
     counts = dict.fromkeys(HISTORY_CHANGES, 0)
     counts.update({str(k): int(v) for k, v in opened["change"].value_counts().items()})
     counts["removed"] = len(gone_ids)

@@ -19,6 +19,7 @@ point leaves the previous version serving.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -47,11 +48,13 @@ def iso(ts: datetime) -> str:
 class IndexHome:
     """One index home directory (``RAG_INDEX_DIR``)."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root).resolve()
         self.versions = self.root / "versions"
         self.staging = self.root / "staging"
-        self.cache_dir = self.root / "cache"
+        # Another home's cache may be shared (``verify --rebuild`` rebuilds into a temporary home with the live
+        # home's embeddings, holding the live home's write lock so no build writes the cache meanwhile).
+        self.cache_dir = Path(cache_dir).resolve() if cache_dir else self.root / "cache"
         self.traces = self.root / "traces"
         self.current_file = self.root / "CURRENT"
         self.log_file = self.root / "publish_log.jsonl"
@@ -216,11 +219,26 @@ def derive_version(home: IndexHome, link: tuple[str, ...] = ()) -> tuple[str, Pa
 
 
 def write_manifest(staged: Path, manifest: dict[str, Any]) -> None:
-    """Write ``manifest.json`` last: a staged directory without one is incomplete and is never published."""
+    """Write ``manifest.json`` last: a staged directory without one is incomplete and is never published.
+
+    It records the size and SHA-256 of every other file of the version (``files``, by path relative to the
+    version directory), so serving can tell a damaged version from a good one before it answers from it
+    (``livemem.reader.verify_files``)."""
+    files = {
+        f.relative_to(staged).as_posix(): {"size": f.stat().st_size, "sha256": file_sha256(f)}
+        for f in sorted(staged.rglob("*"))
+        if f.is_file() and not (f.parent == staged and f.name.startswith(MANIFEST))
+    }
+    manifest["files"] = files
     manifest["index_size_mb"] = dir_size_mb(staged)
     tmp = staged / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, staged / MANIFEST)
+
+
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def dir_size_mb(path: Path) -> float:

@@ -1,0 +1,324 @@
+"""Proof that a published index is exactly its sources at their commits.
+
+Two tools, both reporting per source and file:
+
+- ``compare_versions(published, reference)``: every part the chunk step owns, compared between two version
+  directories: chunk rows (ids, content, heading paths, provenance, seal state, metadata), parents, skipped files,
+  the retrieval snapshot (ids, vectors, sparse index files) and the vector store (ids, documents, metadata,
+  vectors per collection), plus the manifest's per-source counts. Usage state (attention, lineage) is not
+  compared: it is carried by design, not derived from the sources.
+- ``rebuild_and_compare(config, home, embedder)``: rebuilds the commits the current version indexed from scratch
+  into a temporary home that shares the live embedding cache (so it costs no model time for text embedded before)
+  and compares. ``livemem verify --rebuild`` and the ``published_index_matches_rebuild`` asset check call it.
+
+The randomized differential test (``tests/test_differential.py``, ``bench/differential.py``) compares every
+incremental build with a from-scratch build of the same commits through ``compare_versions``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from livemem import records
+from livemem.build import PARENT_COLUMNS, SKIP_COLUMNS, build_version
+from livemem.config import SourcesConfig
+from livemem.embedding import Embedder
+from livemem.errors import LivingMemoryError
+from livemem.store import CHROMA, RETRIEVAL, TABLES, IndexHome
+
+MAX_LISTED = 50
+VECTOR_TOLERANCE = 1e-6
+MANIFEST_SOURCE_KEYS = ("head_commit", "collection", "access", "files", "chunks", "sealed_chunks", "skipped_files")
+
+
+@dataclass
+class Comparison:
+    """Differences between a version and its reference, keyed by (source, path) where they have one."""
+
+    differences: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    general: list[str] = field(default_factory=list)
+    files_compared: int = 0
+    chunks_compared: int = 0
+
+    @property
+    def equal(self) -> bool:
+        return not self.differences and not self.general
+
+    def add(self, source: str, path: str, what: str) -> None:
+        self.differences[(source, path)].append(what)
+
+    def lines(self, limit: int = MAX_LISTED) -> list[str]:
+        """One line per differing file (then the general differences), at most ``limit``."""
+        out = [f"{source}: {path}: {'; '.join(dict.fromkeys(whats))}" for (source, path), whats in sorted(
+            self.differences.items())]  # fmt: skip
+        out += self.general
+        return out[:limit] + ([f"... and {len(out) - limit} more"] if len(out) > limit else [])
+
+    def by_source(self) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for source, _ in self.differences:
+            counts[source] += 1
+        return dict(counts)
+
+    def summary(self) -> str:
+        if self.equal:
+            return f"identical: {self.files_compared} files, {self.chunks_compared} chunks"
+        per_source = ", ".join(f"{s}: {n} file(s)" for s, n in sorted(self.by_source().items()))
+        return (
+            f"{len(self.differences)} file(s) differ ({per_source or 'none'}); {len(self.general)} other difference(s)"
+        )
+
+
+def compare_versions(published: Path, reference: Path) -> Comparison:
+    """Compare the chunk-owned parts of two version directories (``reference`` is the from-scratch build)."""
+    result = Comparison()
+    _compare_tables(published, reference, result)
+    _compare_retrieval(published, reference, result)
+    _compare_vectors(published, reference, result)
+    _compare_manifests(published, reference, result)
+    return result
+
+
+# --- tables -------------------------------------------------------------------------------------------------
+def _rows(version: Path, sql: str) -> list[tuple]:
+    con = duckdb.connect(str(version / TABLES), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def _compare_tables(published: Path, reference: Path, result: Comparison) -> None:
+    cols = records.CHUNK_COLUMNS
+    sql = f"SELECT {', '.join(cols)} FROM chunks ORDER BY chunk_id"
+    got = {r[0]: dict(zip(cols, r, strict=True)) for r in _rows(published, sql)}
+    want = {r[0]: dict(zip(cols, r, strict=True)) for r in _rows(reference, sql)}
+    result.chunks_compared = len(want)
+    for cid in want.keys() - got.keys():
+        w = want[cid]
+        result.add(w["source"], w["path"], f"chunk {cid} (#{w['chunk_index']}) missing")
+    for cid in got.keys() - want.keys():
+        g = got[cid]
+        result.add(g["source"], g["path"], f"chunk {cid} (#{g['chunk_index']}) should not exist")
+    for cid in want.keys() & got.keys():
+        g, w = got[cid], want[cid]
+        differing = [c for c in cols if g[c] != w[c]]
+        if differing:
+            detail = ", ".join(f"{c} {g[c]!r:.60} != {w[c]!r:.60}" for c in differing[:3])
+            result.add(w["source"], w["path"], f"chunk {cid}: {detail}")
+
+    psql = f"SELECT {', '.join(PARENT_COLUMNS)} FROM parents"
+    got_p = {(r[1], r[4]): r for r in _rows(published, psql)}
+    want_p = {(r[1], r[4]): r for r in _rows(reference, psql)}
+    result.files_compared = len(want_p)
+    for key in want_p.keys() - got_p.keys():
+        result.add(*key, "file missing (no parent row)")
+    for key in got_p.keys() - want_p.keys():
+        result.add(*key, "file should not be indexed (extra parent row)")
+    for key in want_p.keys() & got_p.keys():
+        differing = [c for c, a, b in zip(PARENT_COLUMNS, got_p[key], want_p[key], strict=True) if a != b]
+        if differing:
+            result.add(*key, f"parent differs in {', '.join(differing)}")
+
+    ssql = f"SELECT {', '.join(SKIP_COLUMNS)} FROM skipped_files"
+    got_s = {(r[0], r[1]): r for r in _rows(published, ssql)}
+    want_s = {(r[0], r[1]): r for r in _rows(reference, ssql)}
+    for key in want_s.keys() - got_s.keys():
+        result.add(*key, f"skip ({want_s[key][4]}) not recorded")
+    for key in got_s.keys() - want_s.keys():
+        result.add(*key, f"recorded as skipped ({got_s[key][4]}) but should not be")
+    for key in want_s.keys() & got_s.keys():
+        if got_s[key] != want_s[key]:
+            result.add(*key, f"skip record differs: {got_s[key]} != {want_s[key]}")
+
+
+# --- retrieval snapshot -------------------------------------------------------------------------------------
+def _compare_retrieval(published: Path, reference: Path, result: Comparison) -> None:
+    got_dir, want_dir = published / RETRIEVAL, reference / RETRIEVAL
+    if not (got_dir / "ids.json").is_file():
+        result.general.append("retrieval snapshot missing (no retrieval/ids.json)")
+        return
+    got_ids = json.loads((got_dir / "ids.json").read_text(encoding="utf-8"))
+    want_ids = json.loads((want_dir / "ids.json").read_text(encoding="utf-8"))
+    if got_ids != want_ids:
+        missing, extra = set(want_ids) - set(got_ids), set(got_ids) - set(want_ids)
+        result.general.append(
+            f"retrieval snapshot ids differ: {len(missing)} missing, {len(extra)} extra"
+            + ("" if missing or extra else " (same ids, other order)")
+        )
+        return
+    got_dense, want_dense = np.load(got_dir / "dense.npy"), np.load(want_dir / "dense.npy")
+    if got_dense.shape != want_dense.shape:
+        result.general.append(f"retrieval dense matrix shape {got_dense.shape} != {want_dense.shape}")
+    elif len(want_ids):
+        off = np.abs(got_dense - want_dense).max(axis=1) > VECTOR_TOLERANCE
+        for i in np.flatnonzero(off)[:MAX_LISTED]:
+            result.general.append(f"retrieval vector of chunk {want_ids[i]} differs")
+    got_files = {p.relative_to(got_dir).as_posix(): p for p in got_dir.rglob("*") if p.is_file()}
+    want_files = {p.relative_to(want_dir).as_posix(): p for p in want_dir.rglob("*") if p.is_file()}
+    for name in sorted(want_files.keys() ^ got_files.keys()):
+        result.general.append(f"retrieval file {name} exists in only one of the versions")
+    for name in sorted(want_files.keys() & got_files.keys() - {"ids.json", "dense.npy"}):
+        if got_files[name].read_bytes() != want_files[name].read_bytes():
+            result.general.append(f"retrieval file {name} differs (sparse index not built from the same chunks)")
+
+
+# --- vector store -------------------------------------------------------------------------------------------
+def read_collections(version: Path, names: list[str]) -> dict[str, dict[str, tuple]]:
+    """id -> (document, metadata, vector) for each named collection of a version's vector store.
+
+    A persistent Chroma directory is read from a private copy: opening it in place could write to a published
+    version.
+    """
+    from livemem.vectors import SERVER_FILE, _http_client, server_address
+
+    out: dict[str, dict[str, tuple]] = {}
+    mapping_file = version / CHROMA / SERVER_FILE
+    if mapping_file.is_file():
+        address = server_address()
+        if address is None:
+            raise LivingMemoryError(
+                f"{version.name} keeps its vectors on a Chroma server; set CHROMA_HOST to read them"
+            )
+        mapping = json.loads(mapping_file.read_text(encoding="utf-8"))["collections"]
+        client = _http_client(address)
+        for name in names:
+            out[name] = _read_collection(client.get_collection(mapping[name])) if name in mapping else {}
+        return out
+    from livemem.store import close_chroma, open_chroma
+
+    with tempfile.TemporaryDirectory(prefix="livemem-verify-") as tmp:
+        copy = Path(tmp) / CHROMA
+        if (version / CHROMA).is_dir():
+            shutil.copytree(version / CHROMA, copy)
+        client = open_chroma(copy)
+        try:
+            existing = {c.name for c in client.list_collections()}
+            for name in names:
+                out[name] = _read_collection(client.get_collection(name)) if name in existing else {}
+        finally:
+            close_chroma(client)
+    return out
+
+
+def _read_collection(collection: Any) -> dict[str, tuple]:
+    rows: dict[str, tuple] = {}
+    total, page = collection.count(), 2000
+    for offset in range(0, total, page):
+        got = collection.get(include=["documents", "metadatas", "embeddings"], limit=page, offset=offset)
+        for cid, doc, meta, vec in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True):
+            rows[cid] = (doc, meta, np.asarray(vec, dtype=np.float32))
+    return rows
+
+
+def _compare_vectors(published: Path, reference: Path, result: Comparison) -> None:
+    names = sorted(
+        {c for (c,) in _rows(published, "SELECT DISTINCT collection FROM chunks")}
+        | {c for (c,) in _rows(reference, "SELECT DISTINCT collection FROM chunks")}
+    )
+    where = {r[0]: (r[1], r[2]) for r in _rows(reference, "SELECT chunk_id, source, path FROM chunks")}
+    where.update({r[0]: (r[1], r[2]) for r in _rows(published, "SELECT chunk_id, source, path FROM chunks")})
+    got, want = read_collections(published, names), read_collections(reference, names)
+
+    def locate(cid: str, meta: dict | None) -> tuple[str, str]:
+        if cid in where:
+            return where[cid]
+        return ((meta or {}).get("source", "?"), (meta or {}).get("path", "?"))
+
+    for name in names:
+        g, w = got[name], want[name]
+        for cid in w.keys() - g.keys():
+            result.add(*locate(cid, w[cid][1]), f"vector store: chunk {cid} missing from collection {name}")
+        for cid in g.keys() - w.keys():
+            result.add(*locate(cid, g[cid][1]), f"vector store: chunk {cid} should not be in collection {name}")
+        for cid in w.keys() & g.keys():
+            (gdoc, gmeta, gvec), (wdoc, wmeta, wvec) = g[cid], w[cid]
+            if gdoc != wdoc:
+                result.add(*locate(cid, wmeta), f"vector store: document of {cid} differs")
+            if gmeta != wmeta:
+                keys = sorted(k for k in {*gmeta, *wmeta} if gmeta.get(k) != wmeta.get(k))
+                result.add(*locate(cid, wmeta), f"vector store: metadata of {cid} differs in {', '.join(keys)}")
+            if gvec.shape != wvec.shape or np.abs(gvec - wvec).max() > VECTOR_TOLERANCE:
+                result.add(*locate(cid, wmeta), f"vector store: vector of {cid} differs")
+
+
+# --- manifest -----------------------------------------------------------------------------------------------
+def _compare_manifests(published: Path, reference: Path, result: Comparison) -> None:
+    got = json.loads((published / "manifest.json").read_text(encoding="utf-8"))
+    want = json.loads((reference / "manifest.json").read_text(encoding="utf-8"))
+    for key in ("total_chunks", "total_parents", "sealed_chunks"):
+        if got.get(key) != want.get(key):
+            result.general.append(f"manifest {key}: {got.get(key)} != {want.get(key)}")
+    got_collections = {c: v for c, v in got.get("collections", {}).items() if c in want.get("collections", {})}
+    if got_collections != want.get("collections", {}):
+        result.general.append(f"manifest collections: {got.get('collections')} != {want.get('collections')}")
+    for name, entry in want.get("sources", {}).items():
+        mine = got.get("sources", {}).get(name)
+        if mine is None:
+            result.general.append(f"manifest: source {name} missing")
+            continue
+        for key in MANIFEST_SOURCE_KEYS:
+            if mine.get(key) != entry.get(key):
+                result.general.append(f"manifest: source {name} {key}: {mine.get(key)} != {entry.get(key)}")
+
+
+# --- rebuild ------------------------------------------------------------------------------------------------
+@dataclass
+class RebuildReport:
+    version_id: str
+    comparison: Comparison
+    notes: list[str]
+    timings: dict[str, float]
+
+    @property
+    def equal(self) -> bool:
+        return self.comparison.equal
+
+
+def rebuild_and_compare(
+    config: SourcesConfig, home: IndexHome, embedder: Embedder, version_id: str | None = None
+) -> RebuildReport:
+    """Rebuild the commits a published version (default: the current one) indexed, from scratch, and compare.
+
+    Holds the home's write lock for the duration (the rebuild shares the live embedding cache, a DuckDB file with
+    one writer), so it waits for a build in progress and a build waits for it.
+    """
+    version = version_id or home.current()
+    if version is None:
+        raise LivingMemoryError(f"no index published under {home.root} yet")
+    manifest = home.manifest(version)
+    commits = {name: entry["head_commit"] for name, entry in manifest["sources"].items()}
+    notes = []
+    configured = set(config.names)
+    for name in sorted(configured ^ set(commits)):
+        where = "the sources file" if name in configured else f"version {version}"
+        notes.append(f"source {name} is only in {where}")
+    with tempfile.TemporaryDirectory(prefix="livemem-rebuild-", dir=home.root) as tmp, home.write_lock():
+        scratch = IndexHome(Path(tmp) / "home", cache_dir=home.cache_dir)
+        built = build_version(config, scratch, embedder, force=True, commits=commits)
+        if built.version_id is None:
+            raise LivingMemoryError(f"rebuild of {version} staged nothing: {built.reason}")
+        reference = scratch.staged_dir(built.version_id)
+        fresh = json.loads((reference / "manifest.json").read_text(encoding="utf-8"))
+        for name, entry in fresh["sources"].items():
+            mine = manifest["sources"].get(name, {})
+            if mine and mine.get("config_fingerprint") != entry.get("config_fingerprint"):
+                notes.append(
+                    f"source {name}: the sources file changed since {version} was built "
+                    "(the rebuild uses the file as it is now)"
+                )
+        try:
+            comparison = compare_versions(home.version_dir(version), reference)
+        finally:
+            shutil.rmtree(scratch.staging, ignore_errors=True)
+            scratch._gc_vectors()  # a Chroma server keeps collections until no version of the home names them
+    return RebuildReport(version, comparison, notes, built.timings)
