@@ -5,12 +5,20 @@ A ``Snapshot`` is one complete version loaded for retrieval: the ids, the dense 
 (the order of ``ids.json``). A request takes one snapshot and uses only it, so a response always comes from one
 complete version. ``IndexReader.snapshot()`` checks ``CURRENT`` and loads a newly published version while other
 requests keep using the one they hold; Chroma is never opened (a persistent client may write into its directory).
+
+Before a version is used its files are checked against the sizes and SHA-256 sums its manifest records
+(``verify_files``), and what retrieval needs is read into memory (never memory-mapped), so a file damaged on disk
+later cannot crash a worker: a damaged version is a 503 naming it, and a worker keeps the version it already
+holds. Messages for callers name versions and files relative to the version, never server paths (those are
+logged).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,8 +32,8 @@ import pandas as pd
 
 from livemem import records
 from livemem.errors import LivingMemoryError
-from livemem.sparse import SparseIndex
-from livemem.store import MANIFEST, RETRIEVAL, TABLES, IndexHome
+from livemem.sparse import FULL_INDEX, SparseIndex, level_index
+from livemem.store import CHROMA, MANIFEST, RETRIEVAL, TABLES, IndexHome
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +86,9 @@ class Snapshot:
     access_of: dict[str, str]
     related: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
     loaded_at: float = field(default_factory=time.time)
+    sparse_levels: dict[frozenset[str], SparseIndex] = field(default_factory=dict)
     _con: duckdb.DuckDBPyConnection | None = None
+    _sparse_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def size(self) -> int:
@@ -96,6 +106,28 @@ class Snapshot:
         """The collections of this version whose access level is one of ``access_levels``, sorted."""
         return sorted(c for c, a in self.access_of.items() if a in access_levels)
 
+    def sparse_for(self, levels: frozenset[str]) -> SparseIndex | None:
+        """The BM25 index whose term statistics cover exactly the chunks of access ``levels`` (so scores never
+        depend on chunks of other levels); built in memory once when the version has none on disk for them."""
+        present = frozenset(self.columns["access"]) if self.size else frozenset()
+        wanted = levels & present
+        if not wanted or self.sparse is None:
+            return None
+        if wanted == present:
+            return self.sparse
+        found = self.sparse_levels.get(wanted)
+        if found is not None:
+            return found
+        with self._sparse_lock:
+            if wanted not in self.sparse_levels:
+                rows = np.flatnonzero(np.isin(self.columns["access"], np.array(sorted(wanted), dtype=object)))
+                texts = [
+                    records.embed_text(self.rows[r]["content"], json.loads(self.rows[r]["heading_path"] or "[]"))
+                    for r in rows
+                ]
+                self.sparse_levels[wanted] = SparseIndex.from_texts(texts, rows, self.size)
+            return self.sparse_levels[wanted]
+
     def record(self, row: int) -> dict[str, Any]:
         """The chunk record (``schemas/chunk.schema.json``) of the chunk at ``row``."""
         data = self.rows[row]
@@ -109,14 +141,21 @@ class Snapshot:
         """Parent documents (whole files) by id, read from the version's tables."""
         if not parent_ids or self._con is None:
             return {}
-        cursor = self._con.cursor()
         try:
-            placeholders = ", ".join("?" for _ in parent_ids)
-            rows = cursor.execute(
-                f"SELECT {', '.join(PARENT_FIELDS)} FROM parents WHERE parent_id IN ({placeholders})", parent_ids
-            ).fetchall()
-        finally:
-            cursor.close()
+            cursor = self._con.cursor()
+            try:
+                placeholders = ", ".join("?" for _ in parent_ids)
+                rows = cursor.execute(
+                    f"SELECT {', '.join(PARENT_FIELDS)} FROM parents WHERE parent_id IN ({placeholders})", parent_ids
+                ).fetchall()
+            finally:
+                cursor.close()
+        except duckdb.Error as exc:  # the file changed on disk since it was verified
+            log.error("index version %s: tables.duckdb unreadable at %s: %s", self.version_id, self.path, exc)
+            raise IndexUnavailable(
+                f"index version {self.version_id} is damaged (tables.duckdb can no longer be read); "
+                f"{MATERIALIZE_HINT}, or roll CURRENT back to an earlier version"
+            ) from None
         return {r[0]: dict(zip(PARENT_FIELDS, r, strict=True)) for r in rows}
 
     def close(self) -> None:
@@ -130,23 +169,27 @@ def load_snapshot(home: IndexHome, version_id: str) -> Snapshot:
     path = home.version_dir(version_id)
     try:
         manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        verify_files(path, manifest)
         retrieval = path / RETRIEVAL
         ids = json.loads((retrieval / "ids.json").read_text(encoding="utf-8"))
         dense = np.load(retrieval / "dense.npy")
         if dense.ndim != 2 or dense.shape[0] != len(ids):
             raise ValueError(f"dense.npy has shape {dense.shape} but ids.json lists {len(ids)} chunks")
         dense = np.ascontiguousarray(dense, dtype=np.float32)
-        sparse = SparseIndex(retrieval / "bm25") if ids else None
+        sparse = SparseIndex.load(retrieval / FULL_INDEX) if ids else None
         if sparse is not None and sparse.size != len(ids):
             raise ValueError(f"the BM25 index has {sparse.size} documents but ids.json lists {len(ids)} chunks")
         con = duckdb.connect(str(path / TABLES), read_only=True)
         chunks = _chunk_frame(con, ids)
         related = _related(con, {cid: i for i, cid in enumerate(ids)})
+        columns = _filter_columns(chunks)
+        sparse_levels = _level_indexes(retrieval, columns["access"])
     except IndexUnavailable:
         raise
     except Exception as exc:  # any unreadable part makes the whole version unusable
+        log.error("index version %s at %s cannot be read: %r", version_id, path, exc)
         raise IndexUnavailable(
-            f"index version {version_id} under {home.root} cannot be read ({type(exc).__name__}: {exc}); "
+            f"index version {version_id} cannot be read ({type(exc).__name__}: {without_paths(str(exc), path)}); "
             f"{MATERIALIZE_HINT}, or roll CURRENT back to an earlier version"
         ) from exc
     access_of = {name: info.get("access", "public") for name, info in manifest.get("collections", {}).items()}
@@ -160,12 +203,82 @@ def load_snapshot(home: IndexHome, version_id: str) -> Snapshot:
         dense=dense,
         sparse=sparse,
         rows=chunks.to_dict("records"),
-        columns=_filter_columns(chunks),
+        columns=columns,
         row_of={cid: i for i, cid in enumerate(ids)},
         access_of=access_of,
         related=related,
+        sparse_levels=sparse_levels,
         _con=con,
     )
+
+
+def _level_indexes(retrieval: Path, access: np.ndarray) -> dict[frozenset[str], SparseIndex]:
+    """The per-access-level BM25 indexes the version holds, each mapped onto the rows of its level."""
+    levels = sorted(set(access))
+    found: dict[frozenset[str], SparseIndex] = {}
+    if len(levels) < 2:
+        return found
+    for level in levels:
+        directory = retrieval / level_index(level)
+        if directory.is_dir():
+            rows = np.flatnonzero(access == level)
+            index = SparseIndex.load(directory, rows, len(access))
+            if index.documents != rows.size:
+                raise ValueError(f"{level_index(level)} has {index.documents} documents, {level} has {rows.size}")
+            found[frozenset([level])] = index
+    return found
+
+
+class DamagedVersion(IndexUnavailable):
+    """A version's files differ from the sizes and checksums its manifest records."""
+
+
+def verify_files(path: Path, manifest: dict[str, Any]) -> None:
+    """Check every file the manifest lists (except Chroma's, which serving never reads) against its recorded size
+    and SHA-256; raises DamagedVersion naming the first files that differ. Versions written before manifests
+    recorded files are not checked."""
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        log.info("index version %s records no file checksums: not verified", manifest.get("version_id"))
+        return
+    damaged: list[str] = []
+    for name, expected in sorted(files.items()):
+        if name.split("/", 1)[0] == CHROMA:
+            continue
+        target = path / name
+        try:
+            size = target.stat().st_size
+            if size != expected.get("size"):
+                damaged.append(f"{name} has {size} bytes, the manifest records {expected.get('size')}")
+            elif _sha256(target) != expected.get("sha256"):
+                damaged.append(f"{name} does not match its recorded SHA-256")
+        except FileNotFoundError:
+            damaged.append(f"{name} is missing")
+        if len(damaged) >= 3:
+            break
+    if damaged:
+        version = manifest.get("version_id") or path.name
+        log.error("index version %s at %s is damaged: %s", version, path, "; ".join(damaged))
+        raise DamagedVersion(
+            f"index version {path.name} is damaged ({'; '.join(damaged)}); {MATERIALIZE_HINT}, "
+            "or roll CURRENT back to an earlier version"
+        )
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:[^\s'\"/:]+/)*[^\s'\"/:]+")
+
+
+def without_paths(text: str, version_dir: Path | None = None) -> str:
+    """``text`` with server paths removed: the version directory's prefix dropped (``retrieval/ids.json``) and any
+    other absolute path replaced by its last part, so callers learn which file, never where it lives."""
+    if version_dir is not None:
+        text = text.replace(str(version_dir) + "/", "").replace(str(version_dir), "the version directory")
+    return _ABSOLUTE_PATH.sub(lambda m: m.group(0).rsplit("/", 1)[-1], text)
 
 
 def _related(con: duckdb.DuckDBPyConnection, row_of: dict[str, int]) -> dict[int, list[tuple[int, float]]]:
@@ -250,7 +363,7 @@ class IndexReader:
             self._checked_at = now
         named = self._named
         if named is None:
-            raise IndexUnavailable(f"no index published yet: run `make materialize` (index home {self.home.root})")
+            raise IndexUnavailable("no index published yet: run `make materialize`")
         current = self._snapshot
         if current is not None and current.version_id == named:
             return current

@@ -4,9 +4,10 @@ Everything is exact and in memory: the query vector is dotted with every chunk v
 so that is cosine similarity), BM25 scores every chunk, and the filters are a boolean mask over all chunks
 applied *before* ranking, so ``top_k`` results come back whenever that many chunks match.
 
-Hybrid fuses the two rankings with weighted reciprocal rank fusion, ``score = Σ w / (k + rank)`` over each list's
-first ``depth`` matching chunks: ranks are comparable where raw cosine and BM25 scores are not
-(see ``docs/serving.md`` for the SciFact numbers behind the defaults).
+BM25 uses the index of the access levels of the collections searched (``Snapshot.sparse_for``), so a role's scores
+never reflect term statistics of chunks it may not read. Hybrid fuses the two rankings with weighted reciprocal
+rank fusion, ``score = Σ w / (k + rank)`` over each list's first ``depth`` matching chunks: ranks are comparable
+where raw cosine and BM25 scores are not (see ``docs/serving.md`` for the SciFact numbers behind the defaults).
 """
 
 from __future__ import annotations
@@ -145,8 +146,10 @@ class Retriever:
             dense_all = snap.dense @ vector
             dense = dense_all[candidates]
             t = _tick(timings, "dense", t)
-        if candidates.size and query.mode in ("sparse", "hybrid") and snap.sparse is not None:
-            sparse_all = snap.sparse.scores(query.text)
+        # Term statistics of only the access levels searched: scores never depend on chunks the caller may not read.
+        index = snap.sparse_for(frozenset(snap.access_of[c] for c in collections if c in snap.access_of))
+        if candidates.size and query.mode in ("sparse", "hybrid") and index is not None:
+            sparse_all = index.scores(query.text)
             sparse = sparse_all[candidates]
             t = _tick(timings, "sparse", t)
         rows, scores = self._score(query, candidates, dense, sparse)

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 
 from livemem.embedding import Embedder
 from livemem.errors import LivingMemoryError
-from livemem.reader import IndexUnavailable
+from livemem.reader import IndexUnavailable, without_paths
 from livemem.sparql_worker import SparqlLimits, SparqlPool
 from serving.limits import RequestLimitsMiddleware
 from serving.metrics import MetricsMiddleware
@@ -77,11 +77,12 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
 
     @app.exception_handler(IndexUnavailable)
     async def index_unavailable(_request: Request, exc: IndexUnavailable) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=503)
+        return JSONResponse({"detail": without_paths(str(exc))}, status_code=503)
 
     @app.exception_handler(LivingMemoryError)
     async def living_memory_error(_request: Request, exc: LivingMemoryError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=503)
+        log.error("%s", exc)  # with server paths, for operators; the caller gets the message without them
+        return JSONResponse({"detail": without_paths(str(exc))}, status_code=503)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:

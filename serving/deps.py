@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import secrets
-from typing import Annotated
+from pathlib import PurePosixPath
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Request
 
@@ -40,7 +41,23 @@ CurrentSnapshot = Annotated[Snapshot, Depends(current_snapshot)]
 
 
 def visible_manifest(snap: Snapshot, role: Role) -> dict:
-    """The manifest without the collections (and their sources) the role may not read."""
+    """The manifest without the collections (and their sources) the role may not read, and without server paths
+    (a source's ``repo`` shows only its last part): no caller learns where the server keeps things."""
+    return without_server_paths(_visible_sections(snap, role))
+
+
+def without_server_paths(value: Any) -> Any:
+    """``value`` with every absolute path (or ``file://`` URL) string replaced by its last part."""
+    if isinstance(value, dict):
+        return {k: without_server_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_server_paths(v) for v in value]
+    if isinstance(value, str) and (value.startswith("file://") or PurePosixPath(value).is_absolute()):
+        return PurePosixPath(value.removeprefix("file://")).name or "/"
+    return value
+
+
+def _visible_sections(snap: Snapshot, role: Role) -> dict:
     manifest = dict(snap.manifest)
     gbim = manifest.get("gbim")
     if isinstance(gbim, dict):
@@ -64,7 +81,8 @@ def visible_manifest(snap: Snapshot, role: Role) -> dict:
     manifest["sources"] = {n: v for n, v in manifest.get("sources", {}).items() if n not in hidden_sources}
     visible_total = sum(v.get("chunks", 0) for v in manifest["collections"].values())
     manifest["total_chunks"] = visible_total
-    for key in ("total_parents", "sealed_chunks", "index_size_mb", "attention_stats", "governance"):
+    # Sizes of the version's files (per-level indexes, tables) would count hidden chunks too.
+    for key in ("total_parents", "sealed_chunks", "index_size_mb", "attention_stats", "governance", "files"):
         manifest.pop(key, None)
     changes = dict(manifest.get("changes", {}))
     for part in ("per_source", "unreadable_sources"):
