@@ -337,7 +337,8 @@ class SelfQuery:
 
 
 def self_query(request: ContextRequest, known_collections: list[str], now: datetime) -> SelfQuery:
-    """Structured filters from the request fields and the message text."""
+    """Structured filters from the request fields and the message text. Only ``known_collections`` (the ones the
+    caller may read) can become a scope: any other name, hidden or nonexistent, is ignored the same way."""
     sq = SelfQuery()
 
     def add_county(county: str | None, source: str) -> None:
@@ -373,7 +374,7 @@ def self_query(request: ContextRequest, known_collections: list[str], now: datet
             add_county(place.county, f"town {place.text}")
     for collection, pattern in SCOPE_RULES:
         m = pattern.search(request.message)
-        if m and collection not in sq.collections:
+        if m and collection in known_collections and collection not in sq.collections:
             sq.collections.append(collection)
             sq.notes.append({"field": "collections", "value": collection, "from": m.group(0)})
     for m in COLLECTION_SCOPE.finditer(request.message):
@@ -594,16 +595,6 @@ def registry_lookup(
     return list(rows.values())[:limit], lookups
 
 
-def hidden_match(
-    snap: Snapshot, retriever: Retriever, message: str, vector: np.ndarray, hidden: list[str], min_dense: float
-) -> bool:
-    """Whether a collection the caller may not read holds a passage passing the threshold (never returned)."""
-    if not hidden:
-        return False
-    found = retriever.search(snap, Query(message, 3, mode="dense", collections=tuple(hidden)), hidden, vector)
-    return any((h.dense or 0.0) >= min_dense for h in found.chunks)
-
-
 # --- 5. prompt assembly ------------------------------------------------------------------------------------------------
 GROUNDING_WV = (
     "This question is about West Virginia. The West Virginia evidence below (text passages, GBIM facts, mapped "
@@ -779,7 +770,8 @@ def build_context(
     tick("intent")
     gis = gis_for(snap)
     elig = eligibility(snap, gis, caller, settings)
-    sq = self_query(request, list(snap.access_of), now)
+    # A collection the role may not read is treated as one that does not exist: same answer, same notes.
+    sq = self_query(request, elig.collections, now)
     tick("self_query")
     wv_reasons = wv_scope(sq, request, caller, settings)
     wv_scoped = bool(wv_reasons)
@@ -792,23 +784,17 @@ def build_context(
     out_of_state = [p for p in sq.places if p.state != STATE]
     if sq.zip and sq.zip_state and sq.zip_state != STATE:
         out_of_state.append(Place("zip", sq.zip, None, sq.zip_state))
-    hidden_scope = [c for c in sq.collections if c in elig.hidden]
-    unknown_scope = [c for c in sq.collections if c not in snap.access_of]
     top_k = request.top_k or settings.top_k
 
     if intents == ["greeting"]:
         response_class, reason = "answer", "small talk: answered without retrieval"
     elif EMERGENCY.search(request.message):
         response_class, reason = "redirect", "emergency words: pointed to 911 / 988"
-    elif hidden_scope:
-        response_class, reason = "refuse", "the message asks for material this role may not read"
     elif out_of_state and not wv_scoped:
         response_class = "redirect"
         reason = f"place outside West Virginia ({', '.join(p.text for p in out_of_state)}): this memory covers WV"
     else:
-        collections = [c for c in (sq.collections or elig.collections) if c in elig.collections]
-        if unknown_scope:
-            sq.notes.append({"field": "collections", "value": ",".join(unknown_scope), "from": "unknown: ignored"})
+        collections = sq.collections or elig.collections
         vector = retriever.encode(request.message)
         tick("encode")
         found, candidates = text_search(
@@ -845,26 +831,14 @@ def build_context(
             queried.append("web")
             tick("web")
         if not any(sections[s] for s in ("unstructured", "spatial", "registry", "web")):
-            if hidden_match(snap, retriever, request.message, vector, elig.hidden, settings.min_dense):
-                response_class, reason = "refuse", "the only matching sources are ones this role may not read"
-            else:
-                response_class, reason = "clarify", "no eligible evidence passed the thresholds"
+            response_class, reason = "clarify", "no eligible evidence passed the thresholds"
             tick("thresholds")
     if not web_info["reason"]:
         web_info["reason"] = f"excluded: no retrieval ({response_class})"
     prompt, citations = assemble_prompt(request.message, sections, wv_scoped, settings)
     tick("prompt")
-    # A hidden collection is never named to the caller, not even when the message itself asked for it.
     filters = sq.filters()
-    if "collections" in filters:
-        filters["collections"] = [c for c in filters["collections"] if c not in elig.hidden]
-        filters = {k: v for k, v in filters.items() if v}
-    notes = [
-        {**n, "value": "(not available to this role)"}
-        if n["field"] == "collections" and n["value"] in elig.hidden
-        else n
-        for n in sq.notes
-    ]
+    notes = sq.notes
     route = {
         "intents": intents,
         "rules": rules,

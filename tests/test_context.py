@@ -52,7 +52,9 @@ CASES = [
     ("SNAP office in Columbus, Ohio", {}, {"resource"}, "redirect", {"resource_type": ["snap"]}, False, set(),
      set(), set()),
     ("my neighbour took an overdose", {}, set(), "redirect", {}, False, set(), set(), set()),
-    ("shutoff notice steps in the caseworker playbook", {}, {"resource"}, "refuse", {}, False, set(), set(), set()),
+    # a collection the role may not read is ignored like one that does not exist (tests/test_security_visibility.py)
+    ("shutoff notice steps in the caseworker playbook", {}, {"resource"}, "answer", {}, False, set(), set(),
+     {"wv_benefits", "governance", "code"}),
 ]  # fmt: skip
 
 
@@ -187,7 +189,9 @@ def test_self_query_rules_units():
         "updated_after": datetime(2026, 3, 1, tzinfo=UTC),
         "updated_before": datetime(2026, 4, 1, tzinfo=UTC),
     }
-    sq = self_query(ContextRequest("authoritative rules in the governance docs for Raleigh County"), [], now)
+    sq = self_query(
+        ContextRequest("authoritative rules in the governance docs for Raleigh County"), ["governance"], now
+    )
     assert sq.seal_state == "SEALED" and sq.collections == ["governance"] and sq.counties == ["Raleigh"]
     assert route_intents("good morning")[0] == ["greeting"]
     assert "governance" in route_intents("what did the council vote on")[0]
