@@ -3,7 +3,7 @@
     livemem status                       current version, its age, sources behind their HEAD
     livemem versions                     published versions (current marked)
     livemem rollback VERSION             point CURRENT back at a published version
-    livemem materialize [--job JOB | --select KEYS] [--partition DAY]
+    livemem materialize [--job JOB | --select KEYS] [--partition DAY] [--wait-timeout S]
                                          run a Dagster job (or assets) on the instance in $DAGSTER_HOME
     livemem serve [--port N] [--workers N]
     livemem query "text" [--top-k N] [--mode hybrid] [--json]
@@ -185,11 +185,23 @@ def materialize(
         str | None, typer.Option(help="asset keys instead of a job, comma-separated (e.g. chunks,published_index)")
     ] = None,
     partition: Annotated[str | None, typer.Option(help="day partition (YYYY-MM-DD) for partitioned jobs")] = None,
+    wait_timeout: Annotated[
+        float, typer.Option(help="seconds to wait while a live run holds the index_writer pool (0: no limit)")
+    ] = 3600,
 ) -> None:
-    """Run a Dagster job (or a selection of assets) in this process, recorded on the instance in $DAGSTER_HOME."""
+    """Run a Dagster job (or a selection of assets) in this process, recorded on the instance in $DAGSTER_HOME.
+
+    Runs of this host left started by a killed process are marked failed and their pool slots freed first
+    (``orchestration.runs``); while a live run holds the ``index_writer`` pool, this waits and says which run."""
+    import signal
+    import threading
+    import uuid
+
     from dagster import AssetKey, DagsterInstance
 
+    from livemem.owners import Owner
     from orchestration.definitions import build_definitions
+    from orchestration.runs import PoolWait, run_tags
 
     defs = build_definitions(CTX.sources, CTX.index_dir)
     dagster_home = os.environ.get("DAGSTER_HOME")
@@ -205,10 +217,53 @@ def materialize(
         job_def, label = defs.resolve_implicit_global_asset_job_def(), select
     else:
         keys, job_def, label = None, defs.resolve_job_def(job), job
-    with console.status(f"running {label}{f' for {partition}' if partition else ''} …"):
-        result = job_def.execute_in_process(
-            instance=instance, partition_key=partition, raise_on_error=False, asset_selection=keys
-        )
+    pools = {node.pool for node in job_def.all_node_defs if getattr(node, "pool", None)}
+    wait = PoolWait(instance, pools, wait_timeout, lambda message: err.print(f"[yellow]{message}[/yellow]"))
+    run_id = str(uuid.uuid4())
+    outcome: dict[str, Any] = {}
+
+    def execute() -> None:
+        try:
+            outcome["result"] = job_def.execute_in_process(
+                instance=instance, partition_key=partition, raise_on_error=False, asset_selection=keys,
+                run_id=run_id, tags=run_tags(Owner.this_process()),
+            )  # fmt: skip
+        except BaseException as exc:  # handed to the main thread
+            outcome["error"] = exc
+
+    # Dagster waits for a pool slot inside a run in a busy loop that no signal interrupts. So the run executes in a
+    # worker thread, and this thread watches it: frees slots of dead runs, names live holders, stops on Ctrl-C,
+    # SIGTERM or --wait-timeout (then the run is marked failed and its slots freed before the process exits).
+    worker = threading.Thread(target=execute, name=f"dagster-run-{run_id}", daemon=True)
+    on_sigterm = signal.getsignal(signal.SIGTERM)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        with console.status(f"running {label}{f' for {partition}' if partition else ''} …"):
+            wait.until_free()
+            worker.start()
+            while worker.is_alive():
+                worker.join(1.0)
+                if worker.is_alive():
+                    wait.blocked(run_id)
+    except (KeyboardInterrupt, LivingMemoryError) as exc:
+        reason = str(exc) or "interrupted"
+        if not worker.is_alive():
+            fail(reason, 130 if isinstance(exc, KeyboardInterrupt) else 1)
+        run = instance.get_run_by_id(run_id)
+        if run is not None and not run.is_finished:
+            instance.report_run_failed(run, message=f"livemem materialize stopped: {reason}")
+        instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+        err.print(f"[red]error:[/red] {reason}; run {run_id} marked failed, its pool slots freed")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130 if isinstance(exc, KeyboardInterrupt) else 1)  # the worker thread may be stuck in Dagster
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, on_sigterm)
+    if "error" in outcome:
+        raise outcome["error"]
+    result = outcome["result"]
     for event in result.get_asset_materialization_events():
         meta = event.materialization.metadata
         status_value = meta.get("status")

@@ -1,8 +1,9 @@
 """The sources file and the environment settings.
 
 ``RAG_SOURCES`` names the YAML sources file (default: the bundled example ``examples/sources.yaml``),
-``RAG_INDEX_DIR`` the index home (default: ``rag_index/`` in the project). The sources file is validated
-against ``schemas/sources.schema.json``; every mistake is reported with its file, line and column.
+``RAG_INDEX_DIR`` the index home (default: ``rag_index/`` in the project), ``RAG_TRACE_DIR`` the usage traces
+(default: ``<index home>/traces``). The sources file is validated against ``schemas/sources.schema.json``;
+every mistake is reported with its file, line and column.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ def sources_file_from_env() -> Path:
 
 def index_dir_from_env() -> Path:
     return Path(os.environ.get("RAG_INDEX_DIR") or DEFAULT_INDEX_DIR)
+
+
+def trace_dir_from_env(index_dir: str | os.PathLike[str]) -> Path:
+    """Where usage traces are written (serving) and read (the nightly rollup): ``RAG_TRACE_DIR``, else
+    ``<index home>/traces``. One function, so writers and the rollup can never disagree."""
+    return Path(os.environ.get("RAG_TRACE_DIR") or Path(index_dir) / "traces")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ Layout (see ``rag_index/README.md``)::
         chroma/                        persistent Chroma, one collection per configured collection
         retrieval/                     what serving loads: ids.json, dense.npy (same order), bm25/ (bm25s)
     <home>/staging/<id>/               a version being built or checked; moved to versions/ when published
+    <home>/staging/<id>.owner.json     who staged it (Dagster run, host, pid): never reclaimed while alive
     <home>/cache/embeddings.duckdb     embedding cache (content hash + model id)
     <home>/publish_log.jsonl           every switch of CURRENT (publish and rollback)
 
@@ -23,6 +24,8 @@ import hashlib
 import json
 import os
 import shutil
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,11 +33,14 @@ from typing import Any
 from filelock import FileLock
 
 from livemem.errors import LivingMemoryError, PublishConflict
+from livemem.owners import Owner
 
 MANIFEST = "manifest.json"
 TABLES = "tables.duckdb"
 CHROMA = "chroma"
 RETRIEVAL = "retrieval"
+OWNER_SUFFIX = ".owner.json"
+STALE_STAGING_S = 24 * 3600  # a staged version this old is reclaimable whoever owns it (e.g. a lost host)
 
 
 def utc_now() -> datetime:
@@ -47,6 +53,11 @@ def iso(ts: datetime) -> str:
 
 class IndexHome:
     """One index home directory (``RAG_INDEX_DIR``)."""
+
+    # Who stages through this object (the Dagster resource sets its run; default: this process), and how to ask
+    # whether another owner's run has finished (True / False; None when unknown, then its process decides).
+    owner: Owner | None = None
+    run_finished: Callable[[str], bool | None] | None = None
 
     def __init__(self, root: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root).resolve()
@@ -109,14 +120,46 @@ class IndexHome:
 
     # --- writing -------------------------------------------------------------------------------------------
     def new_version_id(self) -> str:
+        """A new version id (ids sort by creation time), recorded as this writer's (``staging/<id>.owner.json``)
+        before its directory exists, so that no other writer's ``clear_staging`` takes it while it is alive."""
         now = utc_now()
-        return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond:06d}Z"
+        version_id = now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond:06d}Z"
+        self.staging.mkdir(parents=True, exist_ok=True)
+        owner = self.owner or Owner.this_process()
+        self.owner_file(version_id).write_text(json.dumps(owner.to_dict()), encoding="utf-8")
+        return version_id
 
-    def publish(self, version_id: str, expected_base: str | None, retention: int) -> list[str]:
+    def owner_file(self, version_id: str) -> Path:
+        return self.staging / f"{version_id}{OWNER_SUFFIX}"
+
+    def staging_owner(self, version_id: str) -> Owner | None:
+        """Who staged ``version_id`` (None when not recorded or unreadable)."""
+        try:
+            return Owner.from_dict(json.loads(self.owner_file(version_id).read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def record_staged_by(self, version_id: str, run_id: str) -> None:
+        """Write into a staged version's manifest which run staged it (``publish`` checks it)."""
+        path = self.staged_dir(version_id) / MANIFEST
+        try:
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise LivingMemoryError(f"staged version {version_id} has no readable manifest ({path}): {exc}") from exc
+        owner = self.staging_owner(version_id)
+        manifest["staged_by"] = {**(owner.to_dict() if owner else {}), "run_id": run_id}
+        tmp = path.with_name(MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def publish(
+        self, version_id: str, expected_base: str | None, retention: int, run_id: str | None = None
+    ) -> list[str]:
         """Move a staged version into ``versions/`` and switch ``CURRENT`` to it; returns the pruned versions.
 
         Raises PublishConflict when another version was published after this one was staged from
-        ``expected_base`` (publishing it would silently drop that version's changes).
+        ``expected_base`` (publishing it would silently drop that version's changes). With ``run_id``, refuses a
+        version whose manifest does not say that run staged it (``record_staged_by``).
         """
         with self.write_lock():
             current = self.current()
@@ -128,8 +171,16 @@ class IndexHome:
             staged = self.staged_dir(version_id)
             if not (staged / MANIFEST).is_file():
                 raise LivingMemoryError(f"staged version {version_id} is missing or incomplete ({staged})")
+            if run_id is not None:
+                staged_by = json.loads((staged / MANIFEST).read_text(encoding="utf-8")).get("staged_by") or {}
+                if staged_by.get("run_id") != run_id:
+                    raise LivingMemoryError(
+                        f"version {version_id} was staged by {staged_by.get('run_id') or 'no recorded run'}, not by "
+                        f"run {run_id}: a run publishes only the version it staged and checked itself"
+                    )
             self.versions.mkdir(parents=True, exist_ok=True)
             os.replace(staged, self.version_dir(version_id))
+            self.owner_file(version_id).unlink(missing_ok=True)
             self._switch(version_id, "publish")
             return self._prune(retention)
 
@@ -170,19 +221,48 @@ class IndexHome:
         """Remove leftovers before staging a new version; call with the write lock held.
 
         Every staging step holds the lock, so an incomplete directory (no manifest) now is the remains of a
-        crashed run: removed. Complete ones (staged, then failed a check or await publishing) are kept, the
-        newest ``keep_latest`` of them, for inspection.
+        crashed writer: removed. A complete one awaits its checks and publish step, which run without the lock:
+        it is kept while its owner is alive (``_owner_alive``), since taking it would make that run fail. Of the
+        complete ones whose owner is gone (a check failed, or it crashed before publishing), the newest
+        ``keep_latest`` are kept for inspection.
         """
         if not self.staging.is_dir():
             return []
         staged = sorted(p.name for p in self.staging.iterdir() if p.is_dir())
         complete = [v for v in staged if (self.staged_dir(v) / MANIFEST).is_file()]
-        doomed = [v for v in staged if v not in complete] + complete[: max(0, len(complete) - keep_latest)]
+        abandoned = [v for v in complete if not self._owner_alive(v)]
+        doomed = [v for v in staged if v not in complete] + abandoned[: max(0, len(abandoned) - keep_latest)]
         for version in doomed:
             shutil.rmtree(self.staged_dir(version), ignore_errors=True)
+            self.owner_file(version).unlink(missing_ok=True)
+        for record in self.staging.glob("*" + OWNER_SUFFIX):  # ids whose writer died before making the directory
+            version = record.name.removesuffix(OWNER_SUFFIX)
+            if version not in staged and not self._owner_alive(version):
+                record.unlink(missing_ok=True)
         if doomed:
             self._gc_vectors()
         return doomed
+
+    def _owner_alive(self, version_id: str) -> bool:
+        """Whether the writer that staged ``version_id`` may still check and publish it: its Dagster run has not
+        finished (when the instance knows the run), else its process still runs (on another host: assumed), and
+        the version is less than ``STALE_STAGING_S`` old. Unrecorded owners are gone."""
+        owner = self.staging_owner(version_id)
+        if owner is None:
+            return False
+        try:
+            if time.time() - self.owner_file(version_id).stat().st_mtime > STALE_STAGING_S:
+                return False
+        except OSError:
+            return False
+        if owner.run_id and self.run_finished is not None:
+            finished = self.run_finished(owner.run_id)
+            if finished is not None:
+                # the run, not the step process, owns it: with the multiprocess executor the staging step's
+                # process has exited long before the publish step runs
+                return not finished
+        alive = owner.alive()
+        return True if alive is None else alive
 
 
 def derive_version(home: IndexHome, link: tuple[str, ...] = ()) -> tuple[str, Path, str | None]:

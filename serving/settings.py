@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from livemem.config import index_dir_from_env
+from livemem.config import index_dir_from_env, trace_dir_from_env
 from livemem.errors import ConfigError
 
 ACCESS_LEVELS = ("public", "internal")
@@ -91,7 +91,6 @@ class Settings(BaseModel):
                 except json.JSONDecodeError as exc:
                     raise ConfigError(f"{env} is not valid JSON: {exc}") from exc
         for env, name in (
-            ("RAG_TRACE_DIR", "trace_dir"),
             ("RAG_TRACE_DSN", "trace_dsn"),
             ("RAG_CACHE_SIZE", "cache_size"),
             ("RAG_RECENCY_HALF_LIFE_DAYS", "recency_half_life_days"),
@@ -105,8 +104,11 @@ class Settings(BaseModel):
         ):
             if os.environ.get(env):
                 values[name] = os.environ[env]
+        values = {**values, **overrides}
+        if values.get("trace_dir") is None:  # the rollup resolves the same directory (livemem.config)
+            values["trace_dir"] = trace_dir_from_env(values.get("index_dir") or index_dir_from_env())
         try:
-            return cls(**{**values, **overrides})
+            return cls(**values)
         except ValidationError as exc:
             # Only the messages: the input values may hold API keys.
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())

@@ -32,8 +32,14 @@ from dagster import (
 from livemem import checks
 from livemem.attention import attention_config, rollup_day
 from livemem.build import read_breath
-from livemem.config import SourcesConfig
-from orchestration.assets.publishing import check_result, publish_staged
+from livemem.config import SourcesConfig, trace_dir_from_env
+from orchestration.assets.publishing import (
+    blocking_check_names,
+    check_result,
+    publish_staged,
+    staged_output,
+    staging_asset,
+)
 from orchestration.resources import GitSourcesResource, IndexStoreResource
 
 GROUP = "living_memory"
@@ -44,7 +50,7 @@ def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any],
     cfg = attention_config(config)
     partitions = DailyPartitionsDefinition(start_date=cfg.start_date, timezone=cfg.timezone)
 
-    @asset(
+    @staging_asset(
         name="attention_rollup",
         pool="index_writer",
         group_name=GROUP,
@@ -65,7 +71,8 @@ def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any],
     ) -> Output[dict[str, Any]]:
         sources = git_sources.load()
         day = date.fromisoformat(context.partition_key)
-        result = rollup_day(index_store.home(), day, attention_config(sources), read_breath(sources))
+        home = index_store.home()
+        result = rollup_day(home, day, attention_config(sources), read_breath(sources), trace_dir_from_env(home.root))
         context.log.info(result.reason)
         meta: dict[str, Any] = {
             "status": result.reason,
@@ -82,8 +89,7 @@ def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any],
         }
         if result.malformed_examples:
             meta["malformed_examples"] = MetadataValue.md("\n".join(f"- `{e}`" for e in result.malformed_examples))
-        staged = {"version_id": result.version_id, "base_version": result.base_version, "reason": result.reason}
-        return Output(staged, metadata=meta)
+        return staged_output(context, home, result.version_id, result.base_version, result.reason, meta)
 
     def check_attention_valid(attention_rollup: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         version = attention_rollup["version_id"]
@@ -116,8 +122,9 @@ def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any],
         index_store: IndexStoreResource,
     ) -> Output[str | None]:
         return publish_staged(
-            context, attention_rollup, index_store.home(), git_sources.load().retention, lambda m: m["total_chunks"]
-        )
+            context, attention_rollup, index_store.home(), git_sources.load().retention,
+            blocking_check_names([attention_valid]), lambda m: m["total_chunks"],
+        )  # fmt: skip
 
     job = define_asset_job(
         "attention_rollup_job",

@@ -30,7 +30,13 @@ from livemem import checks
 from livemem.build import BuildResult, build_version
 from livemem.config import SourcesConfig
 from livemem.gitsource import GitSource
-from orchestration.assets.publishing import check_result, publish_staged
+from orchestration.assets.publishing import (
+    blocking_check_names,
+    check_result,
+    publish_staged,
+    staged_output,
+    staging_asset,
+)
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 
 GROUP = "living_memory"
@@ -69,10 +75,6 @@ def _observable_head(name: str) -> Any:
             )
 
     return _observe
-
-
-def _staged_output(result: BuildResult) -> dict[str, Any]:
-    return {"version_id": result.version_id, "base_version": result.base_version, "reason": result.reason}
 
 
 def _build_metadata(result: BuildResult) -> dict[str, Any]:
@@ -124,7 +126,7 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     """The assets and checks of the chunk index for the sources named in ``config``."""
     source_assets = [_source_asset(src.name) for src in config.sources]
 
-    @asset(
+    @staging_asset(
         name="chunks",
         pool="index_writer",
         group_name=GROUP,
@@ -142,9 +144,12 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         index_store: IndexStoreResource,
         embedder: EmbedderResource,
     ) -> Output[dict[str, Any]]:
-        result = build_version(git_sources.load(), index_store.home(), embedder.embedder())
+        home = index_store.home()
+        result = build_version(git_sources.load(), home, embedder.embedder())
         context.log.info(result.reason if not result.staged else f"staged version {result.version_id}")
-        return Output(_staged_output(result), metadata=_build_metadata(result))
+        return staged_output(
+            context, home, result.version_id, result.base_version, result.reason, _build_metadata(result)
+        )
 
     def _staged_dir(index_store: IndexStoreResource, staged: dict[str, Any]):
         """The staged version to check; (None, None) when nothing was staged (the current one passed at publish)."""
@@ -205,8 +210,10 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         git_sources: GitSourcesResource,
         index_store: IndexStoreResource,
     ) -> Output[str | None]:
+        # every blocking check of `chunks` (the list below, whatever is added to it) must have passed in this run
+        required = blocking_check_names(asset_checks)
         return publish_staged(
-            context, chunks, index_store.home(), git_sources.load().retention, lambda m: m["total_chunks"]
+            context, chunks, index_store.home(), git_sources.load().retention, required, lambda m: m["total_chunks"]
         )
 
     assets = [*source_assets, chunks, published_index]

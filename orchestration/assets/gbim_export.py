@@ -26,7 +26,13 @@ from dagster import (
 from livemem.checks import CheckOutcome
 from livemem.config import SourcesConfig
 from livemem.gbim import GbimResult, check_entities_valid, check_entity_flags, export_gbim
-from orchestration.assets.publishing import check_result, publish_staged
+from orchestration.assets.publishing import (
+    blocking_check_names,
+    check_result,
+    publish_staged,
+    staged_output,
+    staging_asset,
+)
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 
 GROUP = "living_memory"
@@ -90,7 +96,7 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     spatial = config.section("spatial", "spatial_config") or {}
     names = ", ".join(s["name"] for s in spatial.get("sources", [])) or "none configured"
 
-    @asset(
+    @staging_asset(
         name="gbim_export",
         pool="index_writer",
         group_name=GROUP,
@@ -109,12 +115,14 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         index_store: IndexStoreResource,
         embedder: EmbedderResource,
     ) -> Output[dict[str, Any]]:
-        result = export_gbim(git_sources.load(), index_store.home(), embedder.embedder())
+        home = index_store.home()
+        result = export_gbim(git_sources.load(), home, embedder.embedder())
         context.log.info(result.reason if not result.staged else f"staged version {result.version_id}")
         for q in result.quarantined:
             context.log.warning(f"quarantined {q.source} {q.source_pk}: {q.reason}")
-        staged = {"version_id": result.version_id, "base_version": result.base_version, "reason": result.reason}
-        return Output(staged, metadata=_export_metadata(result))
+        return staged_output(
+            context, home, result.version_id, result.base_version, result.reason, _export_metadata(result)
+        )
 
     def _version_dir(index_store: IndexStoreResource, staged: dict[str, Any]):
         home = index_store.home()
@@ -156,8 +164,9 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         index_store: IndexStoreResource,
     ) -> Output[str | None]:
         return publish_staged(
-            context, gbim_export, index_store.home(), git_sources.load().retention,
+            context, gbim_export, index_store.home(), git_sources.load().retention, blocking_check_names(checks),
             lambda m: (m.get("gbim") or {}).get("entities", 0),
         )  # fmt: skip
 
-    return [gbim_export, gbim_published], [gbim_entities_valid, gbim_entity_flags]
+    checks = [gbim_entities_valid, gbim_entity_flags]
+    return [gbim_export, gbim_published], checks

@@ -33,7 +33,13 @@ from dagster import (
 from livemem import registry
 from livemem.checks import CheckOutcome
 from livemem.config import SourcesConfig
-from orchestration.assets.publishing import check_result, publish_staged
+from orchestration.assets.publishing import (
+    blocking_check_names,
+    check_result,
+    publish_staged,
+    staged_output,
+    staging_asset,
+)
 from orchestration.resources import IndexStoreResource
 from orchestration.resources.registry import RegistrySourceResource
 
@@ -115,7 +121,7 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     cfg = registry.RegistryConfig.from_sources(config)
     where = cfg.describe() if cfg else "the sources file's registry section (none configured yet)"
 
-    @asset(
+    @staging_asset(
         name="registry_verification",
         pool="index_writer",
         group_name=GROUP,
@@ -130,12 +136,10 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     def registry_verification(
         context: AssetExecutionContext, registry_source: RegistrySourceResource, index_store: IndexStoreResource
     ) -> Output[dict[str, Any]]:
-        run = registry.run_verification(registry_source.require(), index_store.home())
+        home = index_store.home()
+        run = registry.run_verification(registry_source.require(), home)
         context.log.info(run.reason if not run.staged else f"staged version {run.version_id}")
-        return Output(
-            {"version_id": run.version_id, "base_version": run.base_version, "reason": run.reason},
-            metadata=_metadata(run),
-        )
+        return staged_output(context, home, run.version_id, run.base_version, run.reason, _metadata(run))
 
     def _version(index_store: IndexStoreResource, staged: dict[str, Any]):
         home = index_store.home()
@@ -194,7 +198,7 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     ) -> Output[str | None]:
         return publish_staged(
             context, registry_verification, index_store.home(), registry_source.sources().retention,
-            lambda m: (m.get("registry") or {}).get("published", 0),
+            blocking_check_names(checks), lambda m: (m.get("registry") or {}).get("published", 0),
         )  # fmt: skip
 
     assets = [source_asset, registry_verification, registry_published]

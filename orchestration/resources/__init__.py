@@ -6,11 +6,12 @@ Every field may be left empty to take the value from the environment at run time
 
 from pathlib import Path
 
-from dagster import ConfigurableResource
-from pydantic import Field
+from dagster import ConfigurableResource, DagsterInstance, InitResourceContext
+from pydantic import Field, PrivateAttr
 
 from livemem.config import SourcesConfig, index_dir_from_env, load_sources, sources_file_from_env
 from livemem.embedding import Embedder
+from livemem.owners import Owner
 from livemem.store import IndexHome
 
 
@@ -27,12 +28,31 @@ class GitSourcesResource(ConfigurableResource):
 
 
 class IndexStoreResource(ConfigurableResource):
-    """The index home where versions are staged and published."""
+    """The index home where versions are staged and published.
+
+    Versions staged through it are recorded as owned by the run (``staging/<id>.owner.json``), and another run
+    reclaims a staged version only once the Dagster instance says its owner's run has finished.
+    """
 
     index_dir: str = Field(default="", description="Index home; empty: $RAG_INDEX_DIR or rag_index/.")
+    _run_id: str | None = PrivateAttr(default=None)
+    _instance: DagsterInstance | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._run_id = context.run_id
+        self._instance = context.instance
 
     def home(self) -> IndexHome:
-        return IndexHome(Path(self.index_dir) if self.index_dir else index_dir_from_env())
+        home = IndexHome(Path(self.index_dir) if self.index_dir else index_dir_from_env())
+        if self._run_id is not None:
+            home.owner = Owner.this_process(self._run_id)
+        if self._instance is not None:
+            home.run_finished = self._run_finished
+        return home
+
+    def _run_finished(self, run_id: str) -> bool | None:
+        run = self._instance.get_run_by_id(run_id) if self._instance is not None else None
+        return None if run is None else run.is_finished
 
 
 class EmbedderResource(ConfigurableResource):
