@@ -1,10 +1,15 @@
-"""Prometheus metrics of one serving process: requests and latencies per route, cache, index, traces."""
+"""Prometheus metrics of one serving process: requests and latencies per route, cache, index, traces.
+
+What describes the data is rendered for the caller: ``livemem_index_chunks`` counts only the chunks of access
+levels the caller's role may read, so a scrape without a key learns nothing about hidden collections.
+"""
 
 from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -32,11 +37,26 @@ class _StateCollector:
         info = GaugeMetricFamily("livemem_index_info", "the index version being served", labels=["version", "model"])
         if snap is not None:
             info.add_metric([snap.version_id, snap.model_id], 1)
-            yield GaugeMetricFamily("livemem_index_chunks", "chunks in the served version", value=snap.size)
             yield GaugeMetricFamily(
                 "livemem_index_loaded_timestamp_seconds", "when the served version was loaded", value=snap.loaded_at
             )
         yield info
+
+
+class _VisibleIndexCollector:
+    """The served version's size as the caller may know it: chunks of the access levels its role reads."""
+
+    def __init__(self, state: ServingState, access: frozenset[str]) -> None:
+        self.state = state
+        self.access = access
+
+    def collect(self):
+        snap = self.state.reader.loaded
+        if snap is not None:
+            visible = int(np.isin(snap.columns["access"], np.array(sorted(self.access), dtype=object)).sum())
+            yield GaugeMetricFamily(
+                "livemem_index_chunks", "chunks in the served version that the caller's role may read", value=visible
+            )
 
 
 class Metrics:
@@ -52,14 +72,18 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.state = state
         self.registry.register(_StateCollector(state))
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests.labels(route, method, str(status)).inc()
         self.latency.labels(route, method).observe(seconds)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, access: frozenset[str]) -> bytes:
+        """The text format for a caller whose role reads ``access``."""
+        visible = CollectorRegistry()
+        visible.register(_VisibleIndexCollector(self.state, access))
+        return generate_latest(self.registry) + generate_latest(visible)
 
 
 class MetricsMiddleware:

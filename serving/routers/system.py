@@ -33,6 +33,6 @@ def healthz(state: State, snap: CurrentSnapshot) -> Health:
 
 
 @router.get("/metrics", response_class=Response)
-def metrics(state: State) -> Response:
-    """Prometheus text format."""
-    return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+def metrics(state: State, role: CallerRole) -> Response:
+    """Prometheus text format; counts of indexed data cover only what the caller's role may read."""
+    return Response(state.metrics.render(role.access), media_type="text/plain; version=0.0.4; charset=utf-8")
