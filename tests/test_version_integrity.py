@@ -1,0 +1,111 @@
+"""Version integrity: the manifest records the size and SHA-256 of every file; serving verifies them when it loads
+a version and holds what it reads in memory, so damage on disk is a clear 503 and never a dead worker."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+from serving_support import build_and_publish, make_workspace
+from test_faults import uvicorn
+
+from livemem.store import MANIFEST, IndexHome
+
+BROKEN = "20990101T000000000000Z"
+
+
+@pytest.fixture
+def served(tmp_path, embedder) -> tuple[IndexHome, str]:
+    home = IndexHome(tmp_path / "rag_index")
+    return home, build_and_publish(make_workspace(tmp_path), home, embedder)
+
+
+def test_manifest_records_size_and_checksum_of_every_file(served):
+    home, version = served
+    directory = home.version_dir(version)
+    files = json.loads((directory / MANIFEST).read_text())["files"]
+    on_disk = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()} - {MANIFEST}
+    assert set(files) == on_disk
+    assert {"tables.duckdb", "retrieval/ids.json", "retrieval/dense.npy"} <= on_disk
+    assert any(name.startswith("retrieval/bm25-public/") for name in files)
+    for name, recorded in files.items():
+        data = (directory / name).read_bytes()
+        assert recorded == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}, name
+
+
+def bm25_files(directory: Path) -> list[Path]:
+    return sorted(p for p in (directory / "retrieval").glob("bm25*/*") if p.is_file())
+
+
+def damaged_copy(home: IndexHome, version: str, damage: str) -> str:
+    """A copy of ``version`` published under a later id with one BM25 array damaged on disk."""
+    shutil.copytree(home.version_dir(version), home.version_dir(BROKEN))
+    target = next(p for p in bm25_files(home.version_dir(BROKEN)) if p.name.startswith("data.csc"))
+    data = bytearray(target.read_bytes())
+    if damage == "truncated":
+        del data[len(data) // 2 :]
+    else:  # same size, one bit flipped: only the checksum tells
+        data[-1] ^= 0x01
+    target.write_bytes(bytes(data))
+    return f"retrieval/{target.parent.name}/{target.name}"
+
+
+@pytest.mark.parametrize("damage", ["truncated", "bit_flip"])
+def test_a_damaged_version_is_a_clear_503_and_rolling_back_serves_again(served, damage):
+    """On a real uvicorn: CURRENT naming a damaged copy answers 503 naming the version and the file; the process
+    stays up, and pointing CURRENT back at the good version serves again."""
+    home, version = served
+    name = damaged_copy(home, version, damage)
+    with uvicorn(home) as url, httpx.Client(base_url=url, timeout=30) as client:
+        assert client.post("/query", json={"query": "SNAP food assistance"}).status_code == 200
+        (home.root / "CURRENT").write_text(BROKEN + "\n")
+        for response in (client.post("/query", json={"query": "SNAP"}), client.get("/healthz")):
+            assert response.status_code == 503
+            detail = response.json()["detail"]
+            assert BROKEN in detail and name in detail and "make materialize" in detail
+            assert str(home.root) not in detail
+        (home.root / "CURRENT").write_text(version + "\n")
+        again = client.post("/query", json={"query": "SNAP food assistance"})
+        assert again.status_code == 200 and again.json()["index_version"] == version
+
+
+def test_truncating_the_served_version_on_disk_never_kills_the_worker(served):
+    """Issue 12: truncating a BM25 file of the version being served ended the worker with SIGBUS (bm25s
+    memory-mapped it). The version is held in memory: the worker keeps answering from it."""
+    home, version = served
+    with uvicorn(home) as url, httpx.Client(base_url=url, timeout=30) as client:
+        body = {"query": "SNAP food assistance", "mode": "hybrid", "top_k": 3}
+        before = client.post("/query", json=body)
+        assert before.status_code == 200 and before.json()["results"]
+        directory = home.version_dir(version)
+        for path in [*bm25_files(directory), directory / "retrieval" / "dense.npy", directory / "retrieval/ids.json"]:
+            with open(path, "r+b") as fh:
+                fh.truncate(0)
+        for query in ("SNAP food assistance", "heating bill help Beckley", "zebra protocol"):
+            response = client.post("/query", json={**body, "query": query})
+            assert response.status_code == 200, response.text
+            assert response.json()["index_version"] == version
+        assert client.post("/query", json=body).json()["results"] == before.json()["results"]
+        assert client.get("/healthz").status_code == 200
+
+
+def test_a_fresh_worker_refuses_a_version_damaged_before_it_loaded(served, embedder):
+    """A worker with nothing loaded yet, started on a damaged version, answers 503 naming the file, never wrong
+    data; once CURRENT names a good version again it serves."""
+    from fastapi.testclient import TestClient
+
+    from serving.app import create_app
+    from serving.settings import Settings
+
+    home, version = served
+    name = damaged_copy(home, version, "bit_flip")
+    (home.root / "CURRENT").write_text(BROKEN + "\n")
+    with TestClient(create_app(Settings(index_dir=home.root, warm_up=False), embedder)) as client:
+        response = client.post("/query", json={"query": "SNAP"})
+        assert response.status_code == 503 and name in response.json()["detail"]
+        (home.root / "CURRENT").write_text(version + "\n")
+        assert client.post("/query", json={"query": "SNAP"}).status_code == 200
