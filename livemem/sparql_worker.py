@@ -46,6 +46,10 @@ class SparqlError(Exception):
 class SparqlRefused(SparqlError):
     """Not a valid or supported read-only query, or one that needs more than its limits allow."""
 
+    def __init__(self, message: str, retire_worker: bool = False) -> None:
+        super().__init__(message)
+        self.retire_worker = retire_worker
+
 
 class SparqlTimeout(SparqlError):
     """The query ran past the wall-clock limit; its worker was killed."""
@@ -87,7 +91,7 @@ class _Worker:
             raise SparqlTimeout(f"the query ran longer than {timeout_s:g} s and was stopped; narrow it down")
         reply = self._receive(0)
         if reply[0] == "refused":
-            raise SparqlRefused(reply[1])
+            raise SparqlRefused(reply[1], retire_worker=reply[2])
         return reply[1]
 
     def _receive(self, timeout_s: float) -> tuple:
@@ -125,8 +129,12 @@ class SparqlPool:
             worker = self._checkout()
             try:
                 result = worker.run((version_dir, sorted(access), query, limit), self.limits.timeout_s)
-            except SparqlRefused:
-                self._checkin(worker)
+            except SparqlRefused as exc:
+                if exc.retire_worker:  # ran out of memory: a fresh process is the clean state
+                    worker.kill()
+                    self._replace()
+                else:
+                    self._checkin(worker)
                 raise
             except BaseException:
                 # Overran, died, or this thread was interrupted: the worker may still be computing, so it goes.
@@ -191,10 +199,7 @@ def serve(conn: Any, memory_mb: int, max_result_chars: int) -> None:
             conn.send(("unavailable", f"the facts graph of this version could not be loaded: {exc}"))
             continue
         conn.send(("loaded",))
-        reply = answer(graphs[key], query, limit, memory_mb, max_result_chars)
-        conn.send(reply)
-        if reply[0] == "refused" and reply[2]:  # out of memory: a fresh process is the clean state
-            return
+        conn.send(answer(graphs[key], query, limit, memory_mb, max_result_chars))
 
 
 def facts_graph(version_dir: str, access: frozenset[str]):

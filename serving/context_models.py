@@ -2,19 +2,41 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MAX_PROFILE_EXTRAS = 20
+MAX_EXTRA_CHARS = 200
+MAX_MESSAGE_CHARS = 32_000
 
 
 class Profile(BaseModel):
-    """Who is asking, as far as it narrows the evidence; every field optional."""
+    """Who is asking, as far as it narrows the evidence; every field optional. Other fields are kept (at most 20,
+    each a short string, a number, a boolean or null)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     state: str | None = Field(None, max_length=32, description="`WV` makes every message West-Virginia-scoped")
     county: str | None = Field(None, max_length=64)
     zip: str | None = Field(None, pattern=r"^[0-9]{5}$")
+
+    @model_validator(mode="after")
+    def _small_extras(self) -> Profile:
+        extras = self.model_extra or {}
+        if len(extras) > MAX_PROFILE_EXTRAS:
+            raise ValueError(f"a profile has at most {MAX_PROFILE_EXTRAS} other fields, not {len(extras)}")
+        for key, value in extras.items():
+            if len(key) > 64:
+                raise ValueError("profile field names have at most 64 characters")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"profile field {key!r} is not a finite number")
+            if not (value is None or isinstance(value, bool | int | float | str)):
+                raise ValueError(f"profile field {key!r} must be a string, a number, a boolean or null")
+            if isinstance(value, str) and len(value) > MAX_EXTRA_CHARS:
+                raise ValueError(f"profile field {key!r} has more than {MAX_EXTRA_CHARS} characters")
+        return self
 
 
 class ContextRequest(BaseModel):
@@ -22,7 +44,7 @@ class ContextRequest(BaseModel):
 
     message: str = Field(..., min_length=1, max_length=4000, description="the person's message, as written")
     role: str | None = Field(
-        None, description="ignored unless it names the caller's own role (the role comes from X-API-Key)"
+        None, max_length=64, description="ignored unless it names the caller's own role (the role comes from X-API-Key)"
     )
     county: str | None = Field(None, min_length=2, max_length=64, description="county, e.g. Fayette")
     zip: str | None = Field(None, pattern=r"^[0-9]{5}$", description="5-digit ZIP code")
@@ -229,7 +251,11 @@ class OpenAIMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: str | list[dict[str, Any]] | None = None
+    content: (
+        Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]
+        | Annotated[list[dict[str, Any]], Field(max_length=100)]
+        | None
+    ) = None
 
     def text(self) -> str:
         if isinstance(self.content, list):
@@ -252,10 +278,10 @@ class LivingMemoryOptions(BaseModel):
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow")  # temperature, max_tokens, ...: accepted and ignored
 
-    model: str | None = None
-    messages: list[OpenAIMessage] = Field(..., min_length=1)
+    model: str | None = Field(None, max_length=256)
+    messages: list[OpenAIMessage] = Field(..., min_length=1, max_length=200)
     stream: bool = False
-    user: str | None = None
+    user: str | None = Field(None, max_length=256)
     living_memory: LivingMemoryOptions | None = None
 
 

@@ -11,7 +11,12 @@ from livemem.retrieval import Filters
 from livemem.traces import TRACE_ID_PATTERN
 
 UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
-Values = str | list[str]
+# Every list and string a caller sends is bounded: they end up in cache keys and in every trace event.
+MAX_VALUES = 50
+MAX_NAME_CHARS = 512  # collection names are at most 512 characters
+MAX_SCORE = 1e6
+Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
+Values = Name | Annotated[list[Name], Field(max_length=MAX_VALUES)]
 ChunkId = Annotated[str, Field(pattern=UUID_PATTERN)]
 
 
@@ -26,21 +31,27 @@ def _utc(value: datetime | None) -> datetime | None:
 
 
 class QueryFilters(BaseModel):
-    """Metadata filters, applied before ranking. Fields taking a list match any of its values."""
+    """Metadata filters, applied before ranking. Fields taking a list match any of its values (at most 50)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     source: Values | None = Field(None, description="configured source name(s)")
-    path_prefix: str | None = Field(None, min_length=1, description="file path inside the repository starts with")
-    type: Literal["markdown", "code", "text"] | list[Literal["markdown", "code", "text"]] | None = None
+    path_prefix: str | None = Field(
+        None, min_length=1, max_length=1024, description="file path inside the repository starts with"
+    )
+    type: (
+        Literal["markdown", "code", "text"]
+        | Annotated[list[Literal["markdown", "code", "text"]], Field(max_length=MAX_VALUES)]
+        | None
+    ) = None
     county: Values | None = None
     dataset: Values | None = None
     worldview_id: Values | None = None
     local_resource_id: Values | None = None
     seal_state: Literal["OPEN", "SEALED"] | None = None
-    min_attention: float | None = Field(None, ge=0)
+    min_attention: float | None = Field(None, ge=0, le=MAX_SCORE)
     last_seen_breath: str | None = Field(
-        None, pattern=r"^(Δ|D|delta ?)?[0-9]+$", description="seen in breath Δn or later (e.g. `Δ3`)"
+        None, max_length=32, pattern=r"^(Δ|D|delta ?)?[0-9]+$", description="seen in breath Δn or later (e.g. `Δ3`)"
     )
     updated_after: datetime | None = Field(None, description="file last changed at or after (ISO 8601; UTC if naive)")
     updated_before: datetime | None = Field(None, description="file last changed at or before")
@@ -63,19 +74,25 @@ class QueryFilters(BaseModel):
 
 
 class QueryRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
     query: str = Field(..., min_length=1, max_length=4000)
     top_k: int = Field(10, ge=1, le=200)
-    collections: list[str] | None = Field(None, min_length=1, description="restrict to these collections")
+    collections: list[Name] | None = Field(
+        None, min_length=1, max_length=MAX_VALUES, description="restrict to these collections"
+    )
     filters: QueryFilters = Field(default_factory=QueryFilters)
     mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
     return_: Literal["chunks", "documents"] = Field(
         "chunks", alias="return", description="`documents`: each parent file once, whole text, ranked by its best chunk"
     )
-    min_score: float | None = Field(None, description="drop results scoring below this (in the mode's score scale)")
+    min_score: float | None = Field(
+        None, ge=-MAX_SCORE, le=MAX_SCORE, description="drop results scoring below this (in the mode's score scale)"
+    )
     recency_bias: float = Field(0.0, ge=0, le=10, description="boost × 0.5^(age / half-life) by `updated_at`")
-    recency_half_life_days: float | None = Field(None, gt=0, description="defaults to the server's setting")
+    recency_half_life_days: float | None = Field(
+        None, gt=0, le=1_000_000, description="defaults to the server's setting"
+    )
     attention_boost: float = Field(
         0.0, ge=0, le=10, description="score × (1 + boost × ln(1 + attention)); 0 (default) ranks without attention"
     )

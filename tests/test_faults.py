@@ -65,7 +65,8 @@ def uvicorn(home: IndexHome, workers: int = 1, timeout: float = 120.0):
             except httpx.HTTPError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"uvicorn did not start: {proc.stderr.read().decode()[-2000:]}")
+                proc.kill()  # reading stderr waits for its end: a server that answers 503 must not hang the test
+                raise RuntimeError(f"uvicorn did not start: {proc.communicate()[1].decode()[-2000:]}")
             time.sleep(0.3)
         yield url
     finally:

@@ -1,0 +1,183 @@
+"""SPARQL abuse against a real uvicorn process: runaway queries are stopped while the server keeps answering,
+nothing reaches the network, unsupported forms get a 400 that names them, and concurrency is bounded."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from serving_support import build_and_publish, make_workspace
+from test_faults import uvicorn
+from test_gbim_api import SPATIAL
+
+from livemem.config import load_sources
+from livemem.gbim import export_gbim
+from livemem.store import IndexHome
+
+REGEX_BOMB = (
+    'SELECT ?x WHERE { BIND(CONCAT("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","!") AS ?x) FILTER(regex(?x, "^(a+)+$")) }'
+)
+CARTESIAN_COUNT = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i . ?j ?k ?l }"
+LABELS = "SELECT ?label WHERE { ?e gbim:located_in ?c . ?e rdfs:label ?label } ORDER BY ?label"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, embedder):
+    """uvicorn over a version with GBIM facts; yields its URL."""
+    root = tmp_path_factory.mktemp("sparql")
+    sources = make_workspace(root)
+    sources.write_text(sources.read_text() + SPATIAL, encoding="utf-8")
+    home = IndexHome(root / "rag_index")
+    build_and_publish(sources, home, embedder)
+    config = load_sources(sources)
+    result = export_gbim(config, home, embedder)
+    home.publish(result.version_id, result.base_version, config.retention)
+    with uvicorn(home) as url:
+        yield url
+
+
+def sparql(url: str, query: str, timeout: float = 60) -> httpx.Response:
+    return httpx.post(f"{url}/facts/sparql", json={"query": query}, timeout=timeout)
+
+
+def descendants() -> list[int]:
+    """This test process's descendants (uvicorn and its SPARQL workers), from /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        found += children
+        frontier += children
+    return found
+
+
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    ticks = os.sysconf("SC_CLK_TCK")
+    used = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        used[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    return used
+
+
+def busy_processes(window_s: float = 1.5) -> list[int]:
+    """Descendant processes that used over a third of a CPU during the window: work still running."""
+    before = cpu_seconds(descendants())
+    time.sleep(window_s)
+    after = cpu_seconds(list(before))
+    return [pid for pid in after if after[pid] - before[pid] > window_s / 3]
+
+
+def test_runaway_queries_are_stopped_while_healthz_answers(server) -> None:
+    assert sparql(server, LABELS).status_code == 200  # workers started and the graph loaded
+    with ThreadPoolExecutor(4) as pool:
+        bombs = [pool.submit(sparql, server, q) for q in (REGEX_BOMB, CARTESIAN_COUNT)]
+        time.sleep(0.5)  # both take the two workers
+        started = time.monotonic()
+        refused = sparql(server, REGEX_BOMB)
+        assert refused.status_code == 429, refused.text
+        assert time.monotonic() - started < 1.0 and refused.headers["retry-after"] == "1"
+        health_times = []
+        while not all(b.done() for b in bombs):
+            started = time.monotonic()
+            assert httpx.get(f"{server}/healthz", timeout=5).status_code == 200
+            health_times.append(time.monotonic() - started)
+            time.sleep(0.1)
+        answers = [b.result() for b in bombs]
+    assert [a.status_code for a in answers] == [408, 408], [a.text for a in answers]
+    assert "stopped" in answers[0].json()["detail"]
+    assert len(health_times) >= 5 and max(health_times) < 1.0, health_times
+    # The work ended: no process keeps computing, and the next queries are answered at once by fresh workers.
+    assert busy_processes() == []
+    for _ in range(3):
+        started = time.monotonic()
+        labels = sparql(server, LABELS)
+        assert labels.status_code == 200 and labels.json()["rows"]
+        assert time.monotonic() - started < 10
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1 that records every connection made to it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.accept, daemon=True)
+
+    def accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def __enter__(self) -> Listener:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.sock.close()
+
+
+def test_service_and_remote_loading_never_reach_the_network(server) -> None:
+    with Listener() as listener:
+        endpoint = f"<http://127.0.0.1:{listener.port}/sparql>"
+        refused = {
+            f"SELECT * WHERE {{ SERVICE {endpoint} {{ ?s ?p ?o }} }}": "SERVICE",
+            f"SELECT ?s WHERE {{ ?s ?p ?o OPTIONAL {{ SELECT ?s WHERE {{ SERVICE SILENT {endpoint} {{ ?s ?p ?o }} }} }} }}": (
+                "SERVICE"
+            ),
+            f"ASK {{ FILTER EXISTS {{ SERVICE {endpoint} {{ ?s ?p ?o }} }} }}": "SERVICE",
+            f"SELECT * FROM {endpoint} WHERE {{ ?s ?p ?o }}": "FROM",
+            f"SELECT * FROM NAMED {endpoint} WHERE {{ GRAPH ?g {{ ?s ?p ?o }} }}": "FROM NAMED",
+            "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }": "GRAPH",
+            f"SELECT * WHERE {{ GRAPH {endpoint} {{ ?s ?p ?o }} }}": "GRAPH",
+            f"LOAD {endpoint}": "read-only",
+            "INSERT DATA { <urn:a> <urn:b> <urn:c> }": "read-only",
+            f"DESCRIBE {endpoint}": "DESCRIBE",
+            "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }": "CONSTRUCT",
+            "SELECT WHERE {": "not a valid SPARQL query",
+        }
+        for query, named in refused.items():
+            response = sparql(server, query)
+            assert response.status_code == 400, (query, response.text)
+            assert named in response.json()["detail"], (query, response.json())
+        time.sleep(0.5)
+    assert listener.connections == 0
+
+
+def test_memory_and_rows_are_bounded(server) -> None:
+    # Each BIND doubles the string: 2^30 characters if nothing stopped it.
+    binds = " ".join(f"BIND(CONCAT(?a{i}, ?a{i}) AS ?a{i + 1})" for i in range(30))
+    doubling = f'SELECT ?a30 WHERE {{ BIND("ab" AS ?a0) {binds} }}'
+    response = sparql(server, doubling)
+    assert response.status_code in (400, 408), response.text
+    assert "MB" in response.json()["detail"] or "stopped" in response.json()["detail"]
+    rows = httpx.post(f"{server}/facts/sparql", json={"query": "SELECT * WHERE { ?s ?p ?o }", "limit": 3}).json()
+    assert len(rows["rows"]) == 3 and rows["truncated"] is True
+    assert busy_processes() == []
