@@ -825,13 +825,15 @@ def _extend_history(con: duckdb.DuckDBPyConnection, result: Verification, versio
     rows = result.rows
     tracked = rows[rows["valid"]].copy()  # published and deprecated rows
     open_rows = con.execute(
-        "SELECT local_resource_id, change AS open_change, content_hash AS open_content, "
+        "SELECT local_resource_id, change AS open_change, status AS open_status, content_hash AS open_content, "
         "verification_hash AS open_verification FROM registry_history WHERE valid_to IS NULL"
     ).df()
     merged = tracked.merge(open_rows, on="local_resource_id", how="left")
     absent = merged["open_change"].isna() | (merged["open_change"] == "removed")
-    newly_deprecated = merged["deprecated"] & (merged["open_change"] != "deprecated")
-    restored = ~merged["deprecated"] & (merged["open_change"] == "deprecated")
+    # by the open row's status, not its change: a row deprecated when first seen is opened as "created" with
+    # status "deprecated", and must not be recorded as newly deprecated on every later run
+    newly_deprecated = merged["deprecated"] & (merged["open_status"] != "deprecated")
+    restored = ~merged["deprecated"] & (merged["open_status"] == "deprecated")
     change = np.select(
         [absent, newly_deprecated, restored, merged["content_hash"] != merged["open_content"],
          merged["verification_hash"] != merged["open_verification"]],

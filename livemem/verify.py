@@ -322,3 +322,21 @@ def rebuild_and_compare(
             shutil.rmtree(scratch.staging, ignore_errors=True)
             scratch._gc_vectors()  # a Chroma server keeps collections until no version of the home names them
     return RebuildReport(version, comparison, notes, built.timings)
+
+
+def table_fingerprints(version: Path) -> dict[str, tuple[int, str]]:
+    """(row count, digest of the sorted rows) of every table of a version, to prove two versions hold the same
+    data whatever step wrote them (a step re-run on unchanged input must give identical tables)."""
+    con = duckdb.connect(str(version / TABLES), read_only=True)
+    try:
+        tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() ORDER BY 1").fetchall()]
+        out = {}
+        for table in tables:
+            count, digest = con.execute(
+                f"SELECT COUNT(*), COALESCE(md5(string_agg(r, chr(30) ORDER BY r)), '') "
+                f'FROM (SELECT CAST(t AS VARCHAR) AS r FROM "{table}" t)'
+            ).fetchone()
+            out[table] = (count, digest)
+        return out
+    finally:
+        con.close()

@@ -138,6 +138,8 @@ sources:
 
     def _write(self, repo: str, path: str, content: str | bytes, message: str) -> None:
         old = self.files[repo].get(path)
+        if old == content:
+            return  # nothing to commit
         if old is not None:
             self.previous.setdefault((repo, path), []).append(old)
         self.files[repo][path] = content
