@@ -218,7 +218,7 @@ def materialize(
     else:
         keys, job_def, label = None, defs.resolve_job_def(job), job
     pools = {node.pool for node in job_def.all_node_defs if getattr(node, "pool", None)}
-    wait = PoolWait(instance, pools, wait_timeout, lambda message: err.print(f"[yellow]{message}[/yellow]"))
+    wait = PoolWait(instance, pools, wait_timeout, lambda msg: err.print(f"[yellow]{msg}[/yellow]", soft_wrap=True))
     run_id = str(uuid.uuid4())
     outcome: dict[str, Any] = {}
 
@@ -254,7 +254,7 @@ def materialize(
         if run is not None and not run.is_finished:
             instance.report_run_failed(run, message=f"livemem materialize stopped: {reason}")
         instance.event_log_storage.free_concurrency_slots_for_run(run_id)
-        err.print(f"[red]error:[/red] {reason}; run {run_id} marked failed, its pool slots freed")
+        err.print(f"[red]error:[/red] {reason}; run {run_id} marked failed, its pool slots freed", soft_wrap=True)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130 if isinstance(exc, KeyboardInterrupt) else 1)  # the worker thread may be stuck in Dagster
