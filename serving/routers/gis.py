@@ -18,11 +18,10 @@ from livemem.reader import Snapshot
 from livemem.retrieval import top_order
 from livemem.traces import retrieval_events
 from serving.deps import CallerRole, CurrentSnapshot, State
-from serving.models import UUID_PATTERN, ErrorBody
+from serving.models import UUID_PATTERN, ErrorBody, Values
 
 router = APIRouter(tags=["gis"])
 
-Values = str | list[str]
 Format = Literal["json", "geojson"]
 EXPORT_HINT = "run the Dagster job `export_gbim` (dagster job execute -m orchestration.definitions -j export_gbim)"
 
@@ -41,7 +40,7 @@ def _as_tuple(value: Values | None) -> tuple[str, ...]:
 
 
 class Near(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     lat: float = Field(..., ge=-90, le=90)
     lon: float = Field(..., ge=-180, le=180)
@@ -49,12 +48,14 @@ class Near(BaseModel):
 
 
 class GisQueryRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     query: str = Field(..., min_length=1, max_length=4000)
     n_results: int = Field(10, ge=1, le=200)
     bbox: list[float] | None = Field(
-        None, description="[min_lon, min_lat, max_lon, max_lat] in EPSG:4326 (does not cross the antimeridian)"
+        None,
+        max_length=4,
+        description="[min_lon, min_lat, max_lon, max_lat] in EPSG:4326 (does not cross the antimeridian)",
     )
     near: Near | None = Field(None, description="entities within radius_km of (lat, lon)")
     county: Values | None = Field(None, description="county name(s), with or without the word County")
