@@ -9,11 +9,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dagster import AssetSelection, Definitions, define_asset_job, multi_or_in_process_executor
+from dagster import (
+    AssetCheckKey,
+    AssetKey,
+    AssetSelection,
+    Definitions,
+    ScheduleDefinition,
+    define_asset_job,
+    multi_or_in_process_executor,
+)
 
 from livemem.config import load_sources, sources_file_from_env
 from orchestration.assets.attention_rollup import build_attention_assets
-from orchestration.assets.chunks import build_chunk_assets, source_key
+from orchestration.assets.chunks import REBUILD_CHECK, build_chunk_assets, source_key
 from orchestration.assets.gbim_export import build_gbim_assets
 from orchestration.assets.registry_verification import build_registry_assets, registry_job
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
@@ -32,9 +40,15 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
     attention_assets, attention_checks, attention_jobs, attention_schedules = build_attention_assets(config)
     gbim_assets, gbim_checks = build_gbim_assets(config)
     reg_assets, reg_checks = build_registry_assets(config)
+    rebuild_check = AssetSelection.checks(AssetCheckKey(AssetKey("published_index"), REBUILD_CHECK))
+    verify_index = define_asset_job(
+        "verify_index",
+        selection=rebuild_check,
+        description="Rebuild the commits the published version indexed from scratch and report any difference.",
+    )
     build_index = define_asset_job(
         "build_index",
-        selection=AssetSelection.assets("chunks", "published_index"),
+        selection=AssetSelection.assets("chunks", "published_index") - rebuild_check,
         description="Chunk, embed, check and publish a new index version.",
         executor_def=multi_or_in_process_executor,
         config=IN_PROCESS_BY_DEFAULT,
@@ -54,8 +68,17 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
     return Definitions(
         assets=[*chunk_assets, *attention_assets, *gbim_assets, *reg_assets],
         asset_checks=[*chunk_checks, *attention_checks, *gbim_checks, *reg_checks],
-        jobs=[build_index, observe_sources, export_gbim, registry_job(), *attention_jobs],
-        schedules=[*attention_schedules],
+        jobs=[build_index, verify_index, observe_sources, export_gbim, registry_job(), *attention_jobs],
+        schedules=[
+            *attention_schedules,
+            ScheduleDefinition(
+                name="weekly_verify_index",
+                job=verify_index,
+                cron_schedule="0 4 * * 0",
+                execution_timezone="UTC",
+                description="Sundays 04:00 UTC: prove the published index equals a from-scratch build (turn on in the UI).",
+            ),
+        ],
         resources={
             "git_sources": GitSourcesResource(sources_file=str(path) if sources_file else ""),
             "index_store": IndexStoreResource(index_dir=str(index_dir) if index_dir else ""),

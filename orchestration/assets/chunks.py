@@ -12,6 +12,7 @@ import warnings
 from typing import Any
 
 from dagster import (
+    AssetCheckExecutionContext,
     AssetCheckResult,
     AssetCheckSeverity,
     AssetExecutionContext,
@@ -30,6 +31,7 @@ from livemem import checks
 from livemem.build import BuildResult, build_version
 from livemem.config import SourcesConfig
 from livemem.gitsource import GitSource
+from livemem.verify import rebuild_and_compare
 from orchestration.assets.publishing import (
     blocking_check_names,
     check_result,
@@ -40,6 +42,7 @@ from orchestration.assets.publishing import (
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 
 GROUP = "living_memory"
+REBUILD_CHECK = "published_index_matches_rebuild"
 
 
 def source_key(name: str) -> AssetKey:
@@ -188,6 +191,27 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
             )
         return check_result(checks.check_governance(manifest))
 
+    @asset_check(
+        asset=chunks,
+        blocking=True,
+        description=(
+            "The staged version holds exactly its sources' files: every file a source selects at its commit has rows "
+            "(or is reported skipped), nothing else does, and files unchanged since the base keep its chunk ids."
+        ),
+    )
+    def index_complete(
+        chunks: dict[str, Any], index_store: IndexStoreResource, git_sources: GitSourcesResource
+    ) -> AssetCheckResult:
+        version_dir, manifest = _staged_dir(index_store, chunks)
+        if version_dir is None:
+            return check_result(
+                checks.CheckOutcome(True, "nothing staged: the current version was checked when published")
+            )
+        home = index_store.home()
+        base = manifest.get("base_version")
+        base_dir = home.version_dir(base) if base and home.version_dir(base).is_dir() else None
+        return check_result(checks.check_index_complete(version_dir, manifest, git_sources.load(), base_dir))
+
     @asset_check(asset=chunks, description="Every configured source could be read (WARN: old chunks are kept).")
     def sources_readable(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         _, manifest = _staged_dir(index_store, chunks)
@@ -216,6 +240,33 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
             context, chunks, index_store.home(), git_sources.load().retention, required, lambda m: m["total_chunks"]
         )
 
+    @asset_check(
+        asset=published_index,
+        name=REBUILD_CHECK,
+        description=(
+            "The published version equals a from-scratch build of the same commits (rebuilt into a temporary home "
+            "with the shared embedding cache). Run on demand (job verify_index) or by its weekly schedule."
+        ),
+    )
+    def published_index_matches_rebuild(
+        context: AssetCheckExecutionContext,
+        git_sources: GitSourcesResource,
+        index_store: IndexStoreResource,
+        embedder: EmbedderResource,
+    ) -> AssetCheckResult:
+        home = index_store.home()
+        if home.current() is None:
+            return check_result(checks.CheckOutcome(True, "nothing published yet"))
+        report = rebuild_and_compare(git_sources.load(), home, embedder.embedder())
+        context.log.info(f"{report.version_id}: {report.comparison.summary()}")
+        outcome = checks.CheckOutcome(
+            report.equal,
+            f"{report.version_id}: {report.comparison.summary()}",
+            [*report.notes, *report.comparison.lines()],
+            report.comparison.files_compared,
+        )
+        return check_result(outcome)
+
     assets = [*source_assets, chunks, published_index]
-    asset_checks = [chunks_schema_valid, sealed_provenance_resolves, governance_caps, sources_readable]
-    return assets, asset_checks
+    asset_checks = [chunks_schema_valid, sealed_provenance_resolves, governance_caps, index_complete, sources_readable]
+    return assets, [*asset_checks, published_index_matches_rebuild]
