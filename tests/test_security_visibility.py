@@ -141,3 +141,15 @@ def test_no_server_paths_in_manifest_or_503(client, home):
         (home.root / "CURRENT").write_text(version + "\n")
         shutil.rmtree(home.version_dir(broken))
     assert client.post("/query", json={"query": "SNAP"}).status_code == 200
+
+
+def test_no_server_path_in_a_provenance_check(client, home):
+    """``/chunks/{id}?verify=true`` on a repository that moved: `missing`, without saying where it was."""
+    chunk = client.post("/query", json={"query": "Beckley LIHEAP", "top_k": 1}).json()["results"][0]["chunk_id"]
+    repo = home.root.parent / "repo"
+    repo.rename(repo.with_name("repo-moved"))
+    try:
+        verification = client.get(f"/chunks/{chunk}", params={"verify": "true"}).json()["verification"]
+    finally:
+        repo.with_name("repo-moved").rename(repo)
+    assert verification["status"] == "missing" and str(home.root.parent) not in verification["detail"]

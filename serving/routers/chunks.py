@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, Query
 
 from livemem.provenance import verify_chunk
+from livemem.reader import without_paths
 from serving.deps import CallerRole, CurrentSnapshot
 from serving.models import UUID_PATTERN, ChunkResponse, ErrorBody
 
@@ -31,6 +32,8 @@ def get_chunk(
         raise HTTPException(404, f"no chunk {chunk_id} in index version {snap.version_id}")
     record = snap.record(row)
     verification = verify_chunk(record, snap.manifest) if verify else None
+    if verification is not None:  # a git error names the repository's path on this server
+        verification["detail"] = without_paths(verification["detail"])
     return ChunkResponse.model_validate(
         {
             **record,
