@@ -16,6 +16,8 @@ Used by ``tests/test_differential.py`` (a few examples, in ``make test``) and ``
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -95,6 +97,7 @@ class IndexHistory(RuleBasedStateMachine):
         self.home = IndexHome(self.root / "index", cache_dir=self.root / "cache")
         self.builds = itertools.count()
         self.compared = 0
+        self.commits = 0
 
     # --- the world ---------------------------------------------------------------------------------------
     def sources_yaml(self) -> Path:
@@ -144,6 +147,7 @@ sources:
             self.previous.setdefault((repo, path), []).append(old)
         self.files[repo][path] = content
         self.repos[repo].commit({path: content}, message=message)
+        self.commits += 1
 
     @initialize(content=documents())
     def seed(self, content: str) -> None:
@@ -175,6 +179,7 @@ sources:
         repo, path = data.draw(st.sampled_from(sorted((r, p) for r, fs in self.files.items() for p in fs)))
         del self.files[repo][path]
         self.repos[repo].commit(delete=[path], message="delete")
+        self.commits += 1
 
     @precondition(lambda self: any(self.files.values()))
     @rule(data=st.data())
@@ -187,6 +192,7 @@ sources:
         content = self.files[repo].pop(path)
         self.files[repo][target] = content
         self.repos[repo].commit({target: content}, delete=[path], message="rename")
+        self.commits += 1
 
     @precondition(lambda self: bool(self.previous))
     @rule(data=st.data())
@@ -259,3 +265,7 @@ sources:
                 self.build()  # every history ends with a comparison, whatever the last rule was
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+            stats = os.environ.get("LIVEMEM_DIFF_STATS")
+            if stats:  # bench/differential.py counts histories, commits and comparisons
+                with open(stats, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"compared": self.compared, "commits": self.commits}) + "\n")
