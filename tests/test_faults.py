@@ -248,3 +248,77 @@ def test_openapi_fuzzing_finds_no_server_error(complete_index, embedder) -> None
         check()
     assert operations >= 8
     assert failures == []
+
+
+NOT_JSON_NUMBERS = ("NaN", "Infinity", "-Infinity", "1e999")
+
+
+def _replace(value, numbers: object | None = None, strings: object | None = None):
+    """``value`` with every number (not bool) replaced by ``numbers`` and every string by ``strings``."""
+    if isinstance(value, dict):
+        return {k: _replace(v, numbers, strings) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace(v, numbers, strings) for v in value]
+    if numbers is not None and isinstance(value, int | float) and not isinstance(value, bool):
+        return numbers
+    if strings is not None and isinstance(value, str):
+        return strings
+    return value
+
+
+def _hostile_bodies(body, max_body: int) -> dict[str, tuple[str, int]]:
+    """Variants of a valid JSON body, by name: (text, the status it must get)."""
+    variants = {}
+    for token in NOT_JSON_NUMBERS:
+        text = json.dumps(_replace(body, numbers="@number@"))
+        if "@number@" in text:
+            variants[token] = (text.replace('"@number@"', token), 422)
+    text = json.dumps(_replace(body, strings="\ud800 heat"))  # ensure_ascii writes the lone surrogate as \ud800
+    if "\\ud800" in text:
+        variants["lone surrogate"] = (text, 422)
+    variants["oversize"] = (json.dumps(body) + " " * max_body, 413)  # valid JSON, only too big
+    return variants
+
+
+def test_openapi_fuzzing_with_non_json_numbers_surrogates_and_oversize_bodies(complete_index, embedder) -> None:
+    """Every JSON body the schema allows, made hostile: 422 or 413 with a short answer, never a 5xx."""
+    schemathesis = pytest.importorskip("schemathesis")
+    from fastapi.testclient import TestClient
+    from hypothesis import HealthCheck, given, settings
+
+    from serving.app import create_app
+    from serving.settings import Settings
+
+    max_body = 65536
+    app = create_app(Settings(index_dir=complete_index.root, warm_up=False, max_body_bytes=max_body), embedder)
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    failures: list[str] = []
+    tried: set[str] = set()
+    with TestClient(app) as client:
+        for operation in schema.get_all_operations():
+            operation = operation.ok()
+            if operation.method.upper() != "POST":
+                continue
+
+            @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+            @given(operation.as_strategy())
+            def check(case) -> None:
+                if not isinstance(case.body, dict | list):
+                    return
+                for name, (text, status) in _hostile_bodies(case.body, max_body).items():
+                    tried.add(name)
+                    response = client.post(
+                        case.formatted_path,
+                        params=case.query,
+                        content=text.encode(),
+                        headers={"content-type": "application/json"},
+                    )
+                    if response.status_code != status or len(response.content) > 10_000:
+                        failures.append(
+                            f"{case.formatted_path} with {name} → {response.status_code} "
+                            f"({len(response.content)} bytes): {response.text[:200]}"
+                        )
+
+            check()
+    assert tried == {*NOT_JSON_NUMBERS, "lone surrogate", "oversize"}
+    assert failures == []
