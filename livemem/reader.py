@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -106,10 +107,15 @@ class Snapshot:
         """The collections of this version whose access level is one of ``access_levels``, sorted."""
         return sorted(c for c, a in self.access_of.items() if a in access_levels)
 
+    @cached_property
+    def access_levels(self) -> frozenset[str]:
+        """The access levels of this version's chunks."""
+        return frozenset(self.columns["access"]) if self.size else frozenset()
+
     def sparse_for(self, levels: frozenset[str]) -> SparseIndex | None:
         """The BM25 index whose term statistics cover exactly the chunks of access ``levels`` (so scores never
         depend on chunks of other levels); built in memory once when the version has none on disk for them."""
-        present = frozenset(self.columns["access"]) if self.size else frozenset()
+        present = self.access_levels
         wanted = levels & present
         if not wanted or self.sparse is None:
             return None
