@@ -6,6 +6,7 @@
 ``RAG_ROLES``                   JSON object ``{"<role>": ["public", "internal"]}``: access levels per role
 ``RAG_TRACE_DIR``               where traces go (default ``<index home>/traces``)
 ``RAG_TRACE_DSN``               Postgres connection string: traces go to a table there instead of files
+``RAG_TRACE_SECRET``            key signing trace ids (default: one generated once in ``<trace dir>/.trace-secret``)
 ``RAG_CACHE_SIZE``              result cache entries (0 turns the cache off; default 1024)
 ``RAG_RECENCY_HALF_LIFE_DAYS``  half-life of ``recency_bias`` (default 90)
 ``RAG_RRF_K``                   reciprocal rank fusion constant (default 60)
