@@ -229,7 +229,7 @@ sources:
     def change_config(self, knob: str, data: st.DataObject) -> None:
         choices = {
             "max_chunk_chars": [200, 300, 2000],
-            "max_file_bytes": [700, 100_000],
+            "max_file_bytes": [1500, 100_000],
             "alpha_include": ["all", "md"],
             "alpha_sealed": [False, True],
             "beta_exclude": [False, True],
