@@ -140,14 +140,14 @@ class IndexHome:
             return None
 
     def record_staged_by(self, version_id: str, run_id: str) -> None:
-        """Write into a staged version's manifest which run staged it (``publish`` checks it)."""
+        """Write into a staged version's manifest which run staged it (``publish`` checks it). Only the run id:
+        the manifest is served (``/manifest``), while host and pid stay in the owner record, removed at publish."""
         path = self.staged_dir(version_id) / MANIFEST
         try:
             manifest = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise LivingMemoryError(f"staged version {version_id} has no readable manifest ({path}): {exc}") from exc
-        owner = self.staging_owner(version_id)
-        manifest["staged_by"] = {**(owner.to_dict() if owner else {}), "run_id": run_id}
+        manifest["staged_by"] = {"run_id": run_id}
         tmp = path.with_name(MANIFEST + ".tmp")
         tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
         os.replace(tmp, path)
