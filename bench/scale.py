@@ -1,0 +1,668 @@
+"""Scale benchmark (issue 13): what a full build, a one-file change, a nightly attention publish and a serving
+worker cost as the corpus grows, measured with the project's own pipeline and nothing else.
+
+Run from the project root::
+
+    .venv/bin/python -m bench.scale --sizes 2500,25000              # recorded in results/scale.{json,md}
+    .venv/bin/python -m bench.scale --sizes 123000 --work bench/.work/scale   # on a quiet machine
+    .venv/bin/python -m bench.scale --sizes 500000 --allow-huge     # the >= 500k point (hours, many GB)
+
+Each size is a target number of **chunks**. The corpus is SciFact (``../shared/data/ir/scifact/corpus.jsonl``)
+cycled: file ``docs/c<copy>/<id>.md`` holds ``# {title}``, a line ``Copy <copy> of SciFact document <id>.`` (so
+every cycled copy differs from the others) and the abstract; as many files are taken, in corpus order, as it
+needs for the target chunk count (counted with ``livemem.chunking.chunk_file``). The repository is written in one
+``git fast-import`` (seconds even for 100,000 files; bare, no working tree), tagged ``bench-base``, and kept under
+``--work`` for the next run, which resets its branch to the tag. The index home is new on every run.
+
+The embedding model is replaced by ``StandInEmbedder``, a **stand-in** that exists only in this benchmark: it has
+the interface ``build_version``, the embedding cache and ``Retriever`` use (``model_id``, ``dim`` 384, ``encode``,
+``encode_one``) and returns L2-normalised float32 vectors derived from a SHAKE-256 hash of each text, so that
+only the pipeline is timed, never the model. Its vectors are noise: dense rankings are meaningless, timings are
+not (serving does the same matrix product and partial sort whatever the vectors hold).
+
+Per size, in one index home:
+
+1. ``full_build``: ``build_version`` + ``IndexHome.publish`` on an empty home (empty embedding cache); the
+   builder's own ``timings``; the version's size on disk.
+2. ``one_file_change``: one file (fixed seed) gets a sentence appended, committed; build + publish; the disk the
+   new version adds.
+3. ``attention_publish``: a trace file of 200 events for one day (``rag_index/traces/<day>-bench.jsonl``), then
+   ``livemem.attention.rollup_day`` + publish; time and disk added.
+4. ``serving``: a fresh worker process loads the full build's version with ``livemem.reader.load_snapshot``
+   (what ``IndexReader.snapshot()`` runs when ``CURRENT`` moves), then switches to the one-file change's version
+   and to the attention version, holding the old snapshot while loading the new one as ``IndexReader`` does;
+   each load is timed. Then ``--queries`` hybrid top-10 queries (SciFact train queries, vector given: the
+   stand-in's vector of the query text) through ``Retriever.search``, after 20 warm-up queries: p50 / p99. Its
+   ``VmRSS`` / ``VmHWM`` (``/proc/self/status``) are recorded; then a second worker does the same while the first
+   stays alive, and the total unique memory of the two (``Pss`` from ``/proc/<pid>/smaps_rollup``) is compared
+   with twice one worker's ``VmRSS``.
+
+"Disk added by a version" counts each file of its directory whose inode no other kept version uses (hard-linked
+files shared with another version count nothing); "versions total" counts every inode under ``versions/``
+once. The embedding cache, attention state and signals outside ``versions/`` are reported apart.
+
+Results: ``--output`` (default ``bench/results/scale.json``) and the same path with ``.md``; the machine facts
+and the exact command are in both. Other processes sharing the CPUs distort wall times: every phase records the
+load average and its process CPU time beside the wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import logging
+import os
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.registry_bench import machine_facts
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CORPUS = PROJECT_ROOT.parent / "shared/data/ir/scifact/corpus.jsonl"
+DEFAULT_QUERIES = PROJECT_ROOT.parent / "shared/data/ir/scifact/queries.train.jsonl"
+DEFAULT_WORK = PROJECT_ROOT / "bench/.work/scale"
+DEFAULT_OUTPUT = PROJECT_ROOT / "bench/results/scale.json"
+SOURCE = COLLECTION = "scifact"
+MAX_CHUNK_CHARS = 2000
+RETENTION = 10  # every version of a run stays kept: disk added is measured against all of them
+HUGE = 400_000  # sizes from here on need --allow-huge
+BASE_TAG = "bench-base"
+BRANCH = "main"
+SEED = 13
+ATTENTION_DAY = date(2026, 3, 1)
+ATTENTION_EVENTS = 200
+WARMUP_QUERIES = 20
+COMMIT_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z: generated repositories are identical on every machine
+IDENTITY = "Living Memory bench <bench@example.invalid>"
+
+log = logging.getLogger("bench.scale")
+
+
+class StandInEmbedder:
+    """STAND-IN for ``livemem.embedding.Embedder``, for this benchmark only (never shipped in ``livemem``).
+
+    Vectors are a SHAKE-256 hash of each text read as 384 signed bytes, L2-normalised: deterministic, distinct
+    per text, and about a microsecond each, so a build is timed without the model.
+    """
+
+    model_id = "bench/stand-in-shake256-hash-embedder"
+    dim = 384
+    batch_size = 64
+
+    def __init__(self) -> None:
+        self.encoded = 0
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        raw = b"".join(hashlib.shake_256(t.encode("utf-8")).digest(self.dim) for t in texts)
+        vectors = np.frombuffer(raw, dtype=np.int8).reshape(len(texts), self.dim).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        self.encoded += len(texts)
+        return vectors
+
+    def encode_one(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]
+
+
+# --- measuring -------------------------------------------------------------------------------------------------
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+@contextmanager
+def phase(entry: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Record wall time, process CPU time and the load average around a block into ``entry``."""
+    entry["loadavg_before"] = _load()
+    c0, t0 = time.process_time(), time.perf_counter()
+    try:
+        yield entry
+    finally:
+        entry["wall_s"] = round(time.perf_counter() - t0, 3)
+        entry["cpu_s"] = round(time.process_time() - c0, 3)
+        entry["loadavg_after"] = _load()
+
+
+def _inodes(directory: Path) -> dict[tuple[int, int], int]:
+    """Size of every regular file under ``directory``, by (device, inode): a hard-linked file appears once."""
+    found: dict[tuple[int, int], int] = {}
+    for root, _, files in os.walk(directory):
+        for name in files:
+            st = os.lstat(os.path.join(root, name))
+            found[(st.st_dev, st.st_ino)] = st.st_size
+    return found
+
+
+def version_bytes_added(home, version_id: str) -> int:
+    """Bytes of ``version_id``'s files whose inode no other kept version uses."""
+    others: set[tuple[int, int]] = set()
+    for other in home.published_versions():
+        if other != version_id:
+            others.update(_inodes(home.version_dir(other)))
+    return sum(size for key, size in _inodes(home.version_dir(version_id)).items() if key not in others)
+
+
+def disk_state(home) -> dict[str, int]:
+    """Bytes under ``versions/`` (each inode once) and under the rest of the index home."""
+    out = {"versions_total_bytes": sum(_inodes(home.versions).values())}
+    out["cache_bytes"] = sum(_inodes(home.cache_dir).values()) if home.cache_dir.is_dir() else 0
+    outside = [p for p in home.root.iterdir() if p.name not in ("versions", "cache", "staging")]
+    out["other_home_bytes"] = sum(
+        sum(_inodes(p).values()) if p.is_dir() else p.stat().st_size for p in outside if p.exists()
+    )
+    return out
+
+
+def proc_kib(path: str, key: str) -> int | None:
+    """A ``key:  N kB`` value from a /proc status-like file, in KiB."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def percentiles_ms(samples: list[float]) -> dict[str, float]:
+    values = np.asarray(samples) * 1000.0
+    return {
+        "p50_ms": round(float(np.percentile(values, 50)), 3),
+        "p99_ms": round(float(np.percentile(values, 99)), 3),
+        "mean_ms": round(float(values.mean()), 3),
+        "n": len(samples),
+    }
+
+
+# --- the corpus as a git repository ----------------------------------------------------------------------------
+def read_jsonl(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def doc_path(copy: int, doc_id: str) -> str:
+    return f"docs/c{copy:03d}/{doc_id}.md"
+
+
+def doc_text(copy: int, doc: dict[str, str]) -> str:
+    return f"# {doc['title']}\n\nCopy {copy} of SciFact document {doc['_id']}.\n\n{doc['text']}\n"
+
+
+def files_for_chunks(docs: list[dict[str, str]], target: int) -> tuple[int, int]:
+    """How many cycled files make at least ``target`` chunks, and how many chunks they make."""
+    from livemem.chunking import chunk_file
+
+    per_doc = [len(chunk_file(doc_path(0, d["_id"]), doc_text(0, d), MAX_CHUNK_CHARS)) for d in docs]
+    files = chunks = 0
+    while chunks < target:
+        chunks += per_doc[files % len(docs)]
+        files += 1
+    return files, chunks
+
+
+def git(repo: Path, *args: str, stdin: bytes | None = None) -> str:
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+    done = subprocess.run(["git", *args], cwd=repo, input=stdin, capture_output=True, check=True, env=env)
+    return done.stdout.decode()
+
+
+def _blob(content: str) -> bytes:
+    data = content.encode("utf-8")
+    return b"data %d\n" % len(data) + data + b"\n"
+
+
+def _commit_header(message: str, when: int, parent: str | None) -> bytes:
+    head = f"commit refs/heads/{BRANCH}\ncommitter {IDENTITY} {when} +0000\n".encode() + _blob(message)
+    return head + (f"from {parent}\n".encode() if parent else b"")
+
+
+def ensure_repo(work: Path, docs: list[dict[str, str]], files: int) -> tuple[Path, bool]:
+    """A bare repository of ``files`` cycled documents in one commit tagged ``bench-base``, its branch reset to
+    the tag; reused when it exists (returns whether it was created)."""
+    repo = work / "repos" / f"scifact-{files}-files.git"
+    if repo.is_dir():
+        try:
+            base = git(repo, "rev-parse", f"refs/tags/{BASE_TAG}^{{commit}}").strip()
+            git(repo, "update-ref", f"refs/heads/{BRANCH}", base)
+            return repo, False
+        except subprocess.CalledProcessError:
+            shutil.rmtree(repo)  # an interrupted generation: make it again
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "--bare", "-b", BRANCH)
+    stream = [_commit_header(f"SciFact corpus cycled to {files} files", COMMIT_TIME, None)]
+    for i in range(files):
+        copy, doc = divmod(i, len(docs))
+        stream.append(
+            f"M 100644 inline {doc_path(copy, docs[doc]['_id'])}\n".encode() + _blob(doc_text(copy, docs[doc]))
+        )
+    stream.append(b"done\n")
+    git(repo, "fast-import", "--quiet", "--done", stdin=b"".join(stream))
+    git(repo, "tag", BASE_TAG, BRANCH)
+    return repo, True
+
+
+def commit_one_change(repo: Path, files: int, docs: list[dict[str, str]]) -> str:
+    """Append a sentence to one file (chosen with a fixed seed) in a new commit on the branch; returns its path."""
+    copy, doc = divmod(random.Random(SEED).randrange(files), len(docs))
+    path = doc_path(copy, docs[doc]["_id"])
+    parent = git(repo, "rev-parse", f"refs/heads/{BRANCH}").strip()
+    text = git(repo, "cat-file", "blob", f"{parent}:{path}") + "Edited for the scale benchmark's one-file change.\n"
+    stream = _commit_header(f"Edit {path}", COMMIT_TIME + 3600, parent)
+    stream += f"M 100644 inline {path}\n".encode() + _blob(text) + b"done\n"
+    git(repo, "fast-import", "--quiet", "--done", stdin=stream)
+    return path
+
+
+def sources_yaml(repo: Path, vector_store: str | None = None) -> str:
+    """The sources file; ``index.vector_store`` is written only when asked (else the project's default holds)."""
+    return (
+        "# Written by bench/scale.py: the cycled SciFact corpus as one git source.\n"
+        "version: 1\n"
+        "index:\n"
+        f"  max_chunk_chars: {MAX_CHUNK_CHARS}\n"
+        f"  retention: {RETENTION}\n"
+        + (f"  vector_store: {vector_store}\n" if vector_store else "")
+        + "  governance: {max_chunks: 100000000, max_size_mb: 100000000}\n"
+        "sources:\n"
+        f"  - name: {SOURCE}\n"
+        f"    repo: {json.dumps(str(repo))}\n"
+        f"    ref: {BRANCH}\n"
+        f"    collection: {COLLECTION}\n"
+        "    access: public\n"
+        '    include: ["docs/**/*.md"]\n'
+    )
+
+
+# --- the phases of one size ------------------------------------------------------------------------------------
+def build_and_publish(config, home, embedder, entry: dict[str, Any]) -> str:
+    from livemem.build import build_version
+
+    with phase(entry):
+        t0 = time.perf_counter()
+        result = build_version(config, home, embedder)
+        t1 = time.perf_counter()
+        if result.version_id is None:
+            raise RuntimeError(f"nothing was built: {result.reason}")
+        home.publish(result.version_id, result.base_version, config.retention)
+        t2 = time.perf_counter()
+    entry.update(
+        {
+            "build_s": round(t1 - t0, 3),
+            "publish_s": round(t2 - t1, 3),
+            "total_s": round(t2 - t0, 3),
+            "timings": result.timings,
+            "embeddings_computed": result.embeddings_computed,
+            "embeddings_reused": result.embeddings_reused,
+            "total_chunks": result.manifest["total_chunks"],
+            "vector_store": result.manifest.get("vector_store", "chroma"),  # manifests before the option: chroma
+            "version_id": result.version_id,
+        }
+    )
+    return result.version_id
+
+
+def write_attention_traces(home, version_id: str) -> int:
+    """One day of usage (``ATTENTION_EVENTS`` events: retrievals in queries of 5 chunks, some judged useful)."""
+    ids = json.loads((home.version_dir(version_id) / "retrieval" / "ids.json").read_text(encoding="utf-8"))
+    rng = random.Random(SEED)
+    day = ATTENTION_DAY.isoformat()
+    lines: list[str] = []
+    while len(lines) < ATTENTION_EVENTS:
+        trace = str(uuid.UUID(int=rng.getrandbits(128)))
+        chunks = rng.sample(ids, min(5, len(ids)))
+        for rank, chunk in enumerate(chunks, 1):
+            lines.append(_event(day, "retrieval", trace, chunk, rank=rank))
+        lines.append(_event(day, "feedback", trace, chunks[0], useful=True))
+    home.traces.mkdir(parents=True, exist_ok=True)
+    (home.traces / f"{day}-bench.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return len(lines)
+
+
+def _event(day: str, kind: str, trace: str, chunk: str, rank: int | None = None, useful: bool | None = None) -> str:
+    return json.dumps(
+        {
+            "timestamp": f"{day}T12:00:00Z",
+            "event": kind,
+            "trace_id": trace,
+            "chunk_id": chunk,
+            "query": "bench query" if kind == "retrieval" else None,
+            "rank": rank,
+            "breath_phase": "Δ3" if kind == "retrieval" else None,
+            "agent": "bench",
+            "role": "public",
+            "useful": useful,
+            "index_version": "bench",
+            "context": {"related_chunks": []},
+        }
+    )
+
+
+def attention_publish(home, version_id: str, entry: dict[str, Any]) -> str:
+    from livemem.attention import AttentionConfig, rollup_day
+    from livemem.breath import Breath
+
+    entry["trace_events"] = write_attention_traces(home, version_id)
+    with phase(entry):
+        result = rollup_day(home, ATTENTION_DAY, AttentionConfig(), Breath("Δ3", "normal"))
+        if not result.staged:
+            raise RuntimeError(f"the attention rollup staged nothing: {result.reason}")
+        t1 = time.perf_counter()
+        home.publish(result.version_id, result.base_version, RETENTION)
+        entry["publish_s"] = round(time.perf_counter() - t1, 3)
+    entry.update({"timings": result.timings, "chunks_used": result.chunks_used, "version_id": result.version_id})
+    entry["total_s"] = entry["wall_s"]
+    return result.version_id
+
+
+def start_worker(home: Path, versions: list[str], queries: int, queries_file: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "bench.scale", "worker", "--home", str(home), "--queries", str(queries)]
+    cmd += ["--queries-file", str(queries_file), "--versions", *versions]
+    return subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def read_worker(proc: subprocess.Popen) -> dict[str, Any]:
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait()
+        raise RuntimeError(f"serving worker exited with status {proc.returncode} before reporting")
+    return json.loads(line)
+
+
+def serving(home_dir: Path, versions: list[str], queries: int, queries_file: Path) -> dict[str, Any]:
+    """One worker alone (loads, switches, queries, RSS), then a second beside it: PSS of both."""
+    first = start_worker(home_dir, versions, queries, queries_file)
+    second = None
+    try:
+        one = read_worker(first)
+        second = start_worker(home_dir, versions, queries, queries_file)
+        two = read_worker(second)
+        pss = [proc_kib(f"/proc/{p.pid}/smaps_rollup", "Pss") for p in (first, second)]
+        rss = [proc_kib(f"/proc/{p.pid}/status", "VmRSS") for p in (first, second)]
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                proc.stdin.close()  # the worker exits when its stdin closes
+                proc.wait(timeout=60)
+    out = {"worker": one, "second_worker": {k: two[k] for k in ("loads", "queries", "vm_rss_kib")}}
+    out["two_workers"] = {
+        "pss_kib": pss,
+        "total_pss_kib": sum(p or 0 for p in pss),
+        "rss_kib_now": rss,
+        "twice_one_worker_rss_kib": 2 * one["vm_rss_kib"],
+    }
+    out["two_workers"]["total_pss_over_twice_one"] = round(
+        out["two_workers"]["total_pss_kib"] / max(1, out["two_workers"]["twice_one_worker_rss_kib"]), 3
+    )
+    return out
+
+
+def run_size(
+    target: int,
+    work: Path,
+    docs: list[dict[str, str]],
+    queries: int = 200,
+    queries_file: Path = DEFAULT_QUERIES,
+    vector_store: str | None = None,
+) -> dict[str, Any]:
+    """Every measurement of one size (a target number of chunks); the core the smoke test runs too."""
+    from livemem.config import load_sources
+    from livemem.store import IndexHome
+
+    files, expected_chunks = files_for_chunks(docs, target)
+    out: dict[str, Any] = {"target_chunks": target, "files": files, "expected_chunks": expected_chunks}
+    with phase(out.setdefault("repo", {})) as entry:
+        repo, created = ensure_repo(work, docs, files)
+        entry.update({"path": str(repo), "created": created, "head": git(repo, "rev-parse", BRANCH).strip()})
+    size_dir = work / f"size-{target}"
+    home_dir = size_dir / "index"
+    shutil.rmtree(home_dir, ignore_errors=True)
+    size_dir.mkdir(parents=True, exist_ok=True)
+    sources = size_dir / "sources.yaml"
+    sources.write_text(sources_yaml(repo, vector_store), encoding="utf-8")
+    config = load_sources(sources)
+    home = IndexHome(home_dir)
+    embedder = StandInEmbedder()
+
+    full = out["full_build"] = {}
+    v_full = build_and_publish(config, home, embedder, full)
+    full["version_bytes"] = version_bytes_added(home, v_full)
+    full.update(disk_state(home))
+    out["chunks"] = full["total_chunks"]
+    out["vector_store"] = full["vector_store"]
+    log.info("%d chunks: full build %.1f s, %.0f MB", out["chunks"], full["total_s"], full["version_bytes"] / 1e6)
+
+    change = out["one_file_change"] = {}
+    change["path"] = commit_one_change(repo, files, docs)
+    v_change = build_and_publish(config, home, embedder, change)
+    change["bytes_added"] = version_bytes_added(home, v_change)
+    change["bytes_added_fraction_of_first"] = round(change["bytes_added"] / full["version_bytes"], 4)
+    change.update(disk_state(home))
+    log.info("one-file change: %.2f s, %.0f MB added", change["total_s"], change["bytes_added"] / 1e6)
+
+    attention = out["attention_publish"] = {}
+    v_attention = attention_publish(home, v_change, attention)
+    attention["bytes_added"] = version_bytes_added(home, v_attention)
+    attention["bytes_added_fraction_of_first"] = round(attention["bytes_added"] / full["version_bytes"], 4)
+    attention.update(disk_state(home))
+    log.info("attention publish: %.2f s, %.0f MB added", attention["total_s"], attention["bytes_added"] / 1e6)
+
+    with phase(out.setdefault("serving", {})) as entry:
+        entry.update(serving(home_dir, [v_full, v_change, v_attention], queries, queries_file))
+    worker = out["serving"]["worker"]
+    log.info("serving: switch %.2f s, hybrid p50 %.2f ms", worker["loads"][1]["s"], worker["queries"]["p50_ms"])
+    return out
+
+
+# --- the serving worker (a separate process) -------------------------------------------------------------------
+def worker_main(argv: list[str]) -> None:
+    """Load each version in turn (holding the previous one meanwhile, as ``IndexReader`` does), run the hybrid
+    queries on the last, print one JSON line, then wait until stdin closes (so the parent can read its PSS)."""
+    parser = argparse.ArgumentParser(prog="bench.scale worker")
+    parser.add_argument("--home", type=Path, required=True)
+    parser.add_argument("--versions", nargs="+", required=True)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--queries-file", type=Path, default=DEFAULT_QUERIES)
+    args = parser.parse_args(argv)
+
+    from livemem.reader import load_snapshot
+    from livemem.retrieval import Query, Retriever
+    from livemem.store import IndexHome
+
+    home = IndexHome(args.home)
+    embedder = StandInEmbedder()
+    retriever = Retriever(embedder)
+    loads = []
+    snap = None
+    for version in args.versions:
+        t0 = time.perf_counter()
+        fresh = load_snapshot(home, version)
+        loads.append({"version": version, "s": round(time.perf_counter() - t0, 4), "chunks": fresh.size})
+        if snap is not None:
+            snap.close()
+        snap = fresh
+        gc.collect()
+    texts = [q["text"] for q in read_jsonl(args.queries_file)]
+    wanted = [texts[i % len(texts)] for i in range(args.queries + WARMUP_QUERIES)]
+    vectors = embedder.encode(wanted)
+    collections = snap.collections_for(frozenset({"public"}))
+    samples = []
+    for i, (text, vector) in enumerate(zip(wanted, vectors, strict=True)):
+        t0 = time.perf_counter()
+        result = retriever.search(snap, Query(text=text, top_k=10, mode="hybrid"), collections, vector=vector)
+        elapsed = time.perf_counter() - t0
+        if len(result.chunks) != min(10, snap.size):
+            raise RuntimeError(f"hybrid query returned {len(result.chunks)} chunks")
+        if i >= WARMUP_QUERIES:
+            samples.append(elapsed)
+    gc.collect()
+    report = {
+        "loads": loads,
+        "queries": percentiles_ms(samples),
+        "vm_rss_kib": proc_kib("/proc/self/status", "VmRSS"),
+        "vm_hwm_kib": proc_kib("/proc/self/status", "VmHWM"),
+    }
+    print(json.dumps(report), flush=True)
+    sys.stdin.read()
+
+
+# --- report ----------------------------------------------------------------------------------------------------
+def project_line(project: dict[str, Any]) -> str:
+    commit = f"commit `{project['commit'][:12]}`" if project["commit"] else f"tree `{project['root']}`"
+    changed = project["livemem_modified"]
+    return commit + (f" with livemem/ changes ({', '.join(changed)})" if changed else "")
+
+
+def _mb(n: int | float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def report_md(results: dict[str, Any]) -> str:
+    rows = []
+    for r in results["sizes"]:
+        if "error" in r:
+            rows.append(f"| {r['target_chunks']:,} (target) | failed: {r['error'].splitlines()[-1]} |")
+            continue
+        full, change, att, srv = r["full_build"], r["one_file_change"], r["attention_publish"], r["serving"]
+        w, two = srv["worker"], srv["two_workers"]
+        chroma = f"{full['timings']['chroma_s']:.1f} s" if "chroma_s" in full["timings"] else "no Chroma store"
+        rows.append(
+            f"| {r['chunks']:,} | {r['files']:,} | {full['total_s']:.1f} s | {chroma} "
+            f"| {change['total_s']:.2f} s | {_mb(full['version_bytes'])} | {_mb(change['bytes_added'])} "
+            f"({100 * change['bytes_added_fraction_of_first']:.1f} %) | {_mb(change['versions_total_bytes'])} "
+            f"| {att['total_s']:.2f} s, {_mb(att['bytes_added'])} | {w['loads'][0]['s']:.2f} s "
+            f"| {w['loads'][1]['s']:.2f} s | {w['vm_rss_kib'] / 1024:,.0f} MiB "
+            f"| {two['total_pss_kib'] / 1024:,.0f} MiB ({two['total_pss_over_twice_one']:.2f}) "
+            f"| {w['queries']['p50_ms']:.2f} / {w['queries']['p99_ms']:.2f} ms |"
+        )
+    timing_rows = []
+    for r in results["sizes"]:
+        if "error" in r:
+            continue
+        for name in ("full_build", "one_file_change"):
+            t = r[name]["timings"]
+            timing_rows.append(
+                f"| {r['chunks']:,} | {name} | "
+                + ", ".join(f"{k} {v}" for k, v in t.items())
+                + f" | publish {r[name]['publish_s']} s | {r[name]['cpu_s']} s CPU | {r[name]['loadavg_before']} |"
+            )
+    m = results["machine"]
+    return "\n".join(
+        [
+            "# Scale benchmark (issue 13)",
+            "",
+            f"{results['label']}. Run {results['started_at']} on {m['cpu_model']} ({m['nproc']} cores, "
+            f"{m['ram_gib']} GiB), Python {m['python']}; project {project_line(results['project'])}.",
+            "",
+            f"Command: `{results['command']}`",
+            "",
+            "Embedding: **STAND-IN** (`bench.scale.StandInEmbedder`: SHAKE-256 of each text as 384 signed bytes, "
+            "L2-normalised), so only the pipeline is timed. Corpus: SciFact abstracts cycled into one markdown file "
+            "each (a copy-number line makes every copy differ), one commit in a bare git repository.",
+            "",
+            "| chunks | files | full build (no embedding) | of which Chroma | one-file change, build + publish "
+            "| version size | disk added by the change | 2 versions | attention publish, disk added "
+            "| worker first load | worker switch | one worker RSS | 2 workers total PSS (÷ 2 × one) "
+            "| hybrid top-10 p50 / p99 (vector given) |",
+            "|" + "---|" * 14,
+            *rows,
+            "",
+            "Builder timings (`BuildResult.timings`), publish, process CPU time, load average before:",
+            "",
+            "| chunks | phase | timings (s) | publish | CPU | load |",
+            "|---|---|---|---|---|---|",
+            *timing_rows,
+            "",
+            "Disk added by a version: bytes of its files whose inode no other kept version uses. Worker switch: "
+            "`load_snapshot` of the one-file change's version while holding the full build's. RSS: `VmRSS` of "
+            "one worker after its switches and queries; PSS: `Pss` of `/proc/<pid>/smaps_rollup`, two workers alive.",
+            "",
+        ]
+    )
+
+
+def command_line(argv: list[str]) -> str:
+    """The command as typed from the project root (the interpreter relative to it when it is the project's)."""
+    python = Path(sys.executable)
+    shown = python.relative_to(PROJECT_ROOT).as_posix() if python.is_relative_to(PROJECT_ROOT) else str(python)
+    return shlex.join([shown, "-m", "bench.scale", *argv])
+
+
+def project_state() -> dict[str, Any]:
+    """The project commit benchmarked and the files of ``livemem/`` changed in its working tree (empty when the
+    code is exactly the commit's; no commit when run from an exported tree)."""
+
+    def run_git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    changed = [line[3:] for line in run_git("status", "--porcelain", "--", "livemem").splitlines() if line]
+    return {"commit": run_git("rev-parse", "HEAD"), "livemem_modified": changed, "root": str(PROJECT_ROOT)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["worker"]:
+        worker_main(argv[1:])
+        return 0
+    parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="2500,25000", help="target chunk counts, comma-separated")
+    parser.add_argument("--work", type=Path, default=DEFAULT_WORK, help="generated repositories and index homes")
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--queries-file", type=Path, default=DEFAULT_QUERIES)
+    parser.add_argument("--queries", type=int, default=200, help="timed hybrid queries per size")
+    parser.add_argument("--label", default="noisy baseline", help="what the numbers are (shown in the report)")
+    parser.add_argument(
+        "--vector-store", choices=("none", "chroma"), help="index.vector_store in the sources file (default: unset)"
+    )
+    parser.add_argument("--allow-huge", action="store_true", help=f"allow sizes of {HUGE:,} chunks and more")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(message)s")
+    log.setLevel(logging.INFO)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if any(s >= HUGE for s in sizes) and not args.allow_huge:
+        parser.error(f"sizes of {HUGE:,} chunks or more take hours and tens of GB: add --allow-huge")
+    docs = read_jsonl(args.corpus)
+    results: dict[str, Any] = {
+        "label": args.label,
+        "command": command_line(argv),
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "project": project_state(),
+        "embedder": {"stand_in": True, "class": "bench.scale.StandInEmbedder", "model_id": StandInEmbedder.model_id},
+        "machine": {**machine_facts(), "loadavg_at_start": _load()},
+        "sizes": [],
+    }
+    status = 0
+    for target in sizes:
+        try:
+            results["sizes"].append(
+                run_size(target, args.work, docs, args.queries, args.queries_file, args.vector_store)
+            )
+        except Exception:
+            status = 2
+            results["sizes"].append({"target_chunks": target, "error": traceback.format_exc()})
+            log.error("size %d failed:\n%s", target, results["sizes"][-1]["error"])
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        args.output.with_suffix(".md").write_text(report_md(results), encoding="utf-8")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""The scale benchmark (``bench.scale``) runs end to end on ~50 chunks, so it never rots before its big runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from bench import scale
+
+WORDS = ["cell", "protein", "immune", "tumour", "signal", "receptor", "gene", "cohort", "trial", "dose", "risk"]
+
+
+def write_corpus(tmp_path: Path, docs: int = 40) -> tuple[Path, Path]:
+    """A SciFact-shaped corpus and query file (the benchmark's input format), some abstracts long enough to make
+    two chunks."""
+    corpus, queries = tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl"
+    with open(corpus, "w", encoding="utf-8") as fh:
+        for i in range(docs):
+            words = [WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(40 if i % 4 else 400)]
+            fh.write(json.dumps({"_id": str(100 + i), "title": f"Study {i}", "text": " ".join(words) + "."}) + "\n")
+    queries.write_text(
+        "".join(json.dumps({"_id": str(i), "text": f"{w} {WORDS[i]}"}) + "\n" for i, w in enumerate(WORDS))
+    )
+    return corpus, queries
+
+
+def test_stand_in_embedder_gives_deterministic_unit_vectors_distinct_per_text() -> None:
+    embedder = scale.StandInEmbedder()
+    vectors = embedder.encode(["a", "b", "a"])
+    assert vectors.shape == (3, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    assert np.array_equal(vectors[0], vectors[2]) and not np.allclose(vectors[0], vectors[1])
+    assert np.array_equal(embedder.encode_one("b"), vectors[1])
+
+
+def test_benchmark_measures_every_phase_and_writes_its_report(tmp_path: Path) -> None:
+    corpus, queries = write_corpus(tmp_path)
+    output = tmp_path / "results" / "scale.json"
+    work = tmp_path / "work"
+    argv = ["--sizes", "50", "--work", str(work), "--output", str(output), "--corpus", str(corpus)]
+    status = scale.main([*argv, "--queries-file", str(queries), "--queries", "20", "--label", "smoke"])
+    assert status == 0
+    results = json.loads(output.read_text())
+    assert results["embedder"]["stand_in"] and results["machine"]["nproc"] >= 1
+    (size,) = results["sizes"]
+    assert "error" not in size, size.get("error")
+    assert size["chunks"] == size["expected_chunks"] >= 50 and size["files"] < size["chunks"]
+
+    full, change, attention = size["full_build"], size["one_file_change"], size["attention_publish"]
+    assert 0 < full["embeddings_computed"] <= size["chunks"] and full["version_bytes"] > 0
+    assert {"embed_s", "tables_s", "retrieval_s", "total_s"} <= set(full["timings"])
+    # the edit re-embeds only the edited file's text; the new version adds bytes, at most a full copy
+    assert 1 <= change["embeddings_computed"] <= 2
+    assert 0 < change["bytes_added"] <= 1.5 * full["version_bytes"]
+    assert change["versions_total_bytes"] >= full["version_bytes"] + change["bytes_added"] - 1
+    assert attention["trace_events"] >= 200 and attention["chunks_used"] > 0 and attention["bytes_added"] > 0
+
+    worker = size["serving"]["worker"]
+    assert [load["chunks"] for load in worker["loads"]] == [size["chunks"]] * 3
+    assert worker["queries"]["n"] == 20 and 0 < worker["queries"]["p50_ms"] <= worker["queries"]["p99_ms"]
+    two = size["serving"]["two_workers"]
+    assert worker["vm_rss_kib"] > 0 and all(p > 0 for p in two["pss_kib"])
+
+    report = output.with_suffix(".md").read_text()
+    assert "STAND-IN" in report and f"| {size['chunks']:,} | {size['files']:,} |" in report
+
+    # the generated repository is reused, its branch reset to the base commit (the edit undone)
+    repo, created = scale.ensure_repo(work, scale.read_jsonl(corpus), size["files"])
+    assert not created and scale.git(repo, "rev-parse", "main").strip() == size["repo"]["head"]
