@@ -1,17 +1,23 @@
 """The nightly attention rollup: one day of usage traces → signals → attention scores with decay.
 
-For day D (a calendar day in the configured timezone) and each chunk c of the current index version:
+Attention is *confirmed* usefulness, not popularity. For day D (a calendar day in the configured timezone) and
+each chunk c of the current index version:
 
-    R = retrievals of c on D                         (``retrieval`` events naming c)
-    U = confirmed uses of c on D                      (``feedback`` with useful=true naming c, or naming no chunk
-                                                       — a whole answer judged useful — in a query that retrieved c)
-    C = co-occurrences of c with useful chunks on D   (pairs (query, u) with u ≠ c confirmed useful in a query
-                                                       that also retrieved c)
-    Δ = w_retrieval·R + w_useful·U + w_co_occurrence·C        (defaults 0.1, 1.0, 0.2)
+    R  = retrievals of c on D                        (``retrieval`` events naming c: shown to someone)
+    U  = useful evidence for c on D                  (1 per ``feedback`` useful=true naming c; a whole answer judged
+                                                      useful — feedback naming no chunk — gives each of the n chunks
+                                                      its query returned 1/n, when query and verdict share the day)
+    N  = not-useful evidence for c on D              (the same for useful=false)
+    C  = co-occurrences of c with useful chunks on D (pairs (query, u), u ≠ c confirmed useful, c also returned)
+    Δ  = w_useful·U − w_not_useful·N + w_retrieval·R + w_co_occurrence·C      (defaults 1, 1, 0, 0)
 
-    a_D = a_{D-1} + Δ                       if c was used on D (R + U + C > 0)
+    a_D = max(0, a_{D-1} + Δ)               if c was judged on D (a term of Δ with a nonzero weight is nonzero)
     a_D = a_{D-1}                           if c is SEALED (sealed memory never decays)
-    a_D = max(0, a_{D-1} · (1 − r))         otherwise, r the tone's daily rate: fast 0.05, normal 0.02, slow 0.01
+    a_D = a_{D-1} · (1 − r)                 otherwise, r the tone's daily rate: fast 0.05, normal 0.02, slow 0.01
+
+So being shown earns nothing (retrieval weight 0): a chunk retrieved a thousand times that nobody confirmed keeps
+decaying like an unused one, and negative feedback takes confirmed attention back. Serving turns attention into
+a capped ranking multiplier (``livemem.retrieval.attention_multiplier``).
 
 ``last_breath_seen`` becomes the latest (highest) Δ-phase among the day's retrievals of c, else stays.
 
@@ -60,9 +66,12 @@ RELATED_MIN_WEIGHT = 0.05
 
 @dataclass(frozen=True)
 class Weights:
-    retrieval: float = 0.1
+    """How much each signal of a day moves attention (``Δ`` in the module docstring)."""
+
+    retrieval: float = 0.0  # being shown is not evidence of usefulness (popularity would swamp relevance)
     useful: float = 1.0
-    co_occurrence: float = 0.2
+    not_useful: float = 1.0
+    co_occurrence: float = 0.0  # a neighbour of a useful chunk was not itself confirmed; kept for related_chunks
 
 
 @dataclass(frozen=True)
@@ -209,15 +218,22 @@ def compute_signals(events: DayEvents, day: date, timezone: str) -> dict[str, An
             phases[chunk][phase] += 1
     useful: Counter = Counter()
     not_useful: Counter = Counter()
+    # Evidence: a verdict naming a chunk is worth 1 to it; a verdict on a whole answer is shared among its n
+    # chunks (1/n each), so judging an answer never says more about a chunk than judging the chunk itself.
+    useful_evidence: Counter = Counter()
+    not_useful_evidence: Counter = Counter()
     useful_in: dict[str, set[str]] = defaultdict(set)
     for trace, chunk, verdict in events.feedback:
         judged = [chunk] if chunk is not None else sorted(retrieved_in.get(trace, ()))
+        share = 1.0 / len(judged) if judged else 0.0
         for c in judged:
             if verdict:
                 useful[c] += 1
+                useful_evidence[c] += share
                 useful_in[trace].add(c)
             else:
                 not_useful[c] += 1
+                not_useful_evidence[c] += share
     co_occurred: dict[str, Counter] = defaultdict(Counter)
     for trace, good in useful_in.items():
         for c in retrieved_in.get(trace, ()):
@@ -230,6 +246,8 @@ def compute_signals(events: DayEvents, day: date, timezone: str) -> dict[str, An
             "retrievals": retrievals[c],
             "confirmed_useful": useful[c],
             "not_useful": not_useful[c],
+            "useful_evidence": round(useful_evidence[c], 9),
+            "not_useful_evidence": round(not_useful_evidence[c], 9),
             "co_occurred_with": sorted(co_occurred[c]),
             "co_occurrences": sum(co_occurred[c].values()),
             "breath_phases": dict(phases[c]),
@@ -260,13 +278,15 @@ def _usage_frame(signals: dict[str, Any], weights: Weights) -> pd.DataFrame:
     rows = []
     for c, u in signals["chunk_usage"].items():
         latest = max(u["breath_phases"], key=lambda p: int(p[1:]), default=None)
-        delta = (
-            weights.retrieval * u["retrievals"]
-            + weights.useful * u["confirmed_useful"]
-            + weights.co_occurrence * u["co_occurrences"]
+        terms = (
+            (weights.useful, u.get("useful_evidence", u["confirmed_useful"])),
+            (-weights.not_useful, u.get("not_useful_evidence", u.get("not_useful", 0))),
+            (weights.retrieval, u["retrievals"]),
+            (weights.co_occurrence, u["co_occurrences"]),
         )
-        used = u["retrievals"] + u["confirmed_useful"] + u["co_occurrences"] > 0
-        rows.append((c, delta, used, latest))
+        delta = sum(w * n for w, n in terms)
+        judged = any(w and n for w, n in terms)  # only what moves attention stops its decay for the day
+        rows.append((c, delta, judged, latest))
     return pd.DataFrame(rows, columns=["chunk_id", "delta", "used", "latest_phase"]).astype(
         {"chunk_id": "string", "delta": "float64", "used": "bool", "latest_phase": "string"}
     )
@@ -316,7 +336,7 @@ def _apply_day(con: duckdb.DuckDBPyConnection, previous_state: Path | None, usag
             FROM chunks c LEFT JOIN prev p USING (chunk_id) LEFT JOIN inherited i USING (chunk_id)
         )
         SELECT b.chunk_id,
-               CASE WHEN COALESCE(u.used, false) THEN b.score + u.delta
+               CASE WHEN COALESCE(u.used, false) THEN greatest(0.0, b.score + u.delta)
                     WHEN b.seal_state = 'SEALED' THEN b.score
                     ELSE greatest(0.0, b.score * (1 - {float(decay_rate)!r})) END AS attention_score,
                CASE WHEN u.latest_phase IS NULL THEN b.seen

@@ -45,6 +45,12 @@ def event(day: str, kind: str, trace: str, chunk: str | None, **extra) -> str:
     )
 
 
+def confirm(day: str, chunk: str) -> list[str]:
+    """A query that returned ``chunk`` and feedback that it was useful."""
+    trace = str(uuid.uuid4())
+    return [event(day, "retrieval", trace, chunk), event(day, "feedback", trace, chunk, useful=True)]
+
+
 def write_traces(home: IndexHome, day: str, lines: list[str], name: str = "host-1") -> None:
     home.traces.mkdir(parents=True, exist_ok=True)
     with open(home.traces / f"{day}-{name}.jsonl", "a", encoding="utf-8") as fh:
@@ -85,18 +91,18 @@ def index(tmp_path: Path, make_repo, embedder):
 def test_unused_open_chunks_decay_at_the_tone_rate_and_sealed_never(index, tone: str, rate: float) -> None:
     home, ids, _, _ = index
     sealed, snap = ids["Constitution"], ids["SNAP"]
-    write_traces(home, "2026-03-01", [event("2026-03-01", "retrieval", str(uuid.uuid4()), c) for c in (sealed, snap)])
+    write_traces(home, "2026-03-01", [line for c in (sealed, snap) for line in confirm("2026-03-01", c)])
     roll(home, "2026-03-01", tone)
-    assert attention(home)[snap] == (0.1, None) and attention(home)[sealed] == (0.1, None)
+    assert attention(home)[snap] == (1.0, None) and attention(home)[sealed] == (1.0, None)
     roll(home, "2026-03-02", tone)  # no traces: decay
-    assert attention(home)[snap][0] == pytest.approx(0.1 * (1 - rate))
-    assert attention(home)[sealed][0] == pytest.approx(0.1)  # sealed: exempt
+    assert attention(home)[snap][0] == pytest.approx(1 - rate)
+    assert attention(home)[sealed][0] == pytest.approx(1.0)  # sealed: exempt
     roll(home, "2026-03-03", tone)
-    assert attention(home)[snap][0] == pytest.approx(0.1 * (1 - rate) ** 2)
+    assert attention(home)[snap][0] == pytest.approx((1 - rate) ** 2)
     assert attention(home)[ids["WIC"]] == (0.0, None)  # never used: stays at 0
 
 
-def test_increments_for_retrieval_feedback_and_co_occurrence(index) -> None:
+def test_only_confirmed_usefulness_raises_attention(index) -> None:
     home, ids, _, _ = index
     t1, t2 = str(uuid.uuid4()), str(uuid.uuid4())
     day = "2026-03-05"
@@ -112,10 +118,10 @@ def test_increments_for_retrieval_feedback_and_co_occurrence(index) -> None:
     result = roll(home, day)
     assert result.staged and result.events == 6 and result.malformed == 0
     att = attention(home)
-    # SNAP: 2 retrievals, 2 confirmed uses (explicit + whole answer), no co-occurrence with another useful chunk
-    assert att[ids["SNAP"]] == (pytest.approx(0.1 * 2 + 1.0 * 2), "Δ4")
-    # WIC and FAQ: 1 retrieval each, co-occurred with the useful SNAP once
-    assert att[ids["WIC"]] == (pytest.approx(0.1 + 0.2), "Δ2")
+    # SNAP: confirmed twice (explicitly, and as the only chunk of a whole answer judged useful)
+    assert att[ids["SNAP"]] == (pytest.approx(2.0), "Δ4")
+    # WIC and FAQ: shown beside the useful SNAP, never confirmed: seen, but no attention
+    assert att[ids["WIC"]] == (0.0, "Δ2") and att[ids["FAQ"]] == (0.0, "Δ2")
     signals = json.loads((signals_dir(home) / f"{day}.json").read_text())
     assert not errors_for("signals", signals)
     assert signals == json.loads((home.root / "signals.json").read_text())
@@ -138,10 +144,10 @@ def test_increments_for_retrieval_feedback_and_co_occurrence(index) -> None:
 
 def test_rerunning_a_day_gives_the_same_result(index) -> None:
     home, ids, _, _ = index
-    write_traces(home, "2026-03-01", [event("2026-03-01", "retrieval", "t", ids["SNAP"])])
+    write_traces(home, "2026-03-01", confirm("2026-03-01", ids["SNAP"]))
     roll(home, "2026-03-01")
-    write_traces(home, "2026-03-02", [event("2026-03-02", "retrieval", "t2", ids["WIC"])])
-    roll(home, "2026-03-02")
+    write_traces(home, "2026-03-02", confirm("2026-03-02", ids["WIC"]))
+    assert roll(home, "2026-03-02").staged
     first, version = attention(home), home.current()
     again = roll(home, "2026-03-02")
     assert not again.staged and "unchanged" in again.reason
@@ -158,7 +164,7 @@ def test_malformed_lines_are_counted_and_skipped(index) -> None:
         home,
         day,
         [
-            event(day, "retrieval", "t", ids["SNAP"]),
+            *confirm(day, ids["SNAP"]),
             "{not json",
             "[1, 2]",
             json.dumps({"timestamp": "yesterday", "event": "retrieval", "trace_id": "t", "chunk_id": ids["WIC"]}),
@@ -168,9 +174,9 @@ def test_malformed_lines_are_counted_and_skipped(index) -> None:
         ],
     )
     result = roll(home, day)
-    assert result.malformed == 5 and result.events == 1
+    assert result.malformed == 5 and result.events == 2
     assert any("not JSON" in e for e in result.malformed_examples)
-    assert attention(home)[ids["SNAP"]][0] == pytest.approx(0.1)
+    assert attention(home)[ids["SNAP"]][0] == pytest.approx(1.0)
     assert attention(home)[ids["WIC"]][0] == 0.0
 
 
@@ -186,7 +192,7 @@ def test_days_follow_the_configured_timezone(index) -> None:
 
 def test_attention_survives_reindexing_and_follows_edits(index, embedder) -> None:
     home, ids, repo, sources = index
-    write_traces(home, "2026-03-01", [event("2026-03-01", "retrieval", "t", c) for c in (ids["SNAP"], ids["WIC"])])
+    write_traces(home, "2026-03-01", [line for c in (ids["SNAP"], ids["WIC"]) for line in confirm("2026-03-01", c)])
     roll(home, "2026-03-01")
     repo.commit({"guide.md": DOCS["guide.md"].replace("Nutrition for infants.", "Nutrition for infants and mothers.")})
     rebuilt = build_version(load_sources(sources), home, embedder)
@@ -196,16 +202,16 @@ def test_attention_survives_reindexing_and_follows_edits(index, embedder) -> Non
     con.close()
     att = attention(home)
     assert new_wic != ids["WIC"]
-    assert att[ids["SNAP"]][0] == pytest.approx(0.1)  # unchanged chunk keeps its attention
-    assert att[new_wic][0] == pytest.approx(0.1)  # the edited chunk inherits the one it replaced
+    assert att[ids["SNAP"]][0] == pytest.approx(1.0)  # unchanged chunk keeps its attention
+    assert att[new_wic][0] == pytest.approx(1.0)  # the edited chunk inherits the one it replaced
     roll(home, "2026-03-02")  # the next night continues from the predecessor's state, then decays
-    assert attention(home)[new_wic][0] == pytest.approx(0.1 * 0.98)
+    assert attention(home)[new_wic][0] == pytest.approx(0.98)
 
 
 def test_dagster_backfill_runs_days_in_order_and_schedule_targets_yesterday(index, tmp_path: Path) -> None:
     home, ids, _, sources = index
     for day in ("2026-03-01", "2026-03-02", "2026-03-03"):
-        write_traces(home, day, [event(day, "retrieval", "t", ids["SNAP"])])
+        write_traces(home, day, confirm(day, ids["SNAP"]))
     defs = build_definitions(sources, home.root)
     job = defs.resolve_job_def("attention_rollup_job")
     instance = DagsterInstance.ephemeral()
@@ -217,7 +223,7 @@ def test_dagster_backfill_runs_days_in_order_and_schedule_targets_yesterday(inde
         "2026-03-02",
         "2026-03-03",
     ]
-    assert attention(home)[ids["SNAP"]][0] == pytest.approx(0.3)
+    assert attention(home)[ids["SNAP"]][0] == pytest.approx(3.0)
     checks = [e.passed for e in result.get_asset_check_evaluations()]
     assert checks == [True]
     graph = defs.resolve_asset_graph()
@@ -230,3 +236,30 @@ def test_dagster_backfill_runs_days_in_order_and_schedule_targets_yesterday(inde
     )
     requests = schedule.evaluate_tick(context).run_requests
     assert [r.partition_key for r in requests] == ["2026-11-21"]
+
+
+def test_exposure_alone_earns_nothing_and_negative_feedback_takes_attention_back(index) -> None:
+    home, ids, _, _ = index
+    day = "2026-03-10"
+    shown = [event(day, "retrieval", str(uuid.uuid4()), ids["FAQ"]) for _ in range(50)]  # popular, never confirmed
+    answer = str(uuid.uuid4())  # one answer of two chunks judged useful as a whole: half a confirmation each
+    whole = [event(day, "retrieval", answer, c) for c in (ids["SNAP"], ids["WIC"])]
+    whole.append(event(day, "feedback", answer, None, useful=True))
+    write_traces(home, day, shown + whole + confirm(day, ids["SNAP"]))
+    roll(home, day)
+    att = attention(home)
+    assert att[ids["FAQ"]][0] == 0.0
+    assert att[ids["SNAP"]][0] == pytest.approx(1.5) and att[ids["WIC"]][0] == pytest.approx(0.5)
+    day = "2026-03-11"
+    trace = str(uuid.uuid4())
+    wrong = [event(day, "retrieval", trace, c) for c in (ids["SNAP"], ids["WIC"])]
+    wrong += [
+        event(day, "feedback", trace, ids["SNAP"], useful=False),
+        event(day, "feedback", trace, ids["WIC"], useful=False),
+    ]
+    write_traces(home, day, [*wrong, event(day, "retrieval", str(uuid.uuid4()), ids["FAQ"])])
+    roll(home, day)
+    att = attention(home)
+    assert att[ids["SNAP"]][0] == pytest.approx(0.5)  # judged not useful once: one confirmation taken back
+    assert att[ids["WIC"]][0] == 0.0  # never below zero
+    assert att[ids["FAQ"]][0] == 0.0
