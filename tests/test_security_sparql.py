@@ -4,6 +4,7 @@ nothing reaches the network, unsupported forms get a 400 that names them, and co
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -28,8 +29,8 @@ LABELS = "SELECT ?label WHERE { ?e gbim:located_in ?c . ?e rdfs:label ?label } O
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, embedder):
-    """uvicorn over a version with GBIM facts; yields its URL."""
+def facts_home(tmp_path_factory, embedder) -> IndexHome:
+    """An index home whose current version has GBIM facts."""
     root = tmp_path_factory.mktemp("sparql")
     sources = make_workspace(root)
     sources.write_text(sources.read_text() + SPATIAL, encoding="utf-8")
@@ -38,7 +39,12 @@ def server(tmp_path_factory, embedder):
     config = load_sources(sources)
     result = export_gbim(config, home, embedder)
     home.publish(result.version_id, result.base_version, config.retention)
-    with uvicorn(home) as url:
+    return home
+
+
+@pytest.fixture(scope="module")
+def server(facts_home):
+    with uvicorn(facts_home) as url:
         yield url
 
 
@@ -46,8 +52,8 @@ def sparql(url: str, query: str, timeout: float = 60) -> httpx.Response:
     return httpx.post(f"{url}/facts/sparql", json={"query": query}, timeout=timeout)
 
 
-def descendants() -> list[int]:
-    """This test process's descendants (uvicorn and its SPARQL workers), from /proc."""
+def descendants(root: int | None = None) -> list[int]:
+    """The descendants of ``root`` (default: this test process: uvicorn and its SPARQL workers), from /proc."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -55,7 +61,7 @@ def descendants() -> list[int]:
                 parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 continue
-    found, frontier = [], [os.getpid()]
+    found, frontier = [], [root or os.getpid()]
     while frontier:
         parent = frontier.pop()
         children = [pid for pid, ppid in parents.items() if ppid == parent]
@@ -181,3 +187,36 @@ def test_memory_and_rows_are_bounded(server) -> None:
     rows = httpx.post(f"{server}/facts/sparql", json={"query": "SELECT * WHERE { ?s ?p ?o }", "limit": 3}).json()
     assert len(rows["rows"]) == 3 and rows["truncated"] is True
     assert busy_processes() == []
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` exists and has not exited (a child not yet reaped is a zombie: state Z)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_sigterm_ends_the_server_and_its_workers_while_a_query_runs(facts_home) -> None:
+    with uvicorn(facts_home) as url:
+        port = url.rsplit(":", 1)[1]
+        (server_pid,) = [
+            pid for pid in descendants() if f"--port\0{port}\0".encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        with ThreadPoolExecutor(1) as pool:
+            bomb = pool.submit(sparql, url, REGEX_BOMB)
+            deadline = time.monotonic() + 30
+            while not busy_processes(0.5) and time.monotonic() < deadline:  # the regex is running in a worker
+                pass
+            workers = descendants(server_pid)
+            assert workers
+            os.kill(server_pid, signal.SIGTERM)
+            started = time.monotonic()
+            while running(server_pid) and time.monotonic() - started < 15:
+                time.sleep(0.1)
+            assert not running(server_pid), "uvicorn ignored SIGTERM"
+            assert time.monotonic() - started < 10
+            while any(running(pid) for pid in workers) and time.monotonic() - started < 15:
+                time.sleep(0.1)  # a worker still importing when the server ended reads EOF and ends after that
+            assert not any(running(pid) for pid in workers)
+            assert bomb.result().status_code == 408
