@@ -296,10 +296,14 @@ def _memory_budget(memory_mb: int):
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    with open("/proc/self/statm") as statm:
-        in_use = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    budget = in_use + memory_mb * 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (budget if hard == resource.RLIM_INFINITY else min(budget, hard), hard))
+    try:
+        with open("/proc/self/statm") as statm:
+            in_use = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # not Linux: the time limit still ends the query
+        in_use = None
+    if in_use is not None:
+        budget = in_use + memory_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (budget if hard == resource.RLIM_INFINITY else min(budget, hard), hard))
     cpu_soft, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
     used = resource.getrusage(resource.RUSAGE_SELF)
     # A backstop only: the serving process kills the worker long before; this ends one it no longer watches.
