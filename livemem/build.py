@@ -42,7 +42,7 @@ from livemem.store import (
     utc_now,
     write_manifest,
 )
-from livemem.vectors import delete, open_vectors, upsert
+from livemem.vectors import delete, open_vectors, server_address, upsert
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +211,8 @@ class _Builder:
             return False
         if base.get("layout_version") != LAYOUT_VERSION or not (self.base_dir / RETRIEVAL / "ids.json").is_file():
             return False  # built by an older layout (or damaged): rebuild it, carrying over what still holds
+        if base.get("vector_store", "chroma") != vector_store_mode(self.config):
+            return False  # the vector store was switched on or off: write (or drop) it
         for src in self.config.sources:
             entry = base["sources"][src.name]
             if entry["head_commit"] != stats[src.name].head_commit:
@@ -239,8 +241,9 @@ class _Builder:
             self._write(con, new_rows, new_parents, skips)
             self._count_chunks(con, stats)
             t = self._tick("tables_s", t)
-            self._update_chroma(con, staged, new_rows, vectors)
-            t = self._tick("chroma_s", t)
+            if self.config.uses_chroma:
+                self._update_chroma(con, staged, new_rows, vectors)
+                t = self._tick("chroma_s", t)
             self._write_retrieval(con, staged)
             self._tick("retrieval_s", t)
             breath = self._breath(opened)
@@ -713,6 +716,7 @@ class _Builder:
             "created_at": now,
             "last_updated": now,
             "model": {"id": self.embedder.model_id, "dim": self.embedder.dim},
+            "vector_store": vector_store_mode(self.config),
             "chunking": self.config.chunking,
             "total_chunks": total,
             "total_parents": parents_total,
@@ -766,6 +770,14 @@ def read_breath(config: SourcesConfig, opened: dict[str, GitSource] | None = Non
         if raw is not None:
             return parse_breath(raw.decode("utf-8", errors="replace"), name, path)
     return Breath()
+
+
+def vector_store_mode(config: SourcesConfig) -> str:
+    """``none`` (vectors only in the retrieval snapshot), ``chroma`` (a persistent Chroma store in the version) or
+    ``chroma-server`` (collections on the Chroma server named by ``CHROMA_HOST``)."""
+    if not config.uses_chroma:
+        return "none"
+    return "chroma-server" if server_address() else "chroma"
 
 
 def governance_status(total_chunks: int, size_mb: float, gov: Governance) -> dict[str, Any]:

@@ -123,6 +123,7 @@ class SourcesConfig:
     max_chunk_chars: int = 2000
     max_file_bytes: int = 1_000_000
     retention: int = 5
+    vector_store: str = "none"  # "none" | "chroma"; see ``uses_chroma``
     governance: Governance = field(default_factory=Governance)
     breath_source: str | None = None
     breath_path: str = "BREATH.md"
@@ -144,6 +145,13 @@ class SourcesConfig:
         if problems:
             raise ConfigError(f"invalid {name} section in the sources file:\n  " + "\n  ".join(problems))
         return raw
+
+    @property
+    def uses_chroma(self) -> bool:
+        """Whether versions keep their vectors in Chroma too (``index.vector_store: chroma``, or a Chroma server
+        named by ``CHROMA_HOST``). Serving reads the retrieval snapshot either way; by default no Chroma store is
+        written, which is most of a version's bytes and build time at scale."""
+        return self.vector_store == "chroma" or bool(os.environ.get("CHROMA_HOST"))
 
     @property
     def names(self) -> list[str]:
@@ -253,6 +261,7 @@ def _resolve(file: Path, data: dict[str, Any]) -> SourcesConfig:
         max_chunk_chars=index.get("max_chunk_chars", 2000),
         max_file_bytes=index.get("max_file_bytes", 1_000_000),
         retention=index.get("retention", 5),
+        vector_store=index.get("vector_store", "none"),
         governance=Governance(gov.get("max_chunks", 1_000_000), float(gov.get("max_size_mb", 10_240))),
         breath_source=breath["source"] if breath else None,
         breath_path=breath.get("path", "BREATH.md") if breath else "BREATH.md",

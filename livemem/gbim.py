@@ -58,6 +58,7 @@ from livemem.gis_index import (
 )
 from livemem.schemas import errors_for
 from livemem.store import (
+    CHROMA,
     RETRIEVAL,
     TABLES,
     IndexHome,
@@ -763,7 +764,10 @@ def export_gbim(config: SourcesConfig, home: IndexHome, embedder: Embedder, *, f
         _write_tables(staged, entities, relations)
         _write_rdf(staged, entities, relations)
         _write_gis_snapshot(staged, entities, vectors)
-        _update_chroma(staged, spatial, entities, vectors, previous.get("collections", []))
+        if config.uses_chroma:
+            _update_chroma(staged, spatial, entities, vectors, previous.get("collections", []))
+        elif (staged / CHROMA).exists():
+            shutil.rmtree(staged / CHROMA)  # the vector store was switched off since the base version
         timings["write_s"] = round(time.perf_counter() - t, 3)
         timings["total_s"] = round(time.perf_counter() - t0, 3)
 

@@ -221,6 +221,12 @@ def _read_collection(collection: Any) -> dict[str, tuple]:
 
 
 def _compare_vectors(published: Path, reference: Path, result: Comparison) -> None:
+    present = [(published / CHROMA).is_dir(), (reference / CHROMA).is_dir()]
+    if not any(present):
+        return  # no vector store configured: the retrieval snapshot (compared above) holds the vectors
+    if not all(present):
+        result.general.append("a vector store exists in only one of the versions")
+        return
     names = sorted(
         {c for (c,) in _rows(published, "SELECT DISTINCT collection FROM chunks")}
         | {c for (c,) in _rows(reference, "SELECT DISTINCT collection FROM chunks")}

@@ -5,7 +5,7 @@ sources (``alpha`` under ``a/`` with switchable include and sealed globs, ``beta
 exclude glob, ``gamma`` selecting ``shared/**`` and ``a/notes/**`` across the others' directories), the second
 one source (``delta``, whole repository, domain metadata by path). Rules add, edit, delete, rename (also across
 sources), revert files to an earlier text, write binary, non-UTF-8, empty and oversize files, toggle the seal
-marker, repeat text inside a file, and change the configuration (chunk size, file size cap, globs). The ``build``
+marker, repeat text inside a file, and change the configuration (chunk size, file size cap, globs, vector store). The ``build``
 rule builds incrementally on the previous version, checks it with the blocking completeness check, publishes
 it, and compares the published version with a from-scratch build of the same commits in a fresh home that
 shares the embedding cache (so vectors are comparable and no text is embedded twice).
@@ -92,7 +92,7 @@ class IndexHistory(RuleBasedStateMachine):
         self.previous: dict[tuple[str, str], list[str | bytes]] = {}
         self.knobs = {
             "max_chunk_chars": 300, "max_file_bytes": 100_000, "alpha_include": "all", "alpha_sealed": False,
-            "beta_exclude": False,
+            "beta_exclude": False, "vector_store": "chroma",
         }  # fmt: skip
         self.home = IndexHome(self.root / "index", cache_dir=self.root / "cache")
         self.builds = itertools.count()
@@ -109,6 +109,7 @@ class IndexHistory(RuleBasedStateMachine):
   max_chunk_chars: {k["max_chunk_chars"]}
   max_file_bytes: {k["max_file_bytes"]}
   retention: 2
+  vector_store: {k["vector_store"]}
 sources:
   - name: alpha
     repo: {self.repos["one"].path}
@@ -223,7 +224,9 @@ sources:
         self._write(repo, path, new, "seal")
 
     @rule(
-        knob=st.sampled_from(["max_chunk_chars", "max_file_bytes", "alpha_include", "alpha_sealed", "beta_exclude"]),
+        knob=st.sampled_from(
+            ["max_chunk_chars", "max_file_bytes", "alpha_include", "alpha_sealed", "beta_exclude", "vector_store"]
+        ),
         data=st.data(),
     )
     def change_config(self, knob: str, data: st.DataObject) -> None:
@@ -233,6 +236,7 @@ sources:
             "alpha_include": ["all", "md"],
             "alpha_sealed": [False, True],
             "beta_exclude": [False, True],
+            "vector_store": ["chroma", "none"],
         }[knob]
         self.knobs[knob] = data.draw(st.sampled_from(choices))
 

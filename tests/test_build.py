@@ -24,7 +24,7 @@ GUIDE = "# Guide\n\n## SNAP\n\nFood help in Oak Hill.\n\n## WIC\n\nNutrition for
 def sources_file(tmp_path: Path, repo: Path, extra: str = "", index: str = "") -> Path:
     path = tmp_path / "sources.yaml"
     path.write_text(
-        f"index:\n  retention: 2\n{index}"
+        f"index:\n  retention: 2\n  vector_store: chroma\n{index}"
         "sources:\n"
         f"  - name: docs\n    repo: {repo}\n    collection: docs\n    sealed: ['policy/*.md']\n" + extra,
         encoding="utf-8",
@@ -343,3 +343,26 @@ def test_a_version_without_a_retrieval_snapshot_is_rebuilt_not_reused(tmp_path: 
     assert again.staged and again.embeddings_computed == 0  # everything carried over, nothing re-embedded
     assert (home.version_dir(home.current()) / "retrieval" / "ids.json").is_file()
     assert build_version(config, home, embedder).reason.startswith("no new commits")
+
+
+def test_default_build_writes_no_vector_store_and_switching_it_on_rebuilds_it(
+    tmp_path: Path, make_repo, embedder
+) -> None:
+    repo = make_repo(files={"a.md": "# A\n\nalpha text\n", "b.md": "# B\n\nbeta text\n"})
+    sources = tmp_path / "plain.yaml"
+    sources.write_text(f"sources:\n  - {{name: docs, repo: {repo.path}, collection: docs}}\n", encoding="utf-8")
+    home = IndexHome(tmp_path / "index")
+    first = build_and_publish(load_sources(sources), home, embedder)
+    assert not (home.version_dir(first.version_id) / "chroma").exists()
+    assert home.current_manifest()["vector_store"] == "none"
+    assert "chroma_s" not in first.timings
+
+    sources.write_text(
+        f"index: {{vector_store: chroma}}\nsources:\n  - {{name: docs, repo: {repo.path}, collection: docs}}\n",
+        encoding="utf-8",
+    )
+    second = build_and_publish(load_sources(sources), home, embedder)  # same commit: the switch alone rebuilds
+    assert second.staged and home.current_manifest()["vector_store"] == "chroma"
+    ids = {r[0] for r in rows(home, "SELECT chunk_id FROM chunks")}
+    assert chroma_ids(home, "docs") == ids and len(ids) == 2
+    assert second.embeddings_computed == 0  # vectors came from the cache

@@ -31,6 +31,7 @@ def write_sources(tmp_path: Path, repo: Path, *, crs: str = "EPSG:26917", counti
     boundaries = f"  counties: {{path: {COUNTIES}, name_field: NAME}}\n" if counties and COUNTIES.is_file() else ""
     path = tmp_path / "sources.yaml"
     path.write_text(
+        "index: {vector_store: chroma}\n"
         f"sources:\n  - {{name: docs, repo: {repo}, collection: docs}}\n"
         "spatial:\n"
         "  worldview_id: wv-benefits\n"
