@@ -148,13 +148,24 @@ def _inodes(directory: Path) -> dict[tuple[int, int], int]:
     return found
 
 
-def version_bytes_added(home, version_id: str) -> int:
-    """Bytes of ``version_id``'s files whose inode no other kept version uses."""
+def version_bytes_added(home, version_id: str) -> dict[str, int]:
+    """Bytes of ``version_id``'s files whose inode no other kept version uses, by top-level entry of the version
+    directory (``tables.duckdb``, ``chroma``, ``retrieval``, ...), and their ``total``."""
     others: set[tuple[int, int]] = set()
     for other in home.published_versions():
         if other != version_id:
             others.update(_inodes(home.version_dir(other)))
-    return sum(size for key, size in _inodes(home.version_dir(version_id)).items() if key not in others)
+    added: dict[str, int] = {}
+    for entry in sorted(home.version_dir(version_id).iterdir()):
+        found = _inodes(entry) if entry.is_dir() else _inodes_of_file(entry)
+        added[entry.name] = sum(size for key, size in found.items() if key not in others)
+    added["total"] = sum(added.values())
+    return added
+
+
+def _inodes_of_file(path: Path) -> dict[tuple[int, int], int]:
+    st = os.lstat(path)
+    return {(st.st_dev, st.st_ino): st.st_size}
 
 
 def disk_state(home) -> dict[str, int]:
@@ -389,6 +400,7 @@ def serving(home_dir: Path, versions: list[str], queries: int, queries_file: Pat
     second = None
     try:
         one = read_worker(first)
+        pss_alone = proc_kib(f"/proc/{first.pid}/smaps_rollup", "Pss") or 0
         second = start_worker(home_dir, versions, queries, queries_file)
         two = read_worker(second)
         pss = [proc_kib(f"/proc/{p.pid}/smaps_rollup", "Pss") for p in (first, second)]
@@ -403,11 +415,12 @@ def serving(home_dir: Path, versions: list[str], queries: int, queries_file: Pat
         "pss_kib": pss,
         "total_pss_kib": sum(p or 0 for p in pss),
         "rss_kib_now": rss,
+        "one_worker_alone_pss_kib": pss_alone,
         "twice_one_worker_rss_kib": 2 * one["vm_rss_kib"],
     }
-    out["two_workers"]["total_pss_over_twice_one"] = round(
-        out["two_workers"]["total_pss_kib"] / max(1, out["two_workers"]["twice_one_worker_rss_kib"]), 3
-    )
+    total = out["two_workers"]["total_pss_kib"]
+    out["two_workers"]["total_pss_over_twice_one_rss"] = round(total / max(1, 2 * one["vm_rss_kib"]), 3)
+    out["two_workers"]["total_pss_over_twice_one_pss"] = round(total / max(1, 2 * pss_alone), 3)
     return out
 
 
@@ -440,7 +453,8 @@ def run_size(
 
     full = out["full_build"] = {}
     v_full = build_and_publish(config, home, embedder, full)
-    full["version_bytes"] = version_bytes_added(home, v_full)
+    full["bytes_by_part"] = version_bytes_added(home, v_full)
+    full["version_bytes"] = full["bytes_by_part"]["total"]
     full.update(disk_state(home))
     out["chunks"] = full["total_chunks"]
     out["vector_store"] = full["vector_store"]
@@ -449,14 +463,16 @@ def run_size(
     change = out["one_file_change"] = {}
     change["path"] = commit_one_change(repo, files, docs)
     v_change = build_and_publish(config, home, embedder, change)
-    change["bytes_added"] = version_bytes_added(home, v_change)
+    change["bytes_added_by_part"] = version_bytes_added(home, v_change)
+    change["bytes_added"] = change["bytes_added_by_part"]["total"]
     change["bytes_added_fraction_of_first"] = round(change["bytes_added"] / full["version_bytes"], 4)
     change.update(disk_state(home))
     log.info("one-file change: %.2f s, %.0f MB added", change["total_s"], change["bytes_added"] / 1e6)
 
     attention = out["attention_publish"] = {}
     v_attention = attention_publish(home, v_change, attention)
-    attention["bytes_added"] = version_bytes_added(home, v_attention)
+    attention["bytes_added_by_part"] = version_bytes_added(home, v_attention)
+    attention["bytes_added"] = attention["bytes_added_by_part"]["total"]
     attention["bytes_added_fraction_of_first"] = round(attention["bytes_added"] / full["version_bytes"], 4)
     attention.update(disk_state(home))
     log.info("attention publish: %.2f s, %.0f MB added", attention["total_s"], attention["bytes_added"] / 1e6)
@@ -546,7 +562,7 @@ def report_md(results: dict[str, Any]) -> str:
             f"({100 * change['bytes_added_fraction_of_first']:.1f} %) | {_mb(change['versions_total_bytes'])} "
             f"| {att['total_s']:.2f} s, {_mb(att['bytes_added'])} | {w['loads'][0]['s']:.2f} s "
             f"| {w['loads'][1]['s']:.2f} s | {w['vm_rss_kib'] / 1024:,.0f} MiB "
-            f"| {two['total_pss_kib'] / 1024:,.0f} MiB ({two['total_pss_over_twice_one']:.2f}) "
+            f"| {two['total_pss_kib'] / 1024:,.0f} MiB ({two['total_pss_over_twice_one_pss']:.2f}) "
             f"| {w['queries']['p50_ms']:.2f} / {w['queries']['p99_ms']:.2f} ms |"
         )
     timing_rows = []
@@ -560,6 +576,18 @@ def report_md(results: dict[str, Any]) -> str:
                 + ", ".join(f"{k} {v}" for k, v in t.items())
                 + f" | publish {r[name]['publish_s']} s | {r[name]['cpu_s']} s CPU | {r[name]['loadavg_before']} |"
             )
+    disk_rows = []
+    for r in results["sizes"]:
+        if "error" in r:
+            continue
+        for name, key in (
+            ("full_build", "bytes_by_part"),
+            ("one_file_change", "bytes_added_by_part"),
+            ("attention_publish", "bytes_added_by_part"),
+        ):
+            parts = r[name][key]
+            shown = ", ".join(f"{k} {_mb(v)}" for k, v in parts.items() if k != "total")
+            disk_rows.append(f"| {r['chunks']:,} | {name} | {_mb(parts['total'])} | {shown} |")
     m = results["machine"]
     return "\n".join(
         [
@@ -576,7 +604,7 @@ def report_md(results: dict[str, Any]) -> str:
             "",
             "| chunks | files | full build (no embedding) | of which Chroma | one-file change, build + publish "
             "| version size | disk added by the change | 2 versions | attention publish, disk added "
-            "| worker first load | worker switch | one worker RSS | 2 workers total PSS (÷ 2 × one) "
+            "| worker first load | worker switch | one worker RSS | 2 workers total PSS (÷ 2 × one alone) "
             "| hybrid top-10 p50 / p99 (vector given) |",
             "|" + "---|" * 14,
             *rows,
@@ -587,9 +615,16 @@ def report_md(results: dict[str, Any]) -> str:
             "|---|---|---|---|---|---|",
             *timing_rows,
             "",
+            "Disk each version adds, by part of the version directory (inodes no other kept version uses):",
+            "",
+            "| chunks | version | added | by part |",
+            "|---|---|---|---|",
+            *disk_rows,
+            "",
             "Disk added by a version: bytes of its files whose inode no other kept version uses. Worker switch: "
             "`load_snapshot` of the one-file change's version while holding the full build's. RSS: `VmRSS` of "
-            "one worker after its switches and queries; PSS: `Pss` of `/proc/<pid>/smaps_rollup`, two workers alive.",
+            "one worker after its switches and queries; PSS: `Pss` of `/proc/<pid>/smaps_rollup` with two workers alive, "
+            "divided by twice one worker's PSS while it ran alone (1.0: the two share nothing).",
             "",
         ]
     )

@@ -55,13 +55,15 @@ def test_benchmark_measures_every_phase_and_writes_its_report(tmp_path: Path) ->
     assert 1 <= change["embeddings_computed"] <= 2
     assert 0 < change["bytes_added"] <= 1.5 * full["version_bytes"]
     assert change["versions_total_bytes"] >= full["version_bytes"] + change["bytes_added"] - 1
+    parts = change["bytes_added_by_part"]
+    assert sum(v for k, v in parts.items() if k != "total") == parts["total"] == change["bytes_added"]
     assert attention["trace_events"] >= 200 and attention["chunks_used"] > 0 and attention["bytes_added"] > 0
 
     worker = size["serving"]["worker"]
     assert [load["chunks"] for load in worker["loads"]] == [size["chunks"]] * 3
     assert worker["queries"]["n"] == 20 and 0 < worker["queries"]["p50_ms"] <= worker["queries"]["p99_ms"]
     two = size["serving"]["two_workers"]
-    assert worker["vm_rss_kib"] > 0 and all(p > 0 for p in two["pss_kib"])
+    assert worker["vm_rss_kib"] > 0 and two["one_worker_alone_pss_kib"] > 0 and all(p > 0 for p in two["pss_kib"])
 
     report = output.with_suffix(".md").read_text()
     assert "STAND-IN" in report and f"| {size['chunks']:,} | {size['files']:,} |" in report
