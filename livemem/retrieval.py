@@ -8,12 +8,17 @@ BM25 uses the index of the access levels of the collections searched (``Snapshot
 never reflect term statistics of chunks it may not read. Hybrid fuses the two rankings with weighted reciprocal
 rank fusion, ``score = Σ w / (k + rank)`` over each list's first ``depth`` matching chunks: ranks are comparable
 where raw cosine and BM25 scores are not (see ``docs/serving.md`` for the SciFact numbers behind the defaults).
+
+Living memory then re-weighs the candidates found: each score is multiplied by ``attention_multiplier``, at most
+``1 + attention_boost`` (default ``DEFAULT_ATTENTION_BOOST``), so confirmed usefulness reorders close candidates
+but never lifts an irrelevant chunk over a clearly better one (``docs/attention.md``, ``bench/memory_helps.py``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -26,6 +31,10 @@ from livemem.reader import Snapshot, breath_number
 Mode = Literal["dense", "sparse", "hybrid"]
 Return = Literal["chunks", "documents"]
 MULTI_VALUE_FILTERS = ("source", "type", "county", "dataset", "worldview_id", "local_resource_id")
+# Living memory in the default ranking (tuned on SciFact by bench/memory_helps.py; docs/attention.md).
+DEFAULT_ATTENTION_BOOST = 0.1  # the most a chunk's score can gain: ×(1 + boost), never more
+ATTENTION_HALF = 1.0  # attention (≈ confirmations) at which a chunk gets half of that gain
+PARENT_SHARE = 0.5  # share of the attention of the other chunks of its parent document a chunk carries
 
 
 @dataclass(frozen=True)
@@ -57,7 +66,7 @@ class Query:
     min_score: float | None = None
     recency_bias: float = 0.0
     recency_half_life_days: float | None = None
-    attention_boost: float = 0.0
+    attention_boost: float = DEFAULT_ATTENTION_BOOST
     consider_also: int = 0
 
 
@@ -157,8 +166,8 @@ class Retriever:
             scores = scores * recency_boost(
                 snap, rows, query.recency_bias, query.recency_half_life_days or self.recency_half_life_days
             )
-        if rows.size and query.attention_boost:
-            scores = scores * attention_boost(snap, rows, query.attention_boost)
+        if rows.size and query.attention_boost:  # after the candidates are found: it reorders, never finds
+            scores = scores * attention_multiplier(snap, rows, query.attention_boost)
         if query.min_score is not None:
             keep = scores >= query.min_score
             rows, scores = rows[keep], scores[keep]
@@ -280,10 +289,43 @@ def recency_boost(snap: Snapshot, rows: np.ndarray, bias: float, half_life_days:
     return 1.0 + np.nan_to_num(boost, nan=0.0)
 
 
-def attention_boost(snap: Snapshot, rows: np.ndarray, boost: float) -> np.ndarray:
-    """``1 + boost * ln(1 + attention)``: well-used chunks rise, with diminishing returns; unused ones keep
-    their score. Off unless a query asks for it (``attention_boost`` > 0)."""
-    return 1.0 + boost * np.log1p(np.maximum(snap.columns["attention"][rows], 0.0))
+def attention_multiplier(snap: Snapshot, rows: np.ndarray, boost: float) -> np.ndarray:
+    """``1 + boost · e / (e + ATTENTION_HALF)``, ``e`` the effective attention of each row: 1 (neutral) for a
+    chunk nobody confirmed, rising with confirmations towards ``1 + boost`` and never past it, and fading back
+    towards 1 as attention decays. Capped so popularity can reorder close candidates but never swamp relevance."""
+    effective = effective_attention(snap, rows)
+    return 1.0 + boost * effective / (effective + ATTENTION_HALF)
+
+
+def effective_attention(snap: Snapshot, rows: np.ndarray) -> np.ndarray:
+    """A chunk's own attention plus ``PARENT_SHARE`` of that of the other chunks of its parent document:
+    a document confirmed useful through one passage lifts its other passages too, by less."""
+    own = np.maximum(snap.columns["attention"][rows], 0.0)
+    document = document_attention(snap)[rows]
+    return own + PARENT_SHARE * np.maximum(document - own, 0.0)
+
+
+_DOCUMENT_ATTENTION: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+_DOCUMENT_ATTENTION_LOCK = threading.Lock()
+
+
+def document_attention(snap: Snapshot) -> np.ndarray:
+    """Per row, the summed attention of all chunks of its parent document (computed once per snapshot)."""
+    with _DOCUMENT_ATTENTION_LOCK:
+        cached = _DOCUMENT_ATTENTION.get(id(snap))
+        if cached is not None and cached[0]() is snap:
+            return cached[1]
+    attention = np.maximum(np.asarray(snap.columns["attention"], dtype=np.float64), 0.0)
+    if attention.size:
+        _, parent = np.unique(np.asarray(snap.columns["parent_id"], dtype=object).astype(str), return_inverse=True)
+        totals = np.bincount(parent, weights=attention)[parent]
+    else:
+        totals = attention
+    with _DOCUMENT_ATTENTION_LOCK:
+        for key in [k for k, (ref, _) in _DOCUMENT_ATTENTION.items() if ref() is None]:
+            del _DOCUMENT_ATTENTION[key]  # snapshots no longer served
+        _DOCUMENT_ATTENTION[id(snap)] = (weakref.ref(snap), totals)
+    return totals
 
 
 CONSIDER_ALSO_MIN_ATTENTION = 0.5

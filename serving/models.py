@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from livemem.retrieval import Filters
+from livemem.retrieval import DEFAULT_ATTENTION_BOOST, Filters
 from livemem.traces import TRACE_ID_PATTERN
 
 UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
@@ -94,7 +94,11 @@ class QueryRequest(BaseModel):
         None, gt=0, le=1_000_000, description="defaults to the server's setting"
     )
     attention_boost: float = Field(
-        0.0, ge=0, le=10, description="score × (1 + boost × ln(1 + attention)); 0 (default) ranks without attention"
+        DEFAULT_ATTENTION_BOOST,
+        ge=0,
+        le=1,
+        description="living memory: score × (1 + boost · e/(e + 1)), e the confirmed-usefulness attention; at most "
+        "×(1 + boost); 0 ranks without attention (docs/attention.md)",
     )
     consider_also: int = Field(
         3, ge=0, le=10, description="how many related high-attention chunks to suggest beside the results (0: none)"

@@ -1,4 +1,4 @@
-"""What the nightly rollup learned, used by serving: attention filters, attention boost, "consider also"."""
+"""What the nightly rollup learned, used by serving: attention filters, the default ranking, "consider also"."""
 
 from __future__ import annotations
 
@@ -10,11 +10,15 @@ from serving_support import API_KEYS, INTERNAL_KEY, build_and_publish, make_work
 
 from livemem.attention import AttentionConfig, rollup_day
 from livemem.breath import Breath
+from livemem.retrieval import DEFAULT_ATTENTION_BOOST
 from livemem.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
 
 INTERNAL = {"X-API-Key": INTERNAL_KEY}
+
+
+BEFORE_QUESTIONS = ("SNAP food assistance applications Fayette County", "heating bill help in Beckley")
 
 
 def ask(client: TestClient, headers: dict | None = None, **body) -> dict:
@@ -35,6 +39,7 @@ def learned(tmp_path_factory, embedder):
     build_and_publish(make_workspace(root), home, embedder)
     settings = Settings(index_dir=home.root, api_keys=API_KEYS, warm_up=False, cache_size=0)
     with TestClient(create_app(settings, embedder)) as client:
+        client.before = {q: ask(client, query=q, top_k=3) for q in BEFORE_QUESTIONS}  # the ranking before any use
         # SNAP questions return the Fayette SNAP section together with the statewide FAQ; people find the FAQ useful
         for _ in range(3):
             data = ask(client, query="SNAP food assistance applications", top_k=2, mode="sparse")
@@ -57,10 +62,10 @@ def learned(tmp_path_factory, embedder):
 def test_attention_filters_select_used_chunks(learned: TestClient) -> None:
     used = ask(learned, query="SNAP food assistance", filters={"min_attention": 2.0}, mode="sparse", top_k=10)
     assert paths(used) == ["benefits/statewide-faq.md"]  # retrieved 3-4 times, confirmed useful 3 times
-    assert used["results"][0]["attention_score"] >= 0.1 * 3 + 1.0 * 3
-    # the Fayette section: 3 retrievals, and 3 co-occurrences with the useful FAQ
-    some = ask(learned, query="SNAP food assistance", filters={"min_attention": 0.5}, mode="sparse", top_k=10)
-    assert set(paths(some)) == {"benefits/fayette-county.md", "benefits/statewide-faq.md"}
+    assert used["results"][0]["attention_score"] == pytest.approx(3.0)  # confirmed useful 3 times
+    # the Fayette section: shown 3 times beside the useful FAQ, never confirmed: no attention
+    some = ask(learned, query="SNAP food assistance", filters={"min_attention": 0.001}, mode="sparse", top_k=10)
+    assert paths(some) == ["benefits/statewide-faq.md"]
     seen = ask(learned, query="SNAP food assistance", filters={"last_seen_breath": "Δ3"}, mode="sparse", top_k=10)
     assert set(paths(seen)) == {"benefits/fayette-county.md", "benefits/statewide-faq.md"}
     assert all(r["last_breath_seen"] == "Δ3" for r in seen["results"])
@@ -89,9 +94,29 @@ def test_consider_also_never_leaks_internal_chunks(learned: TestClient) -> None:
     assert "internal/caseworker-playbook.md" in paths(internal, "consider_also")
 
 
-def test_attention_boost_lifts_well_used_chunks(learned: TestClient) -> None:
-    query = {"query": "SNAP food assistance applications Fayette County Oak Hill", "top_k": 2, "mode": "dense"}
-    plain = ask(learned, **query)
-    assert paths(plain)[0] == "benefits/fayette-county.md"
-    boosted = ask(learned, **query, attention_boost=5.0)
-    assert paths(boosted)[0] == "benefits/statewide-faq.md"
+def test_confirmed_usefulness_lifts_a_chunk_in_the_default_ranking(learned: TestClient) -> None:
+    question = "SNAP food assistance applications Fayette County"
+    before = learned.before[question]["results"]
+    assert paths({"results": before})[:2] == ["benefits/fayette-county.md", "benefits/statewide-faq.md"]
+    now = ask(learned, query=question, top_k=3)  # default settings: living memory is part of the ranking
+    assert paths(now)[:2] == ["benefits/statewide-faq.md", "benefits/fayette-county.md"]  # confirmed 3 times: up
+    score = {r["chunk_id"]: r["score"] for r in now["results"]}
+    for old in before:
+        if old["provenance"]["path"] == "benefits/fayette-county.md":  # retrieved 3 times, never confirmed
+            assert score[old["chunk_id"]] == old["score"]  # not a bit higher
+        if old["provenance"]["path"] == "benefits/statewide-faq.md":  # lifted, but capped: at most ×(1 + boost)
+            assert old["score"] < score[old["chunk_id"]] <= old["score"] * (1 + DEFAULT_ATTENTION_BOOST)
+
+
+def test_attention_boost_zero_is_the_ranking_without_living_memory(learned: TestClient) -> None:
+    for question, before in learned.before.items():
+        off = ask(learned, query=question, top_k=3, attention_boost=0)
+        assert [(r["chunk_id"], r["score"]) for r in off["results"]] == [
+            (r["chunk_id"], r["score"]) for r in before["results"]
+        ]
+    # chunks nobody confirmed keep exactly their score in the default ranking, whatever the question
+    for question, before in learned.before.items():
+        now = {r["chunk_id"]: r for r in ask(learned, query=question, top_k=3)["results"]}
+        for old in before["results"]:
+            if old["chunk_id"] in now and now[old["chunk_id"]]["attention_score"] == 0:
+                assert now[old["chunk_id"]]["score"] == old["score"]
