@@ -361,6 +361,19 @@ class IndexReader:
         """The version loaded last (None before the first request), without checking ``CURRENT``."""
         return self._snapshot
 
+    def problem(self) -> IndexUnavailable | None:
+        """Why the version ``CURRENT`` names is not the one being served (it is damaged or unreadable), or None.
+
+        Requests are then answered from the last good version; ``/healthz`` reports the problem as a 503."""
+        failure = self._failure
+        if (
+            failure
+            and failure[0] == self._named
+            and (self._snapshot is None or self._snapshot.version_id != failure[0])
+        ):
+            return failure[2]
+        return None
+
     def snapshot(self) -> Snapshot:
         """The snapshot to answer one request from; raises IndexUnavailable (nothing published, unreadable)."""
         now = time.monotonic()
@@ -375,6 +388,8 @@ class IndexReader:
             return current
         failure = self._failure
         if failure and failure[0] == named and now - failure[1] < self.retry_failed_s:
+            if current is not None:
+                return current  # the named version is damaged: the last good one keeps serving
             raise failure[2]
         # Another thread is loading: answer from the version already loaded rather than wait.
         if not self._load_lock.acquire(blocking=current is None):
@@ -386,6 +401,9 @@ class IndexReader:
                 fresh = load_snapshot(self.home, named)
             except IndexUnavailable as exc:
                 self._failure = (named, time.monotonic(), exc)
+                if current is not None:
+                    log.error("%s; still serving version %s", exc, current.version_id)
+                    return current
                 log.error("%s", exc)
                 raise
             self._failure = None

@@ -140,13 +140,14 @@ def test_corrupt_version_is_503_naming_the_version_and_the_fix(workspace, embedd
     with client_for(home, embedder) as client:
         assert client.get("/healthz").status_code == 200
         (home.root / "CURRENT").write_text(broken + "\n")
-        response = client.post("/query", json={"query": "SNAP"})
-        assert response.status_code == 503
-        detail = response.json()["detail"]
-        assert broken in detail and "make materialize" in detail
-        assert client.get("/healthz").status_code == 503
-        (home.root / "CURRENT").write_text(version + "\n")  # rollback: served again
-        assert client.post("/query", json={"query": "SNAP"}).status_code == 200
+        health = client.get("/healthz")
+        assert health.status_code == 503
+        detail = health.json()["detail"]
+        assert broken in detail and "make materialize" in detail and f"still answering from version {version}" in detail
+        response = client.post("/query", json={"query": "SNAP"})  # the last good version keeps serving
+        assert response.status_code == 200 and response.json()["index_version"] == version
+        (home.root / "CURRENT").write_text(version + "\n")  # rollback: healthy again
+        assert client.get("/healthz").status_code == 200
 
 
 def test_a_failing_trace_write_never_fails_a_query(workspace, embedder, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, HTTPException, Response
 
 from livemem.reader import parse_time
 from serving.deps import CallerRole, CurrentSnapshot, State, visible_manifest
@@ -23,7 +23,11 @@ def manifest(role: CallerRole, snap: CurrentSnapshot) -> dict[str, Any]:
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": ErrorBody}})
 def healthz(state: State, snap: CurrentSnapshot) -> Health:
-    """The served index version and its age; 503 when nothing is published or the version is unreadable."""
+    """The served index version and its age; 503 when nothing is published or the published version is damaged
+    or unreadable (queries are then still answered from the last good version this process holds)."""
+    problem = state.reader.problem()
+    if problem is not None:
+        raise HTTPException(503, f"{problem}; still answering from version {snap.version_id}")
     created = snap.manifest.get("created_at")
     created_ts = parse_time(created)
     age = None if created_ts != created_ts else round(time.time() - created_ts, 3)
