@@ -1,7 +1,9 @@
 """An MCP server (the ``mcp`` package's ``MCPServer``, formerly FastMCP) exposing the living memory as tools.
 
-Tools: ``query``, ``gis_query``, ``resources``, ``context``, ``index_stats``; each calls the same plain functions
-as the HTTP API, against the version ``CURRENT`` names, as the role ``LIVEMEM_MCP_ROLE`` (default public).
+Tools: ``query``, ``gis_query``, ``resources``, ``context``, ``feedback``, ``index_stats``; each calls the same plain
+functions as the HTTP API, against the version ``CURRENT`` names, as the role ``LIVEMEM_MCP_ROLE`` (default public).
+``query`` and ``context`` write usage traces and return a signed ``trace_id`` that ``feedback`` accepts, exactly
+like ``/query``, ``/context`` and ``/feedback``: MCP use feeds the nightly attention rollup too.
 
     python -m livemem.mcp_server                       # stdio (for desktop assistants)
     python -m livemem.mcp_server --http --port 8765    # streamable HTTP on 127.0.0.1:8765/mcp
@@ -18,6 +20,7 @@ from mcp.server.mcpserver import MCPServer
 from livemem.context import ContextRequest, gis_for
 from livemem.registry import RegistryQueryError, load_registry_index, resolve
 from livemem.retrieval import Filters, Query, chunk_result, top_order
+from livemem.traces import feedback_events, retrieval_events
 
 
 def build_server(state: Any = None, role: str | None = None) -> MCPServer:
@@ -36,12 +39,21 @@ def build_server(state: Any = None, role: str | None = None) -> MCPServer:
         snap = state.reader.snapshot()
         visible = snap.collections_for(caller_role.access)
         collections = [collection] if collection in visible else visible
-        found = state.retriever.search(
-            snap,
-            Query(query, max(1, min(top_k, 50)), filters=Filters(county=(county,) if county else ())),
-            collections,
-        )
-        return {"index_version": snap.version_id, "results": [chunk_result(snap, h) for h in found.chunks]}
+        filters = Filters(county=(county,) if county else ())
+        found = state.retriever.search(snap, Query(query, max(1, min(top_k, 50)), filters=filters), collections)
+        results = [chunk_result(snap, h) for h in found.chunks]
+        ids = [r["chunk_id"] for r in results]
+        trace_id = state.signer.issue(role=caller_role.name, index_version=snap.version_id, chunk_ids=ids)
+        events = retrieval_events(
+            trace_id=trace_id, query=query, chunk_ids=ids, scores=[r["score"] for r in results],
+            role=caller_role.name, breath_phase=snap.breath_phase, index_version=snap.version_id, mode="hybrid",
+            return_="chunks", filters={"county": [county]} if county else {}, collections=collections,
+            cache_hit=False,
+        )  # fmt: skip
+        for event in events:
+            event["agent"] = "mcp"
+        state.traces.write(events)
+        return {"index_version": snap.version_id, "trace_id": trace_id, "results": results}
 
     @server.tool()
     def gis_query(query: str, n_results: int = 5, county: str | None = None) -> dict:
@@ -81,6 +93,28 @@ def build_server(state: Any = None, role: str | None = None) -> MCPServer:
         service = context_service(state)
         result = service.context(snap, service.caller(caller_role), ContextRequest(message, county, zip, {}, top_k))
         return {k: v for k, v in result.items() if k != "hidden_collections"}
+
+    @server.tool()
+    def feedback(trace_id: str, useful: bool, chunk_ids: list[str] | None = None) -> dict:
+        """Say whether the answer behind a trace_id of query or context (or some of its chunks) was useful:
+        confirmed usefulness is what raises a chunk in later rankings."""
+        issued = state.signer.verify(trace_id, role=caller_role.name)
+        if issued is None:
+            return {"recorded": 0, "error": "unknown trace_id: send the trace_id of an answer this server gave you"}
+        chosen = list(dict.fromkeys(chunk_ids or []))[:100]
+        foreign = [c for c in chosen if not issued.returned(c)]
+        if foreign:
+            return {"recorded": 0, "error": "these chunk_ids were not returned by this trace", "chunk_ids": foreign}
+        snap = state.reader.snapshot()
+        events = feedback_events(
+            trace_id=issued.trace_id, chunk_ids=chosen, useful=useful, role=caller_role.name,
+            breath_phase=snap.breath_phase, index_version=issued.index_version,
+        )  # fmt: skip
+        for event in events:
+            event["agent"] = "mcp"
+        if not state.traces.write(events):
+            return {"recorded": 0, "error": "feedback could not be recorded; try again later"}
+        return {"trace_id": issued.trace_id, "recorded": len(events)}
 
     @server.tool()
     def index_stats() -> dict:

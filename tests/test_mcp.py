@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import anyio
 import pytest
@@ -12,8 +13,7 @@ from livemem.context import ContextSettings
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, embedder):
-    from livemem.mcp_server import build_server
+def state(tmp_path_factory, embedder):
     from serving.context_service import ContextService
     from serving.settings import Settings
     from serving.state import ServingState
@@ -21,6 +21,13 @@ def server(tmp_path_factory, embedder):
     home = example_index(tmp_path_factory)
     state = ServingState.from_settings(Settings(index_dir=home.root, warm_up=False), embedder)
     state.context_service = ContextService(state, ContextSettings(warm_up=False))
+    return state
+
+
+@pytest.fixture(scope="module")
+def server(state):
+    from livemem.mcp_server import build_server
+
     return build_server(state)
 
 
@@ -30,7 +37,7 @@ def call(server, name: str, arguments: dict) -> dict:
     async def run():
         async with Client(server) as client:
             tools = {t.name for t in (await client.list_tools()).tools}
-            assert tools == {"query", "gis_query", "resources", "context", "index_stats"}
+            assert tools == {"query", "gis_query", "resources", "context", "feedback", "index_stats"}
             result = await client.call_tool(name, arguments)
             assert not result.is_error, result
             return json.loads(result.content[0].text)
@@ -50,6 +57,28 @@ def test_tools(server):
     context = call(server, "context", {"message": "Oak Hill WV county benefits", "county": "Fayette"})
     assert context["route"]["wv_scoped"] and "Oak Hill Benefits Hub" in {e["label"] for e in context["spatial"]}
     assert "hidden_collections" not in context
+
+
+def test_query_and_feedback_are_usage_traces_for_the_rollup(server, state):
+    from livemem.attention import read_day
+
+    hits = call(server, "query", {"query": "heating bill help", "top_k": 2})
+    chosen = hits["results"][0]["chunk_id"]
+    assert call(server, "feedback", {"trace_id": hits["trace_id"], "useful": True, "chunk_ids": [chosen]}) == {
+        "trace_id": hits["trace_id"],
+        "recorded": 1,
+    }
+    forged = call(server, "feedback", {"trace_id": hits["trace_id"][:-4] + "AAAA", "useful": True})
+    assert forged["recorded"] == 0 and "unknown trace_id" in forged["error"]
+    shown = {h["chunk_id"] for h in hits["results"]}
+    others = call(server, "query", {"query": "Oak Hill office", "top_k": 10})["results"]
+    other = next(h["chunk_id"] for h in others if h["chunk_id"] not in shown)
+    foreign = call(server, "feedback", {"trace_id": hits["trace_id"], "useful": True, "chunk_ids": [other]})
+    assert foreign["recorded"] == 0 and foreign["chunk_ids"] == [other]
+    events = read_day(state.settings.traces_path, datetime.now(UTC).date(), UTC)
+    trace = hits["trace_id"]
+    assert sorted(c for t, c, _, _ in events.retrievals if t == trace) == sorted(h["chunk_id"] for h in hits["results"])
+    assert (trace, chosen, True) in events.feedback
 
 
 def _tool_names_over(transport: str, home, tmp_path) -> tuple[set[str], dict]:
