@@ -6,8 +6,9 @@ Layout (see ``rag_index/README.md``)::
     <home>/versions/<id>/              published versions, never modified
         manifest.json                  what is in the version (schemas/manifest.schema.json)
         tables.duckdb                  chunks, parents, attention, skipped_files
-        chroma/                        persistent Chroma, one collection per configured collection
-        retrieval/                     what serving loads: ids.json, dense.npy (same order), bm25/ (bm25s)
+        chroma/                        only with ``index.vector_store: chroma``: persistent Chroma
+        retrieval/                     what serving loads: ids.json, dense.npy (same order), bm25/ and
+                                       bm25-<level>/ (bm25s; one per access level)
     <home>/staging/<id>/               a version being built or checked; moved to versions/ when published
     <home>/staging/<id>.owner.json     who staged it (Dagster run, host, pid): never reclaimed while alive
     <home>/cache/embeddings.duckdb     embedding cache (content hash + model id)

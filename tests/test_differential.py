@@ -181,3 +181,13 @@ def test_incremental_builds_equal_from_scratch_builds(embedder) -> None:
             database=None,
         ),
     )
+
+
+def test_published_manifests_follow_their_schema(bundled) -> None:
+    from livemem.schemas import errors_for
+
+    home = bundled["home"]
+    for version in home.published_versions():
+        manifest = home.manifest(version)
+        assert errors_for("manifest", manifest) == [], version
+        assert manifest["vector_store"] == "none" and manifest["files"]
