@@ -15,6 +15,7 @@ forgery), ``FROM`` / ``FROM NAMED`` (remote loading) or ``GRAPH`` (the facts are
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import threading
@@ -22,6 +23,8 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 PREFIXES = {
     "gbim": "https://living-memory.example.org/gbim/",
@@ -196,7 +199,9 @@ def serve(conn: Any, memory_mb: int, max_result_chars: int) -> None:
                     graphs.pop(next(iter(graphs)))
                 graphs[key] = facts_graph(version_dir, frozenset(access))
         except Exception as exc:  # a damaged or missing GBIM export: the serving side answers 503
-            conn.send(("unavailable", f"the facts graph of this version could not be loaded: {exc}"))
+            # The details (with server paths) go to the log only, never to the caller.
+            log.exception("SPARQL worker: the facts graph of %s could not be loaded", version_dir)
+            conn.send(("unavailable", f"the facts graph of this version could not be loaded ({type(exc).__name__})"))
             continue
         conn.send(("loaded",))
         conn.send(answer(graphs[key], query, limit, memory_mb, max_result_chars))
@@ -209,7 +214,7 @@ def facts_graph(version_dir: str, access: frozenset[str]):
 
     index = cached_gis_index(version_dir)
     if index is None:
-        raise FileNotFoundError(f"{os.path.basename(version_dir)} holds no GBIM export")
+        raise FileNotFoundError("this version holds no GBIM export")
     entities = [e for e in index.entities if e["access"] in access]
     ids = {e["entity_id"] for e in entities}
     relations = [r for e in entities for r in index.relations.get(e["entity_id"], ()) if r["subject"] in ids]
