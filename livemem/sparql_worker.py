@@ -86,7 +86,10 @@ class _Worker:
         child.close()
 
     def run(self, request: tuple, timeout_s: float) -> dict[str, Any]:
-        self.conn.send(request)
+        try:
+            self.conn.send(request)
+        except OSError as exc:  # it ended while idle (its CPU backstop, or killed from outside)
+            raise SparqlUnavailable("the SPARQL worker had ended; retry") from exc
         loaded = self._receive(LOAD_TIMEOUT_S)
         if loaded[0] != "loaded":
             raise SparqlUnavailable(loaded[1])
