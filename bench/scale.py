@@ -516,7 +516,8 @@ def worker_main(argv: list[str]) -> None:
     wanted = [texts[i % len(texts)] for i in range(args.queries + WARMUP_QUERIES)]
     vectors = embedder.encode(wanted)
     collections = snap.collections_for(frozenset({"public"}))
-    samples = []
+    samples: list[float] = []
+    stages: list[dict[str, float]] = []
     for i, (text, vector) in enumerate(zip(wanted, vectors, strict=True)):
         t0 = time.perf_counter()
         result = retriever.search(snap, Query(text=text, top_k=10, mode="hybrid"), collections, vector=vector)
@@ -525,10 +526,13 @@ def worker_main(argv: list[str]) -> None:
             raise RuntimeError(f"hybrid query returned {len(result.chunks)} chunks")
         if i >= WARMUP_QUERIES:
             samples.append(elapsed)
+            stages.append(result.timings_ms)
     gc.collect()
     report = {
         "loads": loads,
         "queries": percentiles_ms(samples),
+        # where a query's time goes (Retrieval.timings_ms: filter, dense, sparse, score, rank), median per stage
+        "query_stage_p50_ms": {k: round(float(np.median([t.get(k, 0.0) for t in stages])), 3) for k in stages[0]},
         "vm_rss_kib": proc_kib("/proc/self/status", "VmRSS"),
         "vm_hwm_kib": proc_kib("/proc/self/status", "VmHWM"),
     }
@@ -588,6 +592,12 @@ def report_md(results: dict[str, Any]) -> str:
             parts = r[name][key]
             shown = ", ".join(f"{k} {_mb(v)}" for k, v in parts.items() if k != "total")
             disk_rows.append(f"| {r['chunks']:,} | {name} | {_mb(parts['total'])} | {shown} |")
+    stage_rows = [
+        f"| {r['chunks']:,} | " + ", ".join(f"{k} {v}" for k, v in r["serving"]["worker"]["query_stage_p50_ms"].items())
+        for r in results["sizes"]
+        if "error" not in r and "query_stage_p50_ms" in r["serving"]["worker"]
+    ]
+    stages = ["", "Hybrid query, median ms per stage (`Retrieval.timings_ms`):", "", "| chunks | stages |", "|---|---|"]
     m = results["machine"]
     return "\n".join(
         [
@@ -620,6 +630,7 @@ def report_md(results: dict[str, Any]) -> str:
             "| chunks | version | added | by part |",
             "|---|---|---|---|",
             *disk_rows,
+            *(stages + [row + " |" for row in stage_rows] if stage_rows else []),
             "",
             "Disk added by a version: bytes of its files whose inode no other kept version uses. Worker switch: "
             "`load_snapshot` of the one-file change's version while holding the full build's. RSS: `VmRSS` of "
@@ -666,10 +677,15 @@ def main(argv: list[str] | None = None) -> int:
         "--vector-store", choices=("none", "chroma"), help="index.vector_store in the sources file (default: unset)"
     )
     parser.add_argument("--allow-huge", action="store_true", help=f"allow sizes of {HUGE:,} chunks and more")
+    parser.add_argument("--report-only", action="store_true", help="rewrite the Markdown from --output's JSON")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(message)s")
     log.setLevel(logging.INFO)
+    if args.report_only:
+        results = json.loads(args.output.read_text(encoding="utf-8"))
+        args.output.with_suffix(".md").write_text(report_md(results), encoding="utf-8")
+        return 0
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if any(s >= HUGE for s in sizes) and not args.allow_huge:
         parser.error(f"sizes of {HUGE:,} chunks or more take hours and tens of GB: add --allow-huge")

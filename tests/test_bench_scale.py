@@ -62,10 +62,12 @@ def test_benchmark_measures_every_phase_and_writes_its_report(tmp_path: Path) ->
     worker = size["serving"]["worker"]
     assert [load["chunks"] for load in worker["loads"]] == [size["chunks"]] * 3
     assert worker["queries"]["n"] == 20 and 0 < worker["queries"]["p50_ms"] <= worker["queries"]["p99_ms"]
+    assert {"filter", "dense", "sparse", "rank"} <= set(worker["query_stage_p50_ms"])
     two = size["serving"]["two_workers"]
     assert worker["vm_rss_kib"] > 0 and two["one_worker_alone_pss_kib"] > 0 and all(p > 0 for p in two["pss_kib"])
 
     report = output.with_suffix(".md").read_text()
+    assert "Hybrid query, median ms per stage" in report
     assert "STAND-IN" in report and f"| {size['chunks']:,} | {size['files']:,} |" in report
 
     # the generated repository is reused, its branch reset to the base commit (the edit undone)
