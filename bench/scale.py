@@ -495,10 +495,14 @@ def worker_main(argv: list[str]) -> None:
     parser.add_argument("--queries-file", type=Path, default=DEFAULT_QUERIES)
     args = parser.parse_args(argv)
 
+    from threadpoolctl import threadpool_limits
+
     from livemem.reader import load_snapshot
     from livemem.retrieval import Query, Retriever
     from livemem.store import IndexHome
 
+    # one BLAS thread, as the serving app sets (serving/state.py): several make the per-query product far slower
+    threadpool_limits(1, user_api="blas")
     home = IndexHome(args.home)
     embedder = StandInEmbedder()
     retriever = Retriever(embedder)
