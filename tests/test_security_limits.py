@@ -120,3 +120,10 @@ def test_a_422_never_echoes_megabytes(server) -> None:
         assert response.json()["message"], name
     ok = httpx.post(server + "/query", json={"query": "SNAP food assistance", "filters": {"source": ["wv-benefits"]}})
     assert ok.status_code == 200 and ok.json()["results"]
+
+
+def test_valid_unicode_and_numbers_still_pass(server) -> None:
+    body = '{"query": "SNAP food \\ud83d\\ude00 assistance Δ", "min_score": -1e3, "recency_half_life_days": 1.5e2}'
+    response = post_raw(server, "/query", body)
+    assert response.status_code == 200, response.text
+    assert response.json()["results"]
