@@ -226,9 +226,13 @@ def files_for_chunks(docs: list[dict[str, str]], target: int) -> tuple[int, int]
     return files, chunks
 
 
+def _git_env() -> dict[str, str]:
+    """No user or system git configuration: generated repositories are the same on every machine."""
+    return {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+
+
 def git(repo: Path, *args: str, stdin: bytes | None = None) -> str:
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
-    done = subprocess.run(["git", *args], cwd=repo, input=stdin, capture_output=True, check=True, env=env)
+    done = subprocess.run(["git", *args], cwd=repo, input=stdin, capture_output=True, check=True, env=_git_env())
     return done.stdout.decode()
 
 
@@ -255,14 +259,19 @@ def ensure_repo(work: Path, docs: list[dict[str, str]], files: int) -> tuple[Pat
             shutil.rmtree(repo)  # an interrupted generation: make it again
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "--bare", "-b", BRANCH)
-    stream = [_commit_header(f"SciFact corpus cycled to {files} files", COMMIT_TIME, None)]
-    for i in range(files):
-        copy, doc = divmod(i, len(docs))
-        stream.append(
-            f"M 100644 inline {doc_path(copy, docs[doc]['_id'])}\n".encode() + _blob(doc_text(copy, docs[doc]))
-        )
-    stream.append(b"done\n")
-    git(repo, "fast-import", "--quiet", "--done", stdin=b"".join(stream))
+    # streamed file by file: the import of 400,000 files never holds the corpus in memory twice
+    with subprocess.Popen(
+        ["git", "fast-import", "--quiet", "--done"], cwd=repo, stdin=subprocess.PIPE, env=_git_env()
+    ) as proc:
+        proc.stdin.write(_commit_header(f"SciFact corpus cycled to {files} files", COMMIT_TIME, None))
+        for i in range(files):
+            copy, doc = divmod(i, len(docs))
+            path = doc_path(copy, docs[doc]["_id"])
+            proc.stdin.write(f"M 100644 inline {path}\n".encode() + _blob(doc_text(copy, docs[doc])))
+        proc.stdin.write(b"done\n")
+        proc.stdin.close()
+    if proc.returncode:
+        raise RuntimeError(f"git fast-import failed with status {proc.returncode} in {repo}")
     git(repo, "tag", BASE_TAG, BRANCH)
     return repo, True
 
