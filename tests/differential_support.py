@@ -97,6 +97,7 @@ class IndexHistory(RuleBasedStateMachine):
         self.home = IndexHome(self.root / "index", cache_dir=self.root / "cache")
         self.builds = itertools.count()
         self.compared = 0
+        self.deleted: list[tuple[str, str, str | bytes]] = []
         self.commits = 0
 
     # --- the world ---------------------------------------------------------------------------------------
@@ -178,7 +179,7 @@ sources:
     @rule(data=st.data())
     def delete(self, data: st.DataObject) -> None:
         repo, path = data.draw(st.sampled_from(sorted((r, p) for r, fs in self.files.items() for p in fs)))
-        del self.files[repo][path]
+        self.deleted.append((repo, path, self.files[repo].pop(path)))
         self.repos[repo].commit(delete=[path], message="delete")
         self.commits += 1
 
@@ -194,6 +195,14 @@ sources:
         self.files[repo][target] = content
         self.repos[repo].commit({target: content}, delete=[path], message="rename")
         self.commits += 1
+
+    @precondition(lambda self: bool(self.deleted))
+    @rule(data=st.data(), content=documents(), same=st.booleans())
+    def restore_deleted(self, data: st.DataObject, content: str, same: bool) -> None:
+        """Bring a deleted path back (its first add lies before the version that saw it deleted)."""
+        repo, path, old = data.draw(st.sampled_from(self.deleted))
+        if path not in self.files[repo]:
+            self._write(repo, path, old if same else content, "restore")
 
     @precondition(lambda self: bool(self.previous))
     @rule(data=st.data())
@@ -262,6 +271,11 @@ sources:
             comparison.lines()
         )
         self.compared += 1
+
+    @rule()
+    def build_again(self) -> None:
+        """Builds are a quarter of the rules or so: histories then span several incremental builds."""
+        self.build()
 
     def teardown(self) -> None:
         try:
