@@ -176,6 +176,21 @@ def rollback(version: str) -> None:
     console.print(f"CURRENT → {version}")
 
 
+def _open_instance(dagster_home: Path):
+    """The instance in ``$DAGSTER_HOME``, its storages created or migrated by one process at a time: two first
+    runs started together on a fresh home would otherwise both run the SQLite schema migrations (alembic then
+    finds two heads and one run fails)."""
+    from dagster import DagsterInstance
+    from filelock import FileLock
+
+    with FileLock(str(dagster_home / ".livemem-instance.lock"), timeout=120):
+        instance = DagsterInstance.get()
+        instance.get_runs(limit=1)
+        instance.event_log_storage.get_concurrency_keys()
+        instance.all_instigator_state()
+    return instance
+
+
 @app.command()
 def materialize(
     job: Annotated[str, typer.Option(help="build_index, export_gbim, verify_registry, attention_rollup_job, ...")] = (
@@ -207,7 +222,9 @@ def materialize(
     dagster_home = os.environ.get("DAGSTER_HOME")
     if dagster_home:
         Path(dagster_home).mkdir(parents=True, exist_ok=True)  # Dagster insists the directory exists
-    instance = DagsterInstance.get() if dagster_home else DagsterInstance.ephemeral()
+        instance = _open_instance(Path(dagster_home))
+    else:
+        instance = DagsterInstance.ephemeral()
     if select:
         keys = [AssetKey.from_user_string(k.strip()) for k in select.split(",") if k.strip()]
         known = set(defs.resolve_asset_graph().get_all_asset_keys())

@@ -159,7 +159,7 @@ def test_two_concurrent_builds_each_publish_only_their_own_checked_version(tmp_p
     codes = {name: proc.returncode for name, proc in runs.items()}
 
     assert codes["over"] == 1, outputs["over"]
-    assert "governance_caps: failed" in outputs["over"][0]
+    assert "governance_caps: failed" in outputs["over"][0], outputs["over"]
     assert codes["good"] == 0, outputs["good"]
     assert "published_index: published" in outputs["good"][0]
     home = IndexHome(index)
