@@ -108,6 +108,7 @@ class DayEvents:
 
     retrievals: list[tuple[str, str, str | None, int]] = field(default_factory=list)  # (trace, chunk, phase, rank)
     feedback: list[tuple[str, str | None, bool]] = field(default_factory=list)  # (trace, chunk or None, useful)
+    questions: dict[str, str] = field(default_factory=dict)  # trace → the question it answered
     malformed: int = 0
     examples: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
@@ -196,6 +197,9 @@ def _parse_line(line: bytes, where: str, lo: float, hi: float, out: DayEvents) -
         if chunk is not None:
             phase = phase if isinstance(phase, str) and _PHASE.match(phase) else None
             out.retrievals.append((trace, chunk, phase, rank if isinstance(rank, int) else RELATED_TOP_RANKS))
+            question = event.get("query")
+            if isinstance(question, str) and question.strip():
+                out.questions.setdefault(trace, question)
     elif kind == "feedback":
         useful = event.get("useful")
         if not isinstance(useful, bool):
@@ -406,6 +410,107 @@ def _apply_related(con: duckdb.DuckDBPyConnection, previous_state: Path | None, 
     )
 
 
+QUESTIONS_PER_CHUNK = 16  # strongest confirming questions remembered per chunk
+QUESTION_MIN_WEIGHT = 0.01
+
+
+def confirmations(events: DayEvents) -> list[tuple[str, str, float]]:
+    """(chunk, question, evidence) for every useful verdict of the day whose question is known: the questions
+    a chunk was confirmed useful for (a whole-answer verdict shares 1 among the answer's chunks, as in ``U``)."""
+    retrieved_in: dict[str, list[str]] = defaultdict(list)
+    for trace, chunk, _, _ in events.retrievals:
+        retrieved_in[trace].append(chunk)
+    out = []
+    for trace, chunk, verdict in events.feedback:
+        question = events.questions.get(trace)
+        if not verdict or question is None:
+            continue
+        judged = [chunk] if chunk is not None else sorted(set(retrieved_in.get(trace, ())))
+        out += [(c, question, 1.0 / len(judged)) for c in judged]
+    return out
+
+
+def apply_questions(
+    con: duckdb.DuckDBPyConnection, previous_state: Path | None, found: list[tuple[str, str, float]],
+    decay_rate: float, embed: Any,
+) -> None:  # fmt: skip
+    """Replace the ``attention_questions`` table: per chunk, the questions it was confirmed useful for, as
+    vectors of the serving model with a weight (the evidence, decayed like attention; sealed chunks' do not decay).
+
+    Serving lifts a chunk only for questions like these (``livemem.retrieval.attention_multiplier``): a chunk
+    confirmed for one question is not pushed into the answers of unrelated ones. Edited chunks inherit their
+    predecessor's questions (``chunk_lineage``); the 16 strongest per chunk above 0.01 are kept.
+    """
+    texts = sorted({q for _, q, _ in found})
+    embedded = embed(texts) if texts else None
+    if embedded is None:
+        found = []
+    vectors = dict(zip(texts, embedded, strict=True)) if found else {}
+    today = pd.DataFrame(
+        [(c, _question_key(q), [float(x) for x in vectors[q]], w) for c, q, w in found],
+        columns=["chunk_id", "question_key", "vector", "weight"],
+    )
+    prev_file = previous_state.with_name(previous_state.stem + ".questions.parquet") if previous_state else None
+    prev = (
+        f"SELECT chunk_id, question_key, vector, weight FROM read_parquet('{prev_file}')"
+        if prev_file is not None and prev_file.exists()
+        else "SELECT NULL::VARCHAR AS chunk_id, NULL::VARCHAR AS question_key, NULL::FLOAT[] AS vector, "
+        "NULL::DOUBLE AS weight WHERE false"
+    )
+    has_lineage = _has_table(con, "chunk_lineage")
+    lineage = (
+        "chunk_lineage"
+        if has_lineage
+        else "(SELECT NULL::VARCHAR AS chunk_id, []::VARCHAR[] AS predecessors WHERE false)"
+    )
+    with registered(con, today, "today_questions") as name:
+        con.execute("DROP TABLE IF EXISTS attention_questions")
+        con.execute(
+            f"""
+            CREATE TABLE attention_questions AS
+            WITH prev AS ({prev}),
+            ancestry AS (
+                SELECT chunk_id, unnest(predecessors) AS predecessor, generate_subscripts(predecessors, 1) AS depth
+                FROM {lineage}
+            ),
+            heir AS (  -- a chunk new since yesterday continues from its nearest predecessor with questions
+                SELECT a.chunk_id, arg_min(a.predecessor, a.depth) AS predecessor
+                FROM ancestry a WHERE a.predecessor IN (SELECT chunk_id FROM prev)
+                  AND a.chunk_id NOT IN (SELECT chunk_id FROM prev) GROUP BY a.chunk_id
+            ),
+            carried AS (
+                SELECT p.chunk_id, p.question_key, p.vector, p.weight FROM prev p
+                UNION ALL
+                SELECT h.chunk_id, p.question_key, p.vector, p.weight FROM heir h JOIN prev p ON p.chunk_id = h.predecessor
+            ),
+            decayed AS (
+                SELECT q.chunk_id, q.question_key, q.vector,
+                       CASE WHEN c.seal_state = 'SEALED' THEN q.weight
+                            ELSE q.weight * (1 - {float(decay_rate)!r}) END AS weight
+                FROM carried q JOIN chunks c USING (chunk_id)
+            ),
+            merged AS (
+                SELECT chunk_id, question_key, any_value(vector) AS vector, SUM(weight) AS weight FROM (
+                    SELECT chunk_id, question_key, vector, weight FROM decayed
+                    UNION ALL
+                    SELECT t.chunk_id, t.question_key, CAST(t.vector AS FLOAT[]), t.weight
+                    FROM {name} t JOIN chunks c USING (chunk_id)
+                ) GROUP BY 1, 2
+            )
+            SELECT chunk_id, question_key, vector, weight FROM merged WHERE weight >= {QUESTION_MIN_WEIGHT}
+            QUALIFY row_number() OVER (PARTITION BY chunk_id ORDER BY weight DESC, question_key)
+                    <= {QUESTIONS_PER_CHUNK}
+            ORDER BY chunk_id, question_key
+            """
+        )
+
+
+def _question_key(question: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(" ".join(question.split()).lower().encode("utf-8")).hexdigest()[:32]
+
+
 @dataclass
 class RollupResult:
     day: str
@@ -448,9 +553,13 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 def rollup_day(
-    home: IndexHome, day: date, cfg: AttentionConfig, breath: Breath, trace_dir: Path | None = None
-) -> RollupResult:
+    home: IndexHome, day: date, cfg: AttentionConfig, breath: Breath, trace_dir: Path | None = None,
+    embedder: Any = None,
+) -> RollupResult:  # fmt: skip
     """Roll up one day: write its signals and attention state, and stage a version with the new attention.
+
+    ``embedder`` (a ``livemem.embedding.Embedder``, loaded when needed if None) embeds the questions chunks
+    were confirmed useful for; it must be the model the version was built with.
 
     Nothing is staged when the index is empty or the attention table would not change.
     """
@@ -481,7 +590,14 @@ def rollup_day(
             previous = _previous_state(home, day)
             apply_day(con, previous, signals, result.decay_rate, cfg.weights)
             apply_related(con, previous, events, result.decay_rate)
-            for table, suffix in (("attention", ""), ("related_chunks", ".related")):
+            found = confirmations(events)
+            model = home.manifest(base).get("model", {}).get("id")
+            apply_questions(con, previous, found, result.decay_rate, _embed_with(embedder, found, model))
+            for table, suffix in (
+                ("attention", ""),
+                ("related_chunks", ".related"),
+                ("attention_questions", ".questions"),
+            ):
                 state = state_dir(home) / f"{day.isoformat()}{suffix}.parquet"
                 state.parent.mkdir(parents=True, exist_ok=True)
                 tmp = state.with_name(f".{state.name}.tmp")
@@ -493,6 +609,13 @@ def rollup_day(
                 "WHERE n.attention_score IS DISTINCT FROM o.attention_score "
                 "OR n.last_breath_seen IS DISTINCT FROM o.last_breath_seen"
             ).fetchone()[0]
+            if not _has_table(con, "attention_questions", "published"):
+                changed += con.execute("SELECT COUNT(*) FROM attention_questions").fetchone()[0]
+            else:
+                changed += con.execute(
+                    "SELECT COUNT(*) FROM attention_questions n FULL JOIN published.attention_questions o "
+                    "USING (chunk_id, question_key) WHERE n.weight IS DISTINCT FROM o.weight"
+                ).fetchone()[0]
             if not _has_table(con, "related_chunks", "published"):
                 changed += con.execute("SELECT COUNT(*) FROM related_chunks").fetchone()[0]
             else:
@@ -533,6 +656,7 @@ def rollup_day(
                 "malformed_lines": events.malformed,
                 "chunks_used": result.chunks_used,
                 "changed_chunks": changed,
+                "question_model": model,
             },
         )
         write_manifest(staged, manifest)
@@ -540,6 +664,28 @@ def rollup_day(
     result.reason = "staged"
     result.timings = {"read_s": round(t1 - t0, 3), "total_s": round(clock.perf_counter() - t0, 3)}
     return result
+
+
+def _embed_with(embedder: Any, found: list, model: str | None) -> Any:
+    """A function embedding question texts with the serving model (loaded only when there is something to embed)."""
+
+    def embed(texts: list[str]) -> Any:
+        nonlocal embedder
+        if embedder is None:
+            from livemem.embedding import MODEL_ID, Embedder
+
+            if model and model != MODEL_ID:  # an index of another model: no vectors to compare questions with
+                log.warning("index model %r is not %r: questions are not remembered", model, MODEL_ID)
+                return None
+            embedder = Embedder()
+        if model and embedder.model_id != model:
+            raise ConfigError(
+                f"the attention rollup embeds questions with {embedder.model_id!r} but the index was built with "
+                f"{model!r}: give the rollup the index's embedder"
+            )
+        return embedder.encode(texts)
+
+    return embed
 
 
 def attention_stats(con: duckdb.DuckDBPyConnection, high: float) -> dict[str, Any]:

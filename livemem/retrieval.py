@@ -10,8 +10,8 @@ rank fusion, ``score = Σ w / (k + rank)`` over each list's first ``depth`` matc
 where raw cosine and BM25 scores are not (see ``docs/serving.md`` for the SciFact numbers behind the defaults).
 
 Living memory then re-weighs the candidates found: each score is multiplied by ``attention_multiplier``, at most
-``1 + attention_boost`` (default ``DEFAULT_ATTENTION_BOOST``), so confirmed usefulness reorders close candidates
-but never lifts an irrelevant chunk over a clearly better one (``docs/attention.md``, ``bench/memory_helps.py``).
+``1 + attention_boost`` (default ``DEFAULT_ATTENTION_BOOST``), for chunks people confirmed useful for questions
+like this one (``docs/attention.md``, ``bench/memory_helps.py``).
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ Mode = Literal["dense", "sparse", "hybrid"]
 Return = Literal["chunks", "documents"]
 MULTI_VALUE_FILTERS = ("source", "type", "county", "dataset", "worldview_id", "local_resource_id")
 # Living memory in the default ranking (tuned on SciFact by bench/memory_helps.py; docs/attention.md).
-DEFAULT_ATTENTION_BOOST = 0.1  # the most a chunk's score can gain: ×(1 + boost), never more
-ATTENTION_HALF = 1.0  # attention (≈ confirmations) at which a chunk gets half of that gain
-PARENT_SHARE = 0.5  # share of the attention of the other chunks of its parent document a chunk carries
+DEFAULT_ATTENTION_BOOST = 1.0  # the most a chunk's score can gain: ×(1 + boost), never more
+ATTENTION_HALF = 1.0  # matched attention (≈ confirmations for like questions) giving half of that gain
+QUESTION_SIMILARITY = 0.6  # cosine from which a past question counts as like this one (fully at 1)
+PARENT_SHARE = 0.5  # share of the matched attention of the other chunks of its parent document a chunk carries
 
 
 @dataclass(frozen=True)
@@ -166,8 +167,11 @@ class Retriever:
             scores = scores * recency_boost(
                 snap, rows, query.recency_bias, query.recency_half_life_days or self.recency_half_life_days
             )
-        if rows.size and query.attention_boost:  # after the candidates are found: it reorders, never finds
-            scores = scores * attention_multiplier(snap, rows, query.attention_boost)
+        if rows.size and query.attention_boost and question_memory(snap).size:
+            # after the candidates are found: living memory reorders them, never adds one
+            if vector is None:
+                vector = self.encode(query.text)
+            scores = scores * attention_multiplier(snap, rows, query.attention_boost, vector)
         if query.min_score is not None:
             keep = scores >= query.min_score
             rows, scores = rows[keep], scores[keep]
@@ -289,43 +293,94 @@ def recency_boost(snap: Snapshot, rows: np.ndarray, bias: float, half_life_days:
     return 1.0 + np.nan_to_num(boost, nan=0.0)
 
 
-def attention_multiplier(snap: Snapshot, rows: np.ndarray, boost: float) -> np.ndarray:
-    """``1 + boost · e / (e + ATTENTION_HALF)``, ``e`` the effective attention of each row: 1 (neutral) for a
-    chunk nobody confirmed, rising with confirmations towards ``1 + boost`` and never past it, and fading back
-    towards 1 as attention decays. Capped so popularity can reorder close candidates but never swamp relevance."""
-    effective = effective_attention(snap, rows)
-    return 1.0 + boost * effective / (effective + ATTENTION_HALF)
+def attention_multiplier(snap: Snapshot, rows: np.ndarray, boost: float, vector: np.ndarray) -> np.ndarray:
+    """``1 + boost · e / (e + ATTENTION_HALF)`` per row, ``e`` its attention matched to this question
+    (``matched_attention``): exactly 1 for a chunk nobody confirmed for a like question, rising with such
+    confirmations towards ``1 + boost`` and never past it, and fading back to 1 as attention decays."""
+    matched = matched_attention(snap, vector)[rows]
+    return 1.0 + boost * matched / (matched + ATTENTION_HALF)
 
 
-def effective_attention(snap: Snapshot, rows: np.ndarray) -> np.ndarray:
-    """A chunk's own attention plus ``PARENT_SHARE`` of that of the other chunks of its parent document:
-    a document confirmed useful through one passage lifts its other passages too, by less."""
-    own = np.maximum(snap.columns["attention"][rows], 0.0)
-    document = document_attention(snap)[rows]
-    return own + PARENT_SHARE * np.maximum(document - own, 0.0)
+def matched_attention(snap: Snapshot, vector: np.ndarray) -> np.ndarray:
+    """Per row of the snapshot: its attention × the share of its confirming questions that are like this one
+    (cosine ``QUESTION_SIMILARITY`` → 0, 1 → fully), plus ``PARENT_SHARE`` of the same for the other chunks of
+    its parent document. A chunk confirmed for other questions gains nothing here: popularity never travels."""
+    memory = question_memory(snap)
+    matched = np.zeros(snap.size)
+    if not memory.size:
+        return matched
+    likeness = np.clip((memory.vectors @ vector - QUESTION_SIMILARITY) / (1.0 - QUESTION_SIMILARITY), 0.0, 1.0)
+    matched = np.bincount(memory.rows, weights=likeness * memory.share, minlength=snap.size)
+    matched *= np.maximum(snap.columns["attention"], 0.0)
+    document = np.bincount(memory.parent_of, weights=matched, minlength=memory.parent_count)[memory.parent_of]
+    return matched + PARENT_SHARE * np.maximum(document - matched, 0.0)
 
 
-_DOCUMENT_ATTENTION: dict[int, tuple[weakref.ref, np.ndarray]] = {}
-_DOCUMENT_ATTENTION_LOCK = threading.Lock()
+@dataclass(frozen=True)
+class QuestionMemory:
+    """The questions chunks were confirmed useful for (``attention_questions``, written by the nightly rollup)."""
+
+    rows: np.ndarray  # per remembered question: the row of its chunk
+    vectors: np.ndarray  # per remembered question: its embedding (the index's model), float32
+    share: np.ndarray  # per remembered question: its weight / the summed weights of its chunk's questions
+    parent_of: np.ndarray  # per snapshot row: its parent document's number
+    parent_count: int
+
+    @property
+    def size(self) -> int:
+        return int(self.rows.size)
 
 
-def document_attention(snap: Snapshot) -> np.ndarray:
-    """Per row, the summed attention of all chunks of its parent document (computed once per snapshot)."""
-    with _DOCUMENT_ATTENTION_LOCK:
-        cached = _DOCUMENT_ATTENTION.get(id(snap))
+_MEMORY: dict[int, tuple[weakref.ref, QuestionMemory]] = {}
+_MEMORY_LOCK = threading.Lock()
+
+
+def question_memory(snap: Snapshot) -> QuestionMemory:
+    """The snapshot's question memory, read once per snapshot (empty for versions without one)."""
+    with _MEMORY_LOCK:
+        cached = _MEMORY.get(id(snap))
         if cached is not None and cached[0]() is snap:
             return cached[1]
-    attention = np.maximum(np.asarray(snap.columns["attention"], dtype=np.float64), 0.0)
-    if attention.size:
-        _, parent = np.unique(np.asarray(snap.columns["parent_id"], dtype=object).astype(str), return_inverse=True)
-        totals = np.bincount(parent, weights=attention)[parent]
-    else:
-        totals = attention
-    with _DOCUMENT_ATTENTION_LOCK:
-        for key in [k for k, (ref, _) in _DOCUMENT_ATTENTION.items() if ref() is None]:
-            del _DOCUMENT_ATTENTION[key]  # snapshots no longer served
-        _DOCUMENT_ATTENTION[id(snap)] = (weakref.ref(snap), totals)
-    return totals
+    memory = _load_question_memory(snap)
+    with _MEMORY_LOCK:
+        for key in [k for k, (ref, _) in _MEMORY.items() if ref() is None]:
+            del _MEMORY[key]  # snapshots no longer served
+        _MEMORY[id(snap)] = (weakref.ref(snap), memory)
+    return memory
+
+
+def _load_question_memory(snap: Snapshot) -> QuestionMemory:
+    import duckdb
+
+    empty = QuestionMemory(np.zeros(0, np.int64), np.zeros((0, 1), np.float32), np.zeros(0), np.zeros(0, np.int64), 0)
+    path = snap.path / "tables.duckdb"
+    if not snap.size or not path.is_file():
+        return empty
+    # Its own read-only connection: the question memory is a table of the version like any other
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        if not con.execute(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'attention_questions'"
+        ).fetchone()[0]:
+            return empty
+        rows = con.execute("SELECT chunk_id, vector, weight FROM attention_questions ORDER BY chunk_id").fetchall()
+    finally:
+        con.close()
+    model = (snap.manifest.get("attention") or {}).get("question_model")
+    kept = [(snap.row_of[c], v, w) for c, v, w in rows if c in snap.row_of and len(v) == snap.dense.shape[1]]
+    if not kept or (model and model != snap.model_id):
+        return empty
+    index = np.array([r for r, _, _ in kept], dtype=np.int64)
+    weight = np.array([w for _, _, w in kept], dtype=np.float64)
+    total = np.bincount(index, weights=weight, minlength=snap.size)
+    _, parent_of = np.unique(np.asarray(snap.columns["parent_id"]).astype(str), return_inverse=True)
+    return QuestionMemory(
+        rows=index,
+        vectors=np.array([v for _, v, _ in kept], dtype=np.float32),
+        share=weight / total[index],
+        parent_of=parent_of.astype(np.int64),
+        parent_count=int(parent_of.max()) + 1,
+    )
 
 
 CONSIDER_ALSO_MIN_ATTENTION = 0.5

@@ -40,7 +40,7 @@ from orchestration.assets.publishing import (
     staged_output,
     staging_asset,
 )
-from orchestration.resources import GitSourcesResource, IndexStoreResource
+from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 
 GROUP = "living_memory"
 
@@ -56,23 +56,31 @@ def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any],
         group_name=GROUP,
         partitions_def=partitions,
         kinds={"duckdb", "json"},
-        code_version="attention-v1",
+        code_version="attention-v2",
         deps=[
             "published_index",
             AssetDep("attention_rollup", partition_mapping=TimeWindowPartitionMapping(start_offset=-1, end_offset=-1)),
         ],
         description=(
-            "One day of usage traces rolled up into signals and attention (increments for use, decay for unused "
-            "open chunks, none for sealed ones), staged as a new index version."
+            "One day of usage traces rolled up into signals and attention (confirmed usefulness adds, negative "
+            "feedback takes back, mere retrieval adds nothing; decay for unjudged open chunks, none for sealed "
+            "ones) and the questions chunks were confirmed for, staged as a new index version."
         ),
     )
     def attention_rollup(
-        context: AssetExecutionContext, git_sources: GitSourcesResource, index_store: IndexStoreResource
+        context: AssetExecutionContext,
+        git_sources: GitSourcesResource,
+        index_store: IndexStoreResource,
+        embedder: EmbedderResource,
     ) -> Output[dict[str, Any]]:
         sources = git_sources.load()
         day = date.fromisoformat(context.partition_key)
         home = index_store.home()
-        result = rollup_day(home, day, attention_config(sources), read_breath(sources), trace_dir_from_env(home.root))
+        # the questions chunks were confirmed useful for are embedded with the index's model (loaded lazily)
+        result = rollup_day(
+            home, day, attention_config(sources), read_breath(sources), trace_dir_from_env(home.root),
+            embedder.embedder(),
+        )  # fmt: skip
         context.log.info(result.reason)
         meta: dict[str, Any] = {
             "status": result.reason,
