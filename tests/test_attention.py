@@ -34,7 +34,7 @@ def event(day: str, kind: str, trace: str, chunk: str | None, **extra) -> str:
             "event": kind,
             "trace_id": trace,
             "chunk_id": chunk,
-            "query": "q" if kind == "retrieval" else None,
+            "query": extra.pop("query", "q") if kind == "retrieval" else None,
             "breath_phase": extra.pop("phase", None),
             "agent": "test",
             "role": "public",
@@ -66,8 +66,8 @@ def attention(home: IndexHome) -> dict[str, tuple[float, str | None]]:
     return {c: (round(s, 9), b) for c, s, b in rows}
 
 
-def roll(home: IndexHome, day: str, tone: str = "normal", cfg: AttentionConfig | None = None):
-    result = rollup_day(home, date.fromisoformat(day), cfg or AttentionConfig(), Breath("Δ3", tone))
+def roll(home: IndexHome, day: str, tone: str = "normal", cfg: AttentionConfig | None = None, embedder=None):
+    result = rollup_day(home, date.fromisoformat(day), cfg or AttentionConfig(), Breath("Δ3", tone), embedder=embedder)
     if result.staged:
         home.publish(result.version_id, result.base_version, 10)
     return result
@@ -263,3 +263,47 @@ def test_exposure_alone_earns_nothing_and_negative_feedback_takes_attention_back
     assert att[ids["SNAP"]][0] == pytest.approx(0.5)  # judged not useful once: one confirmation taken back
     assert att[ids["WIC"]][0] == 0.0  # never below zero
     assert att[ids["FAQ"]][0] == 0.0
+
+
+def test_the_questions_chunks_were_confirmed_for_are_remembered_decay_and_follow_edits(index, embedder) -> None:
+    home, ids, repo, sources = index
+    day = "2026-03-12"
+    food, answer = str(uuid.uuid4()), str(uuid.uuid4())
+    lines = [
+        event(day, "retrieval", food, ids["SNAP"], query="where do I apply for food help"),
+        event(day, "feedback", food, ids["SNAP"], useful=True),
+        *[event(day, "retrieval", answer, c, query="nutrition help for my baby") for c in (ids["SNAP"], ids["WIC"])],
+        event(day, "feedback", answer, None, useful=True),  # a whole answer: half a confirmation each
+        event(day, "retrieval", str(uuid.uuid4()), ids["FAQ"], query="heating help"),  # shown, never confirmed
+    ]
+    write_traces(home, day, lines)
+    roll(home, day, embedder=embedder)
+    assert home.current_manifest()["attention"]["question_model"] == embedder.model_id
+    food_vec, baby_vec = embedder.encode(["where do I apply for food help", "nutrition help for my baby"])
+    remembered = questions(home)
+    assert set(remembered) == {ids["SNAP"], ids["WIC"]}  # FAQ was only shown
+    assert [w for w, _ in remembered[ids["SNAP"]]] == [1.0, 0.5]
+    assert remembered[ids["SNAP"]][0][1] == pytest.approx(food_vec.tolist(), abs=1e-6)
+    assert remembered[ids["WIC"]] == [(0.5, pytest.approx(baby_vec.tolist(), abs=1e-6))]
+    roll(home, "2026-03-13", embedder=embedder)  # a day without use: the questions fade with the chunk
+    assert [w for w, _ in questions(home)[ids["SNAP"]]] == [pytest.approx(0.98), pytest.approx(0.49)]
+    repo.commit({"guide.md": DOCS["guide.md"].replace("Nutrition for infants.", "Nutrition for infants and mothers.")})
+    rebuilt = build_version(load_sources(sources), home, embedder)
+    home.publish(rebuilt.version_id, rebuilt.base_version, 10)
+    roll(home, "2026-03-14", embedder=embedder)
+    after = questions(home)
+    new_wic = next(c for c in after if c not in ids.values())  # the edited WIC section keeps its question
+    assert [w for w, _ in after[new_wic]] == [pytest.approx(0.5 * 0.98 * 0.98)] and ids["WIC"] not in after
+
+
+def questions(home: IndexHome) -> dict[str, list[tuple[float, list[float]]]]:
+    """The question memory of the current version: chunk → (weight, vector), strongest first."""
+    con = duckdb.connect(str(home.version_dir(home.current()) / "tables.duckdb"), read_only=True)
+    try:
+        rows = con.execute("SELECT chunk_id, weight, vector FROM attention_questions ORDER BY weight DESC").fetchall()
+    finally:
+        con.close()
+    out: dict[str, list[tuple[float, list[float]]]] = {}
+    for chunk, weight, vector in rows:
+        out.setdefault(chunk, []).append((round(weight, 9), vector))
+    return out

@@ -114,6 +114,13 @@ def test_attention_boost_zero_is_the_ranking_without_living_memory(learned: Test
         assert [(r["chunk_id"], r["score"]) for r in off["results"]] == [
             (r["chunk_id"], r["score"]) for r in before["results"]
         ]
+    # a question unlike any confirmed one is ranked exactly as without living memory: popularity never travels
+    beckley = learned.before["heating bill help in Beckley"]["results"]
+    default = ask(learned, query="heating bill help in Beckley", top_k=3)["results"]
+    assert [(r["chunk_id"], r["score"]) for r in default] == [(r["chunk_id"], r["score"]) for r in beckley]
+    assert any(
+        r["attention_score"] > 0 for r in ask(learned, query="heating bill help in Beckley", top_k=10)["results"]
+    )
     # chunks nobody confirmed keep exactly their score in the default ranking, whatever the question
     for question, before in learned.before.items():
         now = {r["chunk_id"]: r for r in ask(learned, query=question, top_k=3)["results"]}

@@ -84,18 +84,20 @@ def test_serving_writes_to_postgres_and_the_rollup_reads_it(trace_table, tmp_pat
     with TestClient(create_app(settings, embedder)) as client:
         for _ in range(2):
             data = client.post("/query", json={"query": "SNAP food assistance", "top_k": 2, "mode": "sparse"}).json()
+            top = data["results"][0]["chunk_id"]
+            client.post("/feedback", json={"trace_id": data["trace_id"], "chunk_ids": [top], "useful": True})
     assert not list(home.traces.glob("*.jsonl"))  # nothing went to files
     stored = trace_table.execute(f"SELECT count(*) FROM {TRACE_TABLE}").fetchone()[0]
-    assert stored == 4
+    assert stored == 6
     trace_table.execute(
         f"INSERT INTO {TRACE_TABLE} (ts, trace_id, event) VALUES (now(), 't', %s)",
         [json.dumps({"timestamp": "not a time", "event": "retrieval", "trace_id": "t", "chunk_id": None})],
     )
     monkeypatch.setenv("RAG_TRACE_DSN", DSN)
     result = rollup_day(home, datetime.now(UTC).date(), AttentionConfig(), Breath("Δ3", "normal"))
-    assert result.events == 4 and result.malformed == 1 and result.files == [f"postgres:{TRACE_TABLE}"]
+    assert result.events == 6 and result.malformed == 1 and result.files == [f"postgres:{TRACE_TABLE}"]
     assert result.staged
     home.publish(result.version_id, result.base_version, 5)
     top = data["results"][0]["chunk_id"]
     with TestClient(create_app(Settings(index_dir=home.root, warm_up=False), embedder)) as client:
-        assert client.get(f"/chunks/{top}").json()["attention_score"] == pytest.approx(0.2)
+        assert client.get(f"/chunks/{top}").json()["attention_score"] == pytest.approx(2.0)  # confirmed twice
