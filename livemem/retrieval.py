@@ -363,20 +363,24 @@ def _load_question_memory(snap: Snapshot) -> QuestionMemory:
             "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'attention_questions'"
         ).fetchone()[0]:
             return empty
-        rows = con.execute("SELECT chunk_id, vector, weight FROM attention_questions ORDER BY chunk_id").fetchall()
+        table = con.execute("SELECT chunk_id, vector, weight FROM attention_questions ORDER BY chunk_id").fetchnumpy()
     finally:
         con.close()
     model = (snap.manifest.get("attention") or {}).get("question_model")
-    kept = [(snap.row_of[c], v, w) for c, v, w in rows if c in snap.row_of and len(v) == snap.dense.shape[1]]
-    if not kept or (model and model != snap.model_id):
+    dim = snap.dense.shape[1]
+    keep = [
+        i for i, (c, v) in enumerate(zip(table["chunk_id"], table["vector"], strict=True))
+        if c in snap.row_of and len(v) == dim
+    ]  # fmt: skip
+    if not keep or (model and model != snap.model_id):
         return empty
-    index = np.array([r for r, _, _ in kept], dtype=np.int64)
-    weight = np.array([w for _, _, w in kept], dtype=np.float64)
+    index = np.array([snap.row_of[table["chunk_id"][i]] for i in keep], dtype=np.int64)
+    weight = np.asarray(table["weight"], dtype=np.float64)[keep]
     total = np.bincount(index, weights=weight, minlength=snap.size)
     _, parent_of = np.unique(np.asarray(snap.columns["parent_id"]).astype(str), return_inverse=True)
     return QuestionMemory(
         rows=index,
-        vectors=np.array([v for _, v, _ in kept], dtype=np.float32),
+        vectors=np.stack([table["vector"][i] for i in keep]).astype(np.float32),
         share=weight / total[index],
         parent_of=parent_of.astype(np.int64),
         parent_count=int(parent_of.max()) + 1,

@@ -145,5 +145,5 @@ def _tool_names_over(transport: str, home, tmp_path) -> tuple[set[str], dict]:
 def test_server_process_over_each_transport(tmp_path_factory, tmp_path, transport: str) -> None:
     home = example_index(tmp_path_factory)
     names, data = _tool_names_over(transport, home, tmp_path)
-    assert names == {"query", "gis_query", "resources", "context", "index_stats"}
+    assert names == {"query", "gis_query", "resources", "context", "feedback", "index_stats"}
     assert len(data["results"]) == 2 and all(r["collection"] != "internal_playbooks" for r in data["results"])
