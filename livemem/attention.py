@@ -210,6 +210,16 @@ def _parse_line(line: bytes, where: str, lo: float, hi: float, out: DayEvents) -
         out.bad(where, f"unknown event {kind!r}")
 
 
+def verdicts(events: DayEvents) -> list[tuple[str, str | None, bool]]:
+    """The day's feedback, one verdict per (trace, chunk) — the last one given: replaying a valid feedback call
+    (the trace is signed, the chunk was returned by it) must not pump a chunk's attention."""
+    last: dict[tuple[str, str | None], bool] = {}
+    for trace, chunk, verdict in events.feedback:
+        last.pop((trace, chunk), None)
+        last[(trace, chunk)] = verdict
+    return [(trace, chunk, verdict) for (trace, chunk), verdict in last.items()]
+
+
 def compute_signals(events: DayEvents, day: date, timezone: str) -> dict[str, Any]:
     """The day's signals (``schemas/signals.schema.json``)."""
     retrievals: Counter = Counter()
@@ -227,7 +237,7 @@ def compute_signals(events: DayEvents, day: date, timezone: str) -> dict[str, An
     useful_evidence: Counter = Counter()
     not_useful_evidence: Counter = Counter()
     useful_in: dict[str, set[str]] = defaultdict(set)
-    for trace, chunk, verdict in events.feedback:
+    for trace, chunk, verdict in verdicts(events):
         judged = [chunk] if chunk is not None else sorted(retrieved_in.get(trace, ()))
         share = 1.0 / len(judged) if judged else 0.0
         for c in judged:
@@ -421,7 +431,7 @@ def confirmations(events: DayEvents) -> list[tuple[str, str, float]]:
     for trace, chunk, _, _ in events.retrievals:
         retrieved_in[trace].append(chunk)
     out = []
-    for trace, chunk, verdict in events.feedback:
+    for trace, chunk, verdict in verdicts(events):
         question = events.questions.get(trace)
         if not verdict or question is None:
             continue

@@ -102,6 +102,22 @@ def test_unused_open_chunks_decay_at_the_tone_rate_and_sealed_never(index, tone:
     assert attention(home)[ids["WIC"]] == (0.0, None)  # never used: stays at 0
 
 
+def test_replayed_feedback_counts_once_and_the_last_verdict_wins(index) -> None:
+    home, ids, _, _ = index
+    trace, day = str(uuid.uuid4()), "2026-03-06"
+    lines = [event(day, "retrieval", trace, ids["SNAP"]), event(day, "retrieval", trace, ids["WIC"])]
+    lines += [event(day, "feedback", trace, ids["SNAP"], useful=True)] * 5  # the same valid call, replayed
+    lines += [
+        event(day, "feedback", trace, ids["WIC"], useful=True),
+        event(day, "feedback", trace, ids["WIC"], useful=False),
+    ]
+    write_traces(home, day, lines)
+    roll(home, day)
+    att = attention(home)
+    assert att[ids["SNAP"]][0] == pytest.approx(1.0)
+    assert att[ids["WIC"]][0] == 0.0  # changed its mind: not useful after all
+
+
 def test_only_confirmed_usefulness_raises_attention(index) -> None:
     home, ids, _, _ = index
     t1, t2 = str(uuid.uuid4()), str(uuid.uuid4())
