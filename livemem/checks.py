@@ -129,7 +129,9 @@ def check_sources_readable(manifest: dict[str, Any]) -> CheckOutcome:
 
 
 def check_attention(version_dir: Path) -> CheckOutcome:
-    """Every chunk has exactly one attention row with a finite score >= 0, and records stay schema-valid."""
+    """Every chunk has exactly one attention row with a finite score >= 0, every remembered question (the questions
+    a chunk was confirmed useful for) has a finite weight >= 0 and belongs to a chunk of the version, and records
+    stay schema-valid."""
     con = duckdb.connect(str(version_dir / TABLES), read_only=True)
     try:
         missing, bad, total = con.execute(
@@ -137,6 +139,12 @@ def check_attention(version_dir: Path) -> CheckOutcome:
             "COUNT(*) FILTER (WHERE NOT isfinite(a.attention_score) OR a.attention_score < 0), COUNT(*) "
             "FROM chunks c LEFT JOIN attention a USING (chunk_id)"
         ).fetchone()
+        bad_questions = orphan_questions = 0
+        if con.execute("SELECT COUNT(*) FROM duckdb_tables() WHERE table_name = 'attention_questions'").fetchone()[0]:
+            bad_questions, orphan_questions = con.execute(
+                "SELECT COUNT(*) FILTER (WHERE NOT isfinite(weight) OR weight < 0), "
+                "COUNT(*) FILTER (WHERE chunk_id NOT IN (SELECT chunk_id FROM chunks)) FROM attention_questions"
+            ).fetchone()
     finally:
         con.close()
     failures = []
@@ -144,6 +152,10 @@ def check_attention(version_dir: Path) -> CheckOutcome:
         failures.append(f"{missing} chunks have no attention row")
     if bad:
         failures.append(f"{bad} chunks have a negative or non-finite attention score")
+    if bad_questions:
+        failures.append(f"{bad_questions} remembered questions have a negative or non-finite weight")
+    if orphan_questions:
+        failures.append(f"{orphan_questions} remembered questions belong to chunks this version does not hold")
     schema = check_chunks_schema(version_dir)
     failures.extend(schema.failures)
     summary = f"{total - missing - bad} of {total} chunks have a valid attention score; {schema.summary}"

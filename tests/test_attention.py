@@ -15,6 +15,7 @@ from dagster import DagsterInstance, build_schedule_context
 from livemem.attention import AttentionConfig, rollup_day, signals_dir, state_dir
 from livemem.breath import Breath
 from livemem.build import build_version
+from livemem.checks import check_attention
 from livemem.config import load_sources
 from livemem.schemas import errors_for
 from livemem.store import IndexHome
@@ -310,6 +311,16 @@ def test_the_questions_chunks_were_confirmed_for_are_remembered_decay_and_follow
     after = questions(home)
     new_wic = next(c for c in after if c not in ids.values())  # the edited WIC section keeps its question
     assert [w for w, _ in after[new_wic]] == [pytest.approx(0.5 * 0.98 * 0.98)] and ids["WIC"] not in after
+    assert check_attention(home.version_dir(home.current())).passed
+    damaged = home.version_dir(home.current())
+    con = duckdb.connect(str(damaged / "tables.duckdb"))
+    con.execute("UPDATE attention_questions SET weight = 'nan'::DOUBLE WHERE chunk_id = ?", [new_wic])
+    con.execute("UPDATE attention_questions SET chunk_id = 'gone' WHERE chunk_id = ?", [ids["SNAP"]])
+    con.close()
+    outcome = check_attention(damaged)
+    assert not outcome.passed
+    assert any("non-finite weight" in f for f in outcome.failures)
+    assert any("chunks this version does not hold" in f for f in outcome.failures)
 
 
 def questions(home: IndexHome) -> dict[str, list[tuple[float, list[float]]]]:
