@@ -50,7 +50,8 @@ test: install
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
-# SciFact: build speed (full, no-op, incremental), then retrieval quality and HTTP latency of the serving app.
+# SciFact: build speed (full, no-op, incremental), retrieval quality and HTTP latency of the serving app, then the
+# other parts; living memory's gain, the cost of a change as the corpus grows, and the differential test run long.
 bench: install
 	$(BIN)/python -m bench.scifact_build --repeats 2
 	$(BIN)/python -m bench.serving_index
@@ -61,6 +62,9 @@ bench: install
 	$(BIN)/python -m bench.gbim_bench
 	$(BIN)/python -m bench.context_latency
 	$(BIN)/python -m bench.scaleout
+	$(BIN)/python -m bench.memory_helps
+	$(BIN)/python -m bench.scale --sizes 2500,25000
+	$(BIN)/python -m bench.differential --examples 60
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
