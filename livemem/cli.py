@@ -65,6 +65,7 @@ def configure_logging(json_logs: bool, level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    logging.getLogger("bm25s").setLevel(max(root.level, logging.WARNING))  # it sets DEBUG on itself
 
 
 @app.callback()
