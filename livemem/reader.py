@@ -88,6 +88,7 @@ class Snapshot:
     related: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
     loaded_at: float = field(default_factory=time.time)
     sparse_levels: dict[frozenset[str], SparseIndex] = field(default_factory=dict)
+    collection_masks: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)  # see retrieval.filter_mask
     _con: duckdb.DuckDBPyConnection | None = None
     _sparse_lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -260,10 +260,22 @@ def top_documents(snap: Snapshot, rows: np.ndarray, scores: np.ndarray, top_k: i
         depth = min(scores.size, depth * 4)
 
 
+MAX_CACHED_MASKS = 64
+
+
 def filter_mask(snap: Snapshot, collections: list[str], filters: Filters) -> np.ndarray:
     """Which chunks (in snapshot order) are in ``collections`` and meet every filter."""
     cols = snap.columns
-    mask = np.isin(cols["collection"], np.array(collections, dtype=object))
+    # The mask of a set of collections depends only on the (immutable) snapshot: computed once per role's set
+    # (np.isin over an object array of every chunk was 8 ms a query at 123k chunks), copied for the filters.
+    key = tuple(sorted(collections))
+    base = snap.collection_masks.get(key)
+    if base is None:
+        base = np.isin(cols["collection"], np.array(collections, dtype=object))
+        if len(snap.collection_masks) >= MAX_CACHED_MASKS:
+            snap.collection_masks.clear()
+        snap.collection_masks[key] = base
+    mask = base.copy()
     for name in MULTI_VALUE_FILTERS:
         wanted = getattr(filters, name)
         if wanted:
