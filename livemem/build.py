@@ -38,6 +38,7 @@ from livemem.store import (
     RETRIEVAL,
     TABLES,
     IndexHome,
+    dir_size_mb,
     iso,
     utc_now,
     write_manifest,
@@ -256,9 +257,9 @@ class _Builder:
             con.close()
         for key, value in (self.base_manifest or {}).items():
             manifest.setdefault(key, value)  # sections other steps own (registry, gbim, ...)
-        write_manifest(staged, manifest)
+        # the size cap is checked on every file but the manifest itself (written once: it hashes every file)
         manifest["governance"] = governance_status(
-            manifest["total_chunks"], manifest["index_size_mb"], self.config.governance
+            manifest["total_chunks"], dir_size_mb(staged), self.config.governance
         )
         write_manifest(staged, manifest)
         return manifest
