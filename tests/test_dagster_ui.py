@@ -133,6 +133,7 @@ def test_ui_shows_assets_checks_schedule_and_latest_materialization(dagster_ui: 
     for check in graph.asset_check_keys:
         checks_by_asset[check.asset_key.to_user_string()].append(check.name)
     expect = sync_api.expect
+    expect.set_options(timeout=20_000)  # as for actions: the lineage of every asset renders slowly on 2 loaded cores
 
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
