@@ -656,7 +656,7 @@ def rdf_graph(entities: list[dict[str, Any]], relations: list[dict[str, Any]]):
     geo = Namespace("http://www.w3.org/2003/01/geo/wgs84_pos#")
     graph = Graph()
     graph.bind("gbim", gbim)
-    graph.bind("geo", geo)
+    graph.bind("geo", geo, replace=True)  # rdflib binds geo: to GeoSPARQL by default; here it is WGS 84
     for e in entities:
         subject = URIRef(node_iri("entity", e["entity_id"]))
         graph.add((subject, RDF.type, URIRef(node_iri("class", e["gbim_entity"]))))
@@ -671,6 +671,49 @@ def rdf_graph(entities: list[dict[str, Any]], relations: list[dict[str, Any]]):
         graph.add((URIRef(node_iri("entity", r["subject"])), gbim[r["predicate"]], target))
         graph.add((target, RDFS.label, Literal(r["object"])))
     return graph
+
+
+# Media types the facts are written and served in, and rdflib's name for each.
+RDF_MEDIA_TYPES = {
+    "text/turtle": "turtle",
+    "application/n-triples": "nt",
+    "application/ld+json": "json-ld",
+    "application/rdf+xml": "xml",
+}
+
+
+def serialize_rdf(graph, media_type: str) -> str:
+    """``graph`` as text in one of ``RDF_MEDIA_TYPES``; N-Triples sorted (diffable), Turtle exact."""
+    if media_type == "text/turtle":
+        import io
+
+        out = io.BytesIO()
+        _exact_turtle(graph).serialize(out, encoding="utf-8")
+        return out.getvalue().decode("utf-8")
+    if media_type == "application/ld+json":
+        context = {prefix: str(iri) for prefix, iri in graph.namespaces() if prefix in ("gbim", "geo", "rdfs", "xsd")}
+        return graph.serialize(format="json-ld", context=context, auto_compact=True)
+    text = graph.serialize(format=RDF_MEDIA_TYPES[media_type])
+    if media_type == "application/n-triples":
+        return "".join(line + "\n" for line in sorted(text.splitlines()) if line.strip())
+    return text
+
+
+def _exact_turtle(graph):
+    """rdflib's Turtle serializer, except that ``xsd:double`` literals keep their lexical form.
+
+    rdflib writes a double in Turtle's short form through ``%e`` (six significant digits: 38.0123456 becomes
+    3.801235e+01, another value; RDFLib/rdflib#1852), so the Turtle would not be the graph of the N-Triples."""
+    from rdflib import XSD, Literal
+    from rdflib.plugins.serializers.turtle import TurtleSerializer
+
+    class ExactTurtleSerializer(TurtleSerializer):
+        def label(self, node, position):
+            if isinstance(node, Literal) and node.datatype == XSD.double:
+                return node._literal_n3(qname_callback=lambda dt: self.get_pname(dt, gen_prefix=False))
+            return super().label(node, position)
+
+    return ExactTurtleSerializer(graph)
 
 
 # --- staging a version -----------------------------------------------------------------------------------------
@@ -860,9 +903,8 @@ def _write_rdf(staged: Path, entities: list[dict[str, Any]], relations: list[dic
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir()
     graph = rdf_graph(entities, relations)
-    triples = sorted(line for line in graph.serialize(format="nt").splitlines() if line.strip())
-    (target / "gbim.nt").write_text("\n".join(triples) + "\n", encoding="utf-8")  # sorted: diffable across versions
-    graph.serialize(destination=str(target / "gbim.ttl"), format="turtle", encoding="utf-8")
+    (target / "gbim.nt").write_text(serialize_rdf(graph, "application/n-triples"), encoding="utf-8")
+    (target / "gbim.ttl").write_text(serialize_rdf(graph, "text/turtle"), encoding="utf-8")  # the same graph
 
 
 def _write_gis_snapshot(staged: Path, entities: list[dict[str, Any]], vectors: np.ndarray) -> None:
