@@ -9,8 +9,10 @@ server ends), cuts results at a row and character limit while iterating (rdflib 
 so stopping early ends the work), and has no network: rdflib's graph loading is off and sockets refuse to
 connect.
 
-Queries are checked on their parsed algebra, not their text: only SELECT and ASK, and no ``SERVICE`` (request
-forgery), ``FROM`` / ``FROM NAMED`` (remote loading) or ``GRAPH`` (the facts are one default graph).
+Queries are checked on their parsed algebra, not their text: SELECT, ASK, CONSTRUCT and DESCRIBE only (no
+update), and no ``SERVICE`` (request forgery), ``FROM`` / ``FROM NAMED`` (remote loading) or ``GRAPH`` (the facts
+are one default graph). The worker also writes the answer in the media type the caller negotiated
+(``ResultFormats``), so a large result is never rebuilt in the serving process.
 """
 
 from __future__ import annotations
@@ -66,6 +68,29 @@ class SparqlUnavailable(SparqlError):
     """The facts graph could not be loaded, or the worker ended without an answer."""
 
 
+class SparqlNotAcceptable(SparqlError):
+    """The caller accepts no media type that this kind of query can be answered in."""
+
+
+# The custom JSON of the JSON-body API: {"variables", "rows", "boolean", "truncated"}.
+LEGACY_JSON = "legacy"
+# rdflib's result serializers for SELECT and ASK (it has no TSV writer; ASK has no CSV form).
+RESULT_MEDIA_TYPES = {
+    "application/sparql-results+json": "json",
+    "application/sparql-results+xml": "xml",
+    "text/csv": "csv",
+}
+
+
+@dataclass(frozen=True)
+class ResultFormats:
+    """The media type each kind of query is answered in (None: the caller accepts none for that kind)."""
+
+    select: str | None = LEGACY_JSON
+    ask: str | None = LEGACY_JSON
+    graph: str | None = None  # CONSTRUCT and DESCRIBE: one of ``livemem.gbim.RDF_MEDIA_TYPES``
+
+
 @dataclass(frozen=True)
 class SparqlLimits:
     workers: int = 2
@@ -98,6 +123,8 @@ class _Worker:
         reply = self._receive(0)
         if reply[0] == "refused":
             raise SparqlRefused(reply[1], retire_worker=reply[2])
+        if reply[0] == "not_acceptable":
+            raise SparqlNotAcceptable(reply[1])
         return reply[1]
 
     def _receive(self, timeout_s: float) -> tuple:
@@ -127,14 +154,22 @@ class SparqlPool:
         self._lock = threading.Lock()
         self._closed = False
 
-    def run(self, version_dir: str, access: Iterable[str], query: str, limit: int) -> dict[str, Any]:
-        """``{"variables", "rows", "boolean", "truncated"}`` for ``query`` over the facts ``access`` may read."""
+    def run(
+        self, version_dir: str, access: Iterable[str], query: str, limit: int, formats: ResultFormats = ResultFormats()
+    ) -> dict[str, Any]:
+        """The answer to ``query`` over the facts ``access`` may read, at most ``limit`` rows (or triples).
+
+        In ``LEGACY_JSON``: ``{"variables", "rows", "boolean", "truncated"}``; in a media type of ``formats``:
+        ``{"media_type", "body", "truncated"}`` (``body`` is the serialized result)."""
         if not self._slots.acquire(blocking=False):
             raise SparqlBusy(f"{self.limits.workers} SPARQL queries are already running; retry in a moment")
         try:
             worker = self._checkout()
             try:
-                result = worker.run((version_dir, sorted(access), query, limit), self.limits.timeout_s)
+                result = worker.run((version_dir, sorted(access), query, limit, formats), self.limits.timeout_s)
+            except SparqlNotAcceptable:
+                self._checkin(worker)
+                raise
             except SparqlRefused as exc:
                 if exc.retire_worker:  # ran out of memory: a fresh process is the clean state
                     worker.kill()
@@ -192,7 +227,7 @@ def serve(conn: Any, memory_mb: int, max_result_chars: int) -> None:
     graphs: dict[tuple[str, tuple[str, ...]], Any] = {}
     while True:
         try:
-            version_dir, access, query, limit = conn.recv()
+            version_dir, access, query, limit, formats = conn.recv()
         except (EOFError, OSError):
             return
         key = (version_dir, tuple(access))
@@ -207,7 +242,7 @@ def serve(conn: Any, memory_mb: int, max_result_chars: int) -> None:
             conn.send(("unavailable", f"the facts graph of this version could not be loaded ({type(exc).__name__})"))
             continue
         conn.send(("loaded",))
-        conn.send(answer(graphs[key], query, limit, memory_mb, max_result_chars))
+        conn.send(answer(graphs[key], query, limit, memory_mb, max_result_chars, formats))
 
 
 def facts_graph(version_dir: str, access: frozenset[str]):
@@ -224,12 +259,28 @@ def facts_graph(version_dir: str, access: frozenset[str]):
     return rdf_graph(entities, relations)
 
 
-def answer(graph: Any, query: str, limit: int, memory_mb: int, max_result_chars: int) -> tuple:
-    """``("ok", result)`` or ``("refused", message, retire)``."""
+def answer(
+    graph: Any,
+    query: str,
+    limit: int,
+    memory_mb: int,
+    max_result_chars: int,
+    formats: ResultFormats = ResultFormats(),
+) -> tuple:
+    """``("ok", result)``, ``("refused", message, retire)`` or ``("not_acceptable", message)``."""
     try:
         with _memory_budget(memory_mb):
             prepared = prepare(query)
-            return ("ok", _evaluate(graph, prepared, limit, max_result_chars))
+            kind = prepared.algebra.name.removesuffix("Query").upper()
+            media_type = {"SELECT": formats.select, "ASK": formats.ask}.get(kind, formats.graph)
+            if media_type is None:
+                return (
+                    "not_acceptable",
+                    f"a {kind} query cannot be answered in any media type the Accept header names",
+                )
+            if kind in ("SELECT", "ASK"):
+                return ("ok", _evaluate(graph, prepared, limit, max_result_chars, media_type))
+            return ("ok", _evaluate_graph(graph, prepared, limit, max_result_chars, media_type))
     except SparqlRefused as exc:
         return ("refused", str(exc), False)
     except MemoryError:
@@ -241,7 +292,7 @@ def answer(graph: Any, query: str, limit: int, memory_mb: int, max_result_chars:
 
 
 def prepare(query: str):
-    """The parsed query, if it is a SELECT or ASK that uses only what this endpoint supports."""
+    """The parsed query, if it is a SELECT, ASK, CONSTRUCT or DESCRIBE that uses only what this endpoint supports."""
     from rdflib.plugins.sparql import prepareQuery
     from rdflib.plugins.sparql.parser import parseUpdate
 
@@ -256,8 +307,10 @@ def prepare(query: str):
             "SPARQL Update (INSERT, DELETE, LOAD, CLEAR, ...) is not allowed: this endpoint is read-only"
         ) from exc
     kind = prepared.algebra.name
-    if kind not in ("SelectQuery", "AskQuery"):
-        raise SparqlRefused(f"only SELECT and ASK queries are allowed here, not {kind.removesuffix('Query').upper()}")
+    if kind not in ("SelectQuery", "AskQuery", "ConstructQuery", "DescribeQuery"):
+        raise SparqlRefused(
+            f"only SELECT, ASK, CONSTRUCT and DESCRIBE queries are allowed here, not {kind.removesuffix('Query').upper()}"
+        )
     found = _algebra_names(prepared.algebra)
     problems = [message for name, message in UNSUPPORTED.items() if name in found]
     if problems:
@@ -280,22 +333,58 @@ def _algebra_names(root: Any) -> set[str]:
     return names
 
 
-def _evaluate(graph: Any, prepared: Any, limit: int, max_result_chars: int) -> dict[str, Any]:
+def _evaluate(graph: Any, prepared: Any, limit: int, max_result_chars: int, media_type: str) -> dict[str, Any]:
     result = graph.query(prepared)
     if result.type == "ASK":
-        return {"variables": [], "rows": [], "boolean": bool(result.askAnswer), "truncated": False}
-    variables = [str(v) for v in result.vars]
-    rows: list[dict[str, str | None]] = []
+        if media_type == LEGACY_JSON:
+            return {"variables": [], "rows": [], "boolean": bool(result.askAnswer), "truncated": False}
+        return _serialized(result, media_type, truncated=False)
+    rows = []
     chars = 0
     truncated = False
     for row in result:  # lazy: breaking out ends the evaluation
-        values = {v: (None if row[i] is None else str(row[i])) for i, v in enumerate(variables)}
-        chars += sum(len(v) for v in values.values() if v is not None)
+        chars += sum(len(term) for term in row if term is not None)
         if len(rows) == limit or chars > max_result_chars:
             truncated = True
             break
-        rows.append(values)
-    return {"variables": variables, "rows": rows, "boolean": None, "truncated": truncated}
+        rows.append(row)
+    if media_type == LEGACY_JSON:
+        variables = [str(v) for v in result.vars]
+        values = [
+            {v: (None if term is None else str(term)) for v, term in zip(variables, row, strict=True)} for row in rows
+        ]
+        return {"variables": variables, "rows": values, "boolean": None, "truncated": truncated}
+    from rdflib.query import Result
+
+    kept = Result("SELECT")
+    kept.vars = result.vars
+    kept.bindings = [{v: term for v, term in zip(result.vars, row, strict=True) if term is not None} for row in rows]
+    return _serialized(kept, media_type, truncated)
+
+
+def _serialized(result: Any, media_type: str, truncated: bool) -> dict[str, Any]:
+    body = result.serialize(format=RESULT_MEDIA_TYPES[media_type]).decode("utf-8")
+    return {"media_type": media_type, "body": body, "truncated": truncated}
+
+
+def _evaluate_graph(graph: Any, prepared: Any, limit: int, max_result_chars: int, media_type: str) -> dict[str, Any]:
+    """A CONSTRUCT or DESCRIBE answer: at most ``limit`` triples, in an RDF media type."""
+    from rdflib import Graph
+
+    from livemem.gbim import serialize_rdf
+
+    kept = Graph()
+    for prefix, iri in PREFIXES.items():
+        kept.bind(prefix, iri, replace=True)
+    chars = 0
+    truncated = False
+    for triple in graph.query(prepared).graph:
+        chars += sum(len(term) for term in triple)
+        if len(kept) == limit or chars > max_result_chars:
+            truncated = True
+            break
+        kept.add(triple)
+    return {"media_type": media_type, "body": serialize_rdf(kept, media_type), "truncated": truncated}
 
 
 @contextmanager

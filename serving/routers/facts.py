@@ -1,33 +1,68 @@
-"""The structured side of GBIM: relation triples by pattern (``GET /facts``) and read-only SPARQL (``POST /facts/sparql``).
+"""The structured side of GBIM: relation triples (``GET /facts``), an entity's RDF (``GET /facts/{entity_id}``) and
+a read-only SPARQL 1.1 Protocol endpoint (``GET`` / ``POST /facts/sparql``).
 
-Both see only the entities the caller's role may read (a triple is visible when its subject entity is), from the
-version the request's snapshot serves. SPARQL runs in worker processes (``livemem.sparql_worker``) that are killed
-when a query overruns its time limit: only SELECT and ASK, no SERVICE or remote loading, rows and memory capped.
+All of them see only the entities the caller's role may read (a triple is visible when its subject entity is),
+from the version the request's snapshot serves, and answer in the media type the ``Accept`` header prefers:
+facts as JSON, Turtle, N-Triples, JSON-LD or RDF/XML; SPARQL results as the SPARQL JSON, XML or CSV results
+formats (or this API's own JSON for a JSON body), CONSTRUCT and DESCRIBE as RDF. SPARQL runs in worker
+processes (``livemem.sparql_worker``) that are killed when a query overruns its time limit: no update, SERVICE
+or remote loading, rows and memory capped (``docs/security.md``, ``docs/sparql.md``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from werkzeug.datastructures import MIMEAccept
+from werkzeug.http import parse_accept_header
 
+from livemem.gbim import RDF_MEDIA_TYPES, rdf_graph, serialize_rdf
 from livemem.gis_index import GisIndex
 from livemem.sparql_worker import (
+    LEGACY_JSON,
+    ResultFormats,
     SparqlBusy,
     SparqlError,
+    SparqlNotAcceptable,
     SparqlPool,
     SparqlRefused,
     SparqlTimeout,
     SparqlUnavailable,
 )
 from serving.deps import CallerRole, CurrentSnapshot
-from serving.models import ErrorBody
+from serving.models import UUID_PATTERN, ErrorBody
 from serving.routers.gis import gis_index
 
 router = APIRouter(tags=["facts"])
 
 SPARQL_MAX_ROWS = 1000
+SPARQL_MAX_QUERY_CHARS = 5000
+# Response headers beside the standard formats, which have no place for them.
+VERSION_HEADER = "X-Index-Version"
+TRUNCATED_HEADER = "X-Results-Truncated"
+
+SPARQL_JSON = "application/sparql-results+json"
+SPARQL_XML = "application/sparql-results+xml"
+TURTLE, N_TRIPLES, JSON_LD, RDF_XML = (
+    "text/turtle",
+    "application/n-triples",
+    "application/ld+json",
+    "application/rdf+xml",
+)
+# What each kind of answer can be sent as: the media type a client may ask for -> the one sent, best first (on a
+# tie, such as */*, the first wins). Plain JSON and XML, and older Turtle names, are what common clients send.
+SELECT_OFFERS = {SPARQL_JSON: SPARQL_JSON, SPARQL_XML: SPARQL_XML, "text/csv": "text/csv",
+                 "application/json": SPARQL_JSON, "application/xml": SPARQL_XML}  # fmt: skip
+ASK_OFFERS = {k: v for k, v in SELECT_OFFERS.items() if v != "text/csv"}  # ASK has no CSV form
+RDF_OFFERS = {TURTLE: TURTLE, N_TRIPLES: N_TRIPLES, JSON_LD: JSON_LD, RDF_XML: RDF_XML, "application/json": JSON_LD,
+              "application/turtle": TURTLE, "application/x-turtle": TURTLE, "application/xml": RDF_XML}  # fmt: skip
+RDF_RESPONSES = {"content": {media_type: {"schema": {"type": "string"}} for media_type in RDF_MEDIA_TYPES}}
 
 
 class Fact(BaseModel):
@@ -48,8 +83,10 @@ class FactsResponse(BaseModel):
 class SparqlRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(..., min_length=1, max_length=5000, description="a SPARQL SELECT or ASK query")
-    limit: int = Field(100, ge=1, le=SPARQL_MAX_ROWS, description="rows returned at most")
+    query: str = Field(
+        ..., min_length=1, max_length=SPARQL_MAX_QUERY_CHARS, description="a SPARQL SELECT, ASK, CONSTRUCT or DESCRIBE"
+    )
+    limit: int = Field(100, ge=1, le=SPARQL_MAX_ROWS, description="rows (or triples) returned at most")
 
 
 class SparqlResponse(BaseModel):
@@ -60,20 +97,49 @@ class SparqlResponse(BaseModel):
     index_version: str
 
 
+def negotiate(accept: str | None, offers: dict[str, str]) -> str | None:
+    """The media type to answer in, of ``offers`` (see ``SELECT_OFFERS``), or None when ``accept`` allows none."""
+    chosen = parse_accept_header(accept or "*/*", MIMEAccept).best_match(list(offers))
+    return None if chosen is None else offers[chosen]
+
+
+def _not_acceptable(offers: dict[str, str]) -> HTTPException:
+    return HTTPException(406, f"the Accept header names no media type offered here: {', '.join(offers)}")
+
+
 def _visible(index: GisIndex, access: frozenset[str]) -> list[dict[str, Any]]:
     return [e for e in index.entities if e["access"] in access]
 
 
-@router.get("/facts", response_model=FactsResponse, responses={401: {"model": ErrorBody}, 503: {"model": ErrorBody}})
+def _rdf_response(graph: Any, media_type: str, version_id: str, truncated: bool = False) -> Response:
+    headers = {"Vary": "Accept", VERSION_HEADER: version_id}
+    if truncated:
+        headers[TRUNCATED_HEADER] = "true"
+    return Response(serialize_rdf(graph, media_type), media_type=media_type, headers=headers)
+
+
+@router.get(
+    "/facts",
+    response_model=FactsResponse,
+    responses={200: RDF_RESPONSES, 401: {"model": ErrorBody}, 406: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+)
 def facts(
+    request: Request,
     role: CallerRole,
     snap: CurrentSnapshot,
     subject: Annotated[str | None, Query(max_length=200, description="entity id")] = None,
     predicate: Annotated[str | None, Query(max_length=100, description="located_in, serves_zip, part_of")] = None,
     object: Annotated[str | None, Query(max_length=200, description="county, ZIP or worldview")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-) -> FactsResponse:
-    """Relation triples matching the given parts (each optional; counties match without case or "County")."""
+) -> FactsResponse | Response:
+    """Relation triples matching the given parts (each optional; counties match without case or "County").
+
+    With ``Accept: text/turtle``, ``application/n-triples``, ``application/ld+json`` or ``application/rdf+xml``:
+    those triples as RDF, with their subjects' descriptions (type, label, dataset, WGS 84 position)."""
+    offers = {"application/json": "application/json", **{t: t for t in RDF_MEDIA_TYPES}}
+    media_type = negotiate(request.headers.get("accept"), offers)
+    if media_type is None:
+        raise _not_acceptable(offers)
     index = gis_index(snap)
     wanted_object = _norm(object) if object else None
     found = []
@@ -86,7 +152,11 @@ def facts(
             if wanted_object and _norm(rel["object"]) != wanted_object:
                 continue
             found.append({**rel, "subject_label": entity["label"]})
-    return FactsResponse(facts=found[:limit], total=len(found), index_version=snap.version_id)
+    if media_type == "application/json":
+        return FactsResponse(facts=found[:limit], total=len(found), index_version=snap.version_id)
+    subjects = dict.fromkeys(f["subject"] for f in found[:limit])
+    entities = [index.entities[index.row_of[s]] for s in subjects]
+    return _rdf_response(rdf_graph(entities, found[:limit]), media_type, snap.version_id, len(found) > limit)
 
 
 def _norm(value: str) -> str:
@@ -98,29 +168,183 @@ def sparql_pool(request: Request) -> SparqlPool:
     return request.app.state.sparql
 
 
-_STATUS = {SparqlRefused: 400, SparqlTimeout: 408, SparqlBusy: 429, SparqlUnavailable: 503}
+_STATUS = {SparqlRefused: 400, SparqlNotAcceptable: 406, SparqlTimeout: 408, SparqlBusy: 429, SparqlUnavailable: 503}
+SPARQL_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "not a valid, supported read-only query, or over its limits"},
+    406: {"model": ErrorBody, "description": "the Accept header allows no format this kind of query is answered in"},
+    408: {"model": ErrorBody, "description": "ran past the time limit (and was stopped)"},
+    415: {"model": ErrorBody, "description": "a body that is not JSON, a form or application/sparql-query"},
+    429: {"model": ErrorBody, "description": "every SPARQL worker is busy"},
+    503: {"model": ErrorBody},
+}
+SPARQL_RESULTS = {
+    "content": {
+        SPARQL_JSON: {"schema": {"type": "object"}},
+        SPARQL_XML: {"schema": {"type": "string"}},
+        "text/csv": {"schema": {"type": "string"}},
+        **RDF_RESPONSES["content"],
+    },
+    "description": "SELECT / ASK results (the JSON body's own JSON, or a SPARQL results format); CONSTRUCT / "
+    f"DESCRIBE: RDF. Header {VERSION_HEADER}: the version answered from; {TRUNCATED_HEADER}: true when cut at "
+    "the row limit",
+}
+
+
+@dataclass(frozen=True)
+class SparqlCall:
+    query: str
+    limit: int
+    own_json: bool  # a JSON body: SELECT and ASK answer this API's JSON unless Accept names a standard format
+
+
+def _refuse_datasets(params: list[tuple[str, str]]) -> None:
+    named = sorted({name for name, _ in params if name in ("default-graph-uri", "named-graph-uri")})
+    if named:
+        raise HTTPException(400, f"{' and '.join(named)} are not supported: the facts are one default graph")
+
+
+def _validated(query: str, limit: int = SPARQL_MAX_ROWS, **extra: Any) -> SparqlRequest:
+    try:
+        return SparqlRequest.model_validate({"query": query, "limit": limit, **extra})
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from exc
+
+
+async def posted_query(request: Request) -> SparqlCall:
+    """The query of a POST: a JSON body (this API's), a form or an ``application/sparql-query`` body (the protocol)."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    body = await request.body()
+    if not content_type or content_type == "application/json" or content_type.endswith("+json"):
+        try:
+            parsed = SparqlRequest.model_validate_json(body or b"null")
+        except ValidationError as exc:
+            raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from exc
+        return SparqlCall(parsed.query, parsed.limit, own_json=True)
+    if content_type == "application/sparql-update":
+        raise HTTPException(400, "SPARQL Update is not allowed: this endpoint is read-only")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HTTPException(400, "the body is not UTF-8 text") from exc
+    params = parse_qsl(request.url.query, keep_blank_values=True)
+    if content_type == "application/x-www-form-urlencoded":
+        fields = parse_qsl(text, keep_blank_values=True)
+        if any(name == "update" for name, _ in fields):
+            raise HTTPException(400, "SPARQL Update is not allowed: this endpoint is read-only")
+        _refuse_datasets(params + fields)
+        queries = [value for name, value in fields if name == "query"]
+        if len(queries) != 1:
+            raise HTTPException(400, f"the form needs exactly one `query` field, not {len(queries)}")
+        return SparqlCall(_validated(queries[0]).query, SPARQL_MAX_ROWS, own_json=False)
+    if content_type == "application/sparql-query":
+        _refuse_datasets(params)
+        return SparqlCall(_validated(text).query, SPARQL_MAX_ROWS, own_json=False)
+    raise HTTPException(
+        415,
+        f"unsupported body type {content_type!r}: send application/json, application/x-www-form-urlencoded "
+        "(query=...) or application/sparql-query",
+    )
+
+
+def _run_sparql(call: SparqlCall, request: Request, role: Any, snap: Any, pool: SparqlPool) -> Any:
+    accept = request.headers.get("accept")
+    # A JSON body's plain JSON (and */*) is this API's own JSON; a SPARQL results type named in Accept still wins.
+    own = {"application/json": LEGACY_JSON} if call.own_json else {}
+    formats = ResultFormats(
+        select=negotiate(accept, own | {k: v for k, v in SELECT_OFFERS.items() if k not in own}),
+        ask=negotiate(accept, own | {k: v for k, v in ASK_OFFERS.items() if k not in own}),
+        graph=negotiate(accept, RDF_OFFERS),
+    )
+    if formats.select is None and formats.graph is None:
+        raise _not_acceptable({**SELECT_OFFERS, **RDF_OFFERS})
+    gis_index(snap)  # 503 when the version has no GBIM export
+    try:
+        result = pool.run(str(snap.path), role.access, call.query, call.limit, formats)
+    except SparqlError as exc:
+        status = _STATUS[type(exc)]
+        raise HTTPException(status, str(exc), headers={"Retry-After": "1"} if status == 429 else None) from exc
+    headers = {"Vary": "Accept", VERSION_HEADER: snap.version_id}
+    if result["truncated"]:
+        headers[TRUNCATED_HEADER] = "true"
+    if "body" not in result:
+        own_json = SparqlResponse(**result, index_version=snap.version_id)
+        return JSONResponse(own_json.model_dump(mode="json"), headers=headers)
+    return Response(result["body"], media_type=result["media_type"], headers=headers)
+
+
+@router.get("/facts/sparql", response_model=SparqlResponse, responses={200: SPARQL_RESULTS, **SPARQL_ERRORS})
+def sparql_get(
+    request: Request,
+    role: CallerRole,
+    snap: CurrentSnapshot,
+    pool: Annotated[SparqlPool, Depends(sparql_pool)],
+    query: Annotated[str, Query(min_length=1, max_length=SPARQL_MAX_QUERY_CHARS, description="the SPARQL query")],
+) -> Response:
+    """SPARQL 1.1 Protocol, query via GET: the answer in the format ``Accept`` prefers (default: SPARQL JSON
+    results, or Turtle for CONSTRUCT and DESCRIBE), at most 1000 rows or triples. Other parameters (``format``,
+    ``output``, ...) are ignored; ``default-graph-uri`` and ``named-graph-uri`` are refused (400)."""
+    _refuse_datasets(parse_qsl(request.url.query, keep_blank_values=True))
+    return _run_sparql(SparqlCall(query, SPARQL_MAX_ROWS, own_json=False), request, role, snap, pool)
 
 
 @router.post(
     "/facts/sparql",
     response_model=SparqlResponse,
-    responses={
-        400: {"model": ErrorBody, "description": "not a valid, supported read-only query, or over its limits"},
-        408: {"model": ErrorBody, "description": "ran past the time limit (and was stopped)"},
-        429: {"model": ErrorBody, "description": "every SPARQL worker is busy"},
-        503: {"model": ErrorBody},
+    responses={200: SPARQL_RESULTS, **SPARQL_ERRORS},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": SparqlRequest.model_json_schema()},
+                "application/x-www-form-urlencoded": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["query"],
+                        "properties": {
+                            "query": {"type": "string", "minLength": 1, "maxLength": SPARQL_MAX_QUERY_CHARS}
+                        },
+                    }
+                },
+                "application/sparql-query": {"schema": {"type": "string", "minLength": 1}},
+            },
+        }
     },
 )
 def sparql(
-    body: SparqlRequest, role: CallerRole, snap: CurrentSnapshot, pool: Annotated[SparqlPool, Depends(sparql_pool)]
-) -> SparqlResponse:
-    """Run a read-only SPARQL SELECT (or ASK) over the entities and relations (prefixes gbim:, geo:, rdfs:).
+    call: Annotated[SparqlCall, Depends(posted_query)],
+    request: Request,
+    role: CallerRole,
+    snap: CurrentSnapshot,
+    pool: Annotated[SparqlPool, Depends(sparql_pool)],
+) -> Any:
+    """Run a read-only SPARQL query over the entities and relations (prefixes gbim:, geo:, rdfs:, rdf:).
 
-    Not supported (400): updates, CONSTRUCT, DESCRIBE, SERVICE, FROM / FROM NAMED, GRAPH."""
-    gis_index(snap)  # 503 when the version has no GBIM export
-    try:
-        result = pool.run(str(snap.path), role.access, body.query, body.limit)
-    except SparqlError as exc:
-        status = _STATUS[type(exc)]
-        raise HTTPException(status, str(exc), headers={"Retry-After": "1"} if status == 429 else None) from exc
-    return SparqlResponse(**result, index_version=snap.version_id)
+    A JSON body (``{"query", "limit"}``) answers SELECT and ASK in this API's JSON unless ``Accept`` names a
+    SPARQL results format; a form (``query=``) or an ``application/sparql-query`` body is the SPARQL 1.1 Protocol
+    (as for GET). Not supported (400): updates, SERVICE, FROM / FROM NAMED, GRAPH."""
+    return _run_sparql(call, request, role, snap, pool)
+
+
+@router.get(
+    "/facts/{entity_id}",
+    responses={200: RDF_RESPONSES, 404: {"model": ErrorBody}, 406: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+    response_class=Response,
+)
+def entity_rdf(
+    request: Request,
+    entity_id: Annotated[str, Path(pattern=UUID_PATTERN, description="GBIM entity id (UUID)")],
+    role: CallerRole,
+    snap: CurrentSnapshot,
+) -> Response:
+    """An entity's RDF: its type, label, dataset, description, WGS 84 position and relations, in the format
+    ``Accept`` prefers: Turtle (the default), N-Triples, JSON-LD (also for ``application/json``) or RDF/XML."""
+    media_type = negotiate(request.headers.get("accept"), RDF_OFFERS)
+    if media_type is None:
+        raise _not_acceptable(RDF_OFFERS)
+    index = gis_index(snap)
+    row = index.row_of.get(entity_id)
+    # An entity the caller may not read is reported exactly like one that does not exist.
+    if row is None or index.access[row] not in role.access:
+        raise HTTPException(404, f"no GBIM entity {entity_id} in index version {snap.version_id}")
+    graph = rdf_graph([index.entities[row]], index.relations.get(entity_id, []))
+    return _rdf_response(graph, media_type, snap.version_id)

@@ -1,0 +1,242 @@
+"""SPARQL and RDF clients against a real uvicorn server: SPARQLWrapper speaks the SPARQL 1.1 Protocol (GET, form
+POST, ``application/sparql-query``) to ``/facts/sparql``, rdflib parses every result and graph served, and the
+facts come back as Turtle, N-Triples, JSON-LD and RDF/XML that are the same graph as the version's N-Triples."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import httpx
+import pytest
+from rdflib import RDFS, XSD, Graph, URIRef
+from rdflib.compare import isomorphic
+from rdflib.query import Result
+from serving_support import build_and_publish, make_workspace
+from SPARQLWrapper import CSV, GET, JSON, JSONLD, N3, POST, POSTDIRECTLY, RDFXML, TURTLE, URLENCODED, XML, SPARQLWrapper
+from SPARQLWrapper.SPARQLExceptions import Unauthorized
+from test_faults import uvicorn
+from test_gbim_api import LIEAP, OAK_HILL, SPATIAL
+
+from livemem.config import load_sources
+from livemem.gbim import GBIM_DIR, GBIM_IRI, RDF_MEDIA_TYPES, export_gbim
+from livemem.store import IndexHome
+
+GEO = "http://www.w3.org/2003/01/geo/wgs84_pos#"
+LABELS_IN_RALEIGH = (
+    "SELECT ?e ?label ?lat WHERE { ?e gbim:located_in ?c . ?c rdfs:label ?county . ?e rdfs:label ?label . "
+    '?e geo:lat ?lat . FILTER(CONTAINS(LCASE(STR(?county)), "raleigh")) } ORDER BY ?label'
+)
+EVERYTHING = "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }"
+
+
+@pytest.fixture(scope="module")
+def facts_home(tmp_path_factory, embedder) -> IndexHome:
+    root = tmp_path_factory.mktemp("sparql_protocol")
+    sources = make_workspace(root)
+    sources.write_text(sources.read_text() + SPATIAL, encoding="utf-8")
+    home = IndexHome(root / "rag_index")
+    build_and_publish(sources, home, embedder)
+    config = load_sources(sources)
+    result = export_gbim(config, home, embedder)
+    home.publish(result.version_id, result.base_version, config.retention)
+    return home
+
+
+@pytest.fixture(scope="module")
+def server(facts_home):
+    with uvicorn(facts_home) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def on_disk(facts_home) -> Graph:
+    """The version's facts as written by the export (sorted N-Triples)."""
+    path = facts_home.version_dir(facts_home.current()) / GBIM_DIR / "gbim.nt"
+    return Graph().parse(path, format="nt")
+
+
+def endpoint(url: str, return_format: str, method: str = GET, request_method: str = URLENCODED) -> SPARQLWrapper:
+    client = SPARQLWrapper(f"{url}/facts/sparql", returnFormat=return_format)
+    client.setMethod(method)
+    client.setRequestMethod(request_method)
+    return client
+
+
+def entity(entity_id: str) -> URIRef:
+    return URIRef(f"{GBIM_IRI}entity/{entity_id}")
+
+
+def test_on_disk_turtle_is_the_graph_of_the_ntriples(facts_home, on_disk) -> None:
+    turtle = Graph().parse(facts_home.version_dir(facts_home.current()) / GBIM_DIR / "gbim.ttl", format="turtle")
+    assert len(on_disk) > 50 and isomorphic(turtle, on_disk)
+    # Reprojected coordinates carry more than the 6 digits rdflib's own Turtle keeps: the check above means something.
+    lats = [o for o in on_disk.objects(None, URIRef(GEO + "lat"))]
+    assert lats and all(o.datatype == XSD.double for o in lats)
+    assert any(len(str(o).replace("-", "").replace(".", "").lstrip("0")) > 7 for o in lats)
+
+
+@pytest.mark.parametrize(
+    ("method", "request_method"), [(GET, URLENCODED), (POST, URLENCODED), (POST, POSTDIRECTLY)], ids=str
+)
+def test_sparqlwrapper_selects_by_get_form_and_direct_post(server, method, request_method) -> None:
+    client = endpoint(server, JSON, method, request_method)
+    client.setQuery(LABELS_IN_RALEIGH)
+    data = client.queryAndConvert()
+    assert data["head"]["vars"] == ["e", "label", "lat"]
+    rows = data["results"]["bindings"]
+    assert rows and any("Beckley" in r["label"]["value"] for r in rows)
+    assert all(r["e"]["type"] == "uri" and r["label"]["type"] == "literal" for r in rows)
+    # Typed literals keep their datatype and full precision: the same latitude /entities reports.
+    lieap = next(r for r in rows if r["e"]["value"] == str(entity(LIEAP)))
+    assert lieap["lat"]["datatype"] == str(XSD.double)
+    assert float(lieap["lat"]["value"]) == httpx.get(f"{server}/entities/{LIEAP}").json()["lat"]
+
+
+def test_result_formats_by_accept_parse_back_to_the_same_rows(server) -> None:
+    query = {"query": LABELS_IN_RALEIGH}
+    parsed = {}
+    for media_type, rdflib_format in [
+        ("application/sparql-results+json", "json"),
+        ("application/sparql-results+xml", "xml"),
+        ("text/csv", "csv"),
+    ]:
+        response = httpx.get(f"{server}/facts/sparql", params=query, headers={"Accept": media_type})
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"].split(";")[0] == media_type
+        assert response.headers["vary"] == "Accept" and response.headers["x-index-version"]
+        result = Result.parse(io.BytesIO(response.content), format=rdflib_format)
+        parsed[media_type] = [tuple(str(term) for term in row) for row in result]
+    assert parsed["application/sparql-results+json"] == parsed["application/sparql-results+xml"]
+    assert parsed["text/csv"] == parsed["application/sparql-results+json"]  # CSV drops datatypes, not values
+    xml = endpoint(server, XML)
+    xml.setQuery(LABELS_IN_RALEIGH)
+    assert xml.queryAndConvert().getElementsByTagName("result").length == len(parsed["text/csv"])
+    csv = endpoint(server, CSV, POST)
+    csv.setQuery(LABELS_IN_RALEIGH)
+    assert csv.queryAndConvert().decode().splitlines()[0] == "e,label,lat"
+
+
+def test_ask_answers_a_boolean(server) -> None:
+    for return_format in (JSON, XML):
+        client = endpoint(server, return_format, POST, POSTDIRECTLY)
+        client.setQuery("ASK { ?e gbim:serves_zip ?z }")
+        converted = client.queryAndConvert()
+        boolean = converted["boolean"] if return_format == JSON else converted.getElementsByTagName("boolean")[0]
+        assert boolean is True or boolean.firstChild.data == "true"
+    csv = httpx.get(f"{server}/facts/sparql", params={"query": "ASK {}"}, headers={"Accept": "text/csv"})
+    assert csv.status_code == 406 and "ASK" in csv.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("return_format", "rdflib_format", "media_type"),
+    [
+        (TURTLE, "turtle", "text/turtle"),
+        (N3, "turtle", "text/turtle"),
+        (JSONLD, "json-ld", "application/ld+json"),
+        (RDFXML, "xml", "application/rdf+xml"),
+    ],
+)
+def test_construct_answers_the_facts_graph_in_rdf(server, on_disk, return_format, rdflib_format, media_type) -> None:
+    client = endpoint(server, return_format, POST)
+    client.setQuery(EVERYTHING)
+    response = client.query().response
+    assert response.headers["content-type"].split(";")[0] == media_type
+    served = Graph().parse(data=response.read().decode(), format=rdflib_format)
+    assert isomorphic(served, on_disk)
+
+
+def test_n_triples_and_describe(server, on_disk) -> None:
+    nt = httpx.post(
+        f"{server}/facts/sparql",
+        content=EVERYTHING,
+        headers={"Content-Type": "application/sparql-query", "Accept": "application/n-triples"},
+    )
+    assert nt.headers["content-type"].startswith("application/n-triples")
+    assert isomorphic(Graph().parse(data=nt.text, format="nt"), on_disk)
+    client = endpoint(server, TURTLE)
+    client.setQuery(f"DESCRIBE <{entity(OAK_HILL)}>")
+    described = Graph().parse(data=client.queryAndConvert(), format="turtle")
+    assert set(described.triples((entity(OAK_HILL), None, None))) == set(
+        on_disk.triples((entity(OAK_HILL), None, None))
+    )
+
+
+def test_the_json_body_api_is_unchanged_and_can_ask_for_standard_formats(server) -> None:
+    own = httpx.post(f"{server}/facts/sparql", json={"query": LABELS_IN_RALEIGH, "limit": 1})
+    assert own.headers["content-type"] == "application/json"
+    assert own.json()["variables"] == ["e", "label", "lat"] and own.json()["truncated"] is True
+    assert len(own.json()["rows"]) == 1 and own.json()["index_version"]
+    standard = httpx.post(
+        f"{server}/facts/sparql",
+        json={"query": LABELS_IN_RALEIGH, "limit": 1},
+        headers={"Accept": "application/sparql-results+json"},
+    )
+    assert len(standard.json()["results"]["bindings"]) == 1 and standard.headers["x-results-truncated"] == "true"
+    graph = httpx.post(f"{server}/facts/sparql", json={"query": EVERYTHING, "limit": 5})
+    assert graph.headers["content-type"].startswith("text/turtle")
+    assert len(Graph().parse(data=graph.text, format="turtle")) == 5
+    assert graph.headers["x-results-truncated"] == "true"
+
+
+def test_protocol_errors_say_what_to_change(server) -> None:
+    url = f"{server}/facts/sparql"
+    update = "INSERT DATA { <urn:a> <urn:b> <urn:c> }"
+    cases = [
+        (httpx.post(url, data={"update": update}), 400, "read-only"),
+        (httpx.post(url, content=update, headers={"Content-Type": "application/sparql-update"}), 400, "read-only"),
+        (httpx.post(url, content=update, headers={"Content-Type": "application/sparql-query"}), 400, "read-only"),
+        (httpx.get(url, params={"query": "ASK {}", "default-graph-uri": "urn:g"}), 400, "default-graph-uri"),
+        (httpx.post(url, data={"query": "ASK {}", "named-graph-uri": "urn:g"}), 400, "named-graph-uri"),
+        (httpx.post(url, data={"format": "json"}), 400, "query"),
+        (httpx.post(url, content="ASK {}", headers={"Content-Type": "text/plain"}), 415, "application/sparql-query"),
+        (httpx.post(url, content=b"\xff", headers={"Content-Type": "application/sparql-query"}), 400, "UTF-8"),
+        (httpx.get(url, params={"query": "ASK {}"}, headers={"Accept": "image/png"}), 406, "text/turtle"),
+        (httpx.get(url, params={"query": "SELECT WHERE {"}), 400, "not a valid SPARQL query"),
+    ]
+    for response, status, named in cases:
+        assert response.status_code == status, (response.request.url, response.text)
+        assert named in json.dumps(response.json()), response.json()
+    assert httpx.get(url).status_code == 422
+    long_query = httpx.post(url, data={"query": "ASK {}" + " " * 5000})
+    assert long_query.status_code == 422
+
+
+def test_keys_apply_to_protocol_requests(server) -> None:
+    client = endpoint(server, JSON)
+    client.setQuery("ASK {}")
+    client.addCustomHttpHeader("X-API-Key", "not-a-key")
+    with pytest.raises(Unauthorized):
+        client.queryAndConvert()
+
+
+@pytest.mark.parametrize("media_type", list(RDF_MEDIA_TYPES))
+def test_facts_by_content_negotiation_are_the_exported_graph(server, on_disk, media_type) -> None:
+    everything = httpx.get(f"{server}/facts", params={"limit": 1000}, headers={"Accept": media_type})
+    assert everything.status_code == 200 and everything.headers["content-type"].split(";")[0] == media_type
+    assert isomorphic(Graph().parse(data=everything.text, format=RDF_MEDIA_TYPES[media_type]), on_disk)
+    one = httpx.get(f"{server}/facts/{OAK_HILL}", headers={"Accept": media_type})
+    assert one.headers["content-type"].split(";")[0] == media_type
+    served = Graph().parse(data=one.text, format=RDF_MEDIA_TYPES[media_type])
+    expected = Graph()
+    for triple in on_disk.triples((entity(OAK_HILL), None, None)):
+        expected.add(triple)
+        if isinstance(triple[2], URIRef) and triple[2].startswith(GBIM_IRI) and "/class/" not in triple[2]:
+            expected.add((triple[2], RDFS.label, on_disk.value(triple[2], RDFS.label)))
+    assert isomorphic(served, expected) and served.value(entity(OAK_HILL), RDFS.label)
+
+
+def test_facts_json_stays_the_default_and_unknown_entities_are_404(server) -> None:
+    for accept in (None, "application/json", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"):
+        response = httpx.get(
+            f"{server}/facts", params={"subject": OAK_HILL}, headers={"Accept": accept} if accept else {}
+        )
+        assert response.headers["content-type"] == "application/json" and response.json()["facts"]
+    turtle = httpx.get(f"{server}/facts/{OAK_HILL}")
+    assert turtle.headers["content-type"].startswith("text/turtle")
+    as_json = httpx.get(f"{server}/facts/{OAK_HILL}", headers={"Accept": "application/json"})
+    assert as_json.headers["content-type"] == "application/ld+json"
+    missing = httpx.get(f"{server}/facts/00000000-0000-0000-0000-000000000000")
+    assert missing.status_code == 404
+    refused = httpx.get(f"{server}/facts", headers={"Accept": "image/png"})
+    assert refused.status_code == 406
