@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from livemem.gis_index import GisIndex, cached_gis_index
@@ -23,6 +24,7 @@ from serving.models import UUID_PATTERN, ErrorBody, Values
 router = APIRouter(tags=["gis"])
 
 Format = Literal["json", "geojson"]
+GEOJSON_MEDIA_TYPE = "application/geo+json"  # RFC 7946: what GIS clients (QGIS, GDAL, Leaflet plugins) expect
 EXPORT_HINT = "run the Dagster job `export_gbim` (dagster job execute -m orchestration.definitions -j export_gbim)"
 
 
@@ -196,7 +198,15 @@ def _feature(hit: dict[str, Any]) -> dict[str, Any]:
 @router.post(
     "/gis/query",
     response_model=GisQueryResponse | GisFeatureCollection,
-    responses={401: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+    responses={
+        200: {
+            "content": {GEOJSON_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/GisFeatureCollection"}}},
+            "description": f"`format=geojson`: a FeatureCollection, as {GEOJSON_MEDIA_TYPE}",
+        },
+        401: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+        503: {"model": ErrorBody},
+    },
 )
 def gis_query(
     body: GisQueryRequest,
@@ -204,7 +214,7 @@ def gis_query(
     role: CallerRole,
     snap: CurrentSnapshot,
     format: Annotated[Format | None, Query(description="overrides the body's `format`")] = None,
-) -> GisQueryResponse | GisFeatureCollection:
+) -> GisQueryResponse | JSONResponse:
     """Rank GBIM entities by the similarity of their descriptions to the query, among those that meet the
     spatial (bbox, near) and metadata (county, dataset) constraints and that the caller's role may read."""
     index = gis_index(snap)
@@ -250,7 +260,8 @@ def gis_query(
     state.traces.write(events)
     common = {"index_version": snap.version_id, "trace_id": trace_id, "candidates": int(rows.size)}
     if (format or body.format) == "geojson":
-        return GisFeatureCollection.model_validate({"features": [_feature(h) for h in hits], **common})
+        collection = GisFeatureCollection.model_validate({"features": [_feature(h) for h in hits], **common})
+        return JSONResponse(collection.model_dump(mode="json"), media_type=GEOJSON_MEDIA_TYPE)
     return GisQueryResponse.model_validate({"results": hits, **common})
 
 
