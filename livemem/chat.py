@@ -8,12 +8,21 @@ numbered citations, and the guardrail that runs after generation.
   ``fallback`` naming the failure).
 - The guardrail (``refuse`` | ``annotate`` | ``off``) acts on an answer that cites nothing; independently of it,
   an answer holding text of a collection the caller may not read is always replaced by a refusal.
+- ``stream_answer`` streams: an LLM backend's tokens are forwarded as they come (each piece is released only after
+  the leak check of everything before it), any other answer is cut into sentence / word-group pieces.
+- Personas (``community``, ``researcher``, ``governance_engineer``, ``caseworker``, and every role name) choose
+  collections and framing; their access must lie within the caller's (``resolve_persona``; docs/seed-compat.md).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from fnmatch import fnmatch
 from typing import Any
 
 import httpx
@@ -38,6 +47,8 @@ EXTRACTIVE_NOTE = "Extractive answer (quoted from the evidence, no language mode
 FALLBACK_NOTE = "The language model was unavailable ({reason}); this extractive answer is quoted from the evidence."
 CITATION = re.compile(r"\[(\d{1,3})\]")
 SHINGLE = 8
+# Request fields an OpenAI-compatible backend is given as they were sent (the rest of a request is Living Memory's).
+SAMPLING = ("temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "frequency_penalty")
 
 
 class BackendError(Exception):
@@ -78,21 +89,169 @@ class OpenAICompatibleBackend:
         response.raise_for_status()
         return response.json()
 
-    def complete(self, system: str, context: str) -> str:
-        body = {
+    def _body(self, system: str, context: str, options: dict[str, Any] | None) -> dict[str, Any]:
+        sampling = {k: v for k, v in (options or {}).items() if k in SAMPLING and v is not None}
+        return {
             "model": self.model,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": context}],
-            "temperature": 0,
+            "temperature": 0,  # grounded answers: deterministic unless the caller asks otherwise
+            **sampling,
         }
+
+    def complete(self, system: str, context: str, options: dict[str, Any] | None = None) -> str:
+        return self.complete_with_reason(system, context, options)[0]
+
+    def complete_with_reason(self, system: str, context: str, options: dict[str, Any] | None = None) -> tuple[str, str]:
+        """The answer and the backend's ``finish_reason`` (``stop``, ``length``, ...)."""
         try:
-            data = self._post(body)
-            return str(data["choices"][0]["message"]["content"] or "")
+            data = self._post(self._body(system, context, options))
+            choice = data["choices"][0]
+            return str(choice["message"]["content"] or ""), str(choice.get("finish_reason") or "stop")
         except httpx.TimeoutException as exc:
             raise BackendError(f"timeout after {self.client.timeout.read}s") from exc
         except httpx.HTTPStatusError as exc:
             raise BackendError(f"HTTP {exc.response.status_code}") from exc
         except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
             raise BackendError(f"{type(exc).__name__}: {exc}") from exc
+
+    def stream(self, system: str, context: str, options: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+        """The backend's answer as it is generated (``stream: true``): ``{"delta": text}`` items, then one
+        ``{"finish_reason": ...}``. A failure before the first token raises BackendError (the caller falls back);
+        one after it ends the stream with ``finish_reason`` ``error: ...``."""
+        body = {**self._body(system, context, options), "stream": True}
+        started = False
+        try:
+            with self.client.stream("POST", "/chat/completions", json=body) as response:
+                response.raise_for_status()
+                finish = "stop"
+                for line in response.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    chunk = json.loads(data)
+                    for choice in chunk.get("choices") or []:
+                        content = (choice.get("delta") or {}).get("content")
+                        if content:
+                            started = True
+                            yield {"delta": content}
+                        finish = choice.get("finish_reason") or finish
+                yield {"finish_reason": finish}
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            reason = (
+                f"timeout after {self.client.timeout.read}s" if isinstance(exc, httpx.TimeoutException)
+                else f"HTTP {exc.response.status_code}" if isinstance(exc, httpx.HTTPStatusError)
+                else f"{type(exc).__name__}: {exc}"
+            )  # fmt: skip
+            if not started:
+                raise BackendError(reason) from exc
+            yield {"finish_reason": f"error: {reason}"}
+
+
+# --- personas --------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Persona:
+    """Who the answer is for: it chooses the collections searched and the framing, never more access."""
+
+    name: str
+    access: frozenset[str]  # the access levels it reads; must lie within the caller's
+    collections: tuple[str, ...] = ("*",)  # glob patterns over the collections it may read ("*": all of them)
+    framing: str = ""  # added to the model's system text
+    heading: str | None = None  # first line of an extractive answer (None: the default heading)
+
+
+BENEFITS = ("*benefit*", "*resource*", "*communit*", "gis_*", "gbim_*")
+PERSONAS: dict[str, Persona] = {
+    p.name: p
+    for p in (
+        Persona(
+            "community", frozenset({"public"}), BENEFITS,
+            "The reader is a community member: use plain words, lead with what to do next (where, phone, hours, "
+            "what to bring) and keep it short.",
+            "Here is what Living Memory has for you:",
+        ),
+        Persona(
+            "researcher", frozenset({"public"}), ("*",),
+            "The reader is a researcher: cite every claim, give the source and date of each, and say what the "
+            "evidence does not show.",
+            "Evidence in Living Memory (quoted, with sources):",
+        ),
+        Persona(
+            "governance_engineer", frozenset({"public", "internal"}), ("governance*", "*playbook*", "*internal*", "code*"),
+            "The reader maintains this memory's governance: name the sealed (authoritative) sources and their "
+            "commits, and keep policy apart from practice.",
+            "Governance evidence in Living Memory:",
+        ),
+        Persona(
+            "caseworker", frozenset({"public", "internal"}), (*BENEFITS, "*playbook*"),
+            "The reader is a caseworker helping a client: give eligibility, documents, offices and escalation "
+            "steps.",
+            "For the caseworker, from Living Memory:",
+        ),
+    )
+}  # fmt: skip
+
+
+class PersonaError(Exception):
+    """A persona that is unknown (422) or needs more access than the caller's key gives (403)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def persona_key(name: str) -> str:
+    """``Governance Engineer``, ``governance-engineer`` and ``governance_engineer`` are one persona."""
+    return re.sub(r"[\s\-]+", "_", name.strip().lower())
+
+
+def personas() -> dict[str, Persona]:
+    """The built-in personas, overridden or extended by ``LIVEMEM_PERSONAS`` (JSON: ``{"name": {"access": [...],
+    "collections": [...], "framing": "...", "heading": "..."}}``)."""
+    table = dict(PERSONAS)
+    raw = os.environ.get("LIVEMEM_PERSONAS")
+    if raw:
+        for name, spec in json.loads(raw).items():
+            key = persona_key(name)
+            table[key] = Persona(
+                key, frozenset(spec["access"]), tuple(spec.get("collections", ["*"])), spec.get("framing", ""),
+                spec.get("heading"),
+            )  # fmt: skip
+    return table
+
+
+def resolve_persona(name: str | None, role: str, access: frozenset[str], roles: dict[str, list[str]]) -> Persona:
+    """The persona a request names for a caller of ``role`` (with ``access``). A role name is a persona too (that
+    role's access, every collection). A persona narrows and never widens: its access must lie within the caller's."""
+    if name is None or name == role:
+        return Persona(role, access)
+    key = persona_key(name)
+    table = personas()
+    if name in roles:
+        persona = Persona(name, frozenset(roles[name]))
+    elif key in table:
+        persona = table[key]
+    else:
+        known = ", ".join(sorted({*table, *roles}))
+        raise PersonaError(422, f"role {name!r} is not a known persona; known: {known}")
+    missing = sorted(persona.access - access)
+    if missing:
+        raise PersonaError(
+            403,
+            f"persona {name!r} needs access {', '.join(missing)}, which the caller's key (role {role}) does not "
+            "give; a persona may only narrow the caller's access (send a key with that access)",
+        )
+    return persona
+
+
+def persona_collections(persona: Persona, readable: list[str]) -> tuple[str, ...]:
+    """The collections (of ``readable``) the persona searches; () means all of them. Patterns that match none of
+    this deployment's collections fall back to all of them rather than to no evidence."""
+    if persona.collections == ("*",):
+        return ()
+    chosen = tuple(c for c in readable if any(fnmatch(c, p) for p in persona.collections))
+    return chosen if chosen else ()
 
 
 # --- extractive answers -------------------------------------------------------------------------------------------
@@ -130,9 +289,12 @@ def extractive_answer(context: dict[str, Any]) -> str:
         lines.append(f"- Web ({item['source']}, not authoritative): {item['title']}: {item['snippet']} [{item['ref']}]")
     if not lines:
         return CLARIFY_TEXT
+    heading = personas().get(persona_key(context["route"].get("persona") or ""))
     head = (
-        "From the West Virginia evidence in Living Memory:" if context["route"]["wv_scoped"] else "From Living Memory:"
-    )
+        heading.heading if heading is not None and heading.heading
+        else "From the West Virginia evidence in Living Memory:" if context["route"]["wv_scoped"]
+        else "From Living Memory:"
+    )  # fmt: skip
     return head + "\n" + "\n".join(" ".join(line.split()) for line in lines)
 
 
@@ -206,16 +368,31 @@ def guard(answer: str, context: dict[str, Any], snap: Snapshot, mode: str) -> tu
 
 
 def generate(
-    context: dict[str, Any], snap: Snapshot, settings: ContextSettings, backend: OpenAICompatibleBackend | None
+    context: dict[str, Any],
+    snap: Snapshot,
+    settings: ContextSettings,
+    backend: OpenAICompatibleBackend | None,
+    options: dict[str, Any] | None = None,
+    failure: str | None = None,
 ) -> dict[str, Any]:
-    """The answer to the message of ``context`` with its citations, backend, fallback and guardrail report."""
+    """The answer to the message of ``context`` with its citations, backend, fallback, guardrail report and
+    ``finish_reason``. ``options``: the caller's sampling fields (``SAMPLING``), given to an LLM backend;
+    ``max_tokens`` also cuts a fixed or extractive answer (``finish_reason: length``). ``failure``: the backend
+    already failed (a stream that never started): answer extractively, saying why."""
     fixed = canned_answer(context)
     fallback = None
+    finish = "stop"
     if fixed is not None:
         text, used, model = fixed, "fixed", "none"
+    elif failure is not None:
+        fallback = failure
+        text = FALLBACK_NOTE.format(reason=fallback) + "\n" + extractive_answer(context)
+        used, model = "extractive", "extractive"
     elif backend is not None:
         try:
-            text = backend.complete(context["prompt"]["system"], context["prompt"]["context"])
+            text, finish = backend.complete_with_reason(
+                context["prompt"]["system"], context["prompt"]["context"], options
+            )
             used, model = "llm", backend.model
         except BackendError as exc:
             log.warning("LLM backend failed, answering extractively: %s", exc)
@@ -225,6 +402,10 @@ def generate(
     else:
         text, used, model = extractive_answer(context), "extractive", "extractive"
     text, cited, report = guard(text, context, snap, settings.guardrail)
+    max_tokens = (options or {}).get("max_tokens")
+    if used != "llm" and max_tokens and count_tokens(text) > max_tokens:
+        text, finish = cut_tokens(text, max_tokens), "length"
+        cited = [c for c in cited if f"[{c['n']}]" in text]
     return {
         "answer": text,
         "citations": cited,
@@ -233,4 +414,87 @@ def generate(
         "fallback": fallback,
         "note": EXTRACTIVE_NOTE if used == "extractive" else None,
         "guardrail": report,
+        "finish_reason": finish,
     }
+
+
+# --- tokens and streaming --------------------------------------------------------------------------------------------
+TOKEN = re.compile(r"\S+\s*")
+
+
+def count_tokens(text: str) -> int:
+    """Whitespace-separated words: what ``usage`` and ``max_tokens`` count (no tokenizer of the answering model
+    is at hand for extractive answers; documented in docs/openai.md)."""
+    return len(text.split())
+
+
+def cut_tokens(text: str, limit: int) -> str:
+    return "".join(TOKEN.findall(text)[:limit]).rstrip()
+
+
+def pieces(text: str, words: int = 8) -> Iterator[str]:
+    """``text`` in stream-sized pieces: each ends at a line or sentence end, or after ``words`` words; joined they
+    give ``text`` back exactly."""
+    head = text[: len(text) - len(text.lstrip())]
+    piece, count = head, 0
+    for token in TOKEN.findall(text):
+        piece += token
+        count += 1
+        if count >= words or "\n" in token or re.search(r"[.!?:]\s+$", token):
+            yield piece
+            piece, count = "", 0
+    if piece:
+        yield piece
+
+
+def stream_answer(
+    context: dict[str, Any],
+    snap: Snapshot,
+    settings: ContextSettings,
+    backend: OpenAICompatibleBackend | None,
+    options: dict[str, Any] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The answer as ``{"delta": text, "model": who answers}`` items, then ``{"answer": <generate()'s dict>}``.
+
+    With an LLM backend (and a guardrail other than ``refuse``, which must see the whole answer first), its tokens
+    are forwarded as they come; before a piece is released, the text so far is checked for 8 words only a hidden
+    collection holds, so a leak stops the stream (``finish_reason: content_filter``) before it is complete. Any
+    other answer is generated whole, then sent in ``pieces``."""
+    live = backend is not None and canned_answer(context) is None and settings.guardrail != "refuse"
+    if live:
+        hidden = context.get("hidden_collections", [])
+        sent, finish = "", "stop"
+        try:
+            for item in backend.stream(context["prompt"]["system"], context["prompt"]["context"], options):
+                if "finish_reason" in item:
+                    finish = item["finish_reason"]
+                    break
+                if leaks(snap, hidden, sent + item["delta"]):
+                    yield {"delta": "\n\n" + REFUSE_TEXT, "model": backend.model}
+                    report = {"mode": settings.guardrail, "action": "blocked: the answer held text the caller's role "
+                              "may not read", "cited": 0}  # fmt: skip
+                    yield {"answer": {"answer": REFUSE_TEXT, "citations": [], "backend": "llm", "model": backend.model,
+                                      "fallback": None, "note": None, "guardrail": report,
+                                      "finish_reason": "content_filter"}}  # fmt: skip
+                    return
+                sent += item["delta"]
+                yield {"delta": item["delta"], "model": backend.model}
+        except BackendError as exc:
+            log.warning("LLM backend failed before streaming, answering extractively: %s", exc)
+            failure = str(exc)
+        else:
+            error = finish.removeprefix("error: ") if finish.startswith("error: ") else None
+            text, cited, report = guard(sent, context, snap, settings.guardrail)
+            if text.startswith(sent) and text != sent:
+                yield {"delta": text[len(sent) :], "model": backend.model}  # the annotation, after the rest
+            yield {"answer": {"answer": text, "citations": cited, "backend": "llm", "model": backend.model,
+                              "fallback": error, "note": None, "guardrail": report,
+                              "finish_reason": "stop" if error else finish}}  # fmt: skip
+            return
+        answer = generate(context, snap, settings, None, options, failure=failure)
+    else:
+        answer = generate(context, snap, settings, backend, options)
+    model = "fixed" if answer["backend"] == "fixed" else answer["model"]
+    for piece in pieces(answer["answer"]):
+        yield {"delta": piece, "model": model}
+    yield {"answer": answer}

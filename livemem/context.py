@@ -120,6 +120,10 @@ class ContextRequest:
     profile: dict[str, Any] = field(default_factory=dict)
     top_k: int | None = None
     thread_id: str | None = None
+    # A persona (livemem.chat.resolve_persona) narrows the searched collections and frames the prompt.
+    persona: str | None = None
+    collections: tuple[str, ...] = ()  # () : every collection the caller may read
+    framing: str = ""
 
 
 @dataclass(frozen=True)
@@ -770,6 +774,8 @@ def build_context(
     tick("intent")
     gis = gis_for(snap)
     elig = eligibility(snap, gis, caller, settings)
+    if request.collections:  # narrows only: a collection the caller may not read never comes back
+        elig.collections = [c for c in elig.collections if c in request.collections]
     # A collection the role may not read is treated as one that does not exist: same answer, same notes.
     sq = self_query(request, elig.collections, now)
     tick("self_query")
@@ -836,6 +842,10 @@ def build_context(
     if not web_info["reason"]:
         web_info["reason"] = f"excluded: no retrieval ({response_class})"
     prompt, citations = assemble_prompt(request.message, sections, wv_scoped, settings)
+    if request.framing:
+        prompt["system"] += f"\n{request.framing}"
+        prompt["text"] = f"{prompt['system']}\n\n{prompt['context']}"
+        prompt["chars"] = len(prompt["text"])
     tick("prompt")
     filters = sq.filters()
     notes = sq.notes
@@ -849,6 +859,7 @@ def build_context(
         "wv_scoped": wv_scoped,
         "wv_reasons": wv_reasons,
         "eligibility": {"role": caller.role, **elig.public()},
+        "persona": request.persona,
         "sources_queried": queried,
         "registry_lookups": registry_lookups,
         "web": web_info,

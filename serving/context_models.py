@@ -44,7 +44,10 @@ class ContextRequest(BaseModel):
 
     message: str = Field(..., min_length=1, max_length=4000, description="the person's message, as written")
     role: str | None = Field(
-        None, max_length=64, description="ignored unless it names the caller's own role (the role comes from X-API-Key)"
+        None,
+        max_length=64,
+        description="a persona (community, researcher, governance_engineer, caseworker, or a role name) choosing "
+        "collections and framing; access still comes from the API key: a persona needing more is refused (403)",
     )
     county: str | None = Field(None, min_length=2, max_length=64, description="county, e.g. Fayette")
     zip: str | None = Field(None, pattern=r"^[0-9]{5}$", description="5-digit ZIP code")
@@ -111,6 +114,7 @@ class Route(BaseModel):
     web: WebDecision
     candidates: int
     steps_ms: dict[str, float]
+    persona: str | None = Field(None, description="the persona the request named (its `role` field)")
 
 
 class Passage(BaseModel):
@@ -273,15 +277,36 @@ class LivingMemoryOptions(BaseModel):
     profile: Profile | None = None
     top_k: int | None = Field(None, ge=1, le=50)
     thread_id: str | None = Field(None, max_length=128)
+    persona: str | None = Field(None, max_length=64, description="as the `role` of /chat: narrows, never widens")
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: bool = False
 
 
 class ChatCompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")  # temperature, max_tokens, ...: accepted and ignored
+    """OpenAI's request body. Sampling fields go to an LLM backend; fields that would change the answer's shape and
+    are not supported (``tools``, ``n`` > 1, ...) are refused with 400; other fields are listed back as ignored in
+    ``living_memory.options`` (docs/openai.md)."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     model: str | None = Field(None, max_length=256)
     messages: list[OpenAIMessage] = Field(..., min_length=1, max_length=200)
     stream: bool = False
+    stream_options: StreamOptions | None = None
     user: str | None = Field(None, max_length=256)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    max_tokens: int | None = Field(None, ge=1, le=32_768)
+    max_completion_tokens: int | None = Field(None, ge=1, le=32_768)
+    n: int | None = Field(None, ge=1, le=128)
+    stop: Annotated[str, Field(max_length=256)] | Annotated[list[str], Field(max_length=4)] | None = None
+    seed: int | None = None
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
     living_memory: LivingMemoryOptions | None = None
 
 
@@ -293,7 +318,7 @@ class ChoiceMessage(BaseModel):
 class Choice(BaseModel):
     index: int = 0
     message: ChoiceMessage
-    finish_reason: Literal["stop"] = "stop"
+    finish_reason: Literal["stop", "length", "content_filter"] = "stop"
 
 
 class Usage(BaseModel):
@@ -314,6 +339,12 @@ class LivingMemoryExtra(BaseModel):
     index_version: str
     trace_id: str
     cached: bool
+    persona: str | None = None
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what became of each request option: applied, not applicable (and why) or ignored; and how the "
+        "conversation's earlier turns were used",
+    )
 
 
 class ChatCompletion(BaseModel):

@@ -94,6 +94,7 @@ class ContextService:
             profile=request.profile or {},
             top_k=request.top_k,
             web=self.web is not None,
+            persona=[request.persona, list(request.collections), request.framing],
         )
 
     def context(self, snap: Snapshot, caller: Caller, request: ContextRequest, audit: bool = True) -> dict[str, Any]:

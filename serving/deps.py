@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import secrets
+from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Request
 
+from livemem.chat import PersonaError, persona_collections, resolve_persona
+from livemem.context import ContextRequest as Message
 from livemem.reader import Snapshot
 from serving.state import Role, ServingState
 
@@ -22,13 +25,29 @@ State = Annotated[ServingState, Depends(get_state)]
 def caller_role(
     state: State,
     x_api_key: Annotated[str | None, Header(description="API key; without one the caller is the public role")] = None,
+    authorization: Annotated[
+        str | None, Header(description="`Bearer <API key>`: the same keys as X-API-Key (which wins when both are sent)")
+    ] = None,
 ) -> Role:
-    if x_api_key is None:
+    """The role of the request's key: ``X-API-Key``, else ``Authorization: Bearer`` (what OpenAI clients send).
+    No key is the public role; so is the key that is the public role's name (OpenAI clients must send some key)."""
+    key = x_api_key
+    if key is None and authorization is not None:
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise HTTPException(401, "the Authorization header must be 'Bearer <API key>'")
+        key = token.strip()
+    if key is None:
         return state.role(state.settings.public_role)
-    for key, role in state.settings.api_keys.items():
-        if secrets.compare_digest(key.encode(), x_api_key.encode()):
+    for known, role in state.settings.api_keys.items():
+        if secrets.compare_digest(known.encode(), key.encode()):
             return state.role(role)
-    raise HTTPException(401, "unknown API key (header X-API-Key); omit the header to query as the public role")
+    if secrets.compare_digest(key.encode(), state.settings.public_role.encode()):
+        return state.role(state.settings.public_role)
+    raise HTTPException(
+        401, "unknown API key (X-API-Key or Authorization: Bearer); omit it, or send 'public', to query as the "
+        "public role"
+    )  # fmt: skip
 
 
 def current_snapshot(state: State) -> Snapshot:
@@ -38,6 +57,20 @@ def current_snapshot(state: State) -> Snapshot:
 
 CallerRole = Annotated[Role, Depends(caller_role)]
 CurrentSnapshot = Annotated[Snapshot, Depends(current_snapshot)]
+
+
+def with_persona(message: Message, persona: str | None, role: Role, state: ServingState, snap: Snapshot):
+    """``message`` for the persona a request names (its ``role`` field), and the role it is answered as: the
+    caller's role name with the persona's access. Unknown persona: 422; one needing more access than the key
+    gives: 403 (a persona narrows, never widens)."""
+    try:
+        chosen = resolve_persona(persona, role.name, role.access, state.settings.roles)
+    except PersonaError as exc:
+        raise HTTPException(exc.status, str(exc)) from None
+    narrowed = Role(role.name, chosen.access)
+    collections = persona_collections(chosen, snap.collections_for(chosen.access))
+    named = None if persona is None else chosen.name
+    return replace(message, persona=named, collections=collections, framing=chosen.framing), narrowed
 
 
 def visible_manifest(snap: Snapshot, role: Role) -> dict:
@@ -82,7 +115,10 @@ def _visible_sections(snap: Snapshot, role: Role) -> dict:
     visible_total = sum(v.get("chunks", 0) for v in manifest["collections"].values())
     manifest["total_chunks"] = visible_total
     # Sizes of the version's files (per-level indexes, tables) would count hidden chunks too.
-    for key in ("total_parents", "sealed_chunks", "index_size_mb", "attention_stats", "governance", "files"):
+    for key in (
+        "total_parents", "sealed_chunks", "index_size_mb", "version_size_mb", "attention_stats", "governance", "files",
+        "segments",
+    ):  # fmt: skip
         manifest.pop(key, None)
     changes = dict(manifest.get("changes", {}))
     for part in ("per_source", "unreadable_sources"):

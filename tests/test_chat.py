@@ -122,7 +122,7 @@ def test_openai_client_against_the_endpoint(home, embedder):
     openai = pytest.importorskip("openai")
     app = make_app(home, embedder)
     with TestClient(app) as tc:
-        client = openai.OpenAI(api_key="unused", base_url="http://testserver/v1", http_client=tc)
+        client = openai.OpenAI(api_key="public", base_url="http://testserver/v1", http_client=tc)
         completion = client.chat.completions.create(
             model="living-memory",
             messages=[{"role": "system", "content": "be brief"}, {"role": "user", "content": "food pantry in Beckley"}],
