@@ -1,0 +1,691 @@
+"""Open Referral HSDS 3.0 ↔ the ``local_resources`` registry.
+
+Community-resource directories exchange data as the Human Services Data Specification (HSDS 3.0, schemas vendored
+in ``schemas/hsds/``). This module
+
+- **imports** an HSDS export directory into the registry's input format (the rows of
+  ``schemas/local_resource.schema.json``): each table as ``<table>.csv`` (the tabular data package: ``services.csv``,
+  ``organizations.csv``, ``locations.csv``, ``service_at_location.csv``, ``service_areas.csv``, ``addresses.csv``,
+  ``phones.csv``, ``schedules.csv``, ``attributes.csv``, ``taxonomy_terms.csv``, ``metadata.csv``) or as
+  ``<table>.json`` (a list of records, flat or nested as the HSDS API serves them). Every record is validated
+  against its HSDS schema; a bad record is reported with its file, row and id and left out, good ones are kept.
+  One registry row per service: its first location with a postal code gives ``zip`` / ``county`` / ``address``.
+- **exports** registry rows as HSDS 3.0 services (``services.json``: a list of service objects with their locations,
+  addresses, phones, schedules, service areas and taxonomy attributes nested), valid per the vendored schemas.
+
+The registry's own verification (``livemem.registry.verify``) still checks the imported rows (ZIP in state and
+county, phone, e-mail, URL, freshness): import only reports what it can see in the HSDS data itself.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from livemem.errors import LivingMemoryError
+from livemem.registry import FIELDS, RESOURCE_TYPES, zip_data
+from livemem.schemas import SCHEMA_DIR
+
+HSDS_DIR = SCHEMA_DIR / "hsds"
+HSDS_VERSION = "3.0.0"
+# The tables import reads, in the order they are read (schema file stem; the file name comes from its "path").
+TABLES = (
+    "service", "organization", "location", "service_at_location", "service_area", "address", "phone", "schedule",
+    "attribute", "taxonomy_term", "metadata",
+)  # fmt: skip
+HSDS_STATUSES = ("active", "inactive", "defunct", "temporarily closed")
+TEMPORARILY_CLOSED = "Temporarily closed."  # how a temporarily closed service's hours start in the registry
+# Ids that HSDS needs but the registry does not have (locations, phones, ...) are UUID5 under this namespace, so an
+# export of the same rows is identical every time.
+NAMESPACE = uuid.UUID("6f1c2f4e-5b0a-4c47-9a53-2d8f3e0b7a61")
+RESOURCE_TYPE_TAXONOMY = "Living Memory resource types"
+ID_TERM = "local_resource_id"  # attribute term whose value keeps a registry id that is not a UUID
+ZIP5 = re.compile(r"\b(\d{5})(?:-\d{4})?\b")
+ADDRESS = re.compile(r"^(?P<street>.+?),\s*(?P<city>[^,]+),\s*(?P<state>[A-Z]{2})\s+(?P<zip>\d{5}(?:-\d{4})?)$")
+
+
+class HsdsError(LivingMemoryError):
+    """An HSDS export that cannot be read at all (no such directory, no services table, unreadable file)."""
+
+
+# --- schemas -----------------------------------------------------------------------------------------------------
+@cache
+def hsds_schema(table: str) -> dict[str, Any]:
+    """The vendored HSDS 3.0 schema of a table (``service``, ``location``, ...)."""
+    return json.loads((HSDS_DIR / f"{table}.json").read_text(encoding="utf-8"))
+
+
+@cache
+def _schema_registry() -> Registry:
+    """Every vendored schema under its file name, which is how they ``$ref`` each other (``"$ref": "phone.json"``)."""
+    return Registry().with_resources(
+        (p.name, Resource.from_contents(json.loads(p.read_text(encoding="utf-8")), default_specification=DRAFT202012))
+        for p in sorted(HSDS_DIR.glob("*.json"))
+        if p.name != "openapi.json"
+    )
+
+
+@cache
+def hsds_validator(table: str, tabular: bool = False) -> Draft202012Validator:
+    """A validator for one table's records, checking formats (uuid, email, date-time). ``tabular``: also the fields
+    the tabular format requires (``tabular_required``, e.g. a service's ``organization_id``)."""
+    schema = dict(hsds_schema(table))
+    if tabular:
+        schema["required"] = [*schema.get("required", []), *schema.get("tabular_required", [])]
+    return Draft202012Validator(schema, registry=_schema_registry(), format_checker=FormatChecker())
+
+
+def validate_services(services: list[dict[str, Any]]) -> list[str]:
+    """Every violation of the HSDS 3.0 service schema (nested objects included), as ``[i].path: message``."""
+    validator = hsds_validator("service")
+    return [
+        f"[{i}]{_path(err.absolute_path)}: {err.message}"
+        for i, service in enumerate(services)
+        for err in sorted(validator.iter_errors(service), key=lambda e: list(map(str, e.absolute_path)))
+    ]
+
+
+def _path(parts: Iterable[Any]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+# --- import: reading the tables ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Problem:
+    """A record import could not use (error: left out) or used with a caveat (warning)."""
+
+    where: str  # file and row: services.csv:4 (line), services.json[2].phones[0]
+    table: str
+    record_id: str | None
+    severity: str  # error | warning
+    message: str
+
+    def __str__(self) -> str:
+        what = f"{self.table} {self.record_id}" if self.record_id else self.table
+        return f"{self.where}: {self.severity}: {what}: {self.message}"
+
+
+@dataclass
+class HsdsImport:
+    """Registry rows (one per usable service) and every problem found on the way."""
+
+    rows: list[dict[str, Any]]
+    problems: list[Problem]
+    services_read: int
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    def summary(self) -> str:
+        left_out = self.services_read - len(self.rows)
+        return (
+            f"{self.services_read} services read from {', '.join(self.files)}: {len(self.rows)} registry rows, "
+            f"{left_out} services left out, {len(self.errors)} errors and "
+            f"{len(self.problems) - len(self.errors)} warnings"
+        )
+
+
+@dataclass
+class _Record:
+    data: dict[str, Any]
+    where: str
+
+
+def table_file(table: str) -> str:
+    """``service`` -> ``services``: the file stem the tabular format gives the table (its schema's ``path``)."""
+    return Path(hsds_schema(table)["path"]).stem
+
+
+def _coerce(table: str, raw: dict[str, str]) -> dict[str, Any]:
+    """A CSV row typed per the table schema: empty cells are absent, numbers become numbers (a value that is not
+    one stays text, for the schema to report)."""
+    props = hsds_schema(table)["properties"]
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key is None or value is None or value.strip() == "":
+            continue
+        value = value.strip()
+        if props.get(key, {}).get("type") == "number":
+            try:
+                number = float(value)
+                value = int(number) if number.is_integer() else number
+            except ValueError:
+                pass
+        out[key] = value
+    return out
+
+
+def _read_table(directory: Path, table: str) -> tuple[list[_Record], bool, str | None]:
+    """The records of one table (from CSV or JSON), whether they came from CSV, and the file read."""
+    stem = table_file(table)
+    csv_path, json_path = directory / f"{stem}.csv", directory / f"{stem}.json"
+    try:
+        if csv_path.is_file():
+            with open(csv_path, encoding="utf-8-sig", newline="") as fh:
+                # line numbers: the header is line 1 (a quoted value spanning lines is rare enough to ignore)
+                return (
+                    [
+                        _Record(_coerce(table, row), f"{csv_path.name}:{i}")
+                        for i, row in enumerate(csv.DictReader(fh), 2)
+                    ],
+                    True,
+                    csv_path.name,
+                )
+        if json_path.is_file():
+            data = json.loads(json_path.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and isinstance(data.get("contents"), list):
+                data = data["contents"]  # an HSDS API page (/services?page=1) saved as a file
+            if not isinstance(data, list):
+                raise HsdsError(f"{json_path}: expected a list of {table} records (or an API page with contents)")
+            return [_Record(item, f"{json_path.name}[{i}]") for i, item in enumerate(data)], False, json_path.name
+    except (OSError, UnicodeDecodeError, csv.Error, json.JSONDecodeError) as exc:
+        raise HsdsError(f"HSDS table {table} cannot be read: {exc}") from exc
+    return [], False, None
+
+
+def _nested(table: str) -> dict[str, tuple[str, bool]]:
+    """property -> (table, is a list) for the properties of a table that nest another table's records."""
+    out: dict[str, tuple[str, bool]] = {}
+    for name, prop in hsds_schema(table)["properties"].items():
+        ref = prop.get("$ref") or prop.get("items", {}).get("$ref")
+        if ref:
+            out[name] = (Path(ref).stem, prop.get("type") == "array")
+    return out
+
+
+def _link(parent_table: str, parent: dict[str, Any], child_table: str, child: dict[str, Any], many: bool) -> None:
+    """Fill in the id fields that nesting implies (a phone nested in a service gets its ``service_id``)."""
+    pid, cid = parent.get("id"), child.get("id")
+    child_props = hsds_schema(child_table)["properties"]
+    if child_table == "attribute":
+        child.setdefault("link_id", pid)
+        child.setdefault("link_entity", parent_table)
+    elif child_table == "metadata":
+        child.setdefault("resource_id", pid)
+        child.setdefault("resource_type", parent_table)
+    elif many and f"{parent_table}_id" in child_props:
+        child.setdefault(f"{parent_table}_id", pid)
+    if not many and f"{child_table}_id" in hsds_schema(parent_table)["properties"]:
+        parent.setdefault(f"{child_table}_id", cid)
+
+
+def _flatten(table: str, record: _Record, out: dict[str, list[tuple[str, _Record]]]) -> None:
+    """Split a (possibly nested) record into flat records per table; nested ones keep where they were found."""
+    if not isinstance(record.data, dict):
+        out.setdefault(table, []).append((table, record))
+        return
+    nested = _nested(table)
+    flat = {k: v for k, v in record.data.items() if k not in nested}
+    out.setdefault(table, []).append((table, _Record(flat, record.where)))
+    for name, (child_table, many) in nested.items():
+        value = record.data.get(name)
+        if value is None:
+            continue
+        items = value if many and isinstance(value, list) else [value]
+        for i, item in enumerate(items):
+            where = f"{record.where}.{name}" + (f"[{i}]" if many else "")
+            if isinstance(item, dict):
+                item = dict(item)
+                _link(table, flat, child_table, item, many)
+            _flatten(child_table, _Record(item, where), out)
+
+
+def _valid_records(
+    records: list[tuple[str, _Record]], table: str, tabular: bool, problems: list[Problem]
+) -> dict[str, tuple[dict[str, Any], str]]:
+    """id -> (record, where) for the records valid per the table schema; the others reported and left out. The
+    same record nested in several places (a location shared by two services) is one record."""
+    validator = hsds_validator(table, tabular)
+    kept: dict[str, tuple[dict[str, Any], str]] = {}
+    for _, rec in records:
+        data = rec.data
+        rid = data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
+        if not isinstance(data, dict):
+            problems.append(Problem(rec.where, table, None, "error", f"not an object: {type(data).__name__}"))
+            continue
+        errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+        if errors:
+            message = "; ".join(f"{_path(e.absolute_path)[1:] or '(record)'}: {e.message}" for e in errors)
+            problems.append(Problem(rec.where, table, rid, "error", message))
+            continue
+        assert rid is not None  # every HSDS table requires a (uuid) id
+        if rid in kept:
+            if kept[rid][0] != data:
+                problems.append(
+                    Problem(rec.where, table, rid, "error", f"id already used by {kept[rid][1]} (the first is kept)")
+                )
+            continue
+        kept[rid] = (data, rec.where)
+    return kept
+
+
+Tables = dict[str, dict[str, tuple[dict[str, Any], str]]]
+
+
+def read_export(directory: str | Path) -> tuple[Tables, list[Problem], list[str], dict[str, int]]:
+    """Every table of an export directory: table -> id -> (record, where); problems; the files read; how many
+    records of each table were read (valid or not)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise HsdsError(f"HSDS export {directory} is not a directory")
+    flat: dict[str, list[tuple[str, _Record]]] = {}
+    tabular: dict[str, bool] = {}
+    files: list[str] = []
+    for table in TABLES:
+        records, from_csv, name = _read_table(directory, table)
+        if name:
+            files.append(name)
+        tabular[table] = from_csv
+        for rec in records:
+            _flatten(table, rec, flat)
+    if not any(f.startswith(f"{table_file('service')}.") for f in files):
+        raise HsdsError(f"HSDS export {directory} has no {table_file('service')}.csv or {table_file('service')}.json")
+    problems: list[Problem] = []
+    tables = {t: _valid_records(flat.get(t, []), t, tabular.get(t, False), problems) for t in TABLES}
+    return tables, problems, files, {t: len(flat.get(t, [])) for t in TABLES}
+
+
+# --- import: services -> registry rows ---------------------------------------------------------------------------
+def _by(records: dict[str, tuple[dict[str, Any], str]], key: str) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for data, _ in records.values():
+        if isinstance(data.get(key), str):
+            out.setdefault(data[key], []).append(data)
+    return out
+
+
+def _type_key(text: str) -> str:
+    return re.sub(r"[\s/-]+", "_", text.strip().lower())
+
+
+def _resource_type(terms: list[dict[str, Any]]) -> str | None:
+    """The first taxonomy term whose code or name is a registry resource_type (``Food Pantry`` → food_pantry)."""
+    for term in terms:
+        for text in (term.get("code"), term.get("name")):
+            if isinstance(text, str):
+                key = _type_key(text)
+                for candidate in (key, re.sub("ies$", "y", key), key.removesuffix("s")):  # Food Pantries
+                    if candidate in RESOURCE_TYPES:
+                        return candidate
+    return None
+
+
+def _phone_text(phone: dict[str, Any]) -> str:
+    ext = phone.get("extension")
+    return phone["number"] + (f" x{int(ext)}" if isinstance(ext, int | float) else "")
+
+
+def _schedule_text(schedule: dict[str, Any]) -> str | None:
+    if schedule.get("description"):
+        return str(schedule["description"])
+    hours = "-".join(str(schedule[k])[:5] for k in ("opens_at", "closes_at") if schedule.get(k))
+    text = " ".join(p for p in (schedule.get("byday"), hours) if p)
+    return text or None
+
+
+def _address_text(address: dict[str, Any]) -> str:
+    street = ", ".join(address[k] for k in ("address_1", "address_2") if address.get(k))
+    return f"{street}, {address['city']}, {address['state_province']} {address['postal_code']}"
+
+
+def _date(value: str) -> str:
+    return value[:10] if re.match(r"^\d{4}-\d{2}-\d{2}", value) else value
+
+
+def import_export(directory: str | Path, *, now: datetime | None = None) -> HsdsImport:
+    """Registry rows from an HSDS 3.0 export directory (see the module docstring); never raises for bad records."""
+    now = (now or datetime.now(UTC)).astimezone(UTC)
+    tables, problems, files, read = read_export(directory)
+    services = tables["service"]
+    organizations = tables["organization"]
+    locations = tables["location"]
+    sal_by_service = _by(tables["service_at_location"], "service_id")
+    addresses_by_location = _by(tables["address"], "location_id")
+    areas_by_service = _by(tables["service_area"], "service_id")
+    schedules_by = {k: _by(tables["schedule"], f"{k}_id") for k in ("service", "service_at_location", "location")}
+    phones_by = {
+        k: _by(tables["phone"], f"{k}_id") for k in ("service", "service_at_location", "location", "organization")
+    }
+    attributes_by_link = _by(tables["attribute"], "link_id")
+    metadata_by_resource = _by(tables["metadata"], "resource_id")
+    terms = tables["taxonomy_term"]
+    for sal, where in tables["service_at_location"].values():
+        for key, known in (("service_id", services), ("location_id", locations)):
+            if sal.get(key) and sal[key] not in known:
+                problems.append(
+                    Problem(where, "service_at_location", sal["id"], "warning", f"{key} {sal[key]} not found")
+                )
+
+    rows: list[dict[str, Any]] = []
+    for sid, (service, where) in services.items():
+
+        def drop(message: str, service_id: str = sid, at: str = where) -> None:
+            problems.append(Problem(at, "service", service_id, "error", message))
+
+        org = organizations.get(service.get("organization_id") or "", ({}, ""))[0]
+        if service.get("organization_id") and not org:
+            problems.append(
+                Problem(where, "service", sid, "warning", f"organization {service['organization_id']} not found")
+            )
+        sals = [s for s in sal_by_service.get(sid, []) if s.get("location_id") in locations]
+        # the service's places: (service_at_location, location, its physical address or else its postal one)
+        places = []
+        for sal in sals:
+            found = sorted(
+                (a for a in addresses_by_location.get(sal["location_id"], []) if a["address_type"] != "virtual"),
+                key=lambda a: a["address_type"] != "physical",
+            )
+            places.append((sal, locations[sal["location_id"]][0], found[0] if found else None))
+        with_address = [p for p in places if p[2] is not None]
+        if not with_address:
+            drop(
+                "no location with a physical or postal address (the registry needs a ZIP): "
+                f"{len(sals)} service_at_location records link it to known locations"
+            )
+            continue
+        sal, location, address = with_address[0]
+        zip5 = ZIP5.match(address["postal_code"])
+        if zip5 is None:
+            drop(f"postal_code {address['postal_code']!r} of address {address['id']} is not a US ZIP code")
+            continue
+        county = None
+        if address.get("region"):
+            county = re.sub(r"\s+county$", "", address["region"].strip(), flags=re.IGNORECASE)
+        elif zip5.group(1) in zip_data():
+            county = zip_data()[zip5.group(1)][1]
+        if not county:
+            drop(
+                f"county unknown: address {address['id']} has no region and ZIP {zip5.group(1)} is not in the ZIP data"
+            )
+            continue
+        coverage = [m.group(1) for _, _, a in with_address[1:] for m in [ZIP5.match(a["postal_code"])] if m]
+        for area in areas_by_service.get(sid, []):
+            if area.get("extent_type") in (None, "text") and area.get("extent"):
+                coverage += ZIP5.findall(area["extent"])
+        coverage = [z for z in dict.fromkeys(coverage) if z != zip5.group(1)]
+
+        phones = (
+            phones_by["service"].get(sid)
+            or phones_by["service_at_location"].get(sal["id"])
+            or phones_by["location"].get(location["id"])
+            or phones_by["organization"].get(org.get("id", ""))
+            or []
+        )
+        schedules = (
+            schedules_by["service"].get(sid)
+            or schedules_by["service_at_location"].get(sal["id"])
+            or schedules_by["location"].get(location["id"])
+            or []
+        )
+        hours = "; ".join(t for t in map(_schedule_text, schedules) if t) or None
+        status = service["status"]
+        if status == "temporarily closed":
+            hours = f"{TEMPORARILY_CLOSED} {hours}" if hours else TEMPORARILY_CLOSED
+
+        attribute_terms = [
+            terms[a["taxonomy_term_id"]][0]
+            for a in attributes_by_link.get(sid, [])
+            if a.get("taxonomy_term_id") in terms
+        ]
+        id_values = [
+            a["value"]
+            for a in attributes_by_link.get(sid, [])
+            if a.get("value") and terms.get(a.get("taxonomy_term_id", ""), ({}, ""))[0].get("code") == ID_TERM
+        ]
+        resource_type = _resource_type(attribute_terms)
+        if resource_type is None:
+            resource_type = "other"
+            problems.append(
+                Problem(
+                    where,
+                    "service",
+                    sid,
+                    "warning",
+                    "no taxonomy term names a registry resource_type: imported as other",
+                )
+            )
+
+        assured = service.get("assured_date")
+        verified_by = service.get("assurer_email")
+        if assured and not verified_by:  # who assured it may be recorded as a change of assured_date
+            changes = [m for m in metadata_by_resource.get(sid, []) if m["field_name"] == "assured_date"]
+            if changes:
+                verified_by = max(changes, key=lambda m: m["last_action_date"])["updated_by"]
+        deprecated_at = None
+        if status in ("inactive", "defunct"):
+            # the registry's way to say "no longer offered": the row leaves the published slice from that day
+            deprecated_at = _date(service.get("last_modified") or now.date().isoformat())
+
+        rows.append(
+            {
+                "local_resource_id": id_values[0] if id_values else sid,
+                "name": service["name"],
+                "description": service.get("description") or org.get("description"),
+                "resource_type": resource_type,
+                "county": county,
+                "zip": zip5.group(1),
+                "zip_coverage": coverage,
+                "address": _address_text(address),
+                "contact_phone": _phone_text(phones[0]) if phones else None,
+                "contact_email": service.get("email") or org.get("email"),
+                "url": service.get("url") or org.get("website"),
+                "eligibility": service.get("eligibility_description"),
+                "hours": hours,
+                "verification_status": "verified" if assured else "unverified",
+                "last_verified_at": _date(assured) if assured else None,
+                "verified_by": verified_by,
+                "deprecated_at": deprecated_at,
+            }
+        )
+    return HsdsImport(rows=rows, problems=problems, services_read=read["service"], files=files)
+
+
+def write_registry_file(rows: list[dict[str, Any]], path: str | Path) -> Path:
+    """The rows as a registry input file: CSV (``zip_coverage`` space-separated) or JSON, by the file's suffix."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".json":
+        clean = [{k: row.get(k) for k in FIELDS if row.get(k) not in (None, [])} for row in rows]
+        path.write_text(json.dumps(clean, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        return path
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(FIELDS))
+        writer.writeheader()
+        for row in rows:
+            out = {k: row.get(k) or "" for k in FIELDS}
+            out["zip_coverage"] = " ".join(row.get("zip_coverage") or [])
+            writer.writerow(out)
+    return path
+
+
+# --- export ------------------------------------------------------------------------------------------------------
+def _uuid(*parts: str) -> str:
+    return str(uuid.uuid5(NAMESPACE, "\x1f".join(parts)))
+
+
+def service_id(local_resource_id: str) -> str:
+    """The HSDS service id of a registry row: its own id when that is a UUID (as imported rows have), else a UUID5."""
+    try:
+        return str(uuid.UUID(local_resource_id))
+    except ValueError:
+        return _uuid("service", local_resource_id)
+
+
+def _term(code: str, name: str, description: str) -> dict[str, Any]:
+    return {
+        "id": _uuid("taxonomy_term", code),
+        "code": code,
+        "name": name,
+        "description": description,
+        "taxonomy": RESOURCE_TYPE_TAXONOMY,
+    }
+
+
+def _attribute(sid: str, term: dict[str, Any], value: str | None = None) -> dict[str, Any]:
+    out = {
+        "id": _uuid("attribute", sid, term["code"]),
+        "link_id": sid,
+        "link_type": "service_type" if value is None else "identifier",
+        "link_entity": "service",
+        "taxonomy_term_id": term["id"],
+        "taxonomy_term": term,
+    }
+    return out if value is None else {**out, "value": value}
+
+
+def _split_address(row: dict[str, Any]) -> dict[str, str]:
+    """address_1 / city / state_province from the registry's one-line address (``street, city, ST ZIP``, the
+    form import writes); other text is the street, and the city and state are the ZIP's."""
+    import zipcodes
+
+    text = row.get("address") or ""
+    match = ADDRESS.match(text)
+    if match and match.group("zip")[:5] == row["zip"]:
+        return {"address_1": match.group("street"), "city": match.group("city"), "state_province": match.group("state")}
+    place = zipcodes.matching(row["zip"])
+    city = place[0]["city"].title() if place else row["county"]
+    state = place[0]["state"] if place else ""
+    return {"address_1": text or city, "city": city, "state_province": state}
+
+
+def _published_phone(phone: str) -> dict[str, Any]:
+    """``+13045550101;ext=2`` (how verification publishes numbers) or raw text -> number and extension."""
+    number, _, ext = phone.partition(";ext=")
+    if not ext:
+        match = re.search(r"\s*(?:x|ext\.?|extension)\s*(\d{1,6})\s*$", number, re.IGNORECASE)
+        if match:
+            number, ext = number[: match.start()], match.group(1)
+    return {"number": number.strip(), **({"extension": int(ext)} if ext else {})}
+
+
+def hsds_status(row: dict[str, Any], now: datetime) -> str:
+    """active, or defunct once ``deprecated_at`` has passed, or temporarily closed (hours say so)."""
+    if row.get("deprecated_at"):
+        when = datetime.fromisoformat(str(row["deprecated_at"]).replace("Z", "+00:00"))
+        if (when if when.tzinfo else when.replace(tzinfo=UTC)) <= now:
+            return "defunct"
+    if (row.get("hours") or "").startswith(TEMPORARILY_CLOSED):
+        return "temporarily closed"
+    return "active"
+
+
+def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
+    """One registry row (normalised, as verification publishes it) as an HSDS 3.0 service object."""
+    now = (now or datetime.now(UTC)).astimezone(UTC)
+    rid = row["local_resource_id"]
+    sid = service_id(rid)
+    status = hsds_status(row, now)
+    location_id = _uuid("location", rid)
+    sal_id = _uuid("service_at_location", rid)
+    address = {
+        "id": _uuid("address", rid),
+        "location_id": location_id,
+        **_split_address(row),
+        "region": row["county"],
+        "postal_code": row["zip"],
+        "country": "US",
+        "address_type": "physical",
+    }
+    location = {"id": location_id, "location_type": "physical", "name": row["name"], "addresses": [address]}
+    service: dict[str, Any] = {
+        "id": sid,
+        "name": row["name"],
+        "status": status,
+        "service_at_locations": [{"id": sal_id, "service_id": sid, "location_id": location_id, "location": location}],
+    }
+    if status == "defunct":  # when it ended: importing this export sets deprecated_at from it again
+        ended = str(row["deprecated_at"])
+        service["last_modified"] = ended if "T" in ended else f"{ended}T00:00:00Z"
+    for key, value in (
+        ("description", row.get("description")),
+        ("email", row.get("contact_email")),
+        ("url", row.get("url")),
+        ("eligibility_description", row.get("eligibility")),
+    ):
+        if value:
+            service[key] = value
+    if row.get("contact_phone"):
+        service["phones"] = [
+            {"id": _uuid("phone", rid), "service_id": sid, "type": "voice", **_published_phone(row["contact_phone"])}
+        ]
+    hours = row.get("hours") or ""
+    if status == "temporarily closed":
+        service["alert"] = TEMPORARILY_CLOSED
+        hours = hours.removeprefix(TEMPORARILY_CLOSED).strip()
+    if hours:
+        service["schedules"] = [{"id": _uuid("schedule", rid), "service_id": sid, "description": hours}]
+    if row.get("zip_coverage"):
+        service["service_areas"] = [
+            {
+                "id": _uuid("service_area", rid),
+                "service_id": sid,
+                "name": f"ZIP codes served besides {row['zip']}",
+                "extent": " ".join(row["zip_coverage"]),
+                "extent_type": "text",
+            }
+        ]
+    if row.get("verification_status") == "verified" and row.get("last_verified_at"):
+        assured = _date(str(row["last_verified_at"]))
+        service["assured_date"] = assured
+        verified_by = row.get("verified_by")
+        if verified_by and FormatChecker().conforms(verified_by, "email"):
+            service["assurer_email"] = verified_by
+        elif verified_by:  # a name: HSDS records who changed a field in its metadata table
+            service["metadata"] = [
+                {
+                    "id": _uuid("metadata", rid, "assured_date"),
+                    "resource_id": sid,
+                    "resource_type": "service",
+                    "last_action_date": assured,
+                    "last_action_type": "verified",
+                    "field_name": "assured_date",
+                    "previous_value": "",
+                    "replacement_value": assured,
+                    "updated_by": verified_by,
+                }
+            ]
+    label = row["resource_type"].replace("_", " ").capitalize()
+    attributes = [_attribute(sid, _term(row["resource_type"], label, f"Registry resource_type {row['resource_type']}"))]
+    if sid != rid:  # keep the registry's own id, so importing this export gives the same rows back
+        attributes.append(_attribute(sid, _term(ID_TERM, "Registry id", "The local_resources registry id"), rid))
+    service["attributes"] = attributes
+    return service
+
+
+def export_services(rows: Iterable[dict[str, Any]], *, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Registry rows as HSDS 3.0 services, in the order given."""
+    now = now or datetime.now(UTC)
+    return [export_service(row, now=now) for row in rows]
+
+
+def write_export(services: list[dict[str, Any]], directory: str | Path) -> Path:
+    """``<directory>/services.json``: the services, each with its related records nested (importable again)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{table_file('service')}.json"
+    path.write_text(json.dumps(services, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def _iter_rows(frame: Any) -> Iterator[dict[str, Any]]:
+    for record in frame.to_dict("records"):
+        yield {k: record.get(k) for k in FIELDS}
+
+
+def verified_rows(verification: Any) -> list[dict[str, Any]]:
+    """The rows a registry verification (``livemem.registry.verify``) accepted, deprecated ones included."""
+    return list(_iter_rows(verification.rows[verification.rows["valid"]]))
