@@ -9,6 +9,8 @@
     livemem query "text" [--top-k N] [--mode hybrid] [--json]
     livemem verify-provenance [--all]    do the indexed commits still hold the chunks?
     livemem verify [--rebuild]           is the index exactly its sources at their commits?
+    livemem registry import-hsds DIR OUT turn an Open Referral HSDS 3.0 export into a registry file
+    livemem registry export-hsds DIR     write the registry as HSDS 3.0 services (services.json)
 
 Settings come from the environment as everywhere (``RAG_SOURCES``, ``RAG_INDEX_DIR``) or the options below.
 ``--json-logs`` switches logging to one JSON object per line (structlog), for log collectors.
@@ -420,6 +422,85 @@ def verify(
             console.print(f"  [red]✗[/red] {line}", soft_wrap=True)
     if not passed:
         raise typer.Exit(1)
+
+
+registry_app = typer.Typer(
+    help="The local_resources registry: exchange with Open Referral HSDS 3.0.", no_args_is_help=True
+)
+app.add_typer(registry_app, name="registry")
+
+
+@registry_app.command("import-hsds")
+def import_hsds(
+    directory: Annotated[Path, typer.Argument(help="HSDS 3.0 export: services.csv / services.json, locations, ...")],
+    out: Annotated[Path, typer.Argument(help="registry file to write (.csv or .json)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary and every problem as JSON")] = False,
+) -> None:
+    """Turn an HSDS 3.0 export directory into a registry input file (one row per service).
+
+    Bad records are listed with file, row and id and left out; good ones are kept. Exits 1 when the directory
+    cannot be read or no service could be imported. Verify the result as usual (``materialize --job
+    verify_registry`` with the file as the registry source)."""
+    from livemem.hsds import import_export, write_registry_file
+
+    try:
+        result = import_export(directory)
+    except LivingMemoryError as exc:
+        fail(str(exc))
+    write_registry_file(result.rows, out)
+    if as_json:
+        problems = [vars(p) for p in result.problems]
+        console.print_json(json.dumps({"summary": result.summary(), "rows": len(result.rows), "problems": problems}))
+    else:
+        console.print(f"{result.summary()} → {out}", soft_wrap=True)
+        for problem in result.problems:
+            colour = "red" if problem.severity == "error" else "yellow"
+            console.print(f"  [{colour}]{problem.severity}[/{colour}] {problem}", soft_wrap=True, markup=True)
+    if not result.rows:
+        raise typer.Exit(1)
+
+
+@registry_app.command("export-hsds")
+def export_hsds(
+    out_dir: Annotated[Path, typer.Argument(help="directory to write services.json into")],
+    version: Annotated[str | None, typer.Option(help="a published version (default: the current one)")] = None,
+    from_source: Annotated[
+        bool,
+        typer.Option(
+            "--from-source",
+            help="verify the configured registry source now and export every valid row, "
+            "ended ones as defunct (default: the published registry)",
+        ),
+    ] = False,
+) -> None:
+    """Write the registry as HSDS 3.0 services (validated against the vendored schemas before writing)."""
+    from livemem import hsds, registry
+    from livemem.config import load_sources
+
+    try:
+        if from_source:
+            cfg = registry.RegistryConfig.from_sources(load_sources(CTX.sources) if CTX.sources else load_sources())
+            if cfg is None:
+                fail("the sources file has no registry section")
+            rows = hsds.verified_rows(registry.verify(registry.load_rows(cfg), cfg))
+            where = cfg.describe()
+        else:
+            h = home()
+            target = version or h.current()
+            if target is None:
+                fail(f"no index published under {h.root} yet")
+            index = registry.load_registry_index(h.locate(target))
+            if index is None:
+                fail(f"version {target} has no registry")
+            rows, where = index.rows, f"version {target}"
+    except LivingMemoryError as exc:
+        fail(str(exc))
+    services = hsds.export_services(rows)
+    errors = hsds.validate_services(services)
+    if errors:
+        fail(f"the export is not valid HSDS {hsds.HSDS_VERSION}: " + "; ".join(errors[:10]))
+    path = hsds.write_export(services, out_dir)
+    console.print(f"{len(services)} services from {where} → {path} (HSDS {hsds.HSDS_VERSION}, valid)", soft_wrap=True)
 
 
 if __name__ == "__main__":
