@@ -104,4 +104,5 @@ def gis_rag(body: SeedRequest, state: State, role: CallerRole, snap: CurrentSnap
         for e in full.evidence.spatial
         if e.lon is not None and e.lat is not None
     ]
-    return GisRagResponse(**full.model_dump(), geojson={"type": "FeatureCollection", "features": features})
+    geojson = {"type": "FeatureCollection", "features": features}
+    return GisRagResponse.model_validate({**full.model_dump(by_alias=True), "geojson": geojson})
