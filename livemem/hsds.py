@@ -412,11 +412,13 @@ def import_export(directory: str | Path, *, now: datetime | None = None) -> Hsds
                 f"county unknown: address {address['id']} has no region and ZIP {zip5.group(1)} is not in the ZIP data"
             )
             continue
+        # the ZIPs of its other places, then those its service areas list (as listed: they may name its own)
         coverage = [m.group(1) for _, _, a in with_address[1:] for m in [ZIP5.match(a["postal_code"])] if m]
+        coverage = [z for z in coverage if z != zip5.group(1)]
         for area in areas_by_service.get(sid, []):
             if area.get("extent_type") in (None, "text") and area.get("extent"):
                 coverage += ZIP5.findall(area["extent"])
-        coverage = [z for z in dict.fromkeys(coverage) if z != zip5.group(1)]
+        coverage = list(dict.fromkeys(coverage))
 
         phones = (
             phones_by["service"].get(sid)
@@ -548,18 +550,23 @@ def _attribute(sid: str, term: dict[str, Any], value: str | None = None) -> dict
 
 
 def _split_address(row: dict[str, Any]) -> dict[str, str]:
-    """address_1 / city / state_province from the registry's one-line address (``street, city, ST ZIP``, the
+    """address_1 / city / state_province / postal_code from the registry's one-line address (``street, city, ST ZIP``, the
     form import writes); other text is the street, and the city and state are the ZIP's."""
     import zipcodes
 
     text = row.get("address") or ""
     match = ADDRESS.match(text)
     if match and match.group("zip")[:5] == row["zip"]:
-        return {"address_1": match.group("street"), "city": match.group("city"), "state_province": match.group("state")}
+        return {
+            "address_1": match.group("street"),
+            "city": match.group("city"),
+            "state_province": match.group("state"),
+            "postal_code": match.group("zip"),  # ZIP+4 when the address has it
+        }
     place = zipcodes.matching(row["zip"])
-    city = place[0]["city"].title() if place else row["county"]
+    city = place[0]["city"] if place else row["county"]
     state = place[0]["state"] if place else ""
-    return {"address_1": text or city, "city": city, "state_province": state}
+    return {"address_1": text or city, "city": city, "state_province": state, "postal_code": row["zip"]}
 
 
 def _published_phone(phone: str) -> dict[str, Any]:
@@ -596,7 +603,6 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
         "location_id": location_id,
         **_split_address(row),
         "region": row["county"],
-        "postal_code": row["zip"],
         "country": "US",
         "address_type": "physical",
     }
