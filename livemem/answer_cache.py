@@ -67,6 +67,19 @@ class AnswerCache:
                 except sqlite3.Error as exc:  # the persistent tier is an optimisation, never a failure
                     log.warning("answer cache: could not store in %s: %s", self.path, exc)
 
+    def clear(self) -> int:
+        """Drop every entry, in memory and in the persistent tier; returns how many entries were dropped."""
+        with self._lock:
+            dropped = len(self._memory)
+            self._memory.clear()
+            if self._db is not None:
+                try:
+                    dropped = max(dropped, self._db.execute("DELETE FROM answers").rowcount)
+                    self._db.commit()
+                except sqlite3.Error as exc:
+                    log.warning("answer cache: could not clear %s: %s", self.path, exc)
+            return dropped
+
     def _from_disk(self, key: str) -> Any | None:
         try:
             row = self._db.execute("SELECT value, stored_at FROM answers WHERE key = ?", (key,)).fetchone()

@@ -206,6 +206,9 @@ def materialize(
     wait_timeout: Annotated[
         float, typer.Option(help="seconds to wait while a live run holds the index_writer pool (0: no limit)")
     ] = 3600,
+    run_id: Annotated[
+        str | None, typer.Option(help="the run's id (a UUID; default: a new one), for a launcher that reports it")
+    ] = None,
 ) -> None:
     """Run a Dagster job (or a selection of assets) in this process, recorded on the instance in $DAGSTER_HOME.
 
@@ -239,7 +242,7 @@ def materialize(
         keys, job_def, label = None, defs.resolve_job_def(job), job
     pools = {node.pool for node in job_def.all_node_defs if getattr(node, "pool", None)}
     wait = PoolWait(instance, pools, wait_timeout, lambda msg: err.print(f"[yellow]{msg}[/yellow]", soft_wrap=True))
-    run_id = str(uuid.uuid4())
+    run_id = run_id or str(uuid.uuid4())
     outcome: dict[str, Any] = {}
 
     def execute() -> None:
@@ -455,7 +458,7 @@ def import_hsds(
         console.print(f"{result.summary()} → {out}", soft_wrap=True)
         for problem in result.problems:
             colour = "red" if problem.severity == "error" else "yellow"
-            console.print(f"  [{colour}]{problem.severity}[/{colour}] {problem}", soft_wrap=True, markup=True)
+            console.print(f"  {problem}", style=colour, soft_wrap=True, markup=False)
     if not result.rows:
         raise typer.Exit(1)
 

@@ -1,15 +1,27 @@
-"""The MCP server's tools through the mcp package's own client (in-process session)."""
+"""The MCP server's tools through the mcp package's own client: schemas, structured results, errors, traces."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
-from context_support import example_index
+from context_support import PROJECT, example_index
 
 from livemem.context import ContextSettings
+
+TOOLS = {
+    "query", "gis_query", "resources", "context", "chat", "feedback", "facts", "sparql", "verify_chunk",
+    "index_stats", "answer_cache_stats", "answer_cache_warm_up", "answer_cache_invalidate", "reindex",
+    "reindex_status",
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -28,38 +40,152 @@ def state(tmp_path_factory, embedder):
 def server(state):
     from livemem.mcp_server import build_server
 
-    return build_server(state)
+    return build_server(state, operator_roles=())
 
 
-def call(server, name: str, arguments: dict) -> dict:
+@pytest.fixture(scope="module")
+def operator(state):
+    """The same memory, as an internal role that may operate (answer cache, reindex)."""
+    from livemem.mcp_server import build_server
+
+    return build_server(state, role="internal", operator_roles=("internal",))
+
+
+def in_session(server, steps: Callable[[Any], Any]) -> Any:
+    """Run ``steps(client)`` in one session of the package's in-process client."""
     from mcp import Client
 
     async def run():
         async with Client(server) as client:
-            tools = {t.name for t in (await client.list_tools()).tools}
-            assert tools == {"query", "gis_query", "resources", "context", "feedback", "index_stats"}
-            result = await client.call_tool(name, arguments)
-            assert not result.is_error, result
-            return json.loads(result.content[0].text)
+            return await steps(client)
 
     return anyio.run(run)
 
 
-def test_tools(server):
+def call(server, name: str, arguments: dict) -> dict:
+    """A successful call's structured result (which its text content repeats, for older clients)."""
+
+    async def steps(client):
+        return await client.call_tool(name, arguments)
+
+    result = in_session(server, steps)
+    assert not result.is_error, result.content
+    assert json.loads(result.content[0].text) == result.structured_content
+    return result.structured_content
+
+
+def error_of(server, name: str, arguments: dict) -> str:
+    """The message of a call that must fail as an MCP error (isError), not as a success."""
+
+    async def steps(client):
+        return await client.call_tool(name, arguments)
+
+    result = in_session(server, steps)
+    assert result.is_error and result.structured_content is None, result
+    return result.content[0].text
+
+
+def trace_events(state, trace_id: str) -> list[dict]:
+    events = []
+    for path in Path(state.settings.traces_path).glob("*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            event = json.loads(line)
+            if event["trace_id"] == trace_id:
+                events.append(event)
+    return events
+
+
+def test_every_tool_describes_its_arguments_and_results(server, state) -> None:
+    from livemem.registry import RESOURCE_TYPES, state_counties
+
+    async def steps(client):
+        return {t.name: t for t in (await client.list_tools()).tools}
+
+    tools = in_session(server, steps)
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert tool.description and tool.output_schema and tool.output_schema["type"] == "object", tool.name
+        for name, prop in tool.input_schema.get("properties", {}).items():
+            assert prop.get("description"), f"{tool.name}.{name} has no description"
+
+    def arg(tool: str, name: str) -> dict:
+        """The argument's schema, the null branch of an optional one left out."""
+        prop = tools[tool].input_schema["properties"][name]
+        branches = [b for b in prop.get("anyOf", [prop]) if b.get("type") != "null"]
+        return {**prop, **branches[0]}
+
+    assert (arg("query", "top_k")["minimum"], arg("query", "top_k")["maximum"]) == (1, 50)
+    visible = state.reader.snapshot().collections_for(frozenset({"public"}))
+    assert arg("query", "collections")["items"]["enum"] == visible and "internal_playbooks" not in visible
+    assert arg("query", "mode")["enum"] == ["hybrid", "dense", "sparse"]
+    assert arg("resources", "resource_type")["enum"] == list(RESOURCE_TYPES)
+    assert arg("resources", "zip")["pattern"] == r"^\d{5}$" and arg("context", "zip")["pattern"] == r"^\d{5}$"
+    counties = arg("gis_query", "county")["enum"]
+    assert counties == sorted(state_counties("WV").values()) and {"Fayette", "McDowell"} <= set(counties)
+    assert {"community", "researcher"} <= set(arg("chat", "persona")["enum"])
+    assert arg("reindex", "job")["enum"] == ["build_index", "export_gbim", "verify_registry"]
+    assert (arg("sparql", "limit")["minimum"], arg("sparql", "limit")["maximum"]) == (1, 1000)
+    assert set(tools["query"].output_schema["required"]) >= {"index_version", "trace_id", "results"}
+    assert tools["query"].annotations.read_only_hint and not tools["reindex"].annotations.read_only_hint
+
+
+def test_tools_answer_with_structured_content(server) -> None:
     stats = call(server, "index_stats", {})
     assert "internal_playbooks" not in stats["collections"] and stats["registry_rows"] > 0
     hits = call(server, "query", {"query": "heating bill help", "top_k": 3})["results"]
     assert len(hits) == 3 and all(h["collection"] != "internal_playbooks" for h in hits)
+    one = call(server, "query", {"query": "heating bill help", "top_k": 3, "collections": [hits[0]["collection"]]})
+    assert one["collections"] == [hits[0]["collection"]] and {h["collection"] for h in one["results"]} == {
+        hits[0]["collection"]
+    }
     places = call(server, "gis_query", {"query": "benefits hub", "county": "Fayette"})["results"]
-    assert places and {p["county"] for p in places} == {"Fayette"}
+    assert places and {p["metadata"]["county"] for p in places} == {"Fayette"}
     rows = call(server, "resources", {"zip": "25840", "resource_type": "utility_assistance"})["results"]
     assert next(r["local_resource_id"] for r in rows) == "fay-lieap-cap"
     context = call(server, "context", {"message": "Oak Hill WV county benefits", "county": "Fayette"})
     assert context["route"]["wv_scoped"] and "Oak Hill Benefits Hub" in {e["label"] for e in context["spatial"]}
     assert "hidden_collections" not in context
+    answer = call(server, "chat", {"message": "Where can I get help paying the heating bill in Fayette County?"})
+    assert answer["answer"] and answer["citations"] and answer["backend"] == "extractive"
+    community = call(server, "chat", {"message": "heating bill help in Fayette", "persona": "community"})
+    assert community["answer"] and community["trace_id"] != answer["trace_id"]
+
+    hub = next(p for p in places if p["label"] == "Oak Hill Benefits Hub")
+    facts = call(server, "facts", {"entity_id": hub["entity_id"]})
+    assert facts["label"] == "Oak Hill Benefits Hub"
+    assert ("located_in", "Fayette") in {(r["predicate"], r["object"]) for r in facts["relations"]}
+    zips = call(server, "facts", {"entity_id": hub["entity_id"], "predicate": "serves_zip"})["relations"]
+    assert zips and {r["predicate"] for r in zips} == {"serves_zip"}
+    found = call(
+        server,
+        "sparql",
+        {"query": f'SELECT ?e WHERE {{ ?e rdfs:label "{hub["label"]}" }}', "limit": 5},
+    )
+    assert found["variables"] == ["e"] and found["rows"][0]["e"].endswith(hub["entity_id"])
+    assert call(server, "sparql", {"query": "ASK { ?s ?p ?o }"})["boolean"] is True
+
+    verified = call(server, "verify_chunk", {"chunk_id": hits[0]["chunk_id"]})
+    assert verified["chunk_id"] == hits[0]["chunk_id"] and verified["verification"]["status"] == "current"
 
 
-def test_query_and_feedback_are_usage_traces_for_the_rollup(server, state):
+def test_errors_are_mcp_errors(server, state) -> None:
+    visible = state.reader.snapshot().collections_for(frozenset({"public"}))
+    unknown = error_of(server, "query", {"query": "heating", "collections": ["internal_playbooks"]})
+    assert "internal_playbooks" in unknown and all(c in unknown for c in visible)
+    assert "pattern" in error_of(server, "resources", {"zip": "2584"})
+    assert "is in" in error_of(server, "resources", {"zip": "10001"})  # a New York ZIP: the registry covers WV
+    assert "less than or equal to 50" in error_of(server, "query", {"query": "heating", "top_k": 500})
+    assert "resource_type" in error_of(server, "resources", {"resource_type": "spaceships"})
+    assert "no chunk" in error_of(server, "verify_chunk", {"chunk_id": "00000000-0000-4000-8000-000000000000"})
+    assert "no GBIM entity" in error_of(server, "facts", {"entity_id": "00000000-0000-4000-8000-000000000000"})
+    assert "not supported" in error_of(
+        server, "sparql", {"query": "SELECT * WHERE { SERVICE <http://x/> { ?s ?p ?o } }"}
+    )
+    assert "persona" in error_of(server, "chat", {"message": "hello", "persona": "internal"})  # wider than public
+    assert "may not" in error_of(server, "answer_cache_invalidate", {})
+
+
+def test_every_answering_tool_writes_usage_traces_that_feedback_accepts(server, state) -> None:
     from livemem.attention import read_day
 
     hits = call(server, "query", {"query": "heating bill help", "top_k": 2})
@@ -68,39 +194,100 @@ def test_query_and_feedback_are_usage_traces_for_the_rollup(server, state):
         "trace_id": hits["trace_id"],
         "recorded": 1,
     }
-    forged = call(server, "feedback", {"trace_id": hits["trace_id"][:-4] + "AAAA", "useful": True})
-    assert forged["recorded"] == 0 and "unknown trace_id" in forged["error"]
+    assert "unknown trace_id" in error_of(
+        server, "feedback", {"trace_id": hits["trace_id"][:-4] + "AAAA", "useful": True}
+    )
     shown = {h["chunk_id"] for h in hits["results"]}
     others = call(server, "query", {"query": "Oak Hill office", "top_k": 10})["results"]
     other = next(h["chunk_id"] for h in others if h["chunk_id"] not in shown)
-    foreign = call(server, "feedback", {"trace_id": hits["trace_id"], "useful": True, "chunk_ids": [other]})
-    assert foreign["recorded"] == 0 and foreign["chunk_ids"] == [other]
+    foreign = error_of(server, "feedback", {"trace_id": hits["trace_id"], "useful": True, "chunk_ids": [other]})
+    assert "not returned by this trace" in foreign and other in foreign
     events = read_day(state.settings.traces_path, datetime.now(UTC).date(), UTC)
     trace = hits["trace_id"]
-    assert sorted(c for t, c, _, _ in events.retrievals if t == trace) == sorted(h["chunk_id"] for h in hits["results"])
+    assert sorted(c for t, c, _, _ in events.retrievals if t == trace) == sorted(shown)
     assert (trace, chosen, True) in events.feedback
+
+    places = call(server, "gis_query", {"query": "benefits hub", "n_results": 2})
+    context = call(server, "context", {"message": "heating bill help in Fayette County"})
+    answer = call(server, "chat", {"message": "food pantry near Beckley WV"})
+    for result, ids, kind in (
+        (places, [p["entity_id"] for p in places["results"]], "gis"),
+        (context, [p["chunk_id"] for p in context["unstructured"]], "context"),
+        (answer, [p["chunk_id"] for p in answer["evidence"]["unstructured"]], "context"),
+    ):
+        written = trace_events(state, result["trace_id"])
+        assert ids and sorted(e["chunk_id"] for e in written) == sorted(ids), kind
+        assert {(e["event"], e["context"]["kind"]) for e in written} == {("retrieval", kind)}
+    assert call(server, "feedback", {"trace_id": answer["trace_id"], "useful": False})["recorded"] == 1
+
+
+def test_answer_cache_stats_warm_up_and_invalidation(server, operator) -> None:
+    question = "Medicaid renewal documents in Raleigh County"
+    warmed = call(operator, "answer_cache_warm_up", {"questions": [question]})
+    assert warmed["answered"] == [question] and warmed["entries"] >= 2
+    before = call(server, "answer_cache_stats", {})
+    assert call(server, "chat", {"message": question})["cached"] is True  # the public role gets the warm answer
+    after = call(server, "answer_cache_stats", {})
+    assert after["hits"].get("chat", 0) == before["hits"].get("chat", 0) + 1 and after["entries"] >= 2
+    assert "may not" in error_of(server, "answer_cache_warm_up", {})
+    assert call(operator, "answer_cache_invalidate", {})["dropped"] >= 2
+    assert call(server, "answer_cache_stats", {})["entries"] == 0
+    assert call(server, "chat", {"message": question})["cached"] is False
+
+
+def test_reindex_only_for_operator_roles_and_it_starts_a_recorded_run(
+    server, state, embedder, tmp_path, monkeypatch
+) -> None:
+    from livemem.mcp_server import build_server
+    from serving.settings import Settings
+    from serving.state import ServingState
+
+    refused = error_of(server, "reindex", {})
+    assert "may not start a reindex" in refused and "public" in refused
+
+    # An operator on a home of its own (nothing published yet): the run is launched and recorded on the instance.
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.setenv("RAG_SOURCES", str(PROJECT / "examples" / "sources.yaml"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    roles = {"public": ["public"], "community": ["public"], "admin": ["public", "internal"]}
+    fresh = ServingState.from_settings(Settings(index_dir=tmp_path / "rag_index", roles=roles), embedder)
+    assert "may not" in error_of(build_server(fresh, role="community", operator_roles=("admin",)), "reindex", {})
+    admin = build_server(fresh, role="admin", operator_roles=("admin",))
+    started = call(admin, "reindex", {"job": "build_index"})
+    assert started["job"] == "build_index" and started["dagster_home"] == str(tmp_path / "dagster")
+    try:
+        deadline = time.monotonic() + 120
+        status = call(admin, "reindex_status", {"run_id": started["run_id"]})
+        while status["status"] == "LAUNCHING":
+            assert time.monotonic() < deadline, (tmp_path / "dagster" / "logs").iterdir()
+            time.sleep(1)
+            status = call(admin, "reindex_status", {"run_id": started["run_id"]})
+        assert status["job"] == "build_index" and status["status"] in {"STARTING", "STARTED", "SUCCESS"}
+    finally:
+        # No need to wait for the build: stop it (livemem materialize marks its run failed on SIGTERM).
+        os.killpg(started["pid"], signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while not call(admin, "reindex_status", {"run_id": started["run_id"]})["finished"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
 
 
 def _tool_names_over(transport: str, home, tmp_path) -> tuple[set[str], dict]:
     """Start ``python -m livemem.mcp_server`` as its own process and talk to it with the package's client."""
-    import os
     import socket
     import subprocess
     import sys
-    import time
-    from pathlib import Path
 
     from mcp import ClientSession
 
-    project = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "RAG_INDEX_DIR": str(home.root), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(project)}
+    env = {**os.environ, "RAG_INDEX_DIR": str(home.root), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(PROJECT)}
 
     async def session_calls(read, write) -> tuple[set[str], dict]:
         async with ClientSession(read, write) as session:
             await session.initialize()
             names = {t.name for t in (await session.list_tools()).tools}
             result = await session.call_tool("query", {"query": "heating bill help", "top_k": 2})
-            return names, json.loads(result.content[0].text)
+            return names, result.structured_content
 
     if transport == "stdio":
         from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -145,5 +332,5 @@ def _tool_names_over(transport: str, home, tmp_path) -> tuple[set[str], dict]:
 def test_server_process_over_each_transport(tmp_path_factory, tmp_path, transport: str) -> None:
     home = example_index(tmp_path_factory)
     names, data = _tool_names_over(transport, home, tmp_path)
-    assert names == {"query", "gis_query", "resources", "context", "feedback", "index_stats"}
+    assert names == TOOLS
     assert len(data["results"]) == 2 and all(r["collection"] != "internal_playbooks" for r in data["results"])
