@@ -133,7 +133,7 @@ class HsdsImport:
     def summary(self) -> str:
         left_out = self.services_read - len(self.rows)
         return (
-            f"{self.services_read} services read from {', '.join(self.files)}: {len(self.rows)} registry rows, "
+            f"{self.services_read} services read ({len(self.files)} files): {len(self.rows)} registry rows, "
             f"{left_out} services left out, {len(self.errors)} errors and "
             f"{len(self.problems) - len(self.errors)} warnings"
         )
@@ -639,7 +639,7 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
             {
                 "id": _uuid("service_area", rid),
                 "service_id": sid,
-                "name": f"ZIP codes served besides {row['zip']}",
+                "name": "ZIP codes served",
                 "extent": " ".join(row["zip_coverage"]),
                 "extent_type": "text",
             }
