@@ -27,7 +27,8 @@ import duckdb
 import numpy as np
 
 from livemem.config import PROJECT_ROOT
-from livemem.store import MANIFEST, TABLES, IndexHome, iso, utc_now
+from livemem.store import MANIFEST, IndexHome, iso, utc_now
+from livemem.version import connect
 
 WORK = PROJECT_ROOT / "bench" / ".work" / "attention"
 RESULTS = PROJECT_ROOT / "bench" / "results"
@@ -37,28 +38,34 @@ TARGET_S = 30.0
 
 def build_index(home: IndexHome, chunks: int) -> None:
     """One published version with ``chunks`` chunk rows (enough columns for the rollup and its check)."""
-    from livemem.build import SCHEMA_SQL
+    from livemem.build import LAYOUT_VERSION, init_chunk_tables
+    from livemem.version.segments import append_rows
 
     version = home.new_version_id()
     path = home.version_dir(version)
     path.mkdir(parents=True)
-    con = duckdb.connect(str(path / TABLES))
-    con.execute(SCHEMA_SQL)
-    con.execute(
+    con = connect(path, read_only=False)
+    init_chunk_tables(con)
+    rows = con.execute(
         f"""
-        INSERT INTO chunks SELECT
-            uuid()::VARCHAR, 'bench', 'bench', 'public', 'chunk ' || i, md5(i::VARCHAR) || md5(i::VARCHAR),
-            md5(i::VARCHAR) || md5((i + 1)::VARCHAR), CASE WHEN i % 10 = 0 THEN 'SEALED' ELSE 'OPEN' END,
-            'docs/' || (i // 5) || '.md', repeat('a', 40), '2026-01-01T00:00:00+00:00', 'markdown', 7,
-            '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00', '[]', i % 5, uuid()::VARCHAR, NULL
+        SELECT
+            uuid()::VARCHAR AS chunk_id, 'bench' AS source, 'bench' AS collection, 'public' AS access,
+            'chunk ' || i AS content, md5(i::VARCHAR) || md5(i::VARCHAR) AS content_hash,
+            md5(i::VARCHAR) || md5((i + 1)::VARCHAR) AS embed_hash,
+            CASE WHEN i % 10 = 0 THEN 'SEALED' ELSE 'OPEN' END AS seal_state, 'docs/' || (i // 5) || '.md' AS path,
+            repeat('a', 40) AS commit_sha, '2026-01-01T00:00:00+00:00' AS timestamp, 'markdown' AS type, 7 AS size,
+            '2026-01-01T00:00:00+00:00' AS created_at, '2026-01-01T00:00:00+00:00' AS updated_at,
+            '[]' AS heading_path, i % 5 AS chunk_index, uuid()::VARCHAR AS parent_id, NULL AS domain
         FROM range({chunks}) t(i)
         """
-    )
+    ).df()
+    segment = append_rows(con, path, rows)
     con.execute("INSERT INTO attention SELECT chunk_id, 0, NULL FROM chunks")
     con.close()
     now = iso(utc_now())
     manifest = {
-        "version_id": version, "base_version": None, "created_at": now, "last_updated": now,
+        "version_id": version, "base_version": None, "layout_version": LAYOUT_VERSION,
+        "segments": [{"id": segment, "chunks": chunks, "parents": 0}], "created_at": now, "last_updated": now,
         "model": {"id": "bench", "dim": 384}, "total_chunks": chunks, "total_parents": chunks // 5,
         "sealed_chunks": chunks // 10, "index_size_mb": 0, "collections": {"bench": {"access": "public", "chunks": chunks}},
         "sources": {}, "breath_at_update": {"phase": "Δ3", "tone": "normal"},
@@ -71,7 +78,7 @@ def build_index(home: IndexHome, chunks: int) -> None:
 
 def write_traces(home: IndexHome, events: int, files: int, seed: int = 7) -> dict[str, int]:
     """Trace files like the serving app's: per query, one retrieval event per result; some feedback."""
-    con = duckdb.connect(str(home.version_dir(home.current()) / TABLES), read_only=True)
+    con = connect(home.version_dir(home.current()))
     ids = [r[0] for r in con.execute("SELECT chunk_id FROM chunks ORDER BY chunk_id").fetchall()]
     con.close()
     rng = np.random.default_rng(seed)

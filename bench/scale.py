@@ -148,17 +148,27 @@ def _inodes(directory: Path) -> dict[tuple[int, int], int]:
     return found
 
 
+def _segments(home, version_id: str) -> set[str]:
+    return {e["id"] for e in home.manifest(version_id).get("segments") or []}
+
+
 def version_bytes_added(home, version_id: str) -> dict[str, int]:
     """Bytes of ``version_id``'s files whose inode no other kept version uses, by top-level entry of the version
-    directory (``tables.duckdb``, ``chroma``, ``retrieval``, ...), and their ``total``."""
+    directory (``tables.duckdb``, ``chroma``, ...), plus ``parts``: the shared segments it names that no other kept
+    version names; and their ``total``."""
     others: set[tuple[int, int]] = set()
+    other_segments: set[str] = set()
     for other in home.published_versions():
         if other != version_id:
             others.update(_inodes(home.version_dir(other)))
+            other_segments |= _segments(home, other)
     added: dict[str, int] = {}
     for entry in sorted(home.version_dir(version_id).iterdir()):
         found = _inodes(entry) if entry.is_dir() else _inodes_of_file(entry)
         added[entry.name] = sum(size for key, size in found.items() if key not in others)
+    added["parts"] = sum(
+        sum(_inodes(home.root / "parts" / seg).values()) for seg in _segments(home, version_id) - other_segments
+    )
     added["total"] = sum(added.values())
     return added
 
@@ -171,8 +181,9 @@ def _inodes_of_file(path: Path) -> dict[tuple[int, int], int]:
 def disk_state(home) -> dict[str, int]:
     """Bytes under ``versions/`` (each inode once) and under the rest of the index home."""
     out = {"versions_total_bytes": sum(_inodes(home.versions).values())}
+    out["parts_bytes"] = sum(_inodes(home.root / "parts").values()) if (home.root / "parts").is_dir() else 0
     out["cache_bytes"] = sum(_inodes(home.cache_dir).values()) if home.cache_dir.is_dir() else 0
-    outside = [p for p in home.root.iterdir() if p.name not in ("versions", "cache", "staging")]
+    outside = [p for p in home.root.iterdir() if p.name not in ("versions", "cache", "staging", "parts")]
     out["other_home_bytes"] = sum(
         sum(_inodes(p).values()) if p.is_dir() else p.stat().st_size for p in outside if p.exists()
     )
@@ -338,7 +349,13 @@ def build_and_publish(config, home, embedder, entry: dict[str, Any]) -> str:
 
 def write_attention_traces(home, version_id: str) -> int:
     """One day of usage (``ATTENTION_EVENTS`` events: retrievals in queries of 5 chunks, some judged useful)."""
-    ids = json.loads((home.version_dir(version_id) / "retrieval" / "ids.json").read_text(encoding="utf-8"))
+    from livemem.version import connect
+
+    con = connect(home.version_dir(version_id))
+    try:
+        ids = [c for (c,) in con.execute("SELECT chunk_id FROM chunks ORDER BY chunk_id").fetchall()]
+    finally:
+        con.close()
     rng = random.Random(SEED)
     day = ATTENTION_DAY.isoformat()
     lines: list[str] = []
@@ -576,7 +593,7 @@ def report_md(results: dict[str, Any]) -> str:
         rows.append(
             f"| {r['chunks']:,} | {r['files']:,} | {full['total_s']:.1f} s | {chroma} "
             f"| {change['total_s']:.2f} s | {_mb(full['version_bytes'])} | {_mb(change['bytes_added'])} "
-            f"({100 * change['bytes_added_fraction_of_first']:.1f} %) | {_mb(change['versions_total_bytes'])} "
+            f"({100 * change['bytes_added_fraction_of_first']:.1f} %) | {_mb(change['versions_total_bytes'] + change.get('parts_bytes', 0))} "
             f"| {att['total_s']:.2f} s, {_mb(att['bytes_added'])} | {w['loads'][0]['s']:.2f} s "
             f"| {w['loads'][1]['s']:.2f} s | {w['vm_rss_kib'] / 1024:,.0f} MiB "
             f"| {two['total_pss_kib'] / 1024:,.0f} MiB ({two['total_pss_over_twice_one_pss']:.2f}) "

@@ -263,11 +263,9 @@ def build_and_publish(config, home, embedder, entry: dict[str, Any]):
 
 
 def chunk_rows(version_dir: Path) -> list[dict[str, Any]]:
-    import duckdb
+    from livemem.version import connect
 
-    from livemem.store import TABLES
-
-    con = duckdb.connect(str(version_dir / TABLES), read_only=True)
+    con = connect(version_dir)
     try:
         cur = con.execute(
             "SELECT chunk_id, path, content, heading_path, chunk_index, embed_hash FROM chunks "

@@ -53,6 +53,7 @@ from livemem.config import SourcesConfig
 from livemem.duck import registered
 from livemem.errors import ConfigError
 from livemem.store import TABLES, IndexHome, derive_version, iso, utc_now, write_manifest
+from livemem.version import connect
 
 log = logging.getLogger(__name__)
 
@@ -503,8 +504,9 @@ def apply_questions(
                 SELECT chunk_id, question_key, any_value(vector) AS vector, SUM(weight) AS weight FROM (
                     SELECT chunk_id, question_key, vector, weight FROM decayed
                     UNION ALL
-                    SELECT t.chunk_id, t.question_key, CAST(t.vector AS FLOAT[]), t.weight
-                    FROM {name} t JOIN chunks c USING (chunk_id)
+                    SELECT c.chunk_id, CAST(t.question_key AS VARCHAR), CAST(t.vector AS FLOAT[]),
+                           CAST(t.weight AS DOUBLE)
+                    FROM {name} t JOIN chunks c ON c.chunk_id = CAST(t.chunk_id AS VARCHAR)
                 ) GROUP BY 1, 2
             )
             SELECT chunk_id, question_key, vector, weight FROM merged WHERE weight >= {QUESTION_MIN_WEIGHT}
@@ -595,7 +597,7 @@ def rollup_day(
             result.reason = "index is empty: nothing to roll attention onto (materialize the chunks first)"
             return result
         version_id, staged, base = derive_version(home, link=SHARED_ENTRIES)
-        con = duckdb.connect(str(staged / TABLES))
+        con = connect(staged, read_only=False)
         try:
             previous = _previous_state(home, day)
             apply_day(con, previous, signals, result.decay_rate, cfg.weights)

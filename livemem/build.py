@@ -1,9 +1,10 @@
 """Building a new index version from the configured git sources, incrementally.
 
 For each source the files at its HEAD commit are compared, by blob id, with the files the current version
-indexed: unchanged files are carried over (rows copied, vectors kept), new and changed files are re-chunked,
-only text never embedded before is embedded, and chunks of deleted files are removed. When no source has a new
-commit and nothing in the configuration changed, nothing is built.
+indexed: unchanged files are carried over (the new version names their rows in the base's segments: nothing is
+copied), new and changed files are re-chunked into one new segment (``livemem.version``) with their vectors and
+BM25 postings, only text never embedded before is embedded, and chunks of deleted files are dropped from the
+membership. When no source has a new commit and nothing in the configuration changed, nothing is built.
 
 The result is a complete version directory in ``staging/``; publishing it is a separate step (``store``) that
 runs only after the checks (``checks``) pass.
@@ -31,11 +32,9 @@ from livemem.duck import registered
 from livemem.embedding import Embedder, EmbeddingCache, cache_key
 from livemem.errors import LivingMemoryError, SourceError
 from livemem.gitsource import GitSource, TreeEntry
-from livemem.sparse import build_sparse_per_level
 from livemem.store import (
     CHROMA,
     MANIFEST,
-    RETRIEVAL,
     TABLES,
     IndexHome,
     dir_size_mb,
@@ -44,23 +43,21 @@ from livemem.store import (
     write_manifest,
 )
 from livemem.vectors import delete, open_vectors, server_address, upsert
+from livemem.version import PARTS, connect, use_parts
+from livemem.version.segments import (
+    MEMBERS_SQL,
+    PARENT_COLUMNS,
+    create_views,
+    merge_plan,
+    segment_meta,
+    version_segments,
+    write_segment,
+)
 
 log = logging.getLogger(__name__)
 
-SCHEMA_SQL = """
-CREATE TABLE chunks (
-    chunk_id VARCHAR PRIMARY KEY, source VARCHAR NOT NULL, collection VARCHAR NOT NULL, access VARCHAR NOT NULL,
-    content VARCHAR NOT NULL, content_hash VARCHAR NOT NULL, embed_hash VARCHAR NOT NULL,
-    seal_state VARCHAR NOT NULL, path VARCHAR NOT NULL, commit_sha VARCHAR NOT NULL, timestamp VARCHAR NOT NULL,
-    type VARCHAR NOT NULL, size INTEGER NOT NULL, created_at VARCHAR NOT NULL, updated_at VARCHAR NOT NULL,
-    heading_path VARCHAR NOT NULL, chunk_index INTEGER NOT NULL, parent_id VARCHAR NOT NULL, domain VARCHAR
-);
-CREATE TABLE parents (
-    parent_id VARCHAR PRIMARY KEY, source VARCHAR NOT NULL, collection VARCHAR NOT NULL, access VARCHAR NOT NULL,
-    path VARCHAR NOT NULL, blob_sha VARCHAR NOT NULL, commit_sha VARCHAR NOT NULL, timestamp VARCHAR NOT NULL,
-    created_at VARCHAR NOT NULL, updated_at VARCHAR NOT NULL, seal_state VARCHAR NOT NULL, type VARCHAR NOT NULL,
-    size INTEGER NOT NULL, truncated BOOLEAN NOT NULL, chunk_count INTEGER NOT NULL, content VARCHAR NOT NULL
-);
+SCHEMA_SQL = (
+    """
 CREATE TABLE skipped_files (
     source VARCHAR NOT NULL, path VARCHAR NOT NULL, blob_sha VARCHAR NOT NULL, size BIGINT NOT NULL,
     reason VARCHAR NOT NULL
@@ -70,14 +67,21 @@ CREATE TABLE attention (
 );
 CREATE TABLE chunk_lineage (chunk_id VARCHAR PRIMARY KEY, predecessors VARCHAR[] NOT NULL);
 """
-LAYOUT_VERSION = 1  # bump when a version's files change shape; older versions are then rebuilt, not reused
-CHUNK_TABLES = ("chunks", "parents", "skipped_files", "attention", "chunk_lineage")
-PARENT_COLUMNS = (
-    "parent_id", "source", "collection", "access", "path", "blob_sha", "commit_sha", "timestamp", "created_at",
-    "updated_at", "seal_state", "type", "size", "truncated", "chunk_count", "content",
+    + MEMBERS_SQL
+)
+LAYOUT_VERSION = 2  # bump when a version's files change shape; older versions are then rebuilt, not reused
+CHUNK_TABLES = (
+    "chunks", "parents", "chunk_parts", "parent_parts", "chunk_members", "parent_members", "skipped_files",
+    "attention", "chunk_lineage",
 )  # fmt: skip
 SKIP_COLUMNS = ("source", "path", "blob_sha", "size", "reason")
 HIGH_ATTENTION = 1.0
+
+
+def init_chunk_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """The chunk step's tables and views, empty: a version staged by another step on an empty index is complete."""
+    con.execute(SCHEMA_SQL)
+    create_views(con, [])
 
 
 @dataclass
@@ -163,6 +167,9 @@ class _Builder:
         self.base = home.current()
         self.base_manifest = home.manifest(self.base) if self.base else None
         self.base_dir = home.version_dir(self.base) if self.base else None
+        # a base of an older layout has no segments to share: every file is rebuilt (vectors come from the cache)
+        self.base_segmented = bool(self.base_manifest and self.base_manifest.get("layout_version") == LAYOUT_VERSION)
+        self.parts = home.root / PARTS
 
     def _tick(self, name: str, since: float) -> float:
         now = time.perf_counter()
@@ -210,7 +217,7 @@ class _Builder:
         base = self.base_manifest
         if base.get("model", {}).get("id") != self.embedder.model_id or set(base["sources"]) != set(stats):
             return False
-        if base.get("layout_version") != LAYOUT_VERSION or not (self.base_dir / RETRIEVAL / "ids.json").is_file():
+        if base.get("layout_version") != LAYOUT_VERSION:
             return False  # built by an older layout (or damaged): rebuild it, carrying over what still holds
         if base.get("vector_store", "chroma") != vector_store_mode(self.config):
             return False  # the vector store was switched on or off: write (or drop) it
@@ -229,7 +236,8 @@ class _Builder:
     def _stage(self, version_id: str, stats: dict[str, SourceStats], opened: dict) -> dict[str, Any]:
         staged = self.home.staged_dir(version_id)
         staged.mkdir(parents=True)
-        con = duckdb.connect(str(staged / TABLES))
+        con = connect(staged, read_only=False)
+        use_parts(con, staged)
         try:
             # One checkpoint, when the file is closed: automatic checkpoints between the build's inserts rewrite
             # row groups and leave the old blocks free in the file (DuckDB never shrinks it): at 25k chunks a
@@ -241,45 +249,49 @@ class _Builder:
                 self._carry_other_parts(con, staged)
             new_rows, new_parents, skips, failed = self._collect(con, stats, opened)
             t = time.perf_counter()
-            vectors, computed, reused = self._embed(new_rows)
+            texts = [r.pop("_embed_text") for r in new_rows]
+            vectors, computed, reused = self._embed(texts)
             t = self._tick("embed_s", t)
-            self._write(con, new_rows, new_parents, skips)
+            segments = self._write_segments(con, new_rows, new_parents, vectors, texts)
+            t = self._tick("segment_s", t)
+            self._write(con, skips)
             self._count_chunks(con, stats)
             t = self._tick("tables_s", t)
             if self.config.uses_chroma:
                 self._update_chroma(con, staged, new_rows, vectors)
                 t = self._tick("chroma_s", t)
-            self._write_retrieval(con, staged)
-            self._tick("retrieval_s", t)
             breath = self._breath(opened)
             manifest = self._manifest(con, version_id, staged, stats, breath, computed, reused, failed)
+            manifest["segments"] = segments
         finally:
             con.close()
         for key, value in (self.base_manifest or {}).items():
             manifest.setdefault(key, value)  # sections other steps own (registry, gbim, ...)
         # the size cap is checked on every file but the manifest itself (written once: it hashes every file)
         manifest["governance"] = governance_status(
-            manifest["total_chunks"], dir_size_mb(staged), self.config.governance
-        )
+            manifest["total_chunks"], dir_size_mb(staged) + segments_size_mb(self.parts, segments),
+            self.config.governance,
+        )  # fmt: skip
         write_manifest(staged, manifest)
         return manifest
 
     def _carry_other_parts(self, con: duckdb.DuckDBPyConnection, staged) -> None:
         """Copy what other steps own (registry, spatial entities, ... tables and directories) unchanged."""
         tables = con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'base' AND table_schema = 'main'"
+            "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'base' AND table_schema = 'main' "
+            "AND table_type = 'BASE TABLE'"
         ).fetchall()
         for (table,) in tables:
-            if table not in CHUNK_TABLES:
+            if table not in CHUNK_TABLES:  # views are the chunk step's (information_schema lists them too)
                 con.execute(f'CREATE TABLE "{table}" AS SELECT * FROM base."{table}"')
         for entry in self.base_dir.iterdir():
-            if entry.name not in (TABLES, CHROMA, RETRIEVAL, MANIFEST) and not entry.name.startswith(TABLES):
+            if entry.name not in (TABLES, CHROMA, "retrieval", MANIFEST) and not entry.name.startswith(TABLES):
                 copy = shutil.copytree if entry.is_dir() else shutil.copy2
                 copy(entry, staged / entry.name)
 
     def _base_files(self, con: duckdb.DuckDBPyConnection, source: str) -> dict[str, tuple[str, str]]:
         """path -> (blob sha, created_at) of the files the base version indexed or skipped for a source."""
-        if self.base_dir is None:
+        if self.base_dir is None or not self.base_segmented:
             return {}
         rows = con.execute(
             "SELECT path, blob_sha, created_at FROM base.parents WHERE source = ? "
@@ -346,20 +358,20 @@ class _Builder:
         )  # fmt: skip
 
     def _carry(self, con: duckdb.DuckDBPyConnection, source: str, paths: list[str] | None) -> None:
-        """Copy the rows of unchanged files (all files of the source when ``paths`` is None) from the base."""
-        if self.base_dir is None or paths == []:
+        """Keep the rows of unchanged files (all files of the source when ``paths`` is None) from the base: their
+        chunks and parents by naming them (segment, row) in this version's membership, skipped files by copy."""
+        if self.base_dir is None or not self.base_segmented or paths == []:
             return
-        if paths is None:
-            for table in ("chunks", "parents", "skipped_files"):
-                con.execute(f"INSERT INTO {table} SELECT * FROM base.{table} WHERE source = ?", [source])
-            return
-        with registered(con, pd.DataFrame({"path": paths}), "carried") as keep:
-            for table in ("chunks", "parents", "skipped_files"):
+        with registered(con, pd.DataFrame({"path": paths or []}), "carried") as keep:
+            where = "source = ?" + ("" if paths is None else f" AND path IN (SELECT path FROM {keep})")
+            for kind in ("chunk", "parent"):
                 con.execute(
-                    f"INSERT INTO {table} SELECT * FROM base.{table} WHERE source = ? "
-                    f"AND path IN (SELECT path FROM {keep})",
+                    f"INSERT INTO {kind}_members SELECT m.segment, m.seg_row FROM base.{kind}_members m "
+                    f"JOIN (SELECT _seg, _row FROM base.{kind}_parts WHERE {where}) p "
+                    "ON p._seg = m.segment AND p._row = m.seg_row",
                     [source],
                 )
+            con.execute(f"INSERT INTO skipped_files SELECT * FROM base.skipped_files WHERE {where}", [source])
 
     def _chunk_files(self, con, plan: _FilePlan, st: SourceStats):
         src = plan.source
@@ -478,8 +490,7 @@ class _Builder:
             )
         return found
 
-    def _embed(self, rows: list[dict[str, Any]]):
-        texts = [r.pop("_embed_text") for r in rows]
+    def _embed(self, texts: list[str]):
         total = len(texts)
 
         def progress(done: int, todo: int) -> None:
@@ -488,15 +499,73 @@ class _Builder:
         with EmbeddingCache(self.home.cache_dir / "embeddings.duckdb", self.embedder.dim) as cache:
             return cache.embed(texts, self.embedder, progress)
 
-    def _write(self, con, rows, parents, skips) -> None:
-        for table, columns, data in (
-            ("chunks", records.CHUNK_COLUMNS, rows),
-            ("parents", PARENT_COLUMNS, parents),
-            ("skipped_files", SKIP_COLUMNS, skips),
-        ):
-            if data:
-                with registered(con, pd.DataFrame(data, columns=list(columns)), table) as frame:
-                    con.execute(f"INSERT INTO {table} SELECT * FROM {frame}")
+    def _write_segments(self, con, rows, parents, vectors, texts) -> list[dict[str, Any]]:
+        """Write the rebuilt chunks and files as one new segment, name its rows in the membership, merge segments
+        when the version would hold too many or too little of one (``merge_plan``), and define the ``chunks`` /
+        ``parents`` views. Returns the version's segments with the rows it holds of each."""
+        if rows or parents:
+            segment = write_segment(
+                con, self.parts, pd.DataFrame(rows, columns=list(records.CHUNK_COLUMNS)),
+                pd.DataFrame(parents, columns=list(PARENT_COLUMNS)), vectors, texts,
+            )  # fmt: skip
+            self._add_members(con, segment, len(rows), len(parents))
+        create_views(con, version_segments(con))
+        live = self._live_counts(con)
+        sizes = {s: (m := segment_meta(self.parts, s))["chunks"] + m["parents"] for s in live}
+        plan = merge_plan(live, sizes)
+        if plan:
+            self._merge(con, plan)
+            create_views(con, version_segments(con))
+            live = self._live_counts(con)
+        return [{"id": s, "chunks": n_chunks, "parents": n_parents} for s, (n_chunks, n_parents) in self._held(con)]
+
+    def _add_members(self, con, segment: str, chunks: int, parents: int) -> None:
+        for kind, n in (("chunk", chunks), ("parent", parents)):
+            if n:
+                con.execute(f"INSERT INTO {kind}_members SELECT ?, range FROM range(?)", [segment, n])
+
+    def _live_counts(self, con) -> dict[str, int]:
+        return {s: c + p for s, (c, p) in self._held(con)}
+
+    def _held(self, con) -> list[tuple[str, tuple[int, int]]]:
+        held = con.execute(
+            "SELECT segment, SUM(c), SUM(p) FROM (SELECT segment, 1 AS c, 0 AS p FROM chunk_members "
+            "UNION ALL SELECT segment, 0, 1 FROM parent_members) GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+        return [(s, (int(c), int(p))) for s, c, p in held]
+
+    def _merge(self, con, plan: list[str]) -> None:
+        """Rewrite the rows this version holds of the ``plan`` segments as one segment."""
+        t = time.perf_counter()
+        with registered(con, pd.DataFrame({"segment": plan}), "merged") as merged:
+            held = (
+                "SELECT p.* FROM {kind}_parts p SEMI JOIN {kind}_members m ON p._seg = m.segment AND p._row = m.seg_row "
+                f"WHERE p._seg IN (SELECT segment FROM {merged}) ORDER BY p._seg, p._row"
+            )
+            chunks = con.execute(held.format(kind="chunk")).df()
+            parents = con.execute(held.format(kind="parent")).df()
+        vectors = np.zeros((len(chunks), self.embedder.dim), dtype=np.float32)
+        for segment, group in chunks.groupby("_seg", sort=False):
+            dense = np.load(self.parts / str(segment) / "dense.npy", mmap_mode="r")
+            vectors[group.index.to_numpy()] = dense[group["_row"].to_numpy()]
+        texts = [
+            records.embed_text(c, json.loads(h)) for c, h in zip(chunks["content"], chunks["heading_path"], strict=True)
+        ]
+        segment = write_segment(
+            con, self.parts, chunks.drop(columns=["_seg", "_row"]), parents.drop(columns=["_seg", "_row"]), vectors,
+            texts,
+        )  # fmt: skip
+        with registered(con, pd.DataFrame({"segment": plan}), "merged") as merged:
+            for kind in ("chunk", "parent"):
+                con.execute(f"DELETE FROM {kind}_members WHERE segment IN (SELECT segment FROM {merged})")
+        self._add_members(con, segment, len(chunks), len(parents))
+        self._tick("merge_s", t)
+        log.info("merged %d segments into %s (%d chunks, %d files)", len(plan), segment, len(chunks), len(parents))
+
+    def _write(self, con, skips) -> None:
+        if skips:
+            with registered(con, pd.DataFrame(skips, columns=list(SKIP_COLUMNS)), "skipped_files") as frame:
+                con.execute(f"INSERT INTO skipped_files SELECT * FROM {frame}")
         if self.base_dir is None:
             con.execute("INSERT INTO attention SELECT chunk_id, 0, NULL FROM chunks")
             return
@@ -655,20 +724,6 @@ class _Builder:
             return np.zeros((0, self.embedder.dim), dtype=np.float32)
         return np.stack([found[h] for _, _, h in items])
 
-    def _write_retrieval(self, con, staged) -> None:
-        """The read-optimised snapshot serving loads: ids, a dense matrix and BM25 indexes (over every chunk and
-        per access level, so a role's scores use only statistics of chunks it may read), in one order."""
-        rows = con.execute(
-            "SELECT chunk_id, content, heading_path, embed_hash, access FROM chunks ORDER BY chunk_id"
-        ).fetchall()
-        target = staged / RETRIEVAL
-        target.mkdir()
-        (target / "ids.json").write_text(json.dumps([r[0] for r in rows]), encoding="utf-8")
-        np.save(target / "dense.npy", self._vectors_for([(c, p, h) for _, c, p, h, _ in rows]))
-        if rows:
-            texts = [records.embed_text(c, json.loads(p)) for _, c, p, _, _ in rows]
-            build_sparse_per_level(texts, [a for *_, a in rows], target)
-
     def _breath(self, opened: dict) -> Breath:
         return read_breath(self.config, {name: repo for name, (repo, _) in opened.items()})
 
@@ -775,6 +830,14 @@ def read_breath(config: SourcesConfig, opened: dict[str, GitSource] | None = Non
         if raw is not None:
             return parse_breath(raw.decode("utf-8", errors="replace"), name, path)
     return Breath()
+
+
+def segments_size_mb(parts, segments: list[dict[str, Any]]) -> float:
+    """Bytes of the segments a version holds (shared with other versions), in MB."""
+    total = 0
+    for entry in segments:
+        total += sum(f["size"] for f in segment_meta(parts, entry["id"])["files"].values())
+    return round(total / 1_048_576, 3)
 
 
 def vector_store_mode(config: SourcesConfig) -> str:

@@ -20,6 +20,7 @@ from livemem.errors import SourceError
 from livemem.gitsource import GitSource
 from livemem.schemas import errors_for, validator
 from livemem.store import TABLES
+from livemem.version import connect
 
 MAX_REPORTED = 20
 
@@ -34,7 +35,7 @@ class CheckOutcome:
 
 def read_records(version_dir: Path, where: str = "", params: list[Any] | None = None) -> list[dict[str, Any]]:
     """Chunk records of a version (joined with attention), optionally filtered by a SQL condition on ``c``."""
-    con = duckdb.connect(str(version_dir / TABLES), read_only=True)
+    con = connect(version_dir)
     try:
         cursor = con.execute(
             f"SELECT c.*, a.attention_score, a.last_breath_seen FROM chunks c "
@@ -132,7 +133,7 @@ def check_attention(version_dir: Path) -> CheckOutcome:
     """Every chunk has exactly one attention row with a finite score >= 0, every remembered question (the questions
     a chunk was confirmed useful for) has a finite weight >= 0 and belongs to a chunk of the version, and records
     stay schema-valid."""
-    con = duckdb.connect(str(version_dir / TABLES), read_only=True)
+    con = connect(version_dir)
     try:
         missing, bad, total = con.execute(
             "SELECT COUNT(*) FILTER (WHERE a.chunk_id IS NULL), "
@@ -176,7 +177,7 @@ def check_index_complete(
     Sources that could not be read keep the base version's rows: for them only the last rule applies.
     """
     failures: list[str] = []
-    con = duckdb.connect(str(version_dir / TABLES), read_only=True)
+    con = connect(version_dir)
     try:
         indexed: dict[str, dict[str, str]] = defaultdict(dict)
         for source, path, blob in con.execute(

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 
 from livemem.checks import MAX_REPORTED, CheckOutcome
@@ -59,8 +58,6 @@ from livemem.gis_index import (
 from livemem.schemas import errors_for
 from livemem.store import (
     CHROMA,
-    RETRIEVAL,
-    TABLES,
     IndexHome,
     derive_version,
     iso,
@@ -68,6 +65,7 @@ from livemem.store import (
     write_manifest,
 )
 from livemem.vectors import delete, open_vectors, upsert
+from livemem.version import connect
 
 log = logging.getLogger(__name__)
 
@@ -837,9 +835,11 @@ def embed_text(entity: dict[str, Any]) -> str:
 
 def _empty_manifest(config: SourcesConfig, embedder: Embedder) -> dict[str, Any]:
     """The chunk part of a manifest for a version staged on an empty index (no chunks yet)."""
-    from livemem.build import governance_status
+    from livemem.build import LAYOUT_VERSION, governance_status
 
     return {
+        "layout_version": LAYOUT_VERSION,
+        "segments": [],
         "model": {"id": embedder.model_id, "dim": embedder.dim},
         "chunking": config.chunking,
         "total_chunks": 0,
@@ -857,17 +857,13 @@ def _empty_manifest(config: SourcesConfig, embedder: Embedder) -> dict[str, Any]
 
 def _write_empty_chunk_parts(staged: Path, dim: int) -> None:
     """Empty chunk tables and retrieval snapshot, so the version is complete for serving and chunk builds."""
-    from livemem.build import SCHEMA_SQL
+    from livemem.build import init_chunk_tables
 
-    con = duckdb.connect(str(staged / TABLES))
+    con = connect(staged, read_only=False)
     try:
-        con.execute(SCHEMA_SQL)
+        init_chunk_tables(con)
     finally:
         con.close()
-    retrieval = staged / RETRIEVAL
-    retrieval.mkdir()
-    (retrieval / "ids.json").write_text("[]", encoding="utf-8")
-    np.save(retrieval / "dense.npy", np.zeros((0, dim), dtype=np.float32))
 
 
 def _write_tables(staged: Path, entities: list[dict[str, Any]], relations: list[dict[str, Any]]) -> None:
@@ -884,7 +880,7 @@ def _write_tables(staged: Path, entities: list[dict[str, Any]], relations: list[
         [{**r, "provenance": json.dumps(r["provenance"], ensure_ascii=False, sort_keys=True)} for r in relations],
         columns=list(RELATION_COLUMNS),
     )
-    con = duckdb.connect(str(staged / TABLES))
+    con = connect(staged, read_only=False)
     try:
         con.execute(f"DROP TABLE IF EXISTS {ENTITY_TABLE}; DROP TABLE IF EXISTS {RELATION_TABLE};")
         con.execute(ENTITY_SQL)
@@ -1019,7 +1015,7 @@ def preview(entities: list[dict[str, Any]], limit: int = PREVIEW_FEATURES) -> di
 
 # --- checks ----------------------------------------------------------------------------------------------------
 def _entities_of(version_dir: Path) -> list[dict[str, Any]] | None:
-    con = duckdb.connect(str(version_dir / TABLES), read_only=True)
+    con = connect(version_dir)
     try:
         return read_entities(con) if has_gbim_tables(con) else None
     finally:

@@ -20,7 +20,7 @@ import duckdb
 import numpy as np
 
 from livemem.errors import LivingMemoryError
-from livemem.store import TABLES
+from livemem.version import connect
 
 GIS = "gis"
 ENTITY_TABLE = "gbim_entities"
@@ -158,7 +158,7 @@ def load_gis_index(version_dir: Path) -> GisIndex | None:
         dense = np.ascontiguousarray(np.load(gis / "dense.npy"), dtype=np.float32)
         if dense.ndim != 2 or dense.shape[0] != len(ids):
             raise ValueError(f"gis/dense.npy has shape {dense.shape} but gis/ids.json lists {len(ids)} entities")
-        con = duckdb.connect(str(version_dir / TABLES), read_only=True)
+        con = connect(version_dir)
         try:
             entities = {e["entity_id"]: e for e in read_entities(con)}
             relations: dict[str, list[dict[str, Any]]] = {}

@@ -1,16 +1,17 @@
 """Reading a published index version, read-only, and following ``CURRENT`` to newer versions between requests.
 
-A ``Snapshot`` is one complete version loaded for retrieval: the ids, the dense matrix and the BM25 index from
-``retrieval/``, and the chunk rows (with attention) from ``tables.duckdb`` opened read-only, all in one order
-(the order of ``ids.json``). A request takes one snapshot and uses only it, so a response always comes from one
-complete version. ``IndexReader.snapshot()`` checks ``CURRENT`` and loads a newly published version while other
-requests keep using the one they hold; Chroma is never opened (a persistent client may write into its directory).
+A ``Snapshot`` is one complete version loaded for retrieval: the rows the version holds of each of its segments
+(``livemem.version``: chunk rows, vectors, BM25 postings), in segment order, with the version's own attention from
+its ``tables.duckdb`` (opened read-only). A request takes one snapshot and uses only it, so a response always
+comes from one complete version. ``IndexReader.snapshot()`` checks ``CURRENT`` and loads a newly published version
+while other requests keep using the one they hold; segments already loaded for the previous version are reused
+(``SegmentCache``), so a switch costs what the new version adds. Chroma is never opened.
 
-Before a version is used its files are checked against the sizes and SHA-256 sums its manifest records
-(``verify_files``), and what retrieval needs is read into memory (never memory-mapped), so a file damaged on disk
-later cannot crash a worker: a damaged version is a 503 naming it, and a worker keeps the version it already
-holds. Messages for callers name versions and files relative to the version, never server paths (those are
-logged).
+Before a version is used its own files are checked against the sizes and SHA-256 sums its manifest records
+(``verify_files``) and each segment, once per process, against the hashes its name commits to; what retrieval
+needs is read into memory (never memory-mapped), so a file damaged on disk later cannot crash a worker: a damaged
+version is a 503 naming it, and a worker keeps the version it already holds. Messages for callers name versions
+and files relative to the version, never server paths (those are logged).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import logging
 import re
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -33,8 +35,10 @@ import pandas as pd
 
 from livemem import records
 from livemem.errors import LivingMemoryError
-from livemem.sparse import FULL_INDEX, SparseIndex, level_index
-from livemem.store import CHROMA, MANIFEST, RETRIEVAL, TABLES, IndexHome
+from livemem.sparse import SparseScorer
+from livemem.store import CHROMA, MANIFEST, IndexHome
+from livemem.version import connect, parts_dir
+from livemem.version.segments import SegmentCache
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,8 @@ PARENT_FIELDS = (
     "seal_state", "type", "size", "truncated", "chunk_count", "content",
 )  # fmt: skip
 MATERIALIZE_HINT = "run `make materialize` to build and publish a new version"
+LAYOUT_VERSION = 2  # livemem.build.LAYOUT_VERSION: versions of older layouts are rebuilt, not served
+SEGMENTS = SegmentCache()  # shared by the readers of this process
 
 
 class IndexUnavailable(LivingMemoryError):
@@ -71,7 +77,7 @@ def breath_number(phase: str | None) -> float:
     return float(digits) if digits else float("nan")
 
 
-@dataclass
+@dataclass(eq=False)
 class Snapshot:
     """One published version, loaded for retrieval. Immutable once built; shared by concurrent requests."""
 
@@ -79,15 +85,17 @@ class Snapshot:
     path: Path
     manifest: dict[str, Any]
     ids: list[str]
-    dense: np.ndarray
-    sparse: SparseIndex | None
+    dense: DenseRows
+    sparse: SparseScorer | None
     rows: list[dict[str, Any]]
     columns: dict[str, np.ndarray]
     row_of: dict[str, int]
     access_of: dict[str, str]
     related: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
     loaded_at: float = field(default_factory=time.time)
-    sparse_levels: dict[frozenset[str], SparseIndex] = field(default_factory=dict)
+    sparse_levels: dict[frozenset[str], LevelSparse] = field(default_factory=dict)
+    segments: tuple[str, ...] = ()
+    last_breath: list[str | None] = field(default_factory=list)
     collection_masks: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)  # see retrieval.filter_mask
     _con: duckdb.DuckDBPyConnection | None = None
     _sparse_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -113,35 +121,27 @@ class Snapshot:
         """The access levels of this version's chunks."""
         return frozenset(self.columns["access"]) if self.size else frozenset()
 
-    def sparse_for(self, levels: frozenset[str]) -> SparseIndex | None:
-        """The BM25 index whose term statistics cover exactly the chunks of access ``levels`` (so scores never
-        depend on chunks of other levels); built in memory once when the version has none on disk for them."""
-        present = self.access_levels
-        wanted = levels & present
+    def sparse_for(self, levels: frozenset[str]) -> LevelSparse | None:
+        """BM25 scored with the term statistics of exactly the chunks of access ``levels`` (so scores never depend
+        on chunks of other levels)."""
+        wanted = levels & self.access_levels
         if not wanted or self.sparse is None:
             return None
-        if wanted == present:
-            return self.sparse
         found = self.sparse_levels.get(wanted)
-        if found is not None:
-            return found
-        with self._sparse_lock:
-            if wanted not in self.sparse_levels:
-                rows = np.flatnonzero(np.isin(self.columns["access"], np.array(sorted(wanted), dtype=object)))
-                texts = [
-                    records.embed_text(self.rows[r]["content"], json.loads(self.rows[r]["heading_path"] or "[]"))
-                    for r in rows
-                ]
-                self.sparse_levels[wanted] = SparseIndex.from_texts(texts, rows, self.size)
-            return self.sparse_levels[wanted]
+        if found is None:
+            with self._sparse_lock:
+                found = self.sparse_levels.get(wanted)
+                if found is None:
+                    corpus = np.isin(self.columns["access"], np.array(sorted(wanted), dtype=object))
+                    found = self.sparse_levels[wanted] = LevelSparse(self.sparse, corpus)
+        return found
 
     def record(self, row: int) -> dict[str, Any]:
         """The chunk record (``schemas/chunk.schema.json``) of the chunk at ``row``."""
-        data = self.rows[row]
         return records.row_to_record(
-            data,
-            attention=float(data["attention_score"]),
-            last_breath_seen=data["last_breath_seen"],
+            self.rows[row],
+            attention=float(self.columns["attention"][row]),
+            last_breath_seen=self.last_breath[row],
         )
 
     def parents(self, parent_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -171,29 +171,100 @@ class Snapshot:
             self._con = None
 
 
+class DenseRows:
+    """The vectors of a snapshot's rows, kept per segment (shared with other snapshots): ``matrix @ vector``
+    scores every row; ``[rows]`` gathers some."""
+
+    def __init__(self, parts: list[tuple[np.ndarray, np.ndarray]], dim: int) -> None:
+        self.parts = parts  # (segment vectors, the segment rows this snapshot holds, in order)
+        self.size = sum(int(rows.size) for _, rows in parts)
+        self.shape = (self.size, dim)
+
+    def __matmul__(self, vector: np.ndarray) -> np.ndarray:
+        if not self.parts:
+            return np.zeros(0, dtype=np.float32)
+        out = [dense @ vector if rows.size == dense.shape[0] else dense[rows] @ vector for dense, rows in self.parts]
+        return np.concatenate(out)
+
+    def __getitem__(self, rows) -> np.ndarray:
+        return self.materialize()[rows]
+
+    def materialize(self) -> np.ndarray:
+        if not self.parts:
+            return np.zeros(self.shape, dtype=np.float32)
+        return np.concatenate([dense[rows] for dense, rows in self.parts])
+
+
+@dataclass
+class LevelSparse:
+    """BM25 over a snapshot with the statistics of the rows in ``corpus`` (one set of access levels)."""
+
+    scorer: SparseScorer
+    corpus: np.ndarray
+
+    def scores(self, query: str) -> np.ndarray:
+        return self.scorer.scores(query, self.corpus)
+
+
 def load_snapshot(home: IndexHome, version_id: str) -> Snapshot:
     """Load a published version for retrieval; raises IndexUnavailable saying what is wrong and what to run."""
-    path = home.version_dir(version_id)
+    return load_snapshot_at(home.version_dir(version_id), version_id)
+
+
+def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
+    """Load the version in directory ``path`` (published or staged) for retrieval."""
+    version_id = version_id or path.name
+    con = None
     try:
         manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        if manifest.get("layout_version") != LAYOUT_VERSION:
+            raise IndexUnavailable(
+                f"index version {version_id} was written in an older layout "
+                f"({manifest.get('layout_version')}, this release reads {LAYOUT_VERSION}); {MATERIALIZE_HINT}"
+            )
         verify_files(path, manifest)
-        retrieval = path / RETRIEVAL
-        ids = json.loads((retrieval / "ids.json").read_text(encoding="utf-8"))
-        dense = np.load(retrieval / "dense.npy")
-        if dense.ndim != 2 or dense.shape[0] != len(ids):
-            raise ValueError(f"dense.npy has shape {dense.shape} but ids.json lists {len(ids)} chunks")
-        dense = np.ascontiguousarray(dense, dtype=np.float32)
-        sparse = SparseIndex.load(retrieval / FULL_INDEX) if ids else None
-        if sparse is not None and sparse.size != len(ids):
-            raise ValueError(f"the BM25 index has {sparse.size} documents but ids.json lists {len(ids)} chunks")
-        con = duckdb.connect(str(path / TABLES), read_only=True)
-        chunks = _chunk_frame(con, ids)
+        con = connect(path)
+        parts = parts_dir(path)
+        order = [e["id"] for e in manifest.get("segments") or []]
+        held: dict[str, list[int]] = {s: [] for s in order}
+        for seg, row in con.execute("SELECT segment, seg_row FROM chunk_members ORDER BY segment, seg_row").fetchall():
+            if seg not in held:
+                raise ValueError(f"chunk_members names segment {seg}, which the manifest does not list")
+            held[seg].append(row)
+        segments = [(SEGMENTS.get(parts, s), np.asarray(held[s], dtype=np.int64)) for s in order if held[s]]
+        SEGMENTS.retain(parts, set(order) | _still_held())
+        ids: list[str] = []
+        rows: list[dict[str, Any]] = []
+        frames = []
+        sparse_parts = []
+        offset = 0
+        for segment, seg_rows in segments:
+            if seg_rows.size and int(seg_rows.max()) >= len(segment.records):
+                raise ValueError(f"chunk_members names rows beyond the {len(segment.records)} of {segment.id}")
+            ids.extend(segment.chunk_ids[seg_rows].tolist())
+            records_ = segment.records
+            rows.extend([records_[r] for r in seg_rows])
+            frames.append(segment.frame.iloc[seg_rows])
+            positions = np.full(len(records_), -1, dtype=np.int64)
+            positions[seg_rows] = np.arange(offset, offset + seg_rows.size)
+            sparse_parts.append((segment.postings, positions))
+            offset += seg_rows.size
+        dim = int(manifest.get("model", {}).get("dim") or (segments[0][0].dense.shape[1] if segments else 384))
+        dense = DenseRows([(segment.dense, seg_rows) for segment, seg_rows in segments], dim)
+        chunks = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(records.CHUNK_COLUMNS))
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"the version holds {len(ids) - len(set(ids))} chunk ids twice")
+        attention, last_breath = _attention(con, ids)
+        columns = _filter_columns(chunks, attention, last_breath)
         related = _related(con, {cid: i for i, cid in enumerate(ids)})
-        columns = _filter_columns(chunks)
-        sparse_levels = _level_indexes(retrieval, columns["access"])
+        sparse = SparseScorer(sparse_parts, len(ids)) if ids else None
     except IndexUnavailable:
+        if con is not None:
+            con.close()
         raise
     except Exception as exc:  # any unreadable part makes the whole version unusable
+        if con is not None:
+            con.close()
         log.error("index version %s at %s cannot be read: %r", version_id, path, exc)
         raise IndexUnavailable(
             f"index version {version_id} cannot be read ({type(exc).__name__}: {without_paths(str(exc), path)}); "
@@ -202,38 +273,42 @@ def load_snapshot(home: IndexHome, version_id: str) -> Snapshot:
     access_of = {name: info.get("access", "public") for name, info in manifest.get("collections", {}).items()}
     for collection, access in chunks[["collection", "access"]].drop_duplicates().itertuples(index=False):
         access_of.setdefault(collection, access)
-    return Snapshot(
+    snap = Snapshot(
         version_id=version_id,
         path=path,
         manifest=manifest,
         ids=ids,
         dense=dense,
         sparse=sparse,
-        rows=chunks.to_dict("records"),
+        rows=rows,
         columns=columns,
         row_of={cid: i for i, cid in enumerate(ids)},
         access_of=access_of,
         related=related,
-        sparse_levels=sparse_levels,
+        segments=tuple(order),
+        last_breath=last_breath,
         _con=con,
     )
+    _HELD.add(snap)
+    return snap
 
 
-def _level_indexes(retrieval: Path, access: np.ndarray) -> dict[frozenset[str], SparseIndex]:
-    """The per-access-level BM25 indexes the version holds, each mapped onto the rows of its level."""
-    levels = sorted(set(access))
-    found: dict[frozenset[str], SparseIndex] = {}
-    if len(levels) < 2:
-        return found
-    for level in levels:
-        directory = retrieval / level_index(level)
-        if directory.is_dir():
-            rows = np.flatnonzero(access == level)
-            index = SparseIndex.load(directory, rows, len(access))
-            if index.documents != rows.size:
-                raise ValueError(f"{level_index(level)} has {index.documents} documents, {level} has {rows.size}")
-            found[frozenset([level])] = index
-    return found
+_HELD: weakref.WeakSet[Snapshot] = weakref.WeakSet()  # snapshots alive in this process: their segments stay loaded
+
+
+def _still_held() -> set[str]:
+    return {s for snap in list(_HELD) for s in snap.segments}
+
+
+def _attention(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[np.ndarray, list[str | None]]:
+    """Attention score and last breath seen of every row (the version's own, not the segments')."""
+    frame = con.execute("SELECT chunk_id, attention_score, last_breath_seen FROM attention").df()
+    scores = dict(zip(frame["chunk_id"], frame["attention_score"], strict=True))
+    breaths = {c: b for c, b in zip(frame["chunk_id"], frame["last_breath_seen"], strict=True) if isinstance(b, str)}
+    return (
+        np.fromiter((scores.get(c, 0.0) for c in ids), dtype=np.float64, count=len(ids)),
+        [breaths.get(c) for c in ids],
+    )
 
 
 class DamagedVersion(IndexUnavailable):
@@ -304,27 +379,9 @@ def _related(con: duckdb.DuckDBPyConnection, row_of: dict[str, int]) -> dict[int
     return related
 
 
-def _chunk_frame(con: duckdb.DuckDBPyConnection, ids: list[str]) -> pd.DataFrame:
-    """Every chunk row with its attention, in the order of ``ids``."""
-    frame = con.execute(
-        f"SELECT {', '.join('c.' + c for c in records.CHUNK_COLUMNS)}, "
-        "COALESCE(a.attention_score, 0) AS attention_score, a.last_breath_seen "
-        "FROM chunks c LEFT JOIN attention a USING (chunk_id)"
-    ).df()
-    frame = frame.set_index("chunk_id", drop=False)
-    missing = set(ids) - set(frame.index)
-    if missing or len(frame) != len(ids):
-        raise IndexUnavailable(
-            f"tables.duckdb holds {len(frame)} chunks but retrieval/ids.json lists {len(ids)} "
-            f"({len(missing)} of them unknown to the tables); {MATERIALIZE_HINT}"
-        )
-    frame = frame.loc[ids].reset_index(drop=True)
-    for nullable in ("domain", "last_breath_seen"):  # pandas reads SQL NULL as NaN; records want None
-        frame[nullable] = pd.Series([v if isinstance(v, str) else None for v in frame[nullable]], dtype=object)
-    return frame
-
-
-def _filter_columns(chunks: pd.DataFrame) -> dict[str, np.ndarray]:
+def _filter_columns(
+    chunks: pd.DataFrame, attention: np.ndarray, last_breath: list[str | None]
+) -> dict[str, np.ndarray]:
     """Columns as numpy arrays (in id order) that filters and scoring read without touching the frame."""
     domain = [json.loads(d) if d else {} for d in chunks["domain"]]
     columns: dict[str, np.ndarray] = {
@@ -333,8 +390,8 @@ def _filter_columns(chunks: pd.DataFrame) -> dict[str, np.ndarray]:
     }
     for name in DOMAIN_FIELDS:
         columns[name] = np.array([None if d.get(name) is None else str(d[name]) for d in domain], dtype=object)
-    columns["attention"] = chunks["attention_score"].to_numpy(dtype=np.float64)
-    columns["breath"] = np.array([breath_number(b) for b in chunks["last_breath_seen"]], dtype=np.float64)
+    columns["attention"] = attention
+    columns["breath"] = np.array([breath_number(b) for b in last_breath], dtype=np.float64)
     columns["updated"] = np.array([parse_time(t) for t in chunks["updated_at"]], dtype=np.float64)
     return columns
 

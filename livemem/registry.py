@@ -38,7 +38,8 @@ from livemem.config import SourcesConfig
 from livemem.duck import registered
 from livemem.errors import LivingMemoryError
 from livemem.schemas import errors_for, load_schema
-from livemem.store import TABLES, IndexHome, derive_version, iso, utc_now, write_manifest
+from livemem.store import IndexHome, derive_version, iso, utc_now, write_manifest
+from livemem.version import connect
 
 LOGIC_VERSION = "registry-v1"  # bump when verification logic changes: the next run re-verifies and re-stages
 REGISTRY_TABLES = ("registry", "registry_issues", "registry_history")
@@ -782,7 +783,11 @@ def run_verification(
         history = _write_tables(staged, result, version_id, stamp)
         section["history"] = history
         now_iso = iso(utc_now())
+        from livemem.build import LAYOUT_VERSION
+
         manifest = {
+            "layout_version": LAYOUT_VERSION,
+            "segments": [],
             **base_manifest,
             "version_id": version_id,
             "base_version": base,
@@ -800,14 +805,14 @@ def run_verification(
 
 
 def _write_tables(staged: Path, result: Verification, version_id: str, stamp: str) -> dict[str, int]:
-    con = duckdb.connect(str(staged / TABLES))
+    con = connect(staged, read_only=False)
     try:
         tables = {t for (t,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         if "chunks" not in tables:
             # an index that so far holds only the registry: the chunk step later builds on this version
-            from livemem.build import SCHEMA_SQL
+            from livemem.build import init_chunk_tables
 
-            con.execute(SCHEMA_SQL)
+            init_chunk_tables(con)
         con.execute("DROP TABLE IF EXISTS registry; DROP TABLE IF EXISTS registry_issues")
         con.execute(REGISTRY_SQL)
         with registered(con, result.published[list(REGISTRY_COLUMNS)], "registry") as published:
@@ -923,7 +928,7 @@ def check_stale(version_dir: Path, section: dict[str, Any] | None) -> CheckOutco
     """WARN: no published row is stale (older than ``freshness_days``)."""
     if not section:
         return CheckOutcome(True, "no registry in this version")
-    con = duckdb.connect(str(version_dir / TABLES), read_only=True)
+    con = connect(version_dir)
     try:
         stale = con.execute(
             "SELECT local_resource_id, name, last_verified_at FROM registry WHERE status = 'stale' "
@@ -964,7 +969,7 @@ def referenced_ids(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
 
 def check_references(version_dir: Path) -> CheckOutcome:
     """Every local_resource_id in chunk or GBIM entity metadata is a registry id (published or deprecated)."""
-    con = duckdb.connect(str(version_dir / TABLES), read_only=True)
+    con = connect(version_dir)
     try:
         refs = referenced_ids(con)
         tables = {t for (t,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
@@ -1068,7 +1073,7 @@ def _cached_index(version_dir: str) -> RegistryIndex | None:
     section = manifest.get("registry")
     if not section:
         return None
-    con = duckdb.connect(str(path / TABLES), read_only=True)
+    con = connect(path)
     try:
         found = con.execute(
             f"SELECT {', '.join(FIELDS)} FROM registry ORDER BY county, resource_type, name, local_resource_id"

@@ -1,31 +1,39 @@
-"""The sparse (BM25) side of retrieval, built by the platform when a version is staged, never per request.
+"""The sparse (BM25) side of retrieval: postings written once per segment, statistics taken per version.
 
-bm25s with Lucene scoring over English-stopworded, Snowball-stemmed tokens of each chunk's embedded text
-(the chunk with its enclosing headings). ``scores`` returns a score for every chunk, aligned with the version's
-retrieval ids, so callers apply metadata filters as a mask before ranking.
+Tokens are what bm25s produces (lower-cased ``\\w\\w+`` words, English stopwords removed, Snowball-stemmed), and
+scores are Lucene's BM25 as bm25s computes it (k1 = 1.5, b = 0.75, ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``,
+``tfc = tf / (tf + k1 (1 - b + b dl / avgdl))``; a text with no token counts as one token, as in bm25s).
 
-BM25 scores depend on term statistics (document frequencies, average length) of the whole indexed corpus, so an
-index over every chunk would let a role's scores reveal the words of chunks it may not read. A version therefore
-holds one index over all chunks (``bm25/``) and one per access level (``bm25-<level>/``, only that level's
-chunks); a role searching collections of one level is scored with that level's statistics only.
-
-Indexes are read into memory, never memory-mapped: a file changed or truncated on disk after loading must not
-crash the serving process (a truncated memory-mapped file is SIGBUS on the next access).
+A version is made of immutable segments (``livemem.version``): each holds the postings of its own chunks only
+(``Postings``: per term, the rows holding it and how often), written when the segment is written and shared by
+every later version that keeps those chunks. The corpus statistics BM25 needs (number of documents, average length,
+document frequency of each query term) are those of the *version*, not of a segment: they are computed per query
+from the postings of the query's terms, over the chunks the version holds (its membership) **and the caller may
+read**. A role is scored with the statistics of the access levels it searches only, so its scores never depend on
+words of chunks it may not read (issue 12), and a change costs O(change): nothing global is rebuilt.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-FULL_INDEX = "bm25"
+K1 = 1.5
+B = 0.75
+_WORDS = re.compile(r"(?u)\b\w\w+\b")
 
 
-def level_index(level: str) -> str:
-    """The directory (under ``retrieval/``) of the index over the chunks of one access level."""
-    return f"{FULL_INDEX}-{level}"
+@cache
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
 
 
 @cache
@@ -35,81 +43,128 @@ def _stemmer():
     return Stemmer.Stemmer("english")
 
 
-def _tokenizer():
-    from bm25s.tokenization import Tokenizer
-
-    return Tokenizer(stopwords="en", stemmer=_stemmer())
+_STEMS: dict[str, str] = {}
 
 
-def _index(texts: list[str]):
-    import bm25s
-
-    tokenizer = _tokenizer()
-    tokens = tokenizer.tokenize(texts, return_as="tuple", show_progress=False)
-    retriever = bm25s.BM25(method="lucene")
-    retriever.index(tokens, show_progress=False)
-    return retriever, tokenizer
-
-
-def build_sparse(texts: list[str], path: Path) -> None:
-    """Index ``texts`` (in retrieval-id order) and save the index and its vocabulary under ``path``."""
-    path.mkdir(parents=True, exist_ok=True)
-    retriever, tokenizer = _index(texts)
-    retriever.save(str(path))
-    tokenizer.save_vocab(str(path))
+def tokens(text: str) -> list[str]:
+    """The BM25 tokens of ``text``, in order (repeats kept)."""
+    stop = _stopwords()
+    words = [w for w in _WORDS.findall(text.lower()) if w not in stop]
+    stems = _STEMS
+    unknown = [w for w in set(words) if w not in stems]
+    if unknown:
+        if len(stems) > 2_000_000:  # a bounded memo: words are few, but hostile queries are not
+            stems.clear()
+        stems.update(zip(unknown, _stemmer().stemWords(unknown), strict=True))
+    return [stems[w] for w in words]
 
 
-def build_sparse_per_level(texts: list[str], levels: list[str], retrieval: Path) -> None:
-    """``bm25/`` over every text and, when the texts span several access levels, ``bm25-<level>/`` over each
-    level's texts (in the same relative order)."""
-    build_sparse(texts, retrieval / FULL_INDEX)
-    present = sorted(set(levels))
-    if len(present) > 1:
-        for level in present:
-            build_sparse(
-                [t for t, lv in zip(texts, levels, strict=True) if lv == level], retrieval / level_index(level)
-            )
+@dataclass(frozen=True)
+class Postings:
+    """The postings of one segment: for term ``terms[t]``, rows ``rows[starts[t]:starts[t+1]]`` hold it
+    ``tf[...]`` times; ``lengths[r]`` is the number of tokens of row ``r``."""
 
-
-class SparseIndex:
-    """A BM25 index held in memory. ``rows`` maps its documents to the version's rows when it covers only some
-    of them (an access level's index); ``scores`` always answers for all ``size`` rows (zero elsewhere)."""
-
-    def __init__(self, retriever, tokenizer, rows: np.ndarray | None = None, size: int | None = None) -> None:
-        self.retriever = retriever
-        self.tokenizer = tokenizer
-        self.documents = int(retriever.scores["num_docs"])
-        self.rows = rows
-        self.size = self.documents if size is None else size
-        # Built once: bm25s would rebuild this reverse vocabulary on every query for return_as="string".
-        id_to_word = {i: w for w, i in tokenizer.get_vocab_dict().items()}
-        index_ids = retriever.vocab_dict
-        self._to_index_id = {i: index_ids[w] for i, w in id_to_word.items() if w and w in index_ids}
+    terms: np.ndarray  # str, sorted
+    starts: np.ndarray  # int64, len(terms) + 1
+    rows: np.ndarray  # int32
+    tf: np.ndarray  # float32
+    lengths: np.ndarray  # float32, one per row of the segment
 
     @classmethod
-    def load(cls, path: Path, rows: np.ndarray | None = None, size: int | None = None) -> SparseIndex:
-        import bm25s
+    def build(cls, texts: Iterable[str]) -> Postings:
+        by_term: dict[str, list[tuple[int, int]]] = {}
+        lengths: list[int] = []
+        for row, text in enumerate(texts):
+            toks = tokens(text)
+            lengths.append(len(toks) or 1)
+            for term, count in Counter(toks).items():
+                by_term.setdefault(term, []).append((row, count))
+        terms = sorted(by_term)
+        starts = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum([len(by_term[t]) for t in terms], out=starts[1:])
+        flat = [pair for t in terms for pair in by_term[t]]
+        pairs = np.asarray(flat, dtype=np.int64).reshape(-1, 2)
+        return cls(
+            terms=np.asarray(terms, dtype=str),
+            starts=starts,
+            rows=pairs[:, 0].astype(np.int32),
+            tf=pairs[:, 1].astype(np.float32),
+            lengths=np.asarray(lengths, dtype=np.float32),
+        )
 
-        retriever = bm25s.BM25.load(str(path), mmap=False)
-        tokenizer = _tokenizer()
-        tokenizer.load_vocab(str(path))
-        return cls(retriever, tokenizer, rows, size)
+    def save(self, path: Path) -> None:
+        with open(path, "wb") as fh:
+            np.savez(fh, terms=self.terms, starts=self.starts, rows=self.rows, tf=self.tf, lengths=self.lengths)
 
     @classmethod
-    def from_texts(cls, texts: list[str], rows: np.ndarray | None = None, size: int | None = None) -> SparseIndex:
-        """Indexed now, in memory (a version built before per-level indexes existed)."""
-        retriever, tokenizer = _index(texts)
-        return cls(retriever, tokenizer, rows, size)
+    def load(cls, path: Path) -> Postings:
+        with np.load(path, allow_pickle=False) as data:
+            return cls(**{k: data[k] for k in ("terms", "starts", "rows", "tf", "lengths")})
 
-    def scores(self, query: str) -> np.ndarray:
-        """BM25 score of every row for ``query`` (zeros when no query term is in the vocabulary)."""
-        ids = self.tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
-        known = [self._to_index_id[i] for i in ids if i in self._to_index_id]
-        if not known:
-            return np.zeros(self.size, dtype=np.float32)
-        found = np.asarray(self.retriever.get_scores_from_ids(known), dtype=np.float32)
-        if self.rows is None:
-            return found
-        out = np.zeros(self.size, dtype=np.float32)
-        out[self.rows] = found
-        return out
+    @property
+    def size(self) -> int:
+        return int(self.lengths.size)
+
+    def lookup(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(rows, tf) of ``term`` in this segment, or None."""
+        i = int(np.searchsorted(self.terms, term))
+        if i >= self.terms.size or self.terms[i] != term:
+            return None
+        a, b = self.starts[i], self.starts[i + 1]
+        return self.rows[a:b], self.tf[a:b]
+
+
+class SparseScorer:
+    """BM25 over a version made of segments. ``parts`` are (postings, positions) pairs: ``positions[r]`` is the
+    version row of segment row ``r`` (-1 when the version no longer holds it); ``size`` is the number of rows of the
+    version. ``scores(query, corpus)`` scores every row with the statistics of the rows in ``corpus`` (a boolean
+    mask: the rows of the access levels searched) and is zero outside it."""
+
+    def __init__(self, parts: Sequence[tuple[Postings, np.ndarray]], size: int) -> None:
+        self.parts = list(parts)
+        self.size = size
+        self.lengths = np.zeros(size, dtype=np.float64)
+        for postings, positions in self.parts:
+            live = positions >= 0
+            self.lengths[positions[live]] = postings.lengths[live]
+        self._stats: dict[bytes, tuple[int, float]] = {}
+
+    def corpus_stats(self, corpus: np.ndarray) -> tuple[int, float]:
+        key = np.packbits(corpus).tobytes()
+        found = self._stats.get(key)
+        if found is None:
+            n = int(corpus.sum())
+            found = (n, float(self.lengths[corpus].mean()) if n else 1.0)
+            if len(self._stats) < 64:
+                self._stats[key] = found
+        return found
+
+    def scores(self, query: str, corpus: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.size, dtype=np.float64)
+        n, avgdl = self.corpus_stats(corpus)
+        if not n:
+            return out.astype(np.float32)
+        for term, repeats in Counter(tokens(query)).items():
+            found_rows: list[np.ndarray] = []
+            found_tf: list[np.ndarray] = []
+            for postings, positions in self.parts:
+                hit = postings.lookup(term)
+                if hit is None:
+                    continue
+                rows = positions[hit[0]]
+                keep = rows >= 0
+                rows = rows[keep]
+                inside = corpus[rows]
+                found_rows.append(rows[inside])
+                found_tf.append(hit[1][keep][inside])
+            if not found_rows:
+                continue
+            rows = np.concatenate(found_rows)
+            if not rows.size:
+                continue
+            tf = np.concatenate(found_tf).astype(np.float64)
+            df = rows.size
+            idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            tfc = tf / (tf + K1 * (1.0 - B + B * self.lengths[rows] / avgdl))
+            out[rows] += repeats * idf * tfc
+        return out.astype(np.float32)

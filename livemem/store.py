@@ -4,11 +4,12 @@ Layout (see ``rag_index/README.md``)::
 
     <home>/CURRENT                     id of the published version (written to a temp file, then renamed)
     <home>/versions/<id>/              published versions, never modified
-        manifest.json                  what is in the version (schemas/manifest.schema.json)
-        tables.duckdb                  chunks, parents, attention, skipped_files
+        manifest.json                  what is in the version (schemas/manifest.schema.json), its segments
+        tables.duckdb                  small: membership (which rows of which segments), views ``chunks`` and
+                                       ``parents`` over them, attention, lineage, skipped_files, other steps' tables
         chroma/                        only with ``index.vector_store: chroma``: persistent Chroma
-        retrieval/                     what serving loads: ids.json, dense.npy (same order), bm25/ and
-                                       bm25-<level>/ (bm25s; one per access level)
+    <home>/parts/seg-<hash>/           immutable segments shared by versions (``livemem.version``): chunk and
+                                       parent rows, vectors, BM25 postings; removed when no kept version names them
     <home>/staging/<id>/               a version being built or checked; moved to versions/ when published
     <home>/staging/<id>.owner.json     who staged it (Dagster run, host, pid): never reclaimed while alive
     <home>/cache/embeddings.duckdb     embedding cache (content hash + model id)
@@ -215,8 +216,24 @@ class IndexHome:
 
     def _gc_vectors(self) -> None:
         from livemem.vectors import gc_server_collections
+        from livemem.version.segments import gc_parts
 
         gc_server_collections(self.root)
+        gc_parts(self.root, self.referenced_segments())
+
+    def referenced_segments(self) -> set[str]:
+        """Segments named by a published version or a complete staged one."""
+        names: set[str] = set()
+        for parent in (self.versions, self.staging):
+            if not parent.is_dir():
+                continue
+            for d in parent.iterdir():
+                try:
+                    manifest = json.loads((d / MANIFEST).read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    continue
+                names.update(e["id"] for e in manifest.get("segments") or [] if isinstance(e, dict) and "id" in e)
+        return names
 
     def clear_staging(self, keep_latest: int = 1) -> list[str]:
         """Remove leftovers before staging a new version; call with the write lock held.
@@ -311,10 +328,25 @@ def write_manifest(staged: Path, manifest: dict[str, Any]) -> None:
         if f.is_file() and not (f.parent == staged and f.name.startswith(MANIFEST))
     }
     manifest["files"] = files
-    manifest["index_size_mb"] = dir_size_mb(staged)
+    own = dir_size_mb(staged)
+    manifest["version_size_mb"] = own
+    manifest["index_size_mb"] = round(own + _segments_mb(staged, manifest), 3)
     tmp = staged / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, staged / MANIFEST)
+
+
+def _segments_mb(staged: Path, manifest: dict[str, Any]) -> float:
+    from livemem.version import parts_dir
+    from livemem.version.segments import DamagedSegment, segment_meta
+
+    total = 0
+    for entry in manifest.get("segments") or []:
+        try:
+            total += sum(f["size"] for f in segment_meta(parts_dir(staged), entry["id"])["files"].values())
+        except DamagedSegment:
+            continue
+    return total / 1_048_576
 
 
 def file_sha256(path: Path) -> str:

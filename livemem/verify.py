@@ -17,6 +17,7 @@ incremental build with a from-scratch build of the same commits through ``compar
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import tempfile
@@ -25,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 
 from livemem import records
@@ -33,7 +33,8 @@ from livemem.build import PARENT_COLUMNS, SKIP_COLUMNS, build_version
 from livemem.config import SourcesConfig
 from livemem.embedding import Embedder
 from livemem.errors import LivingMemoryError
-from livemem.store import CHROMA, RETRIEVAL, TABLES, IndexHome
+from livemem.store import CHROMA, IndexHome
+from livemem.version import connect
 
 MAX_LISTED = 50
 VECTOR_TOLERANCE = 1e-6
@@ -90,7 +91,7 @@ def compare_versions(published: Path, reference: Path) -> Comparison:
 
 # --- tables -------------------------------------------------------------------------------------------------
 def _rows(version: Path, sql: str) -> list[tuple]:
-    con = duckdb.connect(str(version / TABLES), read_only=True)
+    con = connect(version)
     try:
         return con.execute(sql).fetchall()
     finally:
@@ -143,33 +144,58 @@ def _compare_tables(published: Path, reference: Path, result: Comparison) -> Non
 
 # --- retrieval snapshot -------------------------------------------------------------------------------------
 def _compare_retrieval(published: Path, reference: Path, result: Comparison) -> None:
-    got_dir, want_dir = published / RETRIEVAL, reference / RETRIEVAL
-    if not (got_dir / "ids.json").is_file():
-        result.general.append("retrieval snapshot missing (no retrieval/ids.json)")
+    """What serving answers from, compared logically (segments may be laid out differently): the same chunk ids,
+    the same vector per id, and the same BM25 score per id for sample queries under every access-level scope
+    (the term statistics of a version equal those of a from-scratch build)."""
+    from livemem.reader import IndexUnavailable, load_snapshot_at
+
+    try:
+        got, want = load_snapshot_at(published), load_snapshot_at(reference)
+    except IndexUnavailable as exc:
+        result.general.append(f"retrieval data unreadable: {exc}")
         return
-    got_ids = json.loads((got_dir / "ids.json").read_text(encoding="utf-8"))
-    want_ids = json.loads((want_dir / "ids.json").read_text(encoding="utf-8"))
-    if got_ids != want_ids:
-        missing, extra = set(want_ids) - set(got_ids), set(got_ids) - set(want_ids)
-        result.general.append(
-            f"retrieval snapshot ids differ: {len(missing)} missing, {len(extra)} extra"
-            + ("" if missing or extra else " (same ids, other order)")
-        )
-        return
-    got_dense, want_dense = np.load(got_dir / "dense.npy"), np.load(want_dir / "dense.npy")
-    if got_dense.shape != want_dense.shape:
-        result.general.append(f"retrieval dense matrix shape {got_dense.shape} != {want_dense.shape}")
-    elif len(want_ids):
+    try:
+        if set(got.ids) != set(want.ids) or len(got.ids) != len(want.ids):
+            missing, extra = set(want.ids) - set(got.ids), set(got.ids) - set(want.ids)
+            result.general.append(f"retrieval ids differ: {len(missing)} missing, {len(extra)} extra")
+            return
+        if not want.ids:
+            return
+        order = np.array([got.row_of[c] for c in want.ids])
+        got_dense, want_dense = got.dense.materialize()[order], want.dense.materialize()
         off = np.abs(got_dense - want_dense).max(axis=1) > VECTOR_TOLERANCE
         for i in np.flatnonzero(off)[:MAX_LISTED]:
-            result.general.append(f"retrieval vector of chunk {want_ids[i]} differs")
-    got_files = {p.relative_to(got_dir).as_posix(): p for p in got_dir.rglob("*") if p.is_file()}
-    want_files = {p.relative_to(want_dir).as_posix(): p for p in want_dir.rglob("*") if p.is_file()}
-    for name in sorted(want_files.keys() ^ got_files.keys()):
-        result.general.append(f"retrieval file {name} exists in only one of the versions")
-    for name in sorted(want_files.keys() & got_files.keys() - {"ids.json", "dense.npy"}):
-        if got_files[name].read_bytes() != want_files[name].read_bytes():
-            result.general.append(f"retrieval file {name} differs (sparse index not built from the same chunks)")
+            result.general.append(f"retrieval vector of chunk {want.ids[i]} differs")
+        scopes = {frozenset([level]) for level in want.access_levels} | {want.access_levels}
+        for query in _sample_queries(want):
+            for scope in sorted(scopes, key=sorted):
+                a, b = got.sparse_for(scope), want.sparse_for(scope)
+                if a is None or b is None:
+                    continue
+                sa, sb = a.scores(query)[order], b.scores(query)
+                if not np.allclose(sa, sb, rtol=1e-5, atol=1e-6):
+                    worst = int(np.argmax(np.abs(sa - sb)))
+                    result.general.append(
+                        f"BM25 score of chunk {want.ids[worst]} for {query!r} over {sorted(scope)} differs: "
+                        f"{sa[worst]:.6f} != {sb[worst]:.6f}"
+                    )
+                    return
+    finally:
+        got.close()
+        want.close()
+
+
+def _sample_queries(snap, count: int = 24) -> list[str]:
+    """Words of chunks spread over the version (deterministic), one and two at a time."""
+    from livemem.sparse import tokens
+
+    words: list[str] = []
+    step = max(1, snap.size // count)
+    for row in range(0, snap.size, step):
+        found = [w for w in snap.rows[row]["content"].split() if tokens(w)]
+        if found:
+            words.append(found[len(found) // 2])
+    return words + [f"{a} {b}" for a, b in itertools.pairwise(words)][: count // 2]
 
 
 # --- vector store -------------------------------------------------------------------------------------------
@@ -333,9 +359,15 @@ def rebuild_and_compare(
 def table_fingerprints(version: Path) -> dict[str, tuple[int, str]]:
     """(row count, digest of the sorted rows) of every table of a version, to prove two versions hold the same
     data whatever step wrote them (a step re-run on unchanged input must give identical tables)."""
-    con = duckdb.connect(str(version / TABLES), read_only=True)
+    con = connect(version)
     try:
         tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() ORDER BY 1").fetchall()]
+        tables += [
+            v
+            for (v,) in con.execute(
+                "SELECT view_name FROM duckdb_views() WHERE view_name IN ('chunks', 'parents')"
+            ).fetchall()
+        ]
         out = {}
         for table in tables:
             count, digest = con.execute(

@@ -11,6 +11,7 @@ from dagster import AssetKey, DagsterInstance
 
 from livemem.errors import ConfigError
 from livemem.store import IndexHome
+from livemem.version import connect
 from orchestration.definitions import build_definitions
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -164,7 +165,6 @@ def test_failed_blocking_check_keeps_the_previous_version(tmp_path: Path, make_r
 def test_verify_index_job_proves_the_published_index_and_names_a_damaged_file(
     tmp_path: Path, make_repo, defs_for
 ) -> None:
-    import duckdb
 
     repo = make_repo(files={"a.md": "# A\n\nOne small page.\n", "b.md": "# B\n\nAnother page.\n"})
     defs = defs_for(write_sources(tmp_path, repo.path))
@@ -180,8 +180,10 @@ def test_verify_index_job_proves_the_published_index_and_names_a_damaged_file(
     assert "identical" in evaluation.metadata["summary"].value
 
     home = IndexHome(tmp_path / "index")
-    con = duckdb.connect(str(home.version_dir(home.current()) / "tables.duckdb"))
-    con.execute("DELETE FROM chunks WHERE path = 'b.md'")
+    con = connect(home.version_dir(home.current()), read_only=False)
+    con.execute(
+        "DELETE FROM chunk_members WHERE (segment, seg_row) IN (SELECT (_seg, _row) FROM chunk_parts WHERE path = 'b.md')"
+    )
     con.close()
     (evaluation,) = verify.execute_in_process(instance=instance, raise_on_error=False).get_asset_check_evaluations()
     assert not evaluation.passed

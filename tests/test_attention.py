@@ -8,7 +8,6 @@ from datetime import date, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-import duckdb
 import pytest
 from dagster import DagsterInstance, build_schedule_context
 
@@ -19,6 +18,7 @@ from livemem.checks import check_attention
 from livemem.config import load_sources
 from livemem.schemas import errors_for
 from livemem.store import IndexHome
+from livemem.version import connect
 from orchestration.definitions import build_definitions
 
 DOCS = {
@@ -59,7 +59,7 @@ def write_traces(home: IndexHome, day: str, lines: list[str], name: str = "host-
 
 
 def attention(home: IndexHome) -> dict[str, tuple[float, str | None]]:
-    con = duckdb.connect(str(home.version_dir(home.current()) / "tables.duckdb"), read_only=True)
+    con = connect(home.version_dir(home.current()))
     try:
         rows = con.execute("SELECT chunk_id, attention_score, last_breath_seen FROM attention").fetchall()
     finally:
@@ -82,7 +82,7 @@ def index(tmp_path: Path, make_repo, embedder):
     home = IndexHome(tmp_path / "index")
     result = build_version(load_sources(sources), home, embedder)
     home.publish(result.version_id, None, 10)
-    con = duckdb.connect(str(home.version_dir(home.current()) / "tables.duckdb"), read_only=True)
+    con = connect(home.version_dir(home.current()))
     ids = {json.loads(h)[-1]: c for c, h in con.execute("SELECT chunk_id, heading_path FROM chunks").fetchall()}
     con.close()
     return home, ids, repo, sources
@@ -146,7 +146,7 @@ def test_only_confirmed_usefulness_raises_attention(index) -> None:
     assert usage["co_occurred_with"] == [ids["SNAP"]] and usage["breath_phases"] == {"Δ2": 1}
     assert signals["breath_patterns"]["Δ2"]["total_retrievals"] == 3
     assert signals["breath_patterns"]["Δ4"]["top_chunks"] == [ids["SNAP"]]
-    con = duckdb.connect(str(home.version_dir(home.current()) / "tables.duckdb"), read_only=True)
+    con = connect(home.version_dir(home.current()))
     related = dict(
         con.execute("SELECT related_id, weight FROM related_chunks WHERE chunk_id = ?", [ids["WIC"]]).fetchall()
     )
@@ -214,7 +214,7 @@ def test_attention_survives_reindexing_and_follows_edits(index, embedder) -> Non
     repo.commit({"guide.md": DOCS["guide.md"].replace("Nutrition for infants.", "Nutrition for infants and mothers.")})
     rebuilt = build_version(load_sources(sources), home, embedder)
     home.publish(rebuilt.version_id, rebuilt.base_version, 10)
-    con = duckdb.connect(str(home.version_dir(home.current()) / "tables.duckdb"), read_only=True)
+    con = connect(home.version_dir(home.current()))
     new_wic = con.execute("SELECT chunk_id FROM chunks WHERE heading_path LIKE '%WIC%'").fetchone()[0]
     con.close()
     att = attention(home)
@@ -313,7 +313,7 @@ def test_the_questions_chunks_were_confirmed_for_are_remembered_decay_and_follow
     assert [w for w, _ in after[new_wic]] == [pytest.approx(0.5 * 0.98 * 0.98)] and ids["WIC"] not in after
     assert check_attention(home.version_dir(home.current())).passed
     damaged = home.version_dir(home.current())
-    con = duckdb.connect(str(damaged / "tables.duckdb"))
+    con = connect(damaged, read_only=False)
     con.execute("UPDATE attention_questions SET weight = 'nan'::DOUBLE WHERE chunk_id = ?", [new_wic])
     con.execute("UPDATE attention_questions SET chunk_id = 'gone' WHERE chunk_id = ?", [ids["SNAP"]])
     con.close()
@@ -325,7 +325,7 @@ def test_the_questions_chunks_were_confirmed_for_are_remembered_decay_and_follow
 
 def questions(home: IndexHome) -> dict[str, list[tuple[float, list[float]]]]:
     """The question memory of the current version: chunk → (weight, vector), strongest first."""
-    con = duckdb.connect(str(home.version_dir(home.current()) / "tables.duckdb"), read_only=True)
+    con = connect(home.version_dir(home.current()))
     try:
         rows = con.execute("SELECT chunk_id, weight, vector FROM attention_questions ORDER BY weight DESC").fetchall()
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pytest
 
@@ -13,8 +12,10 @@ from livemem import checks
 from livemem.build import build_version
 from livemem.config import load_sources
 from livemem.errors import PublishConflict, SourceError
+from livemem.reader import IndexUnavailable, load_snapshot
 from livemem.schemas import errors_for
 from livemem.store import IndexHome, close_chroma, open_chroma
+from livemem.version import connect
 
 CHARTER = "# Charter\n\n## Purpose\n\nWe keep the memory of the valley.\n\n## Roles\n\nStewards tend the index.\n"
 CONSTITUTION = "# Constitution\n\nSeal: ∞Δ∞\n\n## Article I\n\nSealed records never decay.\n"
@@ -33,7 +34,7 @@ def sources_file(tmp_path: Path, repo: Path, extra: str = "", index: str = "") -
 
 
 def rows(home: IndexHome, sql: str, params: list | None = None) -> list[tuple]:
-    con = duckdb.connect(str(home.version_dir(home.current()) / "tables.duckdb"), read_only=True)
+    con = connect(home.version_dir(home.current()))
     try:
         return con.execute(sql, params or []).fetchall()
     finally:
@@ -146,8 +147,7 @@ def test_deleted_file_leaves_no_stale_chunks(tmp_path: Path, repo, embedder) -> 
     assert "CHARTER.md" not in paths and "new.md" in paths
     ids = {cid for (cid,) in rows(home, "SELECT chunk_id FROM chunks")}
     assert chroma_ids(home, "docs") == ids
-    dense_ids = json.loads((home.version_dir(home.current()) / "retrieval" / "ids.json").read_text())
-    assert set(dense_ids) == ids
+    assert set(load_snapshot(home, home.current()).ids) == ids
 
 
 def test_no_new_commit_publishes_nothing(tmp_path: Path, repo, embedder) -> None:
@@ -174,8 +174,8 @@ def test_identical_text_is_embedded_once_across_sources(tmp_path: Path, make_rep
     assert (result.embeddings_computed, result.embeddings_reused) == (1, 1)
     ids = [cid for (cid,) in rows(home, "SELECT chunk_id FROM chunks")]
     assert len(set(ids)) == 2  # same text, two chunks (one per source)
-    dense = np.load(home.version_dir(home.current()) / "retrieval" / "dense.npy")
-    assert np.allclose(dense[0], dense[1])
+    dense = load_snapshot(home, home.current()).dense.materialize()
+    assert dense.shape[0] == 2 and np.allclose(dense[0], dense[1])
 
 
 def test_repeated_text_in_one_file_gets_distinct_ids(tmp_path: Path, make_repo, embedder) -> None:
@@ -278,7 +278,7 @@ def test_parts_owned_by_other_steps_survive_a_chunk_rebuild(tmp_path: Path, repo
     with home.write_lock():
         version, staged, base = derive_version(home)
         assert base == first.version_id and not (staged / "manifest.json").exists()
-        con = duckdb.connect(str(staged / "tables.duckdb"))
+        con = connect(staged, read_only=False)
         con.execute("CREATE TABLE registry AS SELECT 'lr-1' AS local_resource_id")
         con.close()
         (staged / "exports").mkdir()
@@ -304,7 +304,7 @@ def test_edited_chunk_inherits_attention_of_the_chunk_it_replaced(tmp_path: Path
     snap_id, wic_id = snap['["Guide", "SNAP"]'], snap['["Guide", "WIC"]']
     with home.write_lock():  # what a rollup does: a new version with changed attention only
         version, staged, base = derive_version(home)
-        con = duckdb.connect(str(staged / "tables.duckdb"))
+        con = connect(staged, read_only=False)
         con.execute("UPDATE attention SET attention_score = 2.5, last_breath_seen = 'Δ3' WHERE chunk_id = ?", [wic_id])
         con.execute("UPDATE attention SET attention_score = 1.0 WHERE chunk_id = ?", [snap_id])
         con.close()
@@ -332,16 +332,19 @@ def test_edited_chunk_inherits_attention_of_the_chunk_it_replaced(tmp_path: Path
     assert lineage == [([new_wic, wic_id],)]
 
 
-def test_a_version_without_a_retrieval_snapshot_is_rebuilt_not_reused(tmp_path: Path, repo, embedder) -> None:
-    import shutil
-
+def test_a_version_of_an_older_layout_is_rebuilt_not_reused(tmp_path: Path, repo, embedder) -> None:
     config = load_sources(sources_file(tmp_path, repo.path))
     home = IndexHome(tmp_path / "index")
     first = build_and_publish(config, home, embedder)
-    shutil.rmtree(home.version_dir(first.version_id) / "retrieval")  # as if built by an older layout
+    manifest_file = home.version_dir(first.version_id) / "manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    manifest["layout_version"] = 1  # as if written before segments
+    manifest_file.write_text(json.dumps(manifest))
+    with pytest.raises(IndexUnavailable, match="older layout"):
+        load_snapshot(home, first.version_id)
     again = build_and_publish(config, home, embedder)
-    assert again.staged and again.embeddings_computed == 0  # everything carried over, nothing re-embedded
-    assert (home.version_dir(home.current()) / "retrieval" / "ids.json").is_file()
+    assert again.staged and again.embeddings_computed == 0  # rebuilt from the embedding cache, nothing re-embedded
+    assert set(load_snapshot(home, home.current()).ids) == {c for (c,) in rows(home, "SELECT chunk_id FROM chunks")}
     assert build_version(config, home, embedder).reason.startswith("no new commits")
 
 

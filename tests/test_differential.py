@@ -15,7 +15,6 @@ import os
 import shutil
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 import pytest
 from conftest import GitRepo
@@ -28,8 +27,9 @@ from livemem import build as build_module
 from livemem.build import build_version
 from livemem.checks import check_index_complete
 from livemem.config import PROJECT_ROOT, load_sources
-from livemem.store import TABLES, IndexHome
+from livemem.store import IndexHome
 from livemem.verify import compare_versions, rebuild_and_compare
+from livemem.version import connect
 
 
 def copy_bundled_example(tmp_path: Path) -> tuple[GitRepo, Path]:
@@ -88,7 +88,8 @@ def test_the_edited_bundled_example_equals_a_from_scratch_build(bundled, embedde
 
 
 def _old_carry(self, con, source, paths):
-    """The defective carry-over this project shipped: the temp table ``keep`` shadows the frame ``keep``."""
+    """The defective carry-over this project shipped (in today's membership form): the temp table ``keep``
+    shadows the frame ``keep``, so every source after the first carries the first source's paths."""
     if self.base_dir is None or paths == []:
         return
     where = "source = ?"
@@ -96,8 +97,13 @@ def _old_carry(self, con, source, paths):
         keep = pd.DataFrame({"path": paths})  # noqa: F841 - read by DuckDB below
         con.execute("CREATE OR REPLACE TEMP TABLE keep AS SELECT path FROM keep")
         where += " AND path IN (SELECT path FROM keep)"
-    for table in ("chunks", "parents", "skipped_files"):
-        con.execute(f"INSERT INTO {table} SELECT * FROM base.{table} WHERE {where}", [source])
+    for kind in ("chunk", "parent"):
+        con.execute(
+            f"INSERT INTO {kind}_members SELECT m.segment, m.seg_row FROM base.{kind}_members m "
+            f"JOIN (SELECT _seg, _row FROM base.{kind}_parts WHERE {where}) p ON p._seg = m.segment AND p._row = m.seg_row",
+            [source],
+        )
+    con.execute(f"INSERT INTO skipped_files SELECT * FROM base.skipped_files WHERE {where}", [source])
 
 
 def test_the_completeness_check_blocks_the_old_defect(tmp_path: Path, embedder, monkeypatch) -> None:
@@ -130,9 +136,11 @@ def test_the_completeness_check_catches_rows_lost_from_a_carried_file(tmp_path: 
     repo.commit({"a.md": "# A\n\nalpha text, edited\n"})
     result = build_version(config, home, embedder)
     staged = home.staged_dir(result.version_id)
-    con = duckdb.connect(str(staged / TABLES))
-    con.execute("DELETE FROM chunks WHERE path = 'b.md' AND chunk_index = 1")
-    con.execute("UPDATE parents SET chunk_count = chunk_count - 1 WHERE path = 'b.md'")
+    con = connect(staged, read_only=False)
+    con.execute(
+        "DELETE FROM chunk_members WHERE (segment, seg_row) IN "
+        "(SELECT (_seg, _row) FROM chunk_parts WHERE path = 'b.md' AND chunk_index = 1)"
+    )
     con.close()
     outcome = check_index_complete(staged, home.manifest(result.version_id), config, home.version_dir(base))
     assert not outcome.passed
@@ -154,12 +162,14 @@ def test_verify_rebuild_names_the_damaged_file(tmp_path: Path, make_repo, embedd
     ok = runner.invoke(cli.app, args)
     assert ok.exit_code == 0, ok.output
     assert "identical" in ok.output
-    con = duckdb.connect(str(home.version_dir(home.current()) / TABLES))
-    con.execute("UPDATE chunks SET content = content || ' tampered' WHERE path = 'docs/b.md'")
+    con = connect(home.version_dir(home.current()), read_only=False)
+    con.execute(  # the version no longer holds docs/b.md's chunk (its segment is immutable and hash-checked)
+        "DELETE FROM chunk_members WHERE (segment, seg_row) IN (SELECT (_seg, _row) FROM chunk_parts WHERE path = 'docs/b.md')"
+    )
     con.close()
     bad = runner.invoke(cli.app, args)
     assert bad.exit_code == 1
-    assert "docs: docs/b.md" in bad.output and "content" in bad.output
+    assert "docs: docs/b.md" in bad.output and "missing" in bad.output
 
 
 def test_compare_versions_of_one_version_with_itself_is_equal(bundled) -> None:

@@ -183,7 +183,7 @@ def test_four_server_processes_lose_no_trace_line(served_home) -> None:
     assert len({p.name.rsplit("-", 1)[-1] for p in home.traces.glob("*.jsonl")}) >= 2  # several processes wrote
 
 
-@pytest.mark.parametrize("damage", ["garbage_manifest", "truncated_tables", "missing_bm25"])
+@pytest.mark.parametrize("damage", ["garbage_manifest", "truncated_tables", "missing_segment"])
 def test_damaged_current_version_is_503_and_never_wrong_data(served_home, embedder, damage: str) -> None:
     """CURRENT naming a damaged version: /healthz is a 503 naming it; queries never see its data, they are answered
     from the last good version the worker holds (a fresh worker answers 503: tests/test_version_integrity.py)."""
@@ -201,8 +201,10 @@ def test_damaged_current_version_is_503_and_never_wrong_data(served_home, embedd
     elif damage == "truncated_tables":
         data = (target / "tables.duckdb").read_bytes()
         (target / "tables.duckdb").write_bytes(data[: len(data) // 3])
-    else:
-        shutil.rmtree(target / "retrieval" / "bm25")
+    else:  # the version names a segment that is not there (removed by hand from parts/)
+        manifest = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
+        manifest["segments"] = [{"id": "seg-" + "0" * 32, "chunks": 1, "parents": 1}]
+        (target / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     with TestClient(create_app(Settings(index_dir=home.root, warm_up=False), embedder)) as client:
         assert client.post("/query", json={"query": "SNAP"}).status_code == 200
         (home.root / "CURRENT").write_text(broken + "\n")

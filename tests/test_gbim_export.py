@@ -6,7 +6,6 @@ import json
 import shutil
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pytest
 from dagster import AssetKey, DagsterInstance, Definitions, define_asset_job, in_process_executor
@@ -16,6 +15,7 @@ from livemem.config import load_sources
 from livemem.gbim import export_gbim
 from livemem.schemas import errors_for
 from livemem.store import IndexHome, close_chroma, open_chroma
+from livemem.version import connect
 from orchestration.assets.gbim_export import build_gbim_assets
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 
@@ -79,7 +79,7 @@ def test_export_stages_publishes_and_survives_chunk_builds(tmp_path: Path, make_
     assert section["flags"]["geometry_repaired"] == 1
     assert section["collections"] == ["gbim_spatial", "gis_wv_benefits"]
     assert len(section["sources"]["facilities"]["content_hash"]) == 64
-    con = duckdb.connect(str(staged / "tables.duckdb"), read_only=True)
+    con = connect(staged)
     try:
         assert con.execute("SELECT count(*) FROM gbim_entities").fetchone() == (10,)
         predicates = dict(con.execute("SELECT predicate, count(*) FROM gbim_relations GROUP BY 1").fetchall())

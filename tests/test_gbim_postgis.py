@@ -13,7 +13,6 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-import duckdb
 import pyproj
 import pytest
 
@@ -21,6 +20,7 @@ from livemem.config import load_sources
 from livemem.errors import SourceError
 from livemem.gbim import entity_id, export_gbim, load_spatial, read_features
 from livemem.store import IndexHome
+from livemem.version import connect
 
 DSN = os.environ.get("LIVEMEM_TEST_PG_DSN", "postgresql://livemem:livemem@127.0.0.1:5432/livemem_test")
 DSN_ENV = "LIVEMEM_TEST_GBIM_POSTGIS_DSN"  # the variable the configured sources name (dsn_env)
@@ -156,7 +156,7 @@ def test_postgis_table_and_query_sources_export(postgis_table, tmp_path, make_re
     assert (query["features"], query["entities"], query["quarantined"]) == (3, 3, 0)
     assert len(db["content_hash"]) == len(query["content_hash"]) == 64
 
-    con = duckdb.connect(str(home.locate(result.version_id) / "tables.duckdb"), read_only=True)
+    con = connect(home.locate(result.version_id))
     try:
         cols = "entity_id, source, source_pk, source_table, label, county, centroid_x, centroid_y, srid, lon, lat"
         rows = con.execute(f"SELECT {cols}, geometry_type FROM gbim_entities").fetchall()

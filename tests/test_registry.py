@@ -6,7 +6,7 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-import duckdb
+import pandas as pd
 import pytest
 from registry_support import NOW, RECENT, good_row, write_csv, write_json, write_registry_sources
 
@@ -14,7 +14,9 @@ from livemem import registry
 from livemem.config import load_sources
 from livemem.errors import ConfigError
 from livemem.registry import RegistryConfig, RegistryIndex, RegistryQueryError, resolve, verify
-from livemem.store import TABLES, IndexHome
+from livemem.store import IndexHome
+from livemem.version import connect
+from livemem.version.segments import append_rows
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -193,7 +195,7 @@ def stage_and_publish(home: IndexHome, cfg: RegistryConfig, now) -> registry.Reg
 
 
 def history(home: IndexHome) -> list[tuple]:
-    con = duckdb.connect(str(home.version_dir(home.current()) / TABLES), read_only=True)
+    con = connect(home.version_dir(home.current()))
     try:
         return con.execute(
             "SELECT local_resource_id, change, valid_from, valid_to, status FROM registry_history "
@@ -238,7 +240,7 @@ def test_history_across_runs_records_creation_update_verification_deprecation(tm
         ("res-00003", "removed", t2, None, "removed"),
         ("res-00004", "created", t2, None, "verified"),
     ]
-    con = duckdb.connect(str(home.version_dir(home.current()) / TABLES), read_only=True)
+    con = connect(home.version_dir(home.current()))
     try:
         published = [r[0] for r in con.execute("SELECT local_resource_id FROM registry ORDER BY 1").fetchall()]
         data = con.execute(
@@ -249,7 +251,7 @@ def test_history_across_runs_records_creation_update_verification_deprecation(tm
     assert published == ["res-00000", "res-00002", "res-00004"]
     assert json.loads(data)["hours"] == "Mon-Sat 9-5"
     # the first version is untouched: versions are immutable
-    con = duckdb.connect(str(home.version_dir(first.version_id) / TABLES), read_only=True)
+    con = connect(home.version_dir(first.version_id))
     try:
         assert con.execute("SELECT count(*) FROM registry_history").fetchone()[0] == 4
     finally:
@@ -276,7 +278,7 @@ def test_registry_only_version_has_empty_chunk_tables_and_manifest_section(tmp_p
     section = manifest["registry"]
     assert (section["rows_read"], section["published"], section["invalid"]) == (2, 1, 1)
     assert section["input_hash"].startswith("sha256:") and section["issues_by_rule"] == {"schema": {"error": 1}}
-    con = duckdb.connect(str(home.version_dir(run.version_id) / TABLES), read_only=True)
+    con = connect(home.version_dir(run.version_id))
     try:
         assert con.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
         issue = con.execute("SELECT source_row, local_resource_id, rule, severity FROM registry_issues").fetchall()
@@ -297,18 +299,20 @@ def test_checks_on_a_staged_version(tmp_path) -> None:
 
     staged = home.staged_dir(run.version_id)
     assert registry.check_stale(staged, run.manifest_section).passed
-    con = duckdb.connect(str(staged / TABLES))
-    con.execute(
-        "INSERT INTO chunks (chunk_id, source, collection, access, content, content_hash, embed_hash, seal_state, "
-        "path, commit_sha, timestamp, type, size, created_at, updated_at, heading_path, chunk_index, parent_id, domain) "
-        "SELECT 'c' || i, 'docs', 'docs', 'public', 'x', 'h', 'h', 'OPEN', 'guide.md', 'c', 't', 'markdown', 1, 't', "
-        "'t', '[]', i, 'p', ? FROM range(2) t(i)",
-        [json.dumps({"local_resource_id": ["res-00001", "res-00077"]})],
-    )
+    con = connect(staged, read_only=False)
+    resources = json.dumps({"local_resource_id": ["res-00001", "res-00077"]})
+    rows = [
+        {"chunk_id": f"c{i}", "source": "docs", "collection": "docs", "access": "public", "content": "x",
+         "content_hash": "h", "embed_hash": "h", "seal_state": "OPEN", "path": "guide.md", "commit_sha": "c",
+         "timestamp": "t", "type": "markdown", "size": 1, "created_at": "t", "updated_at": "t", "heading_path": "[]",
+         "chunk_index": i, "parent_id": "p", "domain": resources}
+        for i in range(2)
+    ]  # fmt: skip
+    append_rows(con, staged, pd.DataFrame(rows))
     con.close()
     refs = registry.check_references(staged)
     assert not refs.passed and refs.failures == ["res-00077: referenced by chunk docs:guide.md"]
-    con = duckdb.connect(str(staged / TABLES))
+    con = connect(staged, read_only=False)
     con.execute("CREATE TABLE gbim_entities (entity_id VARCHAR, local_resource_id VARCHAR)")
     con.execute("INSERT INTO gbim_entities VALUES ('e1', 'res-00002'), ('e2', 'res-00099')")
     con.close()

@@ -14,7 +14,6 @@ from fastapi.testclient import TestClient
 from serving_support import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
 
 from livemem import records
-from livemem.sparse import SparseIndex
 from livemem.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
@@ -75,8 +74,8 @@ def test_public_bm25_scores_use_only_public_term_statistics(client):
     public_rows = np.flatnonzero(snap.columns["access"] == "public")
     assert 0 < public_rows.size < snap.size
     texts = [records.embed_text(snap.rows[r]["content"], json.loads(snap.rows[r]["heading_path"])) for r in public_rows]
-    public_only = SparseIndex.from_texts(texts, public_rows, snap.size).scores("SNAP food assistance")
-    everything = snap.sparse.scores("SNAP food assistance")
+    public_only = bm25s_scores(texts, "SNAP food assistance", public_rows, snap.size)
+    everything = snap.sparse_for(snap.access_levels).scores("SNAP food assistance")
     body = {"query": "SNAP food assistance", "mode": "sparse", "top_k": 20}
     results = client.post("/query", json=body).json()["results"]
     assert results and all(r["collection"] != "internal_playbooks" for r in results)
@@ -89,21 +88,36 @@ def test_public_bm25_scores_use_only_public_term_statistics(client):
         assert r["scores"]["sparse"] == pytest.approx(float(everything[snap.row_of[r["chunk_id"]]]), rel=1e-5)
 
 
-def test_a_version_without_per_level_indexes_builds_them_in_memory(client):
-    """Versions from before per-level indexes still never mix statistics: the index is built once on demand."""
+def bm25s_scores(texts: list[str], query: str, rows: np.ndarray, size: int) -> np.ndarray:
+    """Scores from an independent bm25s index over ``texts`` alone (Lucene BM25, the same tokenizer settings),
+    placed at ``rows`` of ``size``."""
+    import bm25s
+    import Stemmer
+    from bm25s.tokenization import Tokenizer
+
+    tokenizer = Tokenizer(stopwords="en", stemmer=Stemmer.Stemmer("english"))
+    index = bm25s.BM25(method="lucene")
+    index.index(tokenizer.tokenize(texts, return_as="tuple", show_progress=False), show_progress=False)
+    ids = tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
+    vocab = {i: w for w, i in tokenizer.get_vocab_dict().items()}
+    known = [index.vocab_dict[vocab[i]] for i in ids if vocab.get(i) in index.vocab_dict]
+    out = np.zeros(size, dtype=np.float32)
+    if known:
+        out[rows] = index.get_scores_from_ids(known)
+    return out
+
+
+def test_bm25_scores_equal_an_index_over_exactly_the_chunks_in_scope(client):
+    """Segment postings scored with per-version, per-scope statistics equal bm25s over the scope's chunks only."""
     snap = client.app.state.serving.reader.snapshot()
-    on_disk = snap.sparse_for(frozenset({"public"}))
-    assert on_disk is not snap.sparse
-    held = dict(snap.sparse_levels)
-    snap.sparse_levels.clear()
-    try:
-        rebuilt = snap.sparse_for(frozenset({"public"}))
-        assert rebuilt is not on_disk and snap.sparse_for(frozenset({"public"})) is rebuilt
-        assert np.allclose(rebuilt.scores("heating bill help"), on_disk.scores("heating bill help"))
-    finally:
-        snap.sparse_levels.clear()
-        snap.sparse_levels.update(held)
-    assert snap.sparse_for(frozenset({"public", "internal"})) is snap.sparse
+    texts = [records.embed_text(r["content"], json.loads(r["heading_path"])) for r in snap.rows]
+    for scope in ({"public"}, {"internal"}, {"public", "internal"}):
+        rows = np.flatnonzero(np.isin(snap.columns["access"], sorted(scope)))
+        for query in ("heating bill help", "SNAP food assistance SNAP", "escalation protocol zebra"):
+            want = bm25s_scores([texts[r] for r in rows], query, rows, snap.size)
+            got = snap.sparse_for(frozenset(scope)).scores(query)
+            assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (scope, query)
+    assert snap.sparse_for(frozenset({"public"})) is snap.sparse_for(frozenset({"public"}))  # statistics kept
 
 
 def test_metrics_count_only_chunks_the_caller_may_read(client):
@@ -125,18 +139,18 @@ def test_no_server_paths_in_manifest_or_503(client, home):
         assert root not in json.dumps(shown)
         assert {s["repo"] for s in shown["sources"].values()} == {"repo"}
     public = client.get("/manifest").json()
-    assert "files" not in public  # file sizes would count the hidden level's index
+    assert "files" not in public and "segments" not in public  # sizes and counts would count the hidden level
     assert "files" in client.get("/manifest", headers=INTERNAL).json()
     version = home.current()
     broken = "20990101T000000000000Z"
     shutil.copytree(home.version_dir(version), home.version_dir(broken))
-    (home.version_dir(broken) / "retrieval" / "ids.json").write_text("[]")
+    (home.version_dir(broken) / "tables.duckdb").write_bytes(b"not a database")
     try:
         (home.root / "CURRENT").write_text(broken + "\n")
         response = client.get("/healthz")  # queries keep the last good version; health names the damage
         assert response.status_code == 503
         detail = response.json()["detail"]
-        assert broken in detail and "retrieval/ids.json" in detail and root not in detail
+        assert broken in detail and "tables.duckdb" in detail and root not in detail
     finally:
         (home.root / "CURRENT").write_text(version + "\n")
         shutil.rmtree(home.version_dir(broken))

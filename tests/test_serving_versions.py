@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 import threading
 import time
 
@@ -12,6 +10,7 @@ from fastapi.testclient import TestClient
 from serving_support import FILES, build_and_publish, commit_files, make_workspace
 
 from livemem.embedding import Embedder
+from livemem.reader import load_snapshot
 from livemem.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
@@ -30,7 +29,7 @@ def client_for(home: IndexHome, embedder: Embedder, **settings) -> TestClient:
 
 
 def version_ids(home: IndexHome, version: str) -> set[str]:
-    return set(json.loads((home.version_dir(version) / "retrieval" / "ids.json").read_text()))
+    return set(load_snapshot(home, version).ids)
 
 
 def test_version_swap_mid_traffic_answers_each_query_from_one_complete_version(workspace, embedder):
@@ -126,24 +125,33 @@ def test_no_published_index_is_503_saying_what_to_run(tmp_path, embedder):
         assert client.get("/metrics").status_code == 200
 
 
-@pytest.mark.parametrize("damage", ["dense", "ids", "tables"])
+@pytest.mark.parametrize("damage", ["dense", "postings", "rows", "tables"])
 def test_corrupt_version_is_503_naming_the_version_and_the_fix(workspace, embedder, damage):
-    _, home, version = workspace
-    broken = "20990101T000000000000Z"
-    shutil.copytree(home.version_dir(version), home.version_dir(broken))
-    target = {
-        "dense": home.version_dir(broken) / "retrieval" / "dense.npy",
-        "ids": home.version_dir(broken) / "retrieval" / "ids.json",
-        "tables": home.version_dir(broken) / "tables.duckdb",
-    }[damage]
-    target.write_bytes(b"not what it should be")
+    """A new version whose own segment or tables were damaged on disk after publishing: 503 naming it, and the
+    version already loaded keeps answering."""
+    sources, home, version = workspace
     with client_for(home, embedder) as client:
         assert client.get("/healthz").status_code == 200
-        (home.root / "CURRENT").write_text(broken + "\n")
+        assert client.post("/query", json={"query": "SNAP"}).json()["index_version"] == version
+        mingo = "# Mingo County\n\n## SNAP\n\nSNAP applications in Mingo County go to the Williamson office.\n"
+        commit_files(sources.parent / "repo", {"benefits/mingo-county.md": mingo}, "add Mingo County")
+        broken = build_and_publish(sources, home, embedder)
+        shared = {e["id"] for e in home.manifest(version)["segments"]}
+        (added,) = [e["id"] for e in home.manifest(broken)["segments"] if e["id"] not in shared]
+        segment = home.root / "parts" / added
+        target = {
+            "dense": segment / "dense.npy",
+            "postings": segment / "postings.npz",
+            "rows": segment / "chunks.parquet",
+            "tables": home.version_dir(broken) / "tables.duckdb",
+        }[damage]
+        target.chmod(0o644)
+        target.write_bytes(b"not what it should be")
         health = client.get("/healthz")
         assert health.status_code == 503
         detail = health.json()["detail"]
         assert broken in detail and "make materialize" in detail and f"still answering from version {version}" in detail
+        assert str(home.root) not in detail
         response = client.post("/query", json={"query": "SNAP"})  # the last good version keeps serving
         assert response.status_code == 200 and response.json()["index_version"] == version
         (home.root / "CURRENT").write_text(version + "\n")  # rollback: healthy again

@@ -6,14 +6,17 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from serving_support import build_and_publish, make_workspace
 from test_faults import uvicorn
 
-from livemem.store import MANIFEST, IndexHome
+from livemem import records
+from livemem.store import MANIFEST, IndexHome, write_manifest
+from livemem.version import connect
+from livemem.version.segments import create_views, write_segment
 
 BROKEN = "20990101T000000000000Z"
 
@@ -27,31 +30,62 @@ def served(tmp_path, embedder) -> tuple[IndexHome, str]:
 def test_manifest_records_size_and_checksum_of_every_file(served):
     home, version = served
     directory = home.version_dir(version)
-    files = json.loads((directory / MANIFEST).read_text())["files"]
+    manifest = json.loads((directory / MANIFEST).read_text())
+    files = manifest["files"]
     on_disk = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()} - {MANIFEST}
     assert set(files) == on_disk
-    assert {"tables.duckdb", "retrieval/ids.json", "retrieval/dense.npy"} <= on_disk
-    assert any(name.startswith("retrieval/bm25-public/") for name in files)
+    assert "tables.duckdb" in on_disk
     for name, recorded in files.items():
         data = (directory / name).read_bytes()
         assert recorded == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}, name
-
-
-def bm25_files(directory: Path) -> list[Path]:
-    return sorted(p for p in (directory / "retrieval").glob("bm25*/*") if p.is_file())
+    # the shared segments: each records its files, and its name is the hash of those records
+    assert manifest["segments"]
+    for entry in manifest["segments"]:
+        segment = home.root / "parts" / entry["id"]
+        meta = json.loads((segment / "segment.json").read_text())
+        assert (
+            entry["id"] == "seg-" + hashlib.sha256(json.dumps(meta["files"], sort_keys=True).encode()).hexdigest()[:32]
+        )
+        for name, recorded in meta["files"].items():
+            data = (segment / name).read_bytes()
+            assert recorded == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}, name
+            assert not (segment / name).stat().st_mode & 0o222  # written read-only
 
 
 def damaged_copy(home: IndexHome, version: str, damage: str, copy: str = BROKEN) -> str:
-    """A copy of ``version`` published under a later id with one BM25 array damaged on disk."""
+    """A copy of ``version`` published under a later id over a segment of its own (the same rows written again in
+    reverse order), whose BM25 postings are then damaged on disk. Returns how the error names the file."""
     shutil.copytree(home.version_dir(version), home.version_dir(copy))
-    target = next(p for p in bm25_files(home.version_dir(copy)) if p.name.startswith("data.csc"))
+    directory = home.version_dir(copy)
+    manifest = json.loads((directory / MANIFEST).read_text())
+    (old,) = [e["id"] for e in manifest["segments"]]
+    con = connect(directory, read_only=False)
+    try:
+        chunks = con.execute("SELECT * EXCLUDE (_seg, _row) FROM chunk_parts ORDER BY _row DESC").df()
+        parents = con.execute("SELECT * EXCLUDE (_seg, _row) FROM parent_parts ORDER BY _row DESC").df()
+        vectors = np.load(home.root / "parts" / old / "dense.npy")[::-1]
+        texts = [
+            records.embed_text(c, json.loads(h)) for c, h in zip(chunks["content"], chunks["heading_path"], strict=True)
+        ]
+        new = write_segment(con, home.root / "parts", chunks, parents, vectors, texts)
+        con.execute("DELETE FROM chunk_members; DELETE FROM parent_members")
+        con.execute("INSERT INTO chunk_members SELECT ?, range FROM range(?)", [new, len(chunks)])
+        con.execute("INSERT INTO parent_members SELECT ?, range FROM range(?)", [new, len(parents)])
+        create_views(con, [new])
+    finally:
+        con.close()
+    manifest["segments"] = [{"id": new, "chunks": len(chunks), "parents": len(parents)}]
+    manifest["version_id"] = copy
+    write_manifest(directory, manifest)
+    target = home.root / "parts" / new / "postings.npz"
+    target.chmod(0o644)
     data = bytearray(target.read_bytes())
     if damage == "truncated":
         del data[len(data) // 2 :]
     else:  # same size, one bit flipped: only the checksum tells
         data[-1] ^= 0x01
     target.write_bytes(bytes(data))
-    return f"retrieval/{target.parent.name}/{target.name}"
+    return f"segment {new}: postings.npz"
 
 
 def test_a_damaged_version_is_a_clear_503_and_rolling_back_serves_again(served):
@@ -79,16 +113,19 @@ def test_a_damaged_version_is_a_clear_503_and_rolling_back_serves_again(served):
 
 def test_truncating_the_served_version_on_disk_never_kills_the_worker(served):
     """Issue 12: truncating a BM25 file of the version being served ended the worker with SIGBUS (bm25s
-    memory-mapped it). The version is held in memory: the worker keeps answering from it."""
+    memory-mapped it). What retrieval reads of a version (rows, vectors, postings) is held in memory: the worker
+    keeps answering from it."""
     home, version = served
     with uvicorn(home) as url, httpx.Client(base_url=url, timeout=30) as client:
         body = {"query": "SNAP food assistance", "mode": "hybrid", "top_k": 3}
         before = client.post("/query", json=body)
         assert before.status_code == 200 and before.json()["results"]
-        directory = home.version_dir(version)
-        for path in [*bm25_files(directory), directory / "retrieval" / "dense.npy", directory / "retrieval/ids.json"]:
-            with open(path, "r+b") as fh:
-                fh.truncate(0)
+        for entry in home.manifest(version)["segments"]:
+            for name in ("dense.npy", "postings.npz", "chunks.parquet"):
+                path = home.root / "parts" / entry["id"] / name
+                path.chmod(0o644)
+                with open(path, "r+b") as fh:
+                    fh.truncate(0)
         for query in ("SNAP food assistance", "heating bill help Beckley", "zebra protocol"):
             response = client.post("/query", json={**body, "query": query})
             assert response.status_code == 200, response.text

@@ -1,0 +1,289 @@
+"""Segments: immutable, content-addressed parts holding chunk rows, parent files, vectors and BM25 postings.
+
+``<home>/parts/seg-<hash>/``::
+
+    chunks.parquet    the segment's chunk rows (``CHUNK_SCHEMA``) with ``_row``, their position in the segment
+    parents.parquet   the segment's parent files (``PARENT_SCHEMA``) with ``_row``
+    dense.npy         float32 vectors of the chunks, row ``i`` is chunk ``_row = i``
+    postings.npz      BM25 postings of the chunks (``livemem.sparse.Postings``)
+    segment.json      counts and the size and SHA-256 of every file above; the segment id is
+                      ``seg-`` + the first 32 hex digits of the SHA-256 of those hashes
+
+Files are written into a temporary directory, made read-only, and renamed into place: a segment directory that
+exists is complete. Writing a segment whose content already exists reuses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from livemem.duck import registered
+from livemem.errors import LivingMemoryError
+from livemem.sparse import Postings
+
+SEGMENT_FORMAT = 1
+MAX_SEGMENTS = 8  # a version holding more is merged (the smallest together) when a build publishes
+MIN_LIVE = 0.5  # a segment of which a version holds less than this fraction of rows is rewritten by the merge
+
+CHUNK_SCHEMA = (
+    ("chunk_id", "VARCHAR"), ("source", "VARCHAR"), ("collection", "VARCHAR"), ("access", "VARCHAR"),
+    ("content", "VARCHAR"), ("content_hash", "VARCHAR"), ("embed_hash", "VARCHAR"), ("seal_state", "VARCHAR"),
+    ("path", "VARCHAR"), ("commit_sha", "VARCHAR"), ("timestamp", "VARCHAR"), ("type", "VARCHAR"),
+    ("size", "INTEGER"), ("created_at", "VARCHAR"), ("updated_at", "VARCHAR"), ("heading_path", "VARCHAR"),
+    ("chunk_index", "INTEGER"), ("parent_id", "VARCHAR"), ("domain", "VARCHAR"),
+)  # fmt: skip
+PARENT_SCHEMA = (
+    ("parent_id", "VARCHAR"), ("source", "VARCHAR"), ("collection", "VARCHAR"), ("access", "VARCHAR"),
+    ("path", "VARCHAR"), ("blob_sha", "VARCHAR"), ("commit_sha", "VARCHAR"), ("timestamp", "VARCHAR"),
+    ("created_at", "VARCHAR"), ("updated_at", "VARCHAR"), ("seal_state", "VARCHAR"), ("type", "VARCHAR"),
+    ("size", "INTEGER"), ("truncated", "BOOLEAN"), ("chunk_count", "INTEGER"), ("content", "VARCHAR"),
+)  # fmt: skip
+CHUNK_COLUMNS = tuple(name for name, _ in CHUNK_SCHEMA)
+PARENT_COLUMNS = tuple(name for name, _ in PARENT_SCHEMA)
+FILES = ("chunks.parquet", "parents.parquet", "dense.npy", "postings.npz")
+MEMBERS_SQL = """
+CREATE TABLE chunk_members (segment VARCHAR NOT NULL, seg_row INTEGER NOT NULL);
+CREATE TABLE parent_members (segment VARCHAR NOT NULL, seg_row INTEGER NOT NULL);
+"""
+_TABLES = {"chunk": ("chunks", CHUNK_SCHEMA), "parent": ("parents", PARENT_SCHEMA)}
+
+
+class DamagedSegment(LivingMemoryError):
+    """A segment's files differ from what its ``segment.json`` (and its name) record."""
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _typed(schema) -> str:
+    return ", ".join(f'CAST("{name}" AS {kind}) AS "{name}"' for name, kind in schema)
+
+
+def write_segment(
+    con: duckdb.DuckDBPyConnection,
+    parts: Path,
+    chunks: pd.DataFrame,
+    parents: pd.DataFrame,
+    vectors: np.ndarray,
+    texts: list[str],
+) -> str:
+    """Write one segment (chunk rows in the order of ``vectors`` and ``texts``) and return its id."""
+    if len(chunks) != len(vectors) or len(chunks) != len(texts):
+        raise ValueError(f"{len(chunks)} chunk rows, {len(vectors)} vectors, {len(texts)} texts")
+    parts.mkdir(parents=True, exist_ok=True)
+    tmp = parts / f".tmp-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    try:
+        for frame, schema, name in ((chunks, CHUNK_SCHEMA, "chunks"), (parents, PARENT_SCHEMA, "parents")):
+            data = frame.reset_index(drop=True).reindex(columns=[n for n, _ in schema])
+            data.insert(0, "_row", np.arange(len(data), dtype=np.int32))
+            target = str(tmp / f"{name}.parquet").replace("'", "''")
+            with registered(con, data, f"segment_{name}") as view:
+                con.execute(
+                    f"COPY (SELECT CAST(_row AS INTEGER) AS _row, {_typed(schema)} FROM {view} ORDER BY _row) "
+                    f"TO '{target}' (FORMAT parquet, COMPRESSION zstd)"
+                )
+        np.save(tmp / "dense.npy", np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(chunks), -1))
+        Postings.build(texts).save(tmp / "postings.npz")
+        files = {name: {"size": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)} for name in FILES}
+        segment_id = "seg-" + hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:32]
+        meta = {"id": segment_id, "format": SEGMENT_FORMAT, "chunks": len(chunks), "parents": len(parents),
+                "files": files}  # fmt: skip
+        (tmp / "segment.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+        for f in tmp.iterdir():
+            f.chmod(0o444)
+        target_dir = parts / segment_id
+        if target_dir.is_dir():
+            shutil.rmtree(tmp)  # same content written before: shared
+        else:
+            os.replace(tmp, target_dir)
+        return segment_id
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def segment_meta(parts: Path, segment_id: str) -> dict[str, Any]:
+    try:
+        return json.loads((parts / segment_id / "segment.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DamagedSegment(f"segment {segment_id} is missing or unreadable: {exc}") from exc
+
+
+def create_views(con: duckdb.DuckDBPyConnection, segments: list[str], schema_name: str = "main") -> None:
+    """(Re)define ``chunks`` / ``parents`` (and ``chunk_parts`` / ``parent_parts``: every row of the segments with
+    ``_seg`` and ``_row``) over ``segments``, restricted to the members."""
+    for kind, (table, schema) in _TABLES.items():
+        if segments:
+            union = " UNION ALL ".join(
+                f"SELECT '{s}' AS _seg, * FROM read_parquet('{s}/{table}.parquet')" for s in segments
+            )
+        else:
+            union = "SELECT NULL::VARCHAR AS _seg, NULL::INTEGER AS _row, " + ", ".join(
+                f'NULL::{kind_} AS "{name}"' for name, kind_ in schema
+            ) + " WHERE false"  # fmt: skip
+        columns = ", ".join(f'p."{name}"' for name, _ in schema)
+        con.execute(f"CREATE OR REPLACE VIEW {schema_name}.{kind}_parts AS {union}")
+        con.execute(
+            f"CREATE OR REPLACE VIEW {schema_name}.{table} AS SELECT {columns} FROM {kind}_parts p "
+            f"SEMI JOIN {kind}_members m ON p._seg = m.segment AND p._row = m.seg_row"
+        )
+
+
+def version_segments(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> list[str]:
+    """The segments a version's members name (``catalog``: an ATTACHed version), in first-seen order."""
+    prefix = f"{catalog}." if catalog else ""
+    names: dict[str, None] = {}
+    for kind in ("chunk", "parent"):
+        for (seg,) in con.execute(f"SELECT DISTINCT segment FROM {prefix}{kind}_members ORDER BY 1").fetchall():
+            names.setdefault(seg, None)
+    return list(names)
+
+
+def merge_plan(live: dict[str, int], sizes: dict[str, int]) -> list[str]:
+    """The segments to rewrite as one: those of which too little is live, then the smallest while there are too
+    many (``MAX_SEGMENTS``). ``live``/``sizes``: rows held by the version / written in the segment (chunks and
+    parents together). Fewer than two segments to merge and none mostly deleted: nothing."""
+    chosen = [s for s, n in live.items() if sizes.get(s, 0) and n < MIN_LIVE * sizes[s]]
+    rest = sorted((s for s in live if s not in chosen), key=lambda s: (live[s], s))
+    while len(rest) + (1 if chosen else 0) > MAX_SEGMENTS:
+        chosen.append(rest.pop(0))
+    if len(chosen) == 1 and live[chosen[0]] >= MIN_LIVE * sizes.get(chosen[0], 0):
+        return []
+    return chosen
+
+
+# --- serving -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Segment:
+    """One segment loaded for serving: read into memory (never memory-mapped: a file damaged on disk later must
+    not crash a worker), verified once against its recorded hashes."""
+
+    id: str
+    chunk_ids: np.ndarray
+    records: list[dict[str, Any]]
+    frame: pd.DataFrame
+    dense: np.ndarray
+    postings: Postings
+    nbytes: int
+
+
+def load_segment(parts: Path, segment_id: str) -> Segment:
+    directory = parts / segment_id
+    meta = segment_meta(parts, segment_id)
+    files = meta.get("files") or {}
+    expected = "seg-" + hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:32]
+    if meta.get("id") != segment_id or expected != segment_id:
+        raise DamagedSegment(f"segment {segment_id}: segment.json does not match its name")
+    for name in FILES:
+        path = directory / name
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise DamagedSegment(f"segment {segment_id}: {name} is missing") from None
+        if size != files.get(name, {}).get("size") or _sha256(path) != files[name].get("sha256"):
+            raise DamagedSegment(f"segment {segment_id}: {name} does not match its recorded size and SHA-256")
+    con = duckdb.connect()
+    try:
+        target = str(directory / "chunks.parquet").replace("'", "''")
+        frame = con.execute(f"SELECT {', '.join(CHUNK_COLUMNS)} FROM read_parquet('{target}') ORDER BY _row").df()
+    finally:
+        con.close()
+    frame["domain"] = pd.Series([v if isinstance(v, str) else None for v in frame["domain"]], dtype=object)
+    dense = np.ascontiguousarray(np.load(directory / "dense.npy"), dtype=np.float32)
+    postings = Postings.load(directory / "postings.npz")
+    if not (len(frame) == dense.shape[0] == postings.size == meta.get("chunks")):
+        raise DamagedSegment(
+            f"segment {segment_id}: {len(frame)} rows, {dense.shape[0]} vectors, {postings.size} BM25 documents"
+        )
+    nbytes = int(dense.nbytes + postings.rows.nbytes * 2 + frame.memory_usage(deep=False).sum())
+    return Segment(
+        segment_id, frame["chunk_id"].to_numpy(dtype=object), frame.to_dict("records"), frame, dense, postings, nbytes
+    )
+
+
+class SegmentCache:
+    """Segments loaded by this process, shared by the snapshots that use them: switching to a new version loads
+    only the segments it adds. Keeps the segments of the last ``keep`` snapshots loaded."""
+
+    def __init__(self) -> None:
+        self._loaded: OrderedDict[tuple[str, str], Segment] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, parts: Path, segment_id: str) -> Segment:
+        key = (str(parts), segment_id)
+        with self._lock:
+            found = self._loaded.get(key)
+            if found is not None:
+                self._loaded.move_to_end(key)
+                return found
+        segment = load_segment(parts, segment_id)
+        with self._lock:
+            self._loaded[key] = segment
+        return segment
+
+    def retain(self, parts: Path, wanted: set[str]) -> None:
+        """Drop loaded segments of ``parts`` not in ``wanted`` (the segments of the snapshots still held)."""
+        with self._lock:
+            for key in [k for k in self._loaded if k[0] == str(parts) and k[1] not in wanted]:
+                del self._loaded[key]
+
+
+def gc_parts(home_root: Path, referenced: set[str]) -> list[str]:
+    """Remove segments no version names; the caller holds the home's write lock (no build is writing one)."""
+    parts = Path(home_root) / "parts"
+    if not parts.is_dir():
+        return []
+    removed = []
+    for entry in parts.iterdir():
+        if entry.name.startswith(".tmp-") or (entry.name.startswith("seg-") and entry.name not in referenced):
+            for f in entry.iterdir() if entry.is_dir() else []:
+                f.chmod(0o644)
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry.name)
+    return removed
+
+
+def append_rows(
+    con: duckdb.DuckDBPyConnection,
+    version_dir: Path,
+    chunks: pd.DataFrame,
+    parents: pd.DataFrame | None = None,
+    vectors: np.ndarray | None = None,
+    dim: int = 384,
+) -> str:
+    """Add rows to a version being written as one more segment, with members and views (for tools and tests that
+    write a version by hand; builds write through ``livemem.build``). Missing vectors are zeros. The caller lists
+    the returned segment in the version's manifest (``segments``) before publishing it."""
+    from livemem import records
+    from livemem.version import parts_dir
+
+    parents = pd.DataFrame(columns=list(PARENT_COLUMNS)) if parents is None else parents
+    if vectors is None:
+        vectors = np.zeros((len(chunks), dim), dtype=np.float32)
+    texts = [
+        records.embed_text(c, json.loads(h)) for c, h in zip(chunks["content"], chunks["heading_path"], strict=True)
+    ]
+    segment = write_segment(con, parts_dir(version_dir), chunks, parents, vectors, texts)
+    for kind, n in (("chunk", len(chunks)), ("parent", len(parents))):
+        if n:
+            con.execute(f"INSERT INTO {kind}_members SELECT ?, range FROM range(?)", [segment, n])
+    create_views(con, version_segments(con))
+    return segment
