@@ -131,6 +131,21 @@ def test_validation_reports_what_is_wrong_and_where(tmp_path: Path) -> None:
     )
 
 
+def test_nested_json_import_reports_the_path_of_a_bad_nested_record(tmp_path: Path) -> None:
+    services = hsds.export_services(hsds.import_export(FIXTURE, now=NOW).rows[:2], now=NOW)
+    del services[0]["phones"][0]["number"]
+    services[1]["service_at_locations"][0]["location"]["addresses"][0]["address_type"] = "home"
+    (tmp_path / "services.json").write_text(json.dumps({"contents": services}), encoding="utf-8")  # an API page
+
+    result = hsds.import_export(tmp_path, now=NOW)
+    where = {p.where: p for p in result.problems}
+    assert "'number' is a required property" in where["services.json[0].phones[0]"].message
+    assert "'home' is not one of" in where["services.json[1].service_at_locations[0].location.addresses[0]"].message
+    # the first service is kept without its phone; the second has no usable address left, so it is left out
+    assert [r["local_resource_id"] for r in result.rows] == [PANTRY] and result.rows[0]["contact_phone"] is None
+    assert "no location with a physical or postal address" in where["services.json[1]"].message
+
+
 def test_registry_ids_that_are_not_uuids_survive_the_round_trip(tmp_path: Path) -> None:
     rows = [good_row(0), good_row(1, zip_coverage="25840 25136"), good_row(2, deprecated_at="2026-01-05")]
     path = write_csv(tmp_path / "registry.csv", rows)
