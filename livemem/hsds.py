@@ -176,15 +176,12 @@ def _read_table(directory: Path, table: str) -> tuple[list[_Record], bool, str |
     try:
         if csv_path.is_file():
             with open(csv_path, encoding="utf-8-sig", newline="") as fh:
-                # line numbers: the header is line 1 (a quoted value spanning lines is rare enough to ignore)
-                return (
-                    [
-                        _Record(_coerce(table, row), f"{csv_path.name}:{i}")
-                        for i, row in enumerate(csv.DictReader(fh), 2)
-                    ],
-                    True,
-                    csv_path.name,
-                )
+                reader = csv.DictReader(fh)
+                records, line = [], 2  # the line a row starts on (the header is line 1; quoted values may span lines)
+                for row in reader:
+                    records.append(_Record(_coerce(table, row), f"{csv_path.name}:{line}"))
+                    line = reader.line_num + 1
+                return records, True, csv_path.name
         if json_path.is_file():
             data = json.loads(json_path.read_text(encoding="utf-8"))
             if isinstance(data, dict) and isinstance(data.get("contents"), list):
@@ -223,14 +220,14 @@ def _link(parent_table: str, parent: dict[str, Any], child_table: str, child: di
         parent.setdefault(f"{child_table}_id", cid)
 
 
-def _flatten(table: str, record: _Record, out: dict[str, list[tuple[str, _Record]]]) -> None:
+def _flatten(table: str, record: _Record, out: dict[str, list[_Record]]) -> None:
     """Split a (possibly nested) record into flat records per table; nested ones keep where they were found."""
     if not isinstance(record.data, dict):
-        out.setdefault(table, []).append((table, record))
+        out.setdefault(table, []).append(record)
         return
     nested = _nested(table)
     flat = {k: v for k, v in record.data.items() if k not in nested}
-    out.setdefault(table, []).append((table, _Record(flat, record.where)))
+    out.setdefault(table, []).append(_Record(flat, record.where))
     for name, (child_table, many) in nested.items():
         value = record.data.get(name)
         if value is None:
@@ -245,13 +242,13 @@ def _flatten(table: str, record: _Record, out: dict[str, list[tuple[str, _Record
 
 
 def _valid_records(
-    records: list[tuple[str, _Record]], table: str, tabular: bool, problems: list[Problem]
+    records: list[_Record], table: str, tabular: bool, problems: list[Problem]
 ) -> dict[str, tuple[dict[str, Any], str]]:
     """id -> (record, where) for the records valid per the table schema; the others reported and left out. The
     same record nested in several places (a location shared by two services) is one record."""
     validator = hsds_validator(table, tabular)
     kept: dict[str, tuple[dict[str, Any], str]] = {}
-    for _, rec in records:
+    for rec in records:
         data = rec.data
         rid = data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
         if not isinstance(data, dict):
@@ -282,7 +279,7 @@ def read_export(directory: str | Path) -> tuple[Tables, list[Problem], list[str]
     directory = Path(directory)
     if not directory.is_dir():
         raise HsdsError(f"HSDS export {directory} is not a directory")
-    flat: dict[str, list[tuple[str, _Record]]] = {}
+    flat: dict[str, list[_Record]] = {}
     tabular: dict[str, bool] = {}
     files: list[str] = []
     for table in TABLES:
@@ -346,154 +343,149 @@ def _date(value: str) -> str:
     return value[:10] if re.match(r"^\d{4}-\d{2}-\d{2}", value) else value
 
 
+class _Lookups:
+    """The valid records of an export, indexed the ways a service's row needs them."""
+
+    def __init__(self, t: Tables) -> None:
+        self.services, self.organizations, self.locations = t["service"], t["organization"], t["location"]
+        self.terms = t["taxonomy_term"]
+        self.sal_by_service = _by(t["service_at_location"], "service_id")
+        self.addresses_by_location = _by(t["address"], "location_id")
+        self.areas_by_service = _by(t["service_area"], "service_id")
+        owners = ("service", "service_at_location", "location", "organization")
+        self.schedules = {k: _by(t["schedule"], f"{k}_id") for k in owners}
+        self.phones = {k: _by(t["phone"], f"{k}_id") for k in owners}
+        self.attributes_by_link = _by(t["attribute"], "link_id")
+        self.metadata_by_resource = _by(t["metadata"], "resource_id")
+
+    def first(self, kind: str, owners: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
+        """The phones / schedules of the first owner that has any (service, then service-at-location, ...)."""
+        by_owner = self.phones if kind == "phone" else self.schedules
+        return next((by_owner[k][i] for k, i in owners if i and by_owner[k].get(i)), [])
+
+    def places(self, sid: str) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]:
+        """(service_at_location, location, its physical or else postal address) for each place with an address."""
+        out = []
+        for sal in self.sal_by_service.get(sid, []):
+            if sal.get("location_id") not in self.locations:
+                continue
+            addresses = sorted(
+                (a for a in self.addresses_by_location.get(sal["location_id"], []) if a["address_type"] != "virtual"),
+                key=lambda a: a["address_type"] != "physical",
+            )
+            if addresses:
+                out.append((sal, self.locations[sal["location_id"]][0], addresses[0]))
+        return out
+
+    def service_terms(self, sid: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """(attribute, taxonomy term) for the service's attributes."""
+        return [
+            (a, self.terms[a["taxonomy_term_id"]][0])
+            for a in self.attributes_by_link.get(sid, [])
+            if a.get("taxonomy_term_id") in self.terms
+        ]
+
+
+def _county(address: dict[str, Any], zip5: str) -> str | None:
+    """The address's region without "County", else the ZIP's county."""
+    if address.get("region"):
+        return re.sub(r"\s+county$", "", address["region"].strip(), flags=re.IGNORECASE)
+    return zip_data()[zip5][1] if zip5 in zip_data() else None
+
+
+def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], now: datetime) -> dict[str, Any] | None:
+    """The registry row of one service, or None (the reason reported) when it cannot be one."""
+    service = look.services[sid][0]
+
+    def report(severity: str, message: str) -> None:
+        problems.append(Problem(where, "service", sid, severity, message))
+
+    org = look.organizations.get(service.get("organization_id") or "", ({}, ""))[0]
+    if service.get("organization_id") and not org:
+        report("warning", f"organization {service['organization_id']} not found")
+    places = look.places(sid)
+    if not places:
+        links = len(look.sal_by_service.get(sid, []))
+        report("error", f"no location with a physical or postal address (the registry needs a ZIP): {links} "
+                        "service_at_location records link it to locations")  # fmt: skip
+        return None
+    sal, location, address = places[0]
+    match = ZIP5.match(address["postal_code"])
+    if match is None:
+        report("error", f"postal_code {address['postal_code']!r} of address {address['id']} is not a US ZIP code")
+        return None
+    zip5 = match.group(1)
+    county = _county(address, zip5)
+    if not county:
+        report("error", f"county unknown: address {address['id']} has no region and ZIP {zip5} is not in the ZIP data")
+        return None
+    # the ZIPs of its other places, then those its service areas list (as listed: they may name its own)
+    coverage = [
+        m.group(1) for _, _, a in places[1:] for m in [ZIP5.match(a["postal_code"])] if m and m.group(1) != zip5
+    ]
+    for area in look.areas_by_service.get(sid, []):
+        if area.get("extent_type") in (None, "text") and area.get("extent"):
+            coverage += ZIP5.findall(area["extent"])
+
+    owners = [("service", sid), ("service_at_location", sal["id"]), ("location", location["id"])]
+    phones = look.first("phone", [*owners, ("organization", org.get("id"))])
+    hours = "; ".join(t for t in map(_schedule_text, look.first("schedule", owners)) if t) or None
+    status = service["status"]
+    if status == "temporarily closed":
+        hours = f"{TEMPORARILY_CLOSED} {hours}" if hours else TEMPORARILY_CLOSED
+
+    terms = look.service_terms(sid)
+    own_ids = [a["value"] for a, term in terms if term.get("code") == ID_TERM and a.get("value")]
+    resource_type = _resource_type([term for _, term in terms])
+    if resource_type is None:
+        report("warning", "no taxonomy term names a registry resource_type: imported as other")
+
+    assured = service.get("assured_date")
+    verified_by = service.get("assurer_email")
+    if assured and not verified_by:  # who assured it may be recorded as a change of assured_date
+        changes = [m for m in look.metadata_by_resource.get(sid, []) if m["field_name"] == "assured_date"]
+        if changes:
+            verified_by = max(changes, key=lambda m: m["last_action_date"])["updated_by"]
+    deprecated_at = None
+    if status in ("inactive", "defunct"):
+        # the registry's way to say "no longer offered": the row leaves the published slice from that day
+        deprecated_at = _date(service.get("last_modified") or now.date().isoformat())
+    return {
+        "local_resource_id": own_ids[0] if own_ids else sid,
+        "name": service["name"],
+        "description": service.get("description") or org.get("description"),
+        "resource_type": resource_type or "other",
+        "county": county,
+        "zip": zip5,
+        "zip_coverage": list(dict.fromkeys(coverage)),
+        "address": _address_text(address),
+        "contact_phone": _phone_text(phones[0]) if phones else None,
+        "contact_email": service.get("email") or org.get("email"),
+        "url": service.get("url") or org.get("website"),
+        "eligibility": service.get("eligibility_description"),
+        "hours": hours,
+        "verification_status": "verified" if assured else "unverified",
+        "last_verified_at": _date(assured) if assured else None,
+        "verified_by": verified_by,
+        "deprecated_at": deprecated_at,
+    }
+
+
 def import_export(directory: str | Path, *, now: datetime | None = None) -> HsdsImport:
     """Registry rows from an HSDS 3.0 export directory (see the module docstring); never raises for bad records."""
     now = (now or datetime.now(UTC)).astimezone(UTC)
     tables, problems, files, read = read_export(directory)
-    services = tables["service"]
-    organizations = tables["organization"]
-    locations = tables["location"]
-    sal_by_service = _by(tables["service_at_location"], "service_id")
-    addresses_by_location = _by(tables["address"], "location_id")
-    areas_by_service = _by(tables["service_area"], "service_id")
-    schedules_by = {k: _by(tables["schedule"], f"{k}_id") for k in ("service", "service_at_location", "location")}
-    phones_by = {
-        k: _by(tables["phone"], f"{k}_id") for k in ("service", "service_at_location", "location", "organization")
-    }
-    attributes_by_link = _by(tables["attribute"], "link_id")
-    metadata_by_resource = _by(tables["metadata"], "resource_id")
-    terms = tables["taxonomy_term"]
+    look = _Lookups(tables)
     for sal, where in tables["service_at_location"].values():
-        for key, known in (("service_id", services), ("location_id", locations)):
+        for key, known in (("service_id", look.services), ("location_id", look.locations)):
             if sal.get(key) and sal[key] not in known:
                 problems.append(
                     Problem(where, "service_at_location", sal["id"], "warning", f"{key} {sal[key]} not found")
                 )
-
-    rows: list[dict[str, Any]] = []
-    for sid, (service, where) in services.items():
-
-        def drop(message: str, service_id: str = sid, at: str = where) -> None:
-            problems.append(Problem(at, "service", service_id, "error", message))
-
-        org = organizations.get(service.get("organization_id") or "", ({}, ""))[0]
-        if service.get("organization_id") and not org:
-            problems.append(
-                Problem(where, "service", sid, "warning", f"organization {service['organization_id']} not found")
-            )
-        sals = [s for s in sal_by_service.get(sid, []) if s.get("location_id") in locations]
-        # the service's places: (service_at_location, location, its physical address or else its postal one)
-        places = []
-        for sal in sals:
-            found = sorted(
-                (a for a in addresses_by_location.get(sal["location_id"], []) if a["address_type"] != "virtual"),
-                key=lambda a: a["address_type"] != "physical",
-            )
-            places.append((sal, locations[sal["location_id"]][0], found[0] if found else None))
-        with_address = [p for p in places if p[2] is not None]
-        if not with_address:
-            drop(
-                "no location with a physical or postal address (the registry needs a ZIP): "
-                f"{len(sals)} service_at_location records link it to known locations"
-            )
-            continue
-        sal, location, address = with_address[0]
-        zip5 = ZIP5.match(address["postal_code"])
-        if zip5 is None:
-            drop(f"postal_code {address['postal_code']!r} of address {address['id']} is not a US ZIP code")
-            continue
-        county = None
-        if address.get("region"):
-            county = re.sub(r"\s+county$", "", address["region"].strip(), flags=re.IGNORECASE)
-        elif zip5.group(1) in zip_data():
-            county = zip_data()[zip5.group(1)][1]
-        if not county:
-            drop(
-                f"county unknown: address {address['id']} has no region and ZIP {zip5.group(1)} is not in the ZIP data"
-            )
-            continue
-        # the ZIPs of its other places, then those its service areas list (as listed: they may name its own)
-        coverage = [m.group(1) for _, _, a in with_address[1:] for m in [ZIP5.match(a["postal_code"])] if m]
-        coverage = [z for z in coverage if z != zip5.group(1)]
-        for area in areas_by_service.get(sid, []):
-            if area.get("extent_type") in (None, "text") and area.get("extent"):
-                coverage += ZIP5.findall(area["extent"])
-        coverage = list(dict.fromkeys(coverage))
-
-        phones = (
-            phones_by["service"].get(sid)
-            or phones_by["service_at_location"].get(sal["id"])
-            or phones_by["location"].get(location["id"])
-            or phones_by["organization"].get(org.get("id", ""))
-            or []
-        )
-        schedules = (
-            schedules_by["service"].get(sid)
-            or schedules_by["service_at_location"].get(sal["id"])
-            or schedules_by["location"].get(location["id"])
-            or []
-        )
-        hours = "; ".join(t for t in map(_schedule_text, schedules) if t) or None
-        status = service["status"]
-        if status == "temporarily closed":
-            hours = f"{TEMPORARILY_CLOSED} {hours}" if hours else TEMPORARILY_CLOSED
-
-        attribute_terms = [
-            terms[a["taxonomy_term_id"]][0]
-            for a in attributes_by_link.get(sid, [])
-            if a.get("taxonomy_term_id") in terms
-        ]
-        id_values = [
-            a["value"]
-            for a in attributes_by_link.get(sid, [])
-            if a.get("value") and terms.get(a.get("taxonomy_term_id", ""), ({}, ""))[0].get("code") == ID_TERM
-        ]
-        resource_type = _resource_type(attribute_terms)
-        if resource_type is None:
-            resource_type = "other"
-            problems.append(
-                Problem(
-                    where,
-                    "service",
-                    sid,
-                    "warning",
-                    "no taxonomy term names a registry resource_type: imported as other",
-                )
-            )
-
-        assured = service.get("assured_date")
-        verified_by = service.get("assurer_email")
-        if assured and not verified_by:  # who assured it may be recorded as a change of assured_date
-            changes = [m for m in metadata_by_resource.get(sid, []) if m["field_name"] == "assured_date"]
-            if changes:
-                verified_by = max(changes, key=lambda m: m["last_action_date"])["updated_by"]
-        deprecated_at = None
-        if status in ("inactive", "defunct"):
-            # the registry's way to say "no longer offered": the row leaves the published slice from that day
-            deprecated_at = _date(service.get("last_modified") or now.date().isoformat())
-
-        rows.append(
-            {
-                "local_resource_id": id_values[0] if id_values else sid,
-                "name": service["name"],
-                "description": service.get("description") or org.get("description"),
-                "resource_type": resource_type,
-                "county": county,
-                "zip": zip5.group(1),
-                "zip_coverage": coverage,
-                "address": _address_text(address),
-                "contact_phone": _phone_text(phones[0]) if phones else None,
-                "contact_email": service.get("email") or org.get("email"),
-                "url": service.get("url") or org.get("website"),
-                "eligibility": service.get("eligibility_description"),
-                "hours": hours,
-                "verification_status": "verified" if assured else "unverified",
-                "last_verified_at": _date(assured) if assured else None,
-                "verified_by": verified_by,
-                "deprecated_at": deprecated_at,
-            }
-        )
-    return HsdsImport(rows=rows, problems=problems, services_read=read["service"], files=files)
+    rows = [_service_row(sid, where, look, problems, now) for sid, (_, where) in look.services.items()]
+    return HsdsImport(
+        rows=[r for r in rows if r is not None], problems=problems, services_read=read["service"], files=files
+    )
 
 
 def write_registry_file(rows: list[dict[str, Any]], path: str | Path) -> Path:
