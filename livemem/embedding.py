@@ -3,6 +3,12 @@
 Nothing here downloads weights: the model is loaded from the package's directory with the Hugging Face hub
 switched off. The model is loaded once per process (loading takes seconds) and reused.
 
+Two backends run the same model: ``torch`` (sentence-transformers, the reference) and ``onnx`` (ONNX Runtime on
+a fused export of the same weights, ``livemem.onnx_encoder``), chosen by ``Embedder(encoder=...)`` or else the
+``LIVEMEM_ENCODER`` environment variable (default ``torch``). Their vectors agree to float32 rounding (cosine
+> 0.99999 on real texts), so they share the model id, the cache keys below and the vectors of an index: a
+version built with one backend is served with the other.
+
 The cache is a DuckDB file keyed by ``sha256(model id, text)``: identical text is never embedded twice, across
 runs and sources. Vectors are L2-normalised float32, so cosine similarity is a dot product.
 """
@@ -24,8 +30,18 @@ from livemem.duck import registered
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DIM = 384
 
-_MODELS: dict[tuple[str, str], object] = {}
+ENCODERS = ("torch", "onnx")
+
+_MODELS: dict[tuple, object] = {}
 _LOCK = threading.Lock()
+
+
+def encoder_from_env() -> str:
+    """The backend named by ``LIVEMEM_ENCODER`` (``torch`` or ``onnx``; default ``torch``)."""
+    name = os.environ.get("LIVEMEM_ENCODER", "").strip().lower() or "torch"
+    if name not in ENCODERS:
+        raise ValueError(f"LIVEMEM_ENCODER={name!r}: expected one of {', '.join(ENCODERS)}")
+    return name
 
 
 def default_model_path() -> Path:
@@ -35,7 +51,12 @@ def default_model_path() -> Path:
 
 
 class Embedder:
-    """Encodes text with all-MiniLM-L6-v2 on the CPU (or ``device``), loading the model lazily, once."""
+    """Encodes text with all-MiniLM-L6-v2 on the CPU (or ``device``), loading the model lazily, once.
+
+    ``encoder`` picks the backend (``torch`` or ``onnx``; None: ``LIVEMEM_ENCODER``). ``onnx`` runs on the CPU
+    whatever ``device`` says, and exports the model into ``onnx_cache_dir`` (default
+    ``livemem.onnx_encoder.default_cache_dir()``) the first time any process needs it.
+    """
 
     model_id = MODEL_ID
     dim = DIM
@@ -46,11 +67,17 @@ class Embedder:
         device: str = "cpu",
         batch_size: int = 64,
         threads: int = 0,
+        encoder: str | None = None,
+        onnx_cache_dir: str | Path | None = None,
     ) -> None:
         self.model_path = str(model_path or default_model_path())
         self.device = device
         self.batch_size = batch_size
         self.threads = threads
+        self.encoder = encoder or encoder_from_env()
+        if self.encoder not in ENCODERS:
+            raise ValueError(f"encoder {self.encoder!r}: expected one of {', '.join(ENCODERS)}")
+        self.onnx_cache_dir = onnx_cache_dir
         self.encoded = 0
 
     @property
@@ -68,13 +95,27 @@ class Embedder:
                 _MODELS[key] = SentenceTransformer(self.model_path, device=self.device)
             return _MODELS[key]
 
+    @property
+    def onnx(self):
+        """The ONNX Runtime encoder (``livemem.onnx_encoder.OnnxEncoder``), created once per settings."""
+        key = ("onnx", self.model_path, self.threads, self.batch_size, str(self.onnx_cache_dir))
+        with _LOCK:
+            if key not in _MODELS:
+                from livemem.onnx_encoder import OnnxEncoder
+
+                _MODELS[key] = OnnxEncoder(self.model_path, self.onnx_cache_dir, self.threads, self.batch_size)
+            return _MODELS[key]
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Normalised float32 vectors, one row per text."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = self.model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
-        )
+        if self.encoder == "onnx":
+            vectors = self.onnx.encode(texts)
+        else:
+            vectors = self.model.encode(
+                list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
+            )
         self.encoded += len(texts)
         return np.asarray(vectors, dtype=np.float32)
 
@@ -84,6 +125,9 @@ class Embedder:
         Runs the model's modules directly (tokenise, transformer, pooling, normalise) without ``encode``'s
         batching machinery, which costs about a fifth of a single short query's time; same vectors.
         """
+        if self.encoder == "onnx":
+            self.encoded += 1
+            return self.onnx.encode_one(text)
         import torch
 
         model = self.model
