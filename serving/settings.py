@@ -11,7 +11,8 @@
 ``RAG_RECENCY_HALF_LIFE_DAYS``  half-life of ``recency_bias`` (default 90)
 ``RAG_RRF_K``                   reciprocal rank fusion constant (default 60)
 ``RAG_REFRESH_INTERVAL_S``      how often ``CURRENT`` is re-read (default 0: before every request)
-``RAG_TORCH_THREADS``           torch and BLAS threads per serving process (default 1)
+``RAG_TORCH_THREADS``           torch (or ONNX Runtime) and BLAS threads per serving process (default 1)
+``LIVEMEM_ENCODER``             query encoder backend: ``torch`` (default) or ``onnx`` (same vectors, faster)
 ``RAG_MAX_BODY_BYTES``          largest request body accepted (default 1 MiB; bigger: 413, unread)
 ``RAG_SPARQL_WORKERS``          SPARQL worker processes per serving process: queries at once (default 2)
 ``RAG_SPARQL_TIMEOUT_S``        wall-clock limit of one SPARQL query; its worker is killed after it (default 2)
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
@@ -51,6 +53,7 @@ class Settings(BaseModel):
     rrf_depth: int = Field(1000, ge=10)
     refresh_interval_s: float = Field(0.0, ge=0)
     torch_threads: int = Field(1, ge=1)
+    encoder: Literal["torch", "onnx"] = "torch"
     max_body_bytes: int = Field(2**20, ge=1024, description="request bodies above this size are refused (413)")
     sparql_workers: int = Field(2, ge=1, le=64)
     sparql_timeout_s: float = Field(2.0, gt=0, le=600)
@@ -98,6 +101,7 @@ class Settings(BaseModel):
             ("RAG_RRF_K", "rrf_k"),
             ("RAG_REFRESH_INTERVAL_S", "refresh_interval_s"),
             ("RAG_TORCH_THREADS", "torch_threads"),
+            ("LIVEMEM_ENCODER", "encoder"),
             ("RAG_MAX_BODY_BYTES", "max_body_bytes"),
             ("RAG_SPARQL_WORKERS", "sparql_workers"),
             ("RAG_SPARQL_TIMEOUT_S", "sparql_timeout_s"),

@@ -51,7 +51,9 @@ class ServingState:
             settings=settings,
             reader=IndexReader(IndexHome(settings.index_dir), refresh_interval_s=settings.refresh_interval_s),
             retriever=Retriever(
-                embedder or Embedder(threads=settings.torch_threads), fusion, settings.recency_half_life_days
+                embedder or Embedder(threads=settings.torch_threads, encoder=settings.encoder),
+                fusion,
+                settings.recency_half_life_days,
             ),
             cache=ResultCache(settings.cache_size),
             traces=trace_writer(settings.traces_path, settings.trace_dsn),

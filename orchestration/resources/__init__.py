@@ -61,6 +61,9 @@ class EmbedderResource(ConfigurableResource):
     model_path: str = Field(default="", description="Model directory; empty: the one bundled in the package.")
     device: str = Field(default="cpu", description="torch device, e.g. cpu or cuda.")
     batch_size: int = Field(default=64, description="Texts per forward pass.")
+    encoder: str = Field(default="", description="torch or onnx (same vectors); empty: $LIVEMEM_ENCODER or torch.")
 
     def embedder(self) -> Embedder:
-        return Embedder(self.model_path or None, device=self.device, batch_size=self.batch_size)
+        return Embedder(
+            self.model_path or None, device=self.device, batch_size=self.batch_size, encoder=self.encoder or None
+        )
