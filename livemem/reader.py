@@ -31,14 +31,13 @@ from typing import Any
 
 import duckdb
 import numpy as np
-import pandas as pd
 
 from livemem import records
 from livemem.errors import LivingMemoryError
 from livemem.sparse import SparseScorer
 from livemem.store import CHROMA, MANIFEST, IndexHome
 from livemem.version import connect, parts_dir
-from livemem.version.segments import SegmentCache
+from livemem.version.segments import Segment, SegmentCache
 
 log = logging.getLogger(__name__)
 
@@ -226,16 +225,22 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
         con = connect(path)
         parts = parts_dir(path)
         order = [e["id"] for e in manifest.get("segments") or []]
-        held: dict[str, list[int]] = {s: [] for s in order}
-        for seg, row in con.execute("SELECT segment, seg_row FROM chunk_members ORDER BY segment, seg_row").fetchall():
-            if seg not in held:
-                raise ValueError(f"chunk_members names segment {seg}, which the manifest does not list")
-            held[seg].append(row)
-        segments = [(SEGMENTS.get(parts, s), np.asarray(held[s], dtype=np.int64)) for s in order if held[s]]
+        members = con.execute("SELECT segment, seg_row FROM chunk_members ORDER BY segment, seg_row").fetchnumpy()
+        names, starts = np.unique(np.asarray(members["segment"], dtype=object), return_index=True)
+        bounds = dict(
+            zip(names.tolist(), zip(starts, [*starts[1:], len(members["seg_row"])], strict=True), strict=True)
+        )
+        unknown = set(bounds) - set(order)
+        if unknown:
+            raise ValueError(f"chunk_members names segments the manifest does not list: {sorted(unknown)[:3]}")
+        all_rows = np.asarray(members["seg_row"], dtype=np.int64)
+        segments = [
+            (SEGMENTS.get(parts, s), all_rows[bounds[s][0] : bounds[s][1]]) for s in order if s in bounds
+        ]  # fmt: skip
         SEGMENTS.retain(parts, set(order) | _still_held())
         ids: list[str] = []
         rows: list[dict[str, Any]] = []
-        frames = []
+        per_segment: list[dict[str, np.ndarray]] = []
         sparse_parts = []
         offset = 0
         for segment, seg_rows in segments:
@@ -244,18 +249,22 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             ids.extend(segment.chunk_ids[seg_rows].tolist())
             records_ = segment.records
             rows.extend([records_[r] for r in seg_rows])
-            frames.append(segment.frame.iloc[seg_rows])
+            per_segment.append({k: v[seg_rows] for k, v in _segment_columns(segment).items()})
             positions = np.full(len(records_), -1, dtype=np.int64)
             positions[seg_rows] = np.arange(offset, offset + seg_rows.size)
             sparse_parts.append((segment.postings, positions))
             offset += seg_rows.size
         dim = int(manifest.get("model", {}).get("dim") or (segments[0][0].dense.shape[1] if segments else 384))
         dense = DenseRows([(segment.dense, seg_rows) for segment, seg_rows in segments], dim)
-        chunks = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(records.CHUNK_COLUMNS))
         if len(set(ids)) != len(ids):
             raise ValueError(f"the version holds {len(ids) - len(set(ids))} chunk ids twice")
         attention, last_breath = _attention(con, ids)
-        columns = _filter_columns(chunks, attention, last_breath)
+        columns = {
+            name: np.concatenate([p[name] for p in per_segment]) if per_segment else np.zeros(0, dtype=kind)
+            for name, kind in _COLUMN_KINDS.items()
+        }
+        columns["attention"] = attention
+        columns["breath"] = np.array([breath_number(b) for b in last_breath], dtype=np.float64)
         related = _related(con, {cid: i for i, cid in enumerate(ids)})
         sparse = SparseScorer(sparse_parts, len(ids)) if ids else None
     except IndexUnavailable:
@@ -271,7 +280,7 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             f"{MATERIALIZE_HINT}, or roll CURRENT back to an earlier version"
         ) from exc
     access_of = {name: info.get("access", "public") for name, info in manifest.get("collections", {}).items()}
-    for collection, access in chunks[["collection", "access"]].drop_duplicates().itertuples(index=False):
+    for collection, access in set(zip(columns["collection"].tolist(), columns["access"].tolist(), strict=True)):
         access_of.setdefault(collection, access)
     snap = Snapshot(
         version_id=version_id,
@@ -379,20 +388,29 @@ def _related(con: duckdb.DuckDBPyConnection, row_of: dict[str, int]) -> dict[int
     return related
 
 
-def _filter_columns(
-    chunks: pd.DataFrame, attention: np.ndarray, last_breath: list[str | None]
-) -> dict[str, np.ndarray]:
-    """Columns as numpy arrays (in id order) that filters and scoring read without touching the frame."""
-    domain = [json.loads(d) if d else {} for d in chunks["domain"]]
+_COLUMN_KINDS = {
+    **{name: object for name in ("source", "collection", "access", "path", "type", "seal_state", "parent_id")},
+    **{name: object for name in DOMAIN_FIELDS},
+    "updated": np.float64,
+}
+
+
+def _segment_columns(segment: Segment) -> dict[str, np.ndarray]:
+    """Columns of a segment's rows as numpy arrays that filters and scoring read (computed once per segment and
+    process, shared by every snapshot holding the segment); attention is the version's, added per snapshot."""
+    found = segment.derived.get("columns")
+    if found is not None:
+        return found
+    rows = segment.records
+    domain = [json.loads(r["domain"]) if r["domain"] else {} for r in rows]
     columns: dict[str, np.ndarray] = {
-        name: chunks[name].to_numpy(dtype=object)
+        name: np.array([r[name] for r in rows], dtype=object)
         for name in ("source", "collection", "access", "path", "type", "seal_state", "parent_id")
     }
     for name in DOMAIN_FIELDS:
         columns[name] = np.array([None if d.get(name) is None else str(d[name]) for d in domain], dtype=object)
-    columns["attention"] = attention
-    columns["breath"] = np.array([breath_number(b) for b in last_breath], dtype=np.float64)
-    columns["updated"] = np.array([parse_time(t) for t in chunks["updated_at"]], dtype=np.float64)
+    columns["updated"] = np.array([parse_time(r["updated_at"]) for r in rows], dtype=np.float64)
+    segment.derived["columns"] = columns
     return columns
 
 

@@ -22,7 +22,7 @@ import shutil
 import threading
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -179,10 +179,9 @@ class Segment:
     id: str
     chunk_ids: np.ndarray
     records: list[dict[str, Any]]
-    frame: pd.DataFrame
     dense: np.ndarray
     postings: Postings
-    nbytes: int
+    derived: dict[str, Any] = field(default_factory=dict)  # what readers compute once per segment (columns)
 
 
 def load_segment(parts: Path, segment_id: str) -> Segment:
@@ -213,10 +212,7 @@ def load_segment(parts: Path, segment_id: str) -> Segment:
         raise DamagedSegment(
             f"segment {segment_id}: {len(frame)} rows, {dense.shape[0]} vectors, {postings.size} BM25 documents"
         )
-    nbytes = int(dense.nbytes + postings.rows.nbytes * 2 + frame.memory_usage(deep=False).sum())
-    return Segment(
-        segment_id, frame["chunk_id"].to_numpy(dtype=object), frame.to_dict("records"), frame, dense, postings, nbytes
-    )
+    return Segment(segment_id, frame["chunk_id"].to_numpy(dtype=object), frame.to_dict("records"), dense, postings)
 
 
 class SegmentCache:
