@@ -125,7 +125,13 @@ class ReindexStatus(BaseModel):
     run_id: str
     job: str
     status: str = Field(description="Dagster's run status: QUEUED, STARTING, STARTED, SUCCESS, FAILURE, CANCELED...")
-    finished: bool
+    finished: bool = Field(
+        description="Dagster's verdict: the run ended (a run stopped before it began stays unfinished)"
+    )
+    launcher_running: bool | None = Field(
+        description="whether the `livemem materialize` process this server started is still running (None: another "
+        "server started it)"
+    )
 
 
 # --- the server ---------------------------------------------------------------------------------------------------
@@ -527,14 +533,17 @@ def build_server(
             raise ToolError("DAGSTER_HOME is not set")
         with lock:
             process, job = launched.get(run_id, (None, ""))
-        if process is not None:
-            process.poll()  # reaps an ended launcher
+        running = None if process is None else process.poll() is None  # poll() also reaps an ended launcher
         run = _open_instance(Path(dagster_home)).get_run_by_id(run_id)
         if run is None:
-            if process is not None and process.returncode is None:  # still importing Dagster and the definitions
-                return ReindexStatus(run_id=run_id, job=job, status="LAUNCHING", finished=False)
+            if running:  # still importing Dagster and loading the definitions
+                return ReindexStatus(
+                    run_id=run_id, job=job, status="LAUNCHING", finished=False, launcher_running=running
+                )
             raise ToolError(f"no run {run_id} on the Dagster instance in $DAGSTER_HOME")
-        return ReindexStatus(run_id=run_id, job=run.job_name, status=run.status.value, finished=run.is_finished)
+        return ReindexStatus(
+            run_id=run_id, job=run.job_name, status=run.status.value, finished=run.is_finished, launcher_running=running
+        )
 
     return server
 

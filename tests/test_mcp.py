@@ -262,12 +262,13 @@ def test_reindex_only_for_operator_roles_and_it_starts_a_recorded_run(
             assert time.monotonic() < deadline, (tmp_path / "dagster" / "logs").iterdir()
             time.sleep(1)
             status = call(admin, "reindex_status", {"run_id": started["run_id"]})
-        assert status["job"] == "build_index" and status["status"] in {"STARTING", "STARTED", "SUCCESS"}
+        # The run is on the instance under the id the tool returned.
+        assert status["job"] == "build_index" and status["status"] in {"NOT_STARTED", "STARTING", "STARTED"}
     finally:
-        # No need to wait for the build: stop it (livemem materialize marks its run failed on SIGTERM).
+        # No need to wait for the build: stop it.
         os.killpg(started["pid"], signal.SIGTERM)
         deadline = time.monotonic() + 60
-        while not call(admin, "reindex_status", {"run_id": started["run_id"]})["finished"]:
+        while call(admin, "reindex_status", {"run_id": started["run_id"]})["launcher_running"]:
             assert time.monotonic() < deadline
             time.sleep(0.5)
 
