@@ -1,0 +1,137 @@
+"""The version format over shared segments (issue 13): a change writes what it changes, versions share the rest,
+merges keep content, retention removes what no kept version names, and a worker switching versions loads only
+the segments it has not loaded yet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from livemem import reader
+from livemem.build import build_version
+from livemem.config import load_sources
+from livemem.reader import load_snapshot
+from livemem.store import IndexHome
+from livemem.verify import compare_versions
+from livemem.version.segments import MAX_SEGMENTS, merge_plan
+
+
+def sources_file(tmp_path: Path, repo: Path) -> Path:
+    path = tmp_path / "sources.yaml"
+    path.write_text(f"sources:\n  - name: docs\n    repo: {repo}\n    collection: docs\n", encoding="utf-8")
+    return path
+
+
+def publish(config, home: IndexHome, embedder, retention: int = 50) -> str:
+    result = build_version(config, home, embedder)
+    assert result.staged, result.reason
+    home.publish(result.version_id, result.base_version, retention=retention)
+    return result.version_id
+
+
+def segments(home: IndexHome, version: str) -> list[str]:
+    return [e["id"] for e in home.manifest(version)["segments"]]
+
+
+def size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+@pytest.fixture
+def many_files(make_repo):
+    files = {
+        f"docs/page-{i:02d}.md": f"# Page {i}\n\n## Part\n\nText number {i} about heating help.\n" for i in range(30)
+    }
+    return make_repo(files=files)
+
+
+def test_a_one_file_change_writes_one_small_segment_and_shares_the_rest(tmp_path, many_files, embedder) -> None:
+    config = load_sources(sources_file(tmp_path, many_files.path))
+    home = IndexHome(tmp_path / "index")
+    first = publish(config, home, embedder)
+    many_files.commit({"docs/page-07.md": "# Page 7\n\n## Part\n\nText number 7, edited: winter heating.\n"})
+    second = publish(config, home, embedder)
+    old, new = segments(home, first), segments(home, second)
+    assert old[0] in new and len(new) == 2  # the first segment is shared, not copied
+    (added,) = set(new) - set(old)
+    added_meta = json.loads((home.root / "parts" / added / "segment.json").read_text())
+    assert (added_meta["chunks"], added_meta["parents"]) == (1, 1)  # only the edited file's rows
+    # the rows, vectors and postings it adds: one file's worth (a version's own directory holds its small tables)
+    assert size(home.root / "parts" / added) < size(home.root / "parts" / old[0]) / 3
+    snap = load_snapshot(home, second)
+    assert snap.size == 30 and any("winter heating" in r["content"] for r in snap.rows)
+    assert not any("Text number 7 about" in r["content"] for r in snap.rows)
+
+
+def test_merges_keep_every_row_vector_and_score(tmp_path, many_files, embedder, monkeypatch) -> None:
+    """Many small changes: the version never holds more than MAX_SEGMENTS segments, and it equals a from-scratch
+    build of the same commit (rows, vectors, BM25 scores)."""
+    config = load_sources(sources_file(tmp_path, many_files.path))
+    home = IndexHome(tmp_path / "index")
+    publish(config, home, embedder)
+    for i in range(MAX_SEGMENTS + 3):
+        many_files.commit({f"docs/page-{i:02d}.md": f"# Page {i}\n\n## Part\n\nEdit {i}: snow removal help.\n"})
+        version = publish(config, home, embedder)
+        assert len(segments(home, version)) <= MAX_SEGMENTS
+    scratch = IndexHome(tmp_path / "scratch", cache_dir=home.cache_dir)
+    reference = publish(config, scratch, embedder)
+    comparison = compare_versions(home.version_dir(version), scratch.version_dir(reference))
+    assert comparison.equal, comparison.lines()
+    assert len(segments(scratch, reference)) == 1
+
+
+def test_retention_removes_segments_no_kept_version_names(tmp_path, many_files, embedder) -> None:
+    config = load_sources(sources_file(tmp_path, many_files.path))
+    home = IndexHome(tmp_path / "index")
+    first = publish(config, home, embedder, retention=1)
+    first_segments = segments(home, first)
+    many_files.commit({"docs/page-01.md": "# Page 1\n\nfirst edit\n"})
+    second = publish(config, home, embedder, retention=1)
+    (second_own,) = set(segments(home, second)) - set(first_segments)
+    many_files.commit({"docs/page-01.md": "# Page 1\n\nsecond edit\n"})
+    third = publish(config, home, embedder, retention=1)
+    assert home.published_versions() == [third]
+    on_disk = {p.name for p in (home.root / "parts").iterdir()}
+    assert on_disk == set(segments(home, third))
+    assert second_own not in on_disk  # went with the second version
+    assert first_segments[0] in on_disk  # still named by the third version
+    assert load_snapshot(home, third).size == 30
+
+
+def test_a_worker_switching_versions_loads_only_new_segments(tmp_path, many_files, embedder, monkeypatch) -> None:
+    config = load_sources(sources_file(tmp_path, many_files.path))
+    home = IndexHome(tmp_path / "index")
+    first = publish(config, home, embedder)
+    before = load_snapshot(home, first)
+    many_files.commit({"docs/page-03.md": "# Page 3\n\nchanged\n"})
+    second = publish(config, home, embedder)
+    loaded: list[str] = []
+    original = reader.SEGMENTS.get
+
+    def counting(parts, segment_id):
+        if (str(parts), segment_id) not in reader.SEGMENTS._loaded:
+            loaded.append(segment_id)
+        return original(parts, segment_id)
+
+    monkeypatch.setattr(reader.SEGMENTS, "get", counting)
+    after = load_snapshot(home, second)
+    assert loaded == sorted(set(segments(home, second)) - set(segments(home, first)))
+    shared = segments(home, first)[0]
+    assert after.dense.parts[0][0] is before.dense.parts[0][0]  # the same vectors in memory, not a copy
+    assert shared in after.segments
+    query = embedder.encode_one("heating help")
+    scores = after.dense @ query
+    assert scores.shape == (after.size,) and np.isclose(scores.max(), 1.0, atol=0.5)
+
+
+def test_merge_plan() -> None:
+    sizes = {f"s{i}": 100 for i in range(MAX_SEGMENTS + 2)}
+    live = dict(sizes)
+    plan = merge_plan(live, sizes)
+    assert len(live) - len(plan) + 1 <= MAX_SEGMENTS and len(plan) >= 2
+    assert merge_plan({"a": 100, "b": 10}, {"a": 100, "b": 10}) == []  # few segments, all live: nothing
+    assert merge_plan({"a": 40}, {"a": 100}) == ["a"]  # mostly deleted: rewritten
+    assert merge_plan({"a": 100}, {"a": 100}) == []
