@@ -1,0 +1,117 @@
+"""The ONNX Runtime encoder: the same vectors as torch on real texts, exported once, selectable in serving."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from conftest import SHARED_DATA
+from fastapi.testclient import TestClient
+from serving_support import build_and_publish, make_workspace
+
+from livemem.build import build_version
+from livemem.config import load_sources
+from livemem.embedding import Embedder, default_model_path
+from livemem.errors import ConfigError
+from livemem.onnx_encoder import OnnxEncoder, fingerprint
+from livemem.store import IndexHome
+from serving.app import create_app
+from serving.settings import Settings
+
+SCIFACT = SHARED_DATA / "ir" / "scifact"
+
+
+@pytest.fixture(scope="module")
+def onnx_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+@pytest.fixture(scope="module")
+def onnx_embedder(onnx_cache) -> Embedder:
+    return Embedder(encoder="onnx", threads=2, onnx_cache_dir=onnx_cache)
+
+
+def real_texts() -> list[str]:
+    """SciFact abstracts as the pipeline embeds them (most exceed the model's 256 word pieces) and claims."""
+    with open(SCIFACT / "corpus.jsonl", encoding="utf-8") as fh:
+        docs = [json.loads(next(fh)) for _ in range(40)]
+    with open(SCIFACT / "queries.train.jsonl", encoding="utf-8") as fh:
+        claims = [json.loads(next(fh))["text"] for _ in range(20)]
+    odd = ["", "  leading and trailing spaces  ", "Ünïcödé café — naïve 日本語 ∞Δ∞", "SNAP"]
+    return [f"# {d['title']}\n\n{d['text']}\n" for d in docs] + claims + odd
+
+
+def test_onnx_vectors_match_torch_on_real_texts(embedder, onnx_embedder):
+    texts = real_texts()
+    reference = embedder.encode(texts)
+    batched = onnx_embedder.encode(texts)
+    assert batched.shape == reference.shape == (len(texts), 384)
+    assert batched.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-5)
+    assert (batched * reference).sum(axis=1).min() >= 0.9999
+    one_by_one = np.stack([onnx_embedder.encode_one(t) for t in texts[-30:]])
+    assert (one_by_one * reference[-30:]).sum(axis=1).min() >= 0.9999
+    # Sorting batches by length must not change which vector belongs to which text.
+    np.testing.assert_allclose(onnx_embedder.encode(texts[::-1])[::-1], batched, atol=1e-5)
+
+
+def test_export_happens_once_and_every_encoder_reuses_it(onnx_embedder, onnx_cache, tmp_path):
+    exported = onnx_embedder.onnx.file
+    assert exported.parent.parent == onnx_cache
+    stamp = exported.stat().st_mtime_ns
+    again = OnnxEncoder(default_model_path(), cache_dir=onnx_cache, threads=1)
+    assert again.file == exported and exported.stat().st_mtime_ns == stamp
+    assert [p.name for p in onnx_cache.iterdir()] == [exported.parent.name]
+    # Other weights (here: another config) name another export, so a changed model is never served stale.
+    changed = tmp_path / "model"
+    shutil.copytree(default_model_path(), changed, ignore=shutil.ignore_patterns("model.safetensors"))
+    (changed / "model.safetensors").symlink_to(default_model_path() / "model.safetensors")
+    (changed / "config.json").write_text((changed / "config.json").read_text().replace("}", ', "note": 1}', 1))
+    assert fingerprint(changed) != exported.parent.name
+
+
+def test_serving_with_the_onnx_encoder_answers_as_torch_does(
+    tmp_path_factory, embedder, onnx_embedder, onnx_cache, monkeypatch
+):
+    root = tmp_path_factory.mktemp("onnx-serving")
+    home = IndexHome(root / "rag_index")
+    sources = make_workspace(root)
+    build_and_publish(sources, home, embedder)
+    monkeypatch.setenv("LIVEMEM_ONNX_CACHE", str(onnx_cache))
+    monkeypatch.setenv("LIVEMEM_ENCODER", "onnx")
+    onnx_settings = Settings.from_env(index_dir=home.root, warm_up=False)
+    assert onnx_settings.encoder == "onnx"
+    answers = {}
+    for name, app in (
+        ("torch", create_app(Settings(index_dir=home.root, warm_up=False), embedder)),
+        ("onnx", create_app(onnx_settings)),  # the app makes its own embedder from the settings
+    ):
+        with TestClient(app) as client:
+            answers[name] = []
+            for mode in ("dense", "hybrid"):
+                response = client.post("/query", json={"query": "SNAP food help in Fayette", "mode": mode})
+                assert response.status_code == 200, response.text
+                answers[name].append([(r["chunk_id"], r["score"]) for r in response.json()["results"]])
+    assert answers["onnx"][0], "the dense query found nothing"
+    for torch_hits, onnx_hits in zip(answers["torch"], answers["onnx"], strict=True):
+        assert [c for c, _ in onnx_hits] == [c for c, _ in torch_hits]
+        np.testing.assert_allclose([s for _, s in onnx_hits], [s for _, s in torch_hits], atol=1e-4)
+    # Same vectors, same cache keys: a from-scratch build with the ONNX encoder, given the torch build's
+    # embedding cache, embeds nothing again.
+    fresh = IndexHome(root / "onnx_index")
+    fresh.cache_dir.mkdir(parents=True)
+    shutil.copy(home.cache_dir / "embeddings.duckdb", fresh.cache_dir / "embeddings.duckdb")
+    rebuilt = build_version(load_sources(sources), fresh, onnx_embedder)
+    assert rebuilt.embeddings_computed == 0 and rebuilt.embeddings_reused > 0
+
+
+def test_an_unknown_encoder_is_refused_by_name(monkeypatch):
+    monkeypatch.setenv("LIVEMEM_ENCODER", "tensorflow")
+    with pytest.raises(ConfigError, match="encoder"):
+        Settings.from_env()
+    with pytest.raises(ValueError, match="LIVEMEM_ENCODER='tensorflow'"):
+        Embedder()
+    with pytest.raises(ValueError, match="expected one of torch, onnx"):
+        Embedder(encoder="int8")
