@@ -54,6 +54,7 @@ class StreamingLLM:
     TOKENS = ("The Fayette ", "LIEAP intake ", "helps with ", "heating bills [1].")
 
     def __init__(self) -> None:
+        self.tokens = self.TOKENS
         self.gate = threading.Event()
         self.requests: list[dict] = []
         fake = self
@@ -65,7 +66,7 @@ class StreamingLLM:
                 if not body.get("stream"):
                     data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                        "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                           "role": "assistant", "content": "".join(fake.TOKENS)}}]}).encode()  # fmt: skip
+                                           "role": "assistant", "content": "".join(fake.tokens)}}]}).encode()  # fmt: skip
                     self.send_response(200)
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(data)))
@@ -75,7 +76,7 @@ class StreamingLLM:
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.end_headers()
-                for i, token in enumerate(fake.TOKENS):
+                for i, token in enumerate(fake.tokens):
                     if i == 2:
                         fake.gate.wait(timeout=20)
                     chunk = {"choices": [{"index": 0, "delta": {"content": token}, "finish_reason": None}]}
@@ -222,3 +223,32 @@ def test_history_options_and_refusals(extractive_server):
     assert hot.value.param == "temperature"
     with pytest.raises(openai.NotFoundError):
         api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "SNAP"}])
+
+
+def test_a_streamed_leak_is_cut_before_it_is_complete(home, embedder):
+    """A model "remembering" internal text while answering a public caller: the stream stops before the 8th word
+    that only the internal collection holds, and says why."""
+    llm = StreamingLLM()
+    leak = "Per policy: Do not copy passages from this document into public guides or share them [1]."
+    llm.tokens = tuple(word + " " for word in leak.split())
+    llm.gate.set()
+    app = make_app(home, embedder, llm_base_url=llm.url, llm_model="fake-model", llm_retries=0)
+    try:
+        with serve(app) as url:
+            chunks = list(
+                client(url).chat.completions.create(
+                    model="living-memory",
+                    messages=[
+                        {"role": "user", "content": "Where can a grandmother in ZIP 25840 get utility assistance?"}
+                    ],
+                    stream=True,
+                )
+            )
+    finally:
+        llm.server.shutdown()
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert "Do not copy passages from this document into public" not in text
+    assert text.endswith("not available at your access level.")
+    last = [c for c in chunks if c.choices and c.choices[0].finish_reason][-1]
+    assert last.choices[0].finish_reason == "content_filter"
+    assert last.model_extra["living_memory"]["guardrail"]["action"].startswith("blocked")
