@@ -223,6 +223,13 @@ def test_history_options_and_refusals(extractive_server):
     assert hot.value.param == "temperature"
     with pytest.raises(openai.NotFoundError):
         api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "SNAP"}])
+    with pytest.raises(openai.PermissionDeniedError) as wider:  # a persona narrows the key's access, never widens
+        api.chat.completions.create(
+            model="living-memory",
+            messages=[{"role": "user", "content": "SNAP"}],
+            extra_body={"living_memory": {"persona": "caseworker"}},
+        )
+    assert "needs access internal" in wider.value.message
 
 
 def test_a_streamed_leak_is_cut_before_it_is_complete(home, embedder):
@@ -252,3 +259,15 @@ def test_a_streamed_leak_is_cut_before_it_is_complete(home, embedder):
     last = [c for c in chunks if c.choices and c.choices[0].finish_reason][-1]
     assert last.choices[0].finish_reason == "content_filter"
     assert last.model_extra["living_memory"]["guardrail"]["action"].startswith("blocked")
+
+
+def test_no_published_index_is_a_503_in_openai_shape(tmp_path, embedder):
+    from fastapi.testclient import TestClient
+
+    from serving.app import create_app
+    from serving.settings import Settings
+
+    with TestClient(create_app(Settings(index_dir=tmp_path / "empty", warm_up=False), embedder)) as c:
+        r = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "SNAP"}]})
+    assert r.status_code == 503 and r.json()["error"]["type"] == "api_error"
+    assert str(tmp_path) not in r.text  # no server paths

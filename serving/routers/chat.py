@@ -9,6 +9,7 @@ errors of the /v1 routes have OpenAI's shape (``{"error": {"message", "type", "p
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -28,7 +29,9 @@ from livemem.chat import (
 )
 from livemem.context import RESOURCE_PATTERNS, SECTIONS, resource_types, route_intents
 from livemem.context import ContextRequest as Message
+from livemem.errors import LivingMemoryError
 from livemem.places import STATE, find_places
+from livemem.reader import IndexUnavailable, without_paths
 from serving.context_models import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -41,6 +44,7 @@ from serving.deps import CallerRole, CurrentSnapshot, State, with_persona
 from serving.models import ErrorBody
 from serving.routers.context import message_of
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["chat"])
 ERRORS = {401: {"model": ErrorBody}, 403: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 MODEL_ALIAS = "living-memory"  # the default model, whatever answers (documented for clients that need a name)
@@ -117,6 +121,9 @@ class OpenAIRoute(APIRoute):
             except HTTPException as exc:
                 detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
                 return openai_error(exc.status_code, detail, getattr(exc, "param", None))
+            except (IndexUnavailable, LivingMemoryError) as exc:
+                log.error("%s", exc)  # with server paths, for operators; the caller gets the message without them
+                return openai_error(503, without_paths(str(exc)))
 
         return route
 
