@@ -235,6 +235,27 @@ def test_answer_cache_stats_warm_up_and_invalidation(server, operator) -> None:
     assert call(server, "chat", {"message": question})["cached"] is False
 
 
+def test_invalidation_empties_the_persistent_tier_other_processes_read(state, embedder, tmp_path) -> None:
+    from livemem.mcp_server import build_server
+    from serving.context_service import ContextService
+    from serving.state import ServingState
+
+    def process(role: str):
+        """A server with a process state of its own, sharing the persistent answer cache file."""
+        own = ServingState.from_settings(state.settings, embedder)
+        settings = ContextSettings(warm_up=False, cache_path=tmp_path / "answers.sqlite")
+        own.context_service = ContextService(own, settings)
+        return build_server(own, role=role, operator_roles=("internal",))
+
+    question = {"message": "Food pantry near Beckley WV"}
+    operator = process("internal")
+    call(operator, "answer_cache_warm_up", {"questions": [question["message"]]})
+    assert call(operator, "answer_cache_stats", {})["persistent"] is True
+    assert call(process("public"), "chat", question)["cached"] is True  # another process finds the warm answer
+    assert call(operator, "answer_cache_invalidate", {})["dropped"] == 2  # chat and context of the question
+    assert call(process("public"), "chat", question)["cached"] is False
+
+
 def test_reindex_only_for_operator_roles_and_it_starts_a_recorded_run(
     server, state, embedder, tmp_path, monkeypatch
 ) -> None:
