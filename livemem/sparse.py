@@ -72,24 +72,39 @@ class Postings:
 
     @classmethod
     def build(cls, texts: Iterable[str]) -> Postings:
-        by_term: dict[str, list[tuple[int, int]]] = {}
-        lengths: list[int] = []
-        for row, text in enumerate(texts):
-            toks = tokens(text)
-            lengths.append(len(toks) or 1)
-            for term, count in Counter(toks).items():
-                by_term.setdefault(term, []).append((row, count))
-        terms = sorted(by_term)
-        starts = np.zeros(len(terms) + 1, dtype=np.int64)
-        np.cumsum([len(by_term[t]) for t in terms], out=starts[1:])
-        flat = [pair for t in terms for pair in by_term[t]]
-        pairs = np.asarray(flat, dtype=np.int64).reshape(-1, 2)
+        """Tokenize ``texts`` (row ``i`` is text ``i``) and collect their postings, vectorised: each distinct word is
+        stemmed once, and (term, row) counts come from one ``np.unique`` over all tokens."""
+        stop = _stopwords()
+        stemmer = _stemmer()
+        word_term: dict[str, int] = {}  # word -> local term id; -1 for a stopword
+        stem_term: dict[str, int] = {}
+        per_text: list[np.ndarray] = []
+        for text in texts:
+            words = _WORDS.findall(text.lower())
+            new = list(set(words).difference(word_term))
+            if new:
+                for word, stem in zip(new, stemmer.stemWords(new), strict=True):
+                    word_term[word] = -1 if word in stop else stem_term.setdefault(stem, len(stem_term))
+            ids = np.fromiter(map(word_term.__getitem__, words), dtype=np.int64, count=len(words))
+            per_text.append(ids[ids >= 0])
+        n = len(per_text)
+        counts = np.fromiter((a.size for a in per_text), dtype=np.int64, count=n)
+        stems = np.asarray(list(stem_term), dtype=str)
+        order = np.argsort(stems, kind="stable")
+        rank = np.empty(order.size, dtype=np.int64)
+        rank[order] = np.arange(order.size)
+        flat = np.concatenate(per_text) if n else np.zeros(0, dtype=np.int64)
+        docs = np.repeat(np.arange(n, dtype=np.int64), counts)
+        keys, tf = np.unique(rank[flat] * max(n, 1) + docs, return_counts=True)  # sorted by term, then row
+        terms_of = keys // max(n, 1)
+        starts = np.zeros(order.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(terms_of, minlength=order.size), out=starts[1:])
         return cls(
-            terms=np.asarray(terms, dtype=str),
+            terms=stems[order],
             starts=starts,
-            rows=pairs[:, 0].astype(np.int32),
-            tf=pairs[:, 1].astype(np.float32),
-            lengths=np.asarray(lengths, dtype=np.float32),
+            rows=(keys % max(n, 1)).astype(np.int32),
+            tf=tf.astype(np.float32),
+            lengths=np.maximum(counts, 1).astype(np.float32),
         )
 
     def save(self, path: Path) -> None:
