@@ -276,7 +276,7 @@ def answer(
             if media_type is None:
                 return (
                     "not_acceptable",
-                    f"a {kind} query cannot be answered in any media type the Accept header names",
+                    f"{kind} results cannot be given in any format this request accepts",
                 )
             if kind in ("SELECT", "ASK"):
                 return ("ok", _evaluate(graph, prepared, limit, max_result_chars, media_type))
