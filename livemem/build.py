@@ -76,6 +76,7 @@ CHUNK_TABLES = (
 )  # fmt: skip
 SKIP_COLUMNS = ("source", "path", "blob_sha", "size", "reason")
 HIGH_ATTENTION = 1.0
+QUICK_PLAN_MAX_PATHS = 2000  # more paths touched since the base: list the whole tree instead (one git call)
 
 
 def init_chunk_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -134,6 +135,9 @@ class _FilePlan:
     new: set[str]
     deleted: list[str]
     base_created: dict[str, str | None] = field(default_factory=dict)
+    # set when only the paths commits since the base touched were looked at: every other file of the source in the
+    # base is carried (``carried`` then lists none of them)
+    carry_all_but: list[str] | None = None
 
 
 def build_version(
@@ -289,15 +293,20 @@ class _Builder:
                 copy = shutil.copytree if entry.is_dir() else shutil.copy2
                 copy(entry, staged / entry.name)
 
-    def _base_files(self, con: duckdb.DuckDBPyConnection, source: str) -> dict[str, tuple[str, str]]:
-        """path -> (blob sha, created_at) of the files the base version indexed or skipped for a source."""
+    def _base_files(
+        self, con: duckdb.DuckDBPyConnection, source: str, only: list[str] | None = None
+    ) -> dict[str, tuple[str, str]]:
+        """path -> (blob sha, created_at) of the files the base version indexed or skipped for a source (of the
+        paths in ``only`` when given)."""
         if self.base_dir is None or not self.base_segmented:
             return {}
-        rows = con.execute(
-            "SELECT path, blob_sha, created_at FROM base.parents WHERE source = ? "
-            "UNION ALL SELECT path, blob_sha, NULL FROM base.skipped_files WHERE source = ?",
-            [source, source],
-        ).fetchall()
+        with registered(con, pd.DataFrame({"path": only or []}, dtype=object), "only") as wanted:
+            where = "source = ?" + ("" if only is None else f" AND path IN (SELECT path FROM {wanted})")
+            rows = con.execute(
+                f"SELECT path, blob_sha, created_at FROM base.parents WHERE {where} "
+                f"UNION ALL SELECT path, blob_sha, NULL FROM base.skipped_files WHERE {where}",
+                [source, source],
+            ).fetchall()
         return {p: (sha, created) for p, sha, created in rows}
 
     def _collect(self, con, stats, opened):
@@ -315,7 +324,7 @@ class _Builder:
             t = time.perf_counter()
             plan = self._plan(con, src, repo, head, st)
             t = self._tick("git_list_s", t)
-            self._carry(con, src.name, plan.carried)
+            self._carry(con, src.name, plan.carried, plan.carry_all_but)
             t = self._tick("carry_over_s", t)
             rows, parents, skipped = self._chunk_files(con, plan, st)
             self._tick("read_chunk_s", t)
@@ -325,9 +334,12 @@ class _Builder:
         return new_rows, new_parents, skips, failed
 
     def _plan(self, con, src: SourceConfig, repo: GitSource, head: str, st: SourceStats) -> _FilePlan:
-        tree = {e.path: e for e in repo.list_files(head) if src.selects(e.path)}
         base_entry = (self.base_manifest or {}).get("sources", {}).get(src.name)
         fingerprint = self._fingerprint(src)
+        quick = self._plan_changes(con, src, repo, head, st, base_entry, fingerprint)
+        if quick is not None:
+            return quick
+        tree = {e.path: e for e in repo.list_files(head) if src.selects(e.path)}
         base_files = self._base_files(con, src.name)
         same_config = base_entry is not None and base_entry.get("config_fingerprint") == fingerprint
         base_commit = base_entry.get("head_commit") if base_entry else None
@@ -357,13 +369,56 @@ class _Builder:
             src, repo, head, fingerprint, base_commit, tree, carried, rebuilt, new, deleted, base_created
         )  # fmt: skip
 
-    def _carry(self, con: duckdb.DuckDBPyConnection, source: str, paths: list[str] | None) -> None:
-        """Keep the rows of unchanged files (all files of the source when ``paths`` is None) from the base: their
-        chunks and parents by naming them (segment, row) in this version's membership, skipped files by copy."""
-        if self.base_dir is None or not self.base_segmented or paths == []:
+    def _plan_changes(
+        self, con, src: SourceConfig, repo: GitSource, head: str, st: SourceStats, base_entry, fingerprint: str
+    ) -> _FilePlan | None:
+        """The plan from the commits since the base alone, O(change): with the same configuration and the base
+        commit an ancestor of ``head``, a file no commit since touched is unchanged (same blob, same provenance),
+        so only the touched paths are looked up in the tree and in the base. None when that does not hold (or so
+        many paths were touched that listing the whole tree is cheaper): ``_plan`` compares everything."""
+        if not (self.base_segmented and base_entry and base_entry.get("config_fingerprint") == fingerprint):
+            return None
+        base_commit = base_entry.get("head_commit")
+        touched = repo.touched_since(base_commit, head)
+        if touched is None or len(touched) > QUICK_PLAN_MAX_PATHS:
+            return None
+        paths = sorted(p for p in touched if src.selects(p))
+        tree = {e.path: e for e in repo.entries(head, paths)} if paths else {}
+        base_files = self._base_files(con, src.name, paths)
+        new = {p for p in tree if p not in base_files}
+        rebuilt = sorted(tree)
+        deleted = sorted(set(base_files) - set(tree))
+        base_count = con.execute(
+            "SELECT (SELECT COUNT(*) FROM base.parents WHERE source = ?) "
+            "+ (SELECT COUNT(*) FROM base.skipped_files WHERE source = ?)",
+            [src.name, src.name],
+        ).fetchone()[0]
+        st.files_new = len(new)
+        st.files_changed = len(rebuilt) - len(new)
+        st.files_unchanged = base_count - len(base_files)
+        st.files_deleted = len(deleted)
+        st.changed_paths = sorted(set(rebuilt) - new)
+        st.deleted_paths = deleted
+        base_created = {p: created for p, (_, created) in base_files.items()}
+        return _FilePlan(
+            src, repo, head, fingerprint, base_commit, tree, [], rebuilt, new, deleted, base_created,
+            carry_all_but=sorted(base_files),
+        )  # fmt: skip
+
+    def _carry(
+        self, con: duckdb.DuckDBPyConnection, source: str, paths: list[str] | None, all_but: list[str] | None = None
+    ) -> None:
+        """Keep the rows of unchanged files (all files of the source when ``paths`` is None; all but ``all_but``
+        when that is given) from the base: their chunks and parents by naming them (segment, row) in this
+        version's membership, skipped files by copy."""
+        if self.base_dir is None or not self.base_segmented or (paths == [] and all_but is None):
             return
-        with registered(con, pd.DataFrame({"path": paths or []}), "carried") as keep:
-            where = "source = ?" + ("" if paths is None else f" AND path IN (SELECT path FROM {keep})")
+        listed = all_but if all_but is not None else paths
+        with registered(con, pd.DataFrame({"path": listed or []}, dtype=object), "carried") as keep:
+            if all_but is not None:
+                where = f"source = ? AND path NOT IN (SELECT path FROM {keep})"
+            else:
+                where = "source = ?" + ("" if paths is None else f" AND path IN (SELECT path FROM {keep})")
             for kind in ("chunk", "parent"):
                 con.execute(
                     f"INSERT INTO {kind}_members SELECT m.segment, m.seg_row FROM base.{kind}_members m "

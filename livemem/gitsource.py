@@ -74,16 +74,19 @@ class GitSource:
 
     def list_files(self, commit: str) -> list[TreeEntry]:
         """Every blob in the commit's tree with its id and size (submodules and symlinks excluded)."""
-        out = self.repo.git.ls_tree("-r", "-z", "--long", "--full-tree", commit)
-        entries = []
-        for record in out.split("\0"):
-            if not record:
-                continue
-            meta, path = record.split("\t", 1)
-            mode, kind, sha, size = meta.split()
-            if kind == "blob" and mode != "120000":
-                entries.append(TreeEntry(path, sha, int(size)))
-        return entries
+        return _parse_tree(self.repo.git.ls_tree("-r", "-z", "--long", "--full-tree", commit))
+
+    def entries(self, commit: str, paths: list[str]) -> list[TreeEntry]:
+        """The blobs at ``paths`` in the commit's tree (paths absent there are left out), as ``list_files``."""
+        entries: list[TreeEntry] = []
+        with self.repo.git.custom_environment(GIT_LITERAL_PATHSPECS="1"):
+            for start in range(0, len(paths), 500):
+                out = self.repo.git.ls_tree(
+                    "-r", "-z", "--long", "--full-tree", commit, "--", *paths[start : start + 500]
+                )
+                entries += _parse_tree(out)
+        wanted = set(paths)
+        return [e for e in entries if e.path in wanted]
 
     def read_blob(self, blob_sha: str) -> bytes:
         return self.repo.odb.stream(bytes.fromhex(blob_sha)).read()
@@ -135,3 +138,16 @@ class GitSource:
                     else FileHistory(seen.last_commit, seen.last_time, commit, when)
                 )
         return found
+
+
+def _parse_tree(out: str) -> list[TreeEntry]:
+    """Blobs of ``git ls-tree -r -z --long`` output (submodules and symlinks excluded)."""
+    entries = []
+    for record in out.split("\0"):
+        if not record:
+            continue
+        meta, path = record.split("\t", 1)
+        mode, kind, sha, size = meta.split()
+        if kind == "blob" and mode != "120000":
+            entries.append(TreeEntry(path, sha, int(size)))
+    return entries

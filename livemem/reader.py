@@ -228,9 +228,8 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
         order = [e["id"] for e in manifest.get("segments") or []]
         members = con.execute("SELECT segment, seg_row FROM chunk_members ORDER BY segment, seg_row").fetchnumpy()
         names, starts = np.unique(np.asarray(members["segment"], dtype=object), return_index=True)
-        bounds = dict(
-            zip(names.tolist(), zip(starts, [*starts[1:], len(members["seg_row"])], strict=True), strict=True)
-        )
+        ends = [*starts[1:].tolist(), len(members["seg_row"])] if len(starts) else []  # no member: no segment
+        bounds = dict(zip(names.tolist(), zip(starts.tolist(), ends, strict=True), strict=True))
         unknown = set(bounds) - set(order)
         if unknown:
             raise ValueError(f"chunk_members names segments the manifest does not list: {sorted(unknown)[:3]}")
