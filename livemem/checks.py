@@ -196,6 +196,12 @@ def check_index_complete(
         ).fetchone()[0]
         if orphans:
             failures.append(f"{orphans} chunk rows have no parent row")
+        for table in ("chunks", "attention"):  # no PRIMARY KEY holds ids unique: checked here
+            twice = con.execute(
+                f"SELECT COUNT(*) FROM (SELECT chunk_id FROM {table} GROUP BY 1 HAVING COUNT(*) > 1)"
+            ).fetchone()[0]
+            if twice:
+                failures.append(f"{twice} chunk ids appear more than once in {table}")
         carried_checked = _check_carried(con, version_dir, manifest, base_dir, failures)
     finally:
         con.close()
