@@ -66,9 +66,9 @@ CREATE TABLE skipped_files (
     reason VARCHAR NOT NULL
 );
 CREATE TABLE attention (
-    chunk_id VARCHAR PRIMARY KEY, attention_score DOUBLE NOT NULL DEFAULT 0, last_breath_seen VARCHAR
+    chunk_id VARCHAR NOT NULL, attention_score DOUBLE NOT NULL DEFAULT 0, last_breath_seen VARCHAR
 );
-CREATE TABLE chunk_lineage (chunk_id VARCHAR PRIMARY KEY, predecessors VARCHAR[] NOT NULL);
+CREATE TABLE chunk_lineage (chunk_id VARCHAR NOT NULL, predecessors VARCHAR[] NOT NULL);
 """
     + MEMBERS_SQL
 )
