@@ -9,7 +9,8 @@ Tools, as the role ``LIVEMEM_MCP_ROLE`` (default: the public role), against the 
 - reading: ``query``, ``gis_query``, ``resources``, ``context``, ``chat``, ``facts``, ``sparql``, ``verify_chunk``,
   ``index_stats``, ``answer_cache_stats``, ``reindex_status``;
 - writing usage: ``feedback`` on the ``trace_id`` of a ``query``, ``gis_query``, ``context`` or ``chat`` answer
-  (each of them writes usage traces exactly like its HTTP route, so MCP use feeds the nightly attention rollup);
+  (each of them writes usage traces exactly like its HTTP route, so MCP use feeds the nightly attention rollup;
+  every other tool writes one usage event with no chunk and ``context.kind`` naming the tool);
 - operating (only roles named in ``LIVEMEM_MCP_OPERATOR_ROLES``, comma-separated; default none):
   ``answer_cache_warm_up``, ``answer_cache_invalidate`` and ``reindex`` (``livemem materialize`` in a process of
   its own, recorded on the Dagster instance in ``$DAGSTER_HOME``).
@@ -48,7 +49,7 @@ from livemem.reader import Snapshot, without_paths
 from livemem.registry import RESOURCE_TYPES, RegistryQueryError, load_registry_index, resolve, state_counties
 from livemem.retrieval import Filters, Query, chunk_result, top_order
 from livemem.sparql_worker import SparqlError, SparqlLimits, SparqlPool
-from livemem.traces import TRACE_ID_PATTERN, feedback_events, retrieval_events
+from livemem.traces import QUERY_CHARS, TRACE_ID_PATTERN, feedback_events, retrieval_events, utc_timestamp
 from serving.context_models import ChatResponse, ContextResponse
 from serving.models import UUID_PATTERN, ChunkResponse, FeedbackResponse, QueryResult
 from serving.routers.chat import chat_body
@@ -220,6 +221,21 @@ def build_server(
                 event["context"]["kind"] = kind
         state.traces.write(events)
 
+    def used(tool: str, text: str, version: str | None) -> None:
+        """A usage trace for a tool that answers with no chunk (registry, facts, SPARQL, stats, cache, reindex):
+        one ``retrieval`` event with ``chunk_id`` null and ``context.kind`` naming the tool, so every call is
+        counted while the attention rollup (which counts chunks) is unaffected."""
+        state.traces.write(
+            [
+                {
+                    "timestamp": utc_timestamp(), "event": "retrieval", "trace_id": str(uuid.uuid4()),
+                    "chunk_id": None, "query": text[:QUERY_CHARS], "breath_phase": None, "agent": "mcp",
+                    "role": caller_role.name, "useful": None, "index_version": version or "none",
+                    "context": {"related_chunks": [], "kind": tool},
+                }
+            ]
+        )  # fmt: skip
+
     @server.tool(annotations=READ_ONLY)
     def query(
         query: Annotated[str, Field(min_length=1, max_length=4000, description="what to search for")],
@@ -298,6 +314,7 @@ def build_server(
         """Verified programs of the local_resources registry: those whose ZIP or coverage includes `zip`, then the
         rest of its county (or of `county`), optionally of one type."""
         snap = snapshot()
+        used("resources", f"zip={zip} county={county} type={resource_type}", snap.version_id)
         try:
             found = resolve(
                 snap, zip=zip, county=county, resource_type=resource_type, include_stale=include_stale, limit=limit
@@ -378,6 +395,7 @@ def build_server(
         """The relation triples of one GBIM entity: the county it is located in, the ZIP codes it serves, the
         worldview it is part of."""
         snap = snapshot()
+        used("facts", entity_id, snap.version_id)
         gis = gis_for(snap)
         row = None if gis is None else gis.row_of.get(entity_id)
         # An entity the role may not read is reported exactly like one that does not exist.
@@ -405,6 +423,7 @@ def build_server(
         """Read-only SPARQL over the entities and relations this role may read, in a sandboxed worker process
         (time and memory limits; no SERVICE, FROM, GRAPH, updates, CONSTRUCT or DESCRIBE)."""
         snap = snapshot()
+        used("sparql", query, snap.version_id)
         if gis_for(snap) is None:
             raise ToolError(f"index version {snap.version_id} has no GBIM export; materialize export_gbim")
         with lock:
@@ -425,6 +444,7 @@ def build_server(
         """Is this chunk still current? Reads its source repository now: `current` (the file still holds the text),
         `changed` (the file no longer holds it) or `missing` (file or repository gone)."""
         snap = snapshot()
+        used("verify_chunk", chunk_id, snap.version_id)
         row = snap.row_of.get(chunk_id)
         if row is None or snap.columns["access"][row] not in caller_role.access:
             raise ToolError(f"no chunk {chunk_id} in index version {snap.version_id}")
@@ -440,6 +460,7 @@ def build_server(
     def index_stats() -> IndexStats:
         """The served version: id, model, chunks per collection this role may read, GBIM entities, registry rows."""
         snap = snapshot()
+        used("index_stats", "", snap.version_id)
         visible = snap.collections_for(caller_role.access)
         counts = {c: int((snap.columns["collection"] == c).sum()) for c in visible}
         gis = gis_for(snap)
@@ -456,6 +477,7 @@ def build_server(
     @server.tool(annotations=READ_ONLY)
     def answer_cache_stats() -> AnswerCacheStats:
         """The answer cache of `context` and `chat` in this server process: entries, hits and misses per kind."""
+        used("answer_cache_stats", "", None)
         service = context_service(state)
         cache = service.cache
         return AnswerCacheStats(
@@ -473,6 +495,7 @@ def build_server(
     ) -> WarmUpResult:
         """Answer questions now (as the public role, chat and context) so later askers get cached answers.
         Operator roles only."""
+        used("answer_cache_warm_up", "", None)
         require_operator("warm up the answer cache")
         snap = snapshot()
         service = context_service(state)
@@ -490,6 +513,7 @@ def build_server(
     def answer_cache_invalidate() -> InvalidateResult:
         """Drop every cached answer (this process's memory and the persistent tier shared by this machine's
         processes), e.g. after changing the LLM or the prompts. Operator roles only."""
+        used("answer_cache_invalidate", "", None)
         require_operator("invalidate the answer cache")
         return InvalidateResult(dropped=context_service(state).cache.clear())
 
@@ -503,6 +527,7 @@ def build_server(
         """Start a (re)index: `livemem materialize --job JOB` in a process of its own, recorded on the Dagster
         instance in $DAGSTER_HOME; returns at once with the run id (follow it with `reindex_status`). The new
         version is served once its blocking checks pass. Operator roles only."""
+        used("reindex", "", None)
         require_operator("start a reindex")
         dagster_home = os.environ.get("DAGSTER_HOME")
         if not dagster_home:
@@ -526,6 +551,7 @@ def build_server(
         run_id: Annotated[str, Field(pattern=UUID_PATTERN, description="the run id `reindex` returned")],
     ) -> ReindexStatus:
         """The Dagster status of a run started by `reindex`."""
+        used("reindex_status", run_id, None)
         from livemem.cli import _open_instance  # the instance opened as `livemem materialize` opens it
 
         dagster_home = os.environ.get("DAGSTER_HOME")

@@ -356,3 +356,26 @@ def test_server_process_over_each_transport(tmp_path_factory, tmp_path, transpor
     names, data = _tool_names_over(transport, home, tmp_path)
     assert names == TOOLS
     assert len(data["results"]) == 2 and all(r["collection"] != "internal_playbooks" for r in data["results"])
+
+
+def test_tools_without_chunks_write_one_usage_event_each_that_the_rollup_ignores(server, state) -> None:
+    """Registry, stats and cache tools answer with no chunk: each call is one usage event (chunk_id null,
+    context.kind naming the tool), read by the nightly rollup without error and counted as no chunk use."""
+    from livemem.attention import read_day
+
+    call(server, "resources", {"county": "Fayette", "limit": 2})
+    call(server, "index_stats", {})
+    call(server, "answer_cache_stats", {})
+    day = datetime.now(UTC).date()
+    kinds = []
+    for path in Path(state.settings.traces_path).glob("*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            event = json.loads(line)
+            if event.get("event") == "retrieval" and event["context"].get("kind") in (
+                "resources", "index_stats", "answer_cache_stats",
+            ):  # fmt: skip
+                assert event["chunk_id"] is None and event["agent"] == "mcp"
+                kinds.append(event["context"]["kind"])
+    assert {"resources", "index_stats", "answer_cache_stats"} <= set(kinds)
+    events = read_day(state.settings.traces_path, day, UTC)
+    assert events.malformed == 0
