@@ -114,3 +114,18 @@ def build_and_publish(sources: Path, home: IndexHome, embedder: Embedder) -> str
     assert result.staged, result.reason
     home.publish(result.version_id, result.base_version, config.retention)
     return result.version_id
+
+
+def publish_with_gbim(root: Path, embedder: Embedder, spatial: str) -> IndexHome:
+    """A workspace under ``root`` whose sources file gains ``spatial`` (a spatial section), built and published,
+    then its GBIM export published: the current version has chunks and GBIM facts."""
+    from livemem.gbim import export_gbim
+
+    sources = make_workspace(root)
+    sources.write_text(sources.read_text() + spatial, encoding="utf-8")
+    home = IndexHome(root / "rag_index")
+    build_and_publish(sources, home, embedder)
+    config = load_sources(sources)
+    result = export_gbim(config, home, embedder)
+    home.publish(result.version_id, result.base_version, config.retention)
+    return home

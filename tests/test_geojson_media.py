@@ -7,13 +7,10 @@ import io
 import geopandas
 import pytest
 from fastapi.testclient import TestClient
-from serving_support import build_and_publish, make_workspace
+from serving_support import publish_with_gbim
 from shapely.geometry import Point, shape
 from test_gbim_api import SPATIAL
 
-from livemem.config import load_sources
-from livemem.gbim import export_gbim
-from livemem.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
 
@@ -23,13 +20,7 @@ QUERY = {"query": "help with food assistance and Medicaid", "n_results": 5}
 @pytest.fixture(scope="module")
 def client(tmp_path_factory, embedder):
     root = tmp_path_factory.mktemp("geojson")
-    sources = make_workspace(root)
-    sources.write_text(sources.read_text() + SPATIAL, encoding="utf-8")
-    home = IndexHome(root / "rag_index")
-    build_and_publish(sources, home, embedder)
-    config = load_sources(sources)
-    result = export_gbim(config, home, embedder)
-    home.publish(result.version_id, result.base_version, config.retention)
+    home = publish_with_gbim(root, embedder, SPATIAL)
     with TestClient(create_app(Settings(index_dir=home.root, warm_up=False), embedder)) as client:
         yield client
 

@@ -13,12 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serving_support import build_and_publish, make_workspace
+from serving_support import publish_with_gbim
 from test_faults import uvicorn
 from test_gbim_api import SPATIAL
 
-from livemem.config import load_sources
-from livemem.gbim import export_gbim
 from livemem.store import IndexHome
 
 REGEX_BOMB = (
@@ -32,14 +30,7 @@ LABELS = "SELECT ?label WHERE { ?e gbim:located_in ?c . ?e rdfs:label ?label } O
 def facts_home(tmp_path_factory, embedder) -> IndexHome:
     """An index home whose current version has GBIM facts."""
     root = tmp_path_factory.mktemp("sparql")
-    sources = make_workspace(root)
-    sources.write_text(sources.read_text() + SPATIAL, encoding="utf-8")
-    home = IndexHome(root / "rag_index")
-    build_and_publish(sources, home, embedder)
-    config = load_sources(sources)
-    result = export_gbim(config, home, embedder)
-    home.publish(result.version_id, result.base_version, config.retention)
-    return home
+    return publish_with_gbim(root, embedder, SPATIAL)
 
 
 @pytest.fixture(scope="module")

@@ -12,14 +12,13 @@ import pytest
 from rdflib import RDFS, XSD, Graph, URIRef
 from rdflib.compare import isomorphic
 from rdflib.query import Result
-from serving_support import build_and_publish, make_workspace
+from serving_support import publish_with_gbim
 from SPARQLWrapper import CSV, GET, JSON, JSONLD, N3, POST, POSTDIRECTLY, RDFXML, TURTLE, URLENCODED, XML, SPARQLWrapper
 from SPARQLWrapper.SPARQLExceptions import Unauthorized
 from test_faults import uvicorn
 from test_gbim_api import LIEAP, OAK_HILL, SPATIAL
 
-from livemem.config import load_sources
-from livemem.gbim import GBIM_DIR, GBIM_IRI, RDF_MEDIA_TYPES, export_gbim
+from livemem.gbim import GBIM_DIR, GBIM_IRI, RDF_MEDIA_TYPES
 from livemem.store import IndexHome
 
 GEO = "http://www.w3.org/2003/01/geo/wgs84_pos#"
@@ -33,14 +32,7 @@ EVERYTHING = "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }"
 @pytest.fixture(scope="module")
 def facts_home(tmp_path_factory, embedder) -> IndexHome:
     root = tmp_path_factory.mktemp("sparql_protocol")
-    sources = make_workspace(root)
-    sources.write_text(sources.read_text() + SPATIAL, encoding="utf-8")
-    home = IndexHome(root / "rag_index")
-    build_and_publish(sources, home, embedder)
-    config = load_sources(sources)
-    result = export_gbim(config, home, embedder)
-    home.publish(result.version_id, result.base_version, config.retention)
-    return home
+    return publish_with_gbim(root, embedder, SPATIAL)
 
 
 @pytest.fixture(scope="module")
