@@ -39,6 +39,7 @@ from livemem.store import (
     IndexHome,
     dir_size_mb,
     iso,
+    segments_mb,
     utc_now,
     write_manifest,
 )
@@ -276,7 +277,7 @@ class _Builder:
             manifest.setdefault(key, value)  # sections other steps own (registry, gbim, ...)
         # the size cap is checked on every file but the manifest itself (written once: it hashes every file)
         manifest["governance"] = governance_status(
-            manifest["total_chunks"], dir_size_mb(staged) + segments_size_mb(self.parts, segments),
+            manifest["total_chunks"], dir_size_mb(staged) + segments_mb(self.parts, segments),
             self.config.governance,
         )  # fmt: skip
         write_manifest(staged, manifest)
@@ -888,14 +889,6 @@ def read_breath(config: SourcesConfig, opened: dict[str, GitSource] | None = Non
         if raw is not None:
             return parse_breath(raw.decode("utf-8", errors="replace"), name, path)
     return Breath()
-
-
-def segments_size_mb(parts, segments: list[dict[str, Any]]) -> float:
-    """Bytes of the segments a version holds (shared with other versions), in MB."""
-    total = 0
-    for entry in segments:
-        total += sum(f["size"] for f in segment_meta(parts, entry["id"])["files"].values())
-    return round(total / 1_048_576, 3)
 
 
 def vector_store_mode(config: SourcesConfig) -> str:

@@ -36,6 +36,7 @@ from filelock import FileLock
 
 from livemem.errors import LivingMemoryError, PublishConflict
 from livemem.owners import Owner
+from livemem.version import parts_dir
 
 MANIFEST = "manifest.json"
 TABLES = "tables.duckdb"
@@ -330,20 +331,20 @@ def write_manifest(staged: Path, manifest: dict[str, Any]) -> None:
     manifest["files"] = files
     own = dir_size_mb(staged)
     manifest["version_size_mb"] = own
-    manifest["index_size_mb"] = round(own + _segments_mb(staged, manifest), 3)
+    manifest["index_size_mb"] = round(own + segments_mb(parts_dir(staged), manifest.get("segments") or []), 3)
     tmp = staged / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, staged / MANIFEST)
 
 
-def _segments_mb(staged: Path, manifest: dict[str, Any]) -> float:
-    from livemem.version import parts_dir
+def segments_mb(parts: Path, segments: list[dict[str, Any]]) -> float:
+    """Bytes of the shared segments a version names (``manifest["segments"]``), in MB."""
     from livemem.version.segments import DamagedSegment, segment_meta
 
     total = 0
-    for entry in manifest.get("segments") or []:
+    for entry in segments:
         try:
-            total += sum(f["size"] for f in segment_meta(parts_dir(staged), entry["id"])["files"].values())
+            total += sum(f["size"] for f in segment_meta(parts, entry["id"])["files"].values())
         except DamagedSegment:
             continue
     return total / 1_048_576
