@@ -603,6 +603,8 @@ class _Builder:
             )
             chunks = con.execute(held.format(kind="chunk")).df()
             parents = con.execute(held.format(kind="parent")).df()
+            for kind in ("chunk", "parent"):
+                con.execute(f"DELETE FROM {kind}_members WHERE segment IN (SELECT segment FROM {merged})")
         vectors = np.zeros((len(chunks), self.embedder.dim), dtype=np.float32)
         for segment, group in chunks.groupby("_seg", sort=False):
             dense = np.load(self.parts / str(segment) / "dense.npy", mmap_mode="r")
@@ -614,9 +616,6 @@ class _Builder:
             con, self.parts, chunks.drop(columns=["_seg", "_row"]), parents.drop(columns=["_seg", "_row"]), vectors,
             texts,
         )  # fmt: skip
-        with registered(con, pd.DataFrame({"segment": plan}), "merged") as merged:
-            for kind in ("chunk", "parent"):
-                con.execute(f"DELETE FROM {kind}_members WHERE segment IN (SELECT segment FROM {merged})")
         self._add_members(con, segment, len(chunks), len(parents))
         self._tick("merge_s", t)
         log.info("merged %d segments into %s (%d chunks, %d files)", len(plan), segment, len(chunks), len(parents))

@@ -172,7 +172,7 @@ class Snapshot:
 
 class DenseRows:
     """The vectors of a snapshot's rows, kept per segment (shared with other snapshots): ``matrix @ vector``
-    scores every row; ``[rows]`` gathers some."""
+    scores every row; ``materialize()`` is the whole matrix in row order (a copy)."""
 
     def __init__(self, parts: list[tuple[np.ndarray, np.ndarray]], dim: int) -> None:
         self.parts = parts  # (segment vectors, the segment rows this snapshot holds, in order)
@@ -185,9 +185,6 @@ class DenseRows:
         # the whole segment, then the rows held: a product over a few deleted rows costs less than copying the rest
         out = [dense @ vector if rows.size == dense.shape[0] else (dense @ vector)[rows] for dense, rows in self.parts]
         return np.concatenate(out)
-
-    def __getitem__(self, rows) -> np.ndarray:
-        return self.materialize()[rows]
 
     def materialize(self) -> np.ndarray:
         if not self.parts:

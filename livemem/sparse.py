@@ -16,6 +16,7 @@ words of chunks it may not read (issue 12), and a change costs O(change): nothin
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -36,27 +37,37 @@ def _stopwords() -> frozenset[str]:
     return frozenset(STOPWORDS_EN)
 
 
-@cache
+_LOCAL = threading.local()
+
+
 def _stemmer():
-    import Stemmer
+    """This thread's stemmer: a PyStemmer object must not be used by two threads at once (queries are served
+    from a thread pool)."""
+    found = getattr(_LOCAL, "stemmer", None)
+    if found is None:
+        import Stemmer
 
-    return Stemmer.Stemmer("english")
+        found = _LOCAL.stemmer = Stemmer.Stemmer("english")
+    return found
 
 
-_STEMS: dict[str, str] = {}
+_STEMS: dict[str, str] = {}  # word -> stem, shared by threads; only ever read with .get, so a clear() is harmless
+_STEMS_MAX = 2_000_000  # a bounded memo: words are few, but hostile queries are not
 
 
 def tokens(text: str) -> list[str]:
     """The BM25 tokens of ``text``, in order (repeats kept)."""
     stop = _stopwords()
     words = [w for w in _WORDS.findall(text.lower()) if w not in stop]
-    stems = _STEMS
-    unknown = [w for w in set(words) if w not in stems]
+    local = {w: _STEMS.get(w) for w in set(words)}
+    unknown = [w for w, stem in local.items() if stem is None]
     if unknown:
-        if len(stems) > 2_000_000:  # a bounded memo: words are few, but hostile queries are not
-            stems.clear()
-        stems.update(zip(unknown, _stemmer().stemWords(unknown), strict=True))
-    return [stems[w] for w in words]
+        found = dict(zip(unknown, _stemmer().stemWords(unknown), strict=True))
+        local.update(found)
+        if len(_STEMS) > _STEMS_MAX:
+            _STEMS.clear()
+        _STEMS.update(found)
+    return [local[w] for w in words]
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,7 @@ def create_views(con: duckdb.DuckDBPyConnection, segments: list[str], schema_nam
 
 
 def version_segments(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> list[str]:
-    """The segments a version's members name (``catalog``: an ATTACHed version), in first-seen order."""
+    """The segments a version's members name (``catalog``: an ATTACHed version), sorted by name."""
     prefix = f"{catalog}." if catalog else ""
     names: dict[str, None] = {}
     for kind in ("chunk", "parent"):
@@ -248,10 +248,8 @@ def gc_parts(home_root: Path, referenced: set[str]) -> list[str]:
     if not parts.is_dir():
         return []
     removed = []
-    for entry in parts.iterdir():
+    for entry in parts.iterdir():  # read-only files in a writable directory can be removed as they are
         if entry.name.startswith(".tmp-") or (entry.name.startswith("seg-") and entry.name not in referenced):
-            for f in entry.iterdir() if entry.is_dir() else []:
-                f.chmod(0o644)
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry.name)
     return removed
