@@ -39,3 +39,14 @@ def make_app(home: IndexHome, embedder, web=None, **settings):
     state = app.state.serving
     state.context_service = ContextService(state, ContextSettings(**{"warm_up": False, **settings}), web)
     return app
+
+
+def serve_handler(handler) -> tuple:
+    """Start a real HTTP server on a free loopback port with ``handler`` (a BaseHTTPRequestHandler class) in a
+    daemon thread; returns (server, its OpenAI-style base URL ending in /v1)."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
-from context_support import example_index, make_app
+from context_support import example_index, make_app, serve_handler
 from fastapi.testclient import TestClient
 
 
@@ -50,9 +49,7 @@ class FakeLLM:
             def log_message(self, *args) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve_handler(Handler)
 
 
 @pytest.fixture(scope="module")

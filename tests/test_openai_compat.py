@@ -10,13 +10,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import openai
 import pytest
 import uvicorn
-from context_support import INTERNAL_KEY, example_index, make_app
+from context_support import INTERNAL_KEY, example_index, make_app, serve_handler
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +88,7 @@ class StreamingLLM:
             def log_message(self, *args) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve_handler(Handler)
 
 
 @pytest.fixture(scope="module")
