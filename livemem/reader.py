@@ -33,6 +33,7 @@ import duckdb
 import numpy as np
 
 from livemem import records
+from livemem.dense import DenseRows
 from livemem.errors import LivingMemoryError
 from livemem.sparse import SparseScorer
 from livemem.store import CHROMA, MANIFEST, IndexHome
@@ -168,28 +169,6 @@ class Snapshot:
         if self._con is not None:
             self._con.close()
             self._con = None
-
-
-class DenseRows:
-    """The vectors of a snapshot's rows, kept per segment (shared with other snapshots): ``matrix @ vector``
-    scores every row; ``materialize()`` is the whole matrix in row order (a copy)."""
-
-    def __init__(self, parts: list[tuple[np.ndarray, np.ndarray]], dim: int) -> None:
-        self.parts = parts  # (segment vectors, the segment rows this snapshot holds, in order)
-        self.size = sum(int(rows.size) for _, rows in parts)
-        self.shape = (self.size, dim)
-
-    def __matmul__(self, vector: np.ndarray) -> np.ndarray:
-        if not self.parts:
-            return np.zeros(0, dtype=np.float32)
-        # the whole segment, then the rows held: a product over a few deleted rows costs less than copying the rest
-        out = [dense @ vector if rows.size == dense.shape[0] else (dense @ vector)[rows] for dense, rows in self.parts]
-        return np.concatenate(out)
-
-    def materialize(self) -> np.ndarray:
-        if not self.parts:
-            return np.zeros(self.shape, dtype=np.float32)
-        return np.concatenate([dense[rows] for dense, rows in self.parts])
 
 
 @dataclass
