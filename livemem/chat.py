@@ -270,6 +270,26 @@ def best_sentences(content: str, message: str, n: int = 2) -> str:
     return " ".join(sentences[i] for i in sorted(ranked))
 
 
+HEDGES = {
+    "light": "Please confirm hours and eligibility with the office before you go.",
+    "strong": "The evidence found is thin and may not answer your question; please check with 211 or the office.",
+}
+
+
+def within_budget(lines: list[str], max_words: int | None) -> list[str]:
+    """The first lines whose words fit the answer budget (always the first): whole items, so no citation is cut."""
+    if not max_words:
+        return lines
+    kept, used = [], 0
+    for line in lines:
+        words = len(line.split())
+        if kept and used + words > max_words:
+            break
+        kept.append(line)
+        used += words
+    return kept
+
+
 def extractive_answer(context: dict[str, Any]) -> str:
     lines: list[str] = []
     for row in [r for r in context["registry"] if r.get("ref")][:3]:
@@ -289,6 +309,12 @@ def extractive_answer(context: dict[str, Any]) -> str:
         lines.append(f"- Web ({item['source']}, not authoritative): {item['title']}: {item['snippet']} [{item['ref']}]")
     if not lines:
         return CLARIFY_TEXT
+    route = context["route"]
+    lines = within_budget(lines, (route.get("budget") or {}).get("max_words"))
+    lines.extend(offer["text"] for offer in route.get("negotiation") or [])
+    hedge = HEDGES.get((route.get("budget") or {}).get("hedging", "none"))
+    if hedge:
+        lines.append(hedge)
     heading = personas().get(persona_key(context["route"].get("persona") or ""))
     head = (
         heading.heading if heading is not None and heading.heading
@@ -357,7 +383,9 @@ def guard(answer: str, context: dict[str, Any], snap: Snapshot, mode: str) -> tu
     if leaks(snap, hidden, answer) or any(c.get("collection") in hidden for c in cited):
         report["action"] = "blocked: the answer held text the caller's role may not read"
         return REFUSE_TEXT, [], report
-    evidence_answer = context["route"]["response_class"] == "answer" and context["route"]["intents"] != ["greeting"]
+    evidence_answer = context["route"]["response_class"] in ("answer", "negotiate") and context["route"]["intents"] != [
+        "greeting"
+    ]
     if evidence_answer and not cited and mode != "off":
         if mode == "refuse":
             report["action"] = "refused: the answer cites no evidence"

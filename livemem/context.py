@@ -32,7 +32,7 @@ from livemem.gis_index import GisIndex, cached_gis_index
 from livemem.places import STATE, Place, county_name, find_places, zip_place
 from livemem.reader import Snapshot
 from livemem.registry import RegistryQueryError, load_registry_index, resolve
-from livemem.retrieval import Filters, Query, Retriever, chunk_result, top_order
+from livemem.retrieval import Filters, FusionSettings, Query, Retriever, chunk_result, top_order
 
 REGISTRY_NAME = "local_resources"
 
@@ -70,6 +70,9 @@ class ContextSettings(BaseModel):
     llm_retries: int = Field(2, ge=0, le=10)
     audit: bool = True
     audit_dir: Path | None = None
+    thread_store_size: int = Field(10_000, ge=0, description="threads remembered per process (0: none)")
+    thread_ttl_s: float = Field(1800.0, gt=0, description="a thread is forgotten this long after its last message")
+    answer_words: int = Field(200, ge=20, le=2000, description="answer budget in words without a persona's own")
 
     @property
     def model_name(self) -> str:
@@ -89,6 +92,9 @@ class ContextSettings(BaseModel):
             ("LIVEMEM_CHAT_GUARDRAIL", "guardrail"),
             ("LIVEMEM_AUDIT", "audit"),
             ("LIVEMEM_AUDIT_DIR", "audit_dir"),
+            ("LIVEMEM_THREAD_STORE_SIZE", "thread_store_size"),
+            ("LIVEMEM_THREAD_TTL_S", "thread_ttl_s"),
+            ("LIVEMEM_ANSWER_WORDS", "answer_words"),
             ("LLM_BASE_URL", "llm_base_url"),
             ("LLM_MODEL", "llm_model"),
             ("LLM_API_KEY", "llm_api_key"),
@@ -124,6 +130,13 @@ class ContextRequest:
     persona: str | None = None
     collections: tuple[str, ...] = ()  # () : every collection the caller may read
     framing: str = ""
+    # Where county / zip came from when not from this request ("conversation: town Oak Hill"; livemem.conversation).
+    place_from: str | None = None
+    min_score: float | None = None  # on the normalised scale [0, 1] (``normalized_score``)
+    recency_bias: float = 0.0
+    recency_half_life_days: float | None = None
+    max_words: int | None = None  # the answer budget (None: the persona's, else ``answer_words``)
+    conversation: dict[str, Any] | None = None  # what the conversation carried (route.conversation)
 
 
 @dataclass(frozen=True)
@@ -228,6 +241,64 @@ def resource_types(message: str) -> list[str]:
     return [t for t, p in RESOURCE_PATTERNS.items() if p.search(message)]
 
 
+# Population hints: who the help is for. They steer the registry lookups to the program types that population is
+# usually referred to when the message names none, and rank rows whose eligibility or description mentions that
+# population first (docs/context.md, "Population hints").
+POPULATIONS: list[tuple[str, str, tuple[str, ...], str]] = [
+    (
+        "senior",
+        r"grand(?:mother|father|parents?|ma|pa)|elderly|seniors?|older (?:adults?|people)|aging parents?|retir(?:ed|ees?)",
+        ("senior_services", "medicaid", "utility_assistance", "healthcare", "transportation"),
+        r"senior|elderly|older|aging|long-term care|\b6[05]\+?",
+    ),
+    (
+        "family_with_children",
+        r"famil(?:y|ies) with (?:kids|children|a baby|young children)|my (?:kids|children|baby|son|daughter)|"
+        r"kids|children|infants?|toddlers?|newborns?|babies",
+        ("wic", "snap", "childcare", "seasonal_assistance", "medicaid", "food_pantry"),
+        r"child|famil|infant|kids|baby",
+    ),
+    (
+        "pregnant",
+        r"pregnan\w*|expecting a baby|breastfeed\w*|postpartum",
+        ("wic", "medicaid", "healthcare"),
+        r"pregnan|breastfeed|postpartum",
+    ),
+    (
+        "veteran",
+        r"veterans?|vets|served in the (?:army|navy|military|marines|air force)",
+        ("healthcare", "behavioral_health", "housing", "employment", "disability_services"),
+        r"veteran",
+    ),
+    (
+        "disability",
+        r"disabilit(?:y|ies)|disabled|wheelchair",
+        ("disability_services", "medicaid", "transportation"),
+        r"disabilit|disabled",
+    ),
+]
+POPULATION_PATTERNS = [
+    (name, re.compile(rf"\b(?:{words})\b", re.IGNORECASE), types, re.compile(rows, re.IGNORECASE))
+    for name, words, types, rows in POPULATIONS
+]
+
+
+def population_hints(message: str) -> list[dict[str, Any]]:
+    """The populations a message names, each with the words that named it and the program types it steers to."""
+    found = []
+    for name, pattern, types, _ in POPULATION_PATTERNS:
+        if m := pattern.search(message):
+            found.append({"population": name, "matched": m.group(0), "resource_types": list(types)})
+    return found
+
+
+def serves_population(row: dict[str, Any], populations: list[dict[str, Any]]) -> bool:
+    """Whether a registry row's eligibility or description names one of the populations."""
+    text = f"{row.get('eligibility') or ''} {row.get('description') or ''}"
+    wanted = {p["population"] for p in populations}
+    return any(rows.search(text) for name, _, _, rows in POPULATION_PATTERNS if name in wanted)
+
+
 # --- 2. self-querying --------------------------------------------------------------------------------------------
 MONTHS = {
     m: i + 1
@@ -325,7 +396,14 @@ class SelfQuery:
     updated_after: datetime | None = None
     updated_before: datetime | None = None
     resource_types: list[str] = field(default_factory=list)
+    populations: list[dict[str, Any]] = field(default_factory=list)
     notes: list[dict[str, str]] = field(default_factory=list)
+
+    def steered_types(self) -> list[str]:
+        """The program types of the registry lookups: the message's own, else its populations' (in order)."""
+        if self.resource_types:
+            return self.resource_types
+        return list(dict.fromkeys(t for p in self.populations for t in p["resource_types"]))
 
     def filters(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -351,7 +429,7 @@ def self_query(request: ContextRequest, known_collections: list[str], now: datet
             sq.notes.append({"field": "county", "value": county, "from": source})
 
     if request.county:
-        add_county(county_name(request.county) or request.county, "request county")
+        add_county(county_name(request.county) or request.county, request.place_from or "request county")
     profile = request.profile or {}
     if isinstance(profile.get("county"), str):
         add_county(county_name(profile["county"]) or profile["county"], "profile county")
@@ -360,9 +438,11 @@ def self_query(request: ContextRequest, known_collections: list[str], now: datet
         place = zip_place(zip_code)
         sq.zip = zip_code
         sq.zip_state = place.state if place else None
-        sq.notes.append({"field": "zip", "value": zip_code, "from": "request zip"})
+        sq.notes.append({"field": "zip", "value": zip_code, "from": request.place_from or "request zip"})
         if place and place.state == STATE:
-            add_county(place.county, f"ZIP {zip_code}")
+            add_county(
+                place.county, f"{request.place_from}: ZIP {zip_code}" if request.place_from else f"ZIP {zip_code}"
+            )
     sq.places = find_places(request.message)
     for place in sq.places:
         if place.kind == "zip":
@@ -393,6 +473,7 @@ def self_query(request: ContextRequest, known_collections: list[str], now: datet
     sq.updated_after, sq.updated_before = times.get("updated_after"), times.get("updated_before")
     sq.notes.extend(time_notes)
     sq.resource_types = resource_types(request.message)
+    sq.populations = population_hints(request.message)
     return sq
 
 
@@ -452,17 +533,32 @@ def gis_for(snap: Snapshot) -> GisIndex | None:
     return cached_gis_index(str(snap.path))
 
 
+def best_fused_score(fusion: FusionSettings) -> float:
+    """The hybrid score of a chunk ranked first by both the dense and the BM25 ranking: the most reciprocal rank
+    fusion gives, before attention and recency multiply it."""
+    return (fusion.dense_weight + fusion.sparse_weight) / (fusion.k + 1)
+
+
+def normalized_score(score: float, fusion: FusionSettings) -> float:
+    """A hybrid (RRF) score on the documented [0, 1] scale: relative to ``best_fused_score``, capped at 1 (attention
+    and recency may lift a score past it). First in both rankings: 1.0; first in one only: 0.5; 10th in both:
+    ≈0.87; 30th in one only: ≈0.34 (k = 60)."""
+    return round(min(1.0, max(0.0, score / best_fused_score(fusion))), 6)
+
+
 def text_search(
     snap: Snapshot,
     retriever: Retriever,
-    message: str,
+    request: ContextRequest,
     vector: np.ndarray,
     collections: list[str],
     sq: SelfQuery,
     top_k: int,
     min_dense: float,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Passages passing the threshold: the counties' own passages first, then the rest (minus other counties')."""
+    """Passages passing the thresholds (cosine ``min_dense``; the request's ``min_score`` on the normalised scale):
+    the counties' own passages first, then the rest (minus other counties')."""
+    message = request.message
     base = {"seal_state": sq.seal_state, "updated_after": sq.updated_after, "updated_before": sq.updated_before}
     searches = []
     if sq.counties:
@@ -474,13 +570,17 @@ def text_search(
     for filters in searches:
         if len(out) >= top_k:
             break
-        found = retriever.search(snap, Query(message, top_k, collections=tuple(collections), filters=filters),
-                                 collections, vector)  # fmt: skip
+        query = Query(message, top_k, collections=tuple(collections), filters=filters,
+                      recency_bias=request.recency_bias, recency_half_life_days=request.recency_half_life_days)  # fmt: skip
+        found = retriever.search(snap, query, collections, vector)
         candidates = max(candidates, found.candidates)
         for hit in found.chunks:
             if (hit.dense or 0.0) < min_dense or len(out) >= top_k:
                 continue
-            result = chunk_result(snap, hit)
+            normalized = normalized_score(hit.score, retriever.fusion)
+            if request.min_score is not None and normalized < request.min_score:
+                continue
+            result = {**chunk_result(snap, hit), "score_normalized": normalized}
             county = result["metadata"].get("county")
             if wanted and county and county not in wanted:
                 continue  # another county's rules would poison this answer
@@ -499,6 +599,7 @@ def passage(result: dict[str, Any]) -> dict[str, Any]:
         "county": meta.get("county"),
         "seal_state": result["seal_state"],
         "score": result["score"],
+        "score_normalized": result["score_normalized"],
         "scores": result["scores"],
         "provenance": result["provenance"],
         "local_resource_id": meta.get("local_resource_id"),
@@ -567,6 +668,9 @@ def structured_facts(gis: GisIndex, entities: list[dict[str, Any]]) -> list[dict
     return facts
 
 
+MAX_LOOKUP_COUNTIES = 3
+TYPE_LABELS = {"snap": "SNAP", "wic": "WIC", "medicaid": "Medicaid"}
+ALTERNATIVES = 3  # programs of a missing type offered from other counties
 REGISTRY_FIELDS = (
     "local_resource_id", "name", "resource_type", "county", "zip", "address", "contact_phone", "url", "hours",
     "eligibility", "description", "verification_status", "last_verified_at", "match",
@@ -576,27 +680,71 @@ REGISTRY_FIELDS = (
 def registry_lookup(
     snap: Snapshot, sq: SelfQuery, ids: list[str], limit: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Verified registry rows for the place and the resource types; the lookups made (for the audit)."""
+    """Verified registry rows for the place (each county named, at most three) and the program types (the
+    message's, else its populations'); rows serving a named population first. Also the lookups made (audit)."""
     index = load_registry_index(snap.path)
     if index is None or limit <= 0:
         return [], []
     place_zip = sq.zip if sq.zip_state == index.state else None
-    county = sq.counties[0] if sq.counties else None
-    if place_zip is None and county is None and not sq.resource_types and not ids:
+    counties: list[str | None] = list(sq.counties[:MAX_LOOKUP_COUNTIES]) or [None]
+    types = sq.steered_types()
+    if place_zip is None and counties == [None] and not types and not ids:
         return [], []
+    steered = not sq.resource_types and bool(types)
     rows: dict[str, dict[str, Any]] = {}
     lookups: list[dict[str, Any]] = []
-    for rtype in sq.resource_types or [None]:
-        args = {"zip": place_zip, "county": county, "resource_type": rtype, "ids": ids}
-        try:
-            found = resolve(index, limit=limit, **args)
-        except RegistryQueryError as exc:
-            lookups.append({**args, "error": str(exc)})
+    for i, county in enumerate(counties):
+        for rtype in types or [None]:
+            # the ZIP narrows the county it lies in (the first); other counties named are searched whole
+            args = {"zip": place_zip if i == 0 else None, "county": county, "resource_type": rtype, "ids": ids}
+            try:
+                found = resolve(index, limit=limit, **args)
+            except RegistryQueryError as exc:
+                lookups.append({**args, "error": str(exc)})
+                continue
+            lookup = {**args, "total": found.total, "returned": [r["local_resource_id"] for r in found.rows]}
+            if steered:
+                lookup["steered_by"] = [p["population"] for p in sq.populations if rtype in p["resource_types"]]
+            lookups.append(lookup)
+            for row in found.rows:
+                rows.setdefault(row["local_resource_id"], {k: row.get(k) for k in REGISTRY_FIELDS})
+    ordered = list(rows.values())
+    if sq.populations:
+        ordered.sort(key=lambda row: not serves_population(row, sq.populations))  # stable: resolve's order within
+    return ordered[:limit], lookups
+
+
+def negotiation(
+    snap: Snapshot, sq: SelfQuery, registry: list[dict[str, Any]], lookups: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """What to agree on with the person when the evidence answers only part of the request (response class
+    ``negotiate``): a program type they named with no verified program at their place (the nearest listed
+    elsewhere are offered), or several counties named (which one do they mean?)."""
+    offers: list[dict[str, Any]] = []
+    if len(sq.counties) > 1:
+        offers.append({"kind": "choose_county", "counties": sq.counties,
+                       "text": f"You named {' and '.join(sq.counties)} counties: evidence for each is below; "
+                               "which one do you mean?"})  # fmt: skip
+    index = load_registry_index(snap.path)
+    place = f"{sq.counties[0]} County" if sq.counties else f"ZIP {sq.zip}" if sq.zip else None
+    if index is None or place is None or not sq.resource_types:
+        return offers
+    have = {row["resource_type"] for row in registry}
+    for rtype in sq.resource_types:
+        asked = [lk for lk in lookups if lk.get("resource_type") == rtype and "error" not in lk]
+        if rtype in have or not asked or any(lk["total"] for lk in asked):
             continue
-        lookups.append({**args, "total": found.total, "returned": [r["local_resource_id"] for r in found.rows]})
-        for row in found.rows:
-            rows.setdefault(row["local_resource_id"], {k: row.get(k) for k in REGISTRY_FIELDS})
-    return list(rows.values())[:limit], lookups
+        elsewhere = [r for r in resolve(index, resource_type=rtype, limit=ALTERNATIVES).rows
+                     if r["county"] not in sq.counties]  # fmt: skip
+        label = TYPE_LABELS.get(rtype, rtype.replace("_", " "))
+        if elsewhere:
+            names = "; ".join(f"{r['name']} ({r['county']} County)" for r in elsewhere)
+            text = f"No verified {label} program is listed for {place}. Listed elsewhere: {names}. Would one of those work?"
+        else:
+            text = f"No verified {label} program is listed for {place} or anywhere in Living Memory; 211 can help find one."
+        offers.append({"kind": "elsewhere" if elsewhere else "none_listed", "resource_type": rtype, "missing_in": place,
+                       "alternatives": [{k: r.get(k) for k in REGISTRY_FIELDS} for r in elsewhere], "text": text})  # fmt: skip
+    return offers
 
 
 # --- 5. prompt assembly ------------------------------------------------------------------------------------------------
@@ -675,7 +823,11 @@ def citation_for(section: str, item: dict[str, Any]) -> dict[str, Any]:
 
 
 def assemble_prompt(
-    message: str, sections: dict[str, list[dict[str, Any]]], wv_scoped: bool, settings: ContextSettings
+    message: str,
+    sections: dict[str, list[dict[str, Any]]],
+    wv_scoped: bool,
+    settings: ContextSettings,
+    extra_system: list[str] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """System text with the grounding instruction, then the labelled context block, within the size budget.
 
@@ -684,7 +836,7 @@ def assemble_prompt(
     Citation numbers follow the order of the context block.
     """
     grounding = GROUNDING_WV if wv_scoped else GROUNDING_OPEN
-    system = f"{SYSTEM_TEXT}\n{grounding}"
+    system = "\n".join([SYSTEM_TEXT, grounding, *(extra_system or [])])
     question = f"\n\nQuestion: {message}"
     budget = settings.prompt_budget_chars - len(system) - len(question) - 40
     order = (
@@ -742,6 +894,56 @@ def assemble_prompt(
     return prompt, citations
 
 
+# --- response budgets ---------------------------------------------------------------------------------------------
+PERSONA_ANSWER_WORDS = {"community": 120, "caseworker": 250, "governance_engineer": 250, "researcher": 350}
+HEDGING_TEXT = {
+    "none": "The evidence is verified or authoritative: state it plainly, without hedging.",
+    "light": "The evidence is documents and places, not verified program listings: say the person should confirm "
+    "details (hours, eligibility) with the office.",
+    "strong": "The evidence is thin (weak matches or web results only): say plainly that it may not answer the "
+    "question and do not guess.",
+}
+NEGOTIATE_TEXT = (
+    "The evidence answers only part of the request: say what is missing, offer the listed alternatives and ask "
+    "which the person prefers."
+)
+STRONG_BELOW = 0.35  # best passage cosine under this, with no verified program or place: the evidence is thin
+
+
+def response_budget(
+    response_class: str,
+    intents: list[str],
+    sections: dict[str, list[dict[str, Any]]],
+    request: ContextRequest,
+    settings: ContextSettings,
+) -> dict[str, Any]:
+    """How long the answer may be and how much it must hedge, and why (``route.budget``)."""
+    words = request.max_words or PERSONA_ANSWER_WORDS.get(request.persona or "", settings.answer_words)
+    if intents == ["greeting"] or response_class in ("clarify", "redirect", "refuse"):
+        return {"max_words": words, "hedging": "none", "reasons": ["a fixed reply: nothing to hedge"]}
+    verified = [r for r in sections["registry"] if r.get("verification_status") == "verified"]
+    sealed = [p for p in sections["unstructured"] if p["seal_state"] == "SEALED"]
+    best = max((p["scores"].get("dense") or 0.0 for p in sections["unstructured"]), default=0.0)
+    local = sections["unstructured"] or sections["spatial"] or sections["registry"]
+    if not local:
+        hedging, reasons = "strong", ["web results only: not authoritative"]
+    elif not verified and not sealed and not sections["spatial"] and best < STRONG_BELOW:
+        hedging, reasons = "strong", [f"best passage cosine {best:.2f} < {STRONG_BELOW}"]
+    elif (verified or sealed) and response_class == "answer":
+        hedging = "none"
+        reasons = [f"{len(verified)} verified program(s)" if verified else f"{len(sealed)} sealed passage(s)"]
+    else:
+        hedging = "light"
+        reasons = ["only part of the request is answered"] if response_class == "negotiate" else [
+            "documents and places, no verified program or sealed source"]  # fmt: skip
+    return {"max_words": words, "hedging": hedging, "reasons": reasons}
+
+
+def budget_instruction(budget: dict[str, Any], response_class: str) -> str:
+    text = f"Answer in at most {budget['max_words']} words. {HEDGING_TEXT[budget['hedging']]}"
+    return f"{text} {NEGOTIATE_TEXT}" if response_class == "negotiate" else text
+
+
 # --- the whole flow ------------------------------------------------------------------------------------------------------
 REDIRECT_EMERGENCY = "This sounds urgent: call 911 for an emergency, or 988 (call or text) for a mental health crisis."
 GREETING_REPLY = (
@@ -785,6 +987,7 @@ def build_context(
     queried: list[str] = []
     registry_lookups: list[dict[str, Any]] = []
     candidates = 0
+    offers: list[dict[str, Any]] = []
     response_class, reason = "answer", "evidence found"
     web_info: dict[str, Any] = {"admitted": False, "reason": "", "calls": []}
     out_of_state = [p for p in sq.places if p.state != STATE]
@@ -803,9 +1006,7 @@ def build_context(
         collections = sq.collections or elig.collections
         vector = retriever.encode(request.message)
         tick("encode")
-        found, candidates = text_search(
-            snap, retriever, request.message, vector, collections, sq, top_k, settings.min_dense
-        )
+        found, candidates = text_search(snap, retriever, request, vector, collections, sq, top_k, settings.min_dense)
         sections["unstructured"] = [passage(r) for r in found]
         queried.extend(collections)
         tick("text")
@@ -839,13 +1040,24 @@ def build_context(
         if not any(sections[s] for s in ("unstructured", "spatial", "registry", "web")):
             response_class, reason = "clarify", "no eligible evidence passed the thresholds"
             tick("thresholds")
+        elif offers := negotiation(snap, sq, sections["registry"], registry_lookups) if elig.registries else []:
+            response_class = "negotiate"
+            reason = "only part of the request is answered: " + "; ".join(o["kind"] for o in offers)
+            known = {r["local_resource_id"] for r in sections["registry"]}
+            for offer in offers:  # the alternatives become evidence, so the answer can cite them
+                for row in offer.get("alternatives", []):
+                    if row["local_resource_id"] not in known:
+                        known.add(row["local_resource_id"])
+                        sections["registry"].append({**row, "match": f"elsewhere: no {offer['resource_type']} "
+                                                     f"program in {offer['missing_in']}"})  # fmt: skip
+            tick("negotiate")
     if not web_info["reason"]:
         web_info["reason"] = f"excluded: no retrieval ({response_class})"
-    prompt, citations = assemble_prompt(request.message, sections, wv_scoped, settings)
-    if request.framing:
-        prompt["system"] += f"\n{request.framing}"
-        prompt["text"] = f"{prompt['system']}\n\n{prompt['context']}"
-        prompt["chars"] = len(prompt["text"])
+    budget = response_budget(response_class, intents, sections, request, settings)
+    extra = [request.framing] if request.framing else []
+    if response_class in ("answer", "negotiate") and intents != ["greeting"]:
+        extra.append(budget_instruction(budget, response_class))
+    prompt, citations = assemble_prompt(request.message, sections, wv_scoped, settings, extra)
     tick("prompt")
     filters = sq.filters()
     notes = sq.notes
@@ -860,6 +1072,17 @@ def build_context(
         "wv_reasons": wv_reasons,
         "eligibility": {"role": caller.role, **elig.public()},
         "persona": request.persona,
+        "population": sq.populations,
+        "negotiation": offers if response_class == "negotiate" else [],
+        "budget": budget,
+        "recency": {
+            "bias": request.recency_bias,
+            "half_life_days": request.recency_half_life_days or retriever.recency_half_life_days,
+        }
+        if request.recency_bias
+        else None,
+        "min_score": request.min_score,
+        "conversation": request.conversation,
         "sources_queried": queried,
         "registry_lookups": registry_lookups,
         "web": web_info,

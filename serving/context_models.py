@@ -53,7 +53,28 @@ class ContextRequest(BaseModel):
     zip: str | None = Field(None, pattern=r"^[0-9]{5}$", description="5-digit ZIP code")
     profile: Profile | None = None
     top_k: int | None = Field(None, ge=1, le=50, description="text passages (default LIVEMEM_CONTEXT_TOP_K, 6)")
-    thread_id: str | None = Field(None, max_length=128, description="the conversation, echoed and audited")
+    thread_id: str | None = Field(
+        None,
+        max_length=128,
+        description="the conversation: its place, persona and topic carry to the next message with this id and "
+        "the same API key (per process, expiring; `history` is the robust path with several workers)",
+    )
+    history: list[Annotated[str, Field(max_length=4000)]] | None = Field(
+        None,
+        max_length=50,
+        description="the conversation's earlier user messages, oldest first: their place, persona and topic carry "
+        "forward (used instead of the thread's stored state)",
+    )
+    min_score: float | None = Field(
+        None, ge=0, le=1, description="passages below this normalised score (`score_normalized`, 0..1) are dropped"
+    )
+    recency_bias: float = Field(0.0, ge=0, le=10, description="boost × 0.5^(age / half-life) by `updated_at`")
+    recency_half_life_days: float | None = Field(
+        None, gt=0, le=36_500, description="default LIVEMEM_RECENCY_HALF_LIFE_DAYS"
+    )
+    max_words: int | None = Field(
+        None, ge=20, le=2000, description="the answer budget in words (default: the persona's, else 200)"
+    )
 
     @field_validator("message")
     @classmethod
@@ -99,10 +120,41 @@ class WebDecision(BaseModel):
     calls: list[dict[str, Any]]
 
 
+class PopulationHint(BaseModel):
+    population: str
+    matched: str = Field(description="the words that named it")
+    resource_types: list[str] = Field(description="the program types it steers registry lookups to")
+
+
+class Offer(BaseModel):
+    kind: Literal["choose_county", "elsewhere", "none_listed"]
+    text: str = Field(description="the offer, as the answer words it")
+    counties: list[str] | None = None
+    resource_type: str | None = None
+    missing_in: str | None = None
+    alternatives: list[dict[str, Any]] | None = None
+
+
+class Budget(BaseModel):
+    max_words: int = Field(description="the answer's length budget in words")
+    hedging: Literal["none", "light", "strong"] = Field(description="how much the answer must hedge")
+    reasons: list[str]
+
+
+class Conversation(BaseModel):
+    source: Literal["thread", "history"] = Field(
+        description="history: the request's earlier messages; thread: the state stored for thread_id"
+    )
+    earlier_turns: int
+    carried: dict[str, Any] = Field(
+        description="what came from earlier turns: place {county, zip, from}, topic, persona"
+    )
+
+
 class Route(BaseModel):
     intents: list[Literal["greeting", "governance", "spatial", "resource", "factual", "general"]]
     rules: list[RouteRule]
-    response_class: Literal["answer", "clarify", "refuse", "redirect"]
+    response_class: Literal["answer", "negotiate", "clarify", "refuse", "redirect"]
     reason: str
     filters: RouteFilters
     self_query: list[SelfQueryNote]
@@ -115,6 +167,12 @@ class Route(BaseModel):
     candidates: int
     steps_ms: dict[str, float]
     persona: str | None = Field(None, description="the persona the request named (its `role` field)")
+    population: list[PopulationHint] = Field(default_factory=list)
+    negotiation: list[Offer] = Field(default_factory=list, description="the offers of a `negotiate` response")
+    budget: Budget | None = None
+    recency: dict[str, float] | None = Field(None, description="the recency bias applied (bias, half_life_days)")
+    min_score: float | None = Field(None, description="the normalised score threshold applied")
+    conversation: Conversation | None = Field(None, description="what the conversation carried into this message")
 
 
 class Passage(BaseModel):
@@ -125,7 +183,11 @@ class Passage(BaseModel):
     heading_path: list[str]
     county: str | None
     seal_state: str
-    score: float
+    score: float = Field(description="the raw hybrid (reciprocal rank fusion) score, ≈0.03 at best")
+    score_normalized: float = Field(
+        description="the score on the documented 0..1 scale: relative to the best possible fused score "
+        "(first in both rankings), capped at 1; `min_score` applies to it"
+    )
     scores: dict[str, float | None]
     provenance: dict[str, Any]
     local_resource_id: str | None = None
@@ -278,6 +340,10 @@ class LivingMemoryOptions(BaseModel):
     top_k: int | None = Field(None, ge=1, le=50)
     thread_id: str | None = Field(None, max_length=128)
     persona: str | None = Field(None, max_length=64, description="as the `role` of /chat: narrows, never widens")
+    min_score: float | None = Field(None, ge=0, le=1, description="as on /chat: on the normalised 0..1 scale")
+    recency_bias: float = Field(0.0, ge=0, le=10)
+    recency_half_life_days: float | None = Field(None, gt=0, le=36_500)
+    max_words: int | None = Field(None, ge=20, le=2000, description="the answer budget in words")
 
 
 class StreamOptions(BaseModel):

@@ -1,5 +1,6 @@
 """What /context, /chat, /v1/chat/completions and the MCP server share in one process: the answer cache, the
-audit writer, the web gateway, the LLM backend, the warm-up, and their metrics (registered on the app's registry).
+audit writer, the web gateway, the LLM backend, the warm-up, the conversation threads (``livemem.conversation``),
+and their metrics (registered on the app's registry).
 
 Created once per app on first use (``context_service(state)``), from ``ContextSettings.from_env()`` unless the
 app was given settings (``app.state.context_settings``).
@@ -19,6 +20,7 @@ from livemem.audit import AuditWriter, audit_record
 from livemem.cache import cache_key
 from livemem.chat import OpenAICompatibleBackend, generate
 from livemem.context import Caller, ContextRequest, ContextSettings, build_context
+from livemem.conversation import Carried, ThreadStore, carry, from_history
 from livemem.places import find_places
 from livemem.reader import Snapshot
 from livemem.traces import retrieval_events
@@ -61,6 +63,9 @@ class _Collector:
         yield CounterMetricFamily("livemem_audit_records", "audit records written", value=s.audit.written)
         yield CounterMetricFamily("livemem_audit_write_failures", "audit writes that failed", value=s.audit.failures)
         yield CounterMetricFamily("livemem_warm_up_runs", "warm-up questions answered", value=s.warmed_questions)
+        yield GaugeMetricFamily(
+            "livemem_conversation_threads", "threads remembered in this process", value=len(s.threads)
+        )
 
 
 class ContextService:
@@ -76,11 +81,38 @@ class ContextService:
         self.warmed_questions = 0
         self._warmed: set[str] = set()
         self._lock = threading.Lock()
+        self.threads = ThreadStore(settings.thread_store_size, settings.thread_ttl_s)
         find_places("Oak Hill 25901")  # build the place tables now, not in the first request
         state.metrics.registry.register(_Collector(self))
 
     def caller(self, role: Role) -> Caller:
         return Caller(role.name, role.access)
+
+    def conversation(
+        self,
+        scope: str,
+        thread_id: str | None,
+        history: list[str] | None,
+        message: str,
+        *,
+        county: str | None = None,
+        zip_code: str | None = None,
+        profile: dict[str, Any] | None = None,
+        persona: str | None = None,
+    ) -> Carried:
+        """``message`` with what its conversation carries: from ``history`` when the request sent earlier turns,
+        else from the state stored for (``scope``, ``thread_id``). ``remember`` the result's state once the
+        request is accepted."""
+        if history:
+            state, source = from_history(history), "history"
+        else:
+            state, source = self.threads.get(scope, thread_id), "thread"
+        if state is None:
+            return carry(from_history([]), message, county=county, zip_code=zip_code, profile=profile, persona=persona)
+        return carry(state, message, county=county, zip_code=zip_code, profile=profile, persona=persona, source=source)
+
+    def remember(self, scope: str, thread_id: str | None, carried: Carried) -> None:
+        self.threads.put(scope, thread_id, carried.state)
 
     def _key(self, kind: str, caller: Caller, request: ContextRequest, snap: Snapshot) -> str:
         return cache_key(
@@ -95,6 +127,8 @@ class ContextService:
             top_k=request.top_k,
             web=self.web is not None,
             persona=[request.persona, list(request.collections), request.framing],
+            thresholds=[request.min_score, request.recency_bias, request.recency_half_life_days, request.max_words],
+            place_from=request.place_from,
         )
 
     def context(self, snap: Snapshot, caller: Caller, request: ContextRequest, audit: bool = True) -> dict[str, Any]:
@@ -124,6 +158,9 @@ class ContextService:
                 self.cache.put(key, result)  # a fallback answer is not kept: the backend may be back next time
         else:
             result = cached
+        # What belongs to this caller's conversation is never served from another caller's cached answer.
+        result = {**result, "thread_id": request.thread_id,
+                  "route": {**result["route"], "conversation": request.conversation}}  # fmt: skip
         hit = cached is not None
         trace_id = self.state.signer.issue(
             role=caller.role, index_version=snap.version_id, chunk_ids=[p["chunk_id"] for p in result["unstructured"]]

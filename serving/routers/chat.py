@@ -27,10 +27,9 @@ from livemem.chat import (
     generate,
     stream_answer,
 )
-from livemem.context import RESOURCE_PATTERNS, SECTIONS, resource_types, route_intents
+from livemem.context import SECTIONS
 from livemem.context import ContextRequest as Message
 from livemem.errors import LivingMemoryError
-from livemem.places import STATE, find_places
 from livemem.reader import IndexUnavailable, without_paths
 from serving.context_models import (
     ChatCompletion,
@@ -38,11 +37,12 @@ from serving.context_models import (
     ChatResponse,
     ContextRequest,
     LivingMemoryExtra,
+    LivingMemoryOptions,
 )
 from serving.context_service import ContextService, context_service
 from serving.deps import CallerRole, CurrentSnapshot, State, with_persona
 from serving.models import ErrorBody
-from serving.routers.context import message_of
+from serving.routers.context import ThreadScope, message_of
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["chat"])
@@ -81,12 +81,15 @@ def chat_body(result: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.post("/chat", response_model=ChatResponse, responses=ERRORS)
-def chat(body: ContextRequest, state: State, role: CallerRole, snap: CurrentSnapshot) -> ChatResponse:
+def chat(
+    body: ContextRequest, state: State, role: CallerRole, snap: CurrentSnapshot, scope: ThreadScope
+) -> ChatResponse:
     """/context, then an answer: from the configured LLM (LLM_BASE_URL, LLM_MODEL) or extractive, with numbered
     citations resolving to chunk, entity and registry ids, after the guardrail. `role` names a persona within the
-    caller's access (docs/seed-compat.md)."""
+    caller's access (docs/seed-compat.md); `thread_id` or `history` carry the conversation's place, persona and
+    topic (docs/context.md)."""
     service = context_service(state)
-    message, answered_as = message_of(body, role, state, snap)
+    message, answered_as = message_of(body, role, state, snap, scope)
     result = service.chat(snap, service.caller(answered_as), message)
     return ChatResponse.model_validate(chat_body(result))
 
@@ -184,53 +187,26 @@ def refuse_unsupported(body: ChatCompletionRequest) -> None:
         )
 
 
-def places_of(text: str) -> list:
-    return [p for p in find_places(text) if p.state == STATE]
-
-
-def conversation(body: ChatCompletionRequest) -> tuple[str, str | None, str | None, dict[str, Any]]:
-    """The message to retrieve for, its county and ZIP, and what the earlier user turns contributed.
-
-    The last user message is the question. When it names no place (and no county / ZIP option is given), the
-    place of the most recent earlier user turn naming one is used; when it names no topic (no program and no
-    intent but general / place words, e.g. "what about Raleigh County?"), the topic of the most recent earlier
-    turn that has one is added to it. Assistant and system turns are not used (the answer is grounded in the
-    evidence, not in earlier answers)."""
+def conversation(body: ChatCompletionRequest) -> tuple[str, list[str]]:
+    """The question (the last user message) and the earlier user turns, oldest first. Assistant and system turns
+    are not used: answers are grounded in the evidence, not in earlier answers."""
     users = [m.text() for m in body.messages if m.role == "user" and m.text().strip()]
     if not users:
         raise HTTPException(422, "messages must hold at least one user message with text")
-    last, earlier = users[-1][:MAX_MESSAGE], users[:-1]
-    options = body.living_memory
-    county, zip_code = (options.county, options.zip) if options else (None, None)
-    profile = options.profile if options and options.profile else None
-    notes: dict[str, Any] = {"earlier_user_turns": len(earlier)}
-    has_place = county or zip_code or (profile and (profile.county or profile.zip)) or places_of(last)
-    if not has_place:
-        for turn in reversed(earlier):
-            if found := places_of(turn):
-                place = found[-1]
-                if place.kind == "zip":
-                    zip_code = place.text
-                elif place.county:
-                    county = place.county
-                notes["place_from_earlier_turn"] = place.text
-                break
-    intents, _ = route_intents(last)
-    if not resource_types(last) and set(intents) <= {"general", "spatial"}:
-        for turn in reversed(earlier):
-            turn_intents, _ = route_intents(turn)
-            if resource_types(turn) or set(turn_intents) - {"general", "spatial", "greeting"}:
-                words = [m.group(0) for p in RESOURCE_PATTERNS.values() for m in p.finditer(turn)]
-                topic = ", ".join(dict.fromkeys(words))
-                if not topic:  # a governance or factual turn: its words without its places
-                    topic = turn
-                    for place in find_places(turn):
-                        topic = topic.replace(place.text, "")
-                    topic = " ".join(topic.split())
-                last = f"{last} (about: {topic})"[:MAX_MESSAGE]
-                notes["topic_from_earlier_turn"] = topic
-                break
-    return last, county, zip_code, notes
+    return users[-1][:MAX_MESSAGE], users[:-1]
+
+
+def history_report(earlier: list[str], notes: dict[str, Any] | None) -> dict[str, Any]:
+    """How the conversation was used (``living_memory.options.history``)."""
+    report: dict[str, Any] = {"earlier_user_turns": len(earlier)}
+    carried = (notes or {}).get("carried", {})
+    if "place" in carried:
+        report["place_from_earlier_turn"] = carried["place"]["from"]
+    if "topic" in carried:
+        report["topic_from_earlier_turn"] = carried["topic"]
+    if notes:
+        report["source"] = notes["source"]
+    return report
 
 
 def option_report(body: ChatCompletionRequest, answer: dict[str, Any], sampling: dict[str, Any]) -> dict[str, Any]:
@@ -252,18 +228,32 @@ def option_report(body: ChatCompletionRequest, answer: dict[str, Any], sampling:
 
 
 @openai_router.post("/v1/chat/completions", response_model=ChatCompletion, responses=ERRORS)
-def chat_completions(body: ChatCompletionRequest, state: State, role: CallerRole, snap: CurrentSnapshot):
+def chat_completions(
+    body: ChatCompletionRequest, state: State, role: CallerRole, snap: CurrentSnapshot, scope: ThreadScope
+):
     """OpenAI-compatible chat completion (streaming too). The last user message is the question, earlier user
-    turns fill in its place and topic; the answer's evidence is in the extra field `living_memory`."""
+    turns (or, without them, the stored thread) fill in its place, topic and persona; the answer's evidence is in
+    the extra field `living_memory`."""
     refuse_unsupported(body)
     service = context_service(state)
     backend = backend_for(body.model, service)
-    text, county, zip_code, history = conversation(body)
-    options = body.living_memory
-    profile = options.profile.model_dump(exclude_none=True) if options and options.profile else {}
-    thread = (options.thread_id if options else None) or body.user
-    message = Message(text, county, zip_code, profile, options.top_k if options else None, thread)
-    message, answered_as = with_persona(message, options.persona if options else None, role, state, snap)
+    text, earlier = conversation(body)
+    options = body.living_memory or LivingMemoryOptions()
+    profile = options.profile.model_dump(exclude_none=True) if options.profile else {}
+    thread = options.thread_id or body.user
+    carried = service.conversation(
+        scope, thread, earlier, text, county=options.county, zip_code=options.zip, profile=profile,
+        persona=options.persona,
+    )  # fmt: skip
+    history = history_report(earlier, carried.notes)
+    message = Message(
+        carried.message, carried.county, carried.zip, profile, options.top_k, thread, place_from=carried.place_from,
+        min_score=options.min_score, recency_bias=options.recency_bias,
+        recency_half_life_days=options.recency_half_life_days, max_words=options.max_words,
+        conversation=carried.notes,
+    )  # fmt: skip
+    message, answered_as = with_persona(message, carried.persona, role, state, snap)
+    service.remember(scope, thread, carried)
     caller = service.caller(answered_as)
     sampling = {k: getattr(body, k) for k in SAMPLING if k != "max_tokens" and getattr(body, k) is not None}
     max_tokens = body.max_completion_tokens or body.max_tokens

@@ -9,7 +9,7 @@ Each route is /chat underneath; they differ in what they return.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from serving.context_models import ChatResponse, Citation, ContextRequest, Profile
 from serving.deps import CallerRole, CurrentSnapshot, State
 from serving.routers.chat import ERRORS, chat
+from serving.routers.context import ThreadScope
 
 router = APIRouter(tags=["seed compatibility"])
 
@@ -36,7 +37,12 @@ class SeedRequest(BaseModel):
         "auto", description='"auto": route from the message, county and ZIP; or a /chat profile object'
     )
     top_k: int | None = Field(None, ge=1, le=50)
-    thread_id: str | None = Field(None, max_length=128)
+    thread_id: str | None = Field(
+        None, max_length=128, description="the conversation: place, persona and topic carry forward (as on /chat)"
+    )
+    history: list[Annotated[str, Field(max_length=4000)]] | None = Field(
+        None, max_length=50, description="earlier user messages, oldest first (as on /chat)"
+    )
 
     def as_context_request(self) -> ContextRequest:
         profile = None if self.profile == "auto" else self.profile
@@ -63,15 +69,19 @@ class GisRagResponse(ChatResponse):
 
 
 @router.post("/chat/sync", response_model=ChatResponse, responses=ERRORS)
-def chat_sync(body: SeedRequest, state: State, role: CallerRole, snap: CurrentSnapshot) -> ChatResponse:
+def chat_sync(
+    body: SeedRequest, state: State, role: CallerRole, snap: CurrentSnapshot, scope: ThreadScope
+) -> ChatResponse:
     """The whole answer at once: the /chat response."""
-    return chat(body.as_context_request(), state, role, snap)
+    return chat(body.as_context_request(), state, role, snap, scope)
 
 
 @router.post("/chat/light", response_model=LightResponse, responses=ERRORS)
-def chat_light(body: SeedRequest, state: State, role: CallerRole, snap: CurrentSnapshot) -> LightResponse:
+def chat_light(
+    body: SeedRequest, state: State, role: CallerRole, snap: CurrentSnapshot, scope: ThreadScope
+) -> LightResponse:
     """The answer, its citations and who answered, without the evidence and route."""
-    full = chat(body.as_context_request(), state, role, snap)
+    full = chat(body.as_context_request(), state, role, snap, scope)
     return LightResponse(
         answer=full.answer,
         citations=full.citations,
@@ -84,9 +94,11 @@ def chat_light(body: SeedRequest, state: State, role: CallerRole, snap: CurrentS
 
 
 @router.post("/gis_rag", response_model=GisRagResponse, responses=ERRORS)
-def gis_rag(body: SeedRequest, state: State, role: CallerRole, snap: CurrentSnapshot) -> GisRagResponse:
+def gis_rag(
+    body: SeedRequest, state: State, role: CallerRole, snap: CurrentSnapshot, scope: ThreadScope
+) -> GisRagResponse:
     """The /chat response with the places of its evidence as GeoJSON, for a map beside the answer."""
-    full = chat(body.as_context_request(), state, role, snap)
+    full = chat(body.as_context_request(), state, role, snap, scope)
     features = [
         {
             "type": "Feature",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
 
 from livemem.context import ContextRequest as Message
+from livemem.conversation import caller_scope
 from livemem.reader import Snapshot
 from serving.context_models import ContextRequest, ContextResponse
 from serving.context_service import context_service
@@ -15,12 +18,39 @@ from serving.state import Role, ServingState
 router = APIRouter(tags=["context"])
 
 
-def message_of(body: ContextRequest, role: Role, state: ServingState, snap: Snapshot) -> tuple[Message, Role]:
-    """The plain request and the role it is answered as: a body ``role`` is a persona within the caller's access
+def thread_scope(request: Request) -> str:
+    """Whose conversation threads this request may read: its API key's (``serving.deps.caller_role`` has already
+    accepted the key; only its hash is kept)."""
+    key = request.headers.get("x-api-key")
+    if key is None:
+        scheme, _, token = (request.headers.get("authorization") or "").strip().partition(" ")
+        key = token.strip() if scheme.lower() == "bearer" else None
+    return caller_scope(key)
+
+
+ThreadScope = Annotated[str, Depends(thread_scope)]
+
+
+def message_of(
+    body: ContextRequest, role: Role, state: ServingState, snap: Snapshot, scope: str
+) -> tuple[Message, Role]:
+    """The plain request, with what its conversation carries (``thread_id`` or ``history``), and the role it is
+    answered as: a body ``role`` (or the thread's) is a persona within the caller's access
     (``serving.deps.with_persona``; access itself comes from the API key)."""
     profile = body.profile.model_dump(exclude_none=True) if body.profile else {}
-    message = Message(body.message, body.county, body.zip, profile, body.top_k, body.thread_id)
-    return with_persona(message, body.role, role, state, snap)
+    service = context_service(state)
+    carried = service.conversation(
+        scope, body.thread_id, body.history, body.message, county=body.county, zip_code=body.zip, profile=profile,
+        persona=body.role,
+    )  # fmt: skip
+    message = Message(
+        carried.message, carried.county, carried.zip, profile, body.top_k, body.thread_id,
+        place_from=carried.place_from, min_score=body.min_score, recency_bias=body.recency_bias,
+        recency_half_life_days=body.recency_half_life_days, max_words=body.max_words, conversation=carried.notes,
+    )  # fmt: skip
+    message, answered_as = with_persona(message, carried.persona, role, state, snap)
+    service.remember(scope, body.thread_id, carried)  # only once the persona was accepted
+    return message, answered_as
 
 
 @router.post(
@@ -28,10 +58,12 @@ def message_of(body: ContextRequest, role: Role, state: ServingState, snap: Snap
     response_model=ContextResponse,
     responses={401: {"model": ErrorBody}, 403: {"model": ErrorBody}, 503: {"model": ErrorBody}},
 )
-def context(body: ContextRequest, state: State, role: CallerRole, snap: CurrentSnapshot) -> ContextResponse:
-    """Route a message (intents, filters, WV scope, eligibility) and return its evidence, each source apart
-    (`unstructured`, `structured_facts`, `spatial`, `registry`, `web`), with the prompt built from it."""
+def context(
+    body: ContextRequest, state: State, role: CallerRole, snap: CurrentSnapshot, scope: ThreadScope
+) -> ContextResponse:
+    """Route a message (intents, filters, WV scope, eligibility, conversation) and return its evidence, each source
+    apart (`unstructured`, `structured_facts`, `spatial`, `registry`, `web`), with the prompt built from it."""
     service = context_service(state)
-    message, role = message_of(body, role, state, snap)
+    message, role = message_of(body, role, state, snap, scope)
     result = service.context(snap, service.caller(role), message)
     return ContextResponse.model_validate(result)

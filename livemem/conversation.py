@@ -1,0 +1,192 @@
+"""Conversations carry context: the place, persona and topic earlier turns named, carried forward to a message
+that does not name them itself ("I live in Oak Hill", then "where can I get WIC?" is about Fayette County).
+
+A thread's state (``ThreadState``) is small and derived: a county or ZIP and the words that named it, a persona,
+a topic. It never holds the messages. It comes from one of two places:
+
+- the request's own history (``messages`` of ``/v1/chat/completions``, ``history`` of ``/context`` and ``/chat``):
+  the robust path, right whichever worker answers;
+- otherwise ``ThreadStore``, per process, keyed by the caller's API key (hashed) and ``thread_id``: bounded,
+  expiring, memory only (serving never writes the index). With several workers a thread's next message may reach
+  a worker that has not seen the thread, so clients that need certainty send the history.
+
+The latest turn wins: a message naming a place, persona or topic replaces the thread's (a place outside West
+Virginia clears the thread's place, so nothing from WV is carried into it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from cachetools import TTLCache
+
+from livemem.context import RESOURCE_PATTERNS, resource_types, route_intents
+from livemem.places import STATE, find_places, zip_place
+
+ANONYMOUS_SCOPE = "anonymous"
+
+
+@dataclass(frozen=True)
+class ThreadState:
+    """What a conversation has established so far."""
+
+    county: str | None = None
+    zip: str | None = None
+    place: str | None = None  # the words that named the place ("Oak Hill", "25840", "Fayette County")
+    persona: str | None = None
+    topic: str | None = None
+    turns: int = 0
+
+
+@dataclass(frozen=True)
+class Carried:
+    """One message with what its conversation filled in, the notes shown in ``route.conversation``, and the
+    thread's state after this message."""
+
+    message: str
+    county: str | None
+    zip: str | None
+    persona: str | None
+    place_from: str | None  # "conversation: town Oak Hill" when the place came from an earlier turn
+    notes: dict[str, Any] | None
+    state: ThreadState = field(default_factory=ThreadState)
+
+
+def topic_of(message: str) -> str | None:
+    """The topic a message names: its program words, or, for a governance or factual question, its words without
+    its places. None for a message with no topic of its own ("what are the hours?", "what about Raleigh?")."""
+    intents, _ = route_intents(message)
+    words = [m.group(0) for p in RESOURCE_PATTERNS.values() for m in p.finditer(message)]
+    if words:
+        return ", ".join(dict.fromkeys(w.lower() for w in words))
+    if set(intents) - {"general", "spatial", "greeting"}:
+        text = message
+        for place in find_places(message):
+            text = text.replace(place.text, "")
+        return " ".join(text.split()) or None
+    return None
+
+
+def names_place(message: str, county: str | None, zip_code: str | None, profile: dict[str, Any]) -> bool:
+    """Whether the message (or its request fields) names a place of its own."""
+    if county or zip_code or profile.get("county") or profile.get("zip"):
+        return True
+    return any(p.kind != "state" or p.state != STATE for p in find_places(message))
+
+
+def advance(
+    state: ThreadState,
+    message: str,
+    county: str | None = None,
+    zip_code: str | None = None,
+    profile: dict[str, Any] | None = None,
+    persona: str | None = None,
+) -> ThreadState:
+    """The thread after one user turn: a place, persona or topic it names replaces the thread's."""
+    profile = profile or {}
+    county = county or (profile.get("county") if isinstance(profile.get("county"), str) else None)
+    zip_code = zip_code or (profile.get("zip") if isinstance(profile.get("zip"), str) else None)
+    changes: dict[str, Any] = {"turns": state.turns + 1}
+    if county or zip_code:
+        zip_county = zip_place(zip_code) if zip_code else None
+        changes |= {
+            "county": county or (zip_county.county if zip_county and zip_county.state == STATE else None),
+            "zip": zip_code,
+            "place": county or zip_code,
+        }
+    else:
+        places = [p for p in find_places(message) if p.kind != "state" or p.state != STATE]
+        if places:
+            place = places[-1]
+            in_wv = place.state == STATE
+            changes |= {
+                "county": place.county if in_wv else None,
+                "zip": place.text if place.kind == "zip" and in_wv else None,
+                "place": place.text if in_wv else None,
+            }
+    if persona:
+        changes["persona"] = persona
+    if (topic := topic_of(message)) is not None:
+        changes["topic"] = topic
+    return replace(state, **changes)
+
+
+def from_history(turns: list[str]) -> ThreadState:
+    """The state of a conversation from its earlier user turns, oldest first."""
+    state = ThreadState()
+    for turn in turns:
+        state = advance(state, turn)
+    return state
+
+
+def carry(
+    state: ThreadState,
+    message: str,
+    *,
+    county: str | None = None,
+    zip_code: str | None = None,
+    profile: dict[str, Any] | None = None,
+    persona: str | None = None,
+    source: str = "thread",
+    max_chars: int = 4000,
+) -> Carried:
+    """``message`` with the place, topic and persona of its conversation where it names none itself.
+
+    Place: when neither the message nor the request names one, the thread's county / ZIP (the self-query notes say
+    it came from the conversation). Topic: when the message has no program words and no intent beyond general /
+    place words, the thread's topic is added ("what are the hours? (about: pantry)"). Persona: the thread's, when
+    the request names none (it is still checked against the caller's access)."""
+    profile = profile or {}
+    after = advance(state, message, county, zip_code, profile, persona)
+    intents, _ = route_intents(message)
+    if state.turns == 0 or intents == ["greeting"]:
+        return Carried(message, county, zip_code, persona, None, None, after)
+    carried: dict[str, Any] = {}
+    place_from = None
+    if not names_place(message, county, zip_code, profile) and (state.county or state.zip):
+        county, zip_code = state.county, state.zip
+        place_from = f"conversation: {state.place}"
+        carried["place"] = {"county": state.county, "zip": state.zip, "from": state.place}
+    if state.topic and not resource_types(message) and set(intents) <= {"general", "spatial"}:
+        message = f"{message} (about: {state.topic})"[:max_chars]
+        carried["topic"] = state.topic
+    if persona is None and state.persona:
+        persona = state.persona
+        carried["persona"] = state.persona
+    notes = {"source": source, "earlier_turns": state.turns, "carried": carried}
+    return Carried(message, county, zip_code, persona, place_from, notes, after)
+
+
+def caller_scope(api_key: str | None) -> str:
+    """Whose threads a request may read: the hash of its API key (never the key itself). Callers without a key
+    share one scope, in which the ``thread_id`` is the only secret: such clients should use random ids."""
+    if not api_key:
+        return ANONYMOUS_SCOPE
+    return hashlib.sha256(api_key.encode()).hexdigest()[:32]
+
+
+class ThreadStore:
+    """Thread states per (caller scope, thread_id): at most ``max_threads``, each forgotten ``ttl_s`` after its
+    last message; ``max_threads`` 0 keeps none. One process's memory only."""
+
+    def __init__(self, max_threads: int, ttl_s: float) -> None:
+        self._states: TTLCache | None = TTLCache(max_threads, ttl_s) if max_threads > 0 else None
+        self._lock = threading.Lock()
+
+    def get(self, scope: str, thread_id: str | None) -> ThreadState | None:
+        if self._states is None or not thread_id:
+            return None
+        with self._lock:
+            return self._states.get((scope, thread_id))
+
+    def put(self, scope: str, thread_id: str | None, state: ThreadState) -> None:
+        if self._states is None or not thread_id:
+            return
+        with self._lock:
+            self._states[(scope, thread_id)] = state
+
+    def __len__(self) -> int:
+        return 0 if self._states is None else len(self._states)
