@@ -1034,7 +1034,9 @@ def build_context(
             results, calls = web.search(request.message)
             sections["web"] = results
             web_info.update(admitted=bool(results), calls=calls)
-            web_info["reason"] = "admitted: not WV-scoped" if results else "no web result passed the policy"
+            failed = [c["error"] for c in calls if c.get("error")]
+            web_info["reason"] = "admitted: not WV-scoped" if results else (
+                f"no web results: {failed[0]}" if failed else "no web result passed the policy")  # fmt: skip
             queried.append("web")
             tick("web")
         if not any(sections[s] for s in ("unstructured", "spatial", "registry", "web")):

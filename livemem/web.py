@@ -1,23 +1,31 @@
 """The web research gateway: a pluggable provider behind a domain policy, a rate limit and a call log.
 
-Disabled by default (the serving app has no gateway unless one is configured; there is no network here). A
-provider is anything with ``search(query, limit) -> list[dict]``; results are normalised to ``title``,
-``snippet``, ``url``, ``source`` (the host) and ``published_at``. Every call is logged (``logging``) and returned
-as a record (query, provider, admitted and excluded URLs with the reason, rate-limit refusals) for the audit.
-``LocalProvider`` answers from a fixed list of documents (tests, demos, an offline mirror).
+Off by default: the serving app has a gateway only when ``LIVEMEM_WEB_URL`` names a search API
+(``gateway_from_env``; docs/web.md). A provider is anything with ``search(query, limit) -> list[dict]``; results
+are normalised to ``title``, ``snippet``, ``url``, ``source`` (the host) and ``published_at``. Every call is logged
+(``logging``) and returned as a record (query, provider, admitted and excluded URLs with the reason, rate-limit
+refusals, provider errors) for the audit. ``HttpJsonProvider`` queries a generic JSON search HTTP API (URL, key
+sent in a header, a bounded timeout and answer size); ``LocalProvider`` answers from a fixed list of documents
+(tests, demos, an offline mirror). West-Virginia-scoped questions never reach any provider (``livemem.context``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
+
+import httpx
+
+from livemem.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +52,87 @@ class LocalProvider:
             if overlap:
                 scored.append((-overlap, i, doc))
         return [doc for _, _, doc in sorted(scored, key=lambda s: s[:2])[:limit]]
+
+
+class WebProviderError(Exception):
+    """A provider could not answer (timeout, HTTP error, not JSON, too big); the message never holds the key."""
+
+
+RESULT_FIELDS = ("title", "snippet", "url", "published_at")
+
+
+@dataclass
+class HttpJsonProvider:
+    """A generic JSON search HTTP API: ``GET url?<query_param>=<query>&<limit_param>=<limit>``.
+
+    The key goes in a header only (``Authorization: Bearer <key>``, or the key as is in another header such as
+    ``X-Subscription-Token``), never in the URL, so neither httpx's request log nor an error message can carry
+    it. The answer is a JSON object whose ``results_path`` (dotted, e.g. ``web.results``) is a list of objects;
+    ``fields`` maps our names (title, snippet, url, published_at) to the API's when they differ (``{"snippet":
+    "description"}``). Timeouts (``timeout_s`` for connecting and for each read) and the answer size
+    (``max_bytes``) are bounded, and redirects are not followed.
+    """
+
+    url: str
+    key: str | None = None
+    key_header: str = "Authorization"
+    query_param: str = "q"
+    limit_param: str | None = "count"
+    results_path: str = "results"
+    fields: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 5.0
+    max_bytes: int = 2_000_000
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"LIVEMEM_WEB_URL must be an http(s) URL, not {self.url!r}")
+        self.name = self.name or f"http-json:{parts.hostname}"
+        self._client = httpx.Client(timeout=httpx.Timeout(self.timeout_s), follow_redirects=False)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"accept": "application/json"}
+        if self.key:
+            bearer = self.key_header.lower() == "authorization"
+            headers[self.key_header] = f"Bearer {self.key}" if bearer else self.key
+        return headers
+
+    def _fail(self, message: str) -> WebProviderError:
+        if self.key:  # belt and braces: nothing we raise may repeat the key, whatever the API echoed
+            message = message.replace(self.key, "[key]")
+        return WebProviderError(message)
+
+    def search(self, query: str, limit: int) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {self.query_param: query}
+        if self.limit_param:
+            params[self.limit_param] = limit
+        try:
+            with self._client.stream("GET", self.url, params=params, headers=self._headers()) as response:
+                if response.status_code != 200:
+                    raise self._fail(f"{self.name} answered HTTP {response.status_code}")
+                body = bytearray()
+                for piece in response.iter_bytes():
+                    body += piece
+                    if len(body) > self.max_bytes:
+                        raise self._fail(f"{self.name} answered more than {self.max_bytes} bytes")
+        except httpx.TimeoutException:
+            raise self._fail(f"{self.name} did not answer within {self.timeout_s:g} s") from None
+        except httpx.HTTPError as exc:  # connection refused, reset, protocol errors
+            raise self._fail(f"{self.name} could not be reached ({type(exc).__name__})") from None
+        try:
+            data: Any = json.loads(body)
+        except ValueError:
+            raise self._fail(f"{self.name} answered something that is not JSON") from None
+        for part in self.results_path.split("."):
+            data = data.get(part) if isinstance(data, dict) else None
+        if not isinstance(data, list):
+            raise self._fail(f"{self.name} answered no list at {self.results_path!r}")
+        names = {f: self.fields.get(f, f) for f in RESULT_FIELDS}
+        return [{f: item.get(n) for f, n in names.items()} for item in data[:limit] if isinstance(item, dict)]
+
+    def close(self) -> None:
+        self._client.close()
 
 
 def host_of(url: str) -> str:
@@ -117,9 +206,13 @@ class WebGateway:
         started = time.perf_counter()
         try:
             raw = self.provider.search(query, self.policy.max_results * 2)
-        except Exception as exc:  # a provider failing must never fail the request
-            record["error"] = f"{type(exc).__name__}: {exc}"
+        except WebProviderError as exc:
+            record["error"] = str(exc)
             log.warning("web provider %s failed: %s", self.provider.name, exc)
+            return [], [record]
+        except Exception as exc:  # a provider failing must never fail the request
+            record["error"] = f"{self.provider.name} failed ({type(exc).__name__})"  # its text might hold a secret
+            log.warning("web provider %s failed (%s)", self.provider.name, type(exc).__name__)
             return [], [record]
         results = []
         for item in raw:
@@ -137,7 +230,7 @@ class WebGateway:
                     "snippet": " ".join(str(item.get("snippet") or "").split())[:500],
                     "url": url,
                     "source": host_of(url),
-                    "published_at": item.get("published_at"),
+                    "published_at": None if item.get("published_at") is None else str(item["published_at"])[:64],
                 }
             )
             record["admitted"].append(url)
@@ -150,3 +243,52 @@ class WebGateway:
             query,
         )
         return results, [record]
+
+
+def _domains(value: str | None) -> list[str]:
+    return [d.strip() for d in (value or "").split(",") if d.strip()]
+
+
+def _number(env: Mapping[str, str], name: str, default: float, kind: type = float) -> Any:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a {kind.__name__}, not {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive, not {raw!r}")
+    return value
+
+
+def gateway_from_env(env: Mapping[str, str] | None = None) -> WebGateway | None:
+    """The gateway ``LIVEMEM_WEB_*`` configures, or None (off) when ``LIVEMEM_WEB_URL`` is unset (docs/web.md)."""
+    env = os.environ if env is None else env
+    url = env.get("LIVEMEM_WEB_URL", "").strip()
+    if not url:
+        return None
+    try:
+        fields = json.loads(env.get("LIVEMEM_WEB_FIELDS") or "{}")
+    except ValueError:
+        raise ConfigError('LIVEMEM_WEB_FIELDS must be a JSON object such as {"snippet": "description"}') from None
+    if not isinstance(fields, dict) or not set(fields) <= set(RESULT_FIELDS):
+        raise ConfigError(f"LIVEMEM_WEB_FIELDS maps some of {', '.join(RESULT_FIELDS)} to the API's field names")
+    provider = HttpJsonProvider(
+        url,
+        key=env.get("LIVEMEM_WEB_KEY") or None,
+        key_header=env.get("LIVEMEM_WEB_KEY_HEADER") or "Authorization",
+        query_param=env.get("LIVEMEM_WEB_QUERY_PARAM") or "q",
+        limit_param=env.get("LIVEMEM_WEB_LIMIT_PARAM", "count") or None,
+        results_path=env.get("LIVEMEM_WEB_RESULTS_PATH") or "results",
+        fields=fields,
+        timeout_s=_number(env, "LIVEMEM_WEB_TIMEOUT_S", 5.0),
+    )
+    policy = WebPolicy(
+        allowed_domains=_domains(env.get("LIVEMEM_WEB_ALLOWED_DOMAINS")),
+        denied_domains=_domains(env.get("LIVEMEM_WEB_DENIED_DOMAINS")),
+        max_results=_number(env, "LIVEMEM_WEB_MAX_RESULTS", 5, int),
+        calls_per_minute=_number(env, "LIVEMEM_WEB_CALLS_PER_MINUTE", 30, int),
+    )
+    log.info("web gateway on: %s (key %s)", provider.name, "set" if provider.key else "not set")
+    return WebGateway(provider, policy)

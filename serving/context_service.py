@@ -24,7 +24,7 @@ from livemem.conversation import Carried, ThreadStore, carry, from_history
 from livemem.places import find_places
 from livemem.reader import Snapshot
 from livemem.traces import retrieval_events
-from livemem.web import WebGateway
+from livemem.web import WebGateway, gateway_from_env
 from serving.state import Role, ServingState
 
 log = logging.getLogger(__name__)
@@ -243,6 +243,6 @@ def context_service(state: ServingState, settings: ContextSettings | None = None
         with _CREATE_LOCK:
             service = getattr(state, "context_service", None)
             if service is None:
-                service = ContextService(state, settings or ContextSettings.from_env())
+                service = ContextService(state, settings or ContextSettings.from_env(), gateway_from_env())
                 state.context_service = service
     return service
