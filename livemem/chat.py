@@ -271,7 +271,7 @@ def best_sentences(content: str, message: str, n: int = 2) -> str:
 
 
 HEDGES = {
-    "light": "Please confirm hours and eligibility with the office before you go.",
+    "light": "(Quoted from documents, not from a verified program listing: confirm the details before relying on them.)",
     "strong": "The evidence found is thin and may not answer your question; please check with 211 or the office.",
 }
 

@@ -9,8 +9,10 @@ import random
 import pytest
 from context_support import INTERNAL_KEY, example_index, make_app
 from fastapi.testclient import TestClient
+from serving_support import build_and_publish, make_workspace
 
 from livemem.context import ContextRequest, ContextSettings, route_intents, self_query, time_filters
+from livemem.store import IndexHome
 from livemem.web import LocalProvider, WebGateway, WebPolicy
 
 PLAYBOOK_WORDS = "Do not copy passages from this document into public guides"
@@ -196,3 +198,98 @@ def test_self_query_rules_units():
     assert route_intents("good morning")[0] == ["greeting"]
     assert "governance" in route_intents("what did the council vote on")[0]
     assert ContextSettings(guardrail="refuse").guardrail == "refuse"
+
+
+# --- the decision overlay: negotiate, budgets, population hints, one score scale, recency -----------------------------
+def test_negotiate_offers_programs_elsewhere_and_the_answer_says_so(client):
+    """WIC asked for in a county with no verified WIC clinic: the clinics listed elsewhere are offered."""
+    body = client.post("/context", json={"message": "WIC clinic in Kanawha County"}).json()
+    route = body["route"]
+    assert route["response_class"] == "negotiate", route["reason"]
+    offer = next(o for o in route["negotiation"] if o["resource_type"] == "wic")
+    assert offer["kind"] == "elsewhere" and offer["missing_in"] == "Kanawha County"
+    assert {a["local_resource_id"] for a in offer["alternatives"]} == {"fay-wic-oakhill", "ral-wic-beckley"}
+    assert {"fay-wic-oakhill", "ral-wic-beckley"} <= {r["local_resource_id"] for r in body["registry"]}
+    assert route["budget"]["hedging"] == "light" and "offer the listed alternatives" in body["prompt"]["system"]
+    chat = client.post("/chat", json={"message": "WIC clinic in Kanawha County"}).json()
+    assert "No verified WIC program is listed for Kanawha County" in chat["answer"]
+    assert "Would one of those work?" in chat["answer"] and chat["guardrail"]["action"] == "none"
+    assert "fay-wic-oakhill" in {c["id"] for c in chat["citations"]}
+
+
+def test_negotiate_when_two_counties_are_named(client):
+    body = client.post("/context", json={"message": "food pantry in Fayette or Raleigh County"}).json()
+    assert body["route"]["response_class"] == "negotiate"
+    assert body["route"]["negotiation"][0]["kind"] == "choose_county"
+    assert {r["county"] for r in body["registry"]} == {"Fayette", "Raleigh"}  # both counties were looked up
+
+
+def test_response_budgets_length_and_hedging(client):
+    verified = client.post("/chat", json={"message": "food pantry near Beckley WV"}).json()
+    assert verified["route"]["budget"] == {
+        "max_words": 200, "hedging": "none", "reasons": ["2 verified program(s)"],
+    }  # fmt: skip
+    short = client.post("/chat", json={"message": "food pantry near Beckley WV", "max_words": 20}).json()
+    assert short["route"]["budget"]["max_words"] == 20
+    assert len(short["answer"].split()) < len(verified["answer"].split())
+    assert all(f"[{c['n']}]" in short["answer"] for c in short["citations"])  # whole items only: no cut citation
+    community = client.post("/context", json={"message": "food pantry near Beckley WV", "role": "community"}).json()
+    assert community["route"]["budget"]["max_words"] == 120
+    assert "Answer in at most 120 words." in community["prompt"]["system"]
+    sealed = client.post("/context", json={"message": "What does the constitution say about sealed decisions?"})
+    assert sealed.json()["route"]["budget"]["hedging"] == "none"
+    documents = client.post("/chat", json={"message": "What is the breath phase?"}).json()
+    assert documents["route"]["budget"]["hedging"] == "light"
+    assert documents["answer"].endswith("(Quoted from documents, not from a verified program listing: confirm the "
+                                        "details before relying on them.)")  # fmt: skip
+    clarify = client.post("/context", json={"message": "purple elephants dancing on the moon"}).json()
+    assert clarify["route"]["budget"]["hedging"] == "none" and "Answer in at most" not in clarify["prompt"]["system"]
+
+
+def test_population_hints_steer_program_types(client):
+    grandmother = client.post("/context", json={"message": "help for my grandmother in Fayette County"}).json()
+    hint = grandmother["route"]["population"][0]
+    assert (hint["population"], hint["matched"]) == ("senior", "grandmother")
+    lookups = grandmother["route"]["registry_lookups"]
+    assert {lk["resource_type"] for lk in lookups} == set(hint["resource_types"])
+    assert all(lk["steered_by"] == ["senior"] for lk in lookups)
+    types = {r["resource_type"] for r in grandmother["registry"]}
+    assert types and types <= set(hint["resource_types"]) and "wic" not in types
+    family = client.post("/context", json={"message": "help for a family with kids in Raleigh County"}).json()
+    assert family["route"]["population"][0]["population"] == "family_with_children"
+    ids = [r["local_resource_id"] for r in family["registry"]]
+    assert {"ral-wic-beckley", "ral-holiday-beckley"} <= set(ids)
+    # rows naming the population (children, families) come first
+    assert ids.index("ral-holiday-beckley") < ids.index("ral-dhhr-snap")
+    plain = client.post("/context", json={"message": "help in Raleigh County"}).json()
+    assert plain["route"]["population"] == [] and plain["route"]["registry_lookups"][0]["resource_type"] is None
+
+
+def test_min_score_on_the_normalised_scale(client):
+    """min_score 0.3 used to drop every hybrid passage (raw scores ≈ 0.03); on the normalised scale it keeps
+    the good ones, and a threshold near 1 keeps only passages ranked first by both rankings."""
+    message = {"message": "food pantry near Beckley WV"}
+    every = client.post("/context", json=message).json()["unstructured"]
+    assert every and all(0 <= p["score_normalized"] <= 1 and p["score"] < 0.1 for p in every)
+    kept = client.post("/context", json={**message, "min_score": 0.3}).json()
+    assert kept["unstructured"] and kept["route"]["min_score"] == 0.3
+    assert all(p["score_normalized"] >= 0.3 for p in kept["unstructured"])
+    strict = client.post("/context", json={**message, "min_score": 0.99}).json()["unstructured"]
+    assert len(strict) < len(every) and all(p["score_normalized"] >= 0.99 for p in strict)
+    assert client.post("/context", json={**message, "min_score": 3}).status_code == 422
+
+
+def test_recency_bias_on_context_and_chat(tmp_path, embedder):
+    """The serving workspace: benefits/raleigh-county.md changed recently, the rest in 2020."""
+    home = IndexHome(tmp_path / "rag_index")
+    build_and_publish(make_workspace(tmp_path), home, embedder)
+    message = {"message": "apply for assistance at the office"}
+    with TestClient(make_app(home, embedder)) as c:
+        plain = c.post("/context", json=message).json()
+        recent = c.post("/context", json={**message, "recency_bias": 2}).json()
+        chat = c.post("/chat", json={**message, "recency_bias": 2, "recency_half_life_days": 30}).json()
+    assert plain["unstructured"][0]["provenance"]["path"] != "benefits/raleigh-county.md"
+    assert recent["unstructured"][0]["provenance"]["path"] == "benefits/raleigh-county.md"
+    assert recent["route"]["recency"] == {"bias": 2.0, "half_life_days": 90.0} and plain["route"]["recency"] is None
+    assert chat["evidence"]["unstructured"][0]["provenance"]["path"] == "benefits/raleigh-county.md"
+    assert chat["route"]["recency"]["half_life_days"] == 30
