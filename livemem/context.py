@@ -10,8 +10,13 @@ Plain functions, each a visible step of ``route`` (docs/context.md has the rules
 3. ``eligibility``: what the caller's role may use (collections, registry, spatial datasets, web).
 4. WV-first: a West-Virginia-scoped message makes WV text, spatial and registry evidence mandatory and
    authoritative and excludes web context.
-5. Retrieval per source, kept apart (``unstructured``, ``structured_facts``, ``spatial``, ``registry``, ``web``),
-   then ``response_class`` (answer, clarify, refuse, redirect) and ``assemble_prompt`` within a size budget.
+5. Retrieval per source, kept apart (``unstructured``, ``structured_facts``, ``spatial``, ``registry``, ``web``;
+   population hints steer the registry's program types), then ``response_class`` (answer, negotiate, clarify,
+   refuse, redirect), the response ``budget`` (answer length, hedging) and ``assemble_prompt`` within a size budget.
+
+Passage scores are also given on one documented scale, ``score_normalized`` in [0, 1] (``normalized_score``);
+the request's ``min_score`` applies to it. What a conversation carries into a message (place, persona, topic) is
+decided before, in ``livemem.conversation``.
 """
 
 from __future__ import annotations
@@ -929,13 +934,11 @@ def response_budget(
         hedging, reasons = "strong", ["web results only: not authoritative"]
     elif not verified and not sealed and not sections["spatial"] and best < STRONG_BELOW:
         hedging, reasons = "strong", [f"best passage cosine {best:.2f} < {STRONG_BELOW}"]
-    elif (verified or sealed) and response_class == "answer":
+    elif verified or sealed:
         hedging = "none"
         reasons = [f"{len(verified)} verified program(s)" if verified else f"{len(sealed)} sealed passage(s)"]
     else:
-        hedging = "light"
-        reasons = ["only part of the request is answered"] if response_class == "negotiate" else [
-            "documents and places, no verified program or sealed source"]  # fmt: skip
+        hedging, reasons = "light", ["documents and places, no verified program or sealed source"]
     return {"max_words": words, "hedging": hedging, "reasons": reasons}
 
 

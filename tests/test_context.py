@@ -210,7 +210,7 @@ def test_negotiate_offers_programs_elsewhere_and_the_answer_says_so(client):
     assert offer["kind"] == "elsewhere" and offer["missing_in"] == "Kanawha County"
     assert {a["local_resource_id"] for a in offer["alternatives"]} == {"fay-wic-oakhill", "ral-wic-beckley"}
     assert {"fay-wic-oakhill", "ral-wic-beckley"} <= {r["local_resource_id"] for r in body["registry"]}
-    assert route["budget"]["hedging"] == "light" and "offer the listed alternatives" in body["prompt"]["system"]
+    assert route["budget"]["hedging"] == "none" and "offer the listed alternatives" in body["prompt"]["system"]
     chat = client.post("/chat", json={"message": "WIC clinic in Kanawha County"}).json()
     assert "No verified WIC program is listed for Kanawha County" in chat["answer"]
     assert "Would one of those work?" in chat["answer"] and chat["guardrail"]["action"] == "none"
