@@ -124,6 +124,7 @@ class SourcesConfig:
     max_file_bytes: int = 1_000_000
     retention: int = 5
     vector_store: str = "none"  # "none" | "chroma"; see ``uses_chroma``
+    encoder: str | None = None  # "torch" | "onnx": the build's embedding backend; None: the embedder's own
     governance: Governance = field(default_factory=Governance)
     breath_source: str | None = None
     breath_path: str = "BREATH.md"
@@ -262,6 +263,7 @@ def _resolve(file: Path, data: dict[str, Any]) -> SourcesConfig:
         max_file_bytes=index.get("max_file_bytes", 1_000_000),
         retention=index.get("retention", 5),
         vector_store=index.get("vector_store", "none"),
+        encoder=index.get("encoder"),
         governance=Governance(gov.get("max_chunks", 1_000_000), float(gov.get("max_size_mb", 10_240))),
         breath_source=breath["source"] if breath else None,
         breath_path=breath.get("path", "BREATH.md") if breath else "BREATH.md",
