@@ -70,7 +70,7 @@ class ContextRequest(BaseModel):
     )
     recency_bias: float = Field(0.0, ge=0, le=10, description="boost × 0.5^(age / half-life) by `updated_at`")
     recency_half_life_days: float | None = Field(
-        None, gt=0, le=36_500, description="default LIVEMEM_RECENCY_HALF_LIFE_DAYS"
+        None, gt=0, le=36_500, description="default RAG_RECENCY_HALF_LIFE_DAYS (90)"
     )
     max_words: int | None = Field(
         None, ge=20, le=2000, description="the answer budget in words (default: the persona's, else 200)"
