@@ -12,7 +12,7 @@
 ``RAG_RRF_K``                   reciprocal rank fusion constant (default 60)
 ``RAG_REFRESH_INTERVAL_S``      how often ``CURRENT`` is re-read (default 0: before every request)
 ``RAG_TORCH_THREADS``           torch (or ONNX Runtime) and BLAS threads per serving process (default 1)
-``LIVEMEM_ENCODER``             query encoder backend: ``torch`` (default) or ``onnx`` (same vectors, faster)
+``LIVEMEM_ENCODER``             query encoder backend: ``onnx`` (default; faster) or ``torch`` (the reference; same vectors)
 ``RAG_MAX_BODY_BYTES``          largest request body accepted (default 1 MiB; bigger: 413, unread)
 ``RAG_SPARQL_WORKERS``          SPARQL worker processes per serving process: queries at once (default 2)
 ``RAG_SPARQL_TIMEOUT_S``        wall-clock limit of one SPARQL query; its worker is killed after it (default 2)
@@ -53,7 +53,7 @@ class Settings(BaseModel):
     rrf_depth: int = Field(1000, ge=10)
     refresh_interval_s: float = Field(0.0, ge=0)
     torch_threads: int = Field(1, ge=1)
-    encoder: Literal["torch", "onnx"] = "torch"
+    encoder: Literal["torch", "onnx"] = "onnx"
     max_body_bytes: int = Field(2**20, ge=1024, description="request bodies above this size are refused (413)")
     sparql_workers: int = Field(2, ge=1, le=64)
     sparql_timeout_s: float = Field(2.0, gt=0, le=600)
