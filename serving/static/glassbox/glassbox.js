@@ -1,0 +1,322 @@
+// The glassbox page (docs/glassbox.md): asks /chat, then shows the answer, each citation with its provenance and
+// whether its source still holds it (/chunks/{id}?verify=true), the registry rows with their verification age, and
+// the places on an SVG map drawn from /gis/query?format=geojson and the county polygons served beside this file.
+// Every value from the API is written with textContent (or as an SVG attribute), never parsed as HTML: passages
+// and registry rows are untrusted text.
+"use strict";
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+const DAY_MS = 86400000;
+let countiesPromise = null;
+const manifests = new Map(); // per API key: the served manifest (repository names of the sources)
+
+function $(id) {
+  return document.getElementById(id);
+}
+
+function el(tag, text, className) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (className) node.className = className;
+  return node;
+}
+
+function svg(tag, attrs) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, String(value));
+  return node;
+}
+
+function headers(json) {
+  const h = { accept: "application/json" };
+  if (json) h["content-type"] = "application/json";
+  const key = $("key").value.trim();
+  if (key) h["x-api-key"] = key; // the same keys as the API (docs/security.md)
+  return h;
+}
+
+async function api(path, body) {
+  const init = body === undefined
+    ? { headers: headers(false) }
+    : { method: "POST", headers: headers(true), body: JSON.stringify(body) };
+  const response = await fetch(path, init);
+  let data = null;
+  try {
+    data = await response.json();
+  } catch (_) {
+    data = null;
+  }
+  if (!response.ok) {
+    const detail = data && (data.message || data.detail);
+    const text = typeof detail === "string" ? detail : detail ? JSON.stringify(detail) : "";
+    const error = new Error(`${path.split("?")[0]} answered ${response.status}${text ? ": " + text : ""}`);
+    error.status = response.status;
+    throw error;
+  }
+  return data;
+}
+
+function setStatus(text, isError) {
+  $("status").textContent = text;
+  $("status").className = isError ? "error" : "";
+}
+
+function clear() {
+  for (const id of ["answer", "route", "citations", "registry-note", "map", "map-note"]) $(id).replaceChildren();
+  $("registry").tBodies[0].replaceChildren();
+}
+
+function manifestFor(key) {
+  if (!manifests.has(key)) manifests.set(key, api("/manifest").catch(() => ({})));
+  return manifests.get(key);
+}
+
+function counties() {
+  if (!countiesPromise) {
+    countiesPromise = fetch("/glassbox/wv_counties.geojson").then((r) => (r.ok ? r.json() : { features: [] }));
+  }
+  return countiesPromise;
+}
+
+function badge(text, className) {
+  return el("span", text, `badge ${className || ""}`);
+}
+
+function shortCommit(commit) {
+  return commit ? String(commit).slice(0, 12) : "?";
+}
+
+function ageDays(iso) {
+  const t = Date.parse(iso || "");
+  return Number.isNaN(t) ? null : Math.max(0, Math.floor((Date.now() - t) / DAY_MS));
+}
+
+function renderAnswer(chat) {
+  $("answer").textContent = chat.answer;
+  const route = chat.route;
+  const rows = [
+    ["response", `${route.response_class} (${chat.backend}${chat.model ? ", " + chat.model : ""})`],
+    ["why", route.reason],
+    ["intents", route.intents.join(", ")],
+    ["place", (route.filters.county || []).join(", ") || "none"],
+    ["West-Virginia-scoped", route.wv_scoped ? "yes: " + route.wv_reasons.join("; ") : "no"],
+    ["sources queried", route.sources_queried.join(", ")],
+    ["web", route.web.reason],
+    ["index version", chat.index_version],
+  ];
+  for (const [term, value] of rows) {
+    $("route").append(el("dt", term), el("dd", value));
+  }
+}
+
+function provenanceLine(parts) {
+  return el("div", parts.filter(Boolean).join(" · "), "prov");
+}
+
+function renderCitations(chat, manifest) {
+  const evidence = chat.evidence;
+  const chunks = [];
+  const list = $("citations");
+  if (!chat.citations.length) list.append(el("li", "The answer cites nothing."));
+  for (const c of chat.citations) {
+    const item = el("li");
+    item.dataset.kind = c.kind;
+    item.dataset.id = c.id;
+    const head = el("div", null, "cite-head");
+    head.append(el("span", `[${c.n}]`, "ref"), el("span", c.kind, "kind"));
+    item.append(head);
+    if (c.kind === "chunk") {
+      const p = evidence.unstructured.find((x) => x.chunk_id === c.id) || { provenance: c.provenance || {} };
+      const source = (manifest.sources || {})[p.source] || {};
+      const prov = p.provenance || {};
+      head.append(el("span", (p.heading_path || []).join(" › ") || prov.path));
+      const status = badge("checking…", "checking");
+      status.dataset.role = "currency";
+      head.append(status);
+      item.append(provenanceLine([
+        `repository ${source.repo || "?"}`, `source ${p.source || "?"}`, `commit ${shortCommit(prov.commit)}`,
+        `path ${prov.path || "?"}`, prov.timestamp ? `committed ${prov.timestamp}` : null,
+        p.collection ? `collection ${p.collection}` : null, p.seal_state ? `seal ${p.seal_state}` : null,
+      ]));
+      if (p.content !== undefined) item.append(el("blockquote", p.content, "passage"));
+      chunks.push({ id: c.id, status, item });
+    } else if (c.kind === "registry") {
+      const row = evidence.registry.find((x) => x.local_resource_id === c.id) || {};
+      head.append(el("span", c.name || row.name), badge(c.verification_status, c.verification_status));
+      const age = ageDays(row.last_verified_at);
+      item.append(provenanceLine([
+        `registry local_resources`, `id ${c.id}`,
+        row.last_verified_at ? `verified ${row.last_verified_at} (${age} days ago)` : "never verified",
+      ]));
+    } else if (c.kind === "entity") {
+      const e = evidence.spatial.find((x) => x.entity_id === c.id) || {};
+      const prov = c.provenance || {};
+      head.append(el("span", c.label));
+      item.append(provenanceLine([
+        `GBIM ${e.dataset || ""}`, `source ${prov.source || "?"}`, `table ${prov.table || "?"}`, `key ${prov.pk || "?"}`,
+        e.county ? `${e.county} County` : null,
+      ]));
+    } else if (c.kind === "fact") {
+      const f = evidence.structured_facts.find((x) => x.subject === c.id && x.predicate === c.predicate) || {};
+      head.append(el("span", `${f.subject_label || c.id} ${c.predicate} ${c.object}`));
+      item.append(provenanceLine(Object.entries(c.provenance || {}).map(([k, v]) => `${k} ${v}`)));
+    } else if (c.kind === "web") {
+      head.append(el("span", c.title), badge("web: not authoritative", "stale"));
+      const link = el("a", c.id, "prov");
+      if (/^https?:\/\//i.test(c.id)) link.href = c.id; // only http(s): never a javascript: or data: URL
+      link.rel = "noopener noreferrer nofollow";
+      item.append(link);
+    }
+    list.append(item);
+  }
+  return chunks;
+}
+
+async function verifyChunks(chunks) {
+  const labels = { current: "current", changed: "changed since indexed", missing: "no longer in its source" };
+  await Promise.all(chunks.map(async ({ id, status, item }) => {
+    try {
+      const record = await api(`/chunks/${encodeURIComponent(id)}?verify=true`);
+      const v = record.verification || {};
+      status.textContent = labels[v.status] || v.status || "unknown";
+      status.className = `badge ${v.status || ""}`;
+      status.title = v.detail || "";
+      item.dataset.currency = v.status || "unknown";
+      if (v.checked_commit && v.checked_commit !== v.indexed_commit) {
+        item.append(provenanceLine([`source now at ${shortCommit(v.checked_commit)}`, v.detail]));
+      }
+    } catch (error) {
+      status.textContent = error.status === 404 ? "not in the current version" : "could not check";
+      status.className = "badge missing";
+      item.dataset.currency = "unknown";
+    }
+  }));
+}
+
+function renderRegistry(rows) {
+  const body = $("registry").tBodies[0];
+  for (const row of rows) {
+    const tr = el("tr");
+    tr.dataset.id = row.local_resource_id;
+    const age = ageDays(row.last_verified_at);
+    const status = el("td");
+    status.append(badge(row.verification_status, row.verification_status));
+    tr.append(
+      el("td", row.name), el("td", row.resource_type), el("td", row.county), status,
+      el("td", row.last_verified_at ? row.last_verified_at.slice(0, 10) : "never"),
+      el("td", age === null ? "—" : `${age} days`), el("td", row.contact_phone || ""),
+    );
+    body.append(tr);
+  }
+  $("registry-note").textContent = rows.length
+    ? "Age: days since the row was last verified (the registry's freshness window decides verified / stale)."
+    : "No registry rows were used for this answer.";
+}
+
+function rings(geometry) {
+  if (!geometry) return [];
+  if (geometry.type === "Polygon") return geometry.coordinates;
+  if (geometry.type === "MultiPolygon") return geometry.coordinates.flat();
+  return [];
+}
+
+async function drawMap(chat, question) {
+  const [boundaries, places] = await Promise.all([
+    counties(),
+    api("/gis/query?format=geojson", {
+      query: question, n_results: 10, ...(chat.route.filters.county ? { county: chat.route.filters.county } : {}),
+    }).catch((error) => ({ features: [], error: error.message })),
+  ]);
+  const cited = new Map(chat.evidence.spatial.map((e) => [e.entity_id, e.ref]));
+  const located = (places.features || []).filter((f) => f.geometry && f.geometry.type === "Point");
+  // Bounds: the counties (West Virginia), widened to any place outside them.
+  let [minLon, minLat, maxLon, maxLat] = [Infinity, Infinity, -Infinity, -Infinity];
+  const extend = ([lon, lat]) => {
+    minLon = Math.min(minLon, lon); maxLon = Math.max(maxLon, lon);
+    minLat = Math.min(minLat, lat); maxLat = Math.max(maxLat, lat);
+  };
+  for (const f of boundaries.features) for (const ring of rings(f.geometry)) ring.forEach(extend);
+  located.forEach((f) => extend(f.geometry.coordinates));
+  if (!Number.isFinite(minLon)) {
+    $("map-note").textContent = "No county polygons and no places to draw.";
+    return;
+  }
+  // Equirectangular, x scaled by cos(mid latitude): true enough at a state's scale.
+  const k = Math.cos(((minLat + maxLat) / 2) * Math.PI / 180);
+  const width = 600;
+  const scale = width / ((maxLon - minLon) * k || 1);
+  const height = Math.max(1, (maxLat - minLat) * scale);
+  const x = (lon) => ((lon - minLon) * k * scale).toFixed(1);
+  const y = (lat) => ((maxLat - lat) * scale).toFixed(1);
+  const pad = 12;
+  const root = svg("svg", {
+    viewBox: `${-pad} ${-pad} ${width + 2 * pad} ${height + 2 * pad}`, role: "img", "aria-label": "map of the places",
+  });
+  const asked = new Set((chat.route.filters.county || []).map((c) => c.toLowerCase()));
+  const countyLayer = svg("g", { class: "counties" });
+  for (const f of boundaries.features) {
+    const d = rings(f.geometry).map((ring) => "M" + ring.map(([lon, lat]) => `${x(lon)},${y(lat)}`).join("L") + "Z");
+    const name = String((f.properties || {}).NAME || "");
+    const path = svg("path", { d: d.join(""), class: asked.has(name.toLowerCase()) ? "county asked" : "county" });
+    path.dataset.county = name;
+    const title = svg("title");
+    title.textContent = `${name} County`;
+    path.append(title);
+    countyLayer.append(path);
+  }
+  root.append(countyLayer);
+  const placeLayer = svg("g", { class: "places" });
+  for (const f of located) {
+    const [lon, lat] = f.geometry.coordinates;
+    const ref = cited.get(f.id);
+    const dot = svg("circle", { cx: x(lon), cy: y(lat), r: cited.has(f.id) ? 6 : 4.5,
+      class: cited.has(f.id) ? "place cited" : "place" });  // prettier-ignore
+    dot.dataset.id = f.id;
+    const title = svg("title");
+    title.textContent = `${f.properties.label}: ${f.properties.description}`;
+    dot.append(title);
+    const label = svg("text", { x: (Number(x(lon)) + 8).toFixed(1), y: (Number(y(lat)) + 3).toFixed(1),
+      class: "place-label" });  // prettier-ignore
+    label.textContent = (ref ? `[${ref}] ` : "") + f.properties.label;
+    placeLayer.append(dot, label);
+  }
+  root.append(placeLayer);
+  $("map").append(root);
+  $("map-note").textContent = places.error
+    ? `No places: ${places.error}`
+    : `${located.length} places from /gis/query (GeoJSON) over ${boundaries.features.length} county polygons` +
+      (cited.size ? "; the answer's places are marked with their [n]." : ".");
+}
+
+async function ask(event) {
+  event.preventDefault();
+  const message = $("question").value.trim();
+  if (!message) return;
+  const body = { message };
+  const county = $("county").value.trim();
+  if (county) body.county = county;
+  clear();
+  document.body.dataset.state = "asking";
+  setStatus("Asking…");
+  try {
+    const [chat, manifest] = await Promise.all([api("/chat", body), manifestFor($("key").value.trim())]);
+    renderAnswer(chat);
+    const chunks = renderCitations(chat, manifest);
+    renderRegistry(chat.evidence.registry);
+    await Promise.all([verifyChunks(chunks), drawMap(chat, message)]);
+    setStatus(`Answered from index version ${chat.index_version} (trace ${chat.trace_id.split(".")[0]}).`);
+    document.body.dataset.state = "done";
+  } catch (error) {
+    setStatus(error.message, true);
+    document.body.dataset.state = "error";
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("ask-form").addEventListener("submit", ask);
+  const asked = new URLSearchParams(window.location.search).get("q");
+  if (asked) { // /glassbox?q=... asks at once (a link to an explanation)
+    $("question").value = asked;
+    $("ask").click();
+  }
+});
