@@ -27,6 +27,10 @@ from livemem.context import RESOURCE_PATTERNS, resource_types, route_intents
 from livemem.places import STATE, find_places, zip_place
 
 ANONYMOUS_SCOPE = "anonymous"
+# Only the latest earlier turns, and the start of each, are read: enough for a place or topic named in a chat, and
+# it bounds the work one request can ask for (place lookup costs ≈ 13 µs per character).
+HISTORY_TURNS = 10
+HISTORY_CHARS = 600
 
 
 @dataclass(frozen=True)
@@ -115,10 +119,11 @@ def advance(
 
 
 def from_history(turns: list[str]) -> ThreadState:
-    """The state of a conversation from its earlier user turns, oldest first."""
-    state = ThreadState()
-    for turn in turns:
-        state = advance(state, turn)
+    """The state of a conversation from its earlier user turns, oldest first (the latest ``HISTORY_TURNS``, each
+    read up to ``HISTORY_CHARS``; ``turns`` counts them all)."""
+    state = ThreadState(turns=max(0, len(turns) - HISTORY_TURNS))
+    for turn in turns[-HISTORY_TURNS:]:
+        state = advance(state, turn[:HISTORY_CHARS])
     return state
 
 

@@ -11,7 +11,7 @@ import pytest
 from context_support import INTERNAL_KEY, example_index, make_app
 from fastapi.testclient import TestClient
 
-from livemem.conversation import ThreadState, ThreadStore, advance, caller_scope, carry, from_history
+from livemem.conversation import HISTORY_TURNS, ThreadState, ThreadStore, advance, caller_scope, carry, from_history
 
 WIC_ROWS = {"fay-wic-oakhill", "ral-wic-beckley"}
 
@@ -156,3 +156,6 @@ def test_carry_rules():
     follow = carry(state, "what about in Raleigh County?")
     assert follow.county is None and follow.message == "what about in Raleigh County? (about: heating)"
     assert advance(state, "ZIP 25801 please").county == "Raleigh"
+    # only the latest HISTORY_TURNS are read (it bounds one request's work), all are counted
+    old = from_history(["I live in Oak Hill", *["thanks"] * HISTORY_TURNS])
+    assert old.county is None and old.turns == HISTORY_TURNS + 1
