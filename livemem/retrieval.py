@@ -5,9 +5,9 @@ so that is cosine similarity), BM25 scores every chunk, and the filters are a bo
 applied *before* ranking, so ``top_k`` results come back whenever that many chunks match.
 
 BM25 uses the index of the access levels of the collections searched (``Snapshot.sparse_for``), so a role's scores
-never reflect term statistics of chunks it may not read. Hybrid fuses the two rankings with weighted reciprocal
-rank fusion, ``score = Σ w / (k + rank)`` over each list's first ``depth`` matching chunks: ranks are comparable
-where raw cosine and BM25 scores are not (see ``docs/serving.md`` for the SciFact numbers behind the defaults).
+never reflect term statistics of chunks it may not read. Hybrid fuses the two lists (each side's first ``depth``
+chunks) with ``livemem.fusion.fuse``: min-max normalised weighted scores by default, reciprocal rank fusion
+selectable (see ``docs/serving.md`` for the SciFact numbers behind the defaults).
 
 Living memory then re-weighs the candidates found: each score is multiplied by ``attention_multiplier``, at most
 ``1 + attention_boost`` (default ``DEFAULT_ATTENTION_BOOST``), for chunks people confirmed useful for questions
@@ -26,6 +26,7 @@ from typing import Any, Literal
 import numpy as np
 
 from livemem.embedding import Embedder
+from livemem.fusion import FusionSettings, fuse, top_order
 from livemem.reader import Snapshot, breath_number
 
 Mode = Literal["dense", "sparse", "hybrid"]
@@ -69,16 +70,6 @@ class Query:
     recency_half_life_days: float | None = None
     attention_boost: float = DEFAULT_ATTENTION_BOOST
     consider_also: int = 0
-
-
-@dataclass(frozen=True)
-class FusionSettings:
-    """Weighted reciprocal rank fusion: ``w_dense / (k + rank_dense) + w_sparse / (k + rank_sparse)``."""
-
-    k: float = 60.0
-    dense_weight: float = 1.0
-    sparse_weight: float = 1.0
-    depth: int = 1000
 
 
 @dataclass
@@ -210,32 +201,6 @@ class Retriever:
         if dense is None:
             return candidates[:0], np.zeros(0)
         return fuse(candidates, dense, sparse if sparse is not None else np.zeros(candidates.size), self.fusion)
-
-
-def fuse(
-    candidates: np.ndarray, dense: np.ndarray, sparse: np.ndarray, fusion: FusionSettings
-) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted reciprocal rank fusion of the dense and the BM25 ranking (chunks with no BM25 match rank only
-    on the dense side)."""
-    depth = min(fusion.depth, candidates.size)
-    fused = np.zeros(candidates.size, dtype=np.float64)
-    dense_top = top_order(dense, depth)
-    fused[dense_top] += fusion.dense_weight / (fusion.k + np.arange(1, dense_top.size + 1))
-    matched = np.flatnonzero(sparse > 0)
-    sparse_top = matched[top_order(sparse[matched], depth)]
-    fused[sparse_top] += fusion.sparse_weight / (fusion.k + np.arange(1, sparse_top.size + 1))
-    keep = fused > 0
-    return candidates[keep], fused[keep]
-
-
-def top_order(scores: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the ``k`` highest scores, best first (ties keep index order)."""
-    if k <= 0 or scores.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    if k < scores.size:
-        part = np.argpartition(-scores, k - 1)[:k]
-        return part[np.lexsort((part, -scores[part]))]
-    return np.argsort(-scores, kind="stable")
 
 
 def top_documents(snap: Snapshot, rows: np.ndarray, scores: np.ndarray, top_k: int, hit) -> list[DocumentHit]:

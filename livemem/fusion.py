@@ -1,0 +1,88 @@
+"""Hybrid fusion: one ranking from the dense (cosine) and the BM25 scores of the same candidate chunks.
+
+Three methods, each computed from the two per-side lists alone — a side's first ``depth`` chunks by score (BM25:
+matching chunks only) — so a caller can pass just the union of those lists as the candidates:
+
+- ``minmax`` (the default, chosen on SciFact train, see ``docs/serving.md``): each side's scores min-max normalised
+  over its list (its best chunk 1, its ``depth``-th 0), then ``w_dense · dense + w_sparse · sparse``; a chunk absent
+  from a list gets 0 from that side. Unlike ranks, normalised scores keep *how much* better the first hit is.
+- ``zscore``: the same with each side divided by its list's standard deviation instead of its range (shifted so
+  the list's last chunk is 0, which is what an absent chunk gets).
+- ``rrf``: weighted reciprocal rank fusion, ``w_dense / (k + rank_dense) + w_sparse / (k + rank_sparse)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+Method = Literal["minmax", "zscore", "rrf"]
+METHODS: tuple[str, ...] = ("minmax", "zscore", "rrf")
+
+
+@dataclass(frozen=True)
+class FusionSettings:
+    """How the dense and the BM25 list are fused. ``k`` is used by ``rrf`` only; ``sparse_depth`` (None: ``depth``)
+    is the length of the BM25 list."""
+
+    method: Method = "rrf"
+    k: float = 60.0
+    dense_weight: float = 1.0
+    sparse_weight: float = 1.0
+    depth: int = 1000
+    sparse_depth: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"fusion method must be one of {', '.join(METHODS)}, not {self.method!r}")
+
+    @property
+    def best_score(self) -> float | None:
+        """The highest fused score a chunk can get (first on both sides); None for ``zscore`` (no fixed bound)."""
+        if self.method == "rrf":
+            return (self.dense_weight + self.sparse_weight) / (self.k + 1)
+        if self.method == "minmax":
+            return self.dense_weight + self.sparse_weight
+        return None
+
+
+def fuse(
+    candidates: np.ndarray, dense: np.ndarray, sparse: np.ndarray, fusion: FusionSettings
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, scores)``: the candidates on at least one side's list, with their fused scores (chunks with no BM25
+    match are on the dense side only). ``dense`` and ``sparse`` are the candidates' scores, aligned with them."""
+    fused = np.zeros(candidates.size, dtype=np.float64)
+    listed = np.zeros(candidates.size, dtype=bool)
+    dense_top = top_order(dense, min(fusion.depth, candidates.size))
+    matched = np.flatnonzero(sparse > 0)
+    sparse_depth = fusion.depth if fusion.sparse_depth is None else fusion.sparse_depth
+    sparse_top = matched[top_order(sparse[matched], min(sparse_depth, matched.size))]
+    for top, scores, weight in ((dense_top, dense, fusion.dense_weight), (sparse_top, sparse, fusion.sparse_weight)):
+        if not top.size or weight <= 0:  # a side weighed 0 adds no chunk (as before: RRF kept fused > 0)
+            continue
+        listed[top] = True
+        fused[top] += weight * side_scores(scores[top].astype(np.float64), fusion)
+    return candidates[listed], fused[listed]
+
+
+def side_scores(ranked: np.ndarray, fusion: FusionSettings) -> np.ndarray:
+    """One side's contribution for its list's scores, best first."""
+    if fusion.method == "rrf":
+        return 1.0 / (fusion.k + np.arange(1, ranked.size + 1))
+    low = ranked[-1]
+    spread = ranked[0] - low if fusion.method == "minmax" else ranked.std()
+    if spread <= 0:  # one chunk, or all tied: each is as good as the best
+        return np.full(ranked.size, 1.0 if fusion.method == "minmax" else 0.0)
+    return (ranked - low) / spread
+
+
+def top_order(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` highest scores, best first (ties keep index order)."""
+    if k <= 0 or scores.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if k < scores.size:
+        part = np.argpartition(-scores, k - 1)[:k]
+        return part[np.lexsort((part, -scores[part]))]
+    return np.argsort(-scores, kind="stable")
