@@ -182,8 +182,8 @@ async function verifyChunks(chunks) {
       status.className = `badge ${v.status || ""}`;
       status.title = v.detail || "";
       item.dataset.currency = v.status || "unknown";
-      if (v.checked_commit && v.checked_commit !== v.indexed_commit) {
-        item.append(provenanceLine([`source now at ${shortCommit(v.checked_commit)}`, v.detail]));
+      if (v.status !== "current" && v.detail) {
+        item.append(provenanceLine([v.detail]));
       }
     } catch (error) {
       status.textContent = error.status === 404 ? "not in the current version" : "could not check";
@@ -229,17 +229,25 @@ async function drawMap(chat, question) {
   ]);
   const cited = new Map(chat.evidence.spatial.map((e) => [e.entity_id, e.ref]));
   const located = (places.features || []).filter((f) => f.geometry && f.geometry.type === "Point");
-  // Bounds: the counties (West Virginia), widened to any place outside them.
+  const asked = new Set((chat.route.filters.county || []).map((c) => c.toLowerCase()));
+  const nameOf = (f) => String((f.properties || {}).NAME || "");
+  // Bounds: the asked counties and the places with a margin (the state around them stays drawn, clipped);
+  // the whole state when the question names no place.
   let [minLon, minLat, maxLon, maxLat] = [Infinity, Infinity, -Infinity, -Infinity];
   const extend = ([lon, lat]) => {
     minLon = Math.min(minLon, lon); maxLon = Math.max(maxLon, lon);
     minLat = Math.min(minLat, lat); maxLat = Math.max(maxLat, lat);
   };
-  for (const f of boundaries.features) for (const ring of rings(f.geometry)) ring.forEach(extend);
+  const focus = boundaries.features.filter((f) => asked.has(nameOf(f).toLowerCase()));
+  for (const f of focus.length || located.length ? focus : boundaries.features) rings(f.geometry).forEach((r) => r.forEach(extend));
   located.forEach((f) => extend(f.geometry.coordinates));
   if (!Number.isFinite(minLon)) {
     $("map-note").textContent = "No county polygons and no places to draw.";
     return;
+  }
+  if (focus.length || located.length) {
+    const margin = Math.max(0.25, 0.3 * Math.max(maxLon - minLon, maxLat - minLat));
+    [minLon, minLat, maxLon, maxLat] = [minLon - margin, minLat - margin, maxLon + margin, maxLat + margin];
   }
   // Equirectangular, x scaled by cos(mid latitude): true enough at a state's scale.
   const k = Math.cos(((minLat + maxLat) / 2) * Math.PI / 180);
@@ -250,13 +258,13 @@ async function drawMap(chat, question) {
   const y = (lat) => ((maxLat - lat) * scale).toFixed(1);
   const pad = 12;
   const root = svg("svg", {
+    overflow: "hidden",
     viewBox: `${-pad} ${-pad} ${width + 2 * pad} ${height + 2 * pad}`, role: "img", "aria-label": "map of the places",
   });
-  const asked = new Set((chat.route.filters.county || []).map((c) => c.toLowerCase()));
   const countyLayer = svg("g", { class: "counties" });
   for (const f of boundaries.features) {
     const d = rings(f.geometry).map((ring) => "M" + ring.map(([lon, lat]) => `${x(lon)},${y(lat)}`).join("L") + "Z");
-    const name = String((f.properties || {}).NAME || "");
+    const name = nameOf(f);
     const path = svg("path", { d: d.join(""), class: asked.has(name.toLowerCase()) ? "county asked" : "county" });
     path.dataset.county = name;
     const title = svg("title");
@@ -265,6 +273,17 @@ async function drawMap(chat, question) {
     countyLayer.append(path);
   }
   root.append(countyLayer);
+  const nameLayer = svg("g", { class: "county-names" });
+  for (const f of boundaries.features) { // each county's name at the mean of its outer ring, when in view
+    const ring = rings(f.geometry)[0] || [];
+    const lon = ring.reduce((a, p) => a + p[0], 0) / (ring.length || 1);
+    const lat = ring.reduce((a, p) => a + p[1], 0) / (ring.length || 1);
+    if (!ring.length || lon < minLon || lon > maxLon || lat < minLat || lat > maxLat) continue;
+    const text = svg("text", { x: x(lon), y: y(lat), class: "county-label", "text-anchor": "middle" });
+    text.textContent = nameOf(f);
+    nameLayer.append(text);
+  }
+  root.append(nameLayer);
   const placeLayer = svg("g", { class: "places" });
   for (const f of located) {
     const [lon, lat] = f.geometry.coordinates;
