@@ -271,7 +271,8 @@ def best_sentences(content: str, message: str, n: int = 2) -> str:
 
 
 HEDGES = {
-    "light": "(Quoted from documents, not from a verified program listing: confirm the details before relying on them.)",
+    "light": "(Quoted from documents, not from a verified program listing: confirm the details before relying on "
+    "them.)",
     "strong": "The evidence found is thin and may not answer your question; please check with 211 or the office.",
 }
 

@@ -252,7 +252,8 @@ def resource_types(message: str) -> list[str]:
 POPULATIONS: list[tuple[str, str, tuple[str, ...], str]] = [
     (
         "senior",
-        r"grand(?:mother|father|parents?|ma|pa)|elderly|seniors?|older (?:adults?|people)|aging parents?|retir(?:ed|ees?)",
+        r"grand(?:mother|father|parents?|ma|pa)|elderly|seniors?|older (?:adults?|people)|aging parents?|"
+        r"retir(?:ed|ees?)",
         ("senior_services", "medicaid", "utility_assistance", "healthcare", "transportation"),
         r"senior|elderly|older|aging|long-term care|\b6[05]\+?",
     ),
@@ -575,8 +576,10 @@ def text_search(
     for filters in searches:
         if len(out) >= top_k:
             break
-        query = Query(message, top_k, collections=tuple(collections), filters=filters,
-                      recency_bias=request.recency_bias, recency_half_life_days=request.recency_half_life_days)  # fmt: skip
+        query = Query(
+            message, top_k, collections=tuple(collections), filters=filters, recency_bias=request.recency_bias,
+            recency_half_life_days=request.recency_half_life_days,
+        )  # fmt: skip
         found = retriever.search(snap, query, collections, vector)
         candidates = max(candidates, found.candidates)
         for hit in found.chunks:
@@ -723,8 +726,8 @@ def negotiation(
     snap: Snapshot, sq: SelfQuery, registry: list[dict[str, Any]], lookups: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """What to agree on with the person when the evidence answers only part of the request (response class
-    ``negotiate``): a program type they named with no verified program at their place (the nearest listed
-    elsewhere are offered), or several counties named (which one do they mean?)."""
+    ``negotiate``): a program type they named with no verified program at their place (up to ``ALTERNATIVES``
+    programs of that type in other counties are offered), or several counties named (which one do they mean?)."""
     offers: list[dict[str, Any]] = []
     if len(sq.counties) > 1:
         offers.append({"kind": "choose_county", "counties": sq.counties,
@@ -739,16 +742,24 @@ def negotiation(
         asked = [lk for lk in lookups if lk.get("resource_type") == rtype and "error" not in lk]
         if rtype in have or not asked or any(lk["total"] for lk in asked):
             continue
-        elsewhere = [r for r in resolve(index, resource_type=rtype, limit=ALTERNATIVES).rows
-                     if r["county"] not in sq.counties]  # fmt: skip
+        rows = resolve(index, resource_type=rtype).rows
+        elsewhere = [r for r in rows if r["county"] not in sq.counties][:ALTERNATIVES]
         label = TYPE_LABELS.get(rtype, rtype.replace("_", " "))
+        missing = f"No verified {label} program is listed for {place}"
         if elsewhere:
             names = "; ".join(f"{r['name']} ({r['county']} County)" for r in elsewhere)
-            text = f"No verified {label} program is listed for {place}. Listed elsewhere: {names}. Would one of those work?"
+            text = f"{missing}. Listed elsewhere: {names}. Would one of those work?"
         else:
-            text = f"No verified {label} program is listed for {place} or anywhere in Living Memory; 211 can help find one."
-        offers.append({"kind": "elsewhere" if elsewhere else "none_listed", "resource_type": rtype, "missing_in": place,
-                       "alternatives": [{k: r.get(k) for k in REGISTRY_FIELDS} for r in elsewhere], "text": text})  # fmt: skip
+            text = f"{missing} or anywhere in Living Memory; 211 can help find one."
+        offers.append(
+            {
+                "kind": "elsewhere" if elsewhere else "none_listed",
+                "resource_type": rtype,
+                "missing_in": place,
+                "alternatives": [{k: r.get(k) for k in REGISTRY_FIELDS} for r in elsewhere],
+                "text": text,
+            }
+        )
     return offers
 
 
