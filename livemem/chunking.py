@@ -275,13 +275,22 @@ class _Measure:
         k = bisect_right(range(lo, hi), budget, key=lambda i: self.tokens(a, self.run_starts[i]))
         if k:  # a whitespace boundary fits
             return self.run_starts[lo + k - 1]
-        # One word alone is over the limits: cut it where the tokenizer's own pieces start.
-        enc = tokenizer().encode(self.text[a : upper + 1], add_special_tokens=False)
-        starts = [a + s for s, _ in enc.offsets if a < a + s <= upper]
-        k = bisect_right(starts, budget, key=lambda p: self.tokens(a, p))
-        end = starts[k - 1] if k else a + 1
-        while end - a > 1 and self.tokens(a, end) > budget:  # a single character of many pieces
-            end -= 1
+        # One run alone is over the limits: cut it where the tokenizer's own words start (punctuation, ideographs),
+        # which counts exactly as the prefix's pieces, else inside a word (re-counted, shrunk until it fits).
+        window = min(upper + 1, a + 8 * budget)  # enough text for ``budget`` pieces, not the whole run
+        while True:
+            enc = tokenizer().encode(self.text[a:window], add_special_tokens=False)
+            if len(enc.ids) > budget or window > upper:
+                break
+            window = min(upper + 1, a + 2 * (window - a))
+        starts = [s for s, _ in enc.offsets]
+        words = enc.word_ids
+        for i in range(min(budget, len(starts) - 1), 0, -1):  # cutting before piece ``i`` leaves ``i`` pieces
+            if 0 < starts[i] <= upper - a and words[i] != words[i - 1]:
+                return a + starts[i]
+        end = upper if len(starts) <= budget else a + max(1, starts[budget])
+        while end - a > 1 and self.tokens(a, end) > budget:
+            end = a + (end - a) * 3 // 4
         return end
 
 
