@@ -18,6 +18,8 @@ from typing import Literal
 
 import numpy as np
 
+from livemem.dense import top_order  # ties go to the lower position, chosen as well as ordered
+
 Method = Literal["minmax", "zscore", "rrf"]
 METHODS: tuple[str, ...] = ("minmax", "zscore", "rrf")
 
@@ -76,13 +78,3 @@ def side_scores(ranked: np.ndarray, fusion: FusionSettings) -> np.ndarray:
     if spread <= 0:  # one chunk, or all tied: each is as good as the best
         return np.full(ranked.size, 1.0 if fusion.method == "minmax" else 0.0)
     return (ranked - low) / spread
-
-
-def top_order(scores: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the ``k`` highest scores, best first (ties keep index order)."""
-    if k <= 0 or scores.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    if k < scores.size:
-        part = np.argpartition(-scores, k - 1)[:k]
-        return part[np.lexsort((part, -scores[part]))]
-    return np.argsort(-scores, kind="stable")

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from livemem.dense import DenseScan
 from livemem.embedding import Embedder
 from livemem.fusion import FusionSettings, fuse, top_order
 from livemem.reader import Snapshot, breath_number
@@ -140,20 +141,71 @@ class Retriever:
         mask = filter_mask(snap, collections, query.filters)
         candidates = np.flatnonzero(mask)
         t = _tick(timings, "filter", t)
-        dense = sparse = dense_all = sparse_all = None
+        scan = sparse_all = dense_top = None
         if candidates.size and query.mode in ("dense", "hybrid"):
             vector = self.encode(query.text) if vector is None else vector
             t = _tick(timings, "encode", t)
-            dense_all = snap.dense @ vector
-            dense = dense_all[candidates]
+            scan = snap.dense.scan(vector, mask, candidates)
+            if query.mode == "hybrid":
+                dense_top = scan.top(min(self.fusion.depth, candidates.size))
             t = _tick(timings, "dense", t)
         # Term statistics of only the access levels searched: scores never depend on chunks the caller may not read.
         index = snap.sparse_for(frozenset(snap.access_of[c] for c in collections if c in snap.access_of))
         if candidates.size and query.mode in ("sparse", "hybrid") and index is not None:
             sparse_all = index.scores(query.text)
-            sparse = sparse_all[candidates]
             t = _tick(timings, "sparse", t)
-        rows, scores = self._score(query, candidates, dense, sparse)
+        made: list[Hit] = []
+
+        def hit(row: int, score: float) -> Hit:
+            made.append(Hit(row, score, None, None if sparse_all is None else float(sparse_all[row])))
+            return made[-1]
+
+        if query.mode == "dense" and scan is not None:
+            chunks, documents = self._dense_ranking(snap, query, scan, vector, candidates.size, hit)
+            t = _tick(timings, "score", t)
+        else:
+            if dense_top is not None:
+                rows, scores = self._hybrid(mask, dense_top, sparse_all)
+            else:
+                sparse = None if sparse_all is None else sparse_all[candidates]
+                rows, scores = self._score(query, candidates, None, sparse)
+            scores = self._reweigh(snap, query, rows, scores, vector)
+            if query.min_score is not None:
+                keep = scores >= query.min_score
+                rows, scores = rows[keep], scores[keep]
+            t = _tick(timings, "score", t)
+            if query.return_ == "documents":
+                documents = top_documents(snap, rows, scores, query.top_k, hit)
+                chunks = [d.hits[0] for d in documents]
+            else:
+                documents = None
+                chunks = [hit(int(rows[i]), float(scores[i])) for i in top_order(scores, query.top_k)]
+        if scan is not None and made:  # the exact dense scores of the rows shown (most are known already)
+            for h, dense in zip(made, scan.scores(np.array([h.row for h in made])), strict=True):
+                h.dense = float(dense)
+        suggestions = consider_also(snap, [h.row for h in chunks], mask, query.consider_also)
+        _tick(timings, "rank", t)
+        return Retrieval(chunks, documents, int(candidates.size), timings, suggestions)
+
+    def _hybrid(
+        self, mask: np.ndarray, dense_top: tuple[np.ndarray, np.ndarray], sparse_all: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Fusion over the dense top ``depth`` and the BM25-matched rows only: ``fuse`` gives the other rows
+        nothing (each side's contribution is computed from its own list), so this equals fusing every candidate.
+        Rows outside the dense top carry a dense score of -inf: below every score of the list, so ``fuse`` makes
+        the same dense list (its length is min(depth, candidates), which the union always reaches)."""
+        top_rows, top_scores = dense_top
+        matched = np.flatnonzero(mask & (sparse_all > 0)) if sparse_all is not None else top_rows[:0]
+        union = np.union1d(top_rows, matched)
+        dense = np.full(union.size, -np.inf, dtype=np.float32)
+        dense[np.searchsorted(union, top_rows)] = top_scores
+        sparse = sparse_all[union] if sparse_all is not None else np.zeros(union.size)
+        return fuse(union, dense, sparse, self.fusion)
+
+    def _reweigh(
+        self, snap: Snapshot, query: Query, rows: np.ndarray, scores: np.ndarray, vector: np.ndarray | None
+    ) -> np.ndarray:
+        """Recency and living memory multiply the scores of the rows found (they never add a row)."""
         if rows.size and query.recency_bias:
             scores = scores * recency_boost(
                 snap, rows, query.recency_bias, query.recency_half_life_days or self.recency_half_life_days
@@ -163,29 +215,47 @@ class Retriever:
             if vector is None:
                 vector = self.encode(query.text)
             scores = scores * attention_multiplier(snap, rows, query.attention_boost, vector)
-        if query.min_score is not None:
-            keep = scores >= query.min_score
-            rows, scores = rows[keep], scores[keep]
-        t = _tick(timings, "score", t)
+        return scores
 
-        def hit(row: int, score: float) -> Hit:
-            return Hit(
-                row,
-                score,
-                None if dense_all is None else float(dense_all[row]),
-                None if sparse_all is None else float(sparse_all[row]),
-            )
+    def _dense_ranking(
+        self, snap: Snapshot, query: Query, scan: DenseScan, vector: np.ndarray, allowed: int, hit
+    ) -> tuple[list[Hit], list[DocumentHit] | None]:
+        """Dense mode: the ranking of every allowed row, found from the candidates of the best ``depth``
+        (``DenseScan.candidates``), looking deeper until it is settled.
 
-        if query.return_ == "documents":
-            documents = top_documents(snap, rows, scores, query.top_k, hit)
-            chunks = [d.hits[0] for d in documents]
-        else:
-            documents = None
-            order = top_order(scores, query.top_k)
-            chunks = [hit(int(rows[i]), float(scores[i])) for i in order]
-        suggestions = consider_also(snap, [h.row for h in chunks], mask, query.consider_also)
-        _tick(timings, "rank", t)
-        return Retrieval(chunks, documents, int(candidates.size), timings, suggestions)
+        Recency and attention can lift a row past better dense scores, so candidates are chosen on the reweighed
+        score: each row's multiplier (computed for every row: one vector operation each) scales the bounds of its
+        dense score, so a row left out can never reach the ``depth`` best."""
+        every = np.arange(snap.size)
+        recency = attention = weight = None
+        if query.recency_bias:
+            half_life = query.recency_half_life_days or self.recency_half_life_days
+            recency = weight = recency_boost(snap, every, query.recency_bias, half_life)
+        if query.attention_boost and question_memory(snap).size:
+            attention = attention_multiplier(snap, every, query.attention_boost, vector)
+            weight = attention if weight is None else weight * attention
+        depth = query.top_k if query.return_ == "chunks" else max(query.top_k * 4, 50)
+        while True:
+            rows, dense = scan.candidates(depth, weight)
+            scores = dense.astype(np.float64)
+            # the operations of _reweigh, in its order, on the same multipliers
+            if recency is not None:
+                scores = scores * recency[rows]
+            if attention is not None:
+                scores = scores * attention[rows]
+            known: int | None = depth if depth < allowed else None  # the best `known` here are the best of all
+            if query.min_score is not None:
+                keep = scores >= query.min_score
+                if known is not None and not keep[top_order(scores, known)].all():
+                    known = None  # the results end among the best known rows: every one of them is here
+                rows, scores = rows[keep], scores[keep]
+            if query.return_ == "documents":
+                documents = top_documents(snap, rows, scores, query.top_k, hit, known)
+                if documents is not None:
+                    return [d.hits[0] for d in documents], documents
+            elif known is None or known >= query.top_k:
+                return [hit(int(rows[i]), float(scores[i])) for i in top_order(scores, query.top_k)], None
+            depth *= 4
 
     def _score(
         self, query: Query, candidates: np.ndarray, dense: np.ndarray | None, sparse: np.ndarray | None
@@ -203,11 +273,21 @@ class Retriever:
         return fuse(candidates, dense, sparse if sparse is not None else np.zeros(candidates.size), self.fusion)
 
 
-def top_documents(snap: Snapshot, rows: np.ndarray, scores: np.ndarray, top_k: int, hit) -> list[DocumentHit]:
-    """Parent documents ranked by their best chunk, each once (looks deeper until ``top_k`` parents are found)."""
+def top_documents(
+    snap: Snapshot, rows: np.ndarray, scores: np.ndarray, top_k: int, hit, known: int | None = None
+) -> list[DocumentHit] | None:
+    """Parent documents ranked by their best chunk, each once (looks deeper until ``top_k`` parents are found).
+
+    ``known``: only the best ``known`` of ``rows`` are known to be the best results of all (more results exist
+    beyond those given); None is returned when the ranking would need to look deeper. None: ``rows`` are all
+    the results."""
     parents = snap.columns["parent_id"]
-    depth = min(scores.size, max(top_k * 4, 50))
+    depth = max(top_k * 4, 50)
     while True:
+        if known is None:
+            depth = min(depth, scores.size)
+        elif depth > known:
+            return None
         order = top_order(scores, depth)
         documents: dict[str, DocumentHit] = {}
         for i in order:
@@ -220,9 +300,9 @@ def top_documents(snap: Snapshot, rows: np.ndarray, scores: np.ndarray, top_k: i
                 documents[pid] = DocumentHit(pid, score, [hit(row, score)])
             else:
                 doc.hits.append(hit(row, score))
-        if len(documents) >= top_k or depth >= scores.size:
+        if len(documents) >= top_k or (known is None and depth >= scores.size):
             return list(documents.values())
-        depth = min(scores.size, depth * 4)
+        depth *= 4
 
 
 MAX_CACHED_MASKS = 64
