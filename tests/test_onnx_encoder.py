@@ -1,4 +1,5 @@
-"""The ONNX Runtime encoder: the same vectors as torch on real texts, exported once, selectable in serving."""
+"""The ONNX Runtime encoder (the default): the same vectors as torch on real texts, on the batch and the single-query
+path; exported once; selectable in serving (``LIVEMEM_ENCODER``) and for builds (``index.encoder``)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ def onnx_embedder(onnx_cache) -> Embedder:
     return Embedder(encoder="onnx", threads=2, onnx_cache_dir=onnx_cache)
 
 
+@pytest.fixture(scope="module")
+def torch_embedder() -> Embedder:
+    """The reference backend (the session's ``embedder`` follows the default, ONNX)."""
+    return Embedder(encoder="torch", threads=2)
+
+
 def real_texts() -> list[str]:
     """SciFact abstracts as the pipeline embeds them (most exceed the model's 256 word pieces) and claims."""
     with open(SCIFACT / "corpus.jsonl", encoding="utf-8") as fh:
@@ -43,16 +50,21 @@ def real_texts() -> list[str]:
     return [f"# {d['title']}\n\n{d['text']}\n" for d in docs] + claims + odd
 
 
-def test_onnx_vectors_match_torch_on_real_texts(embedder, onnx_embedder):
+def test_onnx_vectors_match_torch_on_real_texts(torch_embedder, onnx_embedder):
     texts = real_texts()
-    reference = embedder.encode(texts)
+    reference = torch_embedder.encode(texts)
     batched = onnx_embedder.encode(texts)
     assert batched.shape == reference.shape == (len(texts), 384)
     assert batched.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-5)
     assert (batched * reference).sum(axis=1).min() >= 0.9999
+    # The single-query path (no padding, no mask) gives the batch path's vectors, and torch's single-query ones.
     one_by_one = np.stack([onnx_embedder.encode_one(t) for t in texts[-30:]])
-    assert (one_by_one * reference[-30:]).sum(axis=1).min() >= 0.9999
+    assert one_by_one.dtype == np.float32
+    np.testing.assert_allclose(one_by_one, batched[-30:], atol=1e-5)
+    torch_one = np.stack([torch_embedder.encode_one(t) for t in texts[-30:]])
+    assert (one_by_one * torch_one).sum(axis=1).min() >= 0.99999
+    assert (one_by_one * reference[-30:]).sum(axis=1).min() >= 0.99999
     # Sorting batches by length must not change which vector belongs to which text.
     np.testing.assert_allclose(onnx_embedder.encode(texts[::-1])[::-1], batched, atol=1e-5)
 
@@ -73,19 +85,19 @@ def test_export_happens_once_and_every_encoder_reuses_it(onnx_embedder, onnx_cac
 
 
 def test_serving_with_the_onnx_encoder_answers_as_torch_does(
-    tmp_path_factory, embedder, onnx_embedder, onnx_cache, monkeypatch
+    tmp_path_factory, torch_embedder, onnx_embedder, onnx_cache, monkeypatch
 ):
     root = tmp_path_factory.mktemp("onnx-serving")
     home = IndexHome(root / "rag_index")
     sources = make_workspace(root)
-    build_and_publish(sources, home, embedder)
+    build_and_publish(sources, home, torch_embedder)
     monkeypatch.setenv("LIVEMEM_ONNX_CACHE", str(onnx_cache))
     monkeypatch.setenv("LIVEMEM_ENCODER", "onnx")
     onnx_settings = Settings.from_env(index_dir=home.root, warm_up=False)
     assert onnx_settings.encoder == "onnx"
     answers = {}
     for name, app in (
-        ("torch", create_app(Settings(index_dir=home.root, warm_up=False), embedder)),
+        ("torch", create_app(Settings(index_dir=home.root, warm_up=False), torch_embedder)),
         ("onnx", create_app(onnx_settings)),  # the app makes its own embedder from the settings
     ):
         with TestClient(app) as client:
@@ -102,7 +114,7 @@ def test_serving_with_the_onnx_encoder_answers_as_torch_does(
     # embedding cache, embeds nothing again.
     fresh = IndexHome(root / "onnx_index")
     fresh.cache_dir.mkdir(parents=True)
-    shutil.copy(home.cache_dir / "embeddings.duckdb", fresh.cache_dir / "embeddings.duckdb")
+    shutil.copy(home.cache_dir / "embeddings.sqlite", fresh.cache_dir / "embeddings.sqlite")
     rebuilt = build_version(load_sources(sources), fresh, onnx_embedder)
     assert rebuilt.embeddings_computed == 0 and rebuilt.embeddings_reused > 0
 
@@ -115,3 +127,24 @@ def test_an_unknown_encoder_is_refused_by_name(monkeypatch):
         Embedder()
     with pytest.raises(ValueError, match="expected one of torch, onnx"):
         Embedder(encoder="int8")
+
+
+def test_onnx_is_the_default_and_a_sources_file_picks_the_build_backend(tmp_path, monkeypatch, onnx_cache):
+    monkeypatch.delenv("LIVEMEM_ENCODER", raising=False)
+    assert Embedder().encoder == "onnx"
+    assert Settings(index_dir=tmp_path).encoder == "onnx"
+    monkeypatch.setenv("LIVEMEM_ENCODER", "torch")
+    assert Settings.from_env(index_dir=tmp_path).encoder == "torch" and Embedder().encoder == "torch"
+    sources = make_workspace(tmp_path)
+    text = sources.read_text()
+    assert load_sources(sources).encoder is None  # not named: the embedder keeps its own backend
+    sources.write_text(text.replace("  retention: 3\n", "  retention: 3\n  encoder: onnx\n"), encoding="utf-8")
+    config = load_sources(sources)
+    assert config.encoder == "onnx"
+    base = Embedder(encoder="torch", threads=1, batch_size=16, onnx_cache_dir=onnx_cache)
+    chosen = base.with_encoder(config.encoder)
+    assert (chosen.encoder, chosen.threads, chosen.batch_size, chosen.onnx_cache_dir) == ("onnx", 1, 16, onnx_cache)
+    assert base.with_encoder(None) is base and chosen.with_encoder("onnx") is chosen
+    sources.write_text(text.replace("  retention: 3\n", "  retention: 3\n  encoder: int8\n"), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"sources.yaml:\d+:\d+: index.encoder: 'int8' is not one of"):
+        load_sources(sources)
