@@ -261,6 +261,10 @@ def test_population_hints_steer_program_types(client):
     assert {"ral-wic-beckley", "ral-holiday-beckley"} <= set(ids)
     # rows naming the population (children, families) come first
     assert ids.index("ral-holiday-beckley") < ids.index("ral-dhhr-snap")
+    veteran = client.post("/context", json={"message": "services for a veteran in Raleigh County"}).json()
+    assert veteran["route"]["population"][0]["population"] == "veteran"
+    assert {r["resource_type"] for r in veteran["registry"]} <= {"healthcare", "behavioral_health", "housing",
+                                                                 "employment", "disability_services"}  # fmt: skip
     plain = client.post("/context", json={"message": "help in Raleigh County"}).json()
     assert plain["route"]["population"] == [] and plain["route"]["registry_lookups"][0]["resource_type"] is None
 
