@@ -363,7 +363,11 @@ def _apply_day(con: duckdb.DuckDBPyConnection, previous_state: Path | None, usag
         """
     )
     con.execute("DELETE FROM attention")
-    con.execute("INSERT INTO attention SELECT chunk_id, attention_score, last_breath_seen FROM next_attention")
+    # only chunks with some attention get a row (a chunk without one has score 0): the table stays O(used chunks)
+    con.execute(
+        "INSERT INTO attention SELECT chunk_id, attention_score, last_breath_seen FROM next_attention "
+        "WHERE attention_score <> 0 OR last_breath_seen IS NOT NULL"
+    )
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, table: str, catalog: str | None = None) -> bool:
@@ -618,7 +622,7 @@ def rollup_day(
             con.execute(f"ATTACH '{home.version_dir(base) / TABLES}' AS published (READ_ONLY)")
             changed = con.execute(
                 "SELECT COUNT(*) FROM attention n FULL JOIN published.attention o USING (chunk_id) "
-                "WHERE n.attention_score IS DISTINCT FROM o.attention_score "
+                "WHERE COALESCE(n.attention_score, 0) IS DISTINCT FROM COALESCE(o.attention_score, 0) "
                 "OR n.last_breath_seen IS DISTINCT FROM o.last_breath_seen"
             ).fetchone()[0]
             if not _has_table(con, "attention_questions", "published"):
@@ -700,10 +704,15 @@ def _embed_with(embedder: Any, found: list, model: str | None) -> Any:
     return embed
 
 
-def attention_stats(con: duckdb.DuckDBPyConnection, high: float) -> dict[str, Any]:
-    avg, high_n, never = con.execute(
-        "SELECT COALESCE(AVG(attention_score), 0), COUNT(*) FILTER (WHERE attention_score >= ?), "
-        "COUNT(*) FILTER (WHERE attention_score = 0 AND last_breath_seen IS NULL) FROM attention",
+def attention_stats(con: duckdb.DuckDBPyConnection, high: float, total: int | None = None) -> dict[str, Any]:
+    """Average score, chunks at or above ``high`` and chunks never used, over every chunk of the version (chunks
+    without an attention row have score 0 and no breath seen). ``total``: the version's chunk count, when known."""
+    if total is None:
+        total = con.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+    summed, high_n, used = con.execute(
+        "SELECT COALESCE(SUM(attention_score), 0), COUNT(*) FILTER (WHERE attention_score >= ?), "
+        "COUNT(*) FILTER (WHERE attention_score <> 0 OR last_breath_seen IS NOT NULL) FROM attention",
         [high],
     ).fetchone()
-    return {"avg_score": round(float(avg), 6), "high_attention_chunks": high_n, "never_used_chunks": never}
+    avg = float(summed) / total if total else 0.0
+    return {"avg_score": round(avg, 6), "high_attention_chunks": high_n, "never_used_chunks": total - used}

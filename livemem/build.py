@@ -25,11 +25,13 @@ import numpy as np
 import pandas as pd
 
 from livemem import records
+from livemem.attention import attention_stats
 from livemem.breath import Breath, parse_breath
 from livemem.chunking import chunk_file, file_type
 from livemem.config import Governance, SourceConfig, SourcesConfig
 from livemem.duck import registered
-from livemem.embedding import Embedder, EmbeddingCache, cache_key
+from livemem.embed_cache import EmbeddingCache
+from livemem.embedding import Embedder, cache_key
 from livemem.errors import LivingMemoryError, SourceError
 from livemem.gitsource import GitSource, TreeEntry
 from livemem.store import (
@@ -49,7 +51,10 @@ from livemem.version.segments import (
     MEMBERS_SQL,
     PARENT_COLUMNS,
     create_views,
+    hold_segment,
+    live_rows,
     merge_plan,
+    release_segments,
     segment_meta,
     version_segments,
     write_segment,
@@ -73,10 +78,10 @@ CREATE TABLE chunk_lineage (chunk_id VARCHAR NOT NULL, predecessors VARCHAR[] NO
 """
     + MEMBERS_SQL
 )
-LAYOUT_VERSION = 2  # bump when a version's files change shape; older versions are then rebuilt, not reused
+LAYOUT_VERSION = 3  # bump when a version's files change shape; older versions are then rebuilt, not reused
 CHUNK_TABLES = (
-    "chunks", "parents", "chunk_parts", "parent_parts", "chunk_members", "parent_members", "skipped_files",
-    "attention", "chunk_lineage",
+    "chunks", "parents", "chunk_parts", "parent_parts", "chunk_members", "parent_members", "held_segments",
+    "chunk_deletes", "parent_deletes", "skipped_files", "attention", "chunk_lineage",
 )  # fmt: skip
 SKIP_COLUMNS = ("source", "path", "blob_sha", "size", "reason")
 HIGH_ATTENTION = 1.0
@@ -178,6 +183,12 @@ class _Builder:
         # a base of an older layout has no segments to share: every file is rebuilt (vectors come from the cache)
         self.base_segmented = bool(self.base_manifest and self.base_manifest.get("layout_version") == LAYOUT_VERSION)
         self.parts = home.root / PARTS
+        # What the base's rows become (``_carry_members``): sources whose rows are looked at (others are dropped),
+        # (source, path) pairs dropped, and per source rebuilt from a full comparison, the paths kept.
+        self.carry_sources: list[str] = []
+        self.drop_paths: list[tuple[str, str]] = []
+        self.keep_only: list[tuple[str, str]] = []
+        self.keep_only_sources: list[str] = []
 
     def _tick(self, name: str, since: float) -> float:
         now = time.perf_counter()
@@ -257,12 +268,14 @@ class _Builder:
                 self._carry_other_parts(con, staged)
             new_rows, new_parents, skips, failed = self._collect(con, stats, opened)
             t = time.perf_counter()
+            self._carry_members(con)
+            t = self._tick("carry_over_s", t)
             texts = [r.pop("_embed_text") for r in new_rows]
             vectors, computed, reused = self._embed(texts)
             t = self._tick("embed_s", t)
             segments = self._write_segments(con, new_rows, new_parents, vectors, texts)
             t = self._tick("segment_s", t)
-            self._write(con, skips)
+            self._write(con, skips, new_rows)
             self._count_chunks(con, stats)
             t = self._tick("tables_s", t)
             if self.config.uses_chroma:
@@ -304,13 +317,17 @@ class _Builder:
         paths in ``only`` when given)."""
         if self.base_dir is None or not self.base_segmented:
             return {}
-        with registered(con, pd.DataFrame({"path": only or []}, dtype=object), "only") as wanted:
-            where = "source = ?" + ("" if only is None else f" AND path IN (SELECT path FROM {wanted})")
-            rows = con.execute(
-                f"SELECT path, blob_sha, created_at FROM base.parents WHERE {where} "
-                f"UNION ALL SELECT path, blob_sha, NULL FROM base.skipped_files WHERE {where}",
-                [source, source],
-            ).fetchall()
+        if only is None:
+            where = f"source = {_literal(source)}"
+        elif not only:
+            return {}
+        else:  # a literal list: Parquet row groups are pruned by their statistics
+            where = f"source = {_literal(source)} AND path IN ({_literals(only)})"
+        rows = con.execute(
+            f"SELECT p.path, p.blob_sha, p.created_at FROM base.parent_parts p "
+            f"ANTI JOIN base.parent_deletes x ON p._seg = x.segment AND p._row = x.seg_row WHERE {where} "
+            f"UNION ALL SELECT path, blob_sha, NULL FROM base.skipped_files WHERE {where}"
+        ).fetchall()
         return {p: (sha, created) for p, sha, created in rows}
 
     def _collect(self, con, stats, opened):
@@ -320,16 +337,19 @@ class _Builder:
         failed: list[str] = []
         for src in self.config.sources:
             st = stats[src.name]
+            self.carry_sources.append(src.name)
             if src.name not in opened:
-                failed.append(src.name)
-                self._carry(con, src.name, None)
+                failed.append(src.name)  # unreadable: every row of it in the base is kept
                 continue
             repo, head = opened[src.name]
             t = time.perf_counter()
             plan = self._plan(con, src, repo, head, st)
             t = self._tick("git_list_s", t)
-            self._carry(con, src.name, plan.carried, plan.carry_all_but)
-            t = self._tick("carry_over_s", t)
+            if plan.carry_all_but is not None:
+                self.drop_paths += [(src.name, p) for p in plan.carry_all_but]
+            else:
+                self.keep_only_sources.append(src.name)
+                self.keep_only += [(src.name, p) for p in plan.carried]
             rows, parents, skipped = self._chunk_files(con, plan, st)
             self._tick("read_chunk_s", t)
             new_rows += rows
@@ -392,11 +412,7 @@ class _Builder:
         new = {p for p in tree if p not in base_files}
         rebuilt = sorted(tree)
         deleted = sorted(set(base_files) - set(tree))
-        base_count = con.execute(
-            "SELECT (SELECT COUNT(*) FROM base.parents WHERE source = ?) "
-            "+ (SELECT COUNT(*) FROM base.skipped_files WHERE source = ?)",
-            [src.name, src.name],
-        ).fetchone()[0]
+        base_count = base_entry.get("files", 0) + sum(base_entry.get("skipped_files", {}).values())
         st.files_new = len(new)
         st.files_changed = len(rebuilt) - len(new)
         st.files_unchanged = base_count - len(base_files)
@@ -409,28 +425,57 @@ class _Builder:
             carry_all_but=sorted(base_files),
         )  # fmt: skip
 
-    def _carry(
-        self, con: duckdb.DuckDBPyConnection, source: str, paths: list[str] | None, all_but: list[str] | None = None
-    ) -> None:
-        """Keep the rows of unchanged files (all files of the source when ``paths`` is None; all but ``all_but``
-        when that is given) from the base: their chunks and parents by naming them (segment, row) in this
-        version's membership, skipped files by copy."""
-        if self.base_dir is None or not self.base_segmented or (paths == [] and all_but is None):
+    def _carry_members(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Keep the base's rows of unchanged files: name their (segment, row) in this version's membership and copy
+        their skipped-file rows. ``dropped_chunks`` (temp) lists the base's chunks that are not kept, for attention
+        and counts. With the quick plan this costs a lookup of the touched paths (Parquet statistics skip the rest)
+        and a copy of the base's membership (integers); nothing per chunk in Python."""
+        empty = (
+            "CREATE TEMP TABLE dropped_chunks AS SELECT NULL::VARCHAR AS _seg, NULL::INTEGER AS _row, "
+            "NULL::VARCHAR AS chunk_id, NULL::VARCHAR AS source, NULL::VARCHAR AS path, NULL::VARCHAR AS heading_path "
+            "WHERE false"
+        )
+        if self.base_dir is None:
+            con.execute(empty)
             return
-        listed = all_but if all_but is not None else paths
-        with registered(con, pd.DataFrame({"path": listed or []}, dtype=object), "carried") as keep:
-            if all_but is not None:
-                where = f"source = ? AND path NOT IN (SELECT path FROM {keep})"
-            else:
-                where = "source = ?" + ("" if paths is None else f" AND path IN (SELECT path FROM {keep})")
-            for kind in ("chunk", "parent"):
-                con.execute(
-                    f"INSERT INTO {kind}_members SELECT m.segment, m.seg_row FROM base.{kind}_members m "
-                    f"JOIN (SELECT _seg, _row FROM base.{kind}_parts WHERE {where}) p "
-                    "ON p._seg = m.segment AND p._row = m.seg_row",
-                    [source],
+        if not self.base_segmented:  # an older layout: nothing is shared, every base chunk is replaced
+            con.execute(
+                "CREATE TEMP TABLE dropped_chunks AS SELECT NULL::VARCHAR AS _seg, NULL::INTEGER AS _row, "
+                "chunk_id, source, path, heading_path FROM base.chunks"
+            )
+            return
+        # which base rows go: sources no longer configured; the touched paths of a quick plan; every path but the
+        # carried ones of a full comparison. Literal lists, so DuckDB prunes Parquet row groups by their statistics.
+        conditions = [f"p.source NOT IN ({_literals(self.carry_sources)})"] if self.carry_sources else ["true"]
+        by_source: dict[str, list[str]] = {}
+        for source, path in self.drop_paths:
+            by_source.setdefault(source, []).append(path)
+        conditions += [f"(p.source = {_literal(s)} AND p.path IN ({_literals(ps)}))" for s, ps in by_source.items()]
+        keep = {s: [] for s in self.keep_only_sources}
+        for source, path in self.keep_only:
+            keep[source].append(path)
+        with registered(con, pd.DataFrame(self.keep_only, columns=["source", "path"], dtype=object), "keep") as kept:
+            for source in keep:
+                conditions.append(
+                    f"(p.source = {_literal(source)} AND p.path NOT IN "
+                    f"(SELECT path FROM {kept} WHERE source = {_literal(source)}))"
                 )
-            con.execute(f"INSERT INTO skipped_files SELECT * FROM base.skipped_files WHERE {where}", [source])
+            con.execute("INSERT INTO held_segments SELECT * FROM base.held_segments")
+            for kind in ("chunk", "parent"):
+                extra = ", p.chunk_id, p.source, p.path, p.heading_path" if kind == "chunk" else ""
+                selects = " UNION ALL ".join(
+                    f"SELECT p._seg, p._row{extra} FROM base.{kind}_parts p WHERE {c}" for c in conditions
+                )
+                con.execute(
+                    f"CREATE TEMP TABLE dropped_{kind}s AS SELECT DISTINCT d.* FROM ({selects}) d "
+                    f"ANTI JOIN base.{kind}_deletes x ON d._seg = x.segment AND d._row = x.seg_row"
+                )
+                con.execute(
+                    f"INSERT INTO {kind}_deletes SELECT segment, seg_row FROM base.{kind}_deletes "
+                    f"UNION ALL SELECT _seg, _row FROM dropped_{kind}s"
+                )
+            gone = " OR ".join(conditions)
+            con.execute(f"INSERT INTO skipped_files SELECT * FROM base.skipped_files p WHERE NOT ({gone})")
 
     def _chunk_files(self, con, plan: _FilePlan, st: SourceStats):
         src = plan.source
@@ -555,7 +600,7 @@ class _Builder:
         def progress(done: int, todo: int) -> None:
             log.info("embedded %d/%d new texts (%d chunks to store)", done, todo, total)
 
-        with EmbeddingCache(self.home.cache_dir / "embeddings.duckdb", self.embedder.dim) as cache:
+        with EmbeddingCache(self.home.cache_dir, self.embedder.dim) as cache:
             return cache.embed(texts, self.embedder, progress)
 
     def _write_segments(self, con, rows, parents, vectors, texts) -> list[dict[str, Any]]:
@@ -567,7 +612,8 @@ class _Builder:
                 con, self.parts, pd.DataFrame(rows, columns=list(records.CHUNK_COLUMNS)),
                 pd.DataFrame(parents, columns=list(PARENT_COLUMNS)), vectors, texts,
             )  # fmt: skip
-            self._add_members(con, segment, len(rows), len(parents))
+            hold_segment(con, segment, len(rows), len(parents))
+        release_segments(con, [s for s, c, p in live_rows(con) if c == 0 and p == 0])  # nothing of it is held
         create_views(con, version_segments(con))
         live = self._live_counts(con)
         sizes = {s: (m := segment_meta(self.parts, s))["chunks"] + m["parents"] for s in live}
@@ -578,33 +624,23 @@ class _Builder:
             live = self._live_counts(con)
         return [{"id": s, "chunks": n_chunks, "parents": n_parents} for s, (n_chunks, n_parents) in self._held(con)]
 
-    def _add_members(self, con, segment: str, chunks: int, parents: int) -> None:
-        for kind, n in (("chunk", chunks), ("parent", parents)):
-            if n:
-                con.execute(f"INSERT INTO {kind}_members SELECT ?, range FROM range(?)", [segment, n])
-
     def _live_counts(self, con) -> dict[str, int]:
         return {s: c + p for s, (c, p) in self._held(con)}
 
     def _held(self, con) -> list[tuple[str, tuple[int, int]]]:
-        held = con.execute(
-            "SELECT segment, SUM(c), SUM(p) FROM (SELECT segment, 1 AS c, 0 AS p FROM chunk_members "
-            "UNION ALL SELECT segment, 0, 1 FROM parent_members) GROUP BY 1 ORDER BY 1"
-        ).fetchall()
-        return [(s, (int(c), int(p))) for s, c, p in held]
+        return [(s, (c, p)) for s, c, p in live_rows(con)]
 
     def _merge(self, con, plan: list[str]) -> None:
         """Rewrite the rows this version holds of the ``plan`` segments as one segment."""
         t = time.perf_counter()
-        with registered(con, pd.DataFrame({"segment": plan}), "merged") as merged:
-            held = (
-                "SELECT p.* FROM {kind}_parts p SEMI JOIN {kind}_members m ON p._seg = m.segment AND p._row = m.seg_row "
-                f"WHERE p._seg IN (SELECT segment FROM {merged}) ORDER BY p._seg, p._row"
-            )
-            chunks = con.execute(held.format(kind="chunk")).df()
-            parents = con.execute(held.format(kind="parent")).df()
-            for kind in ("chunk", "parent"):
-                con.execute(f"DELETE FROM {kind}_members WHERE segment IN (SELECT segment FROM {merged})")
+        listed = ", ".join(f"'{s}'" for s in plan)  # segment ids: seg- and hex digits
+        held = (
+            "SELECT p.* FROM {kind}_parts p ANTI JOIN {kind}_deletes d ON d.segment = p._seg AND d.seg_row = p._row "
+            f"WHERE p._seg IN ({listed}) ORDER BY p._seg, p._row"
+        )
+        chunks = con.execute(held.format(kind="chunk")).df()
+        parents = con.execute(held.format(kind="parent")).df()
+        release_segments(con, plan)
         vectors = np.zeros((len(chunks), self.embedder.dim), dtype=np.float32)
         for segment, group in chunks.groupby("_seg", sort=False):
             dense = np.load(self.parts / str(segment) / "dense.npy", mmap_mode="r")
@@ -616,18 +652,31 @@ class _Builder:
             con, self.parts, chunks.drop(columns=["_seg", "_row"]), parents.drop(columns=["_seg", "_row"]), vectors,
             texts,
         )  # fmt: skip
-        self._add_members(con, segment, len(chunks), len(parents))
+        hold_segment(con, segment, len(chunks), len(parents))
         self._tick("merge_s", t)
         log.info("merged %d segments into %s (%d chunks, %d files)", len(plan), segment, len(chunks), len(parents))
 
-    def _write(self, con, skips) -> None:
+    def _write(self, con, skips, new_rows: list[dict[str, Any]]) -> None:
         if skips:
             with registered(con, pd.DataFrame(skips, columns=list(SKIP_COLUMNS)), "skipped_files") as frame:
                 con.execute(f"INSERT INTO skipped_files SELECT * FROM {frame}")
-        if self.base_dir is None:
-            con.execute("INSERT INTO attention SELECT chunk_id, 0, NULL FROM chunks")
-            return
-        self._inherit(con)
+        fresh = pd.DataFrame(
+            [(r["chunk_id"], r["source"], r["path"], r["heading_path"]) for r in new_rows],
+            columns=["chunk_id", "source", "path", "heading_path"], dtype=object,
+        )  # fmt: skip
+        with registered(con, fresh, "fresh") as frame:
+            # removed: base chunks gone from this version; fresh_only: chunks the base did not hold. Rebuilt paths'
+            # rows are all dropped and carried rows are never rebuilt, so both come from the change alone.
+            con.execute(
+                "CREATE TEMP TABLE removed AS SELECT chunk_id, source, path, heading_path FROM dropped_chunks "
+                f"WHERE chunk_id NOT IN (SELECT chunk_id FROM {frame})"
+            )
+            con.execute(
+                f"CREATE TEMP TABLE fresh_only AS SELECT * FROM {frame} "
+                "WHERE chunk_id NOT IN (SELECT chunk_id FROM dropped_chunks)"
+            )
+        if self.base_dir is not None:
+            self._inherit(con)
 
     def _inherit(self, con: duckdb.DuckDBPyConnection) -> None:
         """Attention of the new version: kept chunks keep theirs; an edited chunk inherits from the chunk it replaced.
@@ -636,6 +685,9 @@ class _Builder:
         inherits that chunk's attention and last_breath_seen (the one with the most attention when several share
         the heading). ``chunk_lineage`` records the replaced ids, most recent first, so the nightly rollup can
         continue the day-by-day attention of an edited chunk from its predecessor.
+
+        ``attention`` holds only chunks with some (a score or a breath seen); a chunk without a row has score 0.
+        Everything here is O(change + chunks with attention): the base's rows are copied minus the removed ones.
         """
         base_has_lineage = con.execute(
             "SELECT COUNT(*) FROM information_schema.tables WHERE table_catalog = 'base' AND table_name = 'chunk_lineage'"
@@ -648,36 +700,31 @@ class _Builder:
         con.execute(
             """
             CREATE TEMP TABLE heirs AS
-            WITH removed AS (
-                SELECT b.chunk_id, b.source, b.path, b.heading_path,
-                       COALESCE(a.attention_score, 0) AS score, a.last_breath_seen
-                FROM base.chunks b LEFT JOIN base.attention a USING (chunk_id)
-                WHERE b.chunk_id NOT IN (SELECT chunk_id FROM chunks)
-            ), fresh AS (
-                SELECT chunk_id, source, path, heading_path FROM chunks
-                WHERE chunk_id NOT IN (SELECT chunk_id FROM base.chunks)
+            WITH r AS (
+                SELECT r.chunk_id, r.source, r.path, r.heading_path, COALESCE(a.attention_score, 0) AS score
+                FROM removed r LEFT JOIN base.attention a USING (chunk_id)
             )
             SELECT f.chunk_id, arg_max(r.chunk_id, (r.score, r.chunk_id)) AS predecessor
-            FROM fresh f JOIN removed r USING (source, path, heading_path)
+            FROM fresh_only f JOIN r USING (source, path, heading_path)
             GROUP BY f.chunk_id
             """
         )
+        used = "(a.attention_score <> 0 OR a.last_breath_seen IS NOT NULL)"
         con.execute(
-            """
+            f"""
             INSERT INTO attention
-            SELECT c.chunk_id,
-                   COALESCE(a.attention_score, p.attention_score, 0),
-                   CASE WHEN a.chunk_id IS NOT NULL THEN a.last_breath_seen ELSE p.last_breath_seen END
-            FROM chunks c
-            LEFT JOIN base.attention a USING (chunk_id)
-            LEFT JOIN heirs h USING (chunk_id)
-            LEFT JOIN base.attention p ON p.chunk_id = h.predecessor
+            SELECT a.chunk_id, a.attention_score, a.last_breath_seen FROM base.attention a
+            WHERE {used} AND a.chunk_id NOT IN (SELECT chunk_id FROM removed)
+            UNION ALL
+            SELECT h.chunk_id, a.attention_score, a.last_breath_seen
+            FROM heirs h JOIN base.attention a ON a.chunk_id = h.predecessor WHERE {used}
             """
         )
         con.execute(
             f"""
             INSERT INTO chunk_lineage
-            SELECT l.chunk_id, l.predecessors FROM {base_lineage} l JOIN chunks USING (chunk_id)
+            SELECT l.chunk_id, l.predecessors FROM {base_lineage} l
+            WHERE l.chunk_id NOT IN (SELECT chunk_id FROM removed)
             UNION ALL
             SELECT h.chunk_id, list_prepend(h.predecessor, COALESCE(pl.predecessors, []::VARCHAR[]))[1:10]
             FROM heirs h LEFT JOIN {base_lineage} pl ON pl.chunk_id = h.predecessor
@@ -685,30 +732,18 @@ class _Builder:
         )
 
     def _count_chunks(self, con, stats: dict[str, SourceStats]) -> None:
-        if self.base_dir is None:
-            base = "SELECT NULL::VARCHAR AS chunk_id, NULL::VARCHAR AS source, NULL::VARCHAR AS path WHERE false"
-        else:
-            base = "SELECT chunk_id, source, path FROM base.chunks"
-        rows = con.execute(
-            f"""
-            WITH b AS ({base}), n AS (SELECT chunk_id, source, path FROM chunks)
-            SELECT COALESCE(n.source, b.source) AS source,
-                   COUNT(*) FILTER (WHERE b.chunk_id IS NOT NULL AND n.chunk_id IS NOT NULL) AS unchanged,
-                   COUNT(*) FILTER (WHERE n.chunk_id IS NULL) AS deleted,
-                   list(n.path) FILTER (WHERE b.chunk_id IS NULL) AS added_paths
-            FROM n FULL OUTER JOIN b USING (chunk_id) GROUP BY 1
-            """
-        ).fetchall()
-        for source, unchanged, deleted, added_paths in rows:
-            st = stats.get(source)
-            if st is None:
-                continue
+        """Per source: chunks unchanged, deleted, changed (in changed files) and new, from the change alone."""
+        deleted = dict(con.execute("SELECT source, COUNT(*) FROM removed GROUP BY 1").fetchall())
+        added = dict(con.execute("SELECT source, list(path) FROM fresh_only GROUP BY 1").fetchall())
+        base_sources = (self.base_manifest or {}).get("sources", {})
+        for source, st in stats.items():
+            base_chunks = base_sources.get(source, {}).get("chunks", 0) if self.base_dir is not None else 0
             changed = set(st.changed_paths)
-            added = added_paths or []
-            st.chunks_unchanged = unchanged
-            st.chunks_deleted = deleted
-            st.chunks_changed = sum(1 for p in added if p in changed)
-            st.chunks_new = len(added) - st.chunks_changed
+            paths = added.get(source) or []
+            st.chunks_deleted = deleted.get(source, 0)
+            st.chunks_unchanged = base_chunks - st.chunks_deleted
+            st.chunks_changed = sum(1 for p in paths if p in changed)
+            st.chunks_new = len(paths) - st.chunks_changed
 
     def _update_chroma(self, con, staged, rows, vectors) -> None:
         """Start from the base version's vector store, then upsert rebuilt chunks and delete the gone ones."""
@@ -770,7 +805,7 @@ class _Builder:
 
     def _vectors_for(self, items: list[tuple[str, str, str]]) -> np.ndarray:
         """Vectors of (content, heading path JSON, embed hash) items: from the cache, computing any missing."""
-        with EmbeddingCache(self.home.cache_dir / "embeddings.duckdb", self.embedder.dim) as cache:
+        with EmbeddingCache(self.home.cache_dir, self.embedder.dim) as cache:
             found = cache.get_many([h for _, _, h in items])
             missing = {h: records.embed_text(c, json.loads(p)) for c, p, h in items if h not in found}
             if missing:
@@ -787,32 +822,27 @@ class _Builder:
 
     def _manifest(self, con, version_id, staged, stats, breath: Breath, computed, reused, failed) -> dict:
         now = iso(utc_now())
-        per_source = {
-            s: (n, sealed)
-            for s, n, sealed in con.execute(
-                "SELECT source, COUNT(*), COUNT(*) FILTER (WHERE seal_state = 'SEALED') FROM chunks GROUP BY 1"
-            ).fetchall()
-        }
+        # one scan of the chunk rows (and one of the files) for every count below
+        per_source: dict[str, tuple[int, int]] = {}
+        collections: dict[str, dict[str, Any]] = {}
+        for source, collection, access, n, sealed in con.execute(
+            "SELECT source, collection, any_value(access), COUNT(*), COUNT(*) FILTER (WHERE seal_state = 'SEALED') "
+            "FROM chunks GROUP BY 1, 2 ORDER BY 1, 2"
+        ).fetchall():
+            before = per_source.get(source, (0, 0))
+            per_source[source] = (before[0] + n, before[1] + sealed)
+            entry = collections.setdefault(collection, {"access": access, "chunks": 0})
+            entry["chunks"] += n
         files = dict(con.execute("SELECT source, COUNT(*) FROM parents GROUP BY 1").fetchall())
         skipped: dict[str, dict[str, int]] = {}
         for source, reason, n in con.execute(
             "SELECT source, reason, COUNT(*) FROM skipped_files GROUP BY 1, 2"
         ).fetchall():
             skipped.setdefault(source, {})[reason] = n
-        collections = {
-            c: {"access": a, "chunks": n}
-            for c, a, n in con.execute(
-                "SELECT collection, any_value(access), COUNT(*) FROM chunks GROUP BY 1"
-            ).fetchall()
-        }
-        total, sealed_total = con.execute(
-            "SELECT COUNT(*), COUNT(*) FILTER (WHERE seal_state = 'SEALED') FROM chunks"
-        ).fetchone()
-        parents_total = con.execute("SELECT COUNT(*) FROM parents").fetchone()[0]
-        avg, high, never = con.execute(
-            f"SELECT COALESCE(AVG(attention_score), 0), COUNT(*) FILTER (WHERE attention_score >= {HIGH_ATTENTION}), "
-            "COUNT(*) FILTER (WHERE attention_score = 0 AND last_breath_seen IS NULL) FROM attention"
-        ).fetchone()
+        total = sum(n for n, _ in per_source.values())
+        sealed_total = sum(sealed for _, sealed in per_source.values())
+        parents_total = sum(files.values())
+        attention = attention_stats(con, HIGH_ATTENTION, total)
         base_sources = (self.base_manifest or {}).get("sources", {})
         sources = {}
         for src in self.config.sources:
@@ -849,11 +879,7 @@ class _Builder:
                 "path": breath.path,
             },
             "governance": governance_status(total, 0.0, self.config.governance),
-            "attention_stats": {
-                "avg_score": round(float(avg), 6),
-                "high_attention_chunks": high,
-                "never_used_chunks": never,
-            },
+            "attention_stats": attention,
             "changes": {
                 "embeddings_computed": computed,
                 "embeddings_reused": reused,
@@ -864,6 +890,15 @@ class _Builder:
                 },
             },
         }
+
+
+def _literal(value: str) -> str:
+    """A SQL string literal (DuckDB strings have no backslash escapes: doubling the quote is the whole escape)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _literals(values: list[str]) -> str:
+    return ", ".join(_literal(v) for v in values)
 
 
 def read_breath(config: SourcesConfig, opened: dict[str, GitSource] | None = None) -> Breath:

@@ -130,15 +130,15 @@ def check_sources_readable(manifest: dict[str, Any]) -> CheckOutcome:
 
 
 def check_attention(version_dir: Path) -> CheckOutcome:
-    """Every chunk has exactly one attention row with a finite score >= 0, every remembered question (the questions
-    a chunk was confirmed useful for) has a finite weight >= 0 and belongs to a chunk of the version, and records
-    stay schema-valid."""
+    """Every attention row (a chunk without one has score 0) belongs to a chunk of the version and has a finite
+    score >= 0, every remembered question (the questions a chunk was confirmed useful for) has a finite weight >= 0
+    and belongs to a chunk of the version, and records stay schema-valid."""
     con = connect(version_dir)
     try:
-        missing, bad, total = con.execute(
-            "SELECT COUNT(*) FILTER (WHERE a.chunk_id IS NULL), "
-            "COUNT(*) FILTER (WHERE NOT isfinite(a.attention_score) OR a.attention_score < 0), COUNT(*) "
-            "FROM chunks c LEFT JOIN attention a USING (chunk_id)"
+        total = con.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        missing, bad = con.execute(
+            "SELECT COUNT(*) FILTER (WHERE chunk_id NOT IN (SELECT chunk_id FROM chunks)), "
+            "COUNT(*) FILTER (WHERE NOT isfinite(attention_score) OR attention_score < 0) FROM attention"
         ).fetchone()
         bad_questions = orphan_questions = 0
         if con.execute("SELECT COUNT(*) FROM duckdb_tables() WHERE table_name = 'attention_questions'").fetchone()[0]:
@@ -150,7 +150,7 @@ def check_attention(version_dir: Path) -> CheckOutcome:
         con.close()
     failures = []
     if missing:
-        failures.append(f"{missing} chunks have no attention row")
+        failures.append(f"{missing} attention rows belong to chunks this version does not hold")
     if bad:
         failures.append(f"{bad} chunks have a negative or non-finite attention score")
     if bad_questions:
@@ -159,7 +159,7 @@ def check_attention(version_dir: Path) -> CheckOutcome:
         failures.append(f"{orphan_questions} remembered questions belong to chunks this version does not hold")
     schema = check_chunks_schema(version_dir)
     failures.extend(schema.failures)
-    summary = f"{total - missing - bad} of {total} chunks have a valid attention score; {schema.summary}"
+    summary = f"{total - bad} of {total} chunks have a valid attention score; {schema.summary}"
     return CheckOutcome(not failures, summary, failures[:MAX_REPORTED], total)
 
 

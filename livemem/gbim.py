@@ -41,7 +41,8 @@ import numpy as np
 from livemem.checks import MAX_REPORTED, CheckOutcome
 from livemem.config import SourcesConfig
 from livemem.duck import registered
-from livemem.embedding import Embedder, EmbeddingCache
+from livemem.embed_cache import EmbeddingCache
+from livemem.embedding import Embedder
 from livemem.errors import ConfigError, SourceError
 from livemem.gis_index import (
     ENTITY_COLUMNS,
@@ -794,7 +795,7 @@ def export_gbim(config: SourcesConfig, home: IndexHome, embedder: Embedder, *, f
 
         t = time.perf_counter()
         texts = [embed_text(e) for e in entities]
-        with EmbeddingCache(home.cache_dir / "embeddings.duckdb", embedder.dim) as cache:
+        with EmbeddingCache(home.cache_dir, embedder.dim) as cache:
             vectors, computed, reused = cache.embed(texts, embedder)
         timings["embed_s"] = round(time.perf_counter() - t, 3)
 

@@ -12,7 +12,7 @@ Layout (see ``rag_index/README.md``)::
                                        parent rows, vectors, BM25 postings; removed when no kept version names them
     <home>/staging/<id>/               a version being built or checked; moved to versions/ when published
     <home>/staging/<id>.owner.json     who staged it (Dagster run, host, pid): never reclaimed while alive
-    <home>/cache/embeddings.duckdb     embedding cache (content hash + model id)
+    <home>/cache/embeddings.sqlite     embedding cache (content hash + model id; livemem.embed_cache)
     <home>/publish_log.jsonl           every switch of CURRENT (publish and rollback)
 
 A version is built in ``staging/``, checked there, then renamed into ``versions/`` and named in ``CURRENT``

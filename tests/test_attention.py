@@ -61,7 +61,10 @@ def write_traces(home: IndexHome, day: str, lines: list[str], name: str = "host-
 def attention(home: IndexHome) -> dict[str, tuple[float, str | None]]:
     con = connect(home.version_dir(home.current()))
     try:
-        rows = con.execute("SELECT chunk_id, attention_score, last_breath_seen FROM attention").fetchall()
+        rows = con.execute(  # a chunk without an attention row has score 0 and no breath seen
+            "SELECT c.chunk_id, COALESCE(a.attention_score, 0), a.last_breath_seen "
+            "FROM chunks c LEFT JOIN attention a USING (chunk_id)"
+        ).fetchall()
     finally:
         con.close()
     return {c: (round(s, 9), b) for c, s, b in rows}

@@ -305,8 +305,8 @@ def test_edited_chunk_inherits_attention_of_the_chunk_it_replaced(tmp_path: Path
     with home.write_lock():  # what a rollup does: a new version with changed attention only
         version, staged, base = derive_version(home)
         con = connect(staged, read_only=False)
-        con.execute("UPDATE attention SET attention_score = 2.5, last_breath_seen = 'Δ3' WHERE chunk_id = ?", [wic_id])
-        con.execute("UPDATE attention SET attention_score = 1.0 WHERE chunk_id = ?", [snap_id])
+        assert con.execute("SELECT COUNT(*) FROM attention").fetchone()[0] == 0  # only used chunks get a row
+        con.execute("INSERT INTO attention VALUES (?, 2.5, 'Δ3'), (?, 1.0, NULL)", [wic_id, snap_id])
         con.close()
         write_manifest(staged, {**home.manifest(base), "version_id": version})
     home.publish(version, base, 5)

@@ -15,7 +15,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from conftest import GitRepo
 from differential_support import IndexHistory
@@ -87,23 +86,16 @@ def test_the_edited_bundled_example_equals_a_from_scratch_build(bundled, embedde
     assert report.comparison.chunks_compared == bundled["home"].current_manifest()["total_chunks"]
 
 
-def _old_carry(self, con, source, paths, all_but=None):
+_CARRY_MEMBERS = build_module._Builder._carry_members
+
+
+def _old_carry(self, con):
     """The defective carry-over this project shipped (in today's membership form): the temp table ``keep``
-    shadows the frame ``keep``, so every source after the first carries the first source's paths."""
-    if self.base_dir is None or paths == []:
-        return
-    where = "source = ?"
-    if paths is not None:
-        keep = pd.DataFrame({"path": paths})  # noqa: F841 - read by DuckDB below
-        con.execute("CREATE OR REPLACE TEMP TABLE keep AS SELECT path FROM keep")
-        where += " AND path IN (SELECT path FROM keep)"
-    for kind in ("chunk", "parent"):
-        con.execute(
-            f"INSERT INTO {kind}_members SELECT m.segment, m.seg_row FROM base.{kind}_members m "
-            f"JOIN (SELECT _seg, _row FROM base.{kind}_parts WHERE {where}) p ON p._seg = m.segment AND p._row = m.seg_row",
-            [source],
-        )
-    con.execute(f"INSERT INTO skipped_files SELECT * FROM base.skipped_files WHERE {where}", [source])
+    shadowed the frame ``keep``, so every source after the first carried the first source's paths."""
+    first = self.keep_only_sources[0] if self.keep_only_sources else None
+    first_paths = [p for s, p in self.keep_only if s == first]
+    self.keep_only = [(s, p) for s in self.keep_only_sources for p in first_paths]
+    return _CARRY_MEMBERS(self, con)
 
 
 def test_the_completeness_check_blocks_the_old_defect(tmp_path: Path, embedder, monkeypatch) -> None:
@@ -114,7 +106,7 @@ def test_the_completeness_check_blocks_the_old_defect(tmp_path: Path, embedder, 
     published = home.current()
     path = "examples/corpus/benefits/raleigh-county.md"
     repo.commit({path: (repo.path / path).read_text(encoding="utf-8") + "More text about LIEAP.\n"})
-    monkeypatch.setattr(build_module._Builder, "_carry", _old_carry)
+    monkeypatch.setattr(build_module._Builder, "_carry_members", _old_carry)
     monkeypatch.setattr(build_module._Builder, "_plan_changes", lambda *a: None)  # the plan that lists every file
     result = build_version(config, home, embedder)
     outcome = check_index_complete(
@@ -139,8 +131,7 @@ def test_the_completeness_check_catches_rows_lost_from_a_carried_file(tmp_path: 
     staged = home.staged_dir(result.version_id)
     con = connect(staged, read_only=False)
     con.execute(
-        "DELETE FROM chunk_members WHERE (segment, seg_row) IN "
-        "(SELECT (_seg, _row) FROM chunk_parts WHERE path = 'b.md' AND chunk_index = 1)"
+        "INSERT INTO chunk_deletes SELECT _seg, _row FROM chunk_parts WHERE path = 'b.md' AND chunk_index = 1"
     )
     con.close()
     outcome = check_index_complete(staged, home.manifest(result.version_id), config, home.version_dir(base))
@@ -165,7 +156,7 @@ def test_verify_rebuild_names_the_damaged_file(tmp_path: Path, make_repo, embedd
     assert "identical" in ok.output
     con = connect(home.version_dir(home.current()), read_only=False)
     con.execute(  # the version no longer holds docs/b.md's chunk (its segment is immutable and hash-checked)
-        "DELETE FROM chunk_members WHERE (segment, seg_row) IN (SELECT (_seg, _row) FROM chunk_parts WHERE path = 'docs/b.md')"
+        "INSERT INTO chunk_deletes SELECT _seg, _row FROM chunk_parts WHERE path = 'docs/b.md'"
     )
     con.close()
     bad = runner.invoke(cli.app, args)

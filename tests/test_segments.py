@@ -16,6 +16,7 @@ from livemem.config import load_sources
 from livemem.reader import load_snapshot
 from livemem.store import IndexHome
 from livemem.verify import compare_versions
+from livemem.version import connect
 from livemem.version.segments import MAX_SEGMENTS, merge_plan
 
 
@@ -64,6 +65,20 @@ def test_a_one_file_change_writes_one_small_segment_and_shares_the_rest(tmp_path
     snap = load_snapshot(home, second)
     assert snap.size == 30 and any("winter heating" in r["content"] for r in snap.rows)
     assert not any("Text number 7 about" in r["content"] for r in snap.rows)
+    # membership is O(change): the segments held and the rows of them deleted (the edited file's old row), not one
+    # row per chunk; attention holds only chunks that have some (none yet)
+    con = connect(home.version_dir(second))
+    try:
+        held = con.execute("SELECT segment, chunks, parents FROM held_segments ORDER BY segment").fetchall()
+        deleted = con.execute(
+            "SELECT p.path FROM chunk_deletes d JOIN chunk_parts p ON p._seg = d.segment AND p._row = d.seg_row"
+        ).fetchall()
+        parents_deleted = con.execute("SELECT COUNT(*) FROM parent_deletes").fetchone()[0]
+        attention_rows = con.execute("SELECT COUNT(*) FROM attention").fetchone()[0]
+    finally:
+        con.close()
+    assert sorted(s for s, _, _ in held) == sorted(new) and {(c, p) for s, c, p in held if s == added} == {(1, 1)}
+    assert deleted == [("docs/page-07.md",)] and parents_deleted == 1 and attention_rows == 0
 
 
 def test_merges_keep_every_row_vector_and_score(tmp_path, many_files, embedder, monkeypatch) -> None:

@@ -16,7 +16,7 @@ from test_faults import uvicorn
 from livemem import records
 from livemem.store import MANIFEST, IndexHome, write_manifest
 from livemem.version import connect
-from livemem.version.segments import create_views, write_segment
+from livemem.version.segments import create_views, hold_segment, release_segments, write_segment
 
 BROKEN = "20990101T000000000000Z"
 
@@ -68,9 +68,8 @@ def damaged_copy(home: IndexHome, version: str, damage: str, copy: str = BROKEN)
             records.embed_text(c, json.loads(h)) for c, h in zip(chunks["content"], chunks["heading_path"], strict=True)
         ]
         new = write_segment(con, home.root / "parts", chunks, parents, vectors, texts)
-        con.execute("DELETE FROM chunk_members; DELETE FROM parent_members")
-        con.execute("INSERT INTO chunk_members SELECT ?, range FROM range(?)", [new, len(chunks)])
-        con.execute("INSERT INTO parent_members SELECT ?, range FROM range(?)", [new, len(parents)])
+        release_segments(con, [old])
+        hold_segment(con, new, len(chunks), len(parents))
         create_views(con, [new])
     finally:
         con.close()

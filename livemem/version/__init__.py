@@ -4,10 +4,11 @@ A version is a small directory (``versions/<id>/``: manifest, a small ``tables.d
 immutable **segments** shared by every version that uses them (``<home>/parts/seg-<hash>/``, content-addressed:
 the name is the hash of the files' hashes). A build writes one segment holding only the chunks and files it
 (re)built: their rows (Parquet), vectors (``dense.npy``) and BM25 postings (``postings.npz``). Which rows of which
-segments a version holds is its **membership** (``chunk_members`` / ``parent_members``: segment, row), and the
-version's ``chunks`` and ``parents`` are views over its segments' Parquet files restricted to its members, so every
-SQL reader keeps reading tables called ``chunks`` and ``parents``. Carrying an unchanged file over writes two
-integers; a nightly attention publish copies only the small tables.
+segments a version holds is its **membership**: the segments it holds (``held_segments``) less the rows it has
+deleted from them (``chunk_deletes`` / ``parent_deletes``: segment, row), so a build writes what changed, never a
+row per unchanged chunk. The version's ``chunk_members`` / ``parent_members`` (the held rows), ``chunks`` and
+``parents`` are views over its segments' Parquet files, so every SQL reader keeps reading tables called ``chunks``
+and ``parents``. A nightly attention publish copies only the small tables.
 
 Opening a version's ``tables.duckdb`` must go through ``connect`` (or ``use_parts`` on a connection that ATTACHes
 one): the views name segment files relative to ``<home>/parts``, found through DuckDB's ``file_search_path``.
@@ -23,6 +24,7 @@ from pathlib import Path
 import duckdb
 
 PARTS = "parts"
+BLOCK_SIZE = 16384  # bytes per block of a version's tables.duckdb
 
 
 def parts_dir(version_dir: Path) -> Path:
@@ -41,7 +43,10 @@ def connect(version_dir: Path, read_only: bool = True) -> duckdb.DuckDBPyConnect
     """Open a version's ``tables.duckdb`` with its segments resolvable."""
     from livemem.store import TABLES
 
-    con = duckdb.connect(str(Path(version_dir) / TABLES), read_only=read_only)
+    # 16 KiB blocks for a file created here (DuckDB's default is 256 KiB): a version's tables are small (a table of
+    # a few rows took a whole block), and every version and attention publish writes its own file
+    config = {} if read_only else {"default_block_size": str(BLOCK_SIZE)}
+    con = duckdb.connect(str(Path(version_dir) / TABLES), read_only=read_only, config=config)
     try:
         use_parts(con, version_dir)
     except Exception:

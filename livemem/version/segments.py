@@ -54,9 +54,13 @@ PARENT_SCHEMA = (
 CHUNK_COLUMNS = tuple(name for name, _ in CHUNK_SCHEMA)
 PARENT_COLUMNS = tuple(name for name, _ in PARENT_SCHEMA)
 FILES = ("chunks.parquet", "parents.parquet", "dense.npy", "postings.npz")
+# Membership: the segments a version holds, and the rows of them it does not (deletion vectors, as Lucene's
+# .liv files, Iceberg's / Delta's delete files). A build copies these small tables from its base and adds the rows
+# of the files it rebuilt or dropped: a one-file change costs O(change + deleted rows), never O(corpus).
 MEMBERS_SQL = """
-CREATE TABLE chunk_members (segment VARCHAR NOT NULL, seg_row INTEGER NOT NULL);
-CREATE TABLE parent_members (segment VARCHAR NOT NULL, seg_row INTEGER NOT NULL);
+CREATE TABLE held_segments (segment VARCHAR NOT NULL, chunks INTEGER NOT NULL, parents INTEGER NOT NULL);
+CREATE TABLE chunk_deletes (segment VARCHAR NOT NULL, seg_row INTEGER NOT NULL);
+CREATE TABLE parent_deletes (segment VARCHAR NOT NULL, seg_row INTEGER NOT NULL);
 """
 _TABLES = {"chunk": ("chunks", CHUNK_SCHEMA), "parent": ("parents", PARENT_SCHEMA)}
 
@@ -126,8 +130,9 @@ def segment_meta(parts: Path, segment_id: str) -> dict[str, Any]:
 
 
 def create_views(con: duckdb.DuckDBPyConnection, segments: list[str], schema_name: str = "main") -> None:
-    """(Re)define ``chunks`` / ``parents`` (and ``chunk_parts`` / ``parent_parts``: every row of the segments with
-    ``_seg`` and ``_row``) over ``segments``, restricted to the members."""
+    """(Re)define, over ``segments`` (those the version holds): ``chunk_parts`` / ``parent_parts`` (every row of
+    them, with ``_seg`` and ``_row``), ``chunk_members`` / ``parent_members`` (segment, seg_row: the rows not
+    deleted) and ``chunks`` / ``parents`` (the rows themselves)."""
     for kind, (table, schema) in _TABLES.items():
         if segments:
             union = " UNION ALL ".join(
@@ -138,21 +143,43 @@ def create_views(con: duckdb.DuckDBPyConnection, segments: list[str], schema_nam
                 f'NULL::{kind_} AS "{name}"' for name, kind_ in schema
             ) + " WHERE false"  # fmt: skip
         columns = ", ".join(f'p."{name}"' for name, _ in schema)
+        live = f"{kind}_parts p ANTI JOIN {kind}_deletes d ON d.segment = p._seg AND d.seg_row = p._row"
         con.execute(f"CREATE OR REPLACE VIEW {schema_name}.{kind}_parts AS {union}")
         con.execute(
-            f"CREATE OR REPLACE VIEW {schema_name}.{table} AS SELECT {columns} FROM {kind}_parts p "
-            f"SEMI JOIN {kind}_members m ON p._seg = m.segment AND p._row = m.seg_row"
+            f"CREATE OR REPLACE VIEW {schema_name}.{kind}_members AS SELECT p._seg AS segment, p._row AS seg_row FROM {live}"
         )
+        con.execute(f"CREATE OR REPLACE VIEW {schema_name}.{table} AS SELECT {columns} FROM {live}")
 
 
 def version_segments(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> list[str]:
-    """The segments a version's members name (``catalog``: an ATTACHed version), sorted by name."""
+    """The segments a version holds (``catalog``: an ATTACHed version), sorted by name."""
     prefix = f"{catalog}." if catalog else ""
-    names: dict[str, None] = {}
-    for kind in ("chunk", "parent"):
-        for (seg,) in con.execute(f"SELECT DISTINCT segment FROM {prefix}{kind}_members ORDER BY 1").fetchall():
-            names.setdefault(seg, None)
-    return list(names)
+    return [s for (s,) in con.execute(f"SELECT segment FROM {prefix}held_segments ORDER BY 1").fetchall()]
+
+
+def hold_segment(con: duckdb.DuckDBPyConnection, segment: str, chunks: int, parents: int) -> None:
+    """Name a segment (all ``chunks`` and ``parents`` rows of it) in the version being written. A segment written
+    again with the same content (same id) is held once, all its rows live."""
+    release_segments(con, [segment])
+    con.execute("INSERT INTO held_segments VALUES (?, ?, ?)", [segment, chunks, parents])
+
+
+def release_segments(con: duckdb.DuckDBPyConnection, segments: list[str]) -> None:
+    """Stop holding ``segments`` (their deletion rows go with them)."""
+    if segments:
+        listed = ", ".join("'" + s.replace("'", "''") + "'" for s in segments)
+        for table in ("held_segments", "chunk_deletes", "parent_deletes"):
+            con.execute(f"DELETE FROM {table} WHERE segment IN ({listed})")
+
+
+def live_rows(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, int]]:
+    """(segment, chunk rows held, parent rows held) of each held segment, by name."""
+    rows = con.execute(
+        "SELECT h.segment, h.chunks - COALESCE(c.n, 0), h.parents - COALESCE(p.n, 0) FROM held_segments h "
+        "LEFT JOIN (SELECT segment, COUNT(*) AS n FROM chunk_deletes GROUP BY 1) c USING (segment) "
+        "LEFT JOIN (SELECT segment, COUNT(*) AS n FROM parent_deletes GROUP BY 1) p USING (segment) ORDER BY 1"
+    ).fetchall()
+    return [(s, int(c), int(p)) for s, c, p in rows]
 
 
 def merge_plan(live: dict[str, int], sizes: dict[str, int]) -> list[str]:
@@ -263,7 +290,7 @@ def append_rows(
     vectors: np.ndarray | None = None,
     dim: int = 384,
 ) -> str:
-    """Add rows to a version being written as one more segment, with members and views (for tools and tests that
+    """Add rows to a version being written as one more segment, held, with views (for tools and tests that
     write a version by hand; builds write through ``livemem.build``). Missing vectors are zeros. The caller lists
     the returned segment in the version's manifest (``segments``) before publishing it."""
     from livemem import records
@@ -276,8 +303,6 @@ def append_rows(
         records.embed_text(c, json.loads(h)) for c, h in zip(chunks["content"], chunks["heading_path"], strict=True)
     ]
     segment = write_segment(con, parts_dir(version_dir), chunks, parents, vectors, texts)
-    for kind, n in (("chunk", len(chunks)), ("parent", len(parents))):
-        if n:
-            con.execute(f"INSERT INTO {kind}_members SELECT ?, range FROM range(?)", [segment, n])
+    hold_segment(con, segment, len(chunks), len(parents))
     create_views(con, version_segments(con))
     return segment
