@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import accumulate
+from operator import itemgetter
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -152,7 +153,7 @@ _GROUP = 2000  # runs per string handed to the tokenizer
 def _count_new_words(words: Sequence[str]) -> None:
     """Remember the word pieces of each run not seen before. Runs are joined by spaces into groups (one
     ``Encoding`` per group, not per word, is most of the saving) and the pieces attributed back by offset."""
-    new = list(dict.fromkeys(w for w in words if w not in _WORD_PIECES))
+    new = sorted(set(words).difference(_WORD_PIECES))  # set operations run in C: most runs are known
     if not new:
         return
     if len(_WORD_PIECES) + len(new) > _WORD_MEMO_MAX:
@@ -201,7 +202,8 @@ class _Measure:
     @property
     def cum(self) -> list[int]:
         if self._cum is None:
-            self._cum = [0, *accumulate(map(_WORD_PIECES.__getitem__, self.words))]
+            counts = itemgetter(*self.words)(_WORD_PIECES) if len(self.words) > 1 else [_WORD_PIECES[self.words[0]]]
+            self._cum = [0, *accumulate(counts)]
         return self._cum
 
     def tokens(self, a: int, b: int) -> int:
