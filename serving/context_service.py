@@ -154,7 +154,8 @@ class ContextService:
                 if result["answer"]["fallback"]:
                     with self._lock:
                         self.fallbacks += 1
-            if not (result.get("answer") or {}).get("fallback"):
+            web_failed = any(c.get("error") for c in result["route"]["web"]["calls"])
+            if not (result.get("answer") or {}).get("fallback") and not web_failed:
                 self.cache.put(key, result)  # a fallback answer is not kept: the backend may be back next time
         else:
             result = cached
