@@ -539,17 +539,23 @@ def gis_for(snap: Snapshot) -> GisIndex | None:
     return cached_gis_index(str(snap.path))
 
 
-def best_fused_score(fusion: FusionSettings) -> float:
-    """The hybrid score of a chunk ranked first by both the dense and the BM25 ranking: the most reciprocal rank
-    fusion gives, before attention and recency multiply it."""
-    return (fusion.dense_weight + fusion.sparse_weight) / (fusion.k + 1)
+def best_fused_score(fusion: FusionSettings) -> float | None:
+    """The most the hybrid fusion can give a chunk (first in both lists), before attention and recency multiply it:
+    RRF ``(w_dense + w_sparse) / (k + 1)``; min-max ``w_dense + w_sparse``; None for z-score, which has no fixed
+    maximum (``livemem.fusion``)."""
+    if fusion.method == "rrf":
+        return (fusion.dense_weight + fusion.sparse_weight) / (fusion.k + 1)
+    if fusion.method == "minmax":
+        return fusion.dense_weight + fusion.sparse_weight
+    return None
 
 
-def normalized_score(score: float, fusion: FusionSettings) -> float:
-    """A hybrid (RRF) score on the documented [0, 1] scale: relative to ``best_fused_score``, capped at 1 (attention
-    and recency may lift a score past it). First in both rankings: 1.0; first in one only: 0.5; 10th in both:
-    ≈0.87; 30th in one only: ≈0.34 (k = 60)."""
-    return round(min(1.0, max(0.0, score / best_fused_score(fusion))), 6)
+def normalized_score(score: float, fusion: FusionSettings, query_best: float) -> float:
+    """A hybrid score on the documented [0, 1] scale: relative to ``best_fused_score`` (z-score: to this query's
+    best score), capped at 1 (attention and recency may lift a score past it). RRF, k = 60: first in both
+    rankings 1.0; first in one only 0.5; 10th in both ≈0.87; 30th in one only ≈0.34."""
+    best = best_fused_score(fusion) or query_best
+    return round(min(1.0, max(0.0, score / best)), 6) if best > 0 else 0.0
 
 
 def text_search(
@@ -585,7 +591,7 @@ def text_search(
         for hit in found.chunks:
             if (hit.dense or 0.0) < min_dense or len(out) >= top_k:
                 continue
-            normalized = normalized_score(hit.score, retriever.fusion)
+            normalized = normalized_score(hit.score, retriever.fusion, found.chunks[0].score)
             if request.min_score is not None and normalized < request.min_score:
                 continue
             result = {**chunk_result(snap, hit), "score_normalized": normalized}

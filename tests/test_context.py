@@ -297,3 +297,14 @@ def test_recency_bias_on_context_and_chat(tmp_path, embedder):
     assert recent["route"]["recency"] == {"bias": 2.0, "half_life_days": 90.0} and plain["route"]["recency"] is None
     assert chat["evidence"]["unstructured"][0]["provenance"]["path"] == "benefits/raleigh-county.md"
     assert chat["route"]["recency"]["half_life_days"] == 30
+
+
+def test_normalised_score_is_one_scale_for_every_fusion_method():
+    from livemem.context import normalized_score
+    from livemem.fusion import FusionSettings
+
+    rrf = FusionSettings(method="rrf")
+    assert normalized_score(2 / 61, rrf, 0.0) == 1.0 and normalized_score(1 / 61, rrf, 0.0) == 0.5
+    assert normalized_score(3 / 61, rrf, 0.0) == 1.0  # attention / recency lift past the best: capped
+    assert normalized_score(1.5, FusionSettings(method="minmax"), 0.0) == 0.75
+    assert normalized_score(1.0, FusionSettings(method="zscore"), 4.0) == 0.25  # no fixed maximum: the query's best
