@@ -285,6 +285,7 @@ async function drawMap(chat, question) {
   }
   root.append(nameLayer);
   const placeLayer = svg("g", { class: "places" });
+  const placed = [];
   for (const f of located) {
     const [lon, lat] = f.geometry.coordinates;
     const ref = cited.get(f.id);
@@ -294,8 +295,12 @@ async function drawMap(chat, question) {
     const title = svg("title");
     title.textContent = `${f.properties.label}: ${f.properties.description}`;
     dot.append(title);
-    const label = svg("text", { x: (Number(x(lon)) + 8).toFixed(1), y: (Number(y(lat)) + 3).toFixed(1),
-      class: "place-label" });  // prettier-ignore
+    // Places in one town share a point: each label moves down until it overlaps no earlier one.
+    const lx = Number(x(lon)) + 8;
+    let ly = Number(y(lat)) + 3;
+    while (placed.some(([px, py]) => Math.abs(px - lx) < 160 && Math.abs(py - ly) < 11)) ly += 11;
+    placed.push([lx, ly]);
+    const label = svg("text", { x: lx.toFixed(1), y: ly.toFixed(1), class: "place-label" });
     label.textContent = (ref ? `[${ref}] ` : "") + f.properties.label;
     placeLayer.append(dot, label);
   }
