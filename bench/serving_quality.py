@@ -1,12 +1,19 @@
-"""Retrieval quality of serving on SciFact: nDCG@10 and Recall@100 for dense, sparse and hybrid.
+"""Retrieval quality of serving on SciFact: nDCG@10 and Recall@100 for dense, sparse and hybrid, and the sweep
+that chose the fusion.
 
 The corpus is indexed by the platform (``bench.serving_index``); queries run through the serving retrieval code
 (``livemem.retrieval.Retriever.search``) with ``return: documents`` (each SciFact abstract is one parent file,
-``docs/<_id>.md``), against the train queries and judgements. Query vectors are encoded in one batch (the same
-model and normalisation serving uses one query at a time). It also sweeps the fusion constant ``k`` and the
-dense weight of reciprocal rank fusion on the train split, to document the defaults.
+``docs/<_id>.md``), against the judgements of one split. Query vectors are encoded in one batch (the same model
+and normalisation serving uses one query at a time).
 
-    .venv/bin/python -m bench.serving_quality            # writes bench/results/serving_quality.json and .md
+The sweep (train split only: the test split is never looked at to choose anything) compares fusion methods and
+parameters (``livemem.fusion``: RRF k and weights, min-max and z-score weighted sums, per-side depth) and BM25 k1/b
+(``livemem.sparse.K1``/``B``, set in this process only). It scores each setting with ``fuse`` + ``top_documents``
+over per-query dense and BM25 scores computed once (what ``search`` does for one collection with no filters; the
+modes table, through ``search``, checks that). ``--compare VERSION`` also scores another published version of the
+same index (e.g. one chunked differently) through ``search``.
+
+    .venv/bin/python -m bench.serving_quality --split train    # writes bench/results/serving_quality.json and .md
 """
 
 from __future__ import annotations
@@ -21,14 +28,16 @@ from pathlib import Path
 import numpy as np
 
 from bench.serving_index import SCIFACT, ensure_index
+from livemem import sparse
 from livemem.config import PROJECT_ROOT
 from livemem.embedding import Embedder
+from livemem.fusion import FusionSettings, fuse
 from livemem.reader import load_snapshot
-from livemem.retrieval import FusionSettings, Query, Retriever
+from livemem.retrieval import Hit, Query, Retriever, top_documents
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
-K_VALUES = (10, 30, 60, 100)
-DENSE_WEIGHTS = (0.5, 0.75, 1.0, 1.25, 1.5)
+SPARSE_WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0)
+BM25_DEFAULTS = (sparse.K1, sparse.B)
 
 
 def load_queries(split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
@@ -76,10 +85,64 @@ def evaluate(retriever, snap, queries, vectors, qrels, mode: str) -> dict[str, f
     }
 
 
+def _fusions() -> list[FusionSettings]:
+    """The settings the sweep compares (weights are relative: only their ratio matters for min-max and z-score)."""
+    grid = [FusionSettings("rrf", k=k, dense_weight=w) for k in (10, 30, 60) for w in (0.75, 1.0, 1.25)]
+    for depth in (100, 1000):
+        grid += [FusionSettings("minmax", sparse_weight=w, depth=depth) for w in SPARSE_WEIGHTS]
+        grid += [FusionSettings("zscore", sparse_weight=w, depth=depth) for w in (0.3, 0.5, 0.75, 1.0)]
+    grid += [
+        FusionSettings("minmax", sparse_weight=w, depth=1000, sparse_depth=d) for d in (50, 200) for w in (0.5, 0.75)
+    ]
+    return grid
+
+
+def _label(f: FusionSettings) -> str:
+    if f.method == "rrf":
+        return f"rrf k={f.k:g} dense={f.dense_weight:g} sparse={f.sparse_weight:g} depth={f.depth}"
+    sparse_depth = "" if f.sparse_depth is None else f" sparse_depth={f.sparse_depth}"
+    return f"{f.method} dense={f.dense_weight:g} sparse={f.sparse_weight:g} depth={f.depth}{sparse_depth}"
+
+
+class Scores:
+    """Each query's dense and BM25 scores over every chunk, computed once, and rankings fused from them."""
+
+    def __init__(self, snap, queries: dict[str, str], vectors: np.ndarray) -> None:
+        self.snap = snap
+        self.texts = list(queries.values())
+        self.dense = [np.asarray(snap.dense @ v, dtype=np.float32) for v in vectors]
+        self.rows = np.arange(snap.size)
+        self.paths = snap.columns["path"]
+        self.bm25 = snap.sparse_for(frozenset({"public"}))
+        self.sparse = self.sparse_scores()
+
+    def sparse_scores(self) -> list[np.ndarray]:
+        return [self.bm25.scores(t) for t in self.texts]
+
+    def ranked(self, rows: np.ndarray, scores: np.ndarray) -> list[str]:
+        documents = top_documents(self.snap, rows, scores, 100, lambda r, s: Hit(r, s))
+        return [Path(self.paths[d.hits[0].row]).stem for d in documents]
+
+    def evaluate(self, qrels: list[dict[str, int]], fusion: FusionSettings | None, sparse=None) -> dict[str, float]:
+        """Hybrid with ``fusion``, or BM25 alone when it is None."""
+        ndcg, recall = [], []
+        for i, relevant in enumerate(qrels):
+            s = (sparse or self.sparse)[i]
+            if fusion is None:
+                matched = np.flatnonzero(s > 0)
+                ranked = self.ranked(matched, s[matched].astype(np.float64))
+            else:
+                ranked = self.ranked(*fuse(self.rows, self.dense[i], s, fusion))
+            ndcg.append(ndcg_at(ranked, relevant, 10))
+            recall.append(recall_at(ranked, relevant, 100))
+        return {"ndcg@10": round(float(np.mean(ndcg)), 4), "recall@100": round(float(np.mean(recall)), 4)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--split", default="train")
-    parser.add_argument("--no-sweep", action="store_true", help="skip the fusion parameter sweep")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the fusion and BM25 parameter sweep")
+    parser.add_argument("--compare", action="append", default=[], help="another published version to score too")
     args = parser.parse_args()
     home = ensure_index()
     snap = load_snapshot(home, home.current())
@@ -91,33 +154,68 @@ def main() -> None:
     retriever = Retriever(embedder)
     defaults = retriever.fusion
     report = {
-        "command": f"python -m bench.serving_quality --split {args.split}",
+        "command": f"python -m bench.serving_quality --split {args.split}"
+        + "".join(f" --compare {v}" for v in args.compare),
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": _cpus()},
         "index_version": snap.version_id,
+        "chunking": home.current_manifest().get("chunking"),
         "corpus_docs": len(set(snap.columns["parent_id"])),
         "chunks": snap.size,
         "split": args.split,
         "queries": len(queries),
         "return": "documents",
-        "fusion": {"method": "weighted reciprocal rank fusion", **vars(defaults)},
+        "fusion": {"label": _label(defaults), **vars(defaults)},
         "batch_encode_s": round(encode_s, 2),
-        "modes": {
-            mode: evaluate(retriever, snap, queries, vectors, qrels, mode) for mode in ("dense", "sparse", "hybrid")
-        },
+        "modes": _modes(retriever, snap, queries, vectors, qrels),
     }
+    report["compared"] = []
+    for version in args.compare:
+        other = load_snapshot(home, version)
+        manifest = json.loads((home.version_dir(version) / "manifest.json").read_text(encoding="utf-8"))
+        report["compared"].append(
+            {
+                "index_version": version,
+                "chunking": manifest.get("chunking"),
+                "chunks": other.size,
+                "modes": _modes(retriever, other, queries, vectors, qrels),
+            }
+        )
     if not args.no_sweep:
-        sweep = []
-        for k in K_VALUES:
-            for weight in DENSE_WEIGHTS:
-                retriever.fusion = FusionSettings(k=k, dense_weight=weight, sparse_weight=1.0, depth=defaults.depth)
-                scores = evaluate(retriever, snap, queries, vectors, qrels, "hybrid")
-                sweep.append({"k": k, "dense_weight": weight, "sparse_weight": 1.0, **scores})
-                print(sweep[-1])
-        report["fusion_sweep"] = sweep
+        if args.split != "train":
+            raise SystemExit("the sweep chooses settings: run it on the train split only")
+        report |= _sweep(snap, queries, vectors, qrels)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "serving_quality.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     (RESULTS / "serving_quality.md").write_text(_markdown(report), encoding="utf-8")
     print(json.dumps(report["modes"], indent=2))
+
+
+def _modes(retriever, snap, queries, vectors, qrels) -> dict[str, dict[str, float]]:
+    return {mode: evaluate(retriever, snap, queries, vectors, qrels, mode) for mode in ("dense", "sparse", "hybrid")}
+
+
+def _sweep(snap, queries, vectors, qrels) -> dict:
+    judged = [qrels[q] for q in queries]
+    scores = Scores(snap, queries, vectors)
+    sweep = []
+    for fusion in _fusions():
+        sweep.append({"setting": _label(fusion), **vars(fusion), **scores.evaluate(judged, fusion)})
+        print(sweep[-1]["setting"], sweep[-1]["ndcg@10"])
+    best = max(sweep, key=lambda r: r["ndcg@10"])
+    best_fusion = FusionSettings(**{k: best[k] for k in vars(FusionSettings())})
+    bm25 = []
+    for k1 in (0.9, 1.2, 1.5):
+        for b in (0.5, 0.75, 0.9):
+            sparse.K1, sparse.B = k1, b
+            try:
+                varied = scores.sparse_scores()
+            finally:
+                sparse.K1, sparse.B = BM25_DEFAULTS
+            row = {"k1": k1, "b": b, "sparse": scores.evaluate(judged, None, varied)}
+            row["hybrid"] = scores.evaluate(judged, best_fusion, varied)
+            bm25.append(row)
+            print(row)
+    return {"fusion_sweep": sweep, "best": best["setting"], "bm25_sweep": bm25}
 
 
 def _cpus() -> int:
@@ -131,27 +229,40 @@ def _markdown(report: dict) -> str:
         f"# Serving retrieval quality on SciFact ({report['split']} split, return=documents)",
         "",
         f"Command: `{report['command']}` — {report['machine']['platform']}, {report['machine']['cpus']} CPUs.",
-        f"Index {report['index_version']}: {report['corpus_docs']} documents, {report['chunks']} chunks; "
-        f"{report['queries']} queries with judgements.",
+        f"Index {report['index_version']}: {report['corpus_docs']} documents, {report['chunks']} chunks "
+        f"(chunking {json.dumps(report['chunking'])}); {report['queries']} queries with judgements.",
         "",
         "| mode | nDCG@10 | Recall@100 |",
         "|---|---|---|",
     ]
     for mode, scores in report["modes"].items():
         lines.append(f"| {mode} | {scores['ndcg@10']:.4f} | {scores['recall@100']:.4f} |")
-    fusion = report["fusion"]
-    lines += ["", f"Hybrid: weighted RRF, k={fusion['k']}, dense weight {fusion['dense_weight']}, "
-              f"sparse weight {fusion['sparse_weight']}, depth {fusion['depth']}."]  # fmt: skip
-    if "fusion_sweep" in report:
+    lines += ["", f"Hybrid (the serving default): {report['fusion']['label']}."]
+    for other in report.get("compared", []):
         lines += [
             "",
-            "## Fusion sweep (hybrid)",
+            f"## Version {other['index_version']}: {other['chunks']} chunks, chunking {json.dumps(other['chunking'])}",
             "",
-            "| k | dense weight | nDCG@10 | Recall@100 |",
-            "|---|---|---|---|",
+            "| mode | nDCG@10 | Recall@100 |",
+            "|---|---|---|",
         ]
+        for mode, scores in other["modes"].items():
+            lines.append(f"| {mode} | {scores['ndcg@10']:.4f} | {scores['recall@100']:.4f} |")
+    if "fusion_sweep" in report:
+        lines += ["", "## Fusion sweep (hybrid, train)", "", "| setting | nDCG@10 | Recall@100 |", "|---|---|---|"]
         for row in report["fusion_sweep"]:
-            lines.append(f"| {row['k']} | {row['dense_weight']} | {row['ndcg@10']:.4f} | {row['recall@100']:.4f} |")
+            lines.append(f"| {row['setting']} | {row['ndcg@10']:.4f} | {row['recall@100']:.4f} |")
+        lines += ["", f"Best: {report['best']}.", "", "## BM25 k1 / b (train; hybrid with the best fusion)", ""]
+        lines += [
+            "| k1 | b | BM25 nDCG@10 | BM25 Recall@100 | hybrid nDCG@10 | hybrid Recall@100 |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in report["bm25_sweep"]:
+            s, h = row["sparse"], row["hybrid"]
+            lines.append(
+                f"| {row['k1']} | {row['b']} | {s['ndcg@10']:.4f} | {s['recall@100']:.4f} | {h['ndcg@10']:.4f} "
+                f"| {h['recall@100']:.4f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
