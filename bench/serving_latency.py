@@ -3,11 +3,16 @@
 On the SciFact index built by the platform (``bench.serving_index``), with the SciFact train queries (each one
 distinct, so the result cache cannot help unless measured on purpose):
 
-- one client, hybrid top-10: p50 / p99 / mean per request (server started with the result cache off);
-- 8 concurrent clients (threads, one keep-alive connection each) for a fixed time: requests/s and errors;
+- where one uncached hybrid top-10 ``/query`` spends its time, in-process (``components``): query encoding (wall
+  and thread CPU time, which the other processes on a shared machine inflate less), the whole retrieval,
+  building the results, the trace (id, events, append), the response model and its JSON, the full ASGI path
+  (TestClient: middleware, validation, dependencies, thread pool);
+- for each query encoder (``--encoders``, default ``onnx,torch``): one client, hybrid top-10: p50 / p99 / mean
+  per request (result cache off), then 8 concurrent clients (threads, one keep-alive connection each) for a
+  fixed time: requests/s and errors;
 - cache hits: one query repeated with the cache on, p50 / p99.
 
-    .venv/bin/python -m bench.serving_latency [--workers 1] [--seconds 20]
+    .venv/bin/python -m bench.serving_latency --workers 2   # bench/results/serving_latency.{json,md}
 """
 
 from __future__ import annotations
@@ -77,11 +82,15 @@ def uvicorn_server(
         process.wait(timeout=30)
 
 
+def query_body(text: str) -> dict:
+    return {"query": text, "top_k": 10, "mode": "hybrid"}
+
+
 def timed_queries(client: httpx.Client, url: str, texts: list[str]) -> tuple[list[float], int]:
     latencies, errors = [], 0
     for text in texts:
         started = time.perf_counter()
-        response = client.post(f"{url}/query", json={"query": text, "top_k": 10, "mode": "hybrid"})
+        response = client.post(f"{url}/query", json=query_body(text))
         latencies.append((time.perf_counter() - started) * 1000)
         errors += response.status_code != 200
     return latencies, errors
@@ -111,7 +120,7 @@ def throughput(url: str, texts: list[str], clients: int, seconds: float) -> dict
                 text = texts[n % len(texts)]
                 started = time.perf_counter()
                 try:
-                    ok = client.post(f"{url}/query", json={"query": text, "top_k": 10}).status_code == 200
+                    ok = client.post(f"{url}/query", json=query_body(text)).status_code == 200
                 except httpx.HTTPError:
                     ok = False
                 latencies[i].append((time.perf_counter() - started) * 1000)
@@ -136,34 +145,149 @@ def throughput(url: str, texts: list[str], clients: int, seconds: float) -> dict
     }
 
 
+def components(index_dir: Path, texts: list[str], trace_dir: Path) -> dict[str, dict[str, float]]:
+    """Milliseconds (p50, mean) of each step of an uncached hybrid top-10 /query, in this process (ONNX encoder,
+    one thread, as a serving worker runs it), and of the whole request through the ASGI app (TestClient)."""
+    from fastapi.testclient import TestClient
+
+    from livemem.retrieval import Query, chunk_result
+    from livemem.traces import retrieval_events
+    from serving.app import create_app
+    from serving.models import QueryResponse
+    from serving.settings import Settings
+
+    app = create_app(Settings(index_dir=index_dir, cache_size=0, trace_dir=trace_dir / "traces-components"))
+    state = app.state.serving
+    steps = ("encode", "encode_cpu", "retrieval", "results", "trace", "response_json", "asgi_request")
+    spent: dict[str, list[float]] = {name: [] for name in steps}
+
+    def timed(name: str, started: float) -> None:
+        spent[name].append((time.perf_counter() - started) * 1000)
+
+    with TestClient(app) as client:
+        snap = state.reader.snapshot()
+        visible = snap.collections_for(frozenset({"public"}))
+        for text in texts[-20:]:
+            client.post("/query", json=query_body(text))
+        for text in texts:
+            started, cpu = time.perf_counter(), time.thread_time()
+            state.retriever.encode(text)
+            timed("encode", started)
+            spent["encode_cpu"].append((time.thread_time() - cpu) * 1000)
+            started = time.perf_counter()
+            found = state.retriever.search(snap, Query(text=text, top_k=10, mode="hybrid"), visible)
+            timed("retrieval", started)
+            started = time.perf_counter()
+            results = [chunk_result(snap, hit) for hit in found.chunks]
+            timed("results", started)
+            started = time.perf_counter()
+            ids = [r["chunk_id"] for r in results]
+            trace_id = state.signer.issue(role="public", index_version=snap.version_id, chunk_ids=ids)
+            state.traces.write(
+                retrieval_events(
+                    trace_id=trace_id, query=text, chunk_ids=ids, scores=[r["score"] for r in results],
+                    role="public", breath_phase=snap.breath_phase, index_version=snap.version_id, mode="hybrid",
+                    return_="chunks", filters={}, collections=visible, cache_hit=False,
+                )
+            )  # fmt: skip
+            timed("trace", started)
+            started = time.perf_counter()
+            by_source: dict[str, list[dict]] = {}
+            for result in results:
+                by_source.setdefault(result["collection"], []).append(result)
+            body = {"results": results, "results_by_source": by_source, "index_version": snap.version_id,
+                    "trace_id": trace_id, "mode": "hybrid", "return": "chunks", "candidates": found.candidates,
+                    "cached": False}  # fmt: skip
+            QueryResponse.model_validate(body).model_dump_json(by_alias=True)
+            timed("response_json", started)
+            started = time.perf_counter()
+            assert client.post("/query", json=query_body(text)).status_code == 200
+            timed("asgi_request", started)
+    return {
+        name: {"p50_ms": round(float(np.median(v)), 3), "mean_ms": round(float(np.mean(v)), 3)}
+        for name, v in spent.items()
+    }
+
+
+def machine() -> dict:
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": len(os.sched_getaffinity(0)),
+        "processor": platform.processor() or platform.machine(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        "# Serving latency: hybrid top-10 /query over real HTTP (uvicorn, loopback)",
+        "",
+        f"SciFact index `{report['index_version']}`, {report['uvicorn_workers']} uvicorn worker(s), train claims "
+        f"(distinct; result cache off unless stated). Machine: {report['machine']['cpus']} CPUs, load average "
+        f"{report['machine']['load_average_at_start']} at the start (shared with other agents: compare rows of "
+        "this run with each other, not with other runs).",
+        "",
+        "## Where one request spends its time (in-process, ONNX encoder, 1 thread)",
+        "",
+        "| step | p50 ms | mean ms |",
+        "|---|---|---|",
+    ]
+    for name, row in report["components"].items():
+        lines.append(f"| {name} | {row['p50_ms']} | {row['mean_ms']} |")
+    lines += [
+        "",
+        "`encode_cpu` is the thread's CPU time for the encoding (what it costs without other processes); "
+        "`retrieval` includes `encode`; `asgi_request` is the whole request through the app (TestClient).",
+        "",
+        "## Over HTTP, per query encoder",
+        "",
+        "| encoder | one client p50 ms | p90 | p99 | errors | 8 clients req/s | p50 ms | p99 ms | errors |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, row in report["encoders"].items():
+        one, many = row["one_client_uncached"], row["concurrent_uncached"]
+        lines.append(
+            f"| {name} | {one['p50_ms']} | {one['p90_ms']} | {one['p99_ms']} | {one['errors']} | "
+            f"{many['requests_per_s']} | {many['p50_ms']} | {many['p99_ms']} | {many['errors']} |"
+        )
+    hit = report["one_client_cache_hit"]
+    lines += ["", f"Cache hits (one query repeated, one client): p50 {hit['p50_ms']} ms, p99 {hit['p99_ms']} ms.", ""]
+    lines += [f"Reproduce: `.venv/bin/{report['command']}`", ""]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     parser.add_argument("--seconds", type=float, default=20.0, help="duration of the concurrent run")
     parser.add_argument("--single", type=int, default=400, help="requests in the one-client run")
+    parser.add_argument("--encoders", default="onnx,torch", help="query encoders to compare (LIVEMEM_ENCODER)")
     parser.add_argument("--tag", default="", help="suffix of the result files")
     args = parser.parse_args()
     home = ensure_index()
     texts = list(load_queries("train")[0].values())
     report: dict = {
         "command": "python -m bench.serving_latency " + " ".join(sys.argv[1:]),
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": len(os.sched_getaffinity(0)),
-            "processor": platform.processor() or platform.machine(),
-        },
+        "machine": machine(),
         "index_version": home.current(),
         "uvicorn_workers": args.workers,
-        "request": {"mode": "hybrid", "top_k": 10, "return": "chunks"},
+        "request": {**query_body("..."), "return": "chunks"},
     }
-    with uvicorn_server(home.root, cache_size=0, workers=args.workers) as url, httpx.Client(timeout=30) as client:
-        timed_queries(client, url, texts[-30:])  # warm up
-        latencies, errors = timed_queries(client, url, texts[: args.single])
-        report["one_client_uncached"] = {**summary(latencies), "errors": errors}
-        print("one client:", report["one_client_uncached"])
-        report["concurrent_uncached"] = throughput(url, texts, 8, args.seconds)
-        print("8 clients:", report["concurrent_uncached"])
+    report["components"] = components(home.root, texts[:200], WORK)
+    print("components:", report["components"])
+    report["encoders"] = {}
+    for encoder in args.encoders.split(","):
+        env = {"LIVEMEM_ENCODER": encoder}
+        row = report["encoders"][encoder] = {}
+        with uvicorn_server(home.root, cache_size=0, workers=args.workers, extra_env=env) as url:
+            with httpx.Client(timeout=30) as client:
+                timed_queries(client, url, texts[-30:])  # warm up
+                latencies, errors = timed_queries(client, url, texts[: args.single])
+            row["one_client_uncached"] = {**summary(latencies), "errors": errors}
+            print(encoder, "one client:", row["one_client_uncached"])
+            row["concurrent_uncached"] = throughput(url, texts, 8, args.seconds)
+            print(encoder, "8 clients:", row["concurrent_uncached"])
     with uvicorn_server(home.root, cache_size=1024, workers=args.workers) as url, httpx.Client(timeout=30) as client:
         timed_queries(client, url, texts[:1] * 20)
         latencies, errors = timed_queries(client, url, texts[:1] * 500)
@@ -172,7 +296,8 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = f"serving_latency{'_' + args.tag if args.tag else ''}"
     (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    print(f"wrote {RESULTS / name}.json")
+    (RESULTS / f"{name}.md").write_text(markdown(report), encoding="utf-8")
+    print(f"wrote {RESULTS / name}.json and .md")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, BackgroundTasks, HTTPException
 
 from livemem.cache import cache_key
 from livemem.retrieval import Query, chunk_result, document_results, suggestion_result
@@ -21,8 +21,14 @@ router = APIRouter(tags=["retrieval"])
     response_model=QueryResponse,
     responses={400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 503: {"model": ErrorBody}},
 )
-def query(body: QueryRequest, state: State, role: CallerRole, snap: CurrentSnapshot) -> QueryResponse:
-    """Rank chunks (or whole parent documents) for a query, from one published version."""
+def query(
+    body: QueryRequest, state: State, role: CallerRole, snap: CurrentSnapshot, after_response: BackgroundTasks
+) -> QueryResponse:
+    """Rank chunks (or whole parent documents) for a query, from one published version.
+
+    Its trace events are appended after the response is sent: the caller does not wait for the file (a failed
+    write is logged and counted, never the caller's error; /feedback, whose answer says what was recorded,
+    writes before answering)."""
     visible = snap.collections_for(role.access)
     if body.collections:
         unknown = sorted(set(body.collections) - set(visible))
@@ -90,7 +96,8 @@ def query(body: QueryRequest, state: State, role: CallerRole, snap: CurrentSnaps
     trace_id = state.signer.issue(
         role=role.name, index_version=snap.version_id, chunk_ids=[r["chunk_id"] for r in cached["results"]]
     )
-    state.traces.write(
+    after_response.add_task(
+        state.traces.write,
         retrieval_events(
             trace_id=trace_id,
             query=body.query,
@@ -104,7 +111,7 @@ def query(body: QueryRequest, state: State, role: CallerRole, snap: CurrentSnaps
             filters=filters,
             collections=collections,
             cache_hit=hit,
-        )
+        ),
     )
     return QueryResponse.model_validate({**cached, "trace_id": trace_id, "cached": hit})
 
