@@ -1,0 +1,363 @@
+"""The exact two-stage dense top-k (livemem.dense) and the candidate-only search path (Retriever.search).
+
+The two-stage scan must give exactly what scoring every row exactly and ranking gives (rows, order, scores), on
+random and adversarial vectors; ``Retriever.search`` must return exactly what the full-scan path returns (kept here
+as ``reference_search``) for every mode, return kind, filter, recency and attention setting.
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from serving_support import API_KEYS, build_and_publish, commit_files, make_workspace
+
+from livemem import dense as dense_module
+from livemem import retrieval
+from livemem.attention import AttentionConfig, rollup_day
+from livemem.breath import Breath
+from livemem.dense import DenseRows, exact_scores, top_order
+from livemem.fusion import FusionSettings, fuse
+from livemem.reader import load_snapshot
+from livemem.retrieval import Filters, Query, Retriever, question_memory
+from livemem.store import IndexHome
+from serving.app import create_app
+from serving.settings import Settings
+
+DIM = 384
+
+
+def unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
+    vectors = rng.standard_normal((n, dim)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def segmented(rng: np.random.Generator, vectors: np.ndarray, sizes: list[int], deleted: float = 0.0) -> DenseRows:
+    """``vectors`` cut into segments of ``sizes`` rows, each holding all but a share ``deleted`` of its rows."""
+    parts, start = [], 0
+    for size in sizes:
+        segment = np.ascontiguousarray(vectors[start : start + size])
+        held = np.flatnonzero(rng.random(size) >= deleted)
+        parts.append((segment, held))
+        start += size
+    return DenseRows(parts, vectors.shape[1])
+
+
+def expected_top(rows: DenseRows, query: np.ndarray, k: int, mask: np.ndarray | None) -> tuple:
+    """Every row scored exactly, then ranked: what the two-stage scan must return."""
+    scores = rows @ query
+    allowed = np.arange(rows.size) if mask is None else np.flatnonzero(mask)
+    order = allowed[top_order(scores[allowed], k)]
+    return order, scores[order]
+
+
+def near(rng: np.random.Generator, vector: np.ndarray, n: int, spread: float) -> np.ndarray:
+    out = vector + spread * rng.standard_normal((n, vector.size)).astype(np.float32)
+    return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
+
+
+def datasets(rng: np.random.Generator) -> dict[str, tuple[DenseRows, np.ndarray]]:
+    """Vectors and a query for each case: random, near-ties float16 cannot tell apart, exact duplicates, vectors
+    of very different lengths (not normalised), tiny components (float16 subnormals)."""
+    out = {}
+    vectors = unit(rng, 6000)
+    query = near(rng, vectors[7], 1, 0.05)[0]
+    out["random"] = (segmented(rng, vectors, [5000, 700, 250, 40, 10], deleted=0.02), query)
+    centre = unit(rng, 1)[0]
+    ties = np.concatenate([near(rng, centre, 3000, 2e-4), unit(rng, 1000)])  # 3,000 rows within float16's error
+    out["near-ties"] = (segmented(rng, ties, [2500, 1500]), centre)
+    duplicates = np.repeat(unit(rng, 40), 100, axis=0)  # 100 copies of each: exact ties at every rank
+    rng.shuffle(duplicates)
+    out["duplicates"] = (segmented(rng, duplicates, [3000, 1000], deleted=0.1), duplicates[5])
+    lengths = unit(rng, 3000) * np.exp(rng.uniform(-4, 4, (3000, 1))).astype(np.float32)
+    out["lengths"] = (segmented(rng, lengths.astype(np.float32), [2000, 1000]), 3 * unit(rng, 1)[0])
+    tiny = unit(rng, 2000) * np.float32(1e-3)
+    tiny[:, ::3] *= np.float32(1e-3)
+    out["subnormal"] = (segmented(rng, tiny.astype(np.float32), [2000]), unit(rng, 1)[0])
+    return out
+
+
+@pytest.mark.parametrize("case", ["random", "near-ties", "duplicates", "lengths", "subnormal"])
+def test_two_stage_top_k_equals_the_exact_scan(case: str) -> None:
+    rng = np.random.default_rng(7)
+    rows, query = datasets(rng)[case]
+    masks = {
+        "all": None,
+        "half": rng.random(rows.size) < 0.5,
+        "few": rng.random(rows.size) < 0.01,  # few rows allowed: scored exactly without the first stage
+        "one": np.eye(1, rows.size, rows.size // 2, dtype=bool)[0],
+        "none": np.zeros(rows.size, dtype=bool),
+    }
+    for (name, mask), k in itertools.product(masks.items(), [1, 10, 100, 1000, rows.size, rows.size + 5]):
+        got_rows, got_scores = rows.top(query, k, mask)
+        want_rows, want_scores = expected_top(rows, query, k, mask)
+        assert np.array_equal(got_rows, want_rows), (case, name, k)
+        assert np.array_equal(got_scores, want_scores), (case, name, k)
+    scan = rows.scan(query)
+    assert scan.approx is not None  # the float16 stage ran: the equality above is not the fallback's
+    candidates, _ = scan.candidates(10)
+    assert candidates.size < rows.size / 2 or case in ("near-ties", "duplicates")
+
+
+def test_the_bound_holds_for_every_row() -> None:
+    rng = np.random.default_rng(11)
+    for case, (rows, query) in datasets(rng).items():
+        scan = rows.scan(query)
+        exact = (rows @ query).astype(np.float64)
+        b0, rho = scan.bound
+        error = np.abs(scan.approx.astype(np.float64) - exact)
+        assert np.all(error <= b0 + rho * np.abs(scan.approx)), case
+        assert b0 < 2e-3 * max(1.0, float(np.linalg.norm(query))) or case == "lengths"  # tight enough to prune
+
+
+def test_weighted_candidates_hold_the_top_k_of_reweighed_scores() -> None:
+    rng = np.random.default_rng(3)
+    vectors = unit(rng, 5000)
+    rows = segmented(rng, vectors, [4000, 1000])
+    query = near(rng, vectors[1], 1, 0.1)[0]
+    weight = 1 + rng.uniform(0, 2, rows.size) * (rng.random(rows.size) < 0.05)  # a few rows lifted up to 3×
+    mask = rng.random(rows.size) < 0.8
+    scan = rows.scan(query, mask)
+    final = (rows @ query).astype(np.float64) * weight
+    allowed = np.flatnonzero(mask)
+    for k in (1, 10, 200):
+        candidates, scores = scan.candidates(k, weight)
+        best = allowed[top_order(final[allowed], k)]
+        assert set(best) <= set(candidates) and set(candidates) <= set(allowed)
+        assert np.array_equal(scores, (rows @ query)[candidates])
+        assert np.array_equal(candidates[top_order(scores * weight[candidates], k)], best)
+    negative = weight.copy()
+    negative[0] = -1.0  # not a bound-preserving weight: every allowed row is a candidate
+    assert np.array_equal(scan.candidates(5, negative)[0], allowed)
+
+
+def test_a_row_scores_the_same_in_any_segment_layout() -> None:
+    """BLAS rounds a row by its position in the matrix; the dense score must not depend on it."""
+    rng = np.random.default_rng(5)
+    vectors = unit(rng, 3001)
+    query = unit(rng, 1)[0]
+    whole = DenseRows([(vectors, np.arange(3001))], DIM) @ query
+    pieces = DenseRows([(vectors[:1], np.arange(1)), (vectors[1:], np.arange(3000))], DIM) @ query
+    assert np.array_equal(whole, pieces)
+    rows = rng.choice(3001, 77, replace=False)
+    assert np.array_equal(DenseRows([(vectors, np.arange(3001))], DIM).scores(query, rows), whole[rows])
+    assert np.array_equal(exact_scores(vectors[rows], query), whole[rows])
+    assert np.allclose(whole, vectors @ query, atol=1e-6)  # the same cosine as the BLAS product, within rounding
+
+
+def test_unusable_vectors_fall_back_to_the_exact_scan() -> None:
+    rng = np.random.default_rng(9)
+    vectors = unit(rng, 2000)
+    vectors[17] = np.nan
+    rows = DenseRows([(vectors, np.arange(2000))], DIM)
+    query = vectors[3]
+    scan = rows.scan(query)
+    assert scan.approx is None
+    assert np.array_equal(rows.top(query, 50)[0], expected_top(rows, query, 50, None)[0])
+    huge = DenseRows([(unit(rng, 2000) * np.float32(1e5), np.arange(2000))], DIM)  # beyond float16's range
+    assert huge.scan(query).approx is None
+    assert np.array_equal(huge.top(query, 5)[0], expected_top(huge, query, 5, None)[0])
+    empty = DenseRows([], DIM)
+    assert empty.top(query, 5)[0].size == 0 and (empty @ query).size == 0
+
+
+def test_the_float16_copy_is_made_once_per_segment() -> None:
+    rng = np.random.default_rng(1)
+    shared = unit(rng, 3000)
+    first = DenseRows([(shared, np.arange(3000))], DIM)
+    second = DenseRows([(shared, np.arange(0, 3000, 2))], DIM)  # another snapshot holding part of the segment
+    assert dense_module._half_of(shared) is dense_module._half_of(shared)
+    query = shared[4]
+    assert np.array_equal(second.top(query, 10)[0], expected_top(second, query, 10, None)[0])
+    assert np.array_equal(first.top(query, 10)[0], expected_top(first, query, 10, None)[0])
+
+
+def test_the_probe_rejects_float16_sums_and_products() -> None:
+    """Kernels that sum in float16, or round products to float16, miss by more than the bound assumes."""
+
+    def exact16(m: np.ndarray, q: np.ndarray) -> np.ndarray:
+        return (m.astype(np.float64) @ q.astype(np.float64)).astype(np.float16)
+
+    def sums16(m: np.ndarray, q: np.ndarray) -> np.ndarray:  # 16 float16 lanes, as a vectorised float16 kernel
+        products = m.astype(np.float32) * q.astype(np.float32)
+        lanes = np.zeros((m.shape[0], 16), dtype=np.float16)
+        for i in range(0, m.shape[1], 16):
+            lanes = (lanes + products[:, i : i + 16].astype(np.float16)).astype(np.float16)
+        return lanes.astype(np.float32).sum(axis=1).astype(np.float16)
+
+    def products16(m: np.ndarray, q: np.ndarray) -> np.ndarray:
+        products = (m.astype(np.float32) * q.astype(np.float32)).astype(np.float16)
+        return products.astype(np.float32).sum(axis=1).astype(np.float16)
+
+    assert dense_module._probe(exact16)
+    assert not dense_module._probe(sums16)
+    assert not dense_module._probe(products16)
+    assert dense_module.half_product_usable()  # torch's float16 product here sums in float32
+
+
+# --- Retriever.search against the full-scan path ----------------------------------------------------------------
+
+TOPICS = ["heating", "food", "housing", "transport", "medicine", "school", "water", "jobs", "childcare", "legal"]
+PLACES = ["Fayette", "Raleigh", "Kanawha", "Mercer", "Wyoming"]
+
+
+def extra_files(rng: np.random.Generator) -> dict[str, str]:
+    """Forty pages on a few topics and places (many near one another), three identical copies of one page."""
+    files = {}
+    for i in range(40):
+        topic, other = rng.choice(TOPICS, 2, replace=False)
+        place = rng.choice(PLACES)
+        files[f"benefits/pages/page-{i:02d}.md"] = (
+            f"# {topic.title()} help in {place}\n\n{topic.title()} assistance in {place} County: apply at the "
+            f"county office. Questions about {other} go to the {other} desk.\n\n## Details {i}\n\n"
+            f"Bring proof of residence for {topic} programs. Offices near {place} open weekdays.\n"
+        )
+    copy = "# SNAP copy\n\nSNAP food assistance: the same page, published three times.\n"
+    files |= {f"benefits/copies/copy-{i}.md": copy for i in range(3)}
+    for name in ("heating", "food"):  # two long documents: dozens of chunks each, so few documents fill many ranks
+        sections = [
+            f"## {name.title()} rule {i}\n\n" + " ".join(rng.choice(TOPICS, 40)) + f" {name} assistance.\n"
+            for i in range(30)
+        ]
+        files[f"benefits/handbooks/{name}.md"] = f"# {name.title()} handbook\n\n" + "\n".join(sections)
+    return files
+
+
+@pytest.fixture(scope="module")
+def used_index(tmp_path_factory, embedder):
+    """A small index, queried with feedback and rolled up (so living memory has questions to match)."""
+    root = tmp_path_factory.mktemp("dense-search")
+    sources = make_workspace(root)
+    commit_files(root / "repo", extra_files(np.random.default_rng(0)), "more pages")
+    home = IndexHome(root / "rag_index")
+    build_and_publish(sources, home, embedder)
+    settings = Settings(index_dir=home.root, api_keys=API_KEYS, warm_up=False, cache_size=0)
+    with TestClient(create_app(settings, embedder)) as client:
+        for question in ("heating assistance in Fayette", "SNAP food assistance", "housing help Raleigh"):
+            data = client.post("/query", json={"query": question, "top_k": 3}).json()
+            useful = [r["chunk_id"] for r in data["results"][1:3]]  # not the first: the ranking must change
+            client.post("/feedback", json={"trace_id": data["trace_id"], "chunk_ids": useful, "useful": True})
+    result = rollup_day(home, datetime.now(UTC).date(), AttentionConfig(), Breath("Δ3", "normal"), embedder=embedder)
+    assert result.staged, result.reason
+    home.publish(result.version_id, result.base_version, 5)
+    snap = load_snapshot(home, home.current())
+    assert question_memory(snap).size and snap.size > 60
+    yield snap
+    snap.close()
+
+
+def reference_search(retriever: Retriever, snap, query: Query, collections: list[str], vector: np.ndarray):
+    """The full-scan path: every candidate scored (dense and BM25) and fused, then reweighed and ranked."""
+    mask = retrieval.filter_mask(snap, collections, query.filters)
+    candidates = np.flatnonzero(mask)
+    dense_all = snap.dense @ vector if query.mode != "sparse" else None
+    index = snap.sparse_for(frozenset(snap.access_of[c] for c in collections if c in snap.access_of))
+    sparse_all = index.scores(query.text) if query.mode != "dense" and index is not None else None
+    sparse = None if sparse_all is None else sparse_all[candidates]
+    if not candidates.size:
+        rows, scores = candidates, np.zeros(0)
+    elif query.mode == "dense":
+        rows, scores = candidates, dense_all[candidates].astype(np.float64)
+    elif query.mode == "sparse":
+        matched = sparse > 0 if sparse is not None else np.zeros(candidates.size, dtype=bool)
+        rows, scores = candidates[matched], sparse[matched].astype(np.float64) if sparse is not None else np.zeros(0)
+    else:
+        sparse = sparse if sparse is not None else np.zeros(candidates.size)
+        rows, scores = fuse(candidates, dense_all[candidates], sparse, retriever.fusion)
+    if rows.size and query.recency_bias:
+        half_life = query.recency_half_life_days or retriever.recency_half_life_days
+        scores = scores * retrieval.recency_boost(snap, rows, query.recency_bias, half_life)
+    if rows.size and query.attention_boost and question_memory(snap).size:
+        scores = scores * retrieval.attention_multiplier(snap, rows, query.attention_boost, vector)
+    if query.min_score is not None:
+        keep = scores >= query.min_score
+        rows, scores = rows[keep], scores[keep]
+
+    def hit(row: int, score: float):
+        return retrieval.Hit(
+            row,
+            score,
+            None if dense_all is None else float(dense_all[row]),
+            None if sparse_all is None else float(sparse_all[row]),
+        )
+
+    if query.return_ == "documents":
+        documents = retrieval.top_documents(snap, rows, scores, query.top_k, hit)
+        return [d.hits[0] for d in documents], documents
+    return [hit(int(rows[i]), float(scores[i])) for i in top_order(scores, query.top_k)], None
+
+
+def as_tuples(hits) -> list[tuple]:
+    return [(h.row, h.score, h.dense, h.sparse) for h in hits]
+
+
+FILTERS = {
+    "none": Filters(),
+    "county": Filters(county=("Fayette",)),
+    "path": Filters(path_prefix="benefits/pages/page-1"),
+    "source": Filters(source=("wv-benefits",)),
+    "nothing": Filters(county=("Nowhere",)),
+}
+
+
+@pytest.mark.parametrize("exact_share", [0.0, dense_module.EXACT_SHARE])
+def test_search_returns_what_the_full_scan_returns(used_index, embedder, monkeypatch, exact_share) -> None:
+    snap = used_index
+    monkeypatch.setattr(dense_module, "EXACT_SHARE", exact_share)  # 0: the float16 stage runs even for few rows
+    monkeypatch.setattr(retrieval.time, "time", lambda: 1.8e9)  # one "now" for recency in both paths
+    texts = ["SNAP food assistance", "heating help Fayette County", "legal questions desk", "zebra", "heating rule"]
+    vectors = {t: embedder.encode_one(t) for t in texts}
+    retrievers = [Retriever(embedder), Retriever(embedder, FusionSettings(depth=4)),
+                  Retriever(embedder, FusionSettings(method="minmax", depth=6, sparse_depth=3))]  # fmt: skip
+    roles = [snap.collections_for(frozenset({"public"})), snap.collections_for(frozenset({"public", "internal"}))]
+    deeper = []  # dense rankings that had to look past their first candidates
+    original = retrieval.top_documents
+
+    def counting(*args, **kwargs):
+        documents = original(*args, **kwargs)
+        deeper.append(documents is None)
+        return documents
+
+    monkeypatch.setattr(retrieval, "top_documents", counting)
+    compared = 0
+    for mode, return_, (name, filters), recency, attention, min_score, top_k in itertools.product(
+        ["dense", "sparse", "hybrid"], ["chunks", "documents"], FILTERS.items(), [0.0, 3.0], [0.0, 1.0],
+        [None, 0.3], [1, 13, 40],  # 13, 40: more documents than the first rounds of the dense ranking hold
+    ):  # fmt: skip
+        text = texts[compared % len(texts)]
+        retriever = retrievers[compared % len(retrievers)]
+        collections = roles[compared % 2]
+        if mode == "dense" and min_score is not None:
+            min_score = 0.1  # cosines: a threshold some rows pass
+        query = Query(
+            text, top_k, mode, return_, filters=filters, min_score=min_score, recency_bias=recency,
+            attention_boost=attention,
+        )  # fmt: skip
+        got = retriever.search(snap, query, collections, vector=vectors[text])
+        want_chunks, want_documents = reference_search(retriever, snap, query, collections, vectors[text])
+        label = (mode, return_, name, recency, attention, min_score, top_k)
+        assert as_tuples(got.chunks) == as_tuples(want_chunks), label
+        if want_documents is not None:
+            assert [(d.parent_id, d.score, as_tuples(d.hits)) for d in got.documents] == [
+                (d.parent_id, d.score, as_tuples(d.hits)) for d in want_documents
+            ], label
+        compared += 1
+    assert compared == 3 * 2 * 5 * 2 * 2 * 2 * 3
+    assert any(deeper)
+
+
+def test_attention_and_recency_change_the_dense_ranking(used_index, embedder) -> None:
+    """The reweighed dense ranking is not the plain one (so the test above compares rankings that differ)."""
+    snap = used_index
+    collections = snap.collections_for(frozenset({"public"}))
+    vector = embedder.encode_one("heating assistance in Fayette")
+    plain = Query("heating assistance in Fayette", 5, "dense", attention_boost=0.0)
+    lifted = Query("heating assistance in Fayette", 5, "dense", attention_boost=3.0, recency_bias=5.0)
+    retriever = Retriever(embedder)
+    first = [h.row for h in retriever.search(snap, plain, collections, vector).chunks]
+    second = retriever.search(snap, lifted, collections, vector).chunks
+    assert first != [h.row for h in second]
+    assert all(h.score > h.dense for h in second)  # every shown row gained from recency or attention
