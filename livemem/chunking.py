@@ -40,7 +40,7 @@ from markdown_it import MarkdownIt
 from tokenizers import Tokenizer
 
 # Bump whenever the same file and settings would give different chunks (it forces re-chunking every source).
-CHUNKER_VERSION = 2
+CHUNKER_VERSION = 3
 MODEL_MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length, [CLS] and [SEP] included
 DEFAULT_CHUNK_TOKENS = MODEL_MAX_TOKENS - 2
 MIN_CHUNK_TOKENS = 16
@@ -227,11 +227,21 @@ class _Measure:
         return b - a <= self.max_chars and (budget is None or self.tokens(a, b) <= budget)
 
     def pieces(self, a: int, b: int, separators: tuple[str, ...], budget: int | None) -> list[str]:
-        """Stripped, non-empty pieces of ``text[a:b]``."""
-        return [p for p in (self.text[x:y].strip() for x, y in self._split(a, b, separators, budget)) if p]
+        """Stripped, non-empty pieces of ``text[a:b]``: the coarsest pieces within the limits, packed greedily.
+
+        Packing the pieces of every level together (not each level's among themselves) lets a short piece join the
+        first sentences of a long paragraph after it: a title is not left alone in a chunk of its own."""
+        packed: list[tuple[int, int]] = []
+        for span in self._split(a, b, separators, budget):
+            if packed and self.fits(packed[-1][0], span[1], budget):
+                packed[-1] = (packed[-1][0], span[1])
+            else:
+                packed.append(span)
+        return [p for p in (self.text[x:y].strip() for x, y in packed) if p]
 
     def _split(self, a: int, b: int, separators: tuple[str, ...], budget: int | None) -> list[tuple[int, int]]:
-        """Spans ``(start, end)`` covering ``[a, b)``, each within the limits."""
+        """Spans ``(start, end)`` covering ``[a, b)``, each within the limits, cut at the coarsest separator that
+        occurs and cut finer only where a piece is still over the limits (not packed)."""
         if self.fits(a, b, budget):
             return [(a, b)]
         cuts: list[int] = []
@@ -248,13 +258,7 @@ class _Measure:
         for end in [*cuts, b]:
             spans.extend(self._split(start, end, finer, budget))
             start = end
-        packed: list[tuple[int, int]] = []
-        for span in spans:
-            if packed and self.fits(packed[-1][0], span[1], budget):
-                packed[-1] = (packed[-1][0], span[1])
-            else:
-                packed.append(span)
-        return packed
+        return spans
 
     def _hard(self, a: int, b: int, budget: int | None) -> list[tuple[int, int]]:
         """No separator left: cut at the furthest whitespace that keeps the piece within the limits, else inside

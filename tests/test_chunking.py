@@ -211,3 +211,14 @@ def test_chunk_tokens_is_configured_and_part_of_the_fingerprint(tmp_path: Path) 
         load("  chunk_tokens: 1000\n")
     with pytest.raises(ConfigError, match=r"index\.chunk_tokens: 'many' is not of type 'integer'"):
         load("  chunk_tokens: many\n")
+
+
+def test_a_title_is_not_left_alone_before_a_long_paragraph() -> None:
+    """A SciFact-like file: the title packs with the first sentences of its one long paragraph."""
+    abstract = " ".join(
+        f"Finding {i} links statin therapy to lower LDL cholesterol in trial cohort {i}." for i in range(60)
+    )
+    chunks = chunk_file("docs/1.md", f"# Statins and LDL\n\n{abstract}\n")
+    assert len(chunks) > 1
+    assert chunks[0].content.startswith("# Statins and LDL\n\nFinding 0 links")
+    assert all(count_tokens(c.content) > DEFAULT_CHUNK_TOKENS // 2 for c in chunks[:-1])  # chunks are filled
