@@ -70,12 +70,15 @@ from livemem.version import connect
 
 log = logging.getLogger(__name__)
 
-EXPORT_VERSION = "gbim-v1"  # bump when the way features become entities changes (forces a new export)
+EXPORT_VERSION = "gbim-v2"  # bump when the export's output changes (forces a new export); v2: gbim/counties.geojson
 WGS84 = "EPSG:4326"
 DEFAULT_WORKING_CRS = "EPSG:26917"
 DEFAULT_COLLECTION = "gbim_spatial"
 DEFAULT_TOLERANCE_KM = 25.0
 GBIM_DIR = "gbim"
+COUNTIES_FILE = f"{GBIM_DIR}/counties.geojson"  # the county polygons the export used, served by the glassbox page
+COUNTIES_MAX_BYTES = 512 * 1024  # larger boundaries are simplified: a browser draws them on every page
+COUNTIES_TOLERANCE_DEG = 0.002  # ~200 m, under a pixel on a state-wide map of a few hundred pixels
 GBIM_IRI = "https://living-memory.example.org/gbim/"
 ENTITY_NAMESPACE = uuid.UUID("5b0c8f1e-6a57-4c1b-9c1e-3f2d7a9e4b21")
 ZIP_FIELDS = ("zip", "zips", "zip_code", "zipcode")
@@ -805,6 +808,8 @@ def export_gbim(config: SourcesConfig, home: IndexHome, embedder: Embedder, *, f
             _write_empty_chunk_parts(staged, embedder.dim)
         _write_tables(staged, entities, relations)
         _write_rdf(staged, entities, relations)
+        if counties is not None:
+            _write_counties(staged, counties)
         _write_gis_snapshot(staged, entities, vectors)
         if config.uses_chroma:
             _update_chroma(staged, spatial, entities, vectors, previous.get("collections", []))
@@ -904,6 +909,33 @@ def _write_rdf(staged: Path, entities: list[dict[str, Any]], relations: list[dic
     (target / "gbim.ttl").write_text(serialize_rdf(graph, "text/turtle"), encoding="utf-8")  # the same graph
 
 
+def counties_geojson(counties, tolerance: float = 0.0) -> dict[str, Any]:
+    """County polygons (``read_counties``' frame, EPSG:4326) as a GeoJSON FeatureCollection of ``name`` and
+    geometry only, coordinates rounded to 6 decimals (~0.1 m); simplified by ``tolerance`` degrees when given."""
+    import shapely
+
+    features = []
+    for name, geom in zip(counties["county"], counties.geometry, strict=True):
+        if geom.geom_type not in ("Polygon", "MultiPolygon"):  # make_valid may return a collection: its areas only
+            geom = shapely.union_all([g for g in shapely.get_parts(geom) if g.geom_type in ("Polygon", "MultiPolygon")])
+        if tolerance:
+            geom = geom.simplify(tolerance, preserve_topology=True)
+        geom = shapely.transform(geom, lambda xy: np.round(xy, 6))
+        if geom.is_empty:
+            continue
+        features.append({"type": "Feature", "properties": {"name": name}, "geometry": shapely.geometry.mapping(geom)})
+    return {"type": "FeatureCollection", "features": features}
+
+
+def _write_counties(staged: Path, counties) -> None:
+    """``gbim/counties.geojson``: the boundaries used for ``county_spatial``, for the glassbox map (listed in the
+    manifest's ``files`` like every file, so serving verifies it); simplified when the full ones are large."""
+    text = json.dumps(counties_geojson(counties), separators=(",", ":"))
+    if len(text) > COUNTIES_MAX_BYTES:
+        text = json.dumps(counties_geojson(counties, COUNTIES_TOLERANCE_DEG), separators=(",", ":"))
+    (staged / COUNTIES_FILE).write_text(text, encoding="utf-8")
+
+
 def _write_gis_snapshot(staged: Path, entities: list[dict[str, Any]], vectors: np.ndarray) -> None:
     target = staged / GIS
     shutil.rmtree(target, ignore_errors=True)
@@ -982,6 +1014,7 @@ def _section(
                 "path": str(spatial.counties.path),
                 "name_field": spatial.counties.name_field,
                 "content_hash": counties_hash,
+                "file": COUNTIES_FILE,
             }
             if spatial.counties
             else None

@@ -3,7 +3,8 @@
 Assets:
 - ``gbim_export``   reads the spatial sources of the sources file (``spatial:`` section), stages a new index
   version derived from the current one with the ``gbim_entities`` / ``gbim_relations`` tables, the N-Triples /
-  Turtle export, the GIS Chroma collections and the ``gis/`` snapshot serving reads. Nothing is staged when the
+  Turtle export, the county polygons used (``gbim/counties.geojson``, EPSG:4326, for the glassbox map; only
+  with ``spatial.counties``), the GIS Chroma collections and the ``gis/`` snapshot serving reads. Nothing is staged when the
   spatial inputs (content hashes in the current manifest) are unchanged.
 - ``gbim_published`` switches ``CURRENT`` to the staged version, only when the blocking check passed.
 
@@ -25,7 +26,7 @@ from dagster import (
 
 from livemem.checks import CheckOutcome
 from livemem.config import SourcesConfig
-from livemem.gbim import GbimResult, check_entities_valid, check_entity_flags, export_gbim
+from livemem.gbim import EXPORT_VERSION, GbimResult, check_entities_valid, check_entity_flags, export_gbim
 from orchestration.assets.publishing import (
     blocking_check_names,
     check_result,
@@ -76,6 +77,7 @@ def _export_metadata(result: GbimResult) -> dict[str, Any]:
             "collections": section["collections"],
             "source_hashes": {name: s["content_hash"] for name, s in section["sources"].items()},
             "working_crs": section["working_crs"],
+            "counties_file": (section.get("counties") or {}).get("file") or "none (no spatial.counties)",
         }
     )
     if result.staged:
@@ -101,11 +103,12 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         pool="index_writer",
         group_name=GROUP,
         kinds={"geopandas", "duckdb", "chroma"},
-        code_version="gbim-v1",
+        code_version=EXPORT_VERSION,
         description=(
             "GBIM entities of the configured spatial sources: centroids in EPSG:26917, lon/lat in EPSG:4326, "
             "county by attribute or point-in-polygon, relations (located_in, serves_zip, part_of) as a table and "
-            f"N-Triples, descriptions embedded into the GIS collections; staged as a new index version. "
+            "N-Triples, descriptions embedded into the GIS collections, the county polygons used (spatial.counties) as "
+            "gbim/counties.geojson in EPSG:4326 for the glassbox map; staged as a new index version. "
             f"Spatial sources: {names}."
         ),
     )

@@ -1,13 +1,13 @@
 // The glassbox page (docs/glassbox.md): asks /chat, then shows the answer, each citation with its provenance and
 // whether its source still holds it (/chunks/{id}?verify=true), the registry rows with their verification age, and
-// the places on an SVG map drawn from /gis/query?format=geojson and the county polygons served beside this file.
+// the places on an SVG map drawn from /gis/query?format=geojson over the county polygons of the served index version
+// (/glassbox/counties.geojson, written by the GBIM export from spatial.counties); without them, the places alone.
 // Every value from the API is written with textContent (or as an SVG attribute), never parsed as HTML: passages
 // and registry rows are untrusted text.
 "use strict";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const DAY_MS = 86400000;
-let countiesPromise = null;
 const manifests = new Map(); // per API key: the served manifest (repository names of the sources)
 
 function $(id) {
@@ -71,11 +71,16 @@ function manifestFor(key) {
   return manifests.get(key);
 }
 
-function counties() {
-  if (!countiesPromise) {
-    countiesPromise = fetch("/glassbox/wv_counties.geojson").then((r) => (r.ok ? r.json() : { features: [] }));
+// The served version's county polygons; none (a 404: the version has no spatial.counties) is not an error, the map
+// then shows the places alone. Asked each time: a new version may add or change them.
+async function counties() {
+  try {
+    const response = await fetch("/glassbox/counties.geojson", { headers: headers(false) });
+    const data = response.ok ? await response.json() : null;
+    return data && Array.isArray(data.features) ? data : { features: [] };
+  } catch (_) {
+    return { features: [] };
   }
-  return countiesPromise;
 }
 
 function badge(text, className) {
@@ -227,12 +232,13 @@ async function drawMap(chat, question) {
       query: question, n_results: 10, ...(chat.route.filters.county ? { county: chat.route.filters.county } : {}),
     }).catch((error) => ({ features: [], error: error.message })),
   ]);
+  $("map").dataset.counties = String(boundaries.features.length);
   const cited = new Map(chat.evidence.spatial.map((e) => [e.entity_id, e.ref]));
   const located = (places.features || []).filter((f) => f.geometry && f.geometry.type === "Point");
   const asked = new Set((chat.route.filters.county || []).map((c) => c.toLowerCase()));
-  const nameOf = (f) => String((f.properties || {}).NAME || "");
+  const nameOf = (f) => String((f.properties || {}).name || "");
   // Bounds: the asked counties and the places with a margin (the state around them stays drawn, clipped);
-  // the whole state when the question names no place.
+  // the whole state when the question names no place; without county polygons, the places alone.
   let [minLon, minLat, maxLon, maxLat] = [Infinity, Infinity, -Infinity, -Infinity];
   const extend = ([lon, lat]) => {
     minLon = Math.min(minLon, lon); maxLon = Math.max(maxLon, lon);
@@ -306,9 +312,12 @@ async function drawMap(chat, question) {
   }
   root.append(placeLayer);
   $("map").append(root);
+  const over = boundaries.features.length
+    ? ` over ${boundaries.features.length} county polygons`
+    : " (this index version has no county polygons: spatial.counties, docs/gbim.md)";
   $("map-note").textContent = places.error
     ? `No places: ${places.error}`
-    : `${located.length} places from /gis/query (GeoJSON) over ${boundaries.features.length} county polygons` +
+    : `${located.length} places from /gis/query (GeoJSON)${over}` +
       (cited.size ? "; the answer's places are marked with their [n]." : ".");
 }
 
