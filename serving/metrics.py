@@ -87,7 +87,10 @@ class Metrics:
 
 
 class MetricsMiddleware:
-    """Pure ASGI middleware timing every HTTP request under its route template (``/chunks/{chunk_id}``)."""
+    """Pure ASGI middleware timing every HTTP request under its route template (``/chunks/{chunk_id}``).
+
+    The time is the time to answer: until the last byte of the response is handed to the server, not counting
+    work the route does after that (``/query`` appends its trace once the response is sent)."""
 
     def __init__(self, app, metrics: Metrics) -> None:
         self.app = app
@@ -99,16 +102,19 @@ class MetricsMiddleware:
             return
         started = time.perf_counter()
         status = 500
+        answered: float | None = None
 
         async def send_status(message) -> None:
-            nonlocal status
+            nonlocal status, answered
             if message["type"] == "http.response.start":
                 status = message["status"]
             await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered = time.perf_counter()
 
         try:
             await self.app(scope, receive, send_status)
         finally:
             route = scope.get("route")
             name = getattr(route, "path", None) or "unmatched"
-            self.metrics.observe(name, scope["method"], status, time.perf_counter() - started)
+            self.metrics.observe(name, scope["method"], status, (answered or time.perf_counter()) - started)
