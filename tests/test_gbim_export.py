@@ -6,13 +6,17 @@ import json
 import shutil
 from pathlib import Path
 
+import geopandas as gpd
 import numpy as np
 import pytest
+import shapely
 from dagster import AssetKey, DagsterInstance, Definitions, define_asset_job, in_process_executor
 
+from livemem import gbim
 from livemem.build import build_version
 from livemem.config import load_sources
-from livemem.gbim import export_gbim
+from livemem.gbim import COUNTIES_FILE, export_gbim
+from livemem.reader import verify_files
 from livemem.schemas import errors_for
 from livemem.store import IndexHome, close_chroma, open_chroma
 from livemem.version import connect
@@ -132,6 +136,56 @@ def test_no_spatial_section_exports_nothing(tmp_path: Path, make_repo, embedder)
     path.write_text(f"sources:\n  - {{name: docs, repo: {repo.path}, collection: docs}}\n", encoding="utf-8")
     result = export_gbim(load_sources(path), IndexHome(tmp_path / "index"), embedder)
     assert not result.staged and "no spatial section" in result.reason
+
+
+@pytest.mark.skipif(not COUNTIES.is_file(), reason="../shared/data/geo is not beside the project")
+def test_export_writes_the_county_polygons_it_used_into_the_version(
+    tmp_path: Path, make_repo, embedder, monkeypatch
+) -> None:
+    repo = make_repo(files={"a.md": "# A\n"})
+    # the boundaries in UTM metres (EPSG:26917): the version's file must be in EPSG:4326 degrees all the same
+    utm = tmp_path / "counties_utm.gpkg"
+    gpd.read_file(COUNTIES).to_crs("EPSG:26917").to_file(utm)
+    sources = write_sources(tmp_path, repo.path)
+    text = sources.read_text().replace(f"path: {COUNTIES}, name_field: NAME", f"path: {utm}, name_field: NAME")
+    sources.write_text(text)
+    home = IndexHome(tmp_path / "index")
+    first = export_gbim(load_sources(sources), home, embedder)
+    staged = home.locate(first.version_id)
+    manifest = json.loads((staged / "manifest.json").read_text())
+    assert first.section["counties"]["file"] == COUNTIES_FILE == "gbim/counties.geojson"
+    verify_files(staged, manifest)  # listed and hashed like every file of the version: serving verifies it
+    assert manifest["files"][COUNTIES_FILE]["size"] == (staged / COUNTIES_FILE).stat().st_size
+    counties = json.loads((staged / COUNTIES_FILE).read_text())
+    assert len(counties["features"]) == 55 and all(set(f["properties"]) == {"name"} for f in counties["features"])
+    shapes = {f["properties"]["name"]: shapely.geometry.shape(f["geometry"]) for f in counties["features"]}
+    lon_lat = np.concatenate([shapely.get_coordinates(g) for g in shapes.values()])
+    assert (lon_lat[:, 0] > -82.7).all() and (lon_lat[:, 0] < -77.7).all()  # West Virginia, in degrees
+    assert (lon_lat[:, 1] > 37.1).all() and (lon_lat[:, 1] < 40.7).all()
+    # the polygons the entities' county_spatial was computed with
+    fayette = shapes["Fayette"]
+    con = connect(staged)
+    try:
+        points = con.execute("SELECT lon, lat FROM gbim_entities WHERE county_spatial = 'Fayette'").fetchall()
+    finally:
+        con.close()
+    assert points and all(fayette.contains(shapely.Point(lon, lat)) for lon, lat in points)
+    home.publish(first.version_id, None, load_sources(sources).retention)
+
+    # boundaries larger than the limit are simplified (topology kept): a smaller file, every county still there
+    full_size = manifest["files"][COUNTIES_FILE]["size"]
+    monkeypatch.setattr(gbim, "COUNTIES_MAX_BYTES", full_size // 2)
+    simplified = home.locate(export_gbim(load_sources(sources), home, embedder, force=True).version_id)
+    small = json.loads((simplified / COUNTIES_FILE).read_text())["features"]
+    assert (simplified / COUNTIES_FILE).stat().st_size < full_size and len(small) == 55
+    assert all(shapely.geometry.shape(f["geometry"]).is_valid for f in small)
+    monkeypatch.undo()
+
+    # the boundaries are no longer configured: the next export's version has none
+    second = export_gbim(load_sources(write_sources(tmp_path, repo.path, counties=False)), home, embedder)
+    assert second.staged and second.section["counties"] is None
+    assert not (home.locate(second.version_id) / COUNTIES_FILE).exists()
+    assert COUNTIES_FILE not in json.loads((home.locate(second.version_id) / "manifest.json").read_text())["files"]
 
 
 # --- the Dagster assets ----------------------------------------------------------------------------------------------
