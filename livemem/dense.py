@@ -9,22 +9,24 @@ row sits: a BLAS matrix–vector product rounds a row differently by its positio
 threads), so a few rows rescored on their own would not match a full scan bit for bit, and results could change
 with the segment layout of a version.
 
-**Top-k in two stages** (``DenseRows.scan``): a float16 copy of each segment (made once per segment per process,
-cached beside the float32 array) is scanned with torch's float16 matrix–vector product, which reads half the bytes
-of the float32 scan; every row whose float16 score could still reach the top k, given a proven error bound, is
-then scored exactly. The result is identical to ranking the exact scores of every row:
+**Top-k in two stages** (``DenseRows.scan``): each segment's vectors are packed in float16 once per process
+(``packed``: cached beside the float32 array, so snapshots sharing a segment share it) and scanned with a float16
+product (``first_stage_kernel``: FBGEMM's float16 GEMM, else ``torch.mv``), which reads half the bytes of the
+float32 scan; every row whose first-stage score could still reach the top k, given a proven error bound, is then
+scored exactly. The result is identical to ranking the exact scores of every row:
 
-- error bound, per row ``r`` (``_bound``): with ``q̂``, ``v̂`` the float16 roundings of query and vector,
-  ``|q·v − q̂·v̂| ≤ ‖q̂‖·‖v − v̂‖ + ‖q − q̂‖·‖v‖`` (``‖v − v̂‖ ≤ 2⁻¹¹‖v‖ + 2⁻²⁵√d``: relative rounding, or half
-  the spacing of float16 subnormals); torch multiplies the float16 values exactly in float32 and sums in float32
-  (``fp16_gemv_trans_fp32_arith_by_dot_products`` in ATen; the float16-arithmetic variant is used only when
-  ``torch.backends.cpu`` allows fp16 reduced-precision reduction, in which case this module never uses float16):
-  ``≤ γ_d·Σ|q̂ᵢv̂ᵢ|`` with ``γ_d = d·2⁻²⁴/(1 − d·2⁻²⁴)`` for any summation order; the result is rounded to
-  float16: ``≤ 2⁻¹¹|t| + 2⁻²⁵``; the exact score itself is within ``γ_d·‖q‖‖v‖`` of ``q·v``. Norms are bounded by
-  the largest row norm of the segment. A probe checks the bound on adversarial rows once per process.
+- error bound (``error_bound``), with ``v̂`` the vector rounded to float16 and ``q̂`` the query as the kernel takes
+  it (float32 for FBGEMM, float16 for ``torch.mv``): ``|q·v − q̂·v̂| ≤ ‖q̂‖·‖v − v̂‖ + ‖q − q̂‖·‖v‖`` with
+  ``‖v − v̂‖ ≤ 2⁻¹¹‖v‖ + 2⁻²⁵√d`` (rounding to nearest, or half the spacing of float16 subnormals); both kernels
+  multiply and sum in float32 (FBGEMM's fused multiply-adds; ATen's ``fp16_gemv_trans`` unless torch allows fp16
+  reduced-precision reduction, then it is not used): ``≤ γ_d·‖q̂‖·‖v̂‖`` with ``γ_d = d·2⁻²⁴/(1 − d·2⁻²⁴)``, the
+  classic bound of a float32 dot product in any order; ``torch.mv`` rounds its result to float16: ``≤ 2⁻¹¹|t| + 2⁻²⁵``; the exact
+  score itself is within ``γ_d·‖q‖‖v‖`` of ``q·v``. Norms are bounded by the largest row norm of the segments. Each
+  kernel is checked once per process on rows where float16 sums or float16 products would break its model.
 - selection: if the k rows with the best lower bounds (score − bound) have lower bounds ≥ ``L``, the k-th best
   exact score is ≥ ``L``, so every row of the true top k (ties included) has an upper bound ≥ ``L``: those rows
-  are the candidates, scored exactly, and the top k of them is the top k of all.
+  are the candidates, scored exactly, and the top k of them is the top k of all. A weight per row (recency,
+  attention: ``candidates(k, weight)``) scales both bounds.
 
 Ties are broken by row (``top_order``), so the top k is one well-defined set however it is found.
 """
@@ -37,16 +39,13 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    import torch
-
 log = logging.getLogger(__name__)
 
-BLOCK_ROWS = 2048  # rows per block of the exact kernel: the float32 product of a block stays in the L2 cache
+BLOCK_ROWS = 512  # rows per block of the exact kernel: a block (768 KB at 384 dims) stays in the L2 cache
 F16_MAX = 60_000.0  # below float16's largest finite value (65,504): larger values would overflow the scan
 U32 = 2.0**-24  # unit roundoff of float32
 U16 = 2.0**-11  # unit roundoff of float16
@@ -75,94 +74,152 @@ def top_order(scores: np.ndarray, k: int) -> np.ndarray:
     return pick[np.lexsort((pick, key[pick]))]
 
 
+_SCRATCH = threading.local()
+
+
+def _scratch(rows: int, dim: int) -> np.ndarray:
+    """A float32 block buffer kept per thread: a fresh megabyte per call costs more in page faults than the
+    arithmetic done in it."""
+    buffer = getattr(_SCRATCH, "buffer", None)
+    if buffer is None or buffer.shape[1] != dim:
+        buffer = _SCRATCH.buffer = np.empty((BLOCK_ROWS, dim), dtype=np.float32)
+    return buffer[:rows]
+
+
 def exact_scores(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
     """The dense score of each row of ``vectors`` (float32 product and numpy's row sum: the same float for a row
     in any array, at any position), in blocks so the product stays in cache."""
-    n = vectors.shape[0]
-    out = np.empty(n, dtype=np.float32)
-    if n == 0:
-        return out
-    buffer = np.empty((min(n, BLOCK_ROWS), vectors.shape[1]), dtype=np.float32)
-    for start in range(0, n, BLOCK_ROWS):
+    out = np.empty(vectors.shape[0], dtype=np.float32)
+    for start in range(0, vectors.shape[0], BLOCK_ROWS):
         block = vectors[start : start + BLOCK_ROWS]
-        product = buffer[: block.shape[0]]
+        product = _scratch(block.shape[0], vectors.shape[1])
         np.multiply(block, query, out=product)
         np.add.reduce(product, axis=1, out=out[start : start + block.shape[0]])
     return out
 
 
 def _gathered_scores(vectors: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``exact_scores(vectors[rows], query)`` without copying more than a block of rows at a time."""
+    """``exact_scores(vectors[rows], query)``, gathering a block of rows at a time into the scratch buffer."""
     out = np.empty(rows.size, dtype=np.float32)
     for start in range(0, rows.size, BLOCK_ROWS):
         part = rows[start : start + BLOCK_ROWS]
-        out[start : start + part.size] = exact_scores(np.take(vectors, part, axis=0), query)
+        block = _scratch(part.size, vectors.shape[1])
+        np.take(vectors, part, axis=0, out=block)
+        np.multiply(block, query, out=block)
+        np.add.reduce(block, axis=1, out=out[start : start + part.size])
     return out
 
 
-@dataclass(frozen=True)
-class _Half:
-    """A segment's vectors in float16 for the first stage, with what the error bound needs."""
+class Kernel:
+    """A float16 matrix–vector product for the first stage, and what its error bound needs to know of it: whether
+    it rounds the query and the result to float16 (it always rounds the vectors, to nearest)."""
 
-    vectors: torch.Tensor  # float16, shares memory with a numpy array kept alive by the tensor
-    max_norm: float  # an upper bound of the largest row L2 norm (float32 data), inf when not usable
-    usable: bool  # finite and small enough for float16
+    name = "abstract"
+    rounds_query = True
+    rounds_output = True
 
+    def __repr__(self) -> str:
+        return self.name
 
-_HALVES: dict[int, tuple[weakref.ref, _Half]] = {}
-_HALVES_LOCK = threading.Lock()
+    def available(self) -> bool:
+        return True
 
+    def pack(self, dense: np.ndarray) -> Any:
+        raise NotImplementedError
 
-def _half_of(dense: np.ndarray) -> _Half:
-    """The float16 copy of a segment's vectors, made once per array per process (segments are shared by
-    snapshots, and so are their copies); dropped when the array is."""
-    key = id(dense)
-    with _HALVES_LOCK:
-        cached = _HALVES.get(key)
-        if cached is not None and cached[0]() is dense:
-            return cached[1]
-    import torch
-
-    squares = np.einsum("ij,ij->i", dense, dense, dtype=np.float64) if dense.size else np.zeros(1)
-    largest = float(np.max(squares)) if squares.size else 0.0
-    # einsum sums in float64: relative error far below the slack; NaN / inf make the segment unusable
-    max_norm = math.sqrt(largest) * (1 + SLACK) if math.isfinite(largest) else math.inf
-    usable = max_norm < F16_MAX
-    half = _Half(
-        torch.from_numpy(dense.astype(np.float16) if usable else np.zeros((0, 0), np.float16)), max_norm, usable
-    )
-    with _HALVES_LOCK:
-        for stale in [k for k, (ref, _) in _HALVES.items() if ref() is None]:
-            del _HALVES[stale]
-        _HALVES[key] = (weakref.ref(dense), half)
-    return half
+    def product(self, packed: Any, query: np.ndarray) -> np.ndarray:
+        """float32 scores of every row of the packed segment."""
+        raise NotImplementedError
 
 
-_PROBE: list[bool] = []
+class FbgemmHalf(Kernel):
+    """FBGEMM's float16 GEMM (``quantized.linear_dynamic_fp16``): float16 vectors packed once, the query in
+    float32, products and sums in float32 (fused multiply-add), a float32 result. The fastest here (x86)."""
 
+    name = "fbgemm float16"
+    rounds_query = False
+    rounds_output = False
 
-def half_product_usable() -> bool:
-    """Whether torch's float16 product may be used: fp16 reduced-precision reduction off (the bound assumes float32
-    sums), and a probe of adversarial rows within the bound. Checked once per process (the flag on every scan)."""
-    try:
+    def available(self) -> bool:
         import torch
-    except ImportError:  # pragma: no cover - torch is a dependency; the exact scan needs no torch
-        return False
-    allow = getattr(torch._C, "_get_cpu_allow_fp16_reduced_precision_reduction", None)
-    if allow is not None and allow():
-        return False
-    if not _PROBE:
-        _PROBE.append(_probe(lambda m, q: torch.mv(torch.from_numpy(m), torch.from_numpy(q)).float().numpy()))
-        if not _PROBE[0]:
-            log.warning("torch's float16 product exceeds its error bound here: dense top-k uses the float32 scan")
-    return _PROBE[0]
+
+        if "fbgemm" not in torch.backends.quantized.supported_engines:
+            return False
+        # the packing must round to nearest, as the bound assumes: checked on values that tell the modes apart
+        probe = np.array([[1 + 2.0**-11, 1 + 3 * 2.0**-11, -(1 + 2.0**-11 + 2.0**-20), 3e-6, 70.1, 2.0**-25]])
+        packed = torch.ops.quantized.linear_prepack_fp16(torch.from_numpy(probe.astype(np.float32)), None)
+        unpacked = torch.ops.quantized.linear_unpack_fp16(packed)[0].numpy()
+        return bool(np.array_equal(unpacked, probe.astype(np.float32).astype(np.float16).astype(np.float32)))
+
+    def pack(self, dense: np.ndarray) -> Any:
+        import torch
+
+        return torch.ops.quantized.linear_prepack_fp16(torch.from_numpy(dense), None)
+
+    def product(self, packed: Any, query: np.ndarray) -> np.ndarray:
+        import torch
+
+        return torch.ops.quantized.linear_dynamic_fp16(torch.from_numpy(query)[None, :], packed).numpy()[0]
 
 
-def _probe(product: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> bool:
-    """Cases where float16 partial sums, or products rounded to float16, would miss by more than the bound: large
-    terms first in every lane then small ones that a float16 sum drops; pairs ``a·b − fl16(a·b)`` whose rounding
-    errors add up while the sum nearly cancels; and random rows of mixed magnitudes. ``product(matrix, vector)``:
-    the float16 matrix–vector product tested."""
+class TorchHalf(Kernel):
+    """``torch.mv`` over float16 vectors and query: float32 products and sums (ATen's
+    ``fp16_gemv_trans_fp32_arith_by_dot_products``), rounded to float16. Used where FBGEMM is not; never while
+    torch allows fp16 reduced-precision reduction on CPU (float16 sums: the bound would not hold)."""
+
+    name = "torch float16 mv"
+
+    def available(self) -> bool:
+        import torch
+
+        allow = getattr(torch._C, "_get_cpu_allow_fp16_reduced_precision_reduction", None)
+        return not (allow is not None and allow())
+
+    def pack(self, dense: np.ndarray) -> Any:
+        import torch
+
+        return torch.from_numpy(dense.astype(np.float16))
+
+    def product(self, packed: Any, query: np.ndarray) -> np.ndarray:
+        import torch
+
+        return torch.mv(packed, torch.from_numpy(query.astype(np.float16))).float().numpy()
+
+
+KERNELS: tuple[Kernel, ...] = (FbgemmHalf(), TorchHalf())
+_CHOSEN: list[Kernel | None] = []
+_CHOSEN_LOCK = threading.Lock()
+
+
+def first_stage_kernel() -> Kernel | None:
+    """The first kernel that is available here and keeps to its error model on the probe (once per process;
+    ``available`` again on every scan, as torch's flags can change). None: every top-k scores rows exactly."""
+    with _CHOSEN_LOCK:
+        if not _CHOSEN:
+            try:
+                import torch  # noqa: F401
+            except ImportError:  # pragma: no cover - torch is a dependency
+                _CHOSEN.append(None)
+            else:
+                _CHOSEN.append(next((k for k in KERNELS if _safe(k.available) and _probe(k)), None))
+                if _CHOSEN[0] is None:
+                    log.warning("no float16 product keeps to its error bound here: dense top-k scores every row")
+        kernel = _CHOSEN[0]
+    return kernel if kernel is not None and kernel.available() else None
+
+
+def _safe(check: Callable[[], bool]) -> bool:
+    try:
+        return check()
+    except Exception:  # an operator missing from this torch build: the kernel is not available
+        return False
+
+
+def _probe(kernel: Kernel) -> bool:
+    """Cases where float16 partial sums, or products rounded to float16, miss by more than the kernel's error
+    model allows (float32 sums of exact products; its declared roundings): large terms first in every lane then
+    small ones that a float16 sum drops; pairs ``a·b − fl16(a·b)`` whose rounding errors add up while the sum nearly
+    cancels; random rows of mixed magnitudes."""
     rng = np.random.default_rng(0)
     dim = 384
     cases = []
@@ -180,15 +237,77 @@ def _probe(product: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> bool:
     cases.append((mixed, rng.standard_normal(dim)))
     gamma = dim * U32 / (1 - dim * U32)
     for vectors, query in cases:
-        v16, q16 = vectors.astype(np.float16), query.astype(np.float16)
-        got = np.asarray(product(v16, q16), dtype=np.float64)
-        v, q = v16.astype(np.float64), q16.astype(np.float64)
-        true = v @ q  # float16 products are exact in float64; their sum is far closer than the bound
+        v32, q32 = vectors.astype(np.float32), query.astype(np.float32)
+        got = np.asarray(kernel.product(kernel.pack(v32), q32), dtype=np.float64)
+        v = v32.astype(np.float16).astype(np.float64)
+        q = (q32.astype(np.float16) if kernel.rounds_query else q32).astype(np.float64)
+        true = v @ q  # the products of float16 and float32 values are exact in float64, their sum far closer
         magnitude = np.abs(v) @ np.abs(q)
-        allowed = gamma * magnitude + U16 * (np.abs(true) + gamma * magnitude) / (1 - U16) + SUB16
+        allowed = gamma * magnitude
+        if kernel.rounds_output:
+            allowed = allowed + U16 * (np.abs(true) + allowed) / (1 - U16) + SUB16
         if not np.all(np.abs(got - true) <= allowed):
             return False
     return True
+
+
+@dataclass(frozen=True)
+class _Packed:
+    """A segment's vectors packed for the first stage, with what the error bound needs."""
+
+    kernel: Kernel
+    vectors: Any  # the kernel's packed float16 vectors
+    max_norm: float  # an upper bound of the largest row L2 norm (of the float32 vectors), inf when not usable
+    usable: bool  # finite and small enough for float16
+
+
+_PACKED: dict[tuple[int, str], tuple[weakref.ref, _Packed]] = {}
+_PACKED_LOCK = threading.Lock()
+
+
+def packed(dense: np.ndarray, kernel: Kernel) -> _Packed:
+    """A segment's vectors packed for ``kernel``, once per array per process (segments are shared by snapshots,
+    and so are their packed copies); dropped when the array is."""
+    key = (id(dense), kernel.name)
+    with _PACKED_LOCK:
+        cached = _PACKED.get(key)
+        if cached is not None and cached[0]() is dense:
+            return cached[1]
+    squares = np.einsum("ij,ij->i", dense, dense, dtype=np.float64) if dense.size else np.zeros(1)
+    largest = float(np.max(squares))
+    # einsum sums in float64: its error is far below the slack; NaN / inf make the segment unusable
+    max_norm = math.sqrt(largest) * (1 + SLACK) if math.isfinite(largest) else math.inf
+    usable = max_norm < F16_MAX and dense.shape[0] > 0
+    result = _Packed(kernel, kernel.pack(np.ascontiguousarray(dense, np.float32)) if usable else None, max_norm, usable)
+    with _PACKED_LOCK:
+        for stale in [k for k, (ref, _) in _PACKED.items() if ref() is None]:
+            del _PACKED[stale]
+        _PACKED[key] = (weakref.ref(dense), result)
+    return result
+
+
+def error_bound(kernel: Kernel, query: np.ndarray, norm: float) -> tuple[float, float] | None:
+    """``(b0, rho)``: ``|first-stage score − exact score| ≤ b0 + rho·|first-stage score|`` for every row of norm at
+    most ``norm`` (module docstring); None when float16 could overflow."""
+    dim = query.size
+    gamma = dim * U32 / (1 - dim * U32)
+    q64 = query.astype(np.float64)
+    q_k = query.astype(np.float16).astype(np.float64) if kernel.rounds_query else q64
+    q_norm, qk_norm = float(np.linalg.norm(q64)), float(np.linalg.norm(q_k))
+    if not (math.isfinite(q_norm) and float(np.max(np.abs(q64), initial=0.0)) < F16_MAX):
+        return None
+    v_err = U16 * norm + SUB16 * math.sqrt(dim)  # ‖v − v̂‖
+    v_hat = norm + v_err  # ‖v̂‖
+    if qk_norm * v_hat * (1 + gamma) >= F16_MAX:
+        return None
+    b0 = qk_norm * v_err + float(np.linalg.norm(q64 - q_k)) * norm  # the roundings of vector and query
+    b0 += gamma * qk_norm * v_hat  # float32 sums of the (exact) products
+    b0 += gamma * q_norm * norm  # the exact score's own float32 rounding
+    rho = 0.0
+    if kernel.rounds_output:  # rounding a sum t to float16: |a − t| ≤ 2⁻¹¹|t| + 2⁻²⁵ ⇒ ≤ rho·|a| + (1 + rho)·2⁻²⁵
+        rho = U16 / (1 - U16)
+        b0 += (1 + rho) * SUB16
+    return b0 * (1 + SLACK) + 1e-30, rho * (1 + SLACK)
 
 
 class DenseRows:
@@ -234,6 +353,12 @@ class DenseRows:
         caller has it), to ask for top-k candidates one or more times."""
         return DenseScan(self, _query(vector), mask, allowed)
 
+    def prepare(self) -> None:
+        """Pack every segment for the first stage now (else the first query that needs a segment packs it)."""
+        kernel = first_stage_kernel()
+        for dense, _ in self.parts if kernel is not None else ():
+            packed(dense, kernel)
+
     def materialize(self) -> np.ndarray:
         if not self.parts:
             return np.zeros(self.shape, dtype=np.float32)
@@ -271,34 +396,19 @@ class DenseScan:
             self._first_stage()
 
     def _first_stage(self) -> None:
-        query = self.query
-        if not np.all(np.isfinite(query)) or float(np.max(np.abs(query), initial=0.0)) >= F16_MAX:
+        kernel = first_stage_kernel()
+        if kernel is None or not np.all(np.isfinite(self.query)):
             return
-        if not half_product_usable():
+        parts = [packed(dense, kernel) for dense, _ in self.dense.parts]
+        if not all(p.usable for p in parts):
             return
-        import torch
-
-        halves = [_half_of(dense) for dense, _ in self.dense.parts]
-        if not all(h.usable for h in halves):
+        bound = error_bound(kernel, self.query, max(p.max_norm for p in parts))
+        if bound is None:
             return
-        q16 = query.astype(np.float16)
-        dim = query.size
-        q_hat = float(np.linalg.norm(q16.astype(np.float64)))
-        q_err = float(np.linalg.norm(query.astype(np.float64) - q16.astype(np.float64)))
-        q_norm = float(np.linalg.norm(query.astype(np.float64)))
-        gamma = dim * U32 / (1 - dim * U32)
-        norm = max(h.max_norm for h in halves)
-        v_err = U16 * norm + SUB16 * math.sqrt(dim)  # ‖v − v̂‖
-        v_hat = norm + v_err  # ‖v̂‖
-        if q_hat * v_hat * (1 + gamma) >= F16_MAX:
-            return
-        rho = U16 / (1 - U16)  # rounding to float16 of a sum t: |a − t| ≤ 2⁻¹¹|t| + 2⁻²⁵, so ≤ rho·|a| + (1 + rho)·2⁻²⁵
-        b0 = q_hat * v_err + q_err * norm + gamma * q_hat * v_hat + (1 + rho) * SUB16 + gamma * q_norm * norm
-        self.bound = (b0 * (1 + SLACK) + 1e-30, rho * (1 + SLACK))
+        self.bound = bound
         approx = np.empty(self.dense.size, dtype=np.float32)
-        q_t = torch.from_numpy(q16)
-        for (dense, rows), half, start in zip(self.dense.parts, halves, self.dense.offsets, strict=False):
-            scored = torch.mv(half.vectors, q_t).numpy()
+        for (dense, rows), part, start in zip(self.dense.parts, parts, self.dense.offsets, strict=False):
+            scored = kernel.product(part.vectors, self.query)
             approx[start : start + rows.size] = scored if rows.size == dense.shape[0] else scored[rows]
         if self.allowed.size < self.dense.size:
             approx[~self.mask] = -np.inf
@@ -327,7 +437,7 @@ class DenseScan:
         b0, rho = self.bound
         if weight is None:
             # the bound grows with |a|, so lower and upper bounds are monotone in a: one threshold on a suffices
-            kth = float(np.partition(a, a.size - k)[a.size - k])
+            kth = _kth_at_most(a, k)
             lower = kth - (b0 + rho * abs(kth))
             # the rows whose upper bound reaches it: a + b0 + rho·|a| ≥ lower ⇔ a ≥ limit
             gap = lower - b0
@@ -352,6 +462,19 @@ class DenseScan:
         rows, scores = self.candidates(k)
         order = top_order(scores, k)
         return rows[order], scores[order]
+
+
+def _kth_at_most(a: np.ndarray, k: int) -> float:
+    """A number at most the ``k``-th largest of ``a`` (any such number gives a correct candidate set; the closer,
+    the fewer candidates): from a sample, checked by counting, else the exact k-th largest (a partition of every
+    row costs several times the sample and the count)."""
+    if k * 64 <= a.size:
+        sample = a[::16]
+        rank = -(-k * 5 // 64)  # ≈ the (1.25·k)-th largest of all: below the k-th unless the sample is unlucky
+        guess = float(np.partition(sample, sample.size - rank)[sample.size - rank])
+        if math.isfinite(guess) and np.count_nonzero(a >= guess) >= k:  # k numbers ≥ guess: the k-th is ≥ guess
+            return guess
+    return float(np.partition(a, a.size - k)[a.size - k])
 
 
 def _plain(weight: np.ndarray) -> bool:

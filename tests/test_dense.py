@@ -169,33 +169,68 @@ def test_the_float16_copy_is_made_once_per_segment() -> None:
     shared = unit(rng, 3000)
     first = DenseRows([(shared, np.arange(3000))], DIM)
     second = DenseRows([(shared, np.arange(0, 3000, 2))], DIM)  # another snapshot holding part of the segment
-    assert dense_module._half_of(shared) is dense_module._half_of(shared)
+    kernel = dense_module.first_stage_kernel()
+    first.prepare()
+    assert dense_module.packed(shared, kernel) is dense_module.packed(shared, kernel)
     query = shared[4]
     assert np.array_equal(second.top(query, 10)[0], expected_top(second, query, 10, None)[0])
     assert np.array_equal(first.top(query, 10)[0], expected_top(first, query, 10, None)[0])
 
 
+class Simulated(dense_module.Kernel):
+    """A float16 product computed in numpy, rounding as told: the probe must catch the ones breaking the model."""
+
+    def __init__(self, product) -> None:
+        self.name, self.simulated = product.__name__, product
+
+    def pack(self, dense: np.ndarray) -> np.ndarray:
+        return dense.astype(np.float16)
+
+    def product(self, packed: np.ndarray, query: np.ndarray) -> np.ndarray:
+        return self.simulated(packed.astype(np.float32), query.astype(np.float16).astype(np.float32))
+
+
 def test_the_probe_rejects_float16_sums_and_products() -> None:
-    """Kernels that sum in float16, or round products to float16, miss by more than the bound assumes."""
+    """Kernels that sum in float16, or round products to float16, miss by more than the error model allows."""
 
     def exact16(m: np.ndarray, q: np.ndarray) -> np.ndarray:
         return (m.astype(np.float64) @ q.astype(np.float64)).astype(np.float16)
 
     def sums16(m: np.ndarray, q: np.ndarray) -> np.ndarray:  # 16 float16 lanes, as a vectorised float16 kernel
-        products = m.astype(np.float32) * q.astype(np.float32)
         lanes = np.zeros((m.shape[0], 16), dtype=np.float16)
         for i in range(0, m.shape[1], 16):
-            lanes = (lanes + products[:, i : i + 16].astype(np.float16)).astype(np.float16)
+            lanes = (lanes + (m[:, i : i + 16] * q[i : i + 16]).astype(np.float16)).astype(np.float16)
         return lanes.astype(np.float32).sum(axis=1).astype(np.float16)
 
     def products16(m: np.ndarray, q: np.ndarray) -> np.ndarray:
-        products = (m.astype(np.float32) * q.astype(np.float32)).astype(np.float16)
-        return products.astype(np.float32).sum(axis=1).astype(np.float16)
+        return (m * q).astype(np.float16).astype(np.float32).sum(axis=1).astype(np.float16)
 
-    assert dense_module._probe(exact16)
-    assert not dense_module._probe(sums16)
-    assert not dense_module._probe(products16)
-    assert dense_module.half_product_usable()  # torch's float16 product here sums in float32
+    assert dense_module._probe(Simulated(exact16))
+    assert not dense_module._probe(Simulated(sums16))
+    assert not dense_module._probe(Simulated(products16))
+    for kernel in dense_module.KERNELS:  # the real ones here keep to their models
+        if kernel.available():
+            assert dense_module._probe(kernel), kernel.name
+    assert dense_module.first_stage_kernel() is not None
+
+
+# FBGEMM is in x86 builds of torch only: the kernels this build has
+@pytest.mark.parametrize("kernel", [k for k in dense_module.KERNELS if dense_module._safe(k.available)], ids=str)
+def test_each_first_stage_kernel_gives_the_exact_top_k(kernel, monkeypatch) -> None:
+    monkeypatch.setattr(dense_module, "_CHOSEN", [kernel])
+    rng = np.random.default_rng(2)
+    for case, (rows, query) in datasets(rng).items():
+        mask = rng.random(rows.size) < 0.7
+        scan = rows.scan(query, mask)
+        assert scan.approx is not None, (kernel.name, case)
+        b0, rho = scan.bound
+        allowed = np.flatnonzero(mask)
+        error = np.abs(scan.approx[allowed].astype(np.float64) - (rows @ query)[allowed])
+        assert np.all(error <= b0 + rho * np.abs(scan.approx[allowed])), (kernel.name, case)
+        for k in (1, 25, 500):
+            got = scan.top(k)
+            want = expected_top(rows, query, k, mask)
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (kernel.name, case, k)
 
 
 # --- Retriever.search against the full-scan path ----------------------------------------------------------------
