@@ -15,14 +15,16 @@ from livemem.reader import Snapshot
 from serving.state import Role, ServingState
 
 
-def get_state(request: Request) -> ServingState:
+# The dependencies that only read memory are coroutines: FastAPI runs a plain function in its thread pool, a
+# hop (two context switches) per dependency per request.
+async def get_state(request: Request) -> ServingState:
     return request.app.state.serving
 
 
 State = Annotated[ServingState, Depends(get_state)]
 
 
-def caller_role(
+async def caller_role(
     state: State,
     x_api_key: Annotated[str | None, Header(description="API key; without one the caller is the public role")] = None,
     authorization: Annotated[
