@@ -16,9 +16,10 @@ result is checked to be identical (rows and scores) to the exact kernel's. BLAS 
 threads (serving's default is 1: ``RAG_TORCH_THREADS``). The float16 copies are made before timing (once per
 segment per process, as a serving worker does on its first query).
 
-Then each first-stage kernel alone over the same rows (``--kernels``): numpy float32 (BLAS), torch float16
-(``torch.mv``, float32 sums), torch bfloat16, torch int8 weights (``_weight_int8pack_mm``, bfloat16 query), at 1 and
-2 threads; numpy's float16 product on a slice only (it is not BLAS: far slower).
+Then each first-stage kernel alone over 123k rows (``--kernels``): numpy float32 (BLAS), FBGEMM float16 (the one
+used), FBGEMM int8 (per-row weights, the query quantised to 7 bits: a far looser bound), torch float16 (``torch.mv``,
+the fallback), torch bfloat16, torch int8 weights (``_weight_int8pack_mm``, bfloat16 query), at 1 and 2 threads;
+numpy's float16 product on a slice only (it is not BLAS: far slower).
 
     .venv/bin/python -m bench.dense_scan                                  # 123k and 500k rows, 40 queries each
     .venv/bin/python -m bench.dense_scan --sizes 123000 --queries 20     # quicker
@@ -94,8 +95,8 @@ def summary(ms: list[float]) -> dict[str, float]:
 
 
 def run_size(n: int, count: int, threads: int, rng: np.random.Generator) -> dict[str, Any]:
-    t0 = time.perf_counter()
     rows = segments(rng, n)
+    t0 = time.perf_counter()
     rows.prepare()  # the float16 copies, made once per segment per process
     prepare_s = time.perf_counter() - t0
     qs = queries(rng, rows, count + WARMUP)
@@ -165,8 +166,16 @@ def kernels(n: int, reps: int, rng: np.random.Generator) -> dict[str, Any]:
     m8 = torch.from_numpy(np.round(m / scale[:, None]).astype(np.int8))
     scale_b, q8 = torch.from_numpy(scale.astype(np.float32)).to(torch.bfloat16), qb[None, :]
     slice16, sq16 = m[:4096].astype(np.float16), q.astype(np.float16)
+    w16 = torch.ops.quantized.linear_prepack_fp16(torch.from_numpy(m), None)
+    channel = torch.from_numpy(np.abs(m).max(axis=1).astype(np.float64) / 127)
+    w8 = torch.ops.quantized.linear_prepack(
+        torch.quantize_per_channel(torch.from_numpy(m), channel, torch.zeros(n, dtype=torch.long), 0, torch.qint8), None
+    )
+    row = torch.from_numpy(q)[None, :]
     fns = {
         "numpy float32 (BLAS)": lambda: m @ q,
+        "FBGEMM float16 (chosen)": lambda: torch.ops.quantized.linear_dynamic_fp16(row, w16),
+        "FBGEMM int8 (dynamic)": lambda: torch.ops.quantized.linear_dynamic(row, w8, True),
         "torch float16 mv": lambda: torch.mv(m16, q16),
         "torch bfloat16 mv": lambda: torch.mv(mb, qb),
         "torch int8 weights (_weight_int8pack_mm)": lambda: torch._weight_int8pack_mm(q8, m8, scale_b),

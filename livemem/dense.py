@@ -370,9 +370,9 @@ def _query(vector: np.ndarray) -> np.ndarray:
 
 
 # Below this many allowed rows per row of the snapshot, scoring the allowed rows exactly costs less than the float16
-# scan, which reads every row of every segment (measured by bench/dense_scan.py: a float32 row scored exactly costs
-# about 5 float16 rows scanned).
-EXACT_SHARE = 0.15
+# scan, which reads every row of every segment (measured here: a row gathered and scored exactly costs about 15 rows
+# of the float16 scan, which also rescores about k rows).
+EXACT_SHARE = 0.05
 
 
 class DenseScan:
