@@ -14,6 +14,7 @@ screenshot goes to ``bench/.work/ui/glassbox.png``, beside the Dagster UI's, the
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 import time
@@ -225,6 +226,7 @@ def test_without_county_polygons_the_page_draws_the_places_alone(url_without_cou
             expect(page.locator("#map circle.place").first).to_be_visible()
             expect(page.locator("#map")).to_contain_text("Food Pantry")
             expect(page.locator("#map-note")).to_contain_text("no county polygons")
+            expect(page.locator("#map .scale text")).to_have_text(re.compile(r"^[0-9.]+ km$"))  # a sense of distance
             expect(page.locator("#status")).not_to_have_class("error")
             # The frame is fitted to the places: every dot lies inside the drawing, none on its edge.
             inside = page.evaluate(

@@ -251,12 +251,20 @@ async function drawMap(chat, question) {
     $("map-note").textContent = "No county polygons and no places to draw.";
     return;
   }
+  const outlined = boundaries.features.length > 0;
   if (focus.length || located.length) {
-    const margin = Math.max(0.25, 0.3 * Math.max(maxLon - minLon, maxLat - minLat));
+    // Over county polygons the margin shows the state around the places; alone, the frame hugs them.
+    const extent = Math.max(maxLon - minLon, maxLat - minLat);
+    const margin = outlined ? Math.max(0.25, 0.3 * extent) : Math.max(0.02, 0.15 * extent);
     [minLon, minLat, maxLon, maxLat] = [minLon - margin, minLat - margin, maxLon + margin, maxLat + margin];
   }
   // Equirectangular, x scaled by cos(mid latitude): true enough at a state's scale.
   const k = Math.cos(((minLat + maxLat) / 2) * Math.PI / 180);
+  if (!outlined) { // places alone: a landscape frame (not a tall empty square), with room for labels on the right
+    const grow = Math.max(0, (maxLat - minLat) / 0.6 / k - (maxLon - minLon));
+    [minLon, maxLon] = [minLon - grow / 2, maxLon + grow / 2];
+    maxLon += 0.35 * (maxLon - minLon);
+  }
   const width = 600;
   const scale = width / ((maxLon - minLon) * k || 1);
   const height = Math.max(1, (maxLat - minLat) * scale);
@@ -311,6 +319,16 @@ async function drawMap(chat, question) {
     placeLayer.append(dot, label);
   }
   root.append(placeLayer);
+  // A scale bar: without county outlines it is the only sense of distance the map gives.
+  const kmPerPx = 111.32 / scale; // a degree of latitude is about 111.32 km
+  const km = [0.5, 1, 2, 5, 10, 20, 50, 100, 200].find((d) => d / kmPerPx >= 60) || 200;
+  const bar = svg("g", { class: "scale" });
+  const barEnd = (km / kmPerPx).toFixed(1);
+  bar.append(svg("path", { d: `M0,${(height - 8).toFixed(1)}V${height.toFixed(1)}H${barEnd}V${(height - 8).toFixed(1)}` }));
+  const barText = svg("text", { x: 0, y: (height - 11).toFixed(1) });
+  barText.textContent = `${km} km`;
+  bar.append(barText);
+  root.append(bar);
   $("map").append(root);
   const over = boundaries.features.length
     ? ` over ${boundaries.features.length} county polygons`
