@@ -190,13 +190,17 @@ class Retriever:
     def _hybrid(
         self, mask: np.ndarray, dense_top: tuple[np.ndarray, np.ndarray], sparse_all: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Fusion over the dense top ``depth`` and the BM25-matched rows only: ``fuse`` gives the other rows
-        nothing (each side's contribution is computed from its own list), so this equals fusing every candidate.
-        Rows outside the dense top carry a dense score of -inf: below every score of the list, so ``fuse`` makes
-        the same dense list (its length is min(depth, candidates), which the union always reaches)."""
+        """Fusion over the union of the two lists only: the dense top ``depth`` and the BM25 top ``sparse_depth``
+        (``livemem.fusion``: every method computes a side's contribution from its own list, so this equals
+        fusing every candidate). The union holds every row either list would take (ties go to the lower row on
+        both sides); rows outside the dense top carry a dense score of -inf, below every score of its list."""
         top_rows, top_scores = dense_top
-        matched = np.flatnonzero(mask & (sparse_all > 0)) if sparse_all is not None else top_rows[:0]
-        union = np.union1d(top_rows, matched)
+        sparse_rows = top_rows[:0]
+        if sparse_all is not None:
+            matched = np.flatnonzero(mask & (sparse_all > 0))
+            depth = self.fusion.depth if self.fusion.sparse_depth is None else self.fusion.sparse_depth
+            sparse_rows = matched[top_order(sparse_all[matched], min(depth, matched.size))]
+        union = np.union1d(top_rows, sparse_rows)
         dense = np.full(union.size, -np.inf, dtype=np.float32)
         dense[np.searchsorted(union, top_rows)] = top_scores
         sparse = sparse_all[union] if sparse_all is not None else np.zeros(union.size)
