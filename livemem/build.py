@@ -709,6 +709,22 @@ class _Builder:
             GROUP BY f.chunk_id
             """
         )
+        # An heir matters only when its predecessor has usage state to pass on (attention, remembered questions,
+        # related chunks) or a lineage of its own: otherwise re-chunking a corpus would record (and copy at every
+        # later build) a lineage row for every chunk.
+        stateful = [base_lineage] + [
+            f"base.{table}"
+            for table in ("attention", "attention_questions", "related_chunks")
+            if con.execute(
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_catalog = 'base' AND table_name = ?",
+                [table],
+            ).fetchone()[0]
+        ]
+        con.execute(
+            "DELETE FROM heirs WHERE predecessor NOT IN ("
+            + " UNION ALL ".join(f"SELECT chunk_id FROM {t}" for t in stateful)
+            + ")"
+        )
         used = "(a.attention_score <> 0 OR a.last_breath_seen IS NOT NULL)"
         con.execute(
             f"""
