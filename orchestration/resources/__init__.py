@@ -61,7 +61,7 @@ class EmbedderResource(ConfigurableResource):
     model_path: str = Field(default="", description="Model directory; empty: the one bundled in the package.")
     device: str = Field(default="cpu", description="torch device, e.g. cpu or cuda.")
     batch_size: int = Field(default=64, description="Texts per forward pass.")
-    encoder: str = Field(default="", description="torch or onnx (same vectors); empty: $LIVEMEM_ENCODER or torch.")
+    encoder: str = Field(default="", description="torch or onnx (same vectors); empty: $LIVEMEM_ENCODER, else onnx.")
 
     def embedder(self) -> Embedder:
         return Embedder(
