@@ -22,22 +22,30 @@ import argparse
 import json
 import math
 import platform
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from bench.serving_index import SCIFACT, ensure_index
+from bench.serving_index import SCIFACT, WORK, ensure_index
 from livemem import sparse
 from livemem.config import PROJECT_ROOT
 from livemem.embedding import Embedder
 from livemem.fusion import FusionSettings, fuse
 from livemem.reader import load_snapshot
 from livemem.retrieval import Hit, Query, Retriever, top_documents
+from livemem.store import IndexHome
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 SPARSE_WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0)
 BM25_DEFAULTS = (sparse.K1, sparse.B)
+BM25_GRID = [(k1, b) for k1 in (0.6, 0.9, 1.2, 1.5) for b in (0.3, 0.5, 0.75)]
+# the hybrids each BM25 setting is scored with: the serving default and the runner-up method
+BM25_FUSIONS = {
+    "minmax 1:1": FusionSettings("minmax", sparse_weight=1.0),
+    "zscore 1:1": FusionSettings("zscore", sparse_weight=1.0),
+}
 
 
 def load_queries(split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
@@ -90,7 +98,7 @@ def _fusions() -> list[FusionSettings]:
     grid = [FusionSettings("rrf", k=k, dense_weight=w) for k in (10, 30, 60) for w in (0.75, 1.0, 1.25)]
     for depth in (100, 1000):
         grid += [FusionSettings("minmax", sparse_weight=w, depth=depth) for w in SPARSE_WEIGHTS]
-        grid += [FusionSettings("zscore", sparse_weight=w, depth=depth) for w in (0.3, 0.5, 0.75, 1.0)]
+        grid += [FusionSettings("zscore", sparse_weight=w, depth=depth) for w in (0.3, 0.5, 0.75, 1.0, 1.25, 1.5)]
     grid += [
         FusionSettings("minmax", sparse_weight=w, depth=1000, sparse_depth=d) for d in (50, 200) for w in (0.5, 0.75)
     ]
@@ -143,9 +151,11 @@ def main() -> None:
     parser.add_argument("--split", default="train")
     parser.add_argument("--no-sweep", action="store_true", help="skip the fusion and BM25 parameter sweep")
     parser.add_argument("--compare", action="append", default=[], help="another published version to score too")
+    parser.add_argument("--version", help="score this published version as it is (default: build, then current)")
+    parser.add_argument("--output", default="serving_quality", help="results name under bench/results/")
     args = parser.parse_args()
-    home = ensure_index()
-    snap = load_snapshot(home, home.current())
+    home = IndexHome(WORK / "rag_index") if args.version else ensure_index()
+    snap = load_snapshot(home, args.version or home.current())
     queries, qrels = load_queries(args.split)
     embedder = Embedder()
     started = time.perf_counter()
@@ -154,11 +164,10 @@ def main() -> None:
     retriever = Retriever(embedder)
     defaults = retriever.fusion
     report = {
-        "command": f"python -m bench.serving_quality --split {args.split}"
-        + "".join(f" --compare {v}" for v in args.compare),
+        "command": "python -m bench.serving_quality " + " ".join(sys.argv[1:]),
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": _cpus()},
         "index_version": snap.version_id,
-        "chunking": home.current_manifest().get("chunking"),
+        "chunking": _manifest(home, snap.version_id).get("chunking"),
         "corpus_docs": len(set(snap.columns["parent_id"])),
         "chunks": snap.size,
         "split": args.split,
@@ -171,7 +180,7 @@ def main() -> None:
     report["compared"] = []
     for version in args.compare:
         other = load_snapshot(home, version)
-        manifest = json.loads((home.version_dir(version) / "manifest.json").read_text(encoding="utf-8"))
+        manifest = _manifest(home, version)
         report["compared"].append(
             {
                 "index_version": version,
@@ -185,9 +194,13 @@ def main() -> None:
             raise SystemExit("the sweep chooses settings: run it on the train split only")
         report |= _sweep(snap, queries, vectors, qrels)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "serving_quality.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    (RESULTS / "serving_quality.md").write_text(_markdown(report), encoding="utf-8")
+    (RESULTS / f"{args.output}.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    (RESULTS / f"{args.output}.md").write_text(_markdown(report), encoding="utf-8")
     print(json.dumps(report["modes"], indent=2))
+
+
+def _manifest(home: IndexHome, version: str) -> dict:
+    return json.loads((home.version_dir(version) / "manifest.json").read_text(encoding="utf-8"))
 
 
 def _modes(retriever, snap, queries, vectors, qrels) -> dict[str, dict[str, float]]:
@@ -202,19 +215,18 @@ def _sweep(snap, queries, vectors, qrels) -> dict:
         sweep.append({"setting": _label(fusion), **vars(fusion), **scores.evaluate(judged, fusion)})
         print(sweep[-1]["setting"], sweep[-1]["ndcg@10"])
     best = max(sweep, key=lambda r: r["ndcg@10"])
-    best_fusion = FusionSettings(**{k: best[k] for k in vars(FusionSettings())})
     bm25 = []
-    for k1 in (0.9, 1.2, 1.5):
-        for b in (0.5, 0.75, 0.9):
-            sparse.K1, sparse.B = k1, b
-            try:
-                varied = scores.sparse_scores()
-            finally:
-                sparse.K1, sparse.B = BM25_DEFAULTS
-            row = {"k1": k1, "b": b, "sparse": scores.evaluate(judged, None, varied)}
-            row["hybrid"] = scores.evaluate(judged, best_fusion, varied)
-            bm25.append(row)
-            print(row)
+    for k1, b in BM25_GRID:
+        sparse.K1, sparse.B = k1, b
+        try:
+            varied = scores.sparse_scores()
+        finally:
+            sparse.K1, sparse.B = BM25_DEFAULTS
+        row = {"k1": k1, "b": b, "sparse": scores.evaluate(judged, None, varied)}
+        for name, fusion in BM25_FUSIONS.items():
+            row[name] = scores.evaluate(judged, fusion, varied)
+        bm25.append(row)
+        print(row)
     return {"fusion_sweep": sweep, "best": best["setting"], "bm25_sweep": bm25}
 
 
@@ -252,16 +264,20 @@ def _markdown(report: dict) -> str:
         lines += ["", "## Fusion sweep (hybrid, train)", "", "| setting | nDCG@10 | Recall@100 |", "|---|---|---|"]
         for row in report["fusion_sweep"]:
             lines.append(f"| {row['setting']} | {row['ndcg@10']:.4f} | {row['recall@100']:.4f} |")
-        lines += ["", f"Best: {report['best']}.", "", "## BM25 k1 / b (train; hybrid with the best fusion)", ""]
+        lines += ["", f"Best: {report['best']}.", "", "## BM25 k1 / b (train; set in this process only)", ""]
+        names = list(BM25_FUSIONS)
         lines += [
-            "| k1 | b | BM25 nDCG@10 | BM25 Recall@100 | hybrid nDCG@10 | hybrid Recall@100 |",
-            "|---|---|---|---|---|---|",
+            "| k1 | b | BM25 nDCG@10 | BM25 Recall@100 | "
+            + " | ".join(f"{n} nDCG@10 | {n} Recall@100" for n in names)
+            + " |",
+            "|---|---|---|---|" + "---|---|" * len(names),
         ]
         for row in report["bm25_sweep"]:
-            s, h = row["sparse"], row["hybrid"]
+            cells = [row["sparse"], *(row[n] for n in names)]
             lines.append(
-                f"| {row['k1']} | {row['b']} | {s['ndcg@10']:.4f} | {s['recall@100']:.4f} | {h['ndcg@10']:.4f} "
-                f"| {h['recall@100']:.4f} |"
+                f"| {row['k1']} | {row['b']} | "
+                + " | ".join(f"{c['ndcg@10']:.4f} | {c['recall@100']:.4f}" for c in cells)
+                + " |"
             )
     return "\n".join(lines) + "\n"
 

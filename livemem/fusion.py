@@ -29,7 +29,7 @@ class FusionSettings:
     """How the dense and the BM25 list are fused. ``k`` is used by ``rrf`` only; ``sparse_depth`` (None: ``depth``)
     is the length of the BM25 list."""
 
-    method: Method = "rrf"
+    method: Method = "minmax"
     k: float = 60.0
     dense_weight: float = 1.0
     sparse_weight: float = 1.0

@@ -9,7 +9,8 @@
 ``RAG_TRACE_SECRET``            key signing trace ids (default: one generated once in ``<trace dir>/.trace-secret``)
 ``RAG_CACHE_SIZE``              result cache entries (0 turns the cache off; default 1024)
 ``RAG_RECENCY_HALF_LIFE_DAYS``  half-life of ``recency_bias`` (default 90)
-``RAG_RRF_K``                   reciprocal rank fusion constant (default 60)
+``RAG_FUSION``                  hybrid fusion: ``minmax`` (default), ``zscore`` or ``rrf`` (``livemem/fusion.py``)
+``RAG_RRF_K``                   reciprocal rank fusion constant (default 60; ``rrf`` only)
 ``RAG_REFRESH_INTERVAL_S``      how often ``CURRENT`` is re-read (default 0: before every request)
 ``RAG_TORCH_THREADS``           torch (or ONNX Runtime) and BLAS threads per serving process (default 1)
 ``LIVEMEM_ENCODER``             query encoder backend: ``onnx`` (default; faster) or ``torch`` (the reference; same vectors)
@@ -47,6 +48,7 @@ class Settings(BaseModel):
     trace_dsn: str | None = None
     cache_size: int = Field(1024, ge=0)
     recency_half_life_days: float = Field(90.0, gt=0)
+    fusion_method: Literal["minmax", "zscore", "rrf"] = "minmax"  # chosen on SciFact train: docs/serving.md
     rrf_k: float = Field(60.0, gt=0)
     rrf_dense_weight: float = Field(1.0, ge=0)
     rrf_sparse_weight: float = Field(1.0, ge=0)
@@ -98,6 +100,7 @@ class Settings(BaseModel):
             ("RAG_TRACE_DSN", "trace_dsn"),
             ("RAG_CACHE_SIZE", "cache_size"),
             ("RAG_RECENCY_HALF_LIFE_DAYS", "recency_half_life_days"),
+            ("RAG_FUSION", "fusion_method"),
             ("RAG_RRF_K", "rrf_k"),
             ("RAG_REFRESH_INTERVAL_S", "refresh_interval_s"),
             ("RAG_TORCH_THREADS", "torch_threads"),

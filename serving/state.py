@@ -42,6 +42,7 @@ class ServingState:
         # wake-ups, contention with torch and other workers): one thread per serving process, like torch.
         threadpool_limits(settings.torch_threads, user_api="blas")
         fusion = FusionSettings(
+            method=settings.fusion_method,
             k=settings.rrf_k,
             dense_weight=settings.rrf_dense_weight,
             sparse_weight=settings.rrf_sparse_weight,
