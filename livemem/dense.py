@@ -280,10 +280,17 @@ def packed(dense: np.ndarray, kernel: Kernel) -> _Packed:
     usable = max_norm < F16_MAX and dense.shape[0] > 0
     result = _Packed(kernel, kernel.pack(np.ascontiguousarray(dense, np.float32)) if usable else None, max_norm, usable)
     with _PACKED_LOCK:
-        for stale in [k for k, (ref, _) in _PACKED.items() if ref() is None]:
-            del _PACKED[stale]
+        if key not in _PACKED or _PACKED[key][0]() is not dense:
+            weakref.finalize(dense, _forget, key)  # the packed copy goes with the segment's vectors
         _PACKED[key] = (weakref.ref(dense), result)
     return result
+
+
+def _forget(key: tuple[int, str]) -> None:
+    with _PACKED_LOCK:
+        cached = _PACKED.get(key)
+        if cached is not None and cached[0]() is None:
+            del _PACKED[key]
 
 
 def error_bound(kernel: Kernel, query: np.ndarray, norm: float) -> tuple[float, float] | None:

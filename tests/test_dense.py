@@ -175,6 +175,12 @@ def test_the_float16_copy_is_made_once_per_segment() -> None:
     query = shared[4]
     assert np.array_equal(second.top(query, 10)[0], expected_top(second, query, 10, None)[0])
     assert np.array_equal(first.top(query, 10)[0], expected_top(first, query, 10, None)[0])
+    gone = unit(rng, 100)
+    dense_module.packed(gone, kernel)
+    key = (id(gone), kernel.name)
+    assert key in dense_module._PACKED
+    del gone  # a segment no snapshot holds any more: its packed copy is dropped with it
+    assert key not in dense_module._PACKED
 
 
 class Simulated(dense_module.Kernel):
