@@ -27,7 +27,7 @@ import pandas as pd
 from livemem import records
 from livemem.attention import attention_stats
 from livemem.breath import Breath, parse_breath
-from livemem.chunking import chunk_file, file_type
+from livemem.chunking import Chunk, chunk_files, file_type
 from livemem.config import Governance, SourceConfig, SourcesConfig
 from livemem.duck import registered
 from livemem.embed_cache import EmbeddingCache
@@ -85,6 +85,7 @@ CHUNK_TABLES = (
 )  # fmt: skip
 SKIP_COLUMNS = ("source", "path", "blob_sha", "size", "reason")
 HIGH_ATTENTION = 1.0
+CHUNK_BATCH_FILES = 512  # files chunked together (one tokenizer call for their new words)
 QUICK_PLAN_MAX_PATHS = 2000  # more paths touched since the base: list the whole tree instead (one git call)
 
 
@@ -484,6 +485,7 @@ class _Builder:
         rows: list[dict[str, Any]] = []
         parents: list[dict[str, Any]] = []
         skipped: list[dict[str, Any]] = []
+        readable: list[tuple[str, TreeEntry, str, bool]] = []  # path, entry, text, truncated
         for path in sorted(plan.rebuilt):
             entry = plan.tree[path]
             raw = plan.git.read_blob(entry.blob_sha)
@@ -522,6 +524,9 @@ class _Builder:
                     len(raw),
                     self.config.max_file_bytes,
                 )
+            readable.append((path, entry, text, truncated))
+        chunked = chunk_many([(p, t) for p, _, t, _ in readable], self.config.max_chunk_chars, self.config.chunk_tokens)
+        for (path, entry, text, truncated), chunks in zip(readable, chunked, strict=True):
             prov = history[path]
             created = base_created.get(path) if path not in plan.new else None
             sealed = records.is_sealed(text, src.is_sealed_path(path))
@@ -530,7 +535,6 @@ class _Builder:
             domain = src.domain_metadata(path)
             domain_json = json.dumps(domain, sort_keys=True, ensure_ascii=False) if domain else None
             occurrences: Counter = Counter()
-            chunks = chunk_file(path, text, self.config.max_chunk_chars)
             for index, chunk in enumerate(chunks):
                 sha = records.content_hash(chunk.content)
                 occurrence = occurrences[sha]
@@ -906,6 +910,18 @@ class _Builder:
                 },
             },
         }
+
+
+def chunk_many(files: list[tuple[str, str]], max_chars: int, max_tokens: int | None) -> list[list[Chunk]]:
+    """Chunks of each ``(path, text)``, as ``chunk_files`` gives them, in batches: the words no earlier file had
+    are counted by the tokenizer in one threaded call per batch. (Worker processes were tried: spawned workers
+    re-import the caller's main script, which a script without a main guard cannot survive, and forking a
+    process that holds threads risks deadlocks; chunking stays in this process.)"""
+    return [
+        chunks
+        for start in range(0, len(files), CHUNK_BATCH_FILES)
+        for chunks in chunk_files(files[start : start + CHUNK_BATCH_FILES], max_chars, max_tokens)
+    ]
 
 
 def _literal(value: str) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from livemem import checks
+from livemem import checks, records
 from livemem.build import build_version
 from livemem.config import load_sources
 from livemem.errors import PublishConflict, SourceError
@@ -369,3 +369,32 @@ def test_default_build_writes_no_vector_store_and_switching_it_on_rebuilds_it(
     ids = {r[0] for r in rows(home, "SELECT chunk_id FROM chunks")}
     assert chroma_ids(home, "docs") == ids and len(ids) == 2
     assert second.embeddings_computed == 0  # vectors came from the cache
+
+
+
+def test_files_chunked_in_batches_are_chunked_as_one_by_one(monkeypatch) -> None:
+    """A build chunks its files in batches (one tokenizer call for a batch's new words); the chunks are exactly
+    those of each file chunked alone, with the configured word-piece limit."""
+    from livemem import build as build_module
+    from livemem.chunking import chunk_file
+
+    files = [
+        (f"docs/page-{i}.md", f"# Page {i}\n\n## Part\n\n" + " ".join(f"word{j} text{i * j}" for j in range(150)))
+        for i in range(40)
+    ] + [("notes.txt", "one line\n\nanother paragraph of plain text")]
+    monkeypatch.setattr(build_module, "CHUNK_BATCH_FILES", 7)
+    batched = build_module.chunk_many(files, 2000, 64)
+    assert batched == [chunk_file(path, text, 2000, 64) for path, text in files]
+    assert sum(len(c) for c in batched) > len(files)  # the pages were split (64 word pieces each at most)
+
+
+def test_the_configured_word_piece_limit_holds_for_every_embedded_chunk(tmp_path: Path, repo, embedder) -> None:
+    from livemem.chunking import count_tokens
+
+    config = load_sources(sources_file(tmp_path, repo.path, index="  chunk_tokens: 24\n"))
+    home = IndexHome(tmp_path / "index")
+    build_and_publish(config, home, embedder)
+    chunks = rows(home, "SELECT content, heading_path FROM chunks")
+    assert len(chunks) > len(rows(home, "SELECT path FROM parents"))
+    for content, heading in chunks:
+        assert count_tokens(records.embed_text(content, json.loads(heading))) <= 24, content
