@@ -351,8 +351,9 @@ def test_search_returns_what_the_full_scan_returns(used_index, embedder, monkeyp
     monkeypatch.setattr(retrieval.time, "time", lambda: 1.8e9)  # one "now" for recency in both paths
     texts = ["SNAP food assistance", "heating help Fayette County", "legal questions desk", "zebra", "heating rule"]
     vectors = {t: embedder.encode_one(t) for t in texts}
-    retrievers = [Retriever(embedder), Retriever(embedder, FusionSettings(depth=4)),
-                  Retriever(embedder, FusionSettings(method="minmax", depth=6, sparse_depth=3))]  # fmt: skip
+    retrievers = [Retriever(embedder), Retriever(embedder, FusionSettings(method="rrf", depth=4)),
+                  Retriever(embedder, FusionSettings(method="minmax", depth=6, sparse_depth=3)),
+                  Retriever(embedder, FusionSettings(method="zscore", depth=5, sparse_depth=8))]  # fmt: skip
     roles = [snap.collections_for(frozenset({"public"})), snap.collections_for(frozenset({"public", "internal"}))]
     deeper = []  # dense rankings that had to look past their first candidates
     original = retrieval.top_documents
