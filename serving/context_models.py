@@ -183,7 +183,7 @@ class Passage(BaseModel):
     heading_path: list[str]
     county: str | None
     seal_state: str
-    score: float = Field(description="the raw hybrid (reciprocal rank fusion) score, ≈0.03 at best")
+    score: float = Field(description="the raw hybrid score (min-max fusion: 0-2; RRF: ≈0.03 at best)")
     score_normalized: float = Field(
         description="the score on the documented 0..1 scale: relative to the best possible fused score "
         "(first in both rankings), capped at 1; `min_score` applies to it"

@@ -274,7 +274,7 @@ def test_min_score_on_the_normalised_scale(client):
     the good ones, and a threshold near 1 keeps only passages ranked first by both rankings."""
     message = {"message": "food pantry near Beckley WV"}
     every = client.post("/context", json=message).json()["unstructured"]
-    assert every and all(0 <= p["score_normalized"] <= 1 and p["score"] < 0.1 for p in every)
+    assert every and all(0 <= p["score_normalized"] <= 1 and p["score"] <= 2 for p in every)  # min-max: 0-2
     kept = client.post("/context", json={**message, "min_score": 0.3}).json()
     assert kept["unstructured"] and kept["route"]["min_score"] == 0.3
     assert all(p["score_normalized"] >= 0.3 for p in kept["unstructured"])
