@@ -465,7 +465,7 @@ def verify(
         texts = {p: (repo / p).read_bytes().decode("utf-8") for p in files}
         expected = Counter()
         for p, text in texts.items():
-            for c in chunk_file(p, text, config.max_chunk_chars):
+            for c in chunk_file(p, text, config.max_chunk_chars, config.chunk_tokens):
                 expected[(p, c.content, json.dumps(c.heading_path, ensure_ascii=False))] += 1
         actual = Counter((r["path"], r["content"], r["heading_path"]) for r in rows)
         out["working_tree_is_head"] = clean
@@ -642,7 +642,12 @@ def run(args, report: dict[str, Any]) -> None:
     from livemem.chunking import chunk_file
 
     one_chunks = len(
-        chunk_file(doc_path(one["_id"]), doc_text(one["title"], one["text"] + sentence), config.max_chunk_chars)
+        chunk_file(
+            doc_path(one["_id"]),
+            doc_text(one["title"], one["text"] + sentence),
+            config.max_chunk_chars,
+            config.chunk_tokens,
+        )
     )
     with phase(results, "one_change") as entry:
         res1 = build_and_publish(config, home, embedder, entry)
