@@ -189,10 +189,13 @@ class _Measure:
         self._cum: list[int] | None = None
         if max_tokens is not None and text:
             codes = np.frombuffer(text.encode("utf-32-le", errors="surrogatepass"), dtype=np.uint32)
-            space = _SPACE_TABLE[np.minimum(codes, _SPACE_TABLE.size - 1)].view(np.int8)
-            edges = np.diff(np.concatenate(([1], space, [1])))
-            self.run_starts = np.flatnonzero(edges == -1).tolist()
-            self.run_ends = np.flatnonzero(edges == 1).tolist()
+            word = ~_SPACE_TABLE[np.minimum(codes, _SPACE_TABLE.size - 1)]
+            bounds = (np.flatnonzero(word[1:] != word[:-1]) + 1).tolist()  # where runs start or end
+            if word[0]:
+                bounds.insert(0, 0)
+            if word[-1]:
+                bounds.append(len(codes))
+            self.run_starts, self.run_ends = bounds[0::2], bounds[1::2]
             # str.split() is the same cut wherever none of the spaces Python has and the tokenizer deletes occur
             if _PYTHON_ONLY_SPACE.search(text) is None:
                 self.words = text.split()
