@@ -166,6 +166,7 @@ def build_version(
     home.ensure()
     with home.write_lock():
         home.clear_staging()
+        embedder = embedder.with_encoder(config.encoder) if config.encoder else embedder  # index.encoder
         return _Builder(config, home, embedder, commits).run(force)
 
 

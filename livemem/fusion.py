@@ -29,8 +29,8 @@ class FusionSettings:
     """How the dense and the BM25 list are fused. ``k`` is used by ``rrf`` only; ``sparse_depth`` (None: ``depth``)
     is the length of the BM25 list."""
 
-    method: Method = "minmax"
-    k: float = 60.0
+    method: Method = "rrf"
+    k: float = 10.0
     dense_weight: float = 1.0
     sparse_weight: float = 1.0
     depth: int = 1000

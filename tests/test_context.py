@@ -303,7 +303,7 @@ def test_normalised_score_is_one_scale_for_every_fusion_method():
     from livemem.context import normalized_score
     from livemem.fusion import FusionSettings
 
-    rrf = FusionSettings(method="rrf")
+    rrf = FusionSettings(method="rrf", k=60.0)
     assert normalized_score(2 / 61, rrf, 0.0) == 1.0 and normalized_score(1 / 61, rrf, 0.0) == 0.5
     assert normalized_score(3 / 61, rrf, 0.0) == 1.0  # attention / recency lift past the best: capped
     assert normalized_score(1.5, FusionSettings(method="minmax"), 0.0) == 0.75

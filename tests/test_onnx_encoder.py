@@ -148,3 +148,15 @@ def test_onnx_is_the_default_and_a_sources_file_picks_the_build_backend(tmp_path
     sources.write_text(text.replace("  retention: 3\n", "  retention: 3\n  encoder: int8\n"), encoding="utf-8")
     with pytest.raises(ConfigError, match=r"sources.yaml:\d+:\d+: index.encoder: 'int8' is not one of"):
         load_sources(sources)
+
+
+def test_a_build_embeds_with_the_backend_its_sources_file_names(tmp_path, onnx_cache):
+    sources = make_workspace(tmp_path)
+    text = sources.read_text()
+    given = Embedder(encoder="torch", threads=1, onnx_cache_dir=onnx_cache)
+    sources.write_text(text.replace("  retention: 3\n", "  retention: 3\n  encoder: onnx\n"), encoding="utf-8")
+    built = build_version(load_sources(sources), IndexHome(tmp_path / "named"), given)
+    assert built.embeddings_computed > 0 and given.encoded == 0  # every vector came from the ONNX embedder
+    sources.write_text(text, encoding="utf-8")
+    built = build_version(load_sources(sources), IndexHome(tmp_path / "unnamed"), given)
+    assert built.embeddings_computed > 0 and given.encoded == built.embeddings_computed  # not named: its own

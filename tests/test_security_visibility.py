@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from serving_support import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
 
-from livemem import records
+from livemem import records, sparse
 from livemem.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
@@ -96,7 +96,7 @@ def bm25s_scores(texts: list[str], query: str, rows: np.ndarray, size: int) -> n
     from bm25s.tokenization import Tokenizer
 
     tokenizer = Tokenizer(stopwords="en", stemmer=Stemmer.Stemmer("english"))
-    index = bm25s.BM25(method="lucene")
+    index = bm25s.BM25(method="lucene", k1=sparse.K1, b=sparse.B)
     index.index(tokenizer.tokenize(texts, return_as="tuple", show_progress=False), show_progress=False)
     ids = tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)[0]
     vocab = {i: w for w, i in tokenizer.get_vocab_dict().items()}
