@@ -529,6 +529,9 @@ def worker_main(argv: list[str]) -> None:
 
     # one BLAS thread, as the serving app sets (serving/state.py): several make the per-query product far slower
     threadpool_limits(1, user_api="blas")
+    import torch
+
+    torch.set_num_threads(1)  # the dense first stage runs on torch's kernels: one thread, as serving sets
     home = IndexHome(args.home)
     embedder = StandInEmbedder()
     retriever = Retriever(embedder)
