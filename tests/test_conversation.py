@@ -159,3 +159,33 @@ def test_carry_rules():
     # only the latest HISTORY_TURNS are read (it bounds one request's work), all are counted
     old = from_history(["I live in Oak Hill", *["thanks"] * HISTORY_TURNS])
     assert old.county is None and old.turns == HISTORY_TURNS + 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"message": "where can I get WIC?", "thread_id": "x" * 129},
+        {"message": "where can I get WIC?", "history": ["I live in Oak Hill"] * 51},
+        {"message": "where can I get WIC?", "history": ["a" * 4001]},
+        {"message": "where can I get WIC?", "history": "I live in Oak Hill"},
+        {"message": "where can I get WIC?", "max_words": 10**12},
+        {"message": "where can I get WIC?", "max_words": -5},
+        {"message": "where can I get WIC?", "min_score": 1.5},
+        {"message": "where can I get WIC?", "recency_bias": "NaN"},
+        {"message": "where can I get WIC?", "recency_half_life_days": "Infinity"},
+    ],
+)
+def test_hostile_conversation_fields_are_refused_naming_the_field(client, body):
+    response = client.post("/context", json=body)
+    assert response.status_code == 422, response.text
+    named = {str(loc) for err in response.json()["detail"] for loc in err["loc"]}
+    assert named & set(body) - {"message"}
+
+
+def test_odd_thread_ids_and_history_never_fail_the_request(client):
+    for thread_id in ("\u0000", "../../etc/passwd", "😀" * 30, " "):
+        response = client.post("/context", json={"message": "where can I get WIC?", "thread_id": thread_id})
+        assert response.status_code == 200, response.text
+    history = ["\u0000\u202e Oak Hill", "🙂" * 1000, ""] + ["WIC"] * 40
+    response = client.post("/context", json={"message": "and the hours?", "history": history})
+    assert response.status_code == 200, response.text
