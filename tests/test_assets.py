@@ -181,9 +181,7 @@ def test_verify_index_job_proves_the_published_index_and_names_a_damaged_file(
 
     home = IndexHome(tmp_path / "index")
     con = connect(home.version_dir(home.current()), read_only=False)
-    con.execute(
-        "INSERT INTO chunk_deletes SELECT _seg, _row FROM chunk_parts WHERE path = 'b.md'"
-    )
+    con.execute("INSERT INTO chunk_deletes SELECT _seg, _row FROM chunk_parts WHERE path = 'b.md'")
     con.close()
     (evaluation,) = verify.execute_in_process(instance=instance, raise_on_error=False).get_asset_check_evaluations()
     assert not evaluation.passed

@@ -371,7 +371,6 @@ def test_default_build_writes_no_vector_store_and_switching_it_on_rebuilds_it(
     assert second.embeddings_computed == 0  # vectors came from the cache
 
 
-
 def test_files_chunked_in_batches_are_chunked_as_one_by_one(monkeypatch) -> None:
     """A build chunks its files in batches (one tokenizer call for a batch's new words); the chunks are exactly
     those of each file chunked alone, with the configured word-piece limit."""

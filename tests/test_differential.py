@@ -130,9 +130,7 @@ def test_the_completeness_check_catches_rows_lost_from_a_carried_file(tmp_path: 
     result = build_version(config, home, embedder)
     staged = home.staged_dir(result.version_id)
     con = connect(staged, read_only=False)
-    con.execute(
-        "INSERT INTO chunk_deletes SELECT _seg, _row FROM chunk_parts WHERE path = 'b.md' AND chunk_index = 1"
-    )
+    con.execute("INSERT INTO chunk_deletes SELECT _seg, _row FROM chunk_parts WHERE path = 'b.md' AND chunk_index = 1")
     con.close()
     outcome = check_index_complete(staged, home.manifest(result.version_id), config, home.version_dir(base))
     assert not outcome.passed
