@@ -268,7 +268,7 @@ def markdown(report: dict) -> str:
     lines += [
         "",
         "`encode_cpu` is the thread's CPU time for the encoding (what it costs without other processes); "
-        "`retrieval` includes `encode` and is split into the retriever's own steps (`retrieval.*`, timed by "
+        "`retrieval` is the search with the vector just encoded, split into the retriever's own steps (`retrieval.*`, timed by "
         "`Retriever.search`).",
         "",
         "One uvicorn worker, one client: the server's own mean time per /query (its request middleware: everything "

@@ -29,7 +29,7 @@ from livemem.attention import attention_stats
 from livemem.breath import Breath, parse_breath
 from livemem.chunking import Chunk, chunk_files, file_type
 from livemem.config import Governance, SourceConfig, SourcesConfig
-from livemem.duck import registered
+from livemem.duck import registered, sql_literal, sql_literals
 from livemem.embed_cache import EmbeddingCache
 from livemem.embedding import Embedder, cache_key
 from livemem.errors import LivingMemoryError, SourceError
@@ -320,11 +320,11 @@ class _Builder:
         if self.base_dir is None or not self.base_segmented:
             return {}
         if only is None:
-            where = f"source = {_literal(source)}"
+            where = f"source = {sql_literal(source)}"
         elif not only:
             return {}
         else:  # a literal list: Parquet row groups are pruned by their statistics
-            where = f"source = {_literal(source)} AND path IN ({_literals(only)})"
+            where = f"source = {sql_literal(source)} AND path IN ({sql_literals(only)})"
         rows = con.execute(
             f"SELECT p.path, p.blob_sha, p.created_at FROM base.parent_parts p "
             f"ANTI JOIN base.parent_deletes x ON p._seg = x.segment AND p._row = x.seg_row WHERE {where} "
@@ -448,19 +448,21 @@ class _Builder:
             return
         # which base rows go: sources no longer configured; the touched paths of a quick plan; every path but the
         # carried ones of a full comparison. Literal lists, so DuckDB prunes Parquet row groups by their statistics.
-        conditions = [f"p.source NOT IN ({_literals(self.carry_sources)})"] if self.carry_sources else ["true"]
+        conditions = [f"p.source NOT IN ({sql_literals(self.carry_sources)})"] if self.carry_sources else ["true"]
         by_source: dict[str, list[str]] = {}
         for source, path in self.drop_paths:
             by_source.setdefault(source, []).append(path)
-        conditions += [f"(p.source = {_literal(s)} AND p.path IN ({_literals(ps)}))" for s, ps in by_source.items()]
+        conditions += [
+            f"(p.source = {sql_literal(s)} AND p.path IN ({sql_literals(ps)}))" for s, ps in by_source.items()
+        ]
         keep = {s: [] for s in self.keep_only_sources}
         for source, path in self.keep_only:
             keep[source].append(path)
         with registered(con, pd.DataFrame(self.keep_only, columns=["source", "path"], dtype=object), "keep") as kept:
             for source in keep:
                 conditions.append(
-                    f"(p.source = {_literal(source)} AND p.path NOT IN "
-                    f"(SELECT path FROM {kept} WHERE source = {_literal(source)}))"
+                    f"(p.source = {sql_literal(source)} AND p.path NOT IN "
+                    f"(SELECT path FROM {kept} WHERE source = {sql_literal(source)}))"
                 )
             con.execute("INSERT INTO held_segments SELECT * FROM base.held_segments")
             for kind in ("chunk", "parent"):
@@ -638,7 +640,7 @@ class _Builder:
     def _merge(self, con, plan: list[str]) -> None:
         """Rewrite the rows this version holds of the ``plan`` segments as one segment."""
         t = time.perf_counter()
-        listed = ", ".join(f"'{s}'" for s in plan)  # segment ids: seg- and hex digits
+        listed = sql_literals(plan)
         held = (
             "SELECT p.* FROM {kind}_parts p ANTI JOIN {kind}_deletes d ON d.segment = p._seg AND d.seg_row = p._row "
             f"WHERE p._seg IN ({listed}) ORDER BY p._seg, p._row"
@@ -923,15 +925,6 @@ def chunk_many(files: list[tuple[str, str]], max_chars: int, max_tokens: int | N
         for start in range(0, len(files), CHUNK_BATCH_FILES)
         for chunks in chunk_files(files[start : start + CHUNK_BATCH_FILES], max_chars, max_tokens)
     ]
-
-
-def _literal(value: str) -> str:
-    """A SQL string literal (DuckDB strings have no backslash escapes: doubling the quote is the whole escape)."""
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _literals(values: list[str]) -> str:
-    return ", ".join(_literal(v) for v in values)
 
 
 def read_breath(config: SourcesConfig, opened: dict[str, GitSource] | None = None) -> Breath:

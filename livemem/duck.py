@@ -25,3 +25,14 @@ def registered(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, stem: str = 
         yield name
     finally:
         con.unregister(name)
+
+
+def sql_literal(value: str) -> str:
+    """A SQL string literal (DuckDB strings have no backslash escapes: doubling the quote is the whole escape).
+    For values DuckDB needs as literals, e.g. so Parquet row groups can be pruned by their statistics."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_literals(values: list[str]) -> str:
+    """``a, b, c`` as SQL string literals, for ``IN (...)``."""
+    return ", ".join(sql_literal(v) for v in values)

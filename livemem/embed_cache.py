@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
@@ -69,17 +70,16 @@ class EmbeddingCache:
         old.unlink(missing_ok=True)
         old.with_name(old.name + ".wal").unlink(missing_ok=True)
 
-    def _transaction(self):
-        con = self.con
-
-        class _Tx:
-            def __enter__(self) -> None:
-                con.execute("BEGIN")
-
-            def __exit__(self, kind, *exc) -> None:
-                con.execute("COMMIT" if kind is None else "ROLLBACK")
-
-        return _Tx()
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One transaction (the connection is in autocommit mode, so ``with self.con`` would not begin one)."""
+        self.con.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
 
     def close(self) -> None:
         self.con.close()

@@ -30,7 +30,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from livemem.duck import registered
+from livemem.duck import registered, sql_literals
 from livemem.errors import LivingMemoryError
 from livemem.sparse import Postings
 
@@ -167,7 +167,7 @@ def hold_segment(con: duckdb.DuckDBPyConnection, segment: str, chunks: int, pare
 def release_segments(con: duckdb.DuckDBPyConnection, segments: list[str]) -> None:
     """Stop holding ``segments`` (their deletion rows go with them)."""
     if segments:
-        listed = ", ".join("'" + s.replace("'", "''") + "'" for s in segments)
+        listed = sql_literals(segments)
         for table in ("held_segments", "chunk_deletes", "parent_deletes"):
             con.execute(f"DELETE FROM {table} WHERE segment IN ({listed})")
 
