@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import uvicorn
 
 from livemem.build import build_version
 from livemem.config import load_sources
@@ -129,3 +135,21 @@ def publish_with_gbim(root: Path, embedder: Embedder, spatial: str) -> IndexHome
     result = export_gbim(config, home, embedder)
     home.publish(result.version_id, result.base_version, config.retention)
     return home
+
+
+@contextmanager
+def serve(app) -> Iterator[str]:
+    """``app`` behind a real uvicorn server on a free loopback port; yields its base URL."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

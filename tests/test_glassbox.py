@@ -16,18 +16,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
 import pytest
-import uvicorn
 from context_support import INTERNAL_KEY, make_app
-from serving_support import build_and_publish, commit_files, git
+from serving_support import build_and_publish, commit_files, git, serve
 
 from livemem.config import load_sources
 from livemem.gbim import COUNTIES_FILE, export_gbim
@@ -80,24 +76,6 @@ def home(tmp_path_factory, embedder) -> IndexHome:
     commit_files(root, {f"examples/corpus/benefits/{HOSTILE}": "# Winter coat drive\n\nThe coat drive has ended.\n"},
                  "coat drive over")  # fmt: skip
     return home
-
-
-@contextmanager
-def serve(app) -> Iterator[str]:
-    """``app`` behind a real uvicorn server on a free loopback port; yields its base URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module")

@@ -5,46 +5,19 @@ they come; extractive answers in pieces), usage, history, and options honoured o
 from __future__ import annotations
 
 import json
-import socket
 import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 
 import httpx
 import openai
 import pytest
-import uvicorn
 from context_support import INTERNAL_KEY, example_index, make_app, serve_handler
+from serving_support import serve
 
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory, embedder):
     return example_index(tmp_path_factory)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def serve(app) -> Iterator[str]:
-    """``app`` behind a real uvicorn server on a free loopback port; yields its base URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 class StreamingLLM:
