@@ -142,6 +142,7 @@ class ContextRequest:
     recency_half_life_days: float | None = None
     max_words: int | None = None  # the answer budget (None: the persona's, else ``answer_words``)
     conversation: dict[str, Any] | None = None  # what the conversation carried (route.conversation)
+    personal: Any = None  # livemem.personal.PersonalView: the caller's own memory, its mix and nudges (None: unused)
 
 
 @dataclass(frozen=True)
@@ -790,6 +791,7 @@ SECTION_TITLES = {
     "structured_facts": "Structured facts (GBIM relations)",
     "spatial": "Places (GBIM entities)",
     "registry": "Verified programs (local_resources registry)",
+    "personal": "The person's own memory (what they told Living Memory; not authoritative)",
     "web": "Web results (not authoritative)",
 }
 SECTIONS = tuple(SECTION_TITLES)
@@ -826,6 +828,9 @@ def evidence_line(section: str, item: dict[str, Any], max_chars: int) -> str:
             item.get("url"),
         ]
         return " · ".join(p for p in parts if p)
+    if section == "personal":
+        text = " ".join(item["content"].split())[:max_chars]
+        return f"(your memory · {item['kind']} · {item['created_at'][:10]}) {text}"
     return f"{item['title']} ({item['url']}, {item.get('published_at') or 'undated'}): {item['snippet']}"
 
 
@@ -841,6 +846,8 @@ def citation_for(section: str, item: dict[str, Any]) -> dict[str, Any]:
     if section == "registry":
         return {"kind": "registry", "id": item["local_resource_id"], "name": item["name"],
                 "verification_status": item["verification_status"]}  # fmt: skip
+    if section == "personal":
+        return {"kind": "memory", "id": item["memory_id"], "created_at": item["created_at"], "memory": item["kind"]}
     return {"kind": "web", "id": item["url"], "title": item["title"], "source": item["source"]}
 
 
@@ -862,9 +869,9 @@ def assemble_prompt(
     question = f"\n\nQuestion: {message}"
     budget = settings.prompt_budget_chars - len(system) - len(question) - 40
     order = (
-        ("registry", "spatial", "structured_facts", "unstructured", "web")
+        ("registry", "spatial", "structured_facts", "unstructured", "personal", "web")
         if wv_scoped
-        else ("unstructured", "registry", "spatial", "structured_facts", "web")
+        else ("unstructured", "personal", "registry", "spatial", "structured_facts", "web")
     )
     lines: dict[tuple[str, int], str] = {}
     used = sum(len(SECTION_TITLES[s]) + 6 for s in SECTIONS if sections.get(s))
@@ -1026,7 +1033,15 @@ def build_context(
         collections = sq.collections or elig.collections
         vector = retriever.encode(request.message)
         tick("encode")
-        found, candidates = text_search(snap, retriever, request, vector, collections, sq, top_k, settings.min_dense)
+        mine = request.personal  # the mix: the person's own memory takes its share of top_k first
+        sections["personal"] = mine.search(vector, top_k, settings.min_dense) if mine else []
+        corpus_k = top_k - len(sections["personal"])
+        pool = mine.corpus_pool(corpus_k) if mine else corpus_k
+        found, candidates = [], 0
+        if pool:
+            found, candidates = text_search(snap, retriever, request, vector, collections, sq, pool, settings.min_dense)
+        if mine:
+            found = mine.nudge(found, sq.counties, corpus_k)  # this user's feedback, bounded (livemem.personal)
         sections["unstructured"] = [passage(r) for r in found]
         queried.extend(collections)
         tick("text")
@@ -1105,6 +1120,9 @@ def build_context(
         else None,
         "min_score": request.min_score,
         "conversation": request.conversation,
+        "personal": request.personal.route(sections["personal"], sections["unstructured"])
+        if request.personal
+        else None,
         "sources_queried": queried,
         "registry_lookups": registry_lookups,
         "web": web_info,
