@@ -39,6 +39,17 @@ class Profile(BaseModel):
         return self
 
 
+class Mix(BaseModel):
+    """How ``top_k`` is split between the caller's own memory and the corpus (docs/personal-memory.md)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    personal: float = Field(0.0, ge=0, le=1, description="share of top_k given to personal memory (at least 1 if > 0)")
+
+
+USER_ID_PATTERN = r"^[A-Za-z0-9._@:-]{1,128}$"
+
+
 class ContextRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -75,6 +86,11 @@ class ContextRequest(BaseModel):
     max_words: int | None = Field(
         None, ge=20, le=2000, description="the answer budget in words (default: the persona's, else 200)"
     )
+    mix: Mix | None = Field(None, description="personal memory's share of top_k, e.g. {personal: 0.3} (needs a key)")
+    user_id: str | None = Field(
+        None, pattern=USER_ID_PATTERN, description="a user within the API key's memory (another key never sees it)"
+    )
+    remember: bool = Field(False, description="record this exchange in the caller's personal memory (needs a key)")
 
     @field_validator("message")
     @classmethod
@@ -173,6 +189,9 @@ class Route(BaseModel):
     recency: dict[str, float] | None = Field(None, description="the recency bias applied (bias, half_life_days)")
     min_score: float | None = Field(None, description="the normalised score threshold applied")
     conversation: Conversation | None = Field(None, description="what the conversation carried into this message")
+    personal: dict[str, Any] | None = Field(
+        None, description="personal memory: the mix applied, passages per side, feedback nudges, snapshot, pending"
+    )
 
 
 class Passage(BaseModel):
@@ -192,6 +211,17 @@ class Passage(BaseModel):
     provenance: dict[str, Any]
     local_resource_id: str | None = None
     ref: int | None = Field(None, description="its number in the prompt (None: left out by the size budget)")
+
+
+class PersonalPassage(BaseModel):
+    memory_id: str
+    kind: Literal["card", "exchange"]
+    content: str
+    created_at: str
+    score: float = Field(description="cosine similarity to the message")
+    personal: Literal[True] = True
+    provenance: dict[str, Any] = Field(description="store, memory_id, kind, created_at, state (consolidated|pending)")
+    ref: int | None = None
 
 
 class Fact(BaseModel):
@@ -264,7 +294,7 @@ class Citation(BaseModel):
 
     n: int
     section: str
-    kind: Literal["chunk", "fact", "entity", "registry", "web"]
+    kind: Literal["chunk", "fact", "entity", "registry", "web", "memory"]
     id: str
 
 
@@ -274,6 +304,7 @@ class Evidence(BaseModel):
     spatial: list[SpatialEntity]
     registry: list[RegistryRow]
     web: list[WebResult]
+    personal: list[PersonalPassage] = Field(default_factory=list, description="the caller's own memory (mix)")
 
 
 class ContextResponse(Evidence):
