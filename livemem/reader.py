@@ -369,6 +369,7 @@ _COLUMN_KINDS = {
     **{name: object for name in ("source", "collection", "access", "path", "type", "seal_state", "parent_id")},
     **{name: object for name in DOMAIN_FIELDS},
     "updated": np.float64,
+    "document_date": np.float64,  # livemem.dates: the date the document carries (NaN: none)
 }
 
 
@@ -387,6 +388,7 @@ def _segment_columns(segment: Segment) -> dict[str, np.ndarray]:
     for name in DOMAIN_FIELDS:
         columns[name] = np.array([None if d.get(name) is None else str(d[name]) for d in domain], dtype=object)
     columns["updated"] = np.array([parse_time(r["updated_at"]) for r in rows], dtype=np.float64)
+    columns["document_date"] = np.array([parse_time(d.get("document_date")) for d in domain], dtype=np.float64)
     segment.derived["columns"] = columns
     return columns
 
