@@ -29,6 +29,7 @@ from livemem.attention import attention_stats
 from livemem.breath import Breath, parse_breath
 from livemem.chunking import Chunk, chunk_files, file_type
 from livemem.config import Governance, SourceConfig, SourcesConfig
+from livemem.dates import document_date
 from livemem.duck import registered, sql_literal, sql_literals
 from livemem.embed_cache import EmbeddingCache
 from livemem.embedding import Embedder, cache_key
@@ -535,7 +536,7 @@ class _Builder:
             sealed = records.is_sealed(text, src.is_sealed_path(path))
             pid = records.parent_id(src.name, path)
             kind = file_type(path)
-            domain = src.domain_metadata(path)
+            domain = {**(document_date(path, text) or {}), **src.domain_metadata(path)}  # configured values win
             domain_json = json.dumps(domain, sort_keys=True, ensure_ascii=False) if domain else None
             occurrences: Counter = Counter()
             for index, chunk in enumerate(chunks):

@@ -40,7 +40,8 @@ from markdown_it import MarkdownIt
 from tokenizers import Tokenizer
 
 # Bump whenever the same file and settings would give different chunks (it forces re-chunking every source).
-CHUNKER_VERSION = 3
+# 4: chunks carry the date their document names (``livemem.dates.document_date``) in ``domain``.
+CHUNKER_VERSION = 4
 MODEL_MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length, [CLS] and [SEP] included
 DEFAULT_CHUNK_TOKENS = MODEL_MAX_TOKENS - 2
 MIN_CHUNK_TOKENS = 16

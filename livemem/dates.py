@@ -1,0 +1,309 @@
+"""Dates that mean what people mean.
+
+Two sides of one idea (docs/context.md, "Dates"):
+
+- **The date a document carries** (``document_date``), found at chunking time and kept in each chunk's ``domain``
+  JSON as ``document_date`` (ISO date), ``date_source`` and ``date_precision``. YAML front matter (``date:``) wins;
+  else the more precise of a date in the first markdown heading ("Council Minutes — September 2026") and one in
+  the file name (``2026-09-14-council-minutes.md``, ``2026-09-council-minutes.md``), the heading on a tie. Without one the commit time stands in
+  (``date_source: commit``), at query time, so nothing is stored for it.
+- **The date range a question names** (``question_dates``): "in September 2026", "September 2026", "2025",
+  "last month" (the calendar month before this one), "past 30 days", "this year", "since March 2026",
+  "before 2026", "yesterday", "recently". The range filters on the document date where a chunk has one, else its
+  commit time (``date_mask``): the question's dates win over the commit time.
+
+Explicit patterns rather than a fuzzy parser: ``dateutil``'s fuzzy mode reads "Chapter 3" as the 3rd of this month,
+and a date that was never written must not filter anyone's evidence away.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import PurePosixPath
+from typing import Any
+
+import numpy as np
+import yaml
+
+MONTHS = {name: i for i, name in enumerate(calendar.month_name) if name} | {
+    name: i for i, name in enumerate(calendar.month_abbr) if name
+}
+MONTHS = {k.lower(): v for k, v in MONTHS.items()} | {"sept": 9}
+MONTH_RE = r"(?:" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
+YEAR_RE = r"(?:19|20)\d\d"
+_ISO = re.compile(rf"(?<![\d])({YEAR_RE})[-_./](\d\d)(?:[-_./](\d\d))?(?!\d)")
+_COMPACT = re.compile(rf"(?<![\d])({YEAR_RE})(\d\d)(\d\d)(?!\d)")  # 20260914 (file names only)
+_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({MONTH_RE})\s*,?\s+({YEAR_RE})\b", re.IGNORECASE)
+_MONTH_DAY_YEAR = re.compile(rf"\b({MONTH_RE})\s+(\d{{1,2}})(?:st|nd|rd|th)?\s*,?\s+({YEAR_RE})\b", re.IGNORECASE)
+_MONTH_YEAR = re.compile(rf"\b({MONTH_RE})\s*,?\s+({YEAR_RE})\b", re.IGNORECASE)
+_YEAR = re.compile(rf"(?<![\w$£€.,-])({YEAR_RE})(?![\d,.-]\d|\d|-)")
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
+SOURCES = ("front_matter", "heading", "file_name", "commit")
+
+
+@dataclass(frozen=True)
+class Period:
+    """A date as written, with how much of it was written: the day, its month or its year."""
+
+    start: date
+    precision: str  # day | month | year
+
+    @property
+    def end(self) -> date:
+        """The first day after the period."""
+        if self.precision == "day":
+            return self.start + timedelta(days=1)
+        if self.precision == "month":
+            return _add_months(self.start, 1)
+        return self.start.replace(year=self.start.year + 1)
+
+
+def _add_months(day: date, months: int) -> date:
+    index = day.year * 12 + day.month - 1 + months
+    return date(index // 12, index % 12 + 1, 1)
+
+
+def _period(year: str, month: str | int | None = None, day: str | None = None) -> Period | None:
+    try:
+        m = month if isinstance(month, int) or month is None else MONTHS[month.lower().rstrip(".")]
+        if m is None:
+            return Period(date(int(year), 1, 1), "year")
+        if day is None:
+            return Period(date(int(year), m, 1), "month")
+        return Period(date(int(year), m, int(day)), "day")
+    except (ValueError, KeyError):  # 2026-13-40: not a date
+        return None
+
+
+def find_period(text: str, *, bare_year: bool = True, compact: bool = False) -> tuple[Period, re.Match] | None:
+    """The most precise date written in ``text`` (a day before a month before a year; the first of a kind)."""
+    patterns: list[tuple[re.Pattern[str], Any]] = [
+        (_ISO, lambda m: _period(m.group(1), int(m.group(2)), m.group(3))),
+        (_DAY_MONTH_YEAR, lambda m: _period(m.group(3), m.group(2), m.group(1))),
+        (_MONTH_DAY_YEAR, lambda m: _period(m.group(3), m.group(1), m.group(2))),
+    ]
+    if compact:
+        patterns.append((_COMPACT, lambda m: _period(m.group(1), int(m.group(2)), m.group(3))))
+    patterns.append((_MONTH_YEAR, lambda m: _period(m.group(2), m.group(1))))
+    if bare_year:
+        patterns.append((_YEAR, lambda m: _period(m.group(1))))
+    found: list[tuple[int, int, Period, re.Match]] = []
+    for rank, (pattern, make) in enumerate(patterns):
+        for m in pattern.finditer(text):
+            period = make(m)
+            if period is not None:
+                found.append((-_PRECISION[period.precision], rank, period, m))
+                break
+    if not found:
+        return None
+    _, _, period, match = min(found, key=lambda f: (f[0], f[3].start(), f[1]))
+    return period, match
+
+
+_PRECISION = {"day": 3, "month": 2, "year": 1}
+
+
+def _front_matter_date(text: str) -> Period | None:
+    m = _FRONT_MATTER.match(text)
+    if not m:
+        return None
+    try:
+        meta = yaml.safe_load(m.group(1))
+    except yaml.YAMLError:
+        return None
+    value = meta.get("date") if isinstance(meta, dict) else None
+    if isinstance(value, datetime):
+        return Period(value.date(), "day")
+    if isinstance(value, date):
+        return Period(value, "day")
+    if isinstance(value, int | str):
+        found = find_period(str(value))
+        return found[0] if found else None
+    return None
+
+
+def document_date(path: str, text: str) -> dict[str, str] | None:
+    """The date a document carries, for its chunks' ``domain``: ``document_date`` (ISO), ``date_source``
+    (front_matter, heading or file_name) and ``date_precision`` (day, month or year); None when it carries none
+    (its commit time stands in at query time)."""
+    candidates: list[tuple[str, Period | None]] = [("front_matter", _front_matter_date(text))]
+    is_markdown = PurePosixPath(path).suffix.lower() in {".md", ".markdown", ".mdx", ".mdown"}
+    if is_markdown:
+        body = text[_FRONT_MATTER.match(text).end() :] if _FRONT_MATTER.match(text) else text
+        heading = _first_heading(body)
+        found = find_period(heading) if heading else None
+        candidates.append(("heading", found[0] if found else None))
+    found = find_period(PurePosixPath(path).stem, compact=True)
+    candidates.append(("file_name", found[0] if found else None))
+    found_ = [(source, period) for source, period in candidates if period is not None]
+    if not found_:
+        return None
+    # Front matter is the author's own statement; otherwise the more precise of heading and file name wins
+    # ("Minutes — September 2026" in a file named 2026-09-19-minutes.md was held on the 19th).
+    source, period = (
+        found_[0] if found_[0][0] == "front_matter" else max(found_, key=lambda f: _PRECISION[f[1].precision])
+    )
+    return {"document_date": period.start.isoformat(), "date_source": source, "date_precision": period.precision}
+
+
+def _first_heading(text: str) -> str | None:
+    """The first ATX heading outside code fences (a ``#`` comment in a fenced block is not a heading)."""
+    fenced = False
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if stripped.startswith(("```", "~~~")):
+            fenced = not fenced
+            continue
+        if not fenced and (m := _HEADING.match(line)):
+            return m.group(1)
+    return None
+
+
+# --- the range a question names ------------------------------------------------------------------------------------
+@dataclass
+class DateRange:
+    after: datetime | None = None
+    before: datetime | None = None
+    phrase: str | None = None
+
+
+UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+# After a bare number, words that make it an address or an amount rather than a year.
+_NOT_A_YEAR = re.compile(
+    r"(?:\s+[A-Z][\w.'-]*){0,3}\s+(?:street|st|road|rd|avenue|ave|drive|dr|lane|ln|boulevard|blvd|way|pike|route)\b"
+    r"|\s*(?:dollars|usd|bucks|people|households|families|calories|kwh)\b",
+    re.IGNORECASE,
+)
+
+
+def _at(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def question_dates(message: str, now: datetime) -> tuple[DateRange, list[dict[str, str]]]:
+    """The date range a question names (relative phrases from ``now``), and a note per bound for ``route``."""
+    text = message.lower()
+    today = now.date()
+    found = DateRange()
+    notes: list[dict[str, str]] = []
+
+    def note(field_: str, value: datetime, phrase: str) -> None:
+        setattr(found, "after" if field_ == "updated_after" else "before", value)
+        found.phrase = found.phrase or phrase
+        notes.append({"field": field_, "value": _iso(value), "from": phrase})
+
+    def period(start: date, end: date, phrase: str) -> None:
+        note("updated_after", _at(start), phrase)
+        note("updated_before", _at(end), phrase)
+
+    if m := re.search(r"\b(?:last|past|previous) (\d+) (day|week|month|year)s?\b", text):
+        note("updated_after", now - timedelta(days=int(m.group(1)) * UNIT_DAYS[m.group(2)]), m.group(0))
+    elif m := re.search(r"\bpast (day|week|month|year)\b", text):
+        note("updated_after", now - timedelta(days=UNIT_DAYS[m.group(1)]), m.group(0))
+    elif m := re.search(r"\b(?:last|previous) (week|month|year)\b", text):
+        unit = m.group(1)
+        if unit == "week":  # Monday to Monday
+            start = today - timedelta(days=today.weekday() + 7)
+            period(start, start + timedelta(days=7), m.group(0))
+        elif unit == "month":
+            start = _add_months(today.replace(day=1), -1)
+            period(start, today.replace(day=1), m.group(0))
+        else:
+            period(date(today.year - 1, 1, 1), date(today.year, 1, 1), m.group(0))
+    elif m := re.search(r"\bthis (week|month|year)\b", text):
+        unit = m.group(1)
+        start = (
+            today - timedelta(days=today.weekday())
+            if unit == "week"
+            else today.replace(day=1)
+            if unit == "month"
+            else date(today.year, 1, 1)
+        )
+        note("updated_after", _at(start), m.group(0))
+    elif m := re.search(r"\byesterday\b", text):
+        period(today - timedelta(days=1), today, m.group(0))
+    elif m := re.search(r"\btoday\b", text):
+        period(today, today + timedelta(days=1), m.group(0))
+    elif m := re.search(r"\brecent(?:ly)?\b", text):
+        note("updated_after", now - timedelta(days=90), m.group(0))
+    if found.after or found.before:
+        return found, notes
+
+    used: list[tuple[int, int]] = []
+    if m := re.search(r"\b(since|after|from|starting) ", text):
+        rest = find_period(text[m.end() :], bare_year=True)
+        if rest and rest[1].start() == 0:
+            p, pm = rest
+            note(
+                "updated_after", _at(p.end if m.group(1) == "after" else p.start), text[m.start() : m.end() + pm.end()]
+            )
+            used.append((m.start(), m.end() + pm.end()))
+    if m := re.search(r"\b(before|until|till|through|prior to|up to) ", text):
+        rest = find_period(text[m.end() :], bare_year=True)
+        if rest and rest[1].start() == 0:
+            p, pm = rest
+            inclusive = m.group(1) in ("until", "till", "through", "up to")
+            note("updated_before", _at(p.end if inclusive else p.start), text[m.start() : m.end() + pm.end()])
+            used.append((m.start(), m.end() + pm.end()))
+    if used:
+        return found, notes
+
+    hit = find_period(message, bare_year=True)
+    if hit is not None:
+        p, pm = hit
+        # "2000 Main Street" is an address and "$2000" an amount, not a year
+        if p.precision != "year" or (
+            1990 <= p.start.year <= today.year + 1 and not _NOT_A_YEAR.match(message[pm.end() :])
+        ):
+            period(p.start, p.end, _with_preposition(message, pm.start(), pm.end()).lower())
+            return found, notes
+    # A month without a year: the latest such month that has begun ("in September", asked in November 2026).
+    if m := re.search(rf"\b(?:in|during) ({MONTH_RE})(?!\s*,?\s*\d)", text):
+        month = MONTHS[m.group(1).rstrip(".")]
+        year = today.year if month <= today.month else today.year - 1
+        start = date(year, month, 1)
+        period(start, _add_months(start, 1), m.group(0))
+    return found, notes
+
+
+def _with_preposition(text: str, start: int, end: int) -> str:
+    before = re.search(r"\b(?:in|during|on|of|for)\s+$", text[:start], re.IGNORECASE)
+    return text[before.start() if before else start : end]
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat().replace("+00:00", "Z")
+
+
+# --- the filter -------------------------------------------------------------------------------------------------------
+def effective_dates(snap: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per chunk (snapshot order): the date it is filtered by (seconds: its document's date, else its commit
+    time) and whether that is the document's own date."""
+    updated = snap.columns["updated"]
+    own = snap.columns.get("document_date")
+    if own is None:
+        return updated, np.zeros(updated.shape, dtype=bool)
+    carried = ~np.isnan(own)
+    return np.where(carried, own, updated), carried
+
+
+def date_mask(snap: Any, after: datetime | None, before: datetime | None) -> np.ndarray:
+    """Chunks whose date (document date, else commit time) lies in ``[after, before)``."""
+    when, _ = effective_dates(snap)
+    keep = np.ones(when.shape, dtype=bool)
+    if after is not None:
+        keep &= when >= after.timestamp()
+    if before is not None:
+        keep &= when < before.timestamp()
+    return keep
+
+
+def passage_date(metadata: dict[str, Any], commit_time: str | None) -> dict[str, str | None]:
+    """What a passage shows of its date: the document's own, else the commit time (``date_source: commit``)."""
+    if metadata.get("document_date"):
+        return {"document_date": metadata["document_date"], "date_source": metadata.get("date_source")}
+    return {"document_date": commit_time[:10] if commit_time else None, "date_source": "commit"}
