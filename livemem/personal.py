@@ -413,7 +413,7 @@ def read_view(
         matrix = np.stack([vectors[item["item_id"]] for item in kept]) if kept else None
     pending = sum(1 for item in kept if item["state"] == "pending")
     snapshot_id = snapshot.snapshot_id if snapshot else None
-    token = f"{user}|{snapshot_id}|{tail[-1]['id'] if tail else 0}|{cutoff[:10]}"
+    token = f"{user}|{snapshot_id}|{tail[-1]['id'] if tail else 0}|{cutoff[:10]}|{share}|{remember}"
     return PersonalView(user, user_id, share, remember, kept, matrix, votes, token, snapshot_id, pending)
 
 

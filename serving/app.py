@@ -21,7 +21,7 @@ from livemem.reader import IndexUnavailable, without_paths
 from livemem.sparql_worker import SparqlLimits, SparqlPool
 from serving.limits import RequestLimitsMiddleware
 from serving.metrics import MetricsMiddleware
-from serving.routers import chat, chunks, compat, context, facts, gis, glassbox, query, resources, system
+from serving.routers import chat, chunks, compat, context, facts, gis, glassbox, memory, query, resources, system
 from serving.settings import Settings
 from serving.state import ServingState
 
@@ -74,6 +74,7 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
     app.include_router(chat.router)
     app.include_router(compat.router)
     app.include_router(glassbox.router)  # GET /glassbox: the explanation page (docs/glassbox.md)
+    app.include_router(memory.router)  # /memory: per-user personal memory (docs/personal-memory.md)
     app.add_middleware(RequestLimitsMiddleware, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)  # outermost: it also counts the 413s
 

@@ -129,6 +129,7 @@ class ContextService:
             persona=[request.persona, list(request.collections), request.framing],
             thresholds=[request.min_score, request.recency_bias, request.recency_half_life_days, request.max_words],
             place_from=request.place_from,
+            personal=request.personal.token if request.personal else None,  # the user's memory, as it is now
         )
 
     def context(self, snap: Snapshot, caller: Caller, request: ContextRequest, audit: bool = True) -> dict[str, Any]:

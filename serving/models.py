@@ -189,6 +189,8 @@ class FeedbackRequest(BaseModel):
     chunk_ids: list[ChunkId] = Field(default_factory=list, max_length=200)
     useful: bool
     comment: str | None = Field(None, max_length=2000)
+    personal: bool = Field(False, description="also nudge these chunks for this caller only (docs/personal-memory.md)")
+    user_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._@:-]{1,128}$", description="a user within the key")
 
 
 class FeedbackResponse(BaseModel):

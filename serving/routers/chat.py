@@ -43,6 +43,7 @@ from serving.context_service import ContextService, context_service
 from serving.deps import CallerRole, CurrentSnapshot, State, with_persona
 from serving.models import ErrorBody
 from serving.routers.context import ThreadScope, message_of
+from serving.routers.memory import remember_exchange
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["chat"])
@@ -91,6 +92,7 @@ def chat(
     service = context_service(state)
     message, answered_as = message_of(body, role, state, snap, scope)
     result = service.chat(snap, service.caller(answered_as), message)
+    remember_exchange(state, message, result, "chat")
     return ChatResponse.model_validate(chat_body(result))
 
 

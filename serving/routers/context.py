@@ -13,6 +13,7 @@ from serving.context_models import ContextRequest, ContextResponse
 from serving.context_service import context_service
 from serving.deps import CallerRole, CurrentSnapshot, State, with_persona
 from serving.models import ErrorBody
+from serving.routers.memory import personal_view, remember_exchange
 from serving.state import Role, ServingState
 
 router = APIRouter(tags=["context"])
@@ -47,6 +48,7 @@ def message_of(
         carried.message, carried.county, carried.zip, profile, body.top_k, body.thread_id,
         place_from=carried.place_from, min_score=body.min_score, recency_bias=body.recency_bias,
         recency_half_life_days=body.recency_half_life_days, max_words=body.max_words, conversation=carried.notes,
+        personal=personal_view(state, scope, body),
     )  # fmt: skip
     message, answered_as = with_persona(message, carried.persona, role, state, snap)
     service.remember(scope, body.thread_id, carried)  # only once the persona was accepted
@@ -66,4 +68,5 @@ def context(
     service = context_service(state)
     message, role = message_of(body, role, state, snap, scope)
     result = service.context(snap, service.caller(role), message)
+    remember_exchange(state, message, result, "context")
     return ContextResponse.model_validate(result)

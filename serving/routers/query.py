@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 
-from fastapi import APIRouter, BackgroundTasks, HTTPException
+from fastapi import APIRouter, BackgroundTasks, HTTPException, Request
 
 from livemem.cache import cache_key
 from livemem.retrieval import Query, chunk_result, document_results, suggestion_result
 from livemem.traces import feedback_events, retrieval_events
 from serving.deps import CallerRole, CurrentSnapshot, State
 from serving.models import ErrorBody, FeedbackRequest, FeedbackResponse, QueryRequest, QueryResponse
+from serving.routers.memory import record_feedback
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["retrieval"])
@@ -121,7 +122,9 @@ def query(
     response_model=FeedbackResponse,
     responses={400: {"model": ErrorBody}, 404: {"model": ErrorBody}, 503: {"model": ErrorBody}},
 )
-def feedback(body: FeedbackRequest, state: State, role: CallerRole, snap: CurrentSnapshot) -> FeedbackResponse:
+def feedback(
+    body: FeedbackRequest, state: State, role: CallerRole, snap: CurrentSnapshot, request: Request
+) -> FeedbackResponse:
     """Record whether the results of a query (or some of its chunks) were useful, as trace events.
 
     Only for a trace id this service issued to the caller's role (404 otherwise, whatever the reason, so a
@@ -135,6 +138,8 @@ def feedback(body: FeedbackRequest, state: State, role: CallerRole, snap: Curren
         raise HTTPException(
             400, {"message": "these chunk_ids were not returned by this trace", "chunk_ids": foreign[:20]}
         )
+    if body.personal:  # this caller's own ranking, nudged (serving.routers.memory)
+        record_feedback(state, request, body.user_id, list(dict.fromkeys(body.chunk_ids)), body.useful)
     events = feedback_events(
         trace_id=issued.trace_id,
         chunk_ids=list(dict.fromkeys(body.chunk_ids)),
