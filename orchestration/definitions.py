@@ -23,6 +23,7 @@ from livemem.config import load_sources, sources_file_from_env
 from orchestration.assets.attention_rollup import build_attention_assets
 from orchestration.assets.chunks import REBUILD_CHECK, build_chunk_assets, source_key
 from orchestration.assets.gbim_export import build_gbim_assets
+from orchestration.assets.personal_memory import build_personal_memory_assets
 from orchestration.assets.registry_verification import build_registry_assets, registry_job
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 from orchestration.resources.registry import RegistrySourceResource
@@ -40,6 +41,7 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
     attention_assets, attention_checks, attention_jobs, attention_schedules = build_attention_assets(config)
     gbim_assets, gbim_checks = build_gbim_assets(config)
     reg_assets, reg_checks = build_registry_assets(config)
+    personal_assets, personal_checks, personal_jobs, personal_schedules = build_personal_memory_assets()
     rebuild_check = AssetSelection.checks(AssetCheckKey(AssetKey("published_index"), REBUILD_CHECK))
     verify_index = define_asset_job(
         "verify_index",
@@ -66,9 +68,9 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
         config=IN_PROCESS_BY_DEFAULT,
     )
     return Definitions(
-        assets=[*chunk_assets, *attention_assets, *gbim_assets, *reg_assets],
-        asset_checks=[*chunk_checks, *attention_checks, *gbim_checks, *reg_checks],
-        jobs=[build_index, verify_index, observe_sources, export_gbim, registry_job(), *attention_jobs],
+        assets=[*chunk_assets, *attention_assets, *gbim_assets, *reg_assets, *personal_assets],
+        asset_checks=[*chunk_checks, *attention_checks, *gbim_checks, *reg_checks, *personal_checks],
+        jobs=[build_index, verify_index, observe_sources, export_gbim, registry_job(), *attention_jobs, *personal_jobs],
         schedules=[
             *attention_schedules,
             ScheduleDefinition(
@@ -78,6 +80,7 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
                 execution_timezone="UTC",
                 description="Sundays 04:00 UTC: prove the published index equals a from-scratch build (turn on in the UI).",
             ),
+            *personal_schedules,
         ],
         resources={
             "git_sources": GitSourcesResource(sources_file=str(path) if sources_file else ""),

@@ -65,6 +65,7 @@ def test_definitions_list_every_asset_and_check() -> None:
         "registry/local_resources",
         "registry_verification",
         "registry_published",
+        "personal_memory",
     }
     check_names = {k.name for k in graph.asset_check_keys}
     assert check_names == {
@@ -80,10 +81,15 @@ def test_definitions_list_every_asset_and_check() -> None:
         "registry_invalid_share",
         "registry_references_resolve",
         "registry_rows_fresh",
+        "personal_memory_readable",
     }
     for job in ("build_index", "verify_index", "observe_sources", "attention_rollup_job", "export_gbim"):
         assert defs.resolve_job_def(job) is not None
-    assert [s.name for s in defs.schedules] == ["nightly_attention_rollup", "weekly_verify_index"]
+    assert [s.name for s in defs.schedules] == [
+        "nightly_attention_rollup",
+        "weekly_verify_index",
+        "daily_personal_memory",
+    ]
 
 
 def test_code_location_loads_from_the_environment(tmp_path: Path, make_repo) -> None:
