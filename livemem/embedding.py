@@ -11,6 +11,12 @@ one (``Embedder.with_encoder``). Their vectors agree to float32 rounding (cosine
 they share the model id, the cache keys below and the vectors of an index: a version built with one backend is
 served with the other. A backend whose vectors did not agree (a quantised model, say) would need its own model id.
 
+Query vectors (``encode_one``) may come from the int8-quantised export instead (``query_precision="int8"``, or
+``LIVEMEM_QUERY_PRECISION=int8``; ``onnx`` backend only): 2.4x less time per query, 0.99 cosine to the float32
+vector, dense nDCG@10 on SciFact train 0.0009 lower. Index vectors (``encode``) are always float32, so the
+embedding cache and the model id never see a quantised vector; serving turns it on by default
+(``serving.settings.Settings.query_precision``), the library does not.
+
 Vectors are L2-normalised float32, so cosine similarity is a dot product. ``cache_key`` (``sha256(model id,
 text)``) keys the embedding cache (``livemem.embed_cache``): identical text is never embedded twice.
 """
@@ -30,6 +36,7 @@ DIM = 384
 
 ENCODERS = ("torch", "onnx")
 DEFAULT_ENCODER = "onnx"
+QUERY_PRECISIONS = ("fp32", "int8")
 
 _MODELS: dict[tuple, object] = {}
 _LOCK = threading.Lock()
@@ -40,6 +47,14 @@ def encoder_from_env() -> str:
     name = os.environ.get("LIVEMEM_ENCODER", "").strip().lower() or DEFAULT_ENCODER
     if name not in ENCODERS:
         raise ValueError(f"LIVEMEM_ENCODER={name!r}: expected one of {', '.join(ENCODERS)}")
+    return name
+
+
+def query_precision_from_env() -> str:
+    """The query-vector precision named by ``LIVEMEM_QUERY_PRECISION`` (``fp32`` or ``int8``; default ``fp32``)."""
+    name = os.environ.get("LIVEMEM_QUERY_PRECISION", "").strip().lower() or "fp32"
+    if name not in QUERY_PRECISIONS:
+        raise ValueError(f"LIVEMEM_QUERY_PRECISION={name!r}: expected one of {', '.join(QUERY_PRECISIONS)}")
     return name
 
 
@@ -54,7 +69,9 @@ class Embedder:
 
     ``encoder`` picks the backend (``torch`` or ``onnx``; None: ``LIVEMEM_ENCODER``). ``onnx`` runs on the CPU
     whatever ``device`` says, and exports the model into ``onnx_cache_dir`` (default
-    ``livemem.onnx_encoder.default_cache_dir()``) the first time any process needs it.
+    ``livemem.onnx_encoder.default_cache_dir()``) the first time any process needs it. ``query_precision``
+    (None: ``LIVEMEM_QUERY_PRECISION``, else ``fp32``) is the precision of ``encode_one``'s vectors on ``onnx``
+    (``int8``: the quantised export); ``torch`` queries are float32 whatever it says.
     """
 
     model_id = MODEL_ID
@@ -68,6 +85,7 @@ class Embedder:
         threads: int = 0,
         encoder: str | None = None,
         onnx_cache_dir: str | Path | None = None,
+        query_precision: str | None = None,
     ) -> None:
         self.model_path = str(model_path or default_model_path())
         self.device = device
@@ -77,6 +95,9 @@ class Embedder:
         if self.encoder not in ENCODERS:
             raise ValueError(f"encoder {self.encoder!r}: expected one of {', '.join(ENCODERS)}")
         self.onnx_cache_dir = onnx_cache_dir
+        self.query_precision = query_precision or query_precision_from_env()
+        if self.query_precision not in QUERY_PRECISIONS:
+            raise ValueError(f"query precision {self.query_precision!r}: expected one of {', '.join(QUERY_PRECISIONS)}")
         self.encoded = 0
 
     def with_encoder(self, encoder: str | None) -> Embedder:
@@ -85,7 +106,13 @@ class Embedder:
         if encoder is None or encoder == self.encoder:
             return self
         return Embedder(
-            self.model_path, self.device, self.batch_size, self.threads, encoder, onnx_cache_dir=self.onnx_cache_dir
+            self.model_path,
+            self.device,
+            self.batch_size,
+            self.threads,
+            encoder,
+            onnx_cache_dir=self.onnx_cache_dir,
+            query_precision=self.query_precision,
         )
 
     @property
@@ -106,12 +133,23 @@ class Embedder:
     @property
     def onnx(self):
         """The ONNX Runtime encoder (``livemem.onnx_encoder.OnnxEncoder``), created once per settings."""
-        key = ("onnx", self.model_path, self.threads, self.batch_size, str(self.onnx_cache_dir))
+        return self._onnx("fp32")
+
+    @property
+    def onnx_query(self):
+        """The ONNX Runtime encoder of query vectors: ``onnx`` itself, or its int8 copy (``query_precision``).
+        A serving process loads only this one."""
+        return self._onnx(self.query_precision)
+
+    def _onnx(self, precision: str):
+        key = ("onnx", self.model_path, self.threads, self.batch_size, str(self.onnx_cache_dir), precision)
         with _LOCK:
             if key not in _MODELS:
                 from livemem.onnx_encoder import OnnxEncoder
 
-                _MODELS[key] = OnnxEncoder(self.model_path, self.onnx_cache_dir, self.threads, self.batch_size)
+                _MODELS[key] = OnnxEncoder(
+                    self.model_path, self.onnx_cache_dir, self.threads, self.batch_size, precision=precision
+                )
             return _MODELS[key]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -131,11 +169,12 @@ class Embedder:
         """One normalised vector, on the latency path of a query.
 
         Runs the model's modules directly (tokenise, transformer, pooling, normalise) without ``encode``'s
-        batching machinery, which costs about a fifth of a single short query's time; same vectors.
+        batching machinery, which costs about a fifth of a single short query's time; same vectors (``onnx`` with
+        ``query_precision="int8"``: the quantised model's, 0.99 cosine to them).
         """
         if self.encoder == "onnx":
             self.encoded += 1
-            return self.onnx.encode_one(text)
+            return self.onnx_query.encode_one(text)
         import torch
 
         model = self.model

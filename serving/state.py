@@ -52,7 +52,12 @@ class ServingState:
             settings=settings,
             reader=IndexReader(IndexHome(settings.index_dir), refresh_interval_s=settings.refresh_interval_s),
             retriever=Retriever(
-                embedder or Embedder(threads=settings.torch_threads, encoder=settings.encoder),
+                embedder
+                or Embedder(
+                    threads=settings.torch_threads,
+                    encoder=settings.encoder,
+                    query_precision=settings.query_precision,
+                ),
                 fusion,
                 settings.recency_half_life_days,
             ),

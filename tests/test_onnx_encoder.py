@@ -1,5 +1,6 @@
 """The ONNX Runtime encoder (the default): the same vectors as torch on real texts, on the batch and the single-query
-path; exported once; selectable in serving (``LIVEMEM_ENCODER``) and for builds (``index.encoder``)."""
+path; exported once; selectable in serving (``LIVEMEM_ENCODER``) and for builds (``index.encoder``); int8 query
+vectors (serving's default) close to the float32 ones and ranking as they do, never used to embed an index."""
 
 from __future__ import annotations
 
@@ -69,6 +70,34 @@ def test_onnx_vectors_match_torch_on_real_texts(torch_embedder, onnx_embedder):
     np.testing.assert_allclose(onnx_embedder.encode(texts[::-1])[::-1], batched, atol=1e-5)
 
 
+def test_int8_query_vectors_rank_real_texts_as_float32_ones_do(onnx_embedder, onnx_cache):
+    texts = real_texts()
+    abstracts, claims = texts[:40], texts[40:60]
+    int8 = Embedder(encoder="onnx", threads=1, onnx_cache_dir=onnx_cache, query_precision="int8")
+    quantised = np.stack([int8.encode_one(t) for t in claims])
+    exact = np.stack([onnx_embedder.encode_one(t) for t in claims])
+    assert quantised.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(quantised, axis=1), 1.0, atol=1e-5)
+    cosine = (quantised * exact).sum(axis=1)
+    assert cosine.min() >= 0.98 and cosine.max() < 0.99999  # close, and really the quantised model
+    # Index vectors stay float32 whatever the query precision: the embedding cache never holds an int8 vector.
+    documents = int8.encode(abstracts)
+    np.testing.assert_allclose(documents, onnx_embedder.encode(abstracts), atol=1e-6)
+    # Ranking: each claim's first abstract under int8 is among its first three under float32 (most claims' judged
+    # abstracts are not among these 40, so near-ties between unrelated ones may swap).
+    exact_top3 = np.argsort(-(exact @ documents.T), axis=1)[:, :3]
+    int8_first = np.argmax(quantised @ documents.T, axis=1)
+    assert all(first in top3 for first, top3 in zip(int8_first, exact_top3, strict=True))
+    assert np.abs(quantised @ documents.T - exact @ documents.T).max() < 0.03
+    assert int8.onnx_query.file.name == "model.int8.onnx"
+    assert int8.onnx_query.file.parent == onnx_embedder.onnx.file.parent  # one export, its quantised copy beside it
+    assert int8.with_encoder("torch").query_precision == "int8"
+    torch_queries = Embedder(encoder="torch", threads=1, query_precision="int8")
+    assert (torch_queries.encode_one(claims[0]) @ exact[0]) >= 0.99999  # torch queries are always float32
+    with pytest.raises(ValueError, match="expected one of fp32, int8"):
+        Embedder(query_precision="int4")
+
+
 def test_export_happens_once_and_every_encoder_reuses_it(onnx_embedder, onnx_cache, tmp_path):
     exported = onnx_embedder.onnx.file
     assert exported.parent.parent == onnx_cache
@@ -76,6 +105,10 @@ def test_export_happens_once_and_every_encoder_reuses_it(onnx_embedder, onnx_cac
     again = OnnxEncoder(default_model_path(), cache_dir=onnx_cache, threads=1)
     assert again.file == exported and exported.stat().st_mtime_ns == stamp
     assert [p.name for p in onnx_cache.iterdir()] == [exported.parent.name]
+    quantised = OnnxEncoder(default_model_path(), cache_dir=onnx_cache, threads=1, precision="int8").file
+    stamp = quantised.stat().st_mtime_ns
+    assert OnnxEncoder(default_model_path(), cache_dir=onnx_cache, precision="int8").file.stat().st_mtime_ns == stamp
+    assert sorted(p.name for p in exported.parent.glob("*.onnx")) == ["model.int8.onnx", "model.onnx"]
     # Other weights (here: another config) name another export, so a changed model is never served stale.
     changed = tmp_path / "model"
     shutil.copytree(default_model_path(), changed, ignore=shutil.ignore_patterns("model.safetensors"))
@@ -93,12 +126,16 @@ def test_serving_with_the_onnx_encoder_answers_as_torch_does(
     build_and_publish(sources, home, torch_embedder)
     monkeypatch.setenv("LIVEMEM_ONNX_CACHE", str(onnx_cache))
     monkeypatch.setenv("LIVEMEM_ENCODER", "onnx")
+    int8_settings = Settings.from_env(index_dir=home.root, warm_up=False)
+    assert (int8_settings.encoder, int8_settings.query_precision) == ("onnx", "int8")  # serving's defaults
+    monkeypatch.setenv("LIVEMEM_QUERY_PRECISION", "fp32")
     onnx_settings = Settings.from_env(index_dir=home.root, warm_up=False)
-    assert onnx_settings.encoder == "onnx"
+    assert onnx_settings.query_precision == "fp32"
     answers = {}
     for name, app in (
         ("torch", create_app(Settings(index_dir=home.root, warm_up=False), torch_embedder)),
         ("onnx", create_app(onnx_settings)),  # the app makes its own embedder from the settings
+        ("int8", create_app(int8_settings)),
     ):
         with TestClient(app) as client:
             answers[name] = []
@@ -110,6 +147,11 @@ def test_serving_with_the_onnx_encoder_answers_as_torch_does(
     for torch_hits, onnx_hits in zip(answers["torch"], answers["onnx"], strict=True):
         assert [c for c, _ in onnx_hits] == [c for c, _ in torch_hits]
         np.testing.assert_allclose([s for _, s in onnx_hits], [s for _, s in torch_hits], atol=1e-4)
+    # int8 query vectors: the same best chunk, dense scores within a few hundredths of the float32 ones.
+    int8_dense, exact_dense = answers["int8"][0], answers["onnx"][0]
+    assert int8_dense[0][0] == exact_dense[0][0]
+    exact_scores = dict(exact_dense)
+    assert all(abs(score - exact_scores[c]) < 0.03 for c, score in int8_dense if c in exact_scores)
     # Same vectors, same cache keys: a from-scratch build with the ONNX encoder, given the torch build's
     # embedding cache, embeds nothing again.
     fresh = IndexHome(root / "onnx_index")
@@ -127,6 +169,12 @@ def test_an_unknown_encoder_is_refused_by_name(monkeypatch):
         Embedder()
     with pytest.raises(ValueError, match="expected one of torch, onnx"):
         Embedder(encoder="int8")
+    monkeypatch.setenv("LIVEMEM_ENCODER", "onnx")
+    monkeypatch.setenv("LIVEMEM_QUERY_PRECISION", "int4")
+    with pytest.raises(ConfigError, match="query_precision"):
+        Settings.from_env()
+    with pytest.raises(ValueError, match="LIVEMEM_QUERY_PRECISION='int4'"):
+        Embedder()
 
 
 def test_onnx_is_the_default_and_a_sources_file_picks_the_build_backend(tmp_path, monkeypatch, onnx_cache):
