@@ -24,14 +24,16 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
+from livemem.dates import date_mask, passage_date, question_dates
 from livemem.errors import ConfigError
 from livemem.gis_index import GisIndex, cached_gis_index
 from livemem.places import STATE, Place, county_name, find_places, zip_place
@@ -307,27 +309,6 @@ def serves_population(row: dict[str, Any], populations: list[dict[str, Any]]) ->
 
 
 # --- 2. self-querying --------------------------------------------------------------------------------------------
-MONTHS = {
-    m: i + 1
-    for i, m in enumerate(
-        [
-            "january",
-            "february",
-            "march",
-            "april",
-            "may",
-            "june",
-            "july",
-            "august",
-            "september",
-            "october",
-            "november",
-            "december",
-        ]
-    )
-}
-MONTH_RE = "|".join(MONTHS)
-UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 SCOPE_RULES: list[tuple[str, re.Pattern[str]]] = [
     (
         "governance",
@@ -359,36 +340,11 @@ SEAL_WORDS = re.compile(r"\b(authoritative|sealed)\b", re.IGNORECASE)
 
 
 def time_filters(message: str, now: datetime) -> tuple[dict[str, datetime], list[dict[str, str]]]:
-    """``updated_after`` / ``updated_before`` from time phrases (relative ones from ``now``)."""
-    text = message.lower()
-    found: dict[str, datetime] = {}
-    notes: list[dict[str, str]] = []
-
-    def note(field_: str, value: datetime, phrase: str) -> None:
-        found[field_] = value
-        notes.append({"field": field_, "value": iso(value), "from": phrase})
-
-    m = re.search(r"\b(?:last|past|previous) (\d+) (day|week|month|year)s?\b", text)
-    if m:
-        note("updated_after", now - timedelta(days=int(m.group(1)) * UNIT_DAYS[m.group(2)]), m.group(0))
-    elif m := re.search(r"\b(?:last|past|previous) (day|week|month|year)\b", text):
-        note("updated_after", now - timedelta(days=UNIT_DAYS[m.group(1)]), m.group(0))
-    elif m := re.search(r"\bthis (month|year)\b", text):
-        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        note("updated_after", start.replace(month=1) if m.group(1) == "year" else start, m.group(0))
-    elif m := re.search(r"\brecent(?:ly)?\b", text):
-        note("updated_after", now - timedelta(days=90), m.group(0))
-    if m := re.search(rf"\b(?:since|after|from) (?:({MONTH_RE}) )?((?:19|20)\d\d)\b", text):
-        note("updated_after", datetime(int(m.group(2)), MONTHS.get(m.group(1) or "", 1), 1, tzinfo=UTC), m.group(0))
-    if m := re.search(rf"\b(?:before|until|prior to) (?:({MONTH_RE}) )?((?:19|20)\d\d)\b", text):
-        note("updated_before", datetime(int(m.group(2)), MONTHS.get(m.group(1) or "", 1), 1, tzinfo=UTC), m.group(0))
-    if "updated_after" not in found and (m := re.search(rf"\b(?:in|during) (?:({MONTH_RE}) )?((?:19|20)\d\d)\b", text)):
-        year, month = int(m.group(2)), MONTHS.get(m.group(1) or "")
-        start = datetime(year, month or 1, 1, tzinfo=UTC)
-        end = datetime(year + (month == 12 or not month), (month % 12 + 1) if month else 1, 1, tzinfo=UTC)
-        note("updated_after", start, m.group(0))
-        note("updated_before", end, m.group(0))
-    return found, notes
+    """``updated_after`` / ``updated_before`` from the date expressions of the message (``livemem.dates``); they
+    filter on each document's own date, else its commit time (``text_search``)."""
+    found, notes = question_dates(message, now)
+    times = {"updated_after": found.after, "updated_before": found.before}
+    return {k: v for k, v in times.items() if v is not None}, notes
 
 
 @dataclass
@@ -559,6 +515,9 @@ def normalized_score(score: float, fusion: FusionSettings, query_best: float) ->
     return round(min(1.0, max(0.0, score / best)), 6) if best > 0 else 0.0
 
 
+DATED_DEPTH = 200  # passages ranked before a question's date range is applied to them
+
+
 def text_search(
     snap: Snapshot,
     retriever: Retriever,
@@ -572,7 +531,11 @@ def text_search(
     """Passages passing the thresholds (cosine ``min_dense``; the request's ``min_score`` on the normalised scale):
     the counties' own passages first, then the rest (minus other counties')."""
     message = request.message
-    base = {"seal_state": sq.seal_state, "updated_after": sq.updated_after, "updated_before": sq.updated_before}
+    base = {"seal_state": sq.seal_state}
+    # The question's dates filter on each document's own date, else its commit time (``livemem.dates``): the best
+    # ``DATED_DEPTH`` are ranked, then kept when dated in range (Filters.updated_* would read commit times only).
+    dated = date_mask(snap, sq.updated_after, sq.updated_before) if sq.updated_after or sq.updated_before else None
+    depth = top_k if dated is None else max(top_k, DATED_DEPTH)
     searches = []
     if sq.counties:
         searches.append(Filters(county=tuple(sq.counties), **base))
@@ -584,13 +547,13 @@ def text_search(
         if len(out) >= top_k:
             break
         query = Query(
-            message, top_k, collections=tuple(collections), filters=filters, recency_bias=request.recency_bias,
+            message, depth, collections=tuple(collections), filters=filters, recency_bias=request.recency_bias,
             recency_half_life_days=request.recency_half_life_days,
         )  # fmt: skip
         found = retriever.search(snap, query, collections, vector)
         candidates = max(candidates, found.candidates)
         for hit in found.chunks:
-            if (hit.dense or 0.0) < min_dense or len(out) >= top_k:
+            if (hit.dense or 0.0) < min_dense or len(out) >= top_k or (dated is not None and not dated[hit.row]):
                 continue
             normalized = normalized_score(hit.score, retriever.fusion, found.chunks[0].score)
             if request.min_score is not None and normalized < request.min_score:
@@ -618,6 +581,7 @@ def passage(result: dict[str, Any]) -> dict[str, Any]:
         "scores": result["scores"],
         "provenance": result["provenance"],
         "local_resource_id": meta.get("local_resource_id"),
+        **passage_date(meta, result["provenance"]["timestamp"]),
     }
 
 
@@ -1119,6 +1083,7 @@ def build_context(
         if request.recency_bias
         else None,
         "min_score": request.min_score,
+        "dates": date_route(sq, sections["unstructured"]),
         "conversation": request.conversation,
         "personal": request.personal.route(sections["personal"], sections["unstructured"])
         if request.personal
@@ -1138,6 +1103,19 @@ def build_context(
         "index_version": snap.version_id,
         "thread_id": request.thread_id,
         "hidden_collections": elig.hidden,  # for the guardrail and the audit only; never sent to the caller
+    }
+
+
+def date_route(sq: SelfQuery, passages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``route.dates``: the range the message named and what each passage was dated by."""
+    if not (sq.updated_after or sq.updated_before):
+        return None
+    return {
+        "after": iso(sq.updated_after),
+        "before": iso(sq.updated_before),
+        "from": next((n["from"] for n in sq.notes if n["field"].startswith("updated_")), None),
+        "filters_on": "document_date, else commit time",
+        "passages_dated_by": dict(Counter(p["date_source"] for p in passages)),
     }
 
 

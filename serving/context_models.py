@@ -188,6 +188,9 @@ class Route(BaseModel):
     budget: Budget | None = None
     recency: dict[str, float] | None = Field(None, description="the recency bias applied (bias, half_life_days)")
     min_score: float | None = Field(None, description="the normalised score threshold applied")
+    dates: dict[str, Any] | None = Field(
+        None, description="the date range the message named: after, before, from, what passages were dated by"
+    )
     conversation: Conversation | None = Field(None, description="what the conversation carried into this message")
     personal: dict[str, Any] | None = Field(
         None, description="personal memory: the mix applied, passages per side, feedback nudges, snapshot, pending"
@@ -210,6 +213,8 @@ class Passage(BaseModel):
     scores: dict[str, float | None]
     provenance: dict[str, Any]
     local_resource_id: str | None = None
+    document_date: str | None = Field(None, description="the date the document carries (ISO), else its commit date")
+    date_source: str | None = Field(None, description="front_matter, heading, file_name or commit")
     ref: int | None = Field(None, description="its number in the prompt (None: left out by the size budget)")
 
 
