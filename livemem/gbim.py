@@ -13,8 +13,10 @@ one entity (``schemas/gbim_entity.schema.json``):
 - ``outside_region``: the centroid lies farther than ``region.tolerance_km`` outside the configured bbox.
 
 Relations (subject, predicate, object, provenance): ``part_of`` its worldview, ``located_in`` its county,
-``serves_zip`` each ZIP code of its zip attribute; exported as the ``gbim_relations`` table and as N-Triples /
-Turtle (rdflib) in ``gbim/``. Descriptions are embedded through the shared embedding cache into the GIS Chroma
+``serves_zip`` each ZIP code of its zip attribute, and where the data carries them (``linked_relations``):
+``serves_program`` (a ``programs`` attribute), ``operated_by`` (an ``operator`` attribute) and ``near`` (another
+entity of the same access level within ``NEAR_KM``, nearest first); exported as the ``gbim_relations`` table and
+as N-Triples / Turtle (rdflib) in ``gbim/``. Descriptions are embedded through the shared embedding cache into the GIS Chroma
 collections and the ``gis/`` snapshot serving reads.
 
 ``export_gbim`` stages a new version derived from the current one (``store.derive_version``) and writes only
@@ -28,6 +30,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import string
 import time
@@ -70,7 +73,8 @@ from livemem.version import connect
 
 log = logging.getLogger(__name__)
 
-EXPORT_VERSION = "gbim-v2"  # bump when the export's output changes (forces a new export); v2: gbim/counties.geojson
+# Bump when the export's output changes (forces a new export); v2: gbim/counties.geojson; v3: linked_relations.
+EXPORT_VERSION = "gbim-v3"
 WGS84 = "EPSG:4326"
 DEFAULT_WORKING_CRS = "EPSG:26917"
 DEFAULT_COLLECTION = "gbim_spatial"
@@ -643,6 +647,115 @@ def relations_for(entity: dict[str, Any], counties: CountyBoundaries | None) -> 
     return out
 
 
+NEAR_KM = 10.0  # two entities this close (great-circle distance between centroids) are ``near`` each other
+NEAR_MAX = 5  # ``near`` relations per entity at most, nearest first (a dense town stays readable)
+PROGRAM_FIELDS = ("programs", "program")
+OPERATOR_FIELDS = ("operator", "operated_by")
+
+
+def _listed(value: Any) -> list[str]:
+    """A list attribute, or a ``;`` / ``,`` separated string, as clean distinct strings."""
+    items = value if isinstance(value, list) else str(value or "").replace(";", ",").split(",")
+    return list(dict.fromkeys(str(v).strip() for v in items if str(v).strip()))
+
+
+def linked_relations(entities: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Relations beyond an entity's own place fields, where the data carries them: ``serves_program`` (each item
+    of a ``programs`` attribute; object_kind ``program``), ``operated_by`` (an ``operator`` attribute;
+    ``organization``) and ``near`` (the ``NEAR_MAX`` nearest other entities of the same access level within
+    ``NEAR_KM`` km of its centroid; object_kind ``entity``, the distance in the provenance)."""
+    out: list[dict[str, Any]] = []
+    for e in entities:
+        base = {"source": e["source"], "source_table": e["source_table"], "source_pk": e["source_pk"]}
+        attrs = e.get("attributes") or {}
+        for predicate, fields, kind in (
+            ("serves_program", PROGRAM_FIELDS, "program"),
+            ("operated_by", OPERATOR_FIELDS, "organization"),
+        ):
+            name = next((f for f in fields if attrs.get(f)), None)
+            for value in _listed(attrs.get(name)) if name else []:
+                out.append(
+                    {
+                        "subject": e["entity_id"], "predicate": predicate, "object": value, "object_kind": kind,
+                        "provenance": {**base, "method": "attribute", "field": name},
+                    }
+                )  # fmt: skip
+    out.extend(_near_relations(entities))
+    return out
+
+
+def _near_relations(entities: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from livemem.gis_index import haversine_km
+
+    placed = [e for e in entities if e.get("lat") is not None and e.get("lon") is not None]
+    if len(placed) < 2:
+        return []
+    lat = np.array([e["lat"] for e in placed], dtype=np.float64)
+    lon = np.array([e["lon"] for e in placed], dtype=np.float64)
+    # Candidates from a coarse box first (0.1° of latitude ≈ 11 km), so a large export is not all pairs.
+    cell = np.floor(lat / (NEAR_KM / 111.0)).astype(np.int64)
+    order = np.argsort(cell, kind="stable")
+    sorted_cells = cell[order]
+    out: list[dict[str, Any]] = []
+    for i, e in enumerate(placed):
+        lo = np.searchsorted(sorted_cells, cell[i] - 1, side="left")
+        hi = np.searchsorted(sorted_cells, cell[i] + 1, side="right")
+        others = order[lo:hi]
+        others = others[others != i]
+        if not others.size:
+            continue
+        distance = haversine_km(lat[others], lon[others], lat[i], lon[i])
+        within = distance <= NEAR_KM
+        others, distance = others[within], distance[within]
+        base = {"source": e["source"], "source_table": e["source_table"], "source_pk": e["source_pk"]}
+        kept = 0
+        for j in np.lexsort((others, distance)):
+            other = placed[int(others[j])]
+            if other["access"] != e["access"]:
+                continue  # a public entity's facts never name an internal one
+            out.append(
+                {
+                    "subject": e["entity_id"], "predicate": "near", "object": other["entity_id"],
+                    "object_kind": "entity",
+                    "provenance": {**base, "method": "great-circle distance between centroids",
+                                   "distance_km": round(float(distance[j]), 2), "within_km": NEAR_KM},
+                }
+            )  # fmt: skip
+            kept += 1
+            if kept == NEAR_MAX:
+                break
+    return out
+
+
+def normalize_name(text: str) -> str:
+    """A name as compared: case-folded, without a parenthetical remark, punctuation or repeated spaces."""
+    text = re.sub(r"\([^)]*\)", " ", text.casefold())
+    return " ".join(re.sub(r"[^\w\s]", " ", text).split())
+
+
+def find_entities(entities: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """Entities whose label matches ``name``: the exact label first, then labels starting with it, then labels
+    holding every word of it; none when nothing matches."""
+    wanted = normalize_name(name)
+    if not wanted:
+        return []
+    words = set(wanted.split())
+    ranked = []
+    for e in entities:
+        label = normalize_name(e["label"])
+        if label == wanted:
+            rank = 0
+        elif label.startswith(wanted + " ") or wanted.startswith(label + " "):
+            rank = 1
+        elif words <= set(label.split()):
+            rank = 2
+        else:
+            continue
+        ranked.append((rank, e["label"], e))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    return [e for _, _, e in ranked]
+
+
 # --- RDF -------------------------------------------------------------------------------------------------------
 def node_iri(kind: str, value: str) -> str:
     from urllib.parse import quote
@@ -671,7 +784,8 @@ def rdf_graph(entities: list[dict[str, Any]], relations: list[dict[str, Any]]):
     for r in relations:
         target = URIRef(node_iri(r["object_kind"], r["object"]))
         graph.add((URIRef(node_iri("entity", r["subject"])), gbim[r["predicate"]], target))
-        graph.add((target, RDFS.label, Literal(r["object"])))
+        if r["object_kind"] != "entity":  # an entity has its own label
+            graph.add((target, RDFS.label, Literal(r["object"])))
     return graph
 
 
@@ -793,7 +907,7 @@ def export_gbim(config: SourcesConfig, home: IndexHome, embedder: Embedder, *, f
                 "quarantined": len(dropped),
             }
         entities.sort(key=lambda e: e["entity_id"])
-        relations = [r for e in entities for r in relations_for(e, spatial.counties)]
+        relations = [r for e in entities for r in relations_for(e, spatial.counties)] + linked_relations(entities)
         timings["entities_s"] = round(time.perf_counter() - t, 3)
 
         t = time.perf_counter()

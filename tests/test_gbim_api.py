@@ -134,7 +134,9 @@ def test_entity_with_relations(client, served) -> None:
     assert response.status_code == 200
     data = response.json()
     relations = {(r["predicate"], r["object"]) for r in data.pop("relations")}
-    assert relations == {("part_of", "wv-benefits"), ("located_in", "Fayette"), ("serves_zip", "25901")}
+    assert {("part_of", "wv-benefits"), ("located_in", "Fayette"), ("serves_zip", "25901")} <= relations
+    # where the data carries them (livemem.gbim.linked_relations)
+    assert {("operated_by", "New River Community Action"), ("serves_program", "SNAP")} <= relations
     assert data.pop("index_version") == served[2]
     assert errors_for("gbim_entity", data) == []
     assert data["label"] == "Oak Hill Benefits Hub" and data["attributes"]["phone"] == "555-0101"
@@ -184,6 +186,31 @@ def test_facts_match_triple_patterns(served) -> None:
     assert all(f["object"].lower().startswith("fayette") for f in fayette["facts"])
     assert client.get("/facts", params={"predicate": "located_in", "limit": 1}).json()["facts"].__len__() == 1
     assert client.get("/facts", params={"limit": 0}).status_code == 422
+
+
+def test_facts_find_entities_by_name(served) -> None:
+    client = served[0]
+    data = client.get("/facts", params={"name": "beckley dhhr office"}).json()
+    assert data["matched"] == [{"entity_id": entity_id(SOURCE, "wvb-002"), "label": "Beckley DHHR Office"}]
+    assert data["total"] == len(data["facts"]) and {f["subject_label"] for f in data["facts"]} == {
+        "Beckley DHHR Office"
+    }
+    facts = {(f["predicate"], f["object_label"] or f["object"]) for f in data["facts"]}
+    assert {("operated_by", "WV DHHR"), ("serves_program", "WV WORKS"), ("located_in", "Raleigh")} <= facts
+    # each with its great-circle distance; Oak Hill is 23 km away, not near
+    near = {f["object_label"]: f["provenance"]["distance_km"] for f in data["facts"] if f["predicate"] == "near"}
+    assert min(near, key=near.get) == "Raleigh County Food Bank Pantry" and max(near.values()) <= 10
+    assert "Oak Hill Benefits Hub" not in near
+    # a word finds every label holding it, best match first; nothing matching is an empty answer, not an error
+    beckley = client.get("/facts", params={"name": "Beckley", "predicate": "located_in"}).json()
+    assert [m["label"] for m in beckley["matched"]] == ["Beckley Community Clinic", "Beckley DHHR Office"]
+    none = client.get("/facts", params={"name": "Atlantis ferry terminal"}).json()
+    assert none["matched"] == [] and none["facts"] == [] and none["total"] == 0
+    operated = client.get("/facts", params={"predicate": "operated_by", "object": "wv dhhr"}).json()
+    assert {f["subject_label"] for f in operated["facts"]} == {
+        "Beckley DHHR Office", "Raleigh County LIEAP Intake Site", "Kanawha County DHHR Office"
+    }  # fmt: skip
+    assert client.get("/facts", params={"name": ""}).status_code == 422
 
 
 def test_sparql_select_runs_read_only_with_limits(served) -> None:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header
 
-from livemem.gbim import RDF_MEDIA_TYPES, rdf_graph, serialize_rdf
+from livemem.gbim import RDF_MEDIA_TYPES, find_entities, rdf_graph, serialize_rdf
 from livemem.gis_index import GisIndex
 from livemem.sparql_worker import (
     LEGACY_JSON,
@@ -68,15 +68,24 @@ RDF_RESPONSES = {"content": {media_type: {"schema": {"type": "string"}} for medi
 class Fact(BaseModel):
     subject: str = Field(description="GBIM entity id")
     subject_label: str
-    predicate: Literal["located_in", "serves_zip", "part_of"] | str
+    predicate: Literal["located_in", "serves_zip", "part_of", "serves_program", "operated_by", "near"] | str
     object: str
-    object_kind: str = Field(description="county, zip, worldview, ...")
+    object_kind: str = Field(description="county, zip, worldview, program, organization or entity")
+    object_label: str | None = Field(None, description="the label of an entity object (`near`)")
     provenance: dict[str, Any]
+
+
+class MatchedEntity(BaseModel):
+    entity_id: str
+    label: str
 
 
 class FactsResponse(BaseModel):
     facts: list[Fact]
     total: int = Field(description="matching triples before `limit`")
+    matched: list[MatchedEntity] | None = Field(
+        None, description="with `name`: the entities it found, best match first"
+    )
     index_version: str
 
 
@@ -128,11 +137,23 @@ def facts(
     role: CallerRole,
     snap: CurrentSnapshot,
     subject: Annotated[str | None, Query(max_length=200, description="entity id")] = None,
-    predicate: Annotated[str | None, Query(max_length=100, description="located_in, serves_zip, part_of")] = None,
-    object: Annotated[str | None, Query(max_length=200, description="county, ZIP or worldview")] = None,
+    name: Annotated[
+        str | None,
+        Query(min_length=1, max_length=200, description="entity name: the exact label first, then labels with it"),
+    ] = None,
+    predicate: Annotated[
+        str | None,
+        Query(max_length=100, description="located_in, serves_zip, part_of, serves_program, operated_by, near"),
+    ] = None,
+    object: Annotated[
+        str | None, Query(max_length=200, description="county, ZIP, worldview, program, organization or entity id")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> FactsResponse | Response:
-    """Relation triples matching the given parts (each optional; counties match without case or "County").
+    """Relation triples matching the given parts (each optional; counties, programs and organizations match
+    without case, counties also without "County"). ``name`` finds the subjects by their label
+    (``livemem.gbim.find_entities``: the exact label, else labels starting with it, else labels holding all its
+    words; ``matched`` lists them).
 
     With ``Accept: text/turtle``, ``application/n-triples``, ``application/ld+json`` or ``application/rdf+xml``:
     those triples as RDF, with their subjects' descriptions (type, label, dataset, WGS 84 position)."""
@@ -142,8 +163,12 @@ def facts(
         raise _not_acceptable(offers)
     index = gis_index(snap)
     wanted_object = _norm(object) if object else None
+    visible = _visible(index, role.access)
+    matched = find_entities(visible, name) if name else None
+    if matched is not None:
+        visible = matched
     found = []
-    for entity in _visible(index, role.access):
+    for entity in visible:
         if subject and entity["entity_id"] != subject:
             continue
         for rel in index.relations.get(entity["entity_id"], ()):
@@ -151,12 +176,23 @@ def facts(
                 continue
             if wanted_object and _norm(rel["object"]) != wanted_object:
                 continue
-            found.append({**rel, "subject_label": entity["label"]})
+            found.append({**rel, "subject_label": entity["label"], "object_label": object_label(index, rel)})
     if media_type == "application/json":
-        return FactsResponse(facts=found[:limit], total=len(found), index_version=snap.version_id)
+        return FactsResponse(
+            facts=found[:limit],
+            total=len(found),
+            matched=None if matched is None else [{"entity_id": e["entity_id"], "label": e["label"]} for e in matched],
+            index_version=snap.version_id,
+        )
     subjects = dict.fromkeys(f["subject"] for f in found[:limit])
     entities = [index.entities[index.row_of[s]] for s in subjects]
     return _rdf_response(rdf_graph(entities, found[:limit]), media_type, snap.version_id, len(found) > limit)
+
+
+def object_label(index: GisIndex, rel: dict[str, Any]) -> str | None:
+    """The label of an entity object (``near``); None for other objects, whose value is their name."""
+    row = index.row_of.get(rel["object"]) if rel["object_kind"] == "entity" else None
+    return None if row is None else index.entities[row]["label"]
 
 
 def _norm(value: str) -> str:
