@@ -35,9 +35,12 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
+import warnings
 import weakref
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +78,25 @@ def top_order(scores: np.ndarray, k: int) -> np.ndarray:
 
 
 _SCRATCH = threading.local()
+
+# The first stage reads every vector once per query: at 500k rows 384 MB of float16, bound by memory bandwidth, not
+# arithmetic. Large snapshots scan their blocks on ``SCAN_THREADS`` threads (torch releases the GIL in its kernels), so
+# one query uses the bandwidth of more than one core; small ones scan on the calling thread (a hand-off costs more
+# than it saves). ``LIVEMEM_SCAN_THREADS=1`` turns it off.
+SCAN_BLOCK_ROWS = 65_536
+PARALLEL_MIN_ROWS = 200_000
+SCAN_THREADS = max(1, int(os.environ.get("LIVEMEM_SCAN_THREADS", "0") or 0) or min(2, os.cpu_count() or 1))
+_POOL: list[ThreadPoolExecutor] = []
+_POOL_LOCK = threading.Lock()
+
+
+def _scan_pool() -> ThreadPoolExecutor | None:
+    if SCAN_THREADS <= 1:
+        return None
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(SCAN_THREADS, thread_name_prefix="dense-scan"))
+        return _POOL[0]
 
 
 def _scratch(rows: int, dim: int) -> np.ndarray:
@@ -154,7 +176,9 @@ class FbgemmHalf(Kernel):
     def pack(self, dense: np.ndarray) -> Any:
         import torch
 
-        return torch.ops.quantized.linear_prepack_fp16(torch.from_numpy(dense), None)
+        with warnings.catch_warnings():  # a mapped, read-only segment array: only read (packing copies it)
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.ops.quantized.linear_prepack_fp16(torch.from_numpy(dense), None)
 
     def product(self, packed: Any, query: np.ndarray) -> np.ndarray:
         import torch
@@ -256,7 +280,7 @@ class _Packed:
     """A segment's vectors packed for the first stage, with what the error bound needs."""
 
     kernel: Kernel
-    vectors: Any  # the kernel's packed float16 vectors
+    blocks: list[tuple[int, int, Any]]  # (first row, end row, the kernel's packed float16 vectors of those rows)
     max_norm: float  # an upper bound of the largest row L2 norm (of the float32 vectors), inf when not usable
     usable: bool  # finite and small enough for float16
 
@@ -278,7 +302,11 @@ def packed(dense: np.ndarray, kernel: Kernel) -> _Packed:
     # einsum sums in float64: its error is far below the slack; NaN / inf make the segment unusable
     max_norm = math.sqrt(largest) * (1 + SLACK) if math.isfinite(largest) else math.inf
     usable = max_norm < F16_MAX and dense.shape[0] > 0
-    result = _Packed(kernel, kernel.pack(np.ascontiguousarray(dense, np.float32)) if usable else None, max_norm, usable)
+    blocks = []
+    for start in range(0, dense.shape[0], SCAN_BLOCK_ROWS) if usable else ():
+        end = min(start + SCAN_BLOCK_ROWS, dense.shape[0])
+        blocks.append((start, end, kernel.pack(np.ascontiguousarray(dense[start:end], np.float32))))
+    result = _Packed(kernel, blocks, max_norm, usable)
     with _PACKED_LOCK:
         if key not in _PACKED or _PACKED[key][0]() is not dense:
             weakref.finalize(dense, _forget, key)  # the packed copy goes with the segment's vectors
@@ -414,9 +442,20 @@ class DenseScan:
             return
         self.bound = bound
         approx = np.empty(self.dense.size, dtype=np.float32)
-        for (dense, rows), part, start in zip(self.dense.parts, parts, self.dense.offsets, strict=False):
-            scored = kernel.product(part.vectors, self.query)
-            approx[start : start + rows.size] = scored if rows.size == dense.shape[0] else scored[rows]
+        jobs = []  # (part, block start, block end, packed block)
+        for p, part in enumerate(parts):
+            jobs.extend((p, a, b, block) for a, b, block in part.blocks)
+        pool = _scan_pool() if self.dense.size >= PARALLEL_MIN_ROWS and len(jobs) > 1 else None
+        if pool is None:
+            products = [kernel.product(block, self.query) for _, _, _, block in jobs]
+        else:
+            products = list(pool.map(lambda job: kernel.product(job[3], self.query), jobs))
+        scored: list[list[np.ndarray]] = [[] for _ in parts]
+        for (p, _, _, _), product in zip(jobs, products, strict=True):
+            scored[p].append(product)
+        for (dense, rows), pieces, start in zip(self.dense.parts, scored, self.dense.offsets, strict=False):
+            whole = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            approx[start : start + rows.size] = whole if rows.size == dense.shape[0] else whole[rows]
         if self.allowed.size < self.dense.size:
             approx[~self.mask] = -np.inf
         self.approx = approx

@@ -8,10 +8,13 @@ while other requests keep using the one they hold; segments already loaded for t
 (``SegmentCache``), so a switch costs what the new version adds. Chroma is never opened.
 
 Before a version is used its own files are checked against the sizes and SHA-256 sums its manifest records
-(``verify_files``) and each segment, once per process, against the hashes its name commits to; what retrieval
-needs is read into memory (never memory-mapped), so a file damaged on disk later cannot crash a worker: a damaged
-version is a 503 naming it, and a worker keeps the version it already holds. Messages for callers name versions
-and files relative to the version, never server paths (those are logged).
+(``verify_files``) and each segment against the hashes its name commits to, once, by the first worker that loads
+it: that worker writes the segment's **serving copy** (``livemem.version.mapped``: plain arrays), which every worker
+of the machine maps, so N workers share one copy of rows, vectors and postings in the page cache and a worker holds
+no per-row objects (``Rows`` reads a row when a response needs it). The index's own files are never mapped, so a
+file damaged on disk later cannot crash a worker: a damaged version is a 503 naming it, and a worker keeps the
+version it already holds. Messages for callers name versions and files relative to the version, never server paths
+(those are logged).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import re
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -37,7 +41,8 @@ from livemem.dense import DenseRows
 from livemem.errors import LivingMemoryError
 from livemem.sparse import SparseScorer
 from livemem.store import CHROMA, MANIFEST, IndexHome
-from livemem.version import connect, parts_dir
+from livemem.version import connect, mapped, parts_dir
+from livemem.version.mapped import Table
 from livemem.version.segments import Segment, SegmentCache
 
 log = logging.getLogger(__name__)
@@ -87,7 +92,7 @@ class Snapshot:
     ids: list[str]
     dense: DenseRows
     sparse: SparseScorer | None
-    rows: list[dict[str, Any]]
+    rows: Rows
     columns: dict[str, np.ndarray]
     row_of: dict[str, int]
     access_of: dict[str, str]
@@ -214,19 +219,17 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             (SEGMENTS.get(parts, s), all_rows[bounds[s][0] : bounds[s][1]]) for s in order if s in bounds
         ]  # fmt: skip
         SEGMENTS.retain(parts, set(order) | _still_held())
+        _prune_copies(parts)
         ids: list[str] = []
-        rows: list[dict[str, Any]] = []
         per_segment: list[dict[str, np.ndarray]] = []
         sparse_parts = []
         offset = 0
         for segment, seg_rows in segments:
-            if seg_rows.size and int(seg_rows.max()) >= len(segment.records):
-                raise ValueError(f"chunk_members names rows beyond the {len(segment.records)} of {segment.id}")
+            if seg_rows.size and int(seg_rows.max()) >= segment.size:
+                raise ValueError(f"chunk_members names rows beyond the {segment.size} of {segment.id}")
             ids.extend(segment.chunk_ids[seg_rows].tolist())
-            records_ = segment.records
-            rows.extend([records_[r] for r in seg_rows])
             per_segment.append({k: v[seg_rows] for k, v in _segment_columns(segment).items()})
-            positions = np.full(len(records_), -1, dtype=np.int64)
+            positions = np.full(segment.size, -1, dtype=np.int64)
             positions[seg_rows] = np.arange(offset, offset + seg_rows.size)
             sparse_parts.append((segment.postings, positions))
             offset += seg_rows.size
@@ -266,7 +269,7 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
         ids=ids,
         dense=dense,
         sparse=sparse,
-        rows=rows,
+        rows=Rows([(segment.table, seg_rows) for segment, seg_rows in segments]),
         columns=columns,
         row_of={cid: i for i, cid in enumerate(ids)},
         access_of=access_of,
@@ -280,6 +283,15 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
 
 
 _HELD: weakref.WeakSet[Snapshot] = weakref.WeakSet()  # snapshots alive in this process: their segments stay loaded
+
+
+def _prune_copies(parts: Path) -> None:
+    """Remove serving copies of segments gone from ``parts`` (the build removes those in the home's own cache;
+    this covers a cache elsewhere, ``LIVEMEM_SERVING_CACHE``)."""
+    try:
+        mapped.prune(mapped.cache_root(parts), parts)
+    except OSError as exc:
+        log.info("serving copies not pruned: %s", exc)
 
 
 def _still_held() -> set[str]:
@@ -375,22 +387,51 @@ _COLUMN_KINDS = {
 
 def _segment_columns(segment: Segment) -> dict[str, np.ndarray]:
     """Columns of a segment's rows as numpy arrays that filters and scoring read (computed once per segment and
-    process, shared by every snapshot holding the segment); attention is the version's, added per snapshot."""
+    process, shared by every snapshot holding the segment; each distinct value decoded or parsed once); attention is
+    the version's, added per snapshot."""
     found = segment.derived.get("columns")
     if found is not None:
         return found
-    rows = segment.records
-    domain = [json.loads(r["domain"]) if r["domain"] else {} for r in rows]
+    table = segment.table
     columns: dict[str, np.ndarray] = {
-        name: np.array([r[name] for r in rows], dtype=object)
+        name: table.column(name)
         for name in ("source", "collection", "access", "path", "type", "seal_state", "parent_id")
     }
+    domain_codes = np.asarray(table.codes("domain"))
+    domains = [json.loads(d) if d else {} for d in table.dictionary("domain")]
     for name in DOMAIN_FIELDS:
-        columns[name] = np.array([None if d.get(name) is None else str(d[name]) for d in domain], dtype=object)
-    columns["updated"] = np.array([parse_time(r["updated_at"]) for r in rows], dtype=np.float64)
-    columns["document_date"] = np.array([parse_time(d.get("document_date")) for d in domain], dtype=np.float64)
+        values = np.array([None if d.get(name) is None else str(d[name]) for d in domains], dtype=object)
+        columns[name] = values[domain_codes]
+    times = np.array([parse_time(v) for v in table.dictionary("updated_at")], dtype=np.float64)
+    columns["updated"] = times[np.asarray(table.codes("updated_at"))]
+    dated = np.array([parse_time(d.get("document_date")) for d in domains], dtype=np.float64)
+    columns["document_date"] = dated[domain_codes]
     segment.derived["columns"] = columns
     return columns
+
+
+class Rows(Sequence):
+    """A snapshot's chunk rows (``rows[i]``: a dict of the ``chunks`` columns), read from the segments' tables when
+    asked for: a worker holds no per-row objects, and the tables' pages are shared by the workers of a machine."""
+
+    def __init__(self, parts: list[tuple[Table, np.ndarray]]) -> None:
+        self.parts = parts  # (segment table, the segment rows the snapshot holds, in order)
+        self.offsets = np.concatenate([[0], np.cumsum([int(rows.size) for _, rows in parts])]).astype(np.int64)
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def __getitem__(self, row):  # type: ignore[override]
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(len(self)))]
+        row = int(row)
+        if row < 0:
+            row += len(self)
+        if not 0 <= row < len(self):
+            raise IndexError(f"row {row} of {len(self)}")
+        part = int(np.searchsorted(self.offsets, row, side="right")) - 1
+        table, held = self.parts[part]
+        return table.row(int(held[row - self.offsets[part]]))
 
 
 class IndexReader:

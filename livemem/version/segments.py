@@ -11,12 +11,17 @@
 
 Files are written into a temporary directory, made read-only, and renamed into place: a segment directory that
 exists is complete. Writing a segment whose content already exists reuses it.
+
+Serving reads a segment through its serving copy (``livemem.version.mapped``: uncompressed arrays in
+``<home>/cache/serving/<segment id>/``, written once from the verified files and mapped by every worker); removing a
+segment (``gc_parts``) removes its copy.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import threading
@@ -33,6 +38,10 @@ import pandas as pd
 from livemem.duck import registered, sql_literals
 from livemem.errors import LivingMemoryError
 from livemem.sparse import Postings
+from livemem.version import mapped
+from livemem.version.mapped import Table
+
+log = logging.getLogger(__name__)
 
 SEGMENT_FORMAT = 1
 MAX_SEGMENTS = 8  # a version holding more is merged (the smallest together) when a build publishes
@@ -198,20 +207,31 @@ def merge_plan(live: dict[str, int], sizes: dict[str, int]) -> list[str]:
 # --- serving -------------------------------------------------------------------------------------------------
 
 
-@dataclass
+CHUNK_KINDS = {name: "int" if kind == "INTEGER" else "text" for name, kind in CHUNK_SCHEMA}
+POSTING_FIELDS = ("terms", "starts", "rows", "tf", "lengths")
+
+
+@dataclass(eq=False)
 class Segment:
-    """One segment loaded for serving: read into memory (never memory-mapped: a file damaged on disk later must
-    not crash a worker), verified once against its recorded hashes."""
+    """One segment loaded for serving, verified once against its recorded hashes: its rows by column
+    (``mapped.Table``), vectors and postings, mapped from the serving copy that every worker of the machine shares
+    (``livemem.version.mapped``), or held in this process's memory when no copy can be written."""
 
     id: str
     chunk_ids: np.ndarray
-    records: list[dict[str, Any]]
+    table: Table
     dense: np.ndarray
     postings: Postings
+    mapped: bool = False
     derived: dict[str, Any] = field(default_factory=dict)  # what readers compute once per segment (columns)
 
+    @property
+    def size(self) -> int:
+        return len(self.table)
 
-def load_segment(parts: Path, segment_id: str) -> Segment:
+
+def _read_verified(parts: Path, segment_id: str) -> tuple[int, dict[str, np.ndarray]]:
+    """The arrays of a segment's serving copy, read from its files after checking them against its name."""
     directory = parts / segment_id
     meta = segment_meta(parts, segment_id)
     files = meta.get("files") or {}
@@ -232,14 +252,44 @@ def load_segment(parts: Path, segment_id: str) -> Segment:
         frame = con.execute(f"SELECT {', '.join(CHUNK_COLUMNS)} FROM read_parquet('{target}') ORDER BY _row").df()
     finally:
         con.close()
-    frame["domain"] = pd.Series([v if isinstance(v, str) else None for v in frame["domain"]], dtype=object)
     dense = np.ascontiguousarray(np.load(directory / "dense.npy"), dtype=np.float32)
     postings = Postings.load(directory / "postings.npz")
     if not (len(frame) == dense.shape[0] == postings.size == meta.get("chunks")):
         raise DamagedSegment(
             f"segment {segment_id}: {len(frame)} rows, {dense.shape[0]} vectors, {postings.size} BM25 documents"
         )
-    return Segment(segment_id, frame["chunk_id"].to_numpy(dtype=object), frame.to_dict("records"), dense, postings)
+    arrays = mapped.encode_frame(frame, CHUNK_KINDS)
+    arrays["dense"] = dense
+    arrays.update({f"postings.{name}": getattr(postings, name) for name in POSTING_FIELDS})
+    return len(frame), arrays
+
+
+def _segment(segment_id: str, size: int, arrays: dict[str, np.ndarray], is_mapped: bool) -> Segment:
+    table = Table({k: v for k, v in arrays.items() if k.split(".", 1)[0] in CHUNK_KINDS}, CHUNK_KINDS, size)
+    postings = Postings(**{name: arrays[f"postings.{name}"] for name in POSTING_FIELDS})
+    dense = arrays["dense"]
+    if not (dense.shape[0] == postings.size == size == table.codes("chunk_id").size):
+        raise DamagedSegment(f"segment {segment_id}: {size} rows, {dense.shape[0]} vectors, {postings.size} postings")
+    return Segment(segment_id, table.column("chunk_id"), table, dense, postings, is_mapped)
+
+
+def load_segment(parts: Path, segment_id: str) -> Segment:
+    """A segment for serving: mapped from its serving copy, written first (from its verified files) if there is
+    none yet; held in memory when no copy can be written."""
+    root = mapped.cache_root(parts)
+    found = mapped.open_copy(root, segment_id)
+    if found is None:
+        size, arrays = _read_verified(parts, segment_id)
+        if mapped.writable(root):
+            try:
+                mapped.write_copy(root, segment_id, arrays, {"chunks": size})
+                found = mapped.open_copy(root, segment_id)
+            except OSError as exc:
+                log.warning("serving copy of %s not written (%s): held in this worker's memory", segment_id, exc)
+        if found is None:
+            return _segment(segment_id, size, arrays, False)
+    meta, arrays = found
+    return _segment(segment_id, int(meta["chunks"]), arrays, True)
 
 
 class SegmentCache:
@@ -279,6 +329,7 @@ def gc_parts(home_root: Path, referenced: set[str]) -> list[str]:
         if entry.name.startswith(".tmp-") or (entry.name.startswith("seg-") and entry.name not in referenced):
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry.name)
+    mapped.prune(mapped.cache_root(parts), parts)  # their serving copies go with them
     return removed
 
 

@@ -1,0 +1,235 @@
+"""Serving copies of segments: what retrieval reads of a segment, as plain arrays that every worker maps.
+
+A serving worker needs a segment's chunk rows (for the few results a response returns, and a few columns for
+filters), its vectors and its BM25 postings. Read into each worker's own memory, N workers hold N copies (at 500k
+chunks, 3.3 GB each). Instead the first worker that loads a segment checks its files against the hashes its name
+commits to (``segments.load_segment``) and writes a **serving copy** of what it read: uncompressed ``.npy`` arrays
+in ``<serving cache>/<segment id>/``, written into a temporary directory and renamed into place (a copy that
+exists is complete). Every worker, this one included, then maps the copy read-only (``np.load(mmap_mode="r")``):
+the pages live once in the page cache, shared by all workers of the machine, and only the pages a response touches
+are read.
+
+Why a copy rather than mapping the segment's own files: those are compressed (Parquet) or zipped (``.npz``), and
+a worker must survive the index files being damaged or truncated under it (issue 12: a truncated memory-mapped file
+ends the process with SIGBUS). The copy is the serving side's own, written from verified bytes; nothing else writes
+it. A segment id names its content, so a copy never goes stale; copies of segments that no kept version names are
+removed with them (``gc``), and by readers (``prune``).
+
+Where: ``LIVEMEM_SERVING_CACHE`` if set (for example a local directory or tmpfs shared by the workers of one
+machine when the index home is mounted read-only), else ``<home>/cache/serving``. When the directory cannot be
+written, a worker keeps what it read in its own memory, as before, and says so once in its log.
+
+Rows are stored by column. A text column is dictionary-encoded: ``<col>.codes.npy`` (int32 per row, -1 for
+NULL) over a dictionary of distinct values (``<col>.offsets.npy`` into the UTF-8 bytes ``<col>.bytes.npy``), so a
+filter column (collection, access, county: a few distinct values) costs four bytes a row and its values are decoded
+once. A number column is ``<col>.values.npy`` with ``<col>.codes.npy`` marking NULLs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+SERVING_CACHE_ENV = "LIVEMEM_SERVING_CACHE"
+COPY_FORMAT = 1
+META = "copy.json"
+STALE_TMP_S = 3600.0  # a temporary directory older than this was left by a worker that died while writing
+_WARNED: set[str] = set()
+_WARN_LOCK = threading.Lock()
+
+
+def cache_root(parts: Path) -> Path:
+    """Where serving copies of the segments in ``parts`` (``<home>/parts``) live."""
+    configured = os.environ.get(SERVING_CACHE_ENV)
+    if configured:
+        # one directory may serve several homes: a subdirectory per home keeps their copies (and pruning) apart
+        home = hashlib.sha256(str(Path(parts).resolve().parent).encode()).hexdigest()[:16]
+        return Path(configured) / home
+    return Path(parts).resolve().parent / "cache" / "serving"
+
+
+class Table:
+    """A segment's chunk rows, by column, over (mapped) arrays: ``row(i)`` is row ``i`` as a dict, ``column(name)``
+    every value of a column as an object array (NULL: None), decoded once per distinct value."""
+
+    def __init__(self, arrays: Mapping[str, np.ndarray], columns: dict[str, str], size: int) -> None:
+        self.arrays = arrays
+        self.kinds = columns  # column name -> "text" | "int" | "float"
+        self.size = size
+        self._dictionaries: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _value(self, name: str, code: int) -> Any:
+        offsets = self.arrays[f"{name}.offsets"]
+        start, end = int(offsets[code]), int(offsets[code + 1])
+        return self.arrays[f"{name}.bytes"][start:end].tobytes().decode("utf-8")
+
+    def value(self, name: str, row: int) -> Any:
+        code = int(self.arrays[f"{name}.codes"][row])
+        if code < 0:
+            return None
+        kind = self.kinds[name]
+        if kind == "text":
+            return self._value(name, code)
+        value = self.arrays[f"{name}.values"][row]
+        return int(value) if kind == "int" else float(value)
+
+    def row(self, row: int) -> dict[str, Any]:
+        return {name: self.value(name, row) for name in self.kinds}
+
+    def dictionary(self, name: str) -> np.ndarray:
+        """The distinct values of text column ``name`` in code order, then None (so ``dictionary[codes]`` maps the
+        NULL code -1 to None)."""
+        found = self._dictionaries.get(name)
+        if found is None:
+            offsets = np.asarray(self.arrays[f"{name}.offsets"])
+            blob = self.arrays[f"{name}.bytes"].tobytes()
+            values = [
+                blob[a:b].decode("utf-8") for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)
+            ]
+            found = np.array([*values, None], dtype=object)
+            with self._lock:
+                self._dictionaries[name] = found
+        return found
+
+    def codes(self, name: str) -> np.ndarray:
+        return self.arrays[f"{name}.codes"]
+
+    def column(self, name: str) -> np.ndarray:
+        """Every value of text column ``name``, as an object array (the distinct values are shared objects)."""
+        return self.dictionary(name)[np.asarray(self.codes(name))]
+
+
+def encode_frame(frame: pd.DataFrame, columns: dict[str, str]) -> dict[str, np.ndarray]:
+    """The arrays of a ``Table`` holding ``frame``'s ``columns`` (name -> kind)."""
+    arrays: dict[str, np.ndarray] = {}
+    for name, kind in columns.items():
+        series = frame[name]
+        if kind == "text":
+            codes, uniques = pd.factorize(series, use_na_sentinel=True)
+            encoded = [str(v).encode("utf-8") for v in uniques]
+            offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+            np.cumsum([len(b) for b in encoded], out=offsets[1:])
+            arrays[f"{name}.codes"] = codes.astype(np.int32)
+            arrays[f"{name}.offsets"] = offsets
+            arrays[f"{name}.bytes"] = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        else:
+            null = series.isna().to_numpy()
+            dtype = np.int64 if kind == "int" else np.float64
+            arrays[f"{name}.codes"] = np.where(null, -1, 0).astype(np.int32)
+            arrays[f"{name}.values"] = series.fillna(0).to_numpy(dtype=dtype)
+    return arrays
+
+
+def write_copy(root: Path, segment_id: str, arrays: Mapping[str, np.ndarray], meta: dict[str, Any]) -> Path:
+    """Write a serving copy (temporary directory, then one rename); a copy already there is kept as it is."""
+    target = root / segment_id
+    if (target / META).is_file():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".tmp-{segment_id}-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    try:
+        for name, array in arrays.items():
+            np.save(tmp / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
+        sizes = {name: (tmp / f"{name}.npy").stat().st_size for name in arrays}
+        body = {**meta, "format": COPY_FORMAT, "segment": segment_id, "sizes": sizes}
+        (tmp / META).write_text(json.dumps(body, indent=1), encoding="utf-8")
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / META).is_file():  # not another worker's copy of the same segment: a real failure
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def open_copy(root: Path, segment_id: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+    """The metadata and mapped arrays of the serving copy of ``segment_id``; None when there is none (or it is not
+    the size it recorded: then it is removed, to be written again)."""
+    directory = root / segment_id
+    try:
+        meta = json.loads((directory / META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    arrays: dict[str, np.ndarray] = {}
+    try:
+        if meta.get("format") != COPY_FORMAT or meta.get("segment") != segment_id:
+            raise ValueError("another format")
+        for name, size in meta["sizes"].items():
+            path = directory / f"{name}.npy"
+            if path.stat().st_size != size:
+                raise ValueError(f"{name}.npy has {path.stat().st_size} bytes, the copy recorded {size}")
+            arrays[name] = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, KeyError) as exc:
+        log.warning("serving copy of %s at %s unusable (%s): written again", segment_id, directory, exc)
+        remove(root, [segment_id])
+        return None
+    return meta, arrays
+
+
+def writable(root: Path) -> bool:
+    """Whether serving copies can be written under ``root`` (warns once per directory when not)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".probe-{uuid.uuid4().hex}"
+        probe.touch()
+        probe.unlink()
+        return True
+    except OSError as exc:
+        with _WARN_LOCK:
+            if str(root) not in _WARNED:
+                _WARNED.add(str(root))
+                log.warning(
+                    "serving copies cannot be written at %s (%s): each worker keeps segments in its own memory; "
+                    "set %s to a writable directory to share them",
+                    root, exc, SERVING_CACHE_ENV,
+                )  # fmt: skip
+        return False
+
+
+def remove(root: Path, segment_ids: list[str]) -> None:
+    """Remove copies (a worker that maps one keeps its pages until it unmaps them: removal is safe under it)."""
+    for segment_id in segment_ids:
+        shutil.rmtree(root / segment_id, ignore_errors=True)
+
+
+def prune(root: Path, parts: Path) -> list[str]:
+    """Remove copies of segments that are gone from ``parts``, and temporary directories left by dead workers."""
+    if not root.is_dir():
+        return []
+    removed = []
+    now = time.time()
+    for entry in root.iterdir():
+        if entry.name.startswith(".tmp-") or entry.name.startswith(".probe-"):
+            try:
+                stale = now - entry.stat().st_mtime > STALE_TMP_S
+            except OSError:
+                continue
+            if stale:
+                shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+                removed.append(entry.name)
+        elif entry.name.startswith("seg-") and not (parts / entry.name).is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry.name)
+    return removed
