@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
+from livemem import graph
 from livemem.dates import date_mask, passage_date, question_dates
 from livemem.errors import ConfigError
 from livemem.gis_index import GisIndex, cached_gis_index
@@ -212,7 +213,8 @@ INTENT_RULES: list[tuple[str, str, re.Pattern[str]]] = [
         "relation question",
         re.compile(
             r"\b(which|what) (county|zip|zips|zip codes?)\b|\b(serves?|serving) (?:zip|the zip|\d{5})|"
-            r"\blocated in\b|\bpart of\b|\bin which county\b",
+            r"\blocated in\b|\bpart of\b|\bin which county\b|\b(?:relationship|relation|connection) between\b|"
+            r"\b(?:connects?|connected|related|linked) (?:to|with)\b",
             re.IGNORECASE,
         ),
     ),
@@ -631,20 +633,19 @@ def spatial_search(
 
 def structured_facts(gis: GisIndex, entities: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The GBIM relations (``gbim_relations``) of the entities in evidence, as labelled triples."""
-    facts = []
-    for e in entities:
-        for rel in gis.relations.get(e["entity_id"], []):
-            facts.append(
-                {
-                    "subject": rel["subject"],
-                    "subject_label": e["label"],
-                    "predicate": rel["predicate"],
-                    "object": rel["object"],
-                    "object_kind": rel["object_kind"],
-                    "provenance": rel["provenance"],
-                }
-            )
-    return facts
+    return [
+        graph.fact(gis, e["entity_id"], rel, "spatial")
+        for e in entities
+        for rel in gis.relations.get(e["entity_id"], [])
+    ]
+
+
+def merge_facts(first: list[dict[str, Any]], then: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Both lists of triples, each triple once (where it first appears)."""
+    merged: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for f in [*first, *then]:
+        merged.setdefault((f["subject"], f["predicate"], f["object"]), f)
+    return list(merged.values())
 
 
 MAX_LOOKUP_COUNTIES = 3
@@ -979,6 +980,7 @@ def build_context(
     registry_lookups: list[dict[str, Any]] = []
     candidates = 0
     offers: list[dict[str, Any]] = []
+    graph_route: dict[str, Any] | None = None
     response_class, reason = "answer", "evidence found"
     web_info: dict[str, Any] = {"admitted": False, "reason": "", "calls": []}
     out_of_state = [p for p in sq.places if p.state != STATE]
@@ -1017,6 +1019,13 @@ def build_context(
             sections["structured_facts"] = structured_facts(gis, sections["spatial"])
             queried.append("gbim")
             tick("spatial")
+        if gis is not None and elig.spatial_datasets and not sq.collections:
+            # The graph beside the passages: relationship questions, and entities the passages name (livemem.graph)
+            graph_facts, graph_route = graph.fuse(gis, caller.access, request.message, sections["unstructured"])
+            if graph_facts:
+                sections["structured_facts"] = merge_facts(graph_facts, sections["structured_facts"])
+                queried.extend([] if "gbim" in queried else ["gbim"])
+            tick("graph")
         wants_registry = "resource" in intents or (wv_scoped and sq.counties)
         if elig.registries and wants_registry and not sq.collections:
             ids = [p["local_resource_id"] for p in sections["unstructured"] if p.get("local_resource_id")]
@@ -1084,6 +1093,7 @@ def build_context(
         else None,
         "min_score": request.min_score,
         "dates": date_route(sq, sections["unstructured"]),
+        "graph": graph_route,
         "conversation": request.conversation,
         "personal": request.personal.route(sections["personal"], sections["unstructured"])
         if request.personal
@@ -1098,6 +1108,7 @@ def build_context(
         "message": request.message,
         "route": route,
         **sections,
+        "facts_summary": graph.summarize(sections["structured_facts"], graph_route),
         "prompt": prompt,
         "citations": citations,
         "index_version": snap.version_id,

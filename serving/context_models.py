@@ -188,6 +188,10 @@ class Route(BaseModel):
     budget: Budget | None = None
     recency: dict[str, float] | None = Field(None, description="the recency bias applied (bias, half_life_days)")
     min_score: float | None = Field(None, description="the normalised score threshold applied")
+    graph: dict[str, Any] | None = Field(
+        None,
+        description="the graph's part: relationship (terms, resolved nodes, connections), named_in_passages",
+    )
     dates: dict[str, Any] | None = Field(
         None, description="the date range the message named: after, before, from, what passages were dated by"
     )
@@ -235,7 +239,9 @@ class Fact(BaseModel):
     predicate: str
     object: str
     object_kind: str
+    object_label: str | None = Field(None, description="the label of an entity object (near)")
     provenance: dict[str, Any]
+    resolved_from: str | None = Field(None, description="spatial, question, or passage <chunk id>")
     ref: int | None = None
 
 
@@ -315,6 +321,7 @@ class Evidence(BaseModel):
 class ContextResponse(Evidence):
     message: str
     route: Route
+    facts_summary: str | None = Field(None, description="the structured facts in a few plain sentences")
     prompt: Prompt
     citations: list[Citation]
     index_version: str

@@ -1,0 +1,270 @@
+"""Vector + graph fusion for ``/context``: the GBIM graph beside the passages.
+
+- **Entities named in passages** (``named_entities``): a retrieved passage that names a GBIM entity by its label
+  ("the Beckley DHHR office") brings that entity's facts (``gbim_relations``) into ``structured_facts``, each
+  marked with the passage it was resolved from.
+- **Relationship questions** (``relationship_terms``): "what is the relationship between X and Y", "how is X
+  connected to Y", "does X connect to Y", "is X part of Y" are dispatched to the graph: each side is resolved by
+  name (an entity, a county, a ZIP, a program, an organization or a worldview; ``resolve``) and
+  ``connections`` lists the direct triples between them, the objects both share (both ``serves_program`` SNAP,
+  both ``located_in`` Fayette) and, between two non-entities, the entities linking them.
+- **A short unstructured summary** (``summarize``) of the facts in evidence, a sentence per entity, beside the
+  triples themselves.
+
+Only entities the caller's access levels may read are resolved, named or summarised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from functools import lru_cache
+from typing import Any
+
+from livemem.gbim import find_entities, normalize_name
+from livemem.gis_index import GisIndex, cached_gis_index
+from livemem.places import county_name
+
+MAX_NAMED = 5  # entities named in passages whose facts are fetched
+MAX_RESOLVED = 3  # nodes one side of a relationship question may resolve to
+MAX_SUMMARISED = 3  # entities the summary describes
+MIN_LABEL_WORDS = 2  # a one-word label ("Clinic") is too common to be a name in running text
+
+_END = r"\s*[?.!]*\s*$"
+RELATIONSHIP_PATTERNS = [
+    re.compile(rf"\b(?:relationship|relation|connection|link) between (?P<a>.+?) and (?P<b>.+?){_END}", re.I),
+    re.compile(
+        rf"\bhow (?:is|are|does|do) (?P<a>.+?) (?:related|connected|linked|connect|relate) (?:to|with) (?P<b>.+?){_END}",
+        re.I,
+    ),
+    re.compile(rf"\b(?:is|are) (?P<a>.+?) (?:related|connected|linked) (?:to|with) (?P<b>.+?){_END}", re.I),
+    re.compile(rf"\b(?:does|do) (?P<a>.+?) connect (?:to|with) (?P<b>.+?){_END}", re.I),
+    re.compile(rf"^(?:what|which|who) (?:\w+ )?connects? (?P<a>.+?) (?:to|with|and) (?P<b>.+?){_END}", re.I),
+    re.compile(rf"\b(?:is|are) (?P<a>.+?) (?:a )?part of (?P<b>.+?){_END}", re.I),
+]
+SINGLE_PATTERNS = [
+    re.compile(rf"\bwhat (?:is|are) (?P<a>.+?) (?:a )?part of{_END}", re.I),
+    re.compile(rf"\bwhat (?:connects|is connected|links|is linked) (?:to|with) (?P<a>.+?){_END}", re.I),
+    re.compile(rf"^(?P<a>.+?) connects? to what{_END}", re.I),
+]
+_LEADING = re.compile(r"^(?:the|a|an)\s+", re.I)
+
+
+def relationship_terms(message: str) -> tuple[str, str | None] | None:
+    """The two sides of a relationship question (the second None for "what is X part of"), or None."""
+    for pattern in RELATIONSHIP_PATTERNS:
+        if m := pattern.search(message):
+            return _clean(m.group("a")), _clean(m.group("b"))
+    for pattern in SINGLE_PATTERNS:
+        if m := pattern.search(message):
+            return _clean(m.group("a")), None
+    return None
+
+
+def _clean(term: str) -> str:
+    return _LEADING.sub("", term.strip(" \t\"'“”‘’,;:")).strip()
+
+
+def _visible(gis: GisIndex, access: frozenset[str]) -> list[dict[str, Any]]:
+    return [e for e, a in zip(gis.entities, gis.access, strict=True) if a in access]
+
+
+def resolve(gis: GisIndex, access: frozenset[str], term: str) -> list[dict[str, str]]:
+    """Graph nodes a name stands for: entities (the exact label, else the best label matches), else a county, a
+    ZIP, or a program, organization or worldview some visible triple names."""
+    visible = _visible(gis, access)
+    wanted = normalize_name(term)
+    exact = [e for e in visible if normalize_name(e["label"]) == wanted]
+    entities = exact or find_entities(visible, term)[:MAX_RESOLVED]
+    if entities:
+        return [{"kind": "entity", "value": e["entity_id"], "label": e["label"]} for e in entities]
+    if re.fullmatch(r"\d{5}", term.strip()):
+        return [{"kind": "zip", "value": term.strip(), "label": f"ZIP {term.strip()}"}]
+    county = county_name(term)
+    if county:
+        return [{"kind": "county", "value": county, "label": f"{county} County"}]
+    for e in visible:
+        for rel in gis.relations.get(e["entity_id"], ()):
+            if (
+                rel["object_kind"] in ("program", "organization", "worldview")
+                and normalize_name(rel["object"]) == wanted
+            ):
+                return [{"kind": rel["object_kind"], "value": rel["object"], "label": rel["object"]}]
+    return []
+
+
+def _matches(rel: dict[str, Any], node: dict[str, str]) -> bool:
+    if node["kind"] == "entity":
+        return rel["object_kind"] == "entity" and rel["object"] == node["value"]
+    if node["kind"] == "county":
+        return rel["object_kind"] == "county" and county_name(rel["object"]) == node["value"]
+    return rel["object_kind"] == node["kind"] and normalize_name(rel["object"]) == normalize_name(node["value"])
+
+
+def connections(
+    gis: GisIndex, access: frozenset[str], a_nodes: list[dict[str, str]], b_nodes: list[dict[str, str]]
+) -> tuple[list[dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
+    """How each node of one side connects to each of the other: ``direct`` (a triple from one to the other),
+    ``shared`` (both entities have the same predicate and object; ``near`` excluded, it is direct) and ``through``
+    (entities with a triple to each of two non-entity nodes). Also the triples involved, as (subject id, triple)."""
+    found: list[dict[str, Any]] = []
+    triples: list[tuple[str, dict[str, Any]]] = []
+    visible = _visible(gis, access)
+    for a in a_nodes:
+        for b in b_nodes:
+            for one, other in ((a, b), (b, a)):
+                direct = [r for r in gis.relations.get(one["value"], ()) if _matches(r, other)]
+                if one["kind"] != "entity" or not direct:
+                    continue
+                for rel in direct:
+                    found.append({"kind": "direct", "from": one["label"], "predicate": rel["predicate"],
+                                  "to": other["label"], "provenance": rel["provenance"]})  # fmt: skip
+                    triples.append((one["value"], rel))
+                break  # "A near B" once, not again as "B near A"
+            if a["kind"] == b["kind"] == "entity":
+                rels_a = {(r["predicate"], r["object"]): r for r in gis.relations.get(a["value"], ())}
+                for r in gis.relations.get(b["value"], ()):
+                    key = (r["predicate"], r["object"])
+                    if r["predicate"] != "near" and key in rels_a:
+                        found.append({"kind": "shared", "from": a["label"], "to": b["label"],
+                                      "predicate": r["predicate"], "object": r["object"]})  # fmt: skip
+                        triples += [(a["value"], rels_a[key]), (b["value"], r)]
+            elif a["kind"] != "entity" and b["kind"] != "entity":
+                for e in visible:
+                    rels = gis.relations.get(e["entity_id"], ())
+                    to_a = next((r for r in rels if _matches(r, a)), None)
+                    to_b = next((r for r in rels if _matches(r, b)), None)
+                    if to_a and to_b:
+                        found.append({"kind": "through", "from": a["label"], "to": b["label"], "via": e["label"],
+                                      "predicates": [to_a["predicate"], to_b["predicate"]]})  # fmt: skip
+                        triples += [(e["entity_id"], to_a), (e["entity_id"], to_b)]
+    return found, triples
+
+
+@lru_cache(maxsize=8)
+def _label_pattern(version_dir: str) -> tuple[re.Pattern[str] | None, dict[str, list[int]]]:
+    """One regular expression of every entity label of a version (longest first), and the rows of each label."""
+    gis = cached_gis_index(version_dir)
+    rows: dict[str, list[int]] = defaultdict(list)
+    for row, e in enumerate(gis.entities if gis else []):
+        label = normalize_name(e["label"])
+        if len(label.split()) >= MIN_LABEL_WORDS:
+            rows[label].append(row)
+    if not rows:
+        return None, {}
+    alternatives = sorted(rows, key=len, reverse=True)
+    pattern = r"\b(?:" + "|".join(r"\W+".join(map(re.escape, label.split())) for label in alternatives) + r")\b"
+    return re.compile(pattern, re.IGNORECASE), dict(rows)
+
+
+def named_entities(gis: GisIndex, access: frozenset[str], passages: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """(entity row, chunk id) of the entities the passages name by label, in passage order, each once."""
+    pattern, rows = _label_pattern(str(gis.path))
+    if pattern is None:
+        return []
+    out: dict[int, str] = {}
+    for p in passages:
+        for m in pattern.finditer(p["content"]):
+            for row in rows.get(normalize_name(m.group(0)), []):
+                if gis.access[row] in access and row not in out:
+                    out[row] = p["chunk_id"]
+            if len(out) >= MAX_NAMED:
+                return list(out.items())
+    return list(out.items())
+
+
+def fact(gis: GisIndex, subject: str, rel: dict[str, Any], resolved_from: str) -> dict[str, Any]:
+    """A triple as ``structured_facts`` shows it: labelled, with its provenance and why it is in evidence."""
+    row = gis.row_of.get(subject)
+    target = gis.row_of.get(rel["object"]) if rel["object_kind"] == "entity" else None
+    return {
+        "subject": subject,
+        "subject_label": gis.entities[row]["label"] if row is not None else subject,
+        "predicate": rel["predicate"],
+        "object": rel["object"],
+        "object_kind": rel["object_kind"],
+        "object_label": gis.entities[target]["label"] if target is not None else None,
+        "provenance": rel["provenance"],
+        "resolved_from": resolved_from,
+    }
+
+
+def fuse(
+    gis: GisIndex, access: frozenset[str], message: str, passages: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The facts the graph adds to a message's evidence (relationship answers first, then the facts of entities
+    the passages name) and ``route.graph`` (None when the graph adds nothing)."""
+    facts: list[dict[str, Any]] = []
+    route: dict[str, Any] = {}
+    terms = relationship_terms(message)
+    if terms is not None:
+        a_nodes = resolve(gis, access, terms[0])
+        b_nodes = resolve(gis, access, terms[1]) if terms[1] else []
+        found: list[dict[str, Any]] = []
+        if terms[1] is None:  # "what is X part of": its own triples answer
+            triples = [
+                (n["value"], r) for n in a_nodes if n["kind"] == "entity" for r in gis.relations.get(n["value"], ())
+            ]
+        else:
+            found, triples = connections(gis, access, a_nodes, b_nodes)
+        facts += [fact(gis, subject, rel, "question") for subject, rel in triples]
+        route["relationship"] = {
+            "terms": [t for t in terms if t],
+            "resolved": [a_nodes, b_nodes] if terms[1] else [a_nodes],
+            "connections": found,
+        }
+    named = named_entities(gis, access, passages)
+    for row, chunk_id in named:
+        entity_id = gis.ids[row]
+        facts += [fact(gis, entity_id, rel, f"passage {chunk_id}") for rel in gis.relations.get(entity_id, ())]
+    if named:
+        route["named_in_passages"] = [
+            {"entity_id": gis.ids[row], "label": gis.entities[row]["label"], "chunk_id": chunk_id}
+            for row, chunk_id in named
+        ]
+    return facts, route or None
+
+
+PHRASES = {
+    "located_in": "located in {} County",
+    "serves_zip": "serves ZIP {}",
+    "serves_program": "offers {}",
+    "operated_by": "operated by {}",
+    "near": "near {}",
+    "part_of": "part of {}",
+}
+
+
+def summarize(facts: list[dict[str, Any]], graph: dict[str, Any] | None = None) -> str | None:
+    """A few plain sentences over the facts: how the two sides of a relationship question connect, then what
+    each of the first entities is (at most ``MAX_SUMMARISED``)."""
+    sentences: list[str] = []
+    for c in ((graph or {}).get("relationship") or {}).get("connections", [])[:4]:
+        if c["kind"] == "direct":
+            sentences.append(f"{c['from']} is {PHRASES.get(c['predicate'], c['predicate'] + ' {}').format(c['to'])}.")
+        elif c["kind"] == "shared":
+            phrase = PHRASES.get(c["predicate"], c["predicate"] + " {}").format(c["object"])
+            sentences.append(f"{c['from']} and {c['to']} are both {phrase}.".replace("both offers", "both offer"))
+        else:
+            sentences.append(f"{c['via']} links {c['from']} and {c['to']}.")
+    by_subject: dict[str, dict[str, list[str]]] = {}
+    labels: dict[str, str] = {}
+    for f in facts:
+        if f["subject"] not in by_subject and len(by_subject) == MAX_SUMMARISED:
+            continue
+        labels[f["subject"]] = f["subject_label"]
+        value = f.get("object_label") or f["object"]
+        if f["predicate"] == "near" and "distance_km" in f["provenance"]:
+            value = f"{value} ({f['provenance']['distance_km']} km)"
+        values = by_subject.setdefault(f["subject"], {}).setdefault(f["predicate"], [])
+        if value not in values:
+            values.append(value)
+    for subject, predicates in by_subject.items():
+        parts = [
+            PHRASES.get(p, p.replace("_", " ") + " {}").format(", ".join(values))
+            for p, values in predicates.items()
+            if p != "part_of"
+        ]
+        if parts:
+            sentences.append(f"{labels[subject]}: {'; '.join(parts)}.")
+    return " ".join(sentences) or None

@@ -1,0 +1,107 @@
+"""Vector + graph fusion through /context on the bundled example: relationship questions go to the GBIM graph,
+entities the passages name bring their facts, and a short summary sits beside the triples."""
+
+from __future__ import annotations
+
+import pytest
+from context_support import example_index, make_app
+from fastapi.testclient import TestClient
+
+from livemem.gbim import linked_relations
+from livemem.graph import relationship_terms
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory, embedder):
+    with TestClient(make_app(example_index(tmp_path_factory), embedder)) as c:
+        yield c
+
+
+def context(client: TestClient, message: str) -> dict:
+    response = client.post("/context", json={"message": message})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+@pytest.mark.parametrize(
+    ("message", "terms"),
+    [
+        ("What is the relationship between Oak Hill Benefits Hub and the Beckley DHHR Office?",
+         ("Oak Hill Benefits Hub", "Beckley DHHR Office")),
+        ("How is the Beckley DHHR Office connected to Raleigh County Food Bank Pantry?",
+         ("Beckley DHHR Office", "Raleigh County Food Bank Pantry")),
+        ("does Mount Hope Food Pantry connect to Fayette County", ("Mount Hope Food Pantry", "Fayette County")),
+        ("Is the Ansted Mobile Outreach Area part of wv-benefits?", ("Ansted Mobile Outreach Area", "wv-benefits")),
+        ("What is the Oak Hill Benefits Hub part of?", ("Oak Hill Benefits Hub", None)),
+        ("Where can I get SNAP in Beckley?", None),
+    ],
+)  # fmt: skip
+def test_relationship_questions_are_recognised(message: str, terms: tuple[str, str | None] | None) -> None:
+    assert relationship_terms(message) == terms
+
+
+def test_a_relationship_question_is_answered_from_the_graph(client) -> None:
+    data = context(client, "What is the relationship between Oak Hill Benefits Hub and the Beckley DHHR Office?")
+    route = data["route"]
+    assert "factual" in route["intents"] and "gbim" in route["sources_queried"]
+    relationship = route["graph"]["relationship"]
+    assert [[n["label"] for n in side] for side in relationship["resolved"]] == [
+        ["Oak Hill Benefits Hub"],
+        ["Beckley DHHR Office"],
+    ]
+    shared = {(c["predicate"], c["object"]) for c in relationship["connections"] if c["kind"] == "shared"}
+    assert {("serves_program", "SNAP"), ("serves_program", "Medicaid"), ("part_of", "wv-benefits")} <= shared
+    # 23 km apart, run by different organisations: neither near nor operated_by is claimed
+    assert not {p for p, _ in shared} & {"near", "operated_by"}
+    answers = [f for f in data["structured_facts"] if f["resolved_from"] == "question"]
+    assert {f["subject_label"] for f in answers} == {"Oak Hill Benefits Hub", "Beckley DHHR Office"}
+    assert "Oak Hill Benefits Hub and Beckley DHHR Office are both part of wv-benefits." in data["facts_summary"]
+    assert "both offer SNAP" in data["facts_summary"]
+
+
+def test_near_and_through_connections(client) -> None:
+    near = context(client, "How is the Beckley DHHR Office connected to Raleigh County Food Bank Pantry?")
+    direct = [c for c in near["route"]["graph"]["relationship"]["connections"] if c["kind"] == "direct"]
+    assert [(c["from"], c["predicate"], c["to"]) for c in direct] == [
+        ("Beckley DHHR Office", "near", "Raleigh County Food Bank Pantry")
+    ]
+    assert direct[0]["provenance"]["distance_km"] < 1.0
+    assert "Beckley DHHR Office is near Raleigh County Food Bank Pantry." in near["facts_summary"]
+    # two things that are not places: the entities that link them
+    through = context(client, "What is the relationship between SNAP and Fayette County?")
+    relationship = through["route"]["graph"]["relationship"]
+    assert [n["kind"] for side in relationship["resolved"] for n in side] == ["program", "county"]
+    assert {c["via"] for c in relationship["connections"]} == {"Oak Hill Benefits Hub", "Ansted Mobile Outreach Area"}
+
+
+def test_entities_named_in_passages_bring_their_facts(client) -> None:
+    data = context(client, "How do I apply for Medicaid in Raleigh County?")
+    named = {n["label"]: n["chunk_id"] for n in data["route"]["graph"]["named_in_passages"]}
+    assert "Beckley DHHR Office" in named  # the Raleigh guide says "Beckley DHHR office"
+    assert named["Beckley DHHR Office"] in {p["chunk_id"] for p in data["unstructured"]}
+    facts = {
+        (f["predicate"], f["object_label"] or f["object"])
+        for f in data["structured_facts"]
+        if f["subject_label"] == "Beckley DHHR Office"
+    }
+    assert {("operated_by", "WV DHHR"), ("located_in", "Raleigh"), ("near", "Raleigh County Food Bank Pantry")} <= facts
+    assert "Beckley DHHR Office: " in data["facts_summary"] and "operated by WV DHHR" in data["facts_summary"]
+    # the summary and the triples come with the answer's evidence, not instead of it
+    assert data["unstructured"] and data["route"]["response_class"] == "answer"
+
+
+def test_a_question_without_graph_words_or_names_adds_nothing(client) -> None:
+    data = context(client, "What does the constitution say about sealed decisions?")
+    assert data["route"]["graph"] is None and data["structured_facts"] == [] and data["facts_summary"] is None
+
+
+def test_near_never_links_entities_of_different_access() -> None:
+    def entity(pk: str, access: str, lon: float) -> dict:
+        return {"entity_id": pk, "source": "s", "source_table": "t", "source_pk": pk, "access": access,
+                "lat": 37.78, "lon": lon, "attributes": {"operator": "WV DHHR", "programs": "SNAP; Medicaid"}}  # fmt: skip
+
+    relations = linked_relations([entity("a", "public", -81.19), entity("b", "internal", -81.18),
+                                  entity("c", "public", -81.17)])  # fmt: skip
+    near = {(r["subject"], r["object"]) for r in relations if r["predicate"] == "near"}
+    assert near == {("a", "c"), ("c", "a")}
+    assert {r["object"] for r in relations if r["predicate"] == "serves_program"} == {"SNAP", "Medicaid"}
