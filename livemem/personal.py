@@ -19,6 +19,7 @@ inside it (``user_key``): another key can never name it. Which memory a user may
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -49,6 +50,11 @@ NUDGE_STEP = 0.25
 NUDGE_VOTES = 2
 NUDGE_POOL = 5
 EXCHANGE_ANSWER_CHARS = 600
+MAX_ITEMS = 2000  # cards and exchanges one user may hold: bounds what one request reads and embeds
+
+
+class MemoryFull(Exception):
+    """The user already holds ``MAX_ITEMS`` cards and exchanges."""
 
 
 def personal_dir_from_env(index_dir: str | os.PathLike[str]) -> Path:
@@ -95,7 +101,7 @@ class PersonalLog:
         self._lock = threading.Lock()
 
     def _connect(self) -> sqlite3.Connection:
-        if not self._ready:
+        if not self._ready or not self.path.exists():
             with self._lock:
                 if not self._ready:
                     self._create()
@@ -178,6 +184,18 @@ class PersonalLog:
         return len(ids)
 
 
+_LOGS: dict[str, PersonalLog] = {}
+
+
+def log_for(directory: str | os.PathLike[str]) -> PersonalLog:
+    """The process's log object for ``directory`` (its schema is checked once, not per request)."""
+    key = str(directory)
+    found = _LOGS.get(key)
+    if found is None:
+        found = _LOGS.setdefault(key, PersonalLog(directory))
+    return found
+
+
 # --- consolidated snapshots -----------------------------------------------------------------------------------------
 @dataclass
 class MemorySnapshot:
@@ -237,7 +255,7 @@ def write_snapshot(directory: Path, snapshot: MemorySnapshot) -> Path:
     pointer = directory / f".{CURRENT}.{secrets.token_hex(4)}.tmp"
     pointer.write_text(snapshot.snapshot_id + "\n", encoding="utf-8")
     os.replace(pointer, directory / CURRENT)
-    for old in folder.glob("*.npz"):
+    for old in [*folder.glob("*.npz"), *folder.glob(".*.tmp")]:  # consolidations are serialised: all stale
         if old != target:
             old.unlink(missing_ok=True)
     return target
@@ -249,16 +267,24 @@ _SNAPSHOTS_LOCK = threading.Lock()
 
 def cached_snapshot(directory: Path) -> MemorySnapshot | None:
     """The current snapshot, loaded once per process per snapshot id."""
-    snapshot_id = current_snapshot_id(directory)
-    if snapshot_id is None:
-        return None
     key = str(directory)
-    found = _SNAPSHOTS.get(key)
-    if found is None or found.snapshot_id != snapshot_id:
-        found = load_snapshot(directory, snapshot_id)
+    for attempt in range(3):
+        snapshot_id = current_snapshot_id(directory)
+        if snapshot_id is None:
+            return None
+        found = _SNAPSHOTS.get(key)
+        if found is not None and found.snapshot_id == snapshot_id:
+            return found
+        try:
+            found = load_snapshot(directory, snapshot_id)
+        except FileNotFoundError:  # a consolidation switched CURRENT and removed this one since: read it again
+            if attempt == 2:
+                raise
+            continue
         with _SNAPSHOTS_LOCK:
             _SNAPSHOTS[key] = found
-    return found
+        return found
+    return None
 
 
 # --- what one request sees -------------------------------------------------------------------------------------------
@@ -279,8 +305,7 @@ def item_text(kind: str, body: dict[str, Any]) -> str:
 class PersonalView:
     """One user's memory as one request sees it: consolidated items not deleted since, pending items, the votes.
 
-    ``share`` is the ``mix``: the part of ``top_k`` given to personal memory (0: none). ``token`` changes whenever
-    the user's memory does (it is part of the answer cache key)."""
+    ``share`` is the ``mix``: the part of ``top_k`` given to personal memory (0: none)."""
 
     user: str
     user_id: str | None
@@ -289,7 +314,6 @@ class PersonalView:
     items: list[dict[str, Any]]
     vectors: np.ndarray | None
     votes: dict[str, int]
-    token: str
     snapshot_id: str | None
     pending: int
 
@@ -370,7 +394,7 @@ def read_view(
     """The user's memory now: the current snapshot's items minus those deleted since, plus the user's log rows after
     it (cards and exchanges; tombstones; votes), minus what is past retention. Pending items are embedded with
     ``encode`` (when given and ``share`` > 0), once per text per process."""
-    log = PersonalLog(directory)
+    log = log_for(directory)
     for _ in range(3):  # a consolidation may switch CURRENT (and purge rows) between the two reads: read again
         snapshot = cached_snapshot(directory)
         through = snapshot.through_id if snapshot else 0
@@ -382,10 +406,12 @@ def read_view(
     vectors: dict[str, np.ndarray] = {}
     votes: dict[str, int] = {}
     if snapshot is not None:
+        same_model = not model_id or snapshot.model_id == model_id  # else its items are embedded again, here
         for i in snapshot.by_user.get(user, []):
             item = snapshot.items[i]
             items[item["item_id"]] = {**item, "state": "consolidated"}
-            vectors[item["item_id"]] = snapshot.vectors[i]
+            if same_model:
+                vectors[item["item_id"]] = snapshot.vectors[i]
         votes = {f["chunk_id"]: f["votes"] for f in snapshot.feedback if f["user"] == user}
     for row in tail:
         if row["kind"] == "delete":
@@ -413,8 +439,7 @@ def read_view(
         matrix = np.stack([vectors[item["item_id"]] for item in kept]) if kept else None
     pending = sum(1 for item in kept if item["state"] == "pending")
     snapshot_id = snapshot.snapshot_id if snapshot else None
-    token = f"{user}|{snapshot_id}|{tail[-1]['id'] if tail else 0}|{cutoff[:10]}|{share}|{remember}"
-    return PersonalView(user, user_id, share, remember, kept, matrix, votes, token, snapshot_id, pending)
+    return PersonalView(user, user_id, share, remember, kept, matrix, votes, snapshot_id, pending)
 
 
 def encoded(texts: list[str], encode: Callable[[list[str]], np.ndarray], model_id: str) -> list[np.ndarray]:
@@ -433,26 +458,32 @@ def encoded(texts: list[str], encode: Callable[[list[str]], np.ndarray], model_i
 
 # --- writes from the API ----------------------------------------------------------------------------------------------
 def add_card(directory: Path, user: str, text: str, now: datetime | None = None) -> dict[str, Any]:
-    """Append a memory card, or return the user's identical visible card (same words, any case and spacing)."""
+    """Append a memory card, or return the user's identical visible card (same words, any case and spacing).
+    ``MemoryFull`` when the user already holds ``MAX_ITEMS``."""
     view = read_view(directory, user)
     same = normalized_text(text)
     for item in view.items:
         if item["kind"] == "card" and normalized_text(item["text"]) == same:
             return {"memory_id": item["item_id"], "created_at": item["created_at"], "duplicate": True}
-    row = PersonalLog(directory).append(user, "card", str(uuid.uuid4()), {"text": text}, now)
+    if len(view.items) >= MAX_ITEMS:
+        raise MemoryFull(f"this memory holds {len(view.items)} items, the most it may: delete some first")
+    row = log_for(directory).append(user, "card", str(uuid.uuid4()), {"text": text}, now)
     return {"memory_id": row["item_id"], "created_at": row["created_at"], "duplicate": False}
 
 
 def add_exchange(
     directory: Path, user: str, message: str, answer: str | None, chunk_ids: list[str], endpoint: str
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
+    """Append a remembered exchange (None, and nothing written, when the user's memory is full)."""
+    if len(read_view(directory, user).items) >= MAX_ITEMS:
+        return None
     body = {"message": message, "answer": answer, "chunk_ids": chunk_ids[:20], "endpoint": endpoint}
-    row = PersonalLog(directory).append(user, "exchange", str(uuid.uuid4()), body)
+    row = log_for(directory).append(user, "exchange", str(uuid.uuid4()), body)
     return {"memory_id": row["item_id"], "created_at": row["created_at"]}
 
 
 def add_feedback(directory: Path, user: str, chunk_ids: list[str], useful: bool) -> int:
-    log = PersonalLog(directory)
+    log = log_for(directory)
     for chunk_id in chunk_ids:
         log.append(user, "feedback", chunk_id, {"useful": useful})
     return len(chunk_ids)
@@ -460,7 +491,7 @@ def add_feedback(directory: Path, user: str, chunk_ids: list[str], useful: bool)
 
 def delete(directory: Path, user: str, memory_id: str | None = None) -> dict[str, Any]:
     """A tombstone: everything of the user (``memory_id`` None) or one item. Reads honour it at once."""
-    row = PersonalLog(directory).append(user, "delete", memory_id, {})
+    row = log_for(directory).append(user, "delete", memory_id, {})
     return {"deleted": memory_id or "all", "at": row["created_at"]}
 
 
@@ -488,10 +519,18 @@ def consolidate(
     """Every log row so far → one new snapshot; then the rows that tombstones cover, expired rows, duplicates and
     applied tombstones are purged from the log. Vectors of texts the previous snapshot has (same model) are reused;
     the others are embedded with ``encode``. Running it again with no new rows gives the same items."""
-    started = time.perf_counter()
     directory = Path(directory)
-    log = PersonalLog(directory)
-    now = now or utc_now()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(directory / ".consolidate.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one at a time: each deletes every snapshot but its own
+        return _consolidate(directory, encode, model_id, retention_days, now or utc_now())
+
+
+def _consolidate(
+    directory: Path, encode: Callable[[list[str]], np.ndarray], model_id: str, retention_days: int, now: datetime
+) -> Consolidation:
+    started = time.perf_counter()
+    log = log_for(directory)
     cutoff = iso(now - timedelta(days=retention_days))
     through = log.max_id()
     rows = log.rows(through=through)

@@ -129,7 +129,6 @@ class ContextService:
             persona=[request.persona, list(request.collections), request.framing],
             thresholds=[request.min_score, request.recency_bias, request.recency_half_life_days, request.max_words],
             place_from=request.place_from,
-            personal=request.personal.token if request.personal else None,  # the user's memory, as it is now
         )
 
     def context(self, snap: Snapshot, caller: Caller, request: ContextRequest, audit: bool = True) -> dict[str, Any]:
@@ -143,7 +142,8 @@ class ContextService:
         started = time.perf_counter()
         self.maybe_warm_up(snap)
         key = self._key(kind, caller, request, snap)
-        cached = self.cache.get(key, kind)
+        # An answer holding someone's personal memory is never cached: no copy outlives its deletion.
+        cached = None if request.personal else self.cache.get(key, kind)
         latency: dict[str, float] = {}
         if cached is None:
             result = build_context(snap, self.state.retriever, caller, request, self.settings, self.web)
@@ -156,7 +156,7 @@ class ContextService:
                     with self._lock:
                         self.fallbacks += 1
             web_failed = any(c.get("error") for c in result["route"]["web"]["calls"])
-            if not (result.get("answer") or {}).get("fallback") and not web_failed:
+            if not (result.get("answer") or {}).get("fallback") and not web_failed and not request.personal:
                 self.cache.put(key, result)  # a fallback answer is not kept: the backend may be back next time
         else:
             result = cached

@@ -5,6 +5,7 @@ ranking only, remembered exchanges, deletion hiding at once and removing physica
 from __future__ import annotations
 
 import sqlite3
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -104,8 +105,10 @@ def test_a_card_is_searchable_at_once_and_mix_splits_top_k(client, store) -> Non
 
 def test_no_other_key_or_user_id_ever_sees_or_deletes_it(client, store) -> None:
     card = client.post("/memory", json={"text": CARD}, headers=ALICE).json()
-    assert context(client, ALICE, mix={"personal": 0.5})["personal"]  # cached now for Alice
-    assert context(client, BOB, mix={"personal": 0.5})["personal"] == []  # same question, not Alice's answer
+    first = context(client, ALICE, mix={"personal": 0.5})
+    assert first["personal"] and not first["cached"]
+    assert not context(client, ALICE, mix={"personal": 0.5})["cached"]  # personal answers are never cached
+    assert context(client, BOB, mix={"personal": 0.5})["personal"] == []  # the same question
     assert context(client, ALICE, mix={"personal": 0.5}, user_id="household-2")["personal"] == []
     assert client.get("/memory", headers=BOB).json()["items"] == []
     assert client.delete(f"/memory/{card['memory_id']}", headers=BOB).status_code == 404
@@ -195,6 +198,27 @@ def test_deletion_hides_at_once_and_is_physical_after_consolidation(client, stor
     with sqlite3.connect(store / personal.LOG_FILE) as conn:
         assert conn.execute("SELECT kind FROM events ORDER BY id").fetchall() == [("card",)]
     assert len(list((store / personal.SNAPSHOTS).glob("*.npz"))) == 1
+
+
+def test_a_full_memory_refuses_new_cards_and_concurrent_appends_are_all_kept(client, store, monkeypatch) -> None:
+    monkeypatch.setattr(personal, "MAX_ITEMS", 2)
+    for text in ("one", "two"):
+        assert client.post("/memory", json={"text": text}, headers=ALICE).status_code == 201
+    full = client.post("/memory", json={"text": "three"}, headers=ALICE)
+    assert full.status_code == 409 and "delete some" in full.json()["detail"]
+    assert client.post("/memory", json={"text": "Two"}, headers=ALICE).json()["duplicate"]
+
+    def append(n: int) -> None:
+        for i in range(50):
+            personal.add_feedback(store, f"user-{n}", [f"chunk-{i}"], useful=True)
+
+    threads = [threading.Thread(target=append, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rows = personal.log_for(store).rows()
+    assert len(rows) == 2 + 8 * 50 and len({r["id"] for r in rows}) == len(rows)
 
 
 def contains(store: Path, text: str) -> bool:

@@ -24,7 +24,7 @@ from serving.models import ErrorBody
 from serving.state import ServingState
 
 router = APIRouter(tags=["memory"])
-ERRORS = {401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 422: {"model": ErrorBody}}
+ERRORS = {401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody}}
 NEEDS_KEY = (
     "personal memory needs an API key (X-API-Key or Authorization: Bearer): it is kept per key, and a caller "
     "without one cannot be told apart from any other"
@@ -134,7 +134,10 @@ def cleaned(text: str) -> str:
 def add_card(body: CardRequest, request: Request, state: State, role: CallerRole) -> Card:
     """Remember a card for the caller (or its `user_id`): searchable at once, consolidated nightly."""
     user = user_of(state, request_scope(request), body.user_id)
-    return Card(**personal.add_card(store_dir(state), user, cleaned(body.text)))
+    try:
+        return Card(**personal.add_card(store_dir(state), user, cleaned(body.text)))
+    except personal.MemoryFull as exc:
+        raise HTTPException(409, str(exc)) from None
 
 
 @router.get("/memory", response_model=Memory, responses=ERRORS)
