@@ -1,11 +1,16 @@
 """Hybrid fusion: one ranking from the dense (cosine) and the BM25 scores of the same candidate chunks.
 
-Three methods, each computed from the two per-side lists alone — a side's first ``depth`` chunks by score (BM25:
-matching chunks only) — so a caller can pass just the union of those lists as the candidates:
+Four methods, each computed from the two per-side lists alone — a side's first ``depth`` chunks by score (BM25:
+matching chunks only) — so a caller can pass just the union of those lists as the candidates; a chunk absent from
+a list gets 0 from that side:
 
-- ``minmax`` (the default, chosen on SciFact train, see ``docs/serving.md``): each side's scores min-max normalised
-  over its list (its best chunk 1, its ``depth``-th 0), then ``w_dense · dense + w_sparse · sparse``; a chunk absent
-  from a list gets 0 from that side. Unlike ranks, normalised scores keep *how much* better the first hit is.
+- ``linear`` (the default, chosen on SciFact train, see ``docs/serving.md``): ``w_dense · cosine + w_sparse · BM25 /
+  the list's best BM25`` (cosine clipped at 0). Each side keeps its natural zero: the cosine is already on a fixed
+  scale, and BM25, whose scale grows with the query's length, is divided by its best hit. Scores stay proportional
+  to the evidence, so the multipliers of living memory and recency act on them as they did on RRF's (nothing is
+  pinned to 0 at the end of a list, as min-max does), and a query the model matches weakly leans on BM25.
+- ``minmax``: each side's scores min-max normalised over its list (its best chunk 1, its ``depth``-th 0), then
+  ``w_dense · dense + w_sparse · sparse``. Unlike ranks, normalised scores keep *how much* better the first hit is.
 - ``zscore``: the same with each side divided by its list's standard deviation instead of its range (shifted so
   the list's last chunk is 0, which is what an absent chunk gets).
 - ``rrf``: weighted reciprocal rank fusion, ``w_dense / (k + rank_dense) + w_sparse / (k + rank_sparse)``.
@@ -20,32 +25,38 @@ import numpy as np
 
 from livemem.dense import top_order  # ties go to the lower position, chosen as well as ordered
 
-Method = Literal["minmax", "zscore", "rrf"]
-METHODS: tuple[str, ...] = ("minmax", "zscore", "rrf")
+Method = Literal["linear", "minmax", "zscore", "rrf"]
+METHODS: tuple[str, ...] = ("linear", "minmax", "zscore", "rrf")
+# The BM25 weight when none is given: ``linear`` adds BM25 / its best (0-1) to a cosine (≈0.3-0.7 for the
+# first hits of all-MiniLM-L6-v2), so half weight balances them (SciFact train sweep, docs/serving.md); the
+# other methods put both sides on one scale, 1 : 1.
+DEFAULT_SPARSE_WEIGHT = {"linear": 0.5, "minmax": 1.0, "zscore": 1.0, "rrf": 1.0}
 
 
 @dataclass(frozen=True)
 class FusionSettings:
     """How the dense and the BM25 list are fused. ``k`` is used by ``rrf`` only; ``sparse_depth`` (None: ``depth``)
-    is the length of the BM25 list."""
+    is the length of the BM25 list; ``sparse_weight`` None is the method's default (``DEFAULT_SPARSE_WEIGHT``)."""
 
-    method: Method = "rrf"
+    method: Method = "linear"
     k: float = 10.0
     dense_weight: float = 1.0
-    sparse_weight: float = 1.0
+    sparse_weight: float | None = None
     depth: int = 1000
     sparse_depth: int | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"fusion method must be one of {', '.join(METHODS)}, not {self.method!r}")
+        if self.sparse_weight is None:
+            object.__setattr__(self, "sparse_weight", DEFAULT_SPARSE_WEIGHT[self.method])
 
     @property
     def best_score(self) -> float | None:
         """The highest fused score a chunk can get (first on both sides); None for ``zscore`` (no fixed bound)."""
         if self.method == "rrf":
             return (self.dense_weight + self.sparse_weight) / (self.k + 1)
-        if self.method == "minmax":
+        if self.method in ("minmax", "linear"):  # linear: a cosine of 1 and the best BM25 hit
             return self.dense_weight + self.sparse_weight
         return None
 
@@ -61,18 +72,25 @@ def fuse(
     matched = np.flatnonzero(sparse > 0)
     sparse_depth = fusion.depth if fusion.sparse_depth is None else fusion.sparse_depth
     sparse_top = matched[top_order(sparse[matched], min(sparse_depth, matched.size))]
-    for top, scores, weight in ((dense_top, dense, fusion.dense_weight), (sparse_top, sparse, fusion.sparse_weight)):
+    sides = ((dense_top, dense, fusion.dense_weight, "dense"), (sparse_top, sparse, fusion.sparse_weight, "sparse"))
+    for top, scores, weight, side in sides:
         if not top.size or weight <= 0:  # a side weighed 0 adds no chunk (as before: RRF kept fused > 0)
             continue
         listed[top] = True
-        fused[top] += weight * side_scores(scores[top].astype(np.float64), fusion)
+        fused[top] += weight * side_scores(scores[top].astype(np.float64), fusion, side)
     return candidates[listed], fused[listed]
 
 
-def side_scores(ranked: np.ndarray, fusion: FusionSettings) -> np.ndarray:
-    """One side's contribution for its list's scores, best first."""
+def side_scores(ranked: np.ndarray, fusion: FusionSettings, side: str = "dense") -> np.ndarray:
+    """One side's (``dense`` or ``sparse``) contribution for its list's scores, best first."""
     if fusion.method == "rrf":
         return 1.0 / (fusion.k + np.arange(1, ranked.size + 1))
+    if fusion.method == "linear":
+        if side == "dense":
+            return np.maximum(
+                ranked, 0.0
+            )  # a cosine at or below 0 is no evidence; a negative one would flip multipliers
+        return ranked / ranked[0]  # matched BM25 scores are > 0
     low = ranked[-1]
     spread = ranked[0] - low if fusion.method == "minmax" else ranked.std()
     if spread <= 0:  # one chunk, or all tied: each is as good as the best

@@ -6,8 +6,9 @@ applied *before* ranking, so ``top_k`` results come back whenever that many chun
 
 BM25 uses the index of the access levels of the collections searched (``Snapshot.sparse_for``), so a role's scores
 never reflect term statistics of chunks it may not read. Hybrid fuses the two lists (each side's first ``depth``
-chunks) with ``livemem.fusion.fuse``: min-max normalised weighted scores by default, reciprocal rank fusion
-selectable (see ``docs/serving.md`` for the SciFact numbers behind the defaults).
+chunks) with ``livemem.fusion.fuse``: by default the cosine plus half the BM25 score over the list's best
+(``linear``); reciprocal rank fusion, min-max and z-score selectable (see ``docs/serving.md`` for the SciFact
+numbers behind the defaults).
 
 Living memory then re-weighs the candidates found: each score is multiplied by ``attention_multiplier``, at most
 ``1 + attention_boost`` (default ``DEFAULT_ATTENTION_BOOST``), for chunks people confirmed useful for questions

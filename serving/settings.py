@@ -9,7 +9,7 @@
 ``RAG_TRACE_SECRET``            key signing trace ids (default: one generated once in ``<trace dir>/.trace-secret``)
 ``RAG_CACHE_SIZE``              result cache entries (0 turns the cache off; default 1024)
 ``RAG_RECENCY_HALF_LIFE_DAYS``  half-life of ``recency_bias`` (default 90)
-``RAG_FUSION``                  hybrid fusion: ``rrf`` (default), ``minmax`` or ``zscore`` (``livemem/fusion.py``)
+``RAG_FUSION``                  hybrid fusion: ``linear`` (default), ``rrf``, ``minmax`` or ``zscore`` (``livemem/fusion.py``)
 ``RAG_RRF_K``                   reciprocal rank fusion constant (default 10; ``rrf`` only)
 ``RAG_REFRESH_INTERVAL_S``      how often ``CURRENT`` is re-read (default 0: before every request)
 ``RAG_TORCH_THREADS``           torch (or ONNX Runtime) and BLAS threads per serving process (default 1)
@@ -49,10 +49,10 @@ class Settings(BaseModel):
     trace_dsn: str | None = None
     cache_size: int = Field(1024, ge=0)
     recency_half_life_days: float = Field(90.0, gt=0)
-    fusion_method: Literal["minmax", "zscore", "rrf"] = "rrf"  # chosen on SciFact train: docs/serving.md
+    fusion_method: Literal["linear", "minmax", "zscore", "rrf"] = "linear"  # chosen on SciFact train: docs/serving.md
     rrf_k: float = Field(10.0, gt=0)
     rrf_dense_weight: float = Field(1.0, ge=0)
-    rrf_sparse_weight: float = Field(1.0, ge=0)
+    rrf_sparse_weight: float | None = Field(None, ge=0, description="None: the method's default (livemem.fusion)")
     rrf_depth: int = Field(1000, ge=10)
     refresh_interval_s: float = Field(0.0, ge=0)
     torch_threads: int = Field(1, ge=1)

@@ -42,6 +42,8 @@ def reference(candidates, dense, sparse, fusion) -> dict[int, float]:
         for rank, i in enumerate(listed, start=1):
             if fusion.method == "rrf":
                 part = 1.0 / (fusion.k + rank)
+            elif fusion.method == "linear":
+                part = max(values[rank - 1], 0.0) if scores is dense else values[rank - 1] / max(values)
             elif fusion.method == "minmax":
                 part = (values[rank - 1] - min(values)) / (max(values) - min(values))
             else:
@@ -109,6 +111,11 @@ def test_first_on_both_sides_gets_the_best_score_and_ranks_first() -> None:
         rows, scores = fuse(candidates, dense, sparse, fusion)
         assert rows[np.argmax(scores)] == 0
         assert scores.max() == pytest.approx(fusion.best_score)
+    linear = FusionSettings("linear")
+    rows, scores = fuse(candidates, dense, sparse, linear)
+    assert rows[np.argmax(scores)] == 0
+    assert scores.max() == pytest.approx(0.9 + 0.5)  # a cosine of 0.9 and the best BM25 hit
+    assert scores.max() <= linear.best_score
     assert FusionSettings("zscore").best_score is None
 
 
@@ -124,5 +131,36 @@ def test_min_max_keeps_how_far_ahead_the_first_hit_is() -> None:
 
 
 def test_unknown_method_is_refused() -> None:
-    with pytest.raises(ValueError, match="fusion method must be one of minmax, zscore, rrf, not 'sum'"):
+    with pytest.raises(ValueError, match="fusion method must be one of linear, minmax, zscore, rrf, not 'sum'"):
         FusionSettings("sum")  # type: ignore[arg-type]
+
+
+def test_each_method_has_its_default_bm25_weight() -> None:
+    assert FusionSettings().method == "linear"
+    assert FusionSettings().sparse_weight == 0.5
+    assert FusionSettings("rrf").sparse_weight == FusionSettings("minmax").sparse_weight == 1.0
+    assert FusionSettings("linear", sparse_weight=0.8).sparse_weight == 0.8
+
+
+def test_linear_keeps_each_sides_zero_so_multipliers_still_lift() -> None:
+    """The last chunk of a list keeps a score proportional to its evidence (min-max gives it 0), so a ×1.5 from
+    living memory lifts it; a query the model matches weakly leans on BM25, one it matches well on the cosine."""
+    candidates = np.arange(4)
+    sparse = np.array([9.0, 6.0, 5.0, 0.0], dtype=np.float32)
+    weak = np.array([0.10, 0.12, 0.11, 0.09], dtype=np.float32)  # the model sees nothing: BM25 decides
+    rows, scores = fuse(candidates, weak, sparse, FusionSettings("linear"))
+    assert rows[np.argsort(-scores)].tolist() == [0, 1, 2, 3]
+    bm25_only = FusionSettings("minmax", dense_weight=0.0)
+    assert fuse(candidates, weak, sparse, bm25_only)[1].tolist() == [1.0, 0.25, 0.0]  # min-max: the last hit is 0
+    assert scores.min() == pytest.approx(0.09)  # linear: the cosine of a chunk with no BM25 match
+    assert scores[2] * 1.5 > scores[1]  # a confirmed third chunk rises past the second
+    sure = np.array([0.85, 0.30, 0.32, 0.31], dtype=np.float32)  # the model is sure of row 0 and BM25 is not
+    rows, scores = fuse(candidates, sure, np.array([1.0, 3.0, 2.0, 0.0], dtype=np.float32), FusionSettings("linear"))
+    assert rows[np.argmax(scores)] == 0
+
+
+def test_a_negative_cosine_adds_nothing() -> None:
+    candidates = np.arange(3)
+    dense = np.array([0.4, -0.2, -0.5], dtype=np.float32)
+    _, scores = fuse(candidates, dense, np.zeros(3, dtype=np.float32), FusionSettings("linear"))
+    assert scores.tolist() == pytest.approx([0.4, 0.0, 0.0])
