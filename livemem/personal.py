@@ -41,6 +41,8 @@ PERSONAL_DIR_ENV = "LIVEMEM_PERSONAL_DIR"
 RETENTION_ENV = "LIVEMEM_PERSONAL_RETENTION_DAYS"
 DEFAULT_RETENTION_DAYS = 365
 LOG_FILE = "log.sqlite"
+PERSONAL_TABLE = "living_memory_personal"
+TRACE_DSN_ENV = "RAG_TRACE_DSN"
 SNAPSHOTS = "snapshots"
 CURRENT = "CURRENT"
 KINDS = ("card", "exchange", "feedback", "delete")
@@ -184,15 +186,92 @@ class PersonalLog:
         return len(ids)
 
 
-_LOGS: dict[str, PersonalLog] = {}
+class PostgresPersonalLog:
+    """The same log as a Postgres table, where the traces go when ``RAG_TRACE_DSN`` is set (replicas on several
+    machines). One connection per thread; a purge deletes the rows and vacuums the table."""
+
+    def __init__(self, dsn: str, table: str = PERSONAL_TABLE) -> None:
+        if not table.replace("_", "").isalnum():
+            raise ValueError(f"personal memory table name {table!r} must be letters, digits and underscores")
+        self.dsn = dsn
+        self.table = table
+        self._local = threading.local()
+
+    def _execute(self, sql: str, args: Iterable[Any] = (), fetch: bool = True) -> list[dict[str, Any]]:
+        import psycopg
+        from psycopg.rows import dict_row
+
+        conn = getattr(self._local, "conn", None)
+        try:
+            if conn is None or conn.closed:
+                conn = psycopg.connect(self.dsn, connect_timeout=5, autocommit=True, row_factory=dict_row)
+                with conn.transaction(), conn.cursor() as cur:  # serialised: CREATE IF NOT EXISTS races otherwise
+                    cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"living-memory:{self.table}"])
+                    cur.execute(
+                        f"CREATE TABLE IF NOT EXISTS {self.table} (id BIGSERIAL PRIMARY KEY, owner TEXT NOT NULL, "
+                        "kind TEXT NOT NULL, item_id TEXT, created_at TEXT NOT NULL, body JSONB NOT NULL)"
+                    )
+                    cur.execute(f"CREATE INDEX IF NOT EXISTS {self.table}_owner ON {self.table} (owner, id)")
+                self._local.conn = conn
+            with conn.cursor() as cur:
+                cur.execute(sql.format(table=self.table), list(args))
+                return cur.fetchall() if fetch else []
+        except psycopg.Error:
+            self._local.conn = None  # a broken connection is opened again by the next call
+            raise
+
+    def append(
+        self, user: str, kind: str, item_id: str | None, body: dict[str, Any], now: datetime | None = None
+    ) -> dict[str, Any]:
+        if kind not in KINDS:
+            raise ValueError(f"unknown personal memory event {kind!r}")
+        created = iso(now or utc_now())
+        found = self._execute(
+            "INSERT INTO {table} (owner, kind, item_id, created_at, body) VALUES (%s, %s, %s, %s, %s) RETURNING id",
+            (user, kind, item_id, created, json.dumps(body, ensure_ascii=False)),
+        )
+        return {"id": found[0]["id"], "user": user, "kind": kind, "item_id": item_id, "created_at": created,
+                "body": body}  # fmt: skip
+
+    def rows(self, *, user: str | None = None, after: int = 0, through: int | None = None) -> list[dict[str, Any]]:
+        sql, args = "SELECT id, owner, kind, item_id, created_at, body FROM {table} WHERE id > %s", [after]
+        if user is not None:
+            sql, args = sql + " AND owner = %s", [*args, user]
+        if through is not None:
+            sql, args = sql + " AND id <= %s", [*args, through]
+        return [{**r, "user": r.pop("owner")} for r in self._execute(sql + " ORDER BY id", args)]
+
+    def max_id(self) -> int:
+        """The last id, once every insert that took a smaller one has committed (ids are drawn before commit, so
+        without the lock a consolidation could pass over a row committed late)."""
+        self._execute("BEGIN", fetch=False)
+        try:
+            self._execute("LOCK TABLE {table} IN EXCLUSIVE MODE", fetch=False)
+            found = self._execute("SELECT coalesce(max(id), 0) AS m FROM {table}")
+        finally:
+            self._execute("COMMIT", fetch=False)
+        return int(found[0]["m"])
+
+    def purge(self, ids: Iterable[int]) -> int:
+        ids = sorted(set(ids))
+        if not ids:
+            return 0
+        self._execute("DELETE FROM {table} WHERE id = ANY(%s)", [ids], fetch=False)
+        self._execute("VACUUM {table}", fetch=False)
+        return len(ids)
 
 
-def log_for(directory: str | os.PathLike[str]) -> PersonalLog:
-    """The process's log object for ``directory`` (its schema is checked once, not per request)."""
-    key = str(directory)
+_LOGS: dict[tuple[str, str | None], PersonalLog | PostgresPersonalLog] = {}
+
+
+def log_for(directory: str | os.PathLike[str]) -> PersonalLog | PostgresPersonalLog:
+    """The log of the store at ``directory``: the Postgres table when ``RAG_TRACE_DSN`` is set (as the traces
+    choose), else ``log.sqlite`` there. One object per process (its schema is checked once, not per request)."""
+    dsn = os.environ.get(TRACE_DSN_ENV) or None
+    key = (str(directory), dsn)
     found = _LOGS.get(key)
     if found is None:
-        found = _LOGS.setdefault(key, PersonalLog(directory))
+        found = _LOGS.setdefault(key, PostgresPersonalLog(dsn) if dsn else PersonalLog(directory))
     return found
 
 

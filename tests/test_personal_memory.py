@@ -4,7 +4,7 @@ ranking only, remembered exchanges, deletion hiding at once and removing physica
 
 from __future__ import annotations
 
-import sqlite3
+import os
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,6 +27,7 @@ KEY_A, KEY_B = "key-of-alice-0123456789", "key-of-bob-0123456789"
 ALICE, BOB = {"X-API-Key": KEY_A}, {"X-API-Key": KEY_B}
 CARD = "My caseworker at the Oak Hill office is Dana Whitfield; she prefers phone calls on Tuesdays."
 QUESTION = "Who is my caseworker at the Oak Hill office?"
+PG_DSN = os.environ.get("LIVEMEM_TEST_PG_DSN", "postgresql://livemem:livemem@127.0.0.1:5432/livemem_test")
 SNAP_CARD = "I applied for SNAP food assistance in March; my case number is 4471."
 SNAP_QUESTION = "How do I apply for SNAP food assistance?"
 
@@ -54,7 +55,27 @@ def store(tmp_path, monkeypatch) -> Path:
     """A fresh personal-memory store for each test (serving and the asset both resolve it from the env)."""
     directory = tmp_path / "personal"
     monkeypatch.setenv(personal.PERSONAL_DIR_ENV, str(directory))
+    monkeypatch.delenv(personal.TRACE_DSN_ENV, raising=False)
     return directory
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_store(request, store, monkeypatch) -> Path:
+    """``store`` with its log in SQLite, then in Postgres (``RAG_TRACE_DSN``, as the traces choose; a real server:
+    ``LIVEMEM_TEST_PG_DSN``, which ``.ci/run`` sets up)."""
+    if request.param == "postgres":
+        psycopg = pytest.importorskip("psycopg")
+        try:
+            conn = psycopg.connect(PG_DSN, connect_timeout=3, autocommit=True)
+        except psycopg.Error as exc:
+            pytest.skip(f"no PostgreSQL server reachable at LIVEMEM_TEST_PG_DSN ({exc.__class__.__name__}: {exc})")
+        conn.execute(f"DROP TABLE IF EXISTS {personal.PERSONAL_TABLE}")
+        monkeypatch.setenv(personal.TRACE_DSN_ENV, PG_DSN)
+        yield store
+        conn.execute(f"DROP TABLE IF EXISTS {personal.PERSONAL_TABLE}")
+        conn.close()
+    else:
+        yield store
 
 
 def consolidate(home: IndexHome, **config):
@@ -173,7 +194,8 @@ def test_exchanges_are_remembered_only_on_request(client, store) -> None:
     assert [p["kind"] for p in later["personal"]] == ["exchange"]
 
 
-def test_deletion_hides_at_once_and_is_physical_after_consolidation(client, store, home) -> None:
+def test_deletion_hides_at_once_and_is_physical_after_consolidation(client, any_store, home) -> None:
+    store = any_store
     alice = client.post("/memory", json={"text": CARD}, headers=ALICE).json()
     bob_text = "Bob keeps his LIHEAP letters in the blue folder."
     client.post("/memory", json={"text": bob_text}, headers=BOB)
@@ -195,12 +217,11 @@ def test_deletion_hides_at_once_and_is_physical_after_consolidation(client, stor
     assert not contains(store, "Dana Whitfield")
     assert contains(store, "blue folder")
     assert [i["content"] for i in client.get("/memory", headers=BOB).json()["items"]] == [bob_text]
-    with sqlite3.connect(store / personal.LOG_FILE) as conn:
-        assert conn.execute("SELECT kind FROM events ORDER BY id").fetchall() == [("card",)]
+    assert [(r["kind"], r["body"]) for r in personal.log_for(store).rows()] == [("card", {"text": bob_text})]
     assert len(list((store / personal.SNAPSHOTS).glob("*.npz"))) == 1
 
 
-def test_a_full_memory_refuses_new_cards_and_concurrent_appends_are_all_kept(client, store, monkeypatch) -> None:
+def test_a_full_memory_refuses_new_cards(client, store, monkeypatch) -> None:
     monkeypatch.setattr(personal, "MAX_ITEMS", 2)
     for text in ("one", "two"):
         assert client.post("/memory", json={"text": text}, headers=ALICE).status_code == 201
@@ -208,17 +229,21 @@ def test_a_full_memory_refuses_new_cards_and_concurrent_appends_are_all_kept(cli
     assert full.status_code == 409 and "delete some" in full.json()["detail"]
     assert client.post("/memory", json={"text": "Two"}, headers=ALICE).json()["duplicate"]
 
+
+def test_concurrent_appends_are_all_kept_in_order(any_store) -> None:
     def append(n: int) -> None:
         for i in range(50):
-            personal.add_feedback(store, f"user-{n}", [f"chunk-{i}"], useful=True)
+            personal.add_feedback(any_store, f"user-{n}", [f"chunk-{i}"], useful=True)
 
     threads = [threading.Thread(target=append, args=(n,)) for n in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    rows = personal.log_for(store).rows()
-    assert len(rows) == 2 + 8 * 50 and len({r["id"] for r in rows}) == len(rows)
+    rows = personal.log_for(any_store).rows()
+    assert len(rows) == 8 * 50 and len({r["id"] for r in rows}) == len(rows)
+    for n in range(8):  # each writer's rows in the order it wrote them
+        assert [r["item_id"] for r in rows if r["user"] == f"user-{n}"] == [f"chunk-{i}" for i in range(50)]
 
 
 def contains(store: Path, text: str) -> bool:
@@ -227,8 +252,9 @@ def contains(store: Path, text: str) -> bool:
     return any(n in f.read_bytes() for f in store.rglob("*") if f.is_file() for n in needles)
 
 
-def test_consolidation_expires_merges_duplicates_and_applies_card_deletions(store, home) -> None:
-    log = personal.PersonalLog(store)
+def test_consolidation_expires_merges_duplicates_and_applies_card_deletions(any_store, home) -> None:
+    store = any_store
+    log = personal.log_for(store)
     old = datetime.now(UTC) - timedelta(days=40)
     log.append("u", "card", "old", {"text": "an old card"}, now=old)
     log.append("u", "card", "a", {"text": "Rent is due on the 3rd"})
