@@ -387,6 +387,9 @@ class LivingMemoryOptions(BaseModel):
     recency_bias: float = Field(0.0, ge=0, le=10)
     recency_half_life_days: float | None = Field(None, gt=0, le=36_500)
     max_words: int | None = Field(None, ge=20, le=2000, description="the answer budget in words")
+    mix: Mix | None = Field(None, description="as on /chat: personal memory's share of top_k (needs a key)")
+    user_id: str | None = Field(None, pattern=USER_ID_PATTERN, description="a user within the key's memory")
+    remember: bool = Field(False, description="record this exchange in the caller's personal memory")
 
 
 class StreamOptions(BaseModel):

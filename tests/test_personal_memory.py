@@ -194,6 +194,20 @@ def test_exchanges_are_remembered_only_on_request(client, store) -> None:
     assert [p["kind"] for p in later["personal"]] == ["exchange"]
 
 
+def test_openai_clients_use_it_through_living_memory_options(client, store) -> None:
+    card = client.post("/memory", json={"text": SNAP_CARD, "user_id": "u1"}, headers=ALICE).json()
+    body = {"messages": [{"role": "user", "content": SNAP_QUESTION}],
+            "living_memory": {"mix": {"personal": 0.3}, "user_id": "u1", "remember": True}}  # fmt: skip
+    response = client.post("/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY_A}"})
+    assert response.status_code == 200, response.text
+    extra = response.json()["living_memory"]
+    assert [p["memory_id"] for p in extra["evidence"]["personal"]] == [card["memory_id"]]
+    items = client.get("/memory", headers=ALICE, params={"user_id": "u1"}).json()["items"]
+    assert [i["kind"] for i in items] == ["card", "exchange"]
+    anonymous = client.post("/v1/chat/completions", json=body)
+    assert anonymous.status_code == 401 and "API key" in anonymous.json()["error"]["message"]
+
+
 def test_deletion_hides_at_once_and_is_physical_after_consolidation(client, any_store, home) -> None:
     store = any_store
     alice = client.post("/memory", json={"text": CARD}, headers=ALICE).json()

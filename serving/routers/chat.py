@@ -43,7 +43,7 @@ from serving.context_service import ContextService, context_service
 from serving.deps import CallerRole, CurrentSnapshot, State, with_persona
 from serving.models import ErrorBody
 from serving.routers.context import ThreadScope, message_of
-from serving.routers.memory import remember_exchange
+from serving.routers.memory import personal_view, remember_exchange
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["chat"])
@@ -252,7 +252,7 @@ def chat_completions(
         carried.message, carried.county, carried.zip, profile, options.top_k, thread, place_from=carried.place_from,
         min_score=options.min_score, recency_bias=options.recency_bias,
         recency_half_life_days=options.recency_half_life_days, max_words=options.max_words,
-        conversation=carried.notes,
+        conversation=carried.notes, personal=personal_view(state, scope, options),
     )  # fmt: skip
     message, answered_as = with_persona(message, carried.persona, role, state, snap)
     service.remember(scope, thread, carried)
@@ -278,6 +278,7 @@ def chat_completions(
 
     if body.stream:
         result = service.context(snap, caller, message)
+        remember_exchange(state, message, result, "chat.completions")  # before the answer exists: the question
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         items = stream_answer(result, snap, service.settings, backend, sampling)
         return StreamingResponse(
@@ -291,6 +292,7 @@ def chat_completions(
     else:
         result = service.context(snap, caller, message)
         answer = generate(result, snap, service.settings, backend, sampling)
+    remember_exchange(state, message, {**result, "answer": answer}, "chat.completions")
     return ChatCompletion.model_validate(
         {
             "id": completion_id,
