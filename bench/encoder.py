@@ -7,8 +7,15 @@ document); queries: the first 200 train claims. Every backend runs with 2 thread
 - ``onnx-plain``: a plain ``torch.onnx.export`` on ONNX Runtime (graph optimisation ALL), unfused.
 - ``onnx-unsorted``: the fused export, batches in input order.
 - ``onnx``: the shipped backend (fused export, batches sorted by token count), ``Embedder(encoder="onnx")``.
-- ``onnx-int8``: the fused export after ``onnxruntime.quantization.quantize_dynamic`` (never shipped unless its
-  nDCG@10 stays within 0.005 of fp32: ``--ndcg`` measures dense nDCG@10 on a SciFact subset).
+- ``onnx-int8``: the shipped int8 copy of the fused export (``livemem.onnx_encoder.quantize_model``: dynamic
+  quantisation, one weight scale per output channel), which serving uses for query vectors only.
+- ``onnx-int8-tensor``: the same with one weight scale per tensor (the quantisation first tried: too lossy).
+
+Quality of the int8 copy (it ships only where nDCG@10 stays within 0.005 of fp32): ``--ndcg`` embeds a SciFact
+subset and its train claims with each of torch, onnx and onnx-int8 (dense nDCG@10, documents and queries alike);
+``--serving-ndcg`` scores what serving does, on the published SciFact serving index (``bench.serving_index``):
+float32 index vectors, train claims encoded one at a time (``encode_one``) in float32 and in int8, through
+``Retriever.search`` (dense and hybrid, ``return: documents``).
 
 For each: single-query encode p50 / p90 (ms, one thread: what a serving worker uses, and two threads), build
 throughput (texts/s over the 400 texts), and the cosine of each vector to torch's (min, median).
@@ -16,6 +23,8 @@ throughput (texts/s over the 400 texts), and the cosine of each vector to torch'
     .venv/bin/python -m bench.encoder --runs 3          # writes bench/results/encoder.{json,md}
     .venv/bin/python -m bench.encoder --runs 1 --ndcg   # adds the int8 quality check (a few minutes)
     .venv/bin/python -m bench.encoder --variants torch,onnx --name encoder-core   # the two that matter
+    .venv/bin/python -m bench.encoder --runs 3 --texts 192 --queries 100 --variants torch,onnx,onnx-int8 \
+        --serving-ndcg --name encoder-r5       # round 5: int8 query vectors, their cost in nDCG@10
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import os
 import platform
 import shutil
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -41,7 +51,7 @@ RESULTS = PROJECT_ROOT / "bench" / "results"
 WORK = PROJECT_ROOT / "bench" / ".work" / "encoder"
 THREADS = 2
 BATCH = 64
-VARIANTS = ("torch", "onnx-plain", "onnx-unsorted", "onnx", "onnx-int8")
+VARIANTS = ("torch", "onnx-plain", "onnx-unsorted", "onnx", "onnx-int8", "onnx-int8-tensor")
 
 
 def corpus() -> dict[str, str]:
@@ -93,10 +103,10 @@ def variants(model: Path, names: list[str]) -> dict[str, tuple]:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     shipped = Embedder(encoder="onnx", threads=THREADS, batch_size=BATCH)
-    plain, int8 = WORK / "plain.onnx", WORK / "int8.onnx"
+    plain, int8 = WORK / "plain.onnx", WORK / "int8-tensor.onnx"
     if "onnx-plain" in names:
         export_model(model, plain, fuse=False)
-    if "onnx-int8" in names:
+    if "onnx-int8-tensor" in names:
         quantize_dynamic(
             shipped.onnx.file,
             int8,
@@ -105,8 +115,8 @@ def variants(model: Path, names: list[str]) -> dict[str, tuple]:
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
 
-    def onnx(file: Path | None, threads: int) -> OnnxEncoder:
-        return OnnxEncoder(model, threads=threads, batch_size=BATCH, model_file=file)
+    def onnx(file: Path | None, threads: int, precision: str = "fp32") -> OnnxEncoder:
+        return OnnxEncoder(model, threads=threads, batch_size=BATCH, model_file=file, precision=precision)
 
     torch2 = Embedder(encoder="torch", threads=THREADS, batch_size=BATCH)
     makers = {
@@ -114,7 +124,12 @@ def variants(model: Path, names: list[str]) -> dict[str, tuple]:
         "onnx-plain": lambda: (onnx(plain, 2).encode, onnx(plain, 1).encode_one, onnx(plain, 2).encode_one),
         "onnx-unsorted": lambda: (unsorted(shipped.onnx), False, False),
         "onnx": lambda: (shipped.encode, onnx(None, 1).encode_one, shipped.encode_one),
-        "onnx-int8": lambda: (onnx(int8, 2).encode, onnx(int8, 1).encode_one, onnx(int8, 2).encode_one),
+        "onnx-int8": lambda: (
+            onnx(None, 2, "int8").encode,
+            onnx(None, 1, "int8").encode_one,
+            onnx(None, 2, "int8").encode_one,
+        ),
+        "onnx-int8-tensor": lambda: (onnx(int8, 2).encode, onnx(int8, 1).encode_one, onnx(int8, 2).encode_one),
     }
     return {name: makers[name]() for name in names}
 
@@ -178,6 +193,32 @@ def dense_ndcg(found: dict[str, tuple], docs: dict[str, str], size: int) -> dict
     return {"documents": len(ids), "queries": len(queries), "ndcg@10": out}
 
 
+def serving_ndcg() -> dict[str, dict[str, float]]:
+    """nDCG@10 of the train claims on the published SciFact serving index, as serving ranks them (float32 index
+    vectors, one query at a time) with float32 and with int8 query vectors."""
+    from bench.serving_index import WORK as SERVING_WORK
+    from bench.serving_quality import evaluate
+    from livemem.reader import load_snapshot
+    from livemem.retrieval import Retriever
+    from livemem.store import IndexHome
+
+    home = IndexHome(SERVING_WORK / "rag_index")
+    if not home.current():
+        raise SystemExit("no SciFact serving index: run `python -m bench.serving_index` first")
+    snap = load_snapshot(home, home.current())
+    queries, qrels = load_queries("train")
+    out: dict[str, dict[str, float]] = {"index_version": home.current(), "queries": len(queries)}
+    for precision in ("fp32", "int8"):
+        embedder = Embedder(encoder="onnx", threads=1, query_precision=precision)
+        vectors = np.stack([embedder.encode_one(text) for text in queries.values()])
+        retriever = Retriever(embedder)
+        for mode in ("dense", "hybrid"):
+            found = evaluate(retriever, snap, queries, vectors, qrels, mode)
+            out[f"{precision} {mode}"] = found["ndcg@10"]
+            print("serving ndcg", precision, mode, found["ndcg@10"], flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -186,6 +227,7 @@ def main() -> None:
     parser.add_argument("--name", default="encoder", help="results file name under bench/results/")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, torch first")
     parser.add_argument("--ndcg", type=int, nargs="?", const=1500, default=0, help="subset size for nDCG@10")
+    parser.add_argument("--serving-ndcg", action="store_true", help="int8 query vectors on the serving index")
     args = parser.parse_args()
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
@@ -202,6 +244,7 @@ def main() -> None:
         print(f"run {i + 1}/{args.runs}, load {load:.2f}", flush=True)
         runs.append({"load_1min": round(load, 2), "variants": one_run(found, texts, queries)})
     report = {
+        "command": "python -m bench.encoder " + " ".join(sys.argv[1:]),
         "machine": {"cpus": len(os.sched_getaffinity(0)), "python": platform.python_version()},
         "texts": len(texts),
         "queries": len(queries),
@@ -212,6 +255,8 @@ def main() -> None:
     }
     if args.ndcg:
         report["int8_quality"] = dense_ndcg(found, docs, args.ndcg)
+    if args.serving_ndcg:
+        report["int8_queries_on_the_serving_index"] = serving_ndcg()
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
     (RESULTS / f"{args.name}.md").write_text(markdown(report))
@@ -262,7 +307,15 @@ def markdown(report: dict) -> str:
             f"Dense nDCG@10, {q['queries']} train claims over {q['documents']} abstracts (all judged ones): "
             + ", ".join(f"{k} {v}" for k, v in q["ndcg@10"].items()),
         ]
-    lines += ["", "Reproduce: `.venv/bin/python -m bench.encoder --runs 3` (add `--ndcg` for the int8 check).", ""]
+    if "int8_queries_on_the_serving_index" in report:
+        q = report["int8_queries_on_the_serving_index"]
+        scores = ", ".join(f"{k} {v}" for k, v in q.items() if k not in ("index_version", "queries"))
+        lines += [
+            "",
+            f"nDCG@10 as serving ranks ({q['queries']} train claims, SciFact serving index `{q['index_version']}`, "
+            f"float32 index vectors, `return: documents`), by query-vector precision: {scores}",
+        ]
+    lines += ["", f"Reproduce: `.venv/bin/{report['command']}`", ""]
     return "\n".join(lines)
 
 
