@@ -233,36 +233,56 @@ PHRASES = {
     "near": "near {}",
     "part_of": "part of {}",
 }
+SHARED_PHRASES = {  # what two entities both are or do, in the order the summary says it
+    "serves_program": "offer {}",
+    "operated_by": "are operated by {}",
+    "located_in": "are located in {} County",
+    "serves_zip": "serve ZIP {}",
+    "part_of": "are part of {}",
+}
 
 
 def summarize(facts: list[dict[str, Any]], graph: dict[str, Any] | None = None) -> str | None:
     """A few plain sentences over the facts: how the two sides of a relationship question connect, then what
-    each of the first entities is (at most ``MAX_SUMMARISED``)."""
+    each entity is (those of the question, else the first ``MAX_SUMMARISED``), nearest neighbours first."""
     sentences: list[str] = []
-    for c in ((graph or {}).get("relationship") or {}).get("connections", [])[:4]:
+    relationship = (graph or {}).get("relationship") or {}
+    shared: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for c in relationship.get("connections", []):
         if c["kind"] == "direct":
             sentences.append(f"{c['from']} is {PHRASES.get(c['predicate'], c['predicate'] + ' {}').format(c['to'])}.")
         elif c["kind"] == "shared":
-            phrase = PHRASES.get(c["predicate"], c["predicate"] + " {}").format(c["object"])
-            sentences.append(f"{c['from']} and {c['to']} are both {phrase}.".replace("both offers", "both offer"))
+            shared.setdefault((c["from"], c["to"]), {}).setdefault(c["predicate"], []).append(c["object"])
         else:
             sentences.append(f"{c['via']} links {c['from']} and {c['to']}.")
-    by_subject: dict[str, dict[str, list[str]]] = {}
+    for (a, b), predicates in shared.items():
+        parts = [
+            SHARED_PHRASES[p].format(", ".join(sorted(v)))
+            for p, v in sorted(predicates.items(), key=lambda item: list(SHARED_PHRASES).index(item[0]))
+            if p in SHARED_PHRASES
+        ]
+        sentences.append(f"{a} and {b} both {' and '.join(parts)}.")
+    asked = [n["value"] for side in relationship.get("resolved", []) for n in side if n["kind"] == "entity"]
+    by_subject: dict[str, dict[str, list[tuple[float, str]]]] = {}
     labels: dict[str, str] = {}
     for f in facts:
-        if f["subject"] not in by_subject and len(by_subject) == MAX_SUMMARISED:
+        new = f["subject"] not in by_subject
+        if new and (f["subject"] not in asked if asked else len(by_subject) == MAX_SUMMARISED):
             continue
         labels[f["subject"]] = f["subject_label"]
-        value = f.get("object_label") or f["object"]
+        value, rank = f.get("object_label") or f["object"], 0.0
         if f["predicate"] == "near" and "distance_km" in f["provenance"]:
-            value = f"{value} ({f['provenance']['distance_km']} km)"
+            rank = f["provenance"]["distance_km"]
+            value = f"{value} ({rank} km)"
         values = by_subject.setdefault(f["subject"], {}).setdefault(f["predicate"], [])
-        if value not in values:
-            values.append(value)
+        if (rank, value) not in values:
+            values.append((rank, value))
     for subject, predicates in by_subject.items():
         parts = [
-            PHRASES.get(p, p.replace("_", " ") + " {}").format(", ".join(values))
-            for p, values in predicates.items()
+            PHRASES.get(p, p.replace("_", " ") + " {}").format(", ".join(v for _, v in sorted(values)))
+            for p, values in sorted(
+                predicates.items(), key=lambda item: list(PHRASES).index(item[0]) if item[0] in PHRASES else 99
+            )
             if p != "part_of"
         ]
         if parts:

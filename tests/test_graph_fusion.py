@@ -55,8 +55,14 @@ def test_a_relationship_question_is_answered_from_the_graph(client) -> None:
     assert not {p for p, _ in shared} & {"near", "operated_by"}
     answers = [f for f in data["structured_facts"] if f["resolved_from"] == "question"]
     assert {f["subject_label"] for f in answers} == {"Oak Hill Benefits Hub", "Beckley DHHR Office"}
-    assert "Oak Hill Benefits Hub and Beckley DHHR Office are both part of wv-benefits." in data["facts_summary"]
-    assert "both offer SNAP" in data["facts_summary"]
+    summary = data["facts_summary"]
+    assert summary.startswith(
+        "Oak Hill Benefits Hub and Beckley DHHR Office both offer Medicaid, SNAP, WV WORKS and are part of wv-benefits."
+    )
+    # then what each of the two is, and nothing about entities the question did not name
+    assert "Beckley DHHR Office: located in Raleigh County; serves ZIP 25801;" in summary
+    assert "Raleigh County Food Bank Pantry (0.72 km), Beckley Community Clinic" in summary
+    assert "Beckley Community Clinic:" not in summary
 
 
 def test_near_and_through_connections(client) -> None:
