@@ -283,3 +283,19 @@ def test_consolidation_expires_merges_duplicates_and_applies_card_deletions(any_
     assert [i["item_id"] for i in snap.items] == ["a"]
     assert snap.feedback == [{"user": "v", "chunk_id": "chunk-1", "votes": 1}]
     assert [r["item_id"] for r in log.rows()] == ["a", "chunk-1"]
+
+
+def test_the_daily_schedule_consolidates_personal_memory() -> None:
+    from dagster import build_schedule_context
+
+    from orchestration.assets.personal_memory import build_personal_memory_assets
+
+    _, _, (job,), (schedule,) = build_personal_memory_assets()
+    assert (schedule.name, schedule.cron_schedule, schedule.execution_timezone) == (
+        "daily_personal_memory",
+        "30 3 * * *",
+        "UTC",
+    )
+    assert schedule.job_name == job.name == "personal_memory_job"
+    requests = schedule.evaluate_tick(build_schedule_context(scheduled_execution_time=datetime(2026, 11, 23, 3, 30)))
+    assert len(requests.run_requests) == 1
