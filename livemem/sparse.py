@@ -148,50 +148,57 @@ class SparseScorer:
     mask: the rows of the access levels searched) and is zero outside it."""
 
     def __init__(self, parts: Sequence[tuple[Postings, np.ndarray]], size: int) -> None:
-        self.parts = list(parts)
+        # positions as int32 (half the bytes gathered per posting), and whether a part has rows the version dropped
+        self.parts = [
+            (postings, positions.astype(np.int32), bool((positions < 0).any())) for postings, positions in parts
+        ]
         self.size = size
-        self.lengths = np.zeros(size, dtype=np.float64)
-        for postings, positions in self.parts:
+        self.lengths = np.zeros(size, dtype=np.float32)
+        for postings, positions, _ in self.parts:
             live = positions >= 0
             self.lengths[positions[live]] = postings.lengths[live]
-        self._stats: dict[bytes, tuple[int, float]] = {}
+        self._stats: dict[bytes, tuple[int, float, bool]] = {}
 
-    def corpus_stats(self, corpus: np.ndarray) -> tuple[int, float]:
+    def corpus_stats(self, corpus: np.ndarray) -> tuple[int, float, bool]:
+        """Number of rows in ``corpus``, their mean length, and whether the corpus is every row."""
         key = np.packbits(corpus).tobytes()
         found = self._stats.get(key)
         if found is None:
             n = int(corpus.sum())
-            found = (n, float(self.lengths[corpus].mean()) if n else 1.0)
+            found = (n, float(self.lengths[corpus].mean(dtype=np.float64)) if n else 1.0, n == self.size)
             if len(self._stats) < 64:
                 self._stats[key] = found
         return found
 
     def scores(self, query: str, corpus: np.ndarray) -> np.ndarray:
-        out = np.zeros(self.size, dtype=np.float64)
-        n, avgdl = self.corpus_stats(corpus)
+        """BM25 of every row for ``query`` (float32; zero outside ``corpus``). Each posting costs a few gathers
+        and float32 operations: positions are skipped where a part has no dropped row and the corpus filter where
+        the corpus is every row (at 500k chunks this halved the time of the float64 version, same ranking)."""
+        out = np.zeros(self.size, dtype=np.float32)
+        n, avgdl, everything = self.corpus_stats(corpus)
         if not n:
-            return out.astype(np.float32)
+            return out
+        constant = np.float32(K1 * (1.0 - B))
+        per_length = np.float32(K1 * B / avgdl)
         for term, repeats in Counter(tokens(query)).items():
-            found_rows: list[np.ndarray] = []
-            found_tf: list[np.ndarray] = []
-            for postings, positions in self.parts:
+            found: list[tuple[np.ndarray, np.ndarray]] = []
+            for postings, positions, holes in self.parts:
                 hit = postings.lookup(term)
                 if hit is None:
                     continue
-                rows = positions[hit[0]]
-                keep = rows >= 0
-                rows = rows[keep]
-                inside = corpus[rows]
-                found_rows.append(rows[inside])
-                found_tf.append(hit[1][keep][inside])
-            if not found_rows:
+                rows, tf = positions[hit[0]], hit[1]
+                if holes:
+                    keep = rows >= 0
+                    rows, tf = rows[keep], tf[keep]
+                if not everything:
+                    inside = corpus[rows]
+                    rows, tf = rows[inside], tf[inside]
+                if rows.size:
+                    found.append((rows, tf))
+            df = sum(rows.size for rows, _ in found)
+            if not df:
                 continue
-            rows = np.concatenate(found_rows)
-            if not rows.size:
-                continue
-            tf = np.concatenate(found_tf).astype(np.float64)
-            df = rows.size
-            idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            tfc = tf / (tf + K1 * (1.0 - B + B * self.lengths[rows] / avgdl))
-            out[rows] += repeats * idf * tfc
-        return out.astype(np.float32)
+            weight = np.float32(repeats * np.log(1.0 + (n - df + 0.5) / (df + 0.5)))
+            for rows, tf in found:  # rows of one term are distinct: a fancy-index add is exact
+                out[rows] += weight * (tf / (tf + constant + per_length * self.lengths[rows]))
+        return out
