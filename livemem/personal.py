@@ -287,11 +287,14 @@ class MemorySnapshot:
     items: list[dict[str, Any]]
     vectors: np.ndarray
     feedback: list[dict[str, Any]]
-    by_user: dict[str, list[int]] = field(default_factory=dict)
+    by_user: dict[str, list[int]] = field(default_factory=dict)  # user → rows of ``items`` (built on load)
+    votes_by_user: dict[str, dict[str, int]] = field(default_factory=dict)  # user → chunk → net votes
 
     def __post_init__(self) -> None:
         for i, item in enumerate(self.items):
             self.by_user.setdefault(item["user"], []).append(i)
+        for vote in self.feedback:
+            self.votes_by_user.setdefault(vote["user"], {})[vote["chunk_id"]] = vote["votes"]
 
 
 def current_snapshot_id(directory: Path) -> str | None:
@@ -491,7 +494,7 @@ def read_view(
             items[item["item_id"]] = {**item, "state": "consolidated"}
             if same_model:
                 vectors[item["item_id"]] = snapshot.vectors[i]
-        votes = {f["chunk_id"]: f["votes"] for f in snapshot.feedback if f["user"] == user}
+        votes = dict(snapshot.votes_by_user.get(user, {}))
     for row in tail:
         if row["kind"] == "delete":
             if row["item_id"] is None:

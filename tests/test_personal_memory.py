@@ -282,6 +282,8 @@ def test_consolidation_expires_merges_duplicates_and_applies_card_deletions(any_
     snap = personal.load_snapshot(store, meta["snapshot"].value)
     assert [i["item_id"] for i in snap.items] == ["a"]
     assert snap.feedback == [{"user": "v", "chunk_id": "chunk-1", "votes": 1}]
+    assert personal.read_view(store, "v").nudges() == {"chunk-1": 1.25}
+    assert [i["item_id"] for i in personal.read_view(store, "u").items] == ["a"]
     assert [r["item_id"] for r in log.rows()] == ["a", "chunk-1"]
 
 
