@@ -772,7 +772,8 @@ def evidence_line(section: str, item: dict[str, Any], max_chars: int) -> str:
             text = text[: max_chars - 1].rstrip() + "…"
         return f"({where}{seal}) {heading}\n{text}"
     if section == "structured_facts":
-        return f"{item['subject_label']} {item['predicate']} {item['object']} ({item['object_kind']})"
+        target = item.get("object_label") or item["object"]  # a near fact names the other entity, not its id
+        return f"{item['subject_label']} {item['predicate']} {target} ({item['object_kind']})"
     if section == "spatial":
         where = ", ".join(str(v) for v in (item.get("address"), item.get("town"), item.get("zip")) if v)
         return (

@@ -18,7 +18,6 @@ and a date that was never written must not filter anyone's evidence away.
 
 from __future__ import annotations
 
-import calendar
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -28,21 +27,35 @@ from typing import Any
 import numpy as np
 import yaml
 
-MONTHS = {name: i for i, name in enumerate(calendar.month_name) if name} | {
-    name: i for i, name in enumerate(calendar.month_abbr) if name
-}
-MONTHS = {k.lower(): v for k, v in MONTHS.items()} | {"sept": 9}
+# English names, spelled out: calendar.month_name follows the process locale.
+_MONTH_NAMES = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+MONTHS = {name: i + 1 for i, name in enumerate(_MONTH_NAMES)} | {n[:3]: i + 1 for i, n in enumerate(_MONTH_NAMES)}
+MONTHS["sept"] = 9
 MONTH_RE = r"(?:" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 YEAR_RE = r"(?:19|20)\d\d"
 _ISO = re.compile(rf"(?<![\d])({YEAR_RE})[-_./](\d\d)(?:[-_./](\d\d))?(?!\d)")
-_COMPACT = re.compile(rf"(?<![\d])({YEAR_RE})(\d\d)(\d\d)(?!\d)")  # 20260914 (file names only)
+# File names only: 20260914, and a year between the name's words (annual-report-2025).
+_COMPACT = re.compile(rf"(?<![\d])({YEAR_RE})(\d\d)(\d\d)(?!\d)")
+_NAME_YEAR = re.compile(rf"(?<![0-9A-Za-z])({YEAR_RE})(?![0-9A-Za-z])")
 _DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({MONTH_RE})\s*,?\s+({YEAR_RE})\b", re.IGNORECASE)
 _MONTH_DAY_YEAR = re.compile(rf"\b({MONTH_RE})\s+(\d{{1,2}})(?:st|nd|rd|th)?\s*,?\s+({YEAR_RE})\b", re.IGNORECASE)
 _MONTH_YEAR = re.compile(rf"\b({MONTH_RE})\s*,?\s+({YEAR_RE})\b", re.IGNORECASE)
 _YEAR = re.compile(rf"(?<![\w$£€.,-])({YEAR_RE})(?![\d,.-]\d|\d|-)")
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
-SOURCES = ("front_matter", "heading", "file_name", "commit")
 
 
 @dataclass(frozen=True)
@@ -79,18 +92,19 @@ def _period(year: str, month: str | int | None = None, day: str | None = None) -
         return None
 
 
-def find_period(text: str, *, bare_year: bool = True, compact: bool = False) -> tuple[Period, re.Match] | None:
-    """The most precise date written in ``text`` (a day before a month before a year; the first of a kind)."""
+def find_period(text: str, *, bare_year: bool = True, file_name: bool = False) -> tuple[Period, re.Match] | None:
+    """The most precise date written in ``text`` (a day before a month before a year; the first of a kind);
+    ``file_name``: also ``20260914`` and a year set off by ``-`` or ``_``."""
     patterns: list[tuple[re.Pattern[str], Any]] = [
         (_ISO, lambda m: _period(m.group(1), int(m.group(2)), m.group(3))),
         (_DAY_MONTH_YEAR, lambda m: _period(m.group(3), m.group(2), m.group(1))),
         (_MONTH_DAY_YEAR, lambda m: _period(m.group(3), m.group(1), m.group(2))),
     ]
-    if compact:
+    if file_name:
         patterns.append((_COMPACT, lambda m: _period(m.group(1), int(m.group(2)), m.group(3))))
     patterns.append((_MONTH_YEAR, lambda m: _period(m.group(2), m.group(1))))
     if bare_year:
-        patterns.append((_YEAR, lambda m: _period(m.group(1))))
+        patterns.append((_NAME_YEAR if file_name else _YEAR, lambda m: _period(m.group(1))))
     found: list[tuple[int, int, Period, re.Match]] = []
     for rank, (pattern, make) in enumerate(patterns):
         for m in pattern.finditer(text):
@@ -137,7 +151,7 @@ def document_date(path: str, text: str) -> dict[str, str] | None:
         heading = _first_heading(body)
         found = find_period(heading) if heading else None
         candidates.append(("heading", found[0] if found else None))
-    found = find_period(PurePosixPath(path).stem, compact=True)
+    found = find_period(PurePosixPath(path).stem, file_name=True)
     candidates.append(("file_name", found[0] if found else None))
     found_ = [(source, period) for source, period in candidates if period is not None]
     if not found_:

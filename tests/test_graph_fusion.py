@@ -73,6 +73,7 @@ def test_near_and_through_connections(client) -> None:
     ]
     assert direct[0]["provenance"]["distance_km"] < 1.0
     assert "Beckley DHHR Office is near Raleigh County Food Bank Pantry." in near["facts_summary"]
+    assert "Beckley DHHR Office near Raleigh County Food Bank Pantry (entity)" in near["prompt"]["context"]
     # two things that are not places: the entities that link them
     through = context(client, "What is the relationship between SNAP and Fayette County?")
     relationship = through["route"]["graph"]["relationship"]
