@@ -1,0 +1,131 @@
+"""Serving copies (issue 13: workers share memory): the first worker to load a segment writes its rows, vectors and
+postings as plain arrays that every worker maps; a worker that finds the copy never reads the segment's files again;
+the copy answers exactly what the version's tables hold; a directory that cannot be written falls back to private
+memory; a damaged copy is written again; retention removes copies with their segments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from livemem import reader
+from livemem.build import build_version
+from livemem.config import load_sources
+from livemem.reader import load_snapshot
+from livemem.retrieval import Query, Retriever
+from livemem.store import IndexHome
+from livemem.version import connect, mapped, segments
+
+
+@pytest.fixture
+def home_with_two_versions(tmp_path, make_repo, embedder):
+    files = {
+        f"docs/page-{i:02d}.md": f"# Page {i}\n\n## Part\n\nHeating help number {i} in Fayette.\n" for i in range(12)
+    }
+    files["docs/unicode.md"] = "# Café señor\n\nÜmlauts, emoji 🚒 and a NUL-free oddity: \u2028 line separator.\n"
+    repo = make_repo(files=files)
+    sources = tmp_path / "sources.yaml"
+    sources.write_text(f"sources:\n  - name: docs\n    repo: {repo.path}\n    collection: docs\n", encoding="utf-8")
+    config = load_sources(sources)
+    home = IndexHome(tmp_path / "index")
+    versions = []
+    for edit in (None, {"docs/page-03.md": "# Page 3\n\nchanged: winter heating.\n"}):
+        if edit:
+            repo.commit(edit)
+        result = build_version(config, home, embedder)
+        home.publish(result.version_id, result.base_version, retention=1)
+        versions.append(result.version_id)
+    home.test_repo, home.test_config = repo, config  # for a later build in a test
+    return home, versions
+
+
+def fresh_process(monkeypatch) -> None:
+    """Forget the segments this process loaded, as a new worker would start."""
+    monkeypatch.setattr(reader, "SEGMENTS", segments.SegmentCache())
+
+
+def sql_rows(home: IndexHome, version: str) -> list[dict]:
+    con = connect(home.version_dir(version))
+    try:
+        frame = con.execute("SELECT * FROM chunks").df()
+    finally:
+        con.close()
+    return sorted(({k: (None if v != v else v) for k, v in r.items()} for r in frame.to_dict("records")),
+                  key=lambda r: r["chunk_id"])  # fmt: skip
+
+
+def test_rows_vectors_and_postings_come_from_mapped_copies_equal_to_the_version(home_with_two_versions, monkeypatch):
+    home, (_, version) = home_with_two_versions
+    fresh_process(monkeypatch)
+    snap = load_snapshot(home, version)
+    root = mapped.cache_root(home.root / "parts")
+    assert sorted(p.name for p in root.iterdir()) == sorted(snap.segments)
+    for dense, _ in snap.dense.parts:
+        assert isinstance(dense, np.memmap) and Path(dense.filename).is_relative_to(root)
+    rows = sorted((snap.rows[i] for i in range(snap.size)), key=lambda r: r["chunk_id"])
+    assert rows == sql_rows(home, version)  # every column of every row, unicode included
+    assert [r["chunk_id"] for r in (snap.rows[i] for i in range(snap.size))] == snap.ids
+
+
+def test_a_new_worker_maps_the_copy_without_reading_the_segment_files(home_with_two_versions, embedder, monkeypatch):
+    home, (_, version) = home_with_two_versions
+    fresh_process(monkeypatch)
+    first = load_snapshot(home, version)
+    query = Query(text="winter heating", top_k=5, mode="hybrid")
+    expected = Retriever(embedder).search(first, query, first.collections_for(frozenset({"public"})))
+
+    fresh_process(monkeypatch)
+
+    def refuse(*args):
+        raise AssertionError("the segment files were read again")
+
+    monkeypatch.setattr(segments, "_read_verified", refuse)
+    second = load_snapshot(home, version)
+    assert all(reader.SEGMENTS.get(home.root / "parts", s).mapped for s in second.segments)
+    got = Retriever(embedder).search(second, query, second.collections_for(frozenset({"public"})))
+    assert [(h.row, h.score) for h in got.chunks] == [(h.row, h.score) for h in expected.chunks]
+
+
+def test_an_unwritable_cache_falls_back_to_private_memory(home_with_two_versions, embedder, monkeypatch):
+    home, (_, version) = home_with_two_versions
+    blocker = home.root / "not-a-directory"
+    blocker.write_text("a file where the cache directory would be\n")
+    monkeypatch.setenv(mapped.SERVING_CACHE_ENV, str(blocker / "copies"))
+    fresh_process(monkeypatch)
+    snap = load_snapshot(home, version)
+    assert not any(reader.SEGMENTS.get(home.root / "parts", s).mapped for s in snap.segments)
+    assert sorted((snap.rows[i] for i in range(snap.size)), key=lambda r: r["chunk_id"]) == sql_rows(home, version)
+    result = Retriever(embedder).search(
+        snap, Query(text="winter heating", top_k=3, mode="hybrid"), snap.collections_for(frozenset({"public"}))
+    )
+    assert result.chunks and "changed: winter heating" in snap.rows[result.chunks[0].row]["content"]
+
+
+def test_a_damaged_copy_is_written_again(home_with_two_versions, monkeypatch):
+    home, (_, version) = home_with_two_versions
+    fresh_process(monkeypatch)
+    load_snapshot(home, version)
+    root = mapped.cache_root(home.root / "parts")
+    segment = home.manifest(version)["segments"][0]["id"]
+    with open(root / segment / "content.bytes.npy", "r+b") as fh:
+        fh.truncate(100)
+    fresh_process(monkeypatch)
+    snap = load_snapshot(home, version)
+    assert (root / segment / "content.bytes.npy").stat().st_size > 100
+    assert sorted((snap.rows[i] for i in range(snap.size)), key=lambda r: r["chunk_id"]) == sql_rows(home, version)
+
+
+def test_retention_removes_the_copies_of_removed_segments(home_with_two_versions, embedder, monkeypatch):
+    home, (_, second) = home_with_two_versions
+    fresh_process(monkeypatch)
+    load_snapshot(home, second)
+    root = mapped.cache_root(home.root / "parts")
+    copies = {p.name for p in root.iterdir()}
+    home.test_repo.commit({"docs/page-03.md": "# Page 3\n\nrewritten again\n"})  # the second's own segment: page 3 only
+    third = build_version(home.test_config, home, embedder)
+    home.publish(third.version_id, third.base_version, retention=1)  # retention removes the second's own segment
+    parts = {p.name for p in (home.root / "parts").iterdir()}
+    assert copies - parts, "the change should have dropped a segment"
+    assert {p.name for p in root.iterdir()} <= parts  # its copy went with it
