@@ -4,15 +4,22 @@ On the SciFact index built by the platform (``bench.serving_index``), with the S
 distinct, so the result cache cannot help unless measured on purpose):
 
 - where one uncached hybrid top-10 ``/query`` spends its time, in-process (``components``): query encoding (wall
-  and thread CPU time, which the other processes on a shared machine inflate less), the whole retrieval,
+  and thread CPU time, which the other processes on a shared machine inflate less; int8 query vectors, serving's
+  default, and float32 ones, alternating query by query), the whole retrieval,
   building the results, the trace (id, events, append), the response model and its JSON, the full ASGI path
   (TestClient: middleware, validation, dependencies, thread pool);
-- for each query encoder (``--encoders``, default ``onnx,torch``): one client, hybrid top-10: p50 / p99 / mean
-  per request (result cache off), then 8 concurrent clients (threads, one keep-alive connection each) for a
-  fixed time: requests/s and errors;
+- for each query encoder (``--encoders``, default ``onnx,onnx-fp32``; ``onnx``: serving's defaults, int8 query
+  vectors; ``onnx-fp32``: float32 ones; ``torch``): one client, hybrid top-10: p50 / p99 / mean per request
+  (result cache off), then 8 concurrent clients (threads, one keep-alive connection each) for a fixed time:
+  requests/s and errors. ``--rounds N`` repeats the encoders in turn (A, B, A, B, ...) and reports each round
+  and the median: on a shared machine only ratios within one run mean anything;
 - cache hits: one query repeated with the cache on, p50 / p99.
 
     .venv/bin/python -m bench.serving_latency --workers 2   # bench/results/serving_latency.{json,md}
+    .venv/bin/python -m bench.serving_latency --workers 2 --rounds 3 --seconds 10 --single 300 --tag r5
+
+The concurrent run cycles through the 809 train claims, so a query recurs after 809 requests; the result cache
+is off there, and no query vector is cached either, so every request encodes and searches.
 """
 
 from __future__ import annotations
@@ -35,8 +42,15 @@ import numpy as np
 from bench.serving_index import WORK, ensure_index
 from bench.serving_quality import load_queries
 from livemem.config import PROJECT_ROOT
+from livemem.store import IndexHome
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
+# query encoder name -> the serving environment that selects it
+ENCODERS = {
+    "onnx": {"LIVEMEM_ENCODER": "onnx", "LIVEMEM_QUERY_PRECISION": "int8"},
+    "onnx-fp32": {"LIVEMEM_ENCODER": "onnx", "LIVEMEM_QUERY_PRECISION": "fp32"},
+    "torch": {"LIVEMEM_ENCODER": "torch"},
+}
 
 
 def free_port() -> int:
@@ -147,9 +161,11 @@ def throughput(url: str, texts: list[str], clients: int, seconds: float) -> dict
 
 def components(index_dir: Path, texts: list[str], trace_dir: Path) -> dict[str, dict[str, float]]:
     """Milliseconds (p50, mean) of each step of an uncached hybrid top-10 /query, in this process (ONNX encoder,
-    one thread, as a serving worker runs it), and of the whole request through the ASGI app (TestClient)."""
+    int8 query vectors, one thread, as a serving worker runs it; ``encode_fp32``: the float32 query vector of the
+    same text, encoded just before it)."""
     from fastapi.testclient import TestClient
 
+    from livemem.embedding import Embedder
     from livemem.retrieval import Query, chunk_result
     from livemem.traces import retrieval_events
     from serving.app import create_app
@@ -158,7 +174,8 @@ def components(index_dir: Path, texts: list[str], trace_dir: Path) -> dict[str, 
 
     app = create_app(Settings(index_dir=index_dir, cache_size=0, trace_dir=trace_dir / "traces-components"))
     state = app.state.serving
-    steps = ("encode", "encode_cpu", "retrieval", "results", "trace", "response_json")
+    fp32 = Embedder(encoder="onnx", threads=1, query_precision="fp32")
+    steps = ("encode", "encode_cpu", "encode_fp32", "encode_fp32_cpu", "retrieval", "results", "trace", "response_json")
     spent: dict[str, list[float]] = {name: [] for name in steps}
 
     def timed(name: str, started: float) -> None:
@@ -169,7 +186,12 @@ def components(index_dir: Path, texts: list[str], trace_dir: Path) -> dict[str, 
         visible = snap.collections_for(frozenset({"public"}))
         for text in texts[-20:]:
             client.post("/query", json=query_body(text))
+            fp32.encode_one(text)
         for text in texts:
+            started, cpu = time.perf_counter(), time.thread_time()
+            fp32.encode_one(text)
+            timed("encode_fp32", started)
+            spent["encode_fp32_cpu"].append((time.thread_time() - cpu) * 1000)
             started, cpu = time.perf_counter(), time.thread_time()
             vector = state.retriever.encode(text)
             timed("encode", started)
@@ -258,7 +280,7 @@ def markdown(report: dict) -> str:
         f"{report['machine']['load_average_at_start']} at the start (shared with other agents: compare rows of "
         "this run with each other, not with other runs).",
         "",
-        "## Where one request spends its time (in-process, ONNX encoder, 1 thread)",
+        "## Where one request spends its time (in-process, ONNX encoder, int8 query vectors, 1 thread)",
         "",
         "| step | p50 ms | mean ms |",
         "|---|---|---|",
@@ -268,6 +290,7 @@ def markdown(report: dict) -> str:
     lines += [
         "",
         "`encode_cpu` is the thread's CPU time for the encoding (what it costs without other processes); "
+        "`encode_fp32` the float32 query vector of the same text, encoded just before (A/B, query by query); "
         "`retrieval` is the search with the vector just encoded, split into the retriever's own steps (`retrieval.*`, timed by "
         "`Retriever.search`).",
         "",
@@ -278,19 +301,55 @@ def markdown(report: dict) -> str:
         "",
         "## Over HTTP, per query encoder",
         "",
-        "| encoder | one client p50 ms | p90 | p99 | errors | 8 clients req/s | p50 ms | p99 ms | errors |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "`onnx`: serving's defaults (int8 query vectors); `onnx-fp32`: float32 query vectors; rounds in turn, "
+        "then the median of each column over the rounds.",
+        "",
+        "| round | encoder | load | one client p50 ms | p90 | p99 | errors | 8 clients req/s | p50 ms | p99 ms "
+        "| errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    for number, round_ in enumerate(report["rounds"], 1):
+        for name, row in round_.items():
+            lines.append(_encoder_row(str(number), name, row))
     for name, row in report["encoders"].items():
-        one, many = row["one_client_uncached"], row["concurrent_uncached"]
-        lines.append(
-            f"| {name} | {one['p50_ms']} | {one['p90_ms']} | {one['p99_ms']} | {one['errors']} | "
-            f"{many['requests_per_s']} | {many['p50_ms']} | {many['p99_ms']} | {many['errors']} |"
-        )
+        lines.append(_encoder_row("median", name, row))
     hit = report["one_client_cache_hit"]
     lines += ["", f"Cache hits (one query repeated, one client): p50 {hit['p50_ms']} ms, p99 {hit['p99_ms']} ms.", ""]
     lines += [f"Reproduce: `.venv/bin/{report['command']}`", ""]
     return "\n".join(lines)
+
+
+def _encoder_row(label: str, name: str, row: dict) -> str:
+    one, many = row["one_client_uncached"], row["concurrent_uncached"]
+    return (
+        f"| {label} | {name} | {row.get('load_1min', '')} | {one['p50_ms']} | {one['p90_ms']} | {one['p99_ms']} | "
+        f"{one['errors']} | {many['requests_per_s']} | {many['p50_ms']} | {many['p99_ms']} | {many['errors']} |"
+    )
+
+
+def median_row(rows: list[dict]) -> dict:
+    """Each number of the rows' runs, the median over the rounds (errors: the sum)."""
+    out: dict = {}
+    for part in ("one_client_uncached", "concurrent_uncached"):
+        keys = rows[0][part].keys()
+        out[part] = {
+            k: sum(r[part][k] for r in rows) if k == "errors" else float(np.median([r[part][k] for r in rows]))
+            for k in keys
+        }
+    return out
+
+
+def encoder_round(home_root: Path, encoder: str, args: argparse.Namespace, texts: list[str]) -> dict:
+    row: dict = {"load_1min": round(os.getloadavg()[0], 2)}
+    with uvicorn_server(home_root, cache_size=0, workers=args.workers, extra_env=ENCODERS[encoder]) as url:
+        with httpx.Client(timeout=30) as client:
+            timed_queries(client, url, texts[-30:])  # warm up
+            latencies, errors = timed_queries(client, url, texts[: args.single])
+        row["one_client_uncached"] = {**summary(latencies), "errors": errors}
+        print(encoder, "one client:", row["one_client_uncached"], flush=True)
+        row["concurrent_uncached"] = throughput(url, texts, 8, args.seconds)
+        print(encoder, "8 clients:", row["concurrent_uncached"], flush=True)
+    return row
 
 
 def main() -> None:
@@ -298,10 +357,15 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     parser.add_argument("--seconds", type=float, default=20.0, help="duration of the concurrent run")
     parser.add_argument("--single", type=int, default=400, help="requests in the one-client run")
-    parser.add_argument("--encoders", default="onnx,torch", help="query encoders to compare (LIVEMEM_ENCODER)")
+    parser.add_argument("--encoders", default="onnx,onnx-fp32", help=f"query encoders to compare, of {list(ENCODERS)}")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat the encoders in turn this many times")
+    parser.add_argument("--no-build", action="store_true", help="serve the published index as it is (no build)")
     parser.add_argument("--tag", default="", help="suffix of the result files")
     args = parser.parse_args()
-    home = ensure_index()
+    encoders = args.encoders.split(",")
+    if not set(encoders) <= set(ENCODERS):
+        parser.error(f"--encoders: any of {list(ENCODERS)}")
+    home = IndexHome(WORK / "rag_index") if args.no_build else ensure_index()
     texts = list(load_queries("train")[0].values())
     report: dict = {
         "command": "python -m bench.serving_latency " + " ".join(sys.argv[1:]),
@@ -314,25 +378,17 @@ def main() -> None:
     print("components:", report["components"])
     report["server_and_client"] = server_and_client(home.root, texts[:200])
     print("server and client:", report["server_and_client"])
-    report["encoders"] = {}
-    for encoder in args.encoders.split(","):
-        env = {"LIVEMEM_ENCODER": encoder}
-        row = report["encoders"][encoder] = {}
-        with uvicorn_server(home.root, cache_size=0, workers=args.workers, extra_env=env) as url:
-            with httpx.Client(timeout=30) as client:
-                timed_queries(client, url, texts[-30:])  # warm up
-                latencies, errors = timed_queries(client, url, texts[: args.single])
-            row["one_client_uncached"] = {**summary(latencies), "errors": errors}
-            print(encoder, "one client:", row["one_client_uncached"])
-            row["concurrent_uncached"] = throughput(url, texts, 8, args.seconds)
-            print(encoder, "8 clients:", row["concurrent_uncached"])
+    report["rounds"] = [
+        {encoder: encoder_round(home.root, encoder, args, texts) for encoder in encoders} for _ in range(args.rounds)
+    ]
+    report["encoders"] = {e: median_row([r[e] for r in report["rounds"]]) for e in encoders}
     with uvicorn_server(home.root, cache_size=1024, workers=args.workers) as url, httpx.Client(timeout=30) as client:
         timed_queries(client, url, texts[:1] * 20)
         latencies, errors = timed_queries(client, url, texts[:1] * 500)
         report["one_client_cache_hit"] = {**summary(latencies), "errors": errors}
         print("cache hits:", report["one_client_cache_hit"])
     RESULTS.mkdir(parents=True, exist_ok=True)
-    name = f"serving_latency{'_' + args.tag if args.tag else ''}"
+    name = f"serving_latency{'-' + args.tag if args.tag else ''}"
     (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     (RESULTS / f"{name}.md").write_text(markdown(report), encoding="utf-8")
     print(f"wrote {RESULTS / name}.json and .md")
