@@ -12,7 +12,7 @@ they share the model id, the cache keys below and the vectors of an index: a ver
 served with the other. A backend whose vectors did not agree (a quantised model, say) would need its own model id.
 
 Query vectors (``encode_one``) may come from the int8-quantised export instead (``query_precision="int8"``, or
-``LIVEMEM_QUERY_PRECISION=int8``; ``onnx`` backend only): 2.4x less time per query, 0.99 cosine to the float32
+``LIVEMEM_QUERY_PRECISION=int8``; ``onnx`` backend only): 2.2-2.4x less time per query, 0.99 cosine to the float32
 vector, dense nDCG@10 on SciFact train 0.0009 lower. Index vectors (``encode``) are always float32, so the
 embedding cache and the model id never see a quantised vector; serving turns it on by default
 (``serving.settings.Settings.query_precision``), the library does not.

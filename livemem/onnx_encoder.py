@@ -21,7 +21,7 @@ count so each pads little. The vectors equal torch's to float32 rounding (cosine
 output channel, activations quantised per call; 23 MB instead of 90 MB, so the weights stay in the L3 cache).
 Its vectors are 0.99 cosine to the float32 ones, so it is only ever used for query vectors against an index
 embedded in float32 (``Embedder(query_precision="int8")``), never to embed an index: on SciFact train that costs
-dense nDCG@10 0.0009 and hybrid 0.0022 (``bench/results/encoder-r5.md``) for a query encoded 2.4x faster.
+dense nDCG@10 0.0009 and hybrid 0.0022 (``bench/results/encoder-r5.md``) for a query encoded 2.2-2.4x faster.
 """
 
 from __future__ import annotations
