@@ -403,3 +403,21 @@ def test_attention_and_recency_change_the_dense_ranking(used_index, embedder) ->
     second = retriever.search(snap, lifted, collections, vector).chunks
     assert first != [h.row for h in second]
     assert all(h.score > h.dense for h in second)  # every shown row gained from recency or attention
+
+
+def test_top_order_on_large_arrays_equals_a_full_sort_ties_and_nan_included() -> None:
+    """``top_order`` on many scores looks only among those within a bound guessed from a sample: the same positions,
+    in the same order, as a stable sort of every score (ties to the lower position, NaN last)."""
+    rng = np.random.default_rng(7)
+    for trial in range(24):
+        n = int(rng.integers(5_000, 80_000))
+        scores = rng.standard_normal(n).astype(np.float32)
+        if trial % 3 == 0:
+            scores = np.round(scores, 1)  # many ties
+        if trial % 4 == 0:
+            scores[rng.integers(0, n, n // 5)] = np.nan
+        if trial % 5 == 0:
+            scores[: n - 3] = 0.0  # almost all equal: the guess cannot narrow anything
+        for k in (1, 10, 64, 500):
+            want = np.lexsort((np.arange(n), -np.where(np.isnan(scores), -np.inf, scores)))[:k]
+            assert np.array_equal(top_order(scores, k), want), (trial, k)
