@@ -13,7 +13,16 @@ over per-query dense and BM25 scores computed once (what ``search`` does for one
 modes table, through ``search``, checks that). ``--compare VERSION`` also scores another published version of the
 same index (e.g. one chunked differently) through ``search``.
 
+``--api`` also asks every question through the real app (a uvicorn process, ``/query``, result cache off, top 10)
+in each mode: the numbers a client sees, with the serving encoder. ``--ideas`` (train only) measures the
+query-side ideas of round 5 on the same per-query scores: document-level aggregation of chunk scores, a BM25
+title field (postings built in memory from the snapshot's rows: the segment format is unchanged), pseudo-relevance
+feedback (RM3 for BM25, Rocchio for the query vector) and the fusion variants, each with the nDCG@10 of two fixed
+random halves of train (no test split ships with the data: the halves are the check against overfitting) and the
+ms per query it adds, timed in the same run as the baseline.
+
     .venv/bin/python -m bench.serving_quality --split train    # writes bench/results/serving_quality.json and .md
+    .venv/bin/python -m bench.serving_quality --split train --no-sweep --api --ideas --output serving_quality-r5
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import numpy as np
 from bench.serving_index import SCIFACT, WORK, ensure_index
 from livemem import sparse
 from livemem.config import PROJECT_ROOT
+from livemem.dense import top_order
 from livemem.embedding import Embedder
 from livemem.fusion import FusionSettings, fuse
 from livemem.reader import load_snapshot
@@ -43,6 +53,7 @@ BM25_DEFAULTS = (sparse.K1, sparse.B)
 BM25_GRID = [(k1, b) for k1 in (0.6, 0.9, 1.2, 1.5) for b in (0.3, 0.5, 0.75)]
 # the hybrids each BM25 setting is scored with: the serving default and the runner-up method
 BM25_FUSIONS = {
+    "linear 1:0.5": FusionSettings("linear"),
     "minmax 1:1": FusionSettings("minmax", sparse_weight=1.0),
     "zscore 1:1": FusionSettings("zscore", sparse_weight=1.0),
 }
@@ -96,6 +107,7 @@ def evaluate(retriever, snap, queries, vectors, qrels, mode: str) -> dict[str, f
 def _fusions() -> list[FusionSettings]:
     """The settings the sweep compares (weights are relative: only their ratio matters for min-max and z-score)."""
     grid = [FusionSettings("rrf", k=k, dense_weight=w) for k in (10, 30, 60) for w in (0.75, 1.0, 1.25)]
+    grid += [FusionSettings("linear", sparse_weight=w) for w in (0.3, 0.4, 0.5, 0.6, 0.75)]
     for depth in (100, 1000):
         grid += [FusionSettings("minmax", sparse_weight=w, depth=depth) for w in SPARSE_WEIGHTS]
         grid += [FusionSettings("zscore", sparse_weight=w, depth=depth) for w in (0.3, 0.5, 0.75, 1.0, 1.25, 1.5)]
@@ -153,7 +165,12 @@ def main() -> None:
     parser.add_argument("--compare", action="append", default=[], help="another published version to score too")
     parser.add_argument("--version", help="score this published version as it is (default: build, then current)")
     parser.add_argument("--output", default="serving_quality", help="results name under bench/results/")
+    parser.add_argument("--api", action="store_true", help="also ask every question through the real app (HTTP)")
+    parser.add_argument("--ideas", action="store_true", help="measure the round-5 query-side ideas (train only)")
+    parser.add_argument("--timing", action="store_true", help="time search per fusion method, interleaved (A/B)")
     args = parser.parse_args()
+    if (not args.no_sweep or args.ideas) and args.split != "train":
+        raise SystemExit("the sweep and the ideas choose settings: run them on the train split only")
     home = IndexHome(WORK / "rag_index") if args.version else ensure_index()
     snap = load_snapshot(home, args.version or home.current())
     queries, qrels = load_queries(args.split)
@@ -189,10 +206,14 @@ def main() -> None:
                 "modes": _modes(retriever, other, queries, vectors, qrels),
             }
         )
+    if args.api:
+        report["api"] = _api(home, queries, qrels)
     if not args.no_sweep:
-        if args.split != "train":
-            raise SystemExit("the sweep chooses settings: run it on the train split only")
         report |= _sweep(snap, queries, vectors, qrels)
+    if args.ideas:
+        report["ideas"] = ideas(snap, queries, vectors, qrels)
+    if args.timing:
+        report["timing"] = fusion_timing(embedder, snap, queries, vectors)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.output}.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     (RESULTS / f"{args.output}.md").write_text(_markdown(report), encoding="utf-8")
@@ -230,6 +251,256 @@ def _sweep(snap, queries, vectors, qrels) -> dict:
     return {"fusion_sweep": sweep, "best": best["setting"], "bm25_sweep": bm25}
 
 
+def _api(home: IndexHome, queries: dict[str, str], qrels: dict[str, dict[str, int]]) -> dict:
+    """nDCG@10 per mode through the real app: a uvicorn process, ``/query`` (documents, top 10), cache off."""
+    import httpx
+
+    from bench.serving_latency import uvicorn_server
+
+    out: dict = {}
+    with (
+        uvicorn_server(home.root, cache_size=0, workers=1, trace_dir=WORK / "quality") as url,
+        httpx.Client(timeout=60) as client,
+    ):
+        for mode in ("dense", "sparse", "hybrid"):
+            ndcg, versions, started = [], set(), time.perf_counter()
+            for qid, text in queries.items():
+                answer = client.post(
+                    f"{url}/query", json={"query": text, "top_k": 10, "mode": mode, "return": "documents"}
+                )
+                answer.raise_for_status()
+                body = answer.json()
+                versions.add(body["index_version"])
+                ranked = [Path(r["provenance"]["path"]).stem for r in body["results"]]
+                ndcg.append(ndcg_at(ranked, qrels[qid], 10))
+            out[mode] = {
+                "ndcg@10": round(float(np.mean(ndcg)), 4),
+                "ms_per_request": round((time.perf_counter() - started) * 1000 / len(queries), 2),
+                "index_version": sorted(versions),
+            }
+            print("api", mode, out[mode], flush=True)
+    return out
+
+
+def fusion_timing(embedder: Embedder, snap, queries: dict[str, str], vectors: np.ndarray, rounds: int = 5) -> dict:
+    """ms per hybrid ``search`` (documents, top 10, query already encoded) for each fusion method, interleaved
+    query by query so a busy machine slows every method alike; the median of ``rounds`` passes over 200 queries."""
+    methods = {"rrf": FusionSettings("rrf"), "minmax": FusionSettings("minmax"), "linear": FusionSettings("linear")}
+    retrievers = {name: Retriever(embedder, fusion) for name, fusion in methods.items()}
+    texts, passes = list(queries.values())[:200], {name: [] for name in methods}
+    for _ in range(rounds):
+        spent = dict.fromkeys(methods, 0.0)
+        for text, vector in zip(texts, vectors, strict=False):
+            for name, retriever in retrievers.items():
+                started = time.perf_counter()
+                retriever.search(snap, Query(text, return_="documents"), ["scifact"], vector=vector)
+                spent[name] += time.perf_counter() - started
+        for name in methods:
+            passes[name].append(spent[name] * 1000 / len(texts))
+    out = {name: round(float(np.median(v)), 3) for name, v in passes.items()}
+    out |= {f"{name}_vs_rrf": round(out[name] / out["rrf"], 3) for name in methods}
+    print("timing", out, flush=True)
+    return out
+
+
+class Ideas:
+    """The round-5 query-side ideas, scored on the per-query scores of ``Scores`` (train only). Document scores
+    are a chunk score's maximum over each parent (what ``top_documents`` ranks by) unless an idea says otherwise."""
+
+    def __init__(self, scores: Scores, qrels: list[dict[str, int]], vectors: np.ndarray) -> None:
+        import scipy.sparse as sp
+
+        self.s, self.vectors = scores, vectors
+        snap = scores.snap
+        names = np.array([Path(p).stem for p in scores.paths])
+        self.docs, parent = np.unique(names, return_inverse=True)
+        self.order = np.argsort(parent, kind="stable")
+        self.starts = np.flatnonzero(np.r_[True, np.diff(parent[self.order]) != 0])
+        self.rel = []
+        for relevant in qrels:
+            rel = np.zeros(self.docs.size)
+            for doc, grade in relevant.items():
+                i = int(np.searchsorted(self.docs, doc))
+                if i < self.docs.size and self.docs[i] == doc:
+                    rel[i] = grade
+            self.rel.append(rel)
+        self.idcg = [sum(1 / math.log2(i + 2) for i in range(min(10, len(r)))) for r in qrels]
+        halves = np.random.default_rng(5).permutation(len(qrels))
+        self.halves = (halves[: len(qrels) // 2], halves[len(qrels) // 2 :])
+        self.matrix = np.asarray(snap.dense.materialize(), dtype=np.float32)
+        # PRF and the title field need per-term access: a term x chunk BM25 matrix built in memory from the rows
+        records = [snap.record(r) for r in range(snap.size)]
+        self.texts = [r["content"] for r in records]
+        self.titles = [(r["metadata"].get("heading_path") or [""])[0] for r in records]
+        tf, self.vocab = self._counts(self.texts)
+        self.lengths = np.maximum(np.asarray(tf.sum(1)).ravel(), 1.0)
+        df = np.asarray((tf > 0).sum(0)).ravel()
+        self.idf = np.log(1 + (tf.shape[0] - df + 0.5) / (df + 0.5))
+        m = tf.tocoo(copy=True)
+        m.data = m.data / (m.data + sparse.K1 * (1 - sparse.B + sparse.B * self.lengths[m.row] / self.lengths.mean()))
+        self.bm25 = m.tocsr()
+        self.unit_tf = sp.csr_matrix(tf.multiply(1 / self.lengths[:, None]))  # P(term | chunk) for RM3
+        self.query_terms = [self._query(t) for t in scores.texts]
+
+    def _counts(self, texts: list[str]):
+        from collections import Counter
+
+        import scipy.sparse as sp
+
+        vocab: dict[str, int] = {}
+        rows, cols, vals = [], [], []
+        for r, text in enumerate(texts):
+            for term, count in Counter(sparse.tokens(text)).items():
+                rows.append(r)
+                cols.append(vocab.setdefault(term, len(vocab)))
+                vals.append(count)
+        return sp.csr_matrix((vals, (rows, cols)), shape=(len(texts), len(vocab)), dtype=np.float64), vocab
+
+    def _query(self, text: str) -> np.ndarray:
+        q = np.zeros(len(self.vocab))
+        for term in sparse.tokens(text):
+            if term in self.vocab:
+                q[self.vocab[term]] += 1
+        return q
+
+    def doc_max(self, chunk_scores: np.ndarray) -> np.ndarray:
+        return np.maximum.reduceat(chunk_scores[self.order], self.starts)
+
+    def doc_sum(self, chunk_scores: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(chunk_scores[self.order], self.starts)
+
+    def ndcg(self, i: int, doc_scores: np.ndarray) -> float:
+        top = top_order(doc_scores, 10)
+        gains = self.rel[i][top] * np.isfinite(doc_scores[top])
+        return float((gains / np.log2(np.arange(top.size) + 2)).sum() / self.idcg[i])
+
+    def score(self, name: str, per_query, note: str = "") -> dict:
+        """nDCG@10 (all, and each half) of ``per_query(i) -> document scores``, and its ms per query."""
+        started = time.perf_counter()
+        values = np.array([self.ndcg(i, per_query(i)) for i in range(len(self.rel))])
+        ms = (time.perf_counter() - started) * 1000 / len(self.rel)
+        row = {"idea": name, "ndcg@10": round(float(values.mean()), 4)}
+        row |= {f"half_{h}": round(float(values[idx].mean()), 4) for h, idx in zip("ab", self.halves, strict=True)}
+        row |= {"ms_per_query": round(ms, 2), "note": note}
+        print(row, flush=True)
+        return row
+
+    def fused(self, dense: np.ndarray, bm25: np.ndarray, fusion: FusionSettings) -> np.ndarray:
+        full = np.full(dense.size, -np.inf)
+        rows, scores = fuse(self.s.rows, dense, bm25, fusion)
+        full[rows] = scores
+        return self.doc_max(full)
+
+    def bm25_only(self, bm25: np.ndarray) -> np.ndarray:
+        return self.doc_max(np.where(bm25 > 0, bm25, -np.inf))
+
+    def feedback(self, i: int, fusion: FusionSettings, chunks: int, terms: int, lam: float, beta: float):
+        """RM3 (BM25) and Rocchio (dense) from the first ``chunks`` chunks of the hybrid ranking, weighted by how
+        far each is above the next: (refined dense scores, refined BM25 scores)."""
+        dense, bm25 = self.s.dense[i], self.s.sparse[i]
+        rows, fused = fuse(self.s.rows, dense, bm25, fusion)
+        top = top_order(fused, chunks + 1)
+        rows, weight = rows[top[:chunks]], fused[top[:chunks]] - fused[top[-1]] + 1e-6
+        weight = weight / weight.sum()
+        if lam:
+            expansion = np.asarray(self.unit_tf[rows].T @ weight).ravel()
+            keep = np.argpartition(-expansion, terms)[:terms]
+            model = np.zeros_like(expansion)
+            model[keep] = expansion[keep] / expansion[keep].sum()
+            q = self.query_terms[i]
+            q = (1 - lam) * q / max(q.sum(), 1) + lam * model
+            bm25 = np.asarray(self.bm25 @ (q * self.idf), dtype=np.float32).ravel()
+        if beta:
+            v = self.vectors[i] + beta * (weight[:, None] * self.matrix[rows]).sum(0)
+            dense = (self.matrix @ (v / np.linalg.norm(v))).astype(np.float32)
+        return dense, bm25
+
+
+def ideas(snap, queries: dict[str, str], vectors: np.ndarray, qrels: dict[str, dict[str, int]]) -> list[dict]:
+    """Each idea's train nDCG@10 (and per half) and ms per query (see ``Ideas``); rows in the order of docs/serving.md."""
+    scores = Scores(snap, queries, vectors)
+    x = Ideas(scores, [qrels[q] for q in queries], vectors)
+    d, s = scores.dense, scores.sparse
+    n = len(queries)
+    rrf, minmax, linear = FusionSettings("rrf"), FusionSettings("minmax"), FusionSettings("linear")
+    out = [
+        x.score("dense (max chunk per document)", lambda i: x.doc_max(d[i])),
+        x.score("BM25 (max chunk per document)", lambda i: x.bm25_only(s[i])),
+        x.score("hybrid RRF k=10 (round 4 default)", lambda i: x.fused(d[i], s[i], rrf), "baseline"),
+        x.score("hybrid min-max 1:1", lambda i: x.fused(d[i], s[i], minmax)),
+        x.score("hybrid linear 1:0.5 (new default)", lambda i: x.fused(d[i], s[i], linear)),
+    ]
+    for w in (0.4, 0.6):
+        out.append(
+            x.score(
+                f"hybrid linear 1:{w}", lambda i, w=w: x.fused(d[i], s[i], FusionSettings("linear", sparse_weight=w))
+            )
+        )
+
+    # document-level aggregation: a document's other chunks add to its best one (per side), or fusion of documents
+    def summed(chunk_scores: np.ndarray, share: float) -> np.ndarray:
+        best = x.doc_max(chunk_scores)
+        return best + share * (x.doc_sum(chunk_scores) - best)
+
+    for share in (0.1, 0.3):
+        out.append(
+            x.score(
+                f"BM25, document = max + {share} x its other chunks",
+                lambda i, share=share: (lambda m: np.where(m > 0, m, -np.inf))(summed(s[i], share)),
+            )
+        )
+    out.append(x.score("dense, document = max + 0.05 x its other chunks", lambda i: summed(d[i], 0.05)))
+
+    def doc_fusion(i: int, method: str) -> np.ndarray:
+        dd, ss = x.doc_max(d[i]), x.doc_max(s[i])
+        rows, fused = fuse(np.arange(dd.size), dd, ss.astype(np.float32), FusionSettings(method))
+        full = np.full(dd.size, -np.inf)
+        full[rows] = fused
+        return full
+
+    for method in ("minmax", "linear"):
+        out.append(x.score(f"fusion of documents (max chunk per side), {method}", lambda i, m=method: doc_fusion(i, m)))
+    # title field: BM25 over the title alone, added to the chunk's BM25; or every chunk prefixed with its title
+    title_scorer = sparse.SparseScorer([(sparse.Postings.build(x.titles), np.arange(snap.size))], snap.size)
+    prefixed = [t if t.startswith("# ") or not ti else f"{ti}\n{t}" for t, ti in zip(x.texts, x.titles, strict=True)]
+    prefixed_scorer = sparse.SparseScorer([(sparse.Postings.build(prefixed), np.arange(snap.size))], snap.size)
+    everyone = np.ones(snap.size, dtype=bool)
+    started = time.perf_counter()
+    titles = [title_scorer.scores(t, everyone) for t in scores.texts]
+    title_ms = (time.perf_counter() - started) * 1000 / n
+    started = time.perf_counter()
+    with_title = [prefixed_scorer.scores(t, everyone) for t in scores.texts]
+    prefixed_ms = (time.perf_counter() - started) * 1000 / n
+    for w in (0.2, 0.3):
+        note = f"+{title_ms:.2f} ms/query (a second BM25 over titles)"
+        out.append(x.score(f"BM25 + {w} x title-field BM25", lambda i, w=w: x.bm25_only(s[i] + w * titles[i]), note))
+        out.append(
+            x.score(
+                f"hybrid linear, BM25 + {w} x title field",
+                lambda i, w=w: x.fused(d[i], s[i] + w * titles[i], linear),
+                note,
+            )
+        )
+    note = f"{prefixed_ms:.2f} ms/query BM25 (index-time change: every chunk's postings hold its title)"
+    out.append(x.score("BM25, every chunk prefixed with its title", lambda i: x.bm25_only(with_title[i]), note))
+    out.append(
+        x.score("hybrid linear, chunks prefixed with their title", lambda i: x.fused(d[i], with_title[i], linear), note)
+    )
+    # pseudo-relevance feedback from the hybrid ranking
+    for chunks, terms, lam, beta in ((3, 10, 0.3, 0.5), (5, 10, 0.3, 0.5), (5, 20, 0.5, 1.0)):
+        label = f"{chunks} chunks, {terms} terms, RM3 weight {lam}, Rocchio {beta}"
+        refined = {}
+
+        def run(i, chunks=chunks, terms=terms, lam=lam, beta=beta, refined=refined):
+            refined[i] = x.feedback(i, linear, chunks, terms, lam, beta)
+            return x.fused(*refined[i], linear)
+
+        out.append(x.score(f"hybrid linear after PRF ({label})", run, "ms: feedback + second scan and BM25, numpy"))
+        out.append(x.score(f"dense after Rocchio ({label})", lambda i, r=refined: x.doc_max(r[i][0])))
+        out.append(x.score(f"BM25 after RM3 ({label})", lambda i, r=refined: x.bm25_only(r[i][1])))
+    return out
+
+
 def _cpus() -> int:
     import os
 
@@ -250,6 +521,43 @@ def _markdown(report: dict) -> str:
     for mode, scores in report["modes"].items():
         lines.append(f"| {mode} | {scores['ndcg@10']:.4f} | {scores['recall@100']:.4f} |")
     lines += ["", f"Hybrid (the serving default): {report['fusion']['label']}."]
+    if "api" in report:
+        lines += [
+            "",
+            "## Through the API (uvicorn, `/query`, documents, top 10, cache off, serving encoder)",
+            "",
+            "| mode | nDCG@10 | ms per request (client side) |",
+            "|---|---|---|",
+        ]
+        for mode, row in report["api"].items():
+            lines.append(f"| {mode} | {row['ndcg@10']:.4f} | {row['ms_per_request']:.1f} |")
+    if "timing" in report:
+        t = report["timing"]
+        lines += [
+            "",
+            "## Hybrid search per fusion method (documents, top 10, query encoded; interleaved, median of 5 passes)",
+            "",
+            "| method | ms per query | vs RRF |",
+            "|---|---|---|",
+        ]
+        lines += [f"| {m} | {t[m]:.3f} | {t[m + '_vs_rrf']:.3f} |" for m in ("rrf", "minmax", "linear")]
+    if "ideas" in report:
+        base = next(r for r in report["ideas"] if r["note"] == "baseline")
+        lines += [
+            "",
+            "## Query-side ideas (train; halves a / b: two fixed random halves of train, the overfitting check)",
+            "",
+            "ms per query: scoring one query in this bench (numpy, the scores of both sides already computed), "
+            f"against {base['ms_per_query']:.2f} ms for the baseline in the same run.",
+            "",
+            "| idea | nDCG@10 | half a | half b | ms per query | note |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in report["ideas"]:
+            lines.append(
+                f"| {row['idea']} | {row['ndcg@10']:.4f} | {row['half_a']:.4f} | {row['half_b']:.4f} | "
+                f"{row['ms_per_query']:.2f} | {row['note']} |"
+            )
     for other in report.get("compared", []):
         lines += [
             "",
