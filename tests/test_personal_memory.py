@@ -246,7 +246,7 @@ def test_a_full_memory_refuses_new_cards(client, store, monkeypatch) -> None:
 
 def test_concurrent_appends_are_all_kept_in_order(any_store) -> None:
     def append(n: int) -> None:
-        for i in range(50):
+        for i in range(25):
             personal.add_feedback(any_store, f"user-{n}", [f"chunk-{i}"], useful=True)
 
     threads = [threading.Thread(target=append, args=(n,)) for n in range(8)]
@@ -255,9 +255,9 @@ def test_concurrent_appends_are_all_kept_in_order(any_store) -> None:
     for t in threads:
         t.join()
     rows = personal.log_for(any_store).rows()
-    assert len(rows) == 8 * 50 and len({r["id"] for r in rows}) == len(rows)
+    assert len(rows) == 8 * 25 and len({r["id"] for r in rows}) == len(rows)
     for n in range(8):  # each writer's rows in the order it wrote them
-        assert [r["item_id"] for r in rows if r["user"] == f"user-{n}"] == [f"chunk-{i}" for i in range(50)]
+        assert [r["item_id"] for r in rows if r["user"] == f"user-{n}"] == [f"chunk-{i}" for i in range(25)]
 
 
 def contains(store: Path, text: str) -> bool:
