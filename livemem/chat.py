@@ -29,6 +29,7 @@ import httpx
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from livemem.context import GREETING_REPLY, REDIRECT_EMERGENCY, ContextSettings
+from livemem.graph import connection_sentences
 from livemem.reader import Snapshot
 
 log = logging.getLogger(__name__)
@@ -293,6 +294,11 @@ def within_budget(lines: list[str], max_words: int | None) -> list[str]:
 
 def extractive_answer(context: dict[str, Any]) -> str:
     lines: list[str] = []
+    # a relationship question is answered from the graph first (livemem.graph), citing the triples it rests on
+    said = connection_sentences(context["route"].get("graph"))
+    refs = [f["ref"] for f in context["structured_facts"] if f.get("ref") and f.get("resolved_from") == "question"]
+    if said and refs:
+        lines.append(f"- {' '.join(said)} {' '.join(f'[{r}]' for r in refs[:4])}")
     for row in [r for r in context["registry"] if r.get("ref")][:3]:
         details = "; ".join(
             p for p in (row.get("address"), f"phone {row['contact_phone']}" if row.get("contact_phone") else None,

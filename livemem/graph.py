@@ -242,19 +242,20 @@ SHARED_PHRASES = {  # what two entities both are or do, in the order the summary
 }
 
 
-def summarize(facts: list[dict[str, Any]], graph: dict[str, Any] | None = None) -> str | None:
-    """A few plain sentences over the facts: how the two sides of a relationship question connect, then what
-    each entity is (those of the question, else the first ``MAX_SUMMARISED``), nearest neighbours first."""
+def connection_sentences(graph: dict[str, Any] | None) -> list[str]:
+    """How the two sides of a relationship question connect, in plain sentences (none without one)."""
     sentences: list[str] = []
-    relationship = (graph or {}).get("relationship") or {}
     shared: dict[tuple[str, str], dict[str, list[str]]] = {}
-    for c in relationship.get("connections", []):
+    through: dict[tuple[str, str], list[str]] = {}
+    for c in ((graph or {}).get("relationship") or {}).get("connections", []):
         if c["kind"] == "direct":
             sentences.append(f"{c['from']} is {PHRASES.get(c['predicate'], c['predicate'] + ' {}').format(c['to'])}.")
         elif c["kind"] == "shared":
             shared.setdefault((c["from"], c["to"]), {}).setdefault(c["predicate"], []).append(c["object"])
         else:
-            sentences.append(f"{c['via']} links {c['from']} and {c['to']}.")
+            through.setdefault((c["from"], c["to"]), []).append(c["via"])
+    for (a, b), vias in through.items():
+        sentences.append(f"{a} and {b} meet at {', '.join(vias)}.")
     for (a, b), predicates in shared.items():
         parts = [
             SHARED_PHRASES[p].format(", ".join(sorted(v)))
@@ -262,6 +263,14 @@ def summarize(facts: list[dict[str, Any]], graph: dict[str, Any] | None = None) 
             if p in SHARED_PHRASES
         ]
         sentences.append(f"{a} and {b} both {' and '.join(parts)}.")
+    return sentences
+
+
+def summarize(facts: list[dict[str, Any]], graph: dict[str, Any] | None = None) -> str | None:
+    """A few plain sentences over the facts: how the two sides of a relationship question connect, then what
+    each entity is (those of the question, else the first ``MAX_SUMMARISED``), nearest neighbours first."""
+    sentences = connection_sentences(graph)
+    relationship = (graph or {}).get("relationship") or {}
     asked = [n["value"] for side in relationship.get("resolved", []) for n in side if n["kind"] == "entity"]
     by_subject: dict[str, dict[str, list[tuple[float, str]]]] = {}
     labels: dict[str, str] = {}

@@ -3,6 +3,8 @@ entities the passages name bring their facts, and a short summary sits beside th
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from context_support import example_index, make_app
 from fastapi.testclient import TestClient
@@ -79,6 +81,20 @@ def test_near_and_through_connections(client) -> None:
     relationship = through["route"]["graph"]["relationship"]
     assert [n["kind"] for side in relationship["resolved"] for n in side] == ["program", "county"]
     assert {c["via"] for c in relationship["connections"]} == {"Oak Hill Benefits Hub", "Ansted Mobile Outreach Area"}
+    assert "SNAP and Fayette County meet at " in through["facts_summary"]
+
+
+def test_chat_answers_a_relationship_question_from_the_graph(client) -> None:
+    response = client.post(
+        "/chat", json={"message": "How is the Beckley DHHR Office connected to the Raleigh County Food Bank Pantry?"}
+    )
+    assert response.status_code == 200, response.text
+    data = response.json()
+    first = data["answer"].splitlines()[1]
+    assert first.startswith("- Beckley DHHR Office is near Raleigh County Food Bank Pantry.")
+    cited = {c["n"]: c for c in data["citations"]}
+    refs = [int(n) for n in re.findall(r"\[(\d+)\]", first)]
+    assert refs and all(cited[n]["kind"] == "fact" for n in refs)
 
 
 def test_entities_named_in_passages_bring_their_facts(client) -> None:
