@@ -149,6 +149,7 @@ class Kernel:
     name = "abstract"
     rounds_query = True
     rounds_output = True
+    reads_plain_half = False  # can scan a plain float16 array in place (a mapped, shared copy): ``view_half``
 
     def __repr__(self) -> str:
         return self.name
@@ -202,6 +203,7 @@ class TorchHalf(Kernel):
     torch allows fp16 reduced-precision reduction on CPU (float16 sums: the bound would not hold)."""
 
     name = "torch float16 mv"
+    reads_plain_half = True
 
     def available(self) -> bool:
         import torch
@@ -214,13 +216,28 @@ class TorchHalf(Kernel):
 
         return torch.from_numpy(dense.astype(np.float16))
 
+    def view_half(self, half: np.ndarray) -> Any:
+        import torch
+
+        with warnings.catch_warnings():  # a mapped, read-only float16 copy: only read
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.from_numpy(half)
+
     def product(self, packed: Any, query: np.ndarray) -> np.ndarray:
         import torch
 
         return torch.mv(packed, torch.from_numpy(query.astype(np.float16))).float().numpy()
 
 
-KERNELS: tuple[Kernel, ...] = (FbgemmHalf(), TorchHalf())
+# FBGEMM's packed float16 is the fastest scan here but a private copy per worker (2 bytes per dimension and row);
+# ``torch.mv`` scans the float16 copy that the serving copies hold (``share_half``), mapped and shared by every
+# worker. ``LIVEMEM_DENSE_KERNEL=torch-half`` puts it first (docs/dense-scan.md has the trade measured).
+KERNEL_ENV = "LIVEMEM_DENSE_KERNEL"
+KERNELS: tuple[Kernel, ...] = (
+    (TorchHalf(), FbgemmHalf())
+    if os.environ.get(KERNEL_ENV, "").strip() == "torch-half"
+    else (FbgemmHalf(), TorchHalf())
+)
 _CHOSEN: list[Kernel | None] = []
 _CHOSEN_LOCK = threading.Lock()
 
@@ -299,6 +316,37 @@ _PACKED: dict[tuple[int, str], tuple[weakref.ref, _Packed]] = {}
 _PACKED_LOCK = threading.Lock()
 
 
+def max_row_norm(dense: np.ndarray) -> float:
+    """An upper bound of the largest row L2 norm of ``dense`` (inf when a row is not finite)."""
+    squares = np.einsum("ij,ij->i", dense, dense, dtype=np.float64) if dense.size else np.zeros(1)
+    largest = float(np.max(squares))
+    # einsum sums in float64: its error is far below the slack; NaN / inf make the segment unusable
+    return math.sqrt(largest) * (1 + SLACK) if math.isfinite(largest) else math.inf
+
+
+_HALVES: dict[int, tuple[weakref.ref, np.ndarray, float]] = {}
+
+
+def share_half(dense: np.ndarray, half: np.ndarray, max_norm: float) -> None:
+    """Register ``half``, ``dense`` rounded to float16 (to nearest), and ``max_row_norm(dense)``: a kernel that
+    reads plain float16 scans it in place instead of packing a private copy (the serving copies map it, so every
+    worker shares it), and the bound needs no pass over ``dense``."""
+    if half.shape != dense.shape or half.dtype != np.float16:
+        raise ValueError(f"a float16 copy of shape {dense.shape} was expected, got {half.dtype} {half.shape}")
+    key = id(dense)
+    with _PACKED_LOCK:
+        if key not in _HALVES or _HALVES[key][0]() is not dense:
+            weakref.finalize(dense, _forget_half, key)
+        _HALVES[key] = (weakref.ref(dense), half, max_norm)
+
+
+def _forget_half(key: int) -> None:
+    with _PACKED_LOCK:
+        found = _HALVES.get(key)
+        if found is not None and found[0]() is None:
+            del _HALVES[key]
+
+
 def packed(dense: np.ndarray, kernel: Kernel) -> _Packed:
     """A segment's vectors packed for ``kernel``, once per array per process (segments are shared by snapshots,
     and so are their packed copies); dropped when the array is."""
@@ -307,15 +355,20 @@ def packed(dense: np.ndarray, kernel: Kernel) -> _Packed:
         cached = _PACKED.get(key)
         if cached is not None and cached[0]() is dense:
             return cached[1]
-    squares = np.einsum("ij,ij->i", dense, dense, dtype=np.float64) if dense.size else np.zeros(1)
-    largest = float(np.max(squares))
-    # einsum sums in float64: its error is far below the slack; NaN / inf make the segment unusable
-    max_norm = math.sqrt(largest) * (1 + SLACK) if math.isfinite(largest) else math.inf
+        shared = _HALVES.get(id(dense))
+    half = None
+    if shared is not None and shared[0]() is dense:
+        half, max_norm = shared[1], shared[2]
+    else:
+        max_norm = max_row_norm(dense)
     usable = max_norm < F16_MAX and dense.shape[0] > 0
     blocks = []
     for start in range(0, dense.shape[0], SCAN_BLOCK_ROWS) if usable else ():
         end = min(start + SCAN_BLOCK_ROWS, dense.shape[0])
-        blocks.append((start, end, kernel.pack(np.ascontiguousarray(dense[start:end], np.float32))))
+        if half is not None and kernel.reads_plain_half:
+            blocks.append((start, end, kernel.view_half(half[start:end])))
+        else:
+            blocks.append((start, end, kernel.pack(np.ascontiguousarray(dense[start:end], np.float32))))
     result = _Packed(kernel, blocks, max_norm, usable)
     with _PACKED_LOCK:
         if key not in _PACKED or _PACKED[key][0]() is not dense:

@@ -35,6 +35,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from livemem.dense import F16_MAX, max_row_norm, share_half
 from livemem.duck import registered, sql_literals
 from livemem.errors import LivingMemoryError
 from livemem.sparse import Postings
@@ -264,12 +265,15 @@ def _read_verified(parts: Path, segment_id: str) -> tuple[int, dict[str, np.ndar
     return len(frame), arrays
 
 
-def _segment(segment_id: str, size: int, arrays: dict[str, np.ndarray], is_mapped: bool) -> Segment:
+def _segment(segment_id: str, meta: dict[str, Any], arrays: dict[str, np.ndarray], is_mapped: bool) -> Segment:
+    size = int(meta["chunks"])
     table = Table({k: v for k, v in arrays.items() if k.split(".", 1)[0] in CHUNK_KINDS}, CHUNK_KINDS, size)
     postings = Postings(**{name: arrays[f"postings.{name}"] for name in POSTING_FIELDS})
     dense = arrays["dense"]
     if not (dense.shape[0] == postings.size == size == table.codes("chunk_id").size):
         raise DamagedSegment(f"segment {segment_id}: {size} rows, {dense.shape[0]} vectors, {postings.size} postings")
+    if "dense.half" in arrays:  # the float16 copy every worker maps, for a first-stage kernel that reads it in place
+        share_half(dense, arrays["dense.half"], float(meta["dense_max_norm"]))
     return Segment(segment_id, table.column("chunk_id"), table, dense, postings, is_mapped)
 
 
@@ -282,14 +286,18 @@ def load_segment(parts: Path, segment_id: str) -> Segment:
         size, arrays = _read_verified(parts, segment_id)
         if mapped.writable(root):
             try:
-                mapped.write_copy(root, segment_id, arrays, {"chunks": size})
+                max_norm = max_row_norm(arrays["dense"])
+                half = arrays["dense"].astype(np.float16) if max_norm < F16_MAX else None  # rounds to nearest
+                extra = {} if half is None else {"dense.half": half}
+                mapped.write_copy(root, segment_id, {**arrays, **extra}, {"chunks": size, "dense_max_norm": max_norm})
+                del half, extra
                 found = mapped.open_copy(root, segment_id)
             except OSError as exc:
                 log.warning("serving copy of %s not written (%s): held in this worker's memory", segment_id, exc)
         if found is None:
-            return _segment(segment_id, size, arrays, False)
+            return _segment(segment_id, {"chunks": size}, arrays, False)
     meta, arrays = found
-    return _segment(segment_id, int(meta["chunks"]), arrays, True)
+    return _segment(segment_id, meta, arrays, True)
 
 
 class SegmentCache:
