@@ -70,19 +70,22 @@ def _visible(gis: GisIndex, access: frozenset[str]) -> list[dict[str, Any]]:
 
 
 def resolve(gis: GisIndex, access: frozenset[str], term: str) -> list[dict[str, str]]:
-    """Graph nodes a name stands for: entities (the exact label, else the best label matches), else a county, a
-    ZIP, or a program, organization or worldview some visible triple names."""
+    """Graph nodes a name stands for: an entity by its exact label, else a county, a ZIP, the entities whose labels
+    match best, or a program, organization or worldview some visible triple names."""
     visible = _visible(gis, access)
     wanted = normalize_name(term)
     exact = [e for e in visible if normalize_name(e["label"]) == wanted]
-    entities = exact or find_entities(visible, term)[:MAX_RESOLVED]
-    if entities:
-        return [{"kind": "entity", "value": e["entity_id"], "label": e["label"]} for e in entities]
-    if re.fullmatch(r"\d{5}", term.strip()):
-        return [{"kind": "zip", "value": term.strip(), "label": f"ZIP {term.strip()}"}]
+    if exact:
+        return [{"kind": "entity", "value": e["entity_id"], "label": e["label"]} for e in exact]
+    # "Raleigh County" is the county, not the first label that starts with it
     county = county_name(term)
     if county:
         return [{"kind": "county", "value": county, "label": f"{county} County"}]
+    if re.fullmatch(r"\d{5}", term.strip()):
+        return [{"kind": "zip", "value": term.strip(), "label": f"ZIP {term.strip()}"}]
+    entities = find_entities(visible, term)[:MAX_RESOLVED]
+    if entities:
+        return [{"kind": "entity", "value": e["entity_id"], "label": e["label"]} for e in entities]
     for e in visible:
         for rel in gis.relations.get(e["entity_id"], ()):
             if (

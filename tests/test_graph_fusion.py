@@ -82,6 +82,10 @@ def test_near_and_through_connections(client) -> None:
     assert [n["kind"] for side in relationship["resolved"] for n in side] == ["program", "county"]
     assert {c["via"] for c in relationship["connections"]} == {"Oak Hill Benefits Hub", "Ansted Mobile Outreach Area"}
     assert "SNAP and Fayette County meet at " in through["facts_summary"]
+    # a county is the county, not the first entity whose label starts with its name
+    county = context(client, "What is the relationship between the Beckley DHHR Office and Raleigh County?")
+    connections = county["route"]["graph"]["relationship"]["connections"]
+    assert [(c["kind"], c["predicate"], c["to"]) for c in connections] == [("direct", "located_in", "Raleigh County")]
 
 
 def test_chat_answers_a_relationship_question_from_the_graph(client) -> None:
