@@ -5,13 +5,15 @@ Plain functions, each a visible step of ``route`` (docs/context.md has the rules
 1. ``route_intents``: explicit rules (regular expressions) decide the intents: greeting (small talk, answered
    without retrieval), governance, spatial, resource (referral), factual (relations of named entities), general.
 2. ``self_query``: structured filters from the message and the request: counties from county, town and ZIP
-   names; ``updated_after`` / ``updated_before`` from time phrases; collections from scope phrases; ``seal_state``
-   from "authoritative" / "sealed".
+   names; ``updated_after`` / ``updated_before`` from date expressions (a range on each document's own date, else
+   its commit time: ``livemem.dates``); collections from scope phrases; ``seal_state`` from "authoritative" /
+   "sealed".
 3. ``eligibility``: what the caller's role may use (collections, registry, spatial datasets, web).
 4. WV-first: a West-Virginia-scoped message makes WV text, spatial and registry evidence mandatory and
    authoritative and excludes web context.
 5. Retrieval per source, kept apart (``unstructured``, ``structured_facts``, ``spatial``, ``registry``, ``web``;
-   population hints steer the registry's program types), then ``response_class`` (answer, negotiate, clarify,
+   population hints steer the registry's program types; the GBIM graph answers relationship questions and adds the
+   facts of entities the passages name, ``livemem.graph``), then ``response_class`` (answer, negotiate, clarify,
    refuse, redirect), the response ``budget`` (answer length, hedging) and ``assemble_prompt`` within a size budget.
 
 Passage scores are also given on one documented scale, ``score_normalized`` in [0, 1] (``normalized_score``);
