@@ -28,6 +28,7 @@ from livemem.places import county_name
 MAX_NAMED = 5  # entities named in passages whose facts are fetched
 MAX_RESOLVED = 3  # nodes one side of a relationship question may resolve to
 MAX_SUMMARISED = 3  # entities the summary describes
+MAX_RELATIONSHIP_CHARS = 300  # a relationship question is one short sentence
 MIN_LABEL_WORDS = 2  # a one-word label ("Clinic") is too common to be a name in running text
 
 _END = r"\s*[?.!]*\s*$"
@@ -51,7 +52,10 @@ _LEADING = re.compile(r"^(?:the|a|an)\s+", re.I)
 
 
 def relationship_terms(message: str) -> tuple[str, str | None] | None:
-    """The two sides of a relationship question (the second None for "what is X part of"), or None."""
+    """The two sides of a relationship question (the second None for "what is X part of"), or None. A message
+    longer than ``MAX_RELATIONSHIP_CHARS`` is not one (and the patterns' backtracking stays small)."""
+    if len(message) > MAX_RELATIONSHIP_CHARS:
+        return None
     for pattern in RELATIONSHIP_PATTERNS:
         if m := pattern.search(message):
             return _clean(m.group("a")), _clean(m.group("b"))
