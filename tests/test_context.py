@@ -185,7 +185,10 @@ def test_self_query_rules_units():
 
     now = datetime(2026, 11, 22, tzinfo=UTC)
     times, _ = time_filters("what changed last month", now)
-    assert times == {"updated_after": datetime(2026, 10, 1, tzinfo=UTC), "updated_before": datetime(2026, 11, 1, tzinfo=UTC)}
+    assert times == {
+        "updated_after": datetime(2026, 10, 1, tzinfo=UTC),
+        "updated_before": datetime(2026, 11, 1, tzinfo=UTC),
+    }
     times, _ = time_filters("decisions in March 2026", now)
     assert times == {
         "updated_after": datetime(2026, 3, 1, tzinfo=UTC),
