@@ -5,9 +5,6 @@ memory; a damaged copy is written again; retention removes copies with their seg
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import numpy as np
 import pytest
 
 from livemem import reader
@@ -63,7 +60,7 @@ def test_rows_vectors_and_postings_come_from_mapped_copies_equal_to_the_version(
     root = mapped.cache_root(home.root / "parts")
     assert sorted(p.name for p in root.iterdir()) == sorted(snap.segments)
     for dense, _ in snap.dense.parts:
-        assert isinstance(dense, np.memmap) and Path(dense.filename).is_relative_to(root)
+        assert mapped.is_mapped(dense)
     rows = sorted((snap.rows[i] for i in range(snap.size)), key=lambda r: r["chunk_id"])
     assert rows == sql_rows(home, version)  # every column of every row, unicode included
     assert [r["chunk_id"] for r in (snap.rows[i] for i in range(snap.size))] == snap.ids
@@ -96,6 +93,7 @@ def test_an_unwritable_cache_falls_back_to_private_memory(home_with_two_versions
     fresh_process(monkeypatch)
     snap = load_snapshot(home, version)
     assert not any(reader.SEGMENTS.get(home.root / "parts", s).mapped for s in snap.segments)
+    assert not any(mapped.is_mapped(dense) for dense, _ in snap.dense.parts)
     assert sorted((snap.rows[i] for i in range(snap.size)), key=lambda r: r["chunk_id"]) == sql_rows(home, version)
     result = Retriever(embedder).search(
         snap, Query(text="winter heating", top_k=3, mode="hybrid"), snap.collections_for(frozenset({"public"}))

@@ -30,12 +30,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import mmap
 import os
 import shutil
 import threading
 import time
 import uuid
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -81,18 +83,44 @@ class Table:
         start, end = int(offsets[code]), int(offsets[code + 1])
         return self.arrays[f"{name}.bytes"][start:end].tobytes().decode("utf-8")
 
+    def is_mapped(self) -> bool:
+        return is_mapped(self.arrays[f"{next(iter(self.kinds))}.codes"])
+
     def value(self, name: str, row: int) -> Any:
         code = int(self.arrays[f"{name}.codes"][row])
         if code < 0:
             return None
         kind = self.kinds[name]
         if kind == "text":
-            return self._value(name, code)
+            decoded = self._dictionaries.get(name)  # filter columns are decoded once: no bytes to decode
+            return decoded[code] if decoded is not None else self._value(name, code)
         value = self.arrays[f"{name}.values"][row]
         return int(value) if kind == "int" else float(value)
 
     def row(self, row: int) -> dict[str, Any]:
-        return {name: self.value(name, row) for name in self.kinds}
+        out: dict[str, Any] = {}
+        dictionaries = self._dictionaries
+        for name, kind, codes, first, second in self._columns:
+            code = int(codes[row])
+            if code < 0:
+                out[name] = None
+            elif kind == "text":
+                decoded = dictionaries.get(name)
+                out[name] = decoded[code] if decoded is not None else (
+                    second[first[code] : first[code + 1]].tobytes().decode("utf-8"))  # fmt: skip
+            else:
+                out[name] = int(first[row]) if kind == "int" else float(first[row])
+        return out
+
+    @cached_property
+    def _columns(self) -> list[tuple[str, str, np.ndarray, np.ndarray, np.ndarray | None]]:
+        """(name, kind, codes, offsets or values, bytes or None) of every column, looked up once."""
+        a = self.arrays
+        return [
+            (name, kind, a[f"{name}.codes"], a[f"{name}.offsets"], a[f"{name}.bytes"]) if kind == "text"
+            else (name, kind, a[f"{name}.codes"], a[f"{name}.values"], None)
+            for name, kind in self.kinds.items()
+        ]  # fmt: skip
 
     def dictionary(self, name: str) -> np.ndarray:
         """The distinct values of text column ``name`` in code order, then None (so ``dictionary[codes]`` maps the
@@ -115,6 +143,16 @@ class Table:
     def column(self, name: str) -> np.ndarray:
         """Every value of text column ``name``, as an object array (the distinct values are shared objects)."""
         return self.dictionary(name)[np.asarray(self.codes(name))]
+
+
+def is_mapped(array: np.ndarray) -> bool:
+    """Whether ``array``'s memory is a file mapping (a serving copy), not this process's own."""
+    base = array
+    while base is not None:
+        if isinstance(base, (np.memmap, mmap.mmap)):
+            return True
+        base = getattr(base, "base", None)
+    return False
 
 
 def encode_frame(frame: pd.DataFrame, columns: dict[str, str]) -> dict[str, np.ndarray]:
@@ -180,7 +218,8 @@ def open_copy(root: Path, segment_id: str) -> tuple[dict[str, Any], dict[str, np
             path = directory / f"{name}.npy"
             if path.stat().st_size != size:
                 raise ValueError(f"{name}.npy has {path.stat().st_size} bytes, the copy recorded {size}")
-            arrays[name] = np.load(path, mmap_mode="r", allow_pickle=False)
+            # a plain ndarray view of the map: slicing a np.memmap costs microseconds of bookkeeping per slice
+            arrays[name] = np.load(path, mmap_mode="r", allow_pickle=False).view(np.ndarray)
     except (OSError, ValueError, KeyError) as exc:
         log.warning("serving copy of %s at %s unusable (%s): written again", segment_id, directory, exc)
         remove(root, [segment_id])
