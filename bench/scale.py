@@ -90,6 +90,7 @@ WARMUP_QUERIES = 20
 COMMIT_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z: generated repositories are identical on every machine
 IDENTITY = "Living Memory bench <bench@example.invalid>"
 
+KERNEL_ENV = "LIVEMEM_DENSE_KERNEL"  # livemem.dense.KERNEL_ENV (read when livemem.dense is imported)
 log = logging.getLogger("bench.scale")
 
 
@@ -406,10 +407,15 @@ def attention_publish(home, version_id: str, entry: dict[str, Any]) -> str:
     return result.version_id
 
 
-def start_worker(home: Path, versions: list[str], queries: int, queries_file: Path) -> subprocess.Popen:
+def start_worker(
+    home: Path, versions: list[str], queries: int, queries_file: Path, kernel: str | None = None
+) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "bench.scale", "worker", "--home", str(home), "--queries", str(queries)]
     cmd += ["--queries-file", str(queries_file), "--versions", *versions]
-    return subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    env = dict(os.environ)
+    if kernel:
+        env[KERNEL_ENV] = kernel
+    return subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
 
 def read_worker(proc: subprocess.Popen) -> dict[str, Any]:
@@ -420,14 +426,18 @@ def read_worker(proc: subprocess.Popen) -> dict[str, Any]:
     return json.loads(line)
 
 
-def serving(home_dir: Path, versions: list[str], queries: int, queries_file: Path) -> dict[str, Any]:
-    """One worker alone (loads, switches, queries, RSS), then a second beside it: PSS of both."""
-    first = start_worker(home_dir, versions, queries, queries_file)
+def serving(
+    home_dir: Path, versions: list[str], queries: int, queries_file: Path, kernel: str | None = None
+) -> dict[str, Any]:
+    """One worker alone (loads, switches, queries, RSS), then a second beside it: PSS of both. The serving copies
+    are removed first, so the first worker's first load includes writing them (the second maps them)."""
+    shutil.rmtree(home_dir / "cache" / "serving", ignore_errors=True)
+    first = start_worker(home_dir, versions, queries, queries_file, kernel)
     second = None
     try:
         one = read_worker(first)
         pss_alone = proc_kib(f"/proc/{first.pid}/smaps_rollup", "Pss") or 0
-        second = start_worker(home_dir, versions, queries, queries_file)
+        second = start_worker(home_dir, versions, queries, queries_file, kernel)
         two = read_worker(second)
         pss = [proc_kib(f"/proc/{p.pid}/smaps_rollup", "Pss") for p in (first, second)]
         rss = [proc_kib(f"/proc/{p.pid}/status", "VmRSS") for p in (first, second)]
@@ -436,7 +446,9 @@ def serving(home_dir: Path, versions: list[str], queries: int, queries_file: Pat
             if proc is not None:
                 proc.stdin.close()  # the worker exits when its stdin closes
                 proc.wait(timeout=60)
-    out = {"worker": one, "second_worker": {k: two[k] for k in ("loads", "queries", "vm_rss_kib")}}
+    out = {"kernel": kernel or "default", "worker": one,
+           "second_worker": {k: two[k] for k in ("loads", "queries", "vm_rss_kib")},
+           "serving_copies_bytes": sum(f.stat().st_size for f in (home_dir / "cache" / "serving").rglob("*") if f.is_file())}  # fmt: skip
     out["two_workers"] = {
         "pss_kib": pss,
         "total_pss_kib": sum(p or 0 for p in pss),
@@ -457,6 +469,7 @@ def run_size(
     queries: int = 200,
     queries_file: Path = DEFAULT_QUERIES,
     vector_store: str | None = None,
+    kernels: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Every measurement of one size (a target number of chunks); the core the smoke test runs too."""
     from livemem.config import load_sources
@@ -504,7 +517,10 @@ def run_size(
     log.info("attention publish: %.2f s, %.0f MB added", attention["total_s"], attention["bytes_added"] / 1e6)
 
     with phase(out.setdefault("serving", {})) as entry:
-        entry.update(serving(home_dir, [v_full, v_change, v_attention], queries, queries_file))
+        entry.update(serving(home_dir, [v_full, v_change, v_attention], queries, queries_file, (kernels or (None,))[0]))
+    for kernel in kernels[1:]:  # the same versions served with another first-stage kernel
+        with phase(out.setdefault("serving_by_kernel", {}).setdefault(kernel, {})) as entry:
+            entry.update(serving(home_dir, [v_full, v_change, v_attention], queries, queries_file, kernel))
     worker = out["serving"]["worker"]
     log.info("serving: switch %.2f s, hybrid p50 %.2f ms", worker["loads"][1]["s"], worker["queries"]["p50_ms"])
     return out
@@ -523,6 +539,7 @@ def worker_main(argv: list[str]) -> None:
 
     from threadpoolctl import threadpool_limits
 
+    from livemem.dense import first_stage_kernel
     from livemem.reader import load_snapshot
     from livemem.retrieval import Query, Retriever
     from livemem.store import IndexHome
@@ -566,6 +583,7 @@ def worker_main(argv: list[str]) -> None:
         "queries": percentiles_ms(samples),
         # where a query's time goes (Retrieval.timings_ms: filter, dense, sparse, score, rank), median per stage
         "query_stage_p50_ms": {k: round(float(np.median([t.get(k, 0.0) for t in stages])), 3) for k in stages[0]},
+        "first_stage_kernel": getattr(first_stage_kernel(), "name", None),
         "vm_rss_kib": proc_kib("/proc/self/status", "VmRSS"),
         "vm_hwm_kib": proc_kib("/proc/self/status", "VmHWM"),
     }
@@ -631,6 +649,30 @@ def report_md(results: dict[str, Any]) -> str:
         if "error" not in r and "query_stage_p50_ms" in r["serving"]["worker"]
     ]
     stages = ["", "Hybrid query, median ms per stage (`Retrieval.timings_ms`):", "", "| chunks | stages |", "|---|---|"]
+    kernel_rows = []
+    for r in results["sizes"]:
+        if "error" in r:
+            continue
+        for srv in [r["serving"], *r.get("serving_by_kernel", {}).values()]:
+            w, two = srv["worker"], srv["two_workers"]
+            kernel_rows.append(
+                f"| {r['chunks']:,} | {srv.get('kernel', 'default')} | {w['loads'][0]['s']:.2f} s "
+                f"| {srv['second_worker']['loads'][0]['s']:.2f} s | {w['loads'][1]['s']:.2f} s "
+                f"| {w['vm_rss_kib'] / 1024:,.0f} MiB | {two['total_pss_kib'] / 1024:,.0f} MiB "
+                f"({two['total_pss_over_twice_one_pss']:.2f}) | {_mb(srv.get('serving_copies_bytes', 0))} "
+                f"| {w['queries']['p50_ms']:.2f} / {w['queries']['p99_ms']:.2f} ms "
+                f"| {', '.join(f'{k} {v}' for k, v in w.get('query_stage_p50_ms', {}).items())} |"
+            )
+    kernels = [
+        "",
+        "Serving by dense first-stage kernel (`LIVEMEM_DENSE_KERNEL`; first load includes writing the serving copies, "
+        "the second worker maps them):",
+        "",
+        "| chunks | kernel | first worker, first load | second worker, first load | switch | one worker RSS "
+        "| 2 workers total PSS (÷ 2 × one alone) | serving copies on disk | hybrid p50 / p99 | stages (ms) |",
+        "|" + "---|" * 10,
+        *kernel_rows,
+    ]
     m = results["machine"]
     return "\n".join(
         [
@@ -664,6 +706,7 @@ def report_md(results: dict[str, Any]) -> str:
             "|---|---|---|---|",
             *disk_rows,
             *(stages + [row + " |" for row in stage_rows] if stage_rows else []),
+            *(kernels if kernel_rows else []),
             "",
             "Disk added by a version: bytes of its files whose inode no other kept version uses. Worker switch: "
             "`load_snapshot` of the one-file change's version while holding the full build's. RSS: `VmRSS` of "
@@ -709,6 +752,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--vector-store", choices=("none", "chroma"), help="index.vector_store in the sources file (default: unset)"
     )
+    parser.add_argument(
+        "--kernels", default="", help="dense first-stage kernels to serve with, comma-separated (fbgemm, torch-half)"
+    )
     parser.add_argument("--allow-huge", action="store_true", help=f"allow sizes of {HUGE:,} chunks and more")
     parser.add_argument("--report-only", action="store_true", help="rewrite the Markdown from --output's JSON")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -720,6 +766,7 @@ def main(argv: list[str] | None = None) -> int:
         args.output.with_suffix(".md").write_text(report_md(results), encoding="utf-8")
         return 0
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    kernels = tuple(k.strip() for k in args.kernels.split(",") if k.strip())
     if any(s >= HUGE for s in sizes) and not args.allow_huge:
         parser.error(f"sizes of {HUGE:,} chunks or more take hours and tens of GB: add --allow-huge")
     docs = read_jsonl(args.corpus)
@@ -736,7 +783,7 @@ def main(argv: list[str] | None = None) -> int:
     for target in sizes:
         try:
             results["sizes"].append(
-                run_size(target, args.work, docs, args.queries, args.queries_file, args.vector_store)
+                run_size(target, args.work, docs, args.queries, args.queries_file, args.vector_store, kernels)
             )
         except Exception:
             status = 2
