@@ -609,28 +609,27 @@ def spatial_search(
         if in_town or sq.counties or scores[i] >= min_score:
             picked.append((int(rows[i]), float(scores[i]), in_town))
     picked.sort(key=lambda p: (not p[2], -p[1]))
-    out = []
-    for row, score, in_town in picked[:k]:
-        e = gis.entities[row]
-        out.append(
-            {
-                "entity_id": e["entity_id"],
-                "label": e["label"],
-                "description": e["description"],
-                "dataset": e["dataset"],
-                "gbim_entity": e["gbim_entity"],
-                "county": e["county"],
-                "town": e["attributes"].get("city"),
-                "address": e["attributes"].get("address"),
-                "zip": e["attributes"].get("zip"),
-                "lon": e["lon"],
-                "lat": e["lat"],
-                "score": score,
-                "matched_town": in_town,
-                "provenance": {"source": e["source"], "table": e["source_table"], "pk": e["source_pk"]},
-            }
-        )
-    return out
+    return [spatial_item(gis.entities[row], score, in_town) for row, score, in_town in picked[:k]]
+
+
+def spatial_item(e: dict[str, Any], score: float, in_town: bool) -> dict[str, Any]:
+    """An entity as the ``spatial`` section shows it."""
+    return {
+        "entity_id": e["entity_id"],
+        "label": e["label"],
+        "description": e["description"],
+        "dataset": e["dataset"],
+        "gbim_entity": e["gbim_entity"],
+        "county": e["county"],
+        "town": e["attributes"].get("city"),
+        "address": e["attributes"].get("address"),
+        "zip": e["attributes"].get("zip"),
+        "lon": e["lon"],
+        "lat": e["lat"],
+        "score": score,
+        "matched_town": in_town,
+        "provenance": {"source": e["source"], "table": e["source_table"], "pk": e["source_pk"]},
+    }
 
 
 def structured_facts(gis: GisIndex, entities: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1028,6 +1027,11 @@ def build_context(
             if graph_facts:
                 sections["structured_facts"] = merge_facts(graph_facts, sections["structured_facts"])
                 queried.extend([] if "gbim" in queried else ["gbim"])
+            shown = {e["entity_id"] for e in sections["spatial"]}
+            for entity_id in graph.asked_entities(graph_route):  # the places the question names are evidence too
+                if entity_id not in shown:
+                    row = gis.row_of[entity_id]
+                    sections["spatial"].append(spatial_item(gis.entities[row], float(gis.dense[row] @ vector), False))
             tick("graph")
         wants_registry = "resource" in intents or (wv_scoped and sq.counties)
         if elig.registries and wants_registry and not sq.collections:

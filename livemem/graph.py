@@ -249,6 +249,12 @@ SHARED_PHRASES = {  # what two entities both are or do, in the order the summary
 }
 
 
+def asked_entities(graph: dict[str, Any] | None) -> list[str]:
+    """The ids of the entities a relationship question named, in order."""
+    sides = ((graph or {}).get("relationship") or {}).get("resolved", [])
+    return list(dict.fromkeys(n["value"] for side in sides for n in side if n["kind"] == "entity"))
+
+
 def connection_sentences(graph: dict[str, Any] | None) -> list[str]:
     """How the two sides of a relationship question connect, in plain sentences (none without one)."""
     sentences: list[str] = []
@@ -277,8 +283,7 @@ def summarize(facts: list[dict[str, Any]], graph: dict[str, Any] | None = None) 
     """A few plain sentences over the facts: how the two sides of a relationship question connect, then what
     each entity is (those of the question, else the first ``MAX_SUMMARISED``), nearest neighbours first."""
     sentences = connection_sentences(graph)
-    relationship = (graph or {}).get("relationship") or {}
-    asked = [n["value"] for side in relationship.get("resolved", []) for n in side if n["kind"] == "entity"]
+    asked = asked_entities(graph)
     by_subject: dict[str, dict[str, list[tuple[float, str]]]] = {}
     labels: dict[str, str] = {}
     for f in facts:

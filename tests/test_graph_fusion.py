@@ -55,6 +55,8 @@ def test_a_relationship_question_is_answered_from_the_graph(client) -> None:
     assert {("serves_program", "SNAP"), ("serves_program", "Medicaid"), ("part_of", "wv-benefits")} <= shared
     # 23 km apart, run by different organisations: neither near nor operated_by is claimed
     assert not {p for p, _ in shared} & {"near", "operated_by"}
+    # both places are evidence, with their position, whatever the similarity search ranked
+    assert {"Oak Hill Benefits Hub", "Beckley DHHR Office"} <= {e["label"] for e in data["spatial"]}
     answers = [f for f in data["structured_facts"] if f["resolved_from"] == "question"]
     assert {f["subject_label"] for f in answers} == {"Oak Hill Benefits Hub", "Beckley DHHR Office"}
     summary = data["facts_summary"]
