@@ -40,6 +40,7 @@ from bench.serving_quality import load_queries, ndcg_at
 from livemem.config import PROJECT_ROOT
 from livemem.retrieval import ATTENTION_HALF, DEFAULT_ATTENTION_BOOST, PARENT_SHARE, QUESTION_SIMILARITY
 from livemem.store import IndexHome
+from livemem.version import parts_dir
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 WORK = PROJECT_ROOT / "bench" / ".work" / "memory_helps"
@@ -63,6 +64,11 @@ def fresh_home(base: IndexHome, work: Path) -> IndexHome:
     home = IndexHome(work / "rag_index", cache_dir=base.cache_dir).ensure()
     version = base.current()
     shutil.copytree(base.version_dir(version), home.version_dir(version), symlinks=True)
+    # the version's rows live in the home's shared segments (livemem.version): copy the ones it names
+    manifest = json.loads((base.version_dir(version) / "manifest.json").read_text(encoding="utf-8"))
+    for segment in manifest.get("segments") or []:
+        source = parts_dir(base.version_dir(version)) / segment["id"]
+        shutil.copytree(source, parts_dir(home.version_dir(version)) / segment["id"])
     home.rollback(version)  # points CURRENT at the copied version (it is published: a complete version dir)
     return home
 

@@ -164,3 +164,21 @@ def test_a_negative_cosine_adds_nothing() -> None:
     dense = np.array([0.4, -0.2, -0.5], dtype=np.float32)
     _, scores = fuse(candidates, dense, np.zeros(3, dtype=np.float32), FusionSettings("linear"))
     assert scores.tolist() == pytest.approx([0.4, 0.0, 0.0])
+
+
+def test_serving_defaults_to_linear_and_rag_fusion_picks_another_with_its_weight(
+    monkeypatch, tmp_path, embedder
+) -> None:
+    from serving.settings import Settings
+    from serving.state import ServingState
+
+    monkeypatch.delenv("RAG_FUSION", raising=False)
+    state = ServingState.from_settings(Settings.from_env(index_dir=tmp_path), embedder=embedder)
+    assert (state.retriever.fusion.method, state.retriever.fusion.sparse_weight) == ("linear", 0.5)
+    monkeypatch.setenv("RAG_FUSION", "rrf")
+    state = ServingState.from_settings(Settings.from_env(index_dir=tmp_path), embedder=embedder)
+    assert (state.retriever.fusion.method, state.retriever.fusion.sparse_weight, state.retriever.fusion.k) == (
+        "rrf",
+        1.0,
+        10.0,
+    )
