@@ -178,6 +178,15 @@ class FbgemmHalf(Kernel):
 
         if "fbgemm" not in torch.backends.quantized.supported_engines:
             return False
+        if self._rounds_to_nearest is None:  # a property of the build: probed once per process, not per scan
+            self._rounds_to_nearest = self._probe_rounding()
+        return self._rounds_to_nearest
+
+    _rounds_to_nearest: bool | None = None
+
+    def _probe_rounding(self) -> bool:
+        import torch
+
         # the packing must round to nearest, as the bound assumes: checked on values that tell the modes apart
         probe = np.array([[1 + 2.0**-11, 1 + 3 * 2.0**-11, -(1 + 2.0**-11 + 2.0**-20), 3e-6, 70.1, 2.0**-25]])
         packed = torch.ops.quantized.linear_prepack_fp16(torch.from_numpy(probe.astype(np.float32)), None)
