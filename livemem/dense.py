@@ -495,7 +495,8 @@ class DenseScan:
         if allowed is None:
             allowed = np.arange(dense.size) if mask is None else np.flatnonzero(mask)
         self.allowed = allowed
-        self.approx: np.ndarray | None = None  # float16 scores as float32, -inf where not allowed
+        self._approx: np.ndarray | None = None  # float16 scores as float32, -inf where not allowed
+        self._pending: tuple | None = None  # blocks being scanned on the pool (``_settle``)
         self.bound: tuple[float, float] = (math.inf, 0.0)  # |approx − exact| ≤ b0 + rho·|approx|
         self.exact = np.full(dense.size, np.nan, dtype=np.float32)  # exact scores computed so far (NaN: not yet)
         self.known = np.zeros(dense.size, dtype=bool)
@@ -519,9 +520,24 @@ class DenseScan:
             jobs.extend((p, a, b, block) for a, b, block in part.blocks)
         pool = _scan_pool() if self.dense.size >= PARALLEL_MIN_ROWS and len(jobs) > 1 else None
         if pool is None:
-            products = [kernel.product(block, self.query) for _, _, _, block in jobs]
-        else:
-            products = list(pool.map(lambda job: kernel.product(job[3], self.query), jobs))
+            self._assemble(parts, jobs, [kernel.product(block, self.query) for _, _, _, block in jobs], approx)
+        else:  # the blocks are scanned on the pool while the caller goes on (BM25): ``_settle`` collects them
+            self._pending = (parts, jobs, [pool.submit(kernel.product, job[3], self.query) for job in jobs], approx)
+
+    @property
+    def approx(self) -> np.ndarray | None:
+        """The first stage's scores (float16 products as float32, -inf where not allowed); None: not run."""
+        self._settle()
+        return self._approx
+
+    def _settle(self) -> None:
+        """Wait for the first stage's blocks still scanned on the pool, if any."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            parts, jobs, futures, approx = pending
+            self._assemble(parts, jobs, [f.result() for f in futures], approx)
+
+    def _assemble(self, parts: list[_Packed], jobs: list, products: list[np.ndarray], approx: np.ndarray) -> None:
         scored: list[list[np.ndarray]] = [[] for _ in parts]
         for (p, _, _, _), product in zip(jobs, products, strict=True):
             scored[p].append(product)
@@ -530,7 +546,7 @@ class DenseScan:
             approx[start : start + rows.size] = whole if rows.size == dense.shape[0] else whole[rows]
         if self.allowed.size < self.dense.size:
             approx[~self.mask] = -np.inf
-        self.approx = approx
+        self._approx = approx
 
     def scores(self, rows: np.ndarray) -> np.ndarray:
         """The exact scores of snapshot ``rows`` (computed once per scan)."""

@@ -146,15 +146,19 @@ class Retriever:
         if candidates.size and query.mode in ("dense", "hybrid"):
             vector = self.encode(query.text) if vector is None else vector
             t = _tick(timings, "encode", t)
+            # on a large snapshot the first stage runs on the scan pool while BM25 is scored here (livemem.dense)
             scan = snap.dense.scan(vector, mask, candidates)
-            if query.mode == "hybrid":
-                dense_top = scan.top(min(self.fusion.depth, candidates.size))
             t = _tick(timings, "dense", t)
         # Term statistics of only the access levels searched: scores never depend on chunks the caller may not read.
         index = snap.sparse_for(frozenset(snap.access_of[c] for c in collections if c in snap.access_of))
         if candidates.size and query.mode in ("sparse", "hybrid") and index is not None:
             sparse_all = index.scores(query.text)
             t = _tick(timings, "sparse", t)
+        if scan is not None and query.mode == "hybrid":
+            dense_top = scan.top(min(self.fusion.depth, candidates.size))
+            now = time.perf_counter()  # the dense side's wait and top, after BM25
+            timings["dense"] = round(timings["dense"] + (now - t) * 1000, 3)
+            t = now
         made: list[Hit] = []
 
         def hit(row: int, score: float) -> Hit:

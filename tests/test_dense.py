@@ -98,6 +98,34 @@ def test_two_stage_top_k_equals_the_exact_scan(case: str) -> None:
         assert np.array_equal(got_scores, want_scores), (case, name, k)
     scan = rows.scan(query)
     assert scan.approx is not None  # the float16 stage ran: the equality above is not the fallback's
+
+
+@pytest.mark.parametrize("kernel_name", ["fbgemm float16", "torch float16 mv"])
+@pytest.mark.parametrize("case", ["random", "near-ties", "duplicates"])
+def test_a_first_stage_scanned_in_blocks_on_the_pool_gives_the_same_top_k(case, kernel_name, monkeypatch) -> None:
+    """Large snapshots scan their float16 blocks on threads while the caller scores BM25 (the blocks are collected
+    when the first candidates are asked for): the same rows and scores as the exact scan, with either kernel, over
+    private packed copies or a shared float16 copy (``share_half``)."""
+    from livemem import dense
+
+    kernel = next(k for k in dense.KERNELS if k.name == kernel_name)
+    assert kernel.available(), f"{kernel_name} is not available in this torch build"
+    monkeypatch.setattr(dense, "_CHOSEN", [kernel])
+    monkeypatch.setattr(dense, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(dense, "SCAN_BLOCK_ROWS", 256)
+    monkeypatch.setattr(dense, "SCAN_THREADS", 2)
+    rng = np.random.default_rng(11)
+    rows, query = datasets(rng)[case]
+    for segment, _ in rows.parts[:1]:  # one segment scanned from a shared float16 copy, as the serving copies do
+        dense.share_half(segment, segment.astype(np.float16), dense.max_row_norm(segment))
+    masks = {"all": None, "half": rng.random(rows.size) < 0.5}
+    for (name, mask), k in itertools.product(masks.items(), [1, 10, 1000]):
+        scan = rows.scan(query, mask)
+        assert scan._pending is not None  # the blocks went to the pool
+        got_rows, got_scores = scan.top(k)
+        want_rows, want_scores = expected_top(rows, query, k, mask)
+        assert np.array_equal(got_rows, want_rows), (case, name, k)
+        assert np.array_equal(got_scores, want_scores), (case, name, k)
     candidates, _ = scan.candidates(10)
     assert candidates.size < rows.size / 2 or case in ("near-ties", "duplicates")
 
