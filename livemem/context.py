@@ -36,7 +36,7 @@ import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
 from livemem import graph
-from livemem.dates import date_mask, passage_date, question_dates
+from livemem.dates import passage_date, question_dates
 from livemem.errors import ConfigError
 from livemem.gis_index import GisIndex, cached_gis_index
 from livemem.places import STATE, Place, county_name, find_places, zip_place
@@ -519,9 +519,6 @@ def normalized_score(score: float, fusion: FusionSettings, query_best: float) ->
     return round(min(1.0, max(0.0, score / best)), 6) if best > 0 else 0.0
 
 
-DATED_DEPTH = 200  # passages ranked before a question's date range is applied to them
-
-
 def text_search(
     snap: Snapshot,
     retriever: Retriever,
@@ -535,11 +532,10 @@ def text_search(
     """Passages passing the thresholds (cosine ``min_dense``; the request's ``min_score`` on the normalised scale):
     the counties' own passages first, then the rest (minus other counties')."""
     message = request.message
-    base = {"seal_state": sq.seal_state}
-    # The question's dates filter on each document's own date, else its commit time (``livemem.dates``): the best
-    # ``DATED_DEPTH`` are ranked, then kept when dated in range (Filters.updated_* would read commit times only).
-    dated = date_mask(snap, sq.updated_after, sq.updated_before) if sq.updated_after or sq.updated_before else None
-    depth = top_k if dated is None else max(top_k, DATED_DEPTH)
+    # The question's dates filter on each document's own date, else its commit time (``livemem.dates``), before
+    # ranking: every passage in range can be found, however many are out of it.
+    base = {"seal_state": sq.seal_state, "dated_after": sq.updated_after, "dated_before": sq.updated_before}
+    depth = top_k
     searches = []
     if sq.counties:
         searches.append(Filters(county=tuple(sq.counties), **base))
@@ -557,7 +553,7 @@ def text_search(
         found = retriever.search(snap, query, collections, vector)
         candidates = max(candidates, found.candidates)
         for hit in found.chunks:
-            if (hit.dense or 0.0) < min_dense or len(out) >= top_k or (dated is not None and not dated[hit.row]):
+            if (hit.dense or 0.0) < min_dense or len(out) >= top_k:
                 continue
             normalized = normalized_score(hit.score, retriever.fusion, found.chunks[0].score)
             if request.min_score is not None and normalized < request.min_score:

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from livemem.dates import date_mask
 from livemem.dense import DenseScan
 from livemem.embedding import Embedder
 from livemem.fusion import FusionSettings, fuse, top_order
@@ -57,6 +58,10 @@ class Filters:
     last_seen_breath: str | None = None
     updated_after: datetime | None = None
     updated_before: datetime | None = None
+    # the document's own date (front matter, heading, file name: ``livemem.dates``), else its commit time;
+    # ``dated_before`` is exclusive
+    dated_after: datetime | None = None
+    dated_before: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -348,6 +353,8 @@ def filter_mask(snap: Snapshot, collections: list[str], filters: Filters) -> np.
         mask &= cols["updated"] >= filters.updated_after.timestamp()
     if filters.updated_before is not None:
         mask &= cols["updated"] <= filters.updated_before.timestamp()
+    if filters.dated_after is not None or filters.dated_before is not None:
+        mask &= date_mask(snap, filters.dated_after, filters.dated_before)
     return mask
 
 

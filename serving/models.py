@@ -55,6 +55,10 @@ class QueryFilters(BaseModel):
     )
     updated_after: datetime | None = Field(None, description="file last changed at or after (ISO 8601; UTC if naive)")
     updated_before: datetime | None = Field(None, description="file last changed at or before")
+    dated_after: datetime | None = Field(
+        None, description="the document's own date (front matter, heading, file name; else its commit time) at or after"
+    )
+    dated_before: datetime | None = Field(None, description="the document's own date (else its commit time) before")
 
     def to_filters(self) -> Filters:
         return Filters(
@@ -70,6 +74,8 @@ class QueryFilters(BaseModel):
             last_seen_breath=self.last_seen_breath,
             updated_after=_utc(self.updated_after),
             updated_before=_utc(self.updated_before),
+            dated_after=_utc(self.dated_after),
+            dated_before=_utc(self.dated_before),
         )
 
 

@@ -128,3 +128,20 @@ def test_without_a_date_every_passage_still_shows_its_date(client) -> None:
     assert all(
         p["document_date"] and p["date_source"] in ("heading", "front_matter", "commit") for p in data["unstructured"]
     )
+
+
+def test_query_filters_on_the_document_date_before_ranking(client) -> None:
+    """``/query`` takes the same range (``filters.dated_after`` / ``dated_before``): chunks out of it are excluded
+    before ranking, so the September minutes are found by a question that matches other documents better."""
+    body = {
+        "query": "constitution council decide",
+        "top_k": 10,
+        "filters": {"dated_after": "2026-09-01T00:00:00Z", "dated_before": "2026-10-01T00:00:00Z"},
+    }
+    response = client.post("/query", json=body)
+    assert response.status_code == 200, response.text
+    paths = {r["provenance"]["path"].rsplit("/", 1)[-1] for r in response.json()["results"]}
+    assert paths == {"2026-09-council-minutes.md", "retreat.md"}
+    commit_only = client.post("/query", json={**body, "filters": {"updated_after": "2026-09-01T00:00:00Z"}})
+    found = {r["provenance"]["path"].rsplit("/", 1)[-1] for r in commit_only.json()["results"]}
+    assert not found & paths  # the minutes were committed in 2020: by commit time they are not in September 2026
