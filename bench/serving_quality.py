@@ -50,7 +50,7 @@ from livemem.store import IndexHome
 RESULTS = PROJECT_ROOT / "bench" / "results"
 SPARSE_WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0)
 BM25_DEFAULTS = (sparse.K1, sparse.B)
-BM25_GRID = [(k1, b) for k1 in (0.6, 0.9, 1.2, 1.5) for b in (0.3, 0.5, 0.75)]
+BM25_GRID = [(k1, b) for k1 in (0.6, 0.9, 1.2, 1.5) for b in (0.2, 0.3, 0.5, 0.75)]
 # the hybrids each BM25 setting is scored with: the serving default and the runner-up method
 BM25_FUSIONS = {
     "linear 1:0.5": FusionSettings("linear"),
