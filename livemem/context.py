@@ -38,11 +38,12 @@ from pydantic import BaseModel, Field, ValidationError
 from livemem import graph
 from livemem.dates import passage_date, question_dates
 from livemem.errors import ConfigError
+from livemem.fusion import normalized_score
 from livemem.gis_index import GisIndex, cached_gis_index
 from livemem.places import STATE, Place, county_name, find_places, zip_place
 from livemem.reader import Snapshot
 from livemem.registry import RegistryQueryError, load_registry_index, resolve
-from livemem.retrieval import Filters, FusionSettings, Query, Retriever, chunk_result, top_order
+from livemem.retrieval import Filters, Query, Retriever, chunk_result, top_order
 
 REGISTRY_NAME = "local_resources"
 
@@ -498,25 +499,6 @@ def wv_scope(sq: SelfQuery, request: ContextRequest, caller: Caller, settings: C
 
 def gis_for(snap: Snapshot) -> GisIndex | None:
     return cached_gis_index(str(snap.path))
-
-
-def best_fused_score(fusion: FusionSettings) -> float | None:
-    """The most the hybrid fusion can give a chunk (first in both lists), before attention and recency multiply it:
-    RRF ``(w_dense + w_sparse) / (k + 1)``; min-max ``w_dense + w_sparse``; None for z-score, which has no fixed
-    maximum (``livemem.fusion``)."""
-    if fusion.method == "rrf":
-        return (fusion.dense_weight + fusion.sparse_weight) / (fusion.k + 1)
-    if fusion.method == "minmax":
-        return fusion.dense_weight + fusion.sparse_weight
-    return None
-
-
-def normalized_score(score: float, fusion: FusionSettings, query_best: float) -> float:
-    """A hybrid score on the documented [0, 1] scale: relative to ``best_fused_score`` (z-score: to this query's
-    best score), capped at 1 (attention and recency may lift a score past it). RRF, k = 60: first in both
-    rankings 1.0; first in one only 0.5; 10th in both ≈0.87; 30th in one only ≈0.34."""
-    best = best_fused_score(fusion) or query_best
-    return round(min(1.0, max(0.0, score / best)), 6) if best > 0 else 0.0
 
 
 def text_search(

@@ -96,3 +96,23 @@ def side_scores(ranked: np.ndarray, fusion: FusionSettings, side: str = "dense")
     if spread <= 0:  # one chunk, or all tied: each is as good as the best
         return np.full(ranked.size, 1.0 if fusion.method == "minmax" else 0.0)
     return (ranked - low) / spread
+
+
+def normalized_score(score: float, fusion: FusionSettings, query_best: float, mode: str = "hybrid") -> float:
+    """A score on the one documented scale [0, 1], whatever the mode (``score_normalized`` in responses; the
+    ``min_score`` of /context and ``min_score_normalized`` of /query apply to it):
+
+    - hybrid: relative to ``FusionSettings.best_score``, the most the fusion can give a chunk (first in both
+      lists; linear 1 : 0.5: a cosine of 1 and the best BM25 hit, 1.5); z-score has no fixed maximum: relative to
+      the query's best score (``query_best``);
+    - dense: the cosine itself;
+    - sparse: relative to the query's best BM25 score (BM25 has no fixed scale).
+
+    Capped to [0, 1]: attention and recency multiply scores and may lift one past the maximum."""
+    if mode == "dense":
+        best = 1.0
+    elif mode == "sparse":
+        best = query_best
+    else:
+        best = fusion.best_score or query_best
+    return round(min(1.0, max(0.0, score / best)), 6) if best > 0 else 0.0

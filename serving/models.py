@@ -95,6 +95,9 @@ class QueryRequest(BaseModel):
     min_score: float | None = Field(
         None, ge=-MAX_SCORE, le=MAX_SCORE, description="drop results scoring below this (in the mode's score scale)"
     )
+    min_score_normalized: float | None = Field(
+        None, ge=0, le=1, description="drop results whose `score_normalized` (0..1, one scale for every mode) is below"
+    )
     recency_bias: float = Field(0.0, ge=0, le=10, description="boost × 0.5^(age / half-life) by `updated_at`")
     recency_half_life_days: float | None = Field(
         None, gt=0, le=1_000_000, description="defaults to the server's setting"
@@ -144,6 +147,11 @@ class ScoreParts(BaseModel):
 
 class QueryResult(ChunkRecord):
     score: float
+    score_normalized: float | None = Field(
+        None,
+        description="the score on one scale whatever the mode, 0..1 (livemem.fusion.normalized_score): hybrid "
+        "relative to the most the fusion can give, dense the cosine, sparse relative to the query's best BM25",
+    )
     collection: str
     scores: ScoreParts
     parent_id: str | None = Field(None, description="with return=documents: the parent document")

@@ -303,11 +303,15 @@ def test_recency_bias_on_context_and_chat(tmp_path, embedder):
 
 
 def test_normalised_score_is_one_scale_for_every_fusion_method():
-    from livemem.context import normalized_score
-    from livemem.fusion import FusionSettings
+    from livemem.fusion import FusionSettings, normalized_score
 
     rrf = FusionSettings(method="rrf", k=60.0)
     assert normalized_score(2 / 61, rrf, 0.0) == 1.0 and normalized_score(1 / 61, rrf, 0.0) == 0.5
     assert normalized_score(3 / 61, rrf, 0.0) == 1.0  # attention / recency lift past the best: capped
     assert normalized_score(1.5, FusionSettings(method="minmax"), 0.0) == 0.75
     assert normalized_score(1.0, FusionSettings(method="zscore"), 4.0) == 0.25  # no fixed maximum: the query's best
+    linear = FusionSettings(method="linear")  # the default: a cosine + 0.5 x BM25 / the list's best
+    assert normalized_score(0.6 + 0.5, linear, 1.1) == pytest.approx(1.1 / 1.5)
+    assert normalized_score(0.42, linear, 9.0, mode="dense") == 0.42  # dense: the cosine itself
+    assert normalized_score(-0.1, linear, 9.0, mode="dense") == 0.0
+    assert normalized_score(3.0, linear, 12.0, mode="sparse") == 0.25  # BM25: relative to the query's best

@@ -278,3 +278,24 @@ def test_other_bad_input_is_4xx(client):
 def test_openapi_documents_every_route(client):
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/query", "/chunks/{chunk_id}", "/manifest", "/healthz", "/metrics", "/feedback"} <= set(paths)
+
+
+def test_score_normalized_is_one_scale_in_every_mode(client):
+    """Issue 18: a threshold means the same whatever the mode. Each result carries ``score_normalized`` in [0, 1]
+    (hybrid: relative to the most the fusion can give; dense: the cosine; sparse: relative to the query's best), and
+    ``min_score_normalized`` keeps exactly the results at or above it, where a raw ``min_score`` of 0.3 would keep
+    hybrid and BM25 results on unrelated scales."""
+    for mode in ("hybrid", "dense", "sparse"):
+        data = ask(client, query="Beckley heating LIHEAP", mode=mode, top_k=10)
+        normalized = [r["score_normalized"] for r in data["results"]]
+        assert data["results"] and all(0.0 <= n <= 1.0 for n in normalized), mode
+        assert normalized == sorted(normalized, reverse=True), mode  # the same order as the scores
+        if mode == "dense":
+            assert normalized == [round(max(0.0, r["score"]), 6) for r in data["results"]]
+        if mode == "sparse":
+            assert normalized[0] == 1.0
+        threshold = normalized[len(normalized) // 2]
+        kept = ask(client, query="Beckley heating LIHEAP", mode=mode, top_k=10, min_score_normalized=threshold)
+        assert [r["chunk_id"] for r in kept["results"]] == [
+            r["chunk_id"] for r in data["results"] if r["score_normalized"] >= threshold
+        ], mode

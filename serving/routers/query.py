@@ -7,6 +7,7 @@ import logging
 from fastapi import APIRouter, BackgroundTasks, HTTPException, Request
 
 from livemem.cache import cache_key
+from livemem.fusion import normalized_score
 from livemem.retrieval import Query, chunk_result, document_results, suggestion_result
 from livemem.traces import feedback_events, retrieval_events
 from serving.deps import CallerRole, CurrentSnapshot, State
@@ -54,7 +55,7 @@ def query(
         mode=body.mode,
         return_=body.return_,
         top_k=body.top_k,
-        min_score=body.min_score,
+        min_score=[body.min_score, body.min_score_normalized],
         recency=[body.recency_bias, body.recency_half_life_days],
         attention=[body.attention_boost, body.consider_also],
     )
@@ -78,6 +79,11 @@ def query(
             results = document_results(snap, found.documents)
         else:
             results = [chunk_result(snap, hit) for hit in found.chunks]
+        best = results[0]["score"] if results else 0.0
+        for result in results:
+            result["score_normalized"] = normalized_score(result["score"], state.retriever.fusion, best, body.mode)
+        if body.min_score_normalized is not None:
+            results = [r for r in results if r["score_normalized"] >= body.min_score_normalized]
         by_source: dict[str, list[dict]] = {}
         for result in results:
             by_source.setdefault(result["collection"], []).append(result)
