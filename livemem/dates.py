@@ -54,6 +54,7 @@ _DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({MONTH_RE})\s*,
 _MONTH_DAY_YEAR = re.compile(rf"\b({MONTH_RE})\s+(\d{{1,2}})(?:st|nd|rd|th)?\s*,?\s+({YEAR_RE})\b", re.IGNORECASE)
 _MONTH_YEAR = re.compile(rf"\b({MONTH_RE})\s*,?\s+({YEAR_RE})\b", re.IGNORECASE)
 _YEAR = re.compile(rf"(?<![\w$£€.,-])({YEAR_RE})(?![\d,.-]\d|\d|-)")
+_FOUR_DIGITS = re.compile(r"\d{4}")
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 
@@ -95,6 +96,8 @@ def _period(year: str, month: str | int | None = None, day: str | None = None) -
 def find_period(text: str, *, bare_year: bool = True, file_name: bool = False) -> tuple[Period, re.Match] | None:
     """The most precise date written in ``text`` (a day before a month before a year; the first of a kind);
     ``file_name``: also ``20260914`` and a year set off by ``-`` or ``_``."""
+    if not _FOUR_DIGITS.search(text):  # every date written here names a year: most titles and names have none
+        return None
     patterns: list[tuple[re.Pattern[str], Any]] = [
         (_ISO, lambda m: _period(m.group(1), int(m.group(2)), m.group(3))),
         (_DAY_MONTH_YEAR, lambda m: _period(m.group(3), m.group(2), m.group(1))),
@@ -145,13 +148,13 @@ def document_date(path: str, text: str) -> dict[str, str] | None:
     (front_matter, heading or file_name) and ``date_precision`` (day, month or year); None when it carries none
     (its commit time stands in at query time)."""
     candidates: list[tuple[str, Period | None]] = [("front_matter", _front_matter_date(text))]
-    is_markdown = PurePosixPath(path).suffix.lower() in {".md", ".markdown", ".mdx", ".mdown"}
-    if is_markdown:
-        body = text[_FRONT_MATTER.match(text).end() :] if _FRONT_MATTER.match(text) else text
-        heading = _first_heading(body)
+    name = PurePosixPath(path)
+    if name.suffix.lower() in {".md", ".markdown", ".mdx", ".mdown"}:
+        front = _FRONT_MATTER.match(text)
+        heading = _first_heading(text[front.end() :] if front else text)
         found = find_period(heading) if heading else None
         candidates.append(("heading", found[0] if found else None))
-    found = find_period(PurePosixPath(path).stem, file_name=True)
+    found = find_period(name.stem, file_name=True)
     candidates.append(("file_name", found[0] if found else None))
     found_ = [(source, period) for source, period in candidates if period is not None]
     if not found_:
