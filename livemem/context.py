@@ -27,7 +27,7 @@ import os
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -548,6 +548,34 @@ def text_search(
     return list(out.values()), candidates
 
 
+REFINEMENT_SHARE = 3  # a refinement adds at most a third of the passages (at least one), replacing the last ones
+
+
+def refine_passages(
+    snap: Snapshot,
+    retriever: Retriever,
+    request: ContextRequest,
+    terms: list[str],
+    collections: list[str],
+    sq: SelfQuery,
+    pool: int,
+    settings: Any,
+    sections: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """A second text search with the graph's terms added to the message (``livemem.graph.refinement_terms``): the
+    passages it finds that the first did not replace the first search's last ones (at most a third of them), so
+    the evidence stays within ``top_k``. Returns the passages added."""
+    refined = replace(request, message=f"{request.message} {' '.join(terms)}")
+    vector = retriever.encode(refined.message)
+    found, _ = text_search(snap, retriever, refined, vector, collections, sq, pool, settings.min_dense)
+    seen = {p["chunk_id"] for p in sections["unstructured"]}
+    added = [passage(r) for r in found if r["chunk_id"] not in seen][: max(1, pool // REFINEMENT_SHARE)]
+    if added:
+        kept = sections["unstructured"][: max(0, pool - len(added))]
+        sections["unstructured"] = kept + added
+    return added
+
+
 def passage(result: dict[str, Any]) -> dict[str, Any]:
     meta = result["metadata"]
     return {
@@ -1005,6 +1033,13 @@ def build_context(
             if graph_facts:
                 sections["structured_facts"] = merge_facts(graph_facts, sections["structured_facts"])
                 queried.extend([] if "gbim" in queried else ["gbim"])
+            refine = graph.refinement_terms(graph_route, request.message) if pool else []
+            if refine:  # iterative refinement: search the text again with what the graph found
+                added = refine_passages(snap, retriever, request, refine, collections, sq, pool, settings, sections)
+                graph_route["refinement"] = {"terms": refine, "added": [p["chunk_id"] for p in added]}
+                more_facts, _ = graph.fuse(gis, caller.access, "", added)  # the facts of what they name
+                if more_facts:
+                    sections["structured_facts"] = merge_facts(sections["structured_facts"], more_facts)
             shown = {e["entity_id"] for e in sections["spatial"]}
             for entity_id in graph.asked_entities(graph_route):  # the places the question names are evidence too
                 if entity_id not in shown:

@@ -249,6 +249,28 @@ SHARED_PHRASES = {  # what two entities both are or do, in the order the summary
 }
 
 
+MAX_REFINEMENT_TERMS = 6
+
+
+def refinement_terms(graph: dict[str, Any] | None, message: str) -> list[str]:
+    """What the graph learnt that the message does not say, to search the text again with (iterative refinement,
+    the unified-retriever design): the objects of the connections a relationship question found (the programs both
+    offer, the organisation that runs one, the place between them) and the labels of the entities it resolved,
+    then of the entities the passages name; each once, none the message already contains, at most
+    ``MAX_REFINEMENT_TERMS``."""
+    if not graph:
+        return []
+    relationship = graph.get("relationship") or {}
+    found: list[str] = []
+    for c in relationship.get("connections", []):
+        found += [c["object"]] if c["kind"] == "shared" else [c["via"]] if c["kind"] == "through" else [c["to"]]
+    found += [n["label"] for side in relationship.get("resolved", []) for n in side]
+    found += [n["label"] for n in graph.get("named_in_passages", [])]
+    said = _clean(message).casefold()
+    terms = [t for t in dict.fromkeys(str(t) for t in found if t) if t.casefold() not in said]
+    return terms[:MAX_REFINEMENT_TERMS]
+
+
 def asked_entities(graph: dict[str, Any] | None) -> list[str]:
     """The ids of the entities a relationship question named, in order."""
     sides = ((graph or {}).get("relationship") or {}).get("resolved", [])

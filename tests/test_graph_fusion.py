@@ -134,3 +134,22 @@ def test_near_never_links_entities_of_different_access() -> None:
     near = {(r["subject"], r["object"]) for r in relations if r["predicate"] == "near"}
     assert near == {("a", "c"), ("c", "a")}
     assert {r["object"] for r in relations if r["predicate"] == "serves_program"} == {"SNAP", "Medicaid"}
+
+
+def test_iterative_refinement_searches_the_text_again_with_what_the_graph_found(client) -> None:
+    """Unified retriever: after the first pass, the objects of the connections found (the programs both places
+    offer) and the entities resolved become a second text search; passages it finds that the first did not take
+    the last places (within top_k), and route.graph.refinement says which terms and passages."""
+    message = "What is the relationship between Oak Hill Benefits Hub and the Beckley DHHR Office?"
+    data = context(client, message)
+    refinement = data["route"]["graph"]["refinement"]
+    assert {"SNAP", "Medicaid"} <= set(refinement["terms"])
+    assert not {t for t in refinement["terms"] if t.casefold() in message.casefold()}  # only what it did not say
+    ids = [p["chunk_id"] for p in data["unstructured"]]
+    assert refinement["added"] and set(refinement["added"]) <= set(ids)
+    assert ids[-len(refinement["added"]) :] == refinement["added"]  # after the first search's passages
+    assert len(ids) <= 6 and len(set(ids)) == len(ids)  # still within top_k (6 by default), each passage once
+    added = [p for p in data["unstructured"] if p["chunk_id"] in refinement["added"]]
+    assert any(re.search(r"SNAP|Medicaid|WV WORKS", p["content"]) for p in added)
+    # a question without graph words or names refines nothing
+    assert "refinement" not in (context(client, "How do I reset a forgotten password?")["route"].get("graph") or {})
