@@ -127,3 +127,20 @@ def test_retention_removes_the_copies_of_removed_segments(home_with_two_versions
     parts = {p.name for p in (home.root / "parts").iterdir()}
     assert copies - parts, "the change should have dropped a segment"
     assert {p.name for p in root.iterdir()} <= parts  # its copy went with it
+
+
+def test_workers_writing_the_same_copy_at_once_all_get_it_complete(home_with_two_versions):
+    """Several workers starting together each write the copy of the same segment: one rename wins, the others keep
+    theirs out of the way (no error, no temporary directory left), and every one maps a complete copy."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    home, (_, version) = home_with_two_versions
+    parts = home.root / "parts"
+    segment = max(home.manifest(version)["segments"], key=lambda e: e["chunks"])["id"]
+    root = mapped.cache_root(parts)
+    with ThreadPoolExecutor(6) as pool:
+        loaded = list(pool.map(lambda _: segments.load_segment(parts, segment), range(6)))
+    assert all(s.mapped for s in loaded)
+    contents = [[s.table.row(i)["content"] for i in range(s.size)] for s in loaded]
+    assert all(c == contents[0] for c in contents) and contents[0]
+    assert sorted(p.name for p in root.iterdir()) == [segment]  # one copy, nothing temporary left behind
