@@ -107,11 +107,11 @@ def test_a_damaged_copy_is_written_again(home_with_two_versions, monkeypatch):
     load_snapshot(home, version)
     root = mapped.cache_root(home.root / "parts")
     segment = home.manifest(version)["segments"][0]["id"]
-    with open(root / segment / "content.bytes.npy", "r+b") as fh:
+    with open(root / segment / mapped.ARRAYS, "r+b") as fh:
         fh.truncate(100)
     fresh_process(monkeypatch)
     snap = load_snapshot(home, version)
-    assert (root / segment / "content.bytes.npy").stat().st_size > 100
+    assert (root / segment / mapped.ARRAYS).stat().st_size > 100
     assert sorted((snap.rows[i] for i in range(snap.size)), key=lambda r: r["chunk_id"]) == sql_rows(home, version)
 
 
@@ -144,3 +144,22 @@ def test_workers_writing_the_same_copy_at_once_all_get_it_complete(home_with_two
     contents = [[s.table.row(i)["content"] for i in range(s.size)] for s in loaded]
     assert all(c == contents[0] for c in contents) and contents[0]
     assert sorted(p.name for p in root.iterdir()) == [segment]  # one copy, nothing temporary left behind
+
+
+def test_a_worker_holds_one_file_descriptor_per_mapped_segment(home_with_two_versions, monkeypatch):
+    """A mapping keeps a file descriptor: the copy is one file per segment, so loading versions again and again
+    (each load in a fresh process cache) does not run a worker out of descriptors (a .npy file per array did:
+    tens per segment, and select() failed past 1,024)."""
+    import os
+
+    home, (_, version) = home_with_two_versions
+    fresh_process(monkeypatch)
+    load_snapshot(home, version)  # the copies exist from here on
+    held = []
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        fresh_process(monkeypatch)
+        held.append(load_snapshot(home, version))
+    added = len(os.listdir("/proc/self/fd")) - before
+    segments_loaded = 5 * len(held[0].segments)
+    assert added <= segments_loaded + 5 * 2, (added, segments_loaded)  # + each snapshot's tables.duckdb

@@ -3,9 +3,9 @@
 A serving worker needs a segment's chunk rows (for the few results a response returns, and a few columns for
 filters), its vectors and its BM25 postings. Read into each worker's own memory, N workers hold N copies (at 500k
 chunks, 3.3 GB each). Instead the first worker that loads a segment checks its files against the hashes its name
-commits to (``segments.load_segment``) and writes a **serving copy** of what it read: uncompressed ``.npy`` arrays
-in ``<serving cache>/<segment id>/``, written into a temporary directory and renamed into place (a copy that
-exists is complete). Every worker, this one included, then maps the copy read-only (``np.load(mmap_mode="r")``):
+commits to (``segments.load_segment``) and writes a **serving copy** of what it read: uncompressed arrays in one
+file, ``<serving cache>/<segment id>/arrays.bin`` (``copy.json`` gives each one's dtype, shape and offset), written into a temporary directory and renamed into place (a copy that
+exists is complete). Every worker, this one included, then maps the copy read-only (one ``mmap`` per segment, arrays over it):
 the pages live once in the page cache, shared by all workers of the machine, and only the pages a response touches
 are read.
 
@@ -19,10 +19,10 @@ Where: ``LIVEMEM_SERVING_CACHE`` if set (for example a local directory or tmpfs 
 machine when the index home is mounted read-only), else ``<home>/cache/serving``. When the directory cannot be
 written, a worker keeps what it read in its own memory, as before, and says so once in its log.
 
-Rows are stored by column. A text column is dictionary-encoded: ``<col>.codes.npy`` (int32 per row, -1 for
-NULL) over a dictionary of distinct values (``<col>.offsets.npy`` into the UTF-8 bytes ``<col>.bytes.npy``), so a
+Rows are stored by column. A text column is dictionary-encoded: ``<col>.codes`` (int32 per row, -1 for
+NULL) over a dictionary of distinct values (``<col>.offsets`` into the UTF-8 bytes ``<col>.bytes``), so a
 filter column (collection, access, county: a few distinct values) costs four bytes a row and its values are decoded
-once. A number column is ``<col>.values.npy`` with ``<col>.codes.npy`` marking NULLs.
+once. A number column is ``<col>.values`` with ``<col>.codes`` marking NULLs.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import pandas as pd
 log = logging.getLogger(__name__)
 
 SERVING_CACHE_ENV = "LIVEMEM_SERVING_CACHE"
-COPY_FORMAT = 1
+COPY_FORMAT = 2  # 2: one file of arrays per segment (1: a .npy file per array)
 META = "copy.json"
 STALE_TMP_S = 3600.0  # a temporary directory older than this was left by a worker that died while writing
 _WARNED: set[str] = set()
@@ -151,7 +151,7 @@ def is_mapped(array: np.ndarray) -> bool:
     while base is not None:
         if isinstance(base, (np.memmap, mmap.mmap)):
             return True
-        base = getattr(base, "base", None)
+        base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
     return False
 
 
@@ -176,8 +176,16 @@ def encode_frame(frame: pd.DataFrame, columns: dict[str, str]) -> dict[str, np.n
     return arrays
 
 
+ARRAYS = "arrays.bin"
+ALIGN = 64  # every array starts at a multiple of 64 bytes (a cache line; any dtype's alignment)
+
+
 def write_copy(root: Path, segment_id: str, arrays: Mapping[str, np.ndarray], meta: dict[str, Any]) -> Path:
-    """Write a serving copy (temporary directory, then one rename); a copy already there is kept as it is."""
+    """Write a serving copy (temporary directory, then one rename); a copy already there is kept as it is.
+
+    All arrays go into one file (``arrays.bin``, described by ``copy.json``: dtype, shape and offset of each), so a
+    worker maps one file per segment: a mapping holds a file descriptor, and one per array (tens per segment)
+    exhausted a process's descriptors."""
     target = root / segment_id
     if (target / META).is_file():
         return target
@@ -185,10 +193,16 @@ def write_copy(root: Path, segment_id: str, arrays: Mapping[str, np.ndarray], me
     tmp = root / f".tmp-{segment_id}-{uuid.uuid4().hex}"
     tmp.mkdir()
     try:
-        for name, array in arrays.items():
-            np.save(tmp / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
-        sizes = {name: (tmp / f"{name}.npy").stat().st_size for name in arrays}
-        body = {**meta, "format": COPY_FORMAT, "segment": segment_id, "sizes": sizes}
+        layout: dict[str, dict[str, Any]] = {}
+        with open(tmp / ARRAYS, "wb") as fh:
+            for name, array in arrays.items():
+                array = np.ascontiguousarray(array)
+                fh.write(b"\0" * (-fh.tell() % ALIGN))
+                layout[name] = {"dtype": array.dtype.str, "shape": list(array.shape), "offset": fh.tell()}
+                if array.size:
+                    fh.write(memoryview(array.reshape(-1)).cast("B"))  # no copy of a large array
+            size = fh.tell()
+        body = {**meta, "format": COPY_FORMAT, "segment": segment_id, "size": size, "arrays": layout}
         (tmp / META).write_text(json.dumps(body, indent=1), encoding="utf-8")
         try:
             os.rename(tmp, target)
@@ -203,8 +217,8 @@ def write_copy(root: Path, segment_id: str, arrays: Mapping[str, np.ndarray], me
 
 
 def open_copy(root: Path, segment_id: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
-    """The metadata and mapped arrays of the serving copy of ``segment_id``; None when there is none (or it is not
-    the size it recorded: then it is removed, to be written again)."""
+    """The metadata and mapped arrays of the serving copy of ``segment_id`` (one read-only mapping of its file);
+    None when there is none (or it is not the size it recorded: then it is removed, to be written again)."""
     directory = root / segment_id
     try:
         meta = json.loads((directory / META).read_text(encoding="utf-8"))
@@ -214,13 +228,18 @@ def open_copy(root: Path, segment_id: str) -> tuple[dict[str, Any], dict[str, np
     try:
         if meta.get("format") != COPY_FORMAT or meta.get("segment") != segment_id:
             raise ValueError("another format")
-        for name, size in meta["sizes"].items():
-            path = directory / f"{name}.npy"
-            if path.stat().st_size != size:
-                raise ValueError(f"{name}.npy has {path.stat().st_size} bytes, the copy recorded {size}")
-            # a plain ndarray view of the map: slicing a np.memmap costs microseconds of bookkeeping per slice
-            arrays[name] = np.load(path, mmap_mode="r", allow_pickle=False).view(np.ndarray)
-    except (OSError, ValueError, KeyError) as exc:
+        with open(directory / ARRAYS, "rb") as fh:
+            found = os.fstat(fh.fileno()).st_size
+            if found != meta["size"]:
+                raise ValueError(f"{ARRAYS} has {found} bytes, the copy recorded {meta['size']}")
+            view = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if found else b""
+        for name, entry in meta["arrays"].items():
+            dtype = np.dtype(entry["dtype"])
+            count = int(np.prod(entry["shape"], dtype=np.int64))
+            array = np.frombuffer(view, dtype=dtype, count=count, offset=entry["offset"]) if count else (
+                np.zeros(0, dtype=dtype))  # fmt: skip
+            arrays[name] = array.reshape(entry["shape"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("serving copy of %s at %s unusable (%s): written again", segment_id, directory, exc)
         remove(root, [segment_id])
         return None
