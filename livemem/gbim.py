@@ -763,8 +763,9 @@ def node_iri(kind: str, value: str) -> str:
     return f"{GBIM_IRI}{kind}/{quote(value, safe='')}"
 
 
-def rdf_graph(entities: list[dict[str, Any]], relations: list[dict[str, Any]]):
-    """An rdflib graph of the entities (type, label, dataset, WGS 84 position) and their relations."""
+def rdf_graph(entities: list[dict[str, Any]], relations: list[dict[str, Any]], labels: dict[str, str] | None = None):
+    """An rdflib graph of the entities (type, label, dataset, WGS 84 position) and their relations; ``labels``:
+    the labels of other entities the relations name (an entity's own facts served alone)."""
     from rdflib import RDF, RDFS, XSD, Graph, Literal, Namespace, URIRef
 
     gbim = Namespace(GBIM_IRI)
@@ -786,6 +787,8 @@ def rdf_graph(entities: list[dict[str, Any]], relations: list[dict[str, Any]]):
         graph.add((URIRef(node_iri("entity", r["subject"])), gbim[r["predicate"]], target))
         if r["object_kind"] != "entity":  # an entity has its own label
             graph.add((target, RDFS.label, Literal(r["object"])))
+        elif labels and r["object"] in labels:
+            graph.add((target, RDFS.label, Literal(labels[r["object"]])))
     return graph
 
 

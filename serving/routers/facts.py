@@ -382,5 +382,11 @@ def entity_rdf(
     # An entity the caller may not read is reported exactly like one that does not exist.
     if row is None or index.access[row] not in role.access:
         raise HTTPException(404, f"no GBIM entity {entity_id} in index version {snap.version_id}")
-    graph = rdf_graph([index.entities[row]], index.relations.get(entity_id, []))
+    relations = index.relations.get(entity_id, [])
+    labels = {}  # entities it names (``near``): their label, as the whole export has it, when the caller may read them
+    for rel in relations:
+        other = index.row_of.get(rel["object"]) if rel["object_kind"] == "entity" else None
+        if other is not None and index.access[other] in role.access:
+            labels[rel["object"]] = index.entities[other]["label"]
+    graph = rdf_graph([index.entities[row]], relations, labels)
     return _rdf_response(graph, media_type, snap.version_id)
