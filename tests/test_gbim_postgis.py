@@ -185,8 +185,16 @@ def test_postgis_table_and_query_sources_export(postgis_table, tmp_path, make_re
     assert entities[("facilities-db", "pg-002")]["label"] == "Raleigh County DHHR"
 
     by_subject: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
+    near: set[tuple[str, str]] = set()
     for subject, predicate, obj, kind in relations:
-        by_subject.setdefault(subject, set()).add((predicate, obj, kind))
+        if predicate == "near":  # computed between entities (livemem.gbim: within 10 km, same access)
+            near.add((subject, obj))
+        else:
+            by_subject.setdefault(subject, set()).add((predicate, obj, kind))
+    # the two sources read the same places: each is near its other self (0 km), both ways
+    for pk in ("pg-001", "pg-002", "pg-004"):
+        db, query = entity_id("facilities-db", pk), entity_id("facilities-query", pk)
+        assert (db, query) in near and (query, db) in near
     part_of = ("part_of", "wv-benefits", "worldview")
     assert by_subject[entity_id("facilities-db", "pg-001")] == {
         part_of,
@@ -205,7 +213,8 @@ def test_postgis_table_and_query_sources_export(postgis_table, tmp_path, make_re
         ("located_in", "Fayette", "county"),
         ("serves_zip", "25840", "zip"),
     }
-    assert len(relations) == section["relations"] == (3 + 4 + 1 + 3) + (3 + 4 + 3)
+    assert len(relations) - len(near) == (3 + 4 + 1 + 3) + (3 + 4 + 3)
+    assert len(relations) == section["relations"]
 
     # the same rows read again hash the same: nothing is staged
     home.publish(result.version_id, None, config.retention)
