@@ -108,6 +108,7 @@ def _fusions() -> list[FusionSettings]:
     """The settings the sweep compares (weights are relative: only their ratio matters for min-max and z-score)."""
     grid = [FusionSettings("rrf", k=k, dense_weight=w) for k in (10, 30, 60) for w in (0.75, 1.0, 1.25)]
     grid += [FusionSettings("linear", sparse_weight=w) for w in (0.3, 0.4, 0.5, 0.6, 0.75)]
+    grid += [FusionSettings("linear", sparse_weight=0.5, depth=d) for d in (50, 100, 200, 300)]  # cheaper top-k
     for depth in (100, 1000):
         grid += [FusionSettings("minmax", sparse_weight=w, depth=depth) for w in SPARSE_WEIGHTS]
         grid += [FusionSettings("zscore", sparse_weight=w, depth=depth) for w in (0.3, 0.5, 0.75, 1.0, 1.25, 1.5)]
