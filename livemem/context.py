@@ -517,7 +517,6 @@ def text_search(
     # The question's dates filter on each document's own date, else its commit time (``livemem.dates``), before
     # ranking: every passage in range can be found, however many are out of it.
     base = {"seal_state": sq.seal_state, "dated_after": sq.updated_after, "dated_before": sq.updated_before}
-    depth = top_k
     searches = []
     if sq.counties:
         searches.append(Filters(county=tuple(sq.counties), **base))
@@ -529,7 +528,7 @@ def text_search(
         if len(out) >= top_k:
             break
         query = Query(
-            message, depth, collections=tuple(collections), filters=filters, recency_bias=request.recency_bias,
+            message, top_k, collections=tuple(collections), filters=filters, recency_bias=request.recency_bias,
             recency_half_life_days=request.recency_half_life_days,
         )  # fmt: skip
         found = retriever.search(snap, query, collections, vector)

@@ -55,6 +55,13 @@ EXCHANGE_ANSWER_CHARS = 600
 MAX_ITEMS = 2000  # cards and exchanges one user may hold: bounds what one request reads and embeds
 
 
+def _event_time(kind: str, now: datetime | None) -> str:
+    """When an event of ``kind`` is appended (ISO); an unknown kind is refused by every store alike."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown personal memory event {kind!r}")
+    return iso(now or utc_now())
+
+
 class MemoryFull(Exception):
     """The user already holds ``MAX_ITEMS`` cards and exchanges."""
 
@@ -131,9 +138,7 @@ class PersonalLog:
     def append(
         self, user: str, kind: str, item_id: str | None, body: dict[str, Any], now: datetime | None = None
     ) -> dict[str, Any]:
-        if kind not in KINDS:
-            raise ValueError(f"unknown personal memory event {kind!r}")
-        created = iso(now or utc_now())
+        created = _event_time(kind, now)
         conn = self._connect()
         try:
             cur = conn.execute(
@@ -223,9 +228,7 @@ class PostgresPersonalLog:
     def append(
         self, user: str, kind: str, item_id: str | None, body: dict[str, Any], now: datetime | None = None
     ) -> dict[str, Any]:
-        if kind not in KINDS:
-            raise ValueError(f"unknown personal memory event {kind!r}")
-        created = iso(now or utc_now())
+        created = _event_time(kind, now)
         found = self._execute(
             "INSERT INTO {table} (owner, kind, item_id, created_at, body) VALUES (%s, %s, %s, %s, %s) RETURNING id",
             (user, kind, item_id, created, json.dumps(body, ensure_ascii=False)),

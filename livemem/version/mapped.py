@@ -78,25 +78,6 @@ class Table:
     def __len__(self) -> int:
         return self.size
 
-    def _value(self, name: str, code: int) -> Any:
-        offsets = self.arrays[f"{name}.offsets"]
-        start, end = int(offsets[code]), int(offsets[code + 1])
-        return self.arrays[f"{name}.bytes"][start:end].tobytes().decode("utf-8")
-
-    def is_mapped(self) -> bool:
-        return is_mapped(self.arrays[f"{next(iter(self.kinds))}.codes"])
-
-    def value(self, name: str, row: int) -> Any:
-        code = int(self.arrays[f"{name}.codes"][row])
-        if code < 0:
-            return None
-        kind = self.kinds[name]
-        if kind == "text":
-            decoded = self._dictionaries.get(name)  # filter columns are decoded once: no bytes to decode
-            return decoded[code] if decoded is not None else self._value(name, code)
-        value = self.arrays[f"{name}.values"][row]
-        return int(value) if kind == "int" else float(value)
-
     def row(self, row: int) -> dict[str, Any]:
         out: dict[str, Any] = {}
         dictionaries = self._dictionaries
