@@ -163,3 +163,29 @@ def test_a_worker_holds_one_file_descriptor_per_mapped_segment(home_with_two_ver
     added = len(os.listdir("/proc/self/fd")) - before
     segments_loaded = 5 * len(held[0].segments)
     assert added <= segments_loaded + 5 * 2, (added, segments_loaded)  # + each snapshot's tables.duckdb
+
+
+def test_a_copy_left_half_written_by_a_killed_worker_is_never_used_and_is_cleaned_up(
+    home_with_two_versions, monkeypatch
+):
+    """A worker killed while writing leaves only a temporary directory (the copy appears by one rename): the next
+    worker writes its own copy and maps that; a temporary directory older than an hour is removed by the next load,
+    a recent one (a worker still writing) is left alone."""
+    import os
+    import time
+
+    home, (_, version) = home_with_two_versions
+    root = mapped.cache_root(home.root / "parts")
+    segment = home.manifest(version)["segments"][0]["id"]
+    root.mkdir(parents=True, exist_ok=True)
+    dead, writing = root / f".tmp-{segment}-dead", root / f".tmp-{segment}-writing"
+    for tmp in (dead, writing):
+        tmp.mkdir()
+        (tmp / mapped.ARRAYS).write_bytes(b"\0" * 10)  # what a killed writer had written so far
+    old = time.time() - mapped.STALE_TMP_S - 60
+    os.utime(dead, (old, old))
+    fresh_process(monkeypatch)
+    snap = load_snapshot(home, version)
+    assert sorted((snap.rows[i] for i in range(snap.size)), key=lambda r: r["chunk_id"]) == sql_rows(home, version)
+    assert not dead.exists() and writing.exists()
+    assert (root / segment / mapped.META).is_file()
