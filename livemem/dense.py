@@ -152,6 +152,7 @@ class Kernel:
     rounds_query = True
     rounds_output = True
     reads_plain_half = False  # can scan a plain float16 array in place (a mapped, shared copy): ``view_half``
+    reads_int8 = False  # scans int8 codes with a scale per row (``Int8Codes``), shared like the float16 copy
 
     def __repr__(self) -> str:
         return self.name
@@ -162,8 +163,13 @@ class Kernel:
     def pack(self, dense: np.ndarray) -> Any:
         raise NotImplementedError
 
-    def product(self, packed: Any, query: np.ndarray) -> np.ndarray:
-        """float32 scores of every row of the packed segment."""
+    def prepare(self, query: np.ndarray) -> Any:
+        """The query as ``product`` takes it (once per scan, not per block)."""
+        return query
+
+    def product(self, packed: Any, query: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """float32 scores of every row of the packed block (``query``: what ``prepare`` returned), written into
+        ``out`` when the kernel can (it returns the array that holds them)."""
         raise NotImplementedError
 
 
@@ -202,7 +208,7 @@ class FbgemmHalf(Kernel):
             warnings.simplefilter("ignore", UserWarning)
             return torch.ops.quantized.linear_prepack_fp16(torch.from_numpy(dense), None)
 
-    def product(self, packed: Any, query: np.ndarray) -> np.ndarray:
+    def product(self, packed: Any, query: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         import torch
 
         return torch.ops.quantized.linear_dynamic_fp16(torch.from_numpy(query)[None, :], packed).numpy()[0]
@@ -234,21 +240,110 @@ class TorchHalf(Kernel):
             warnings.simplefilter("ignore", UserWarning)
             return torch.from_numpy(half)
 
-    def product(self, packed: Any, query: np.ndarray) -> np.ndarray:
+    def product(self, packed: Any, query: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         import torch
 
         return torch.mv(packed, torch.from_numpy(query.astype(np.float16))).float().numpy()
 
 
-# FBGEMM's packed float16 is the fastest scan here but a private copy per worker (2 bytes per dimension and row);
-# ``torch.mv`` scans the float16 copy that the serving copies hold (``share_half``), mapped and shared by every
-# worker. ``LIVEMEM_DENSE_KERNEL=torch-half`` puts it first (docs/dense-scan.md has the trade measured).
+@dataclass(frozen=True)
+class Int8Codes:
+    """Vectors quantized to int8 with one float32 scale per row: row ``r`` stands for ``scales[r] · codes[r]``
+    (``v̂``); ``error`` bounds ``‖v − v̂‖`` and ``max_hat`` bounds ``‖v̂‖`` over every row (``quantize_int8``)."""
+
+    codes: np.ndarray  # int8, (rows, dim), |code| ≤ 127
+    scales: np.ndarray  # float32, (rows,)
+    error: float
+    max_hat: float
+
+    def rows(self, start: int, end: int) -> Int8Codes:
+        return Int8Codes(self.codes[start:end], self.scales[start:end], self.error, self.max_hat)
+
+
+QUANT_BLOCK_ROWS = 8_192
+
+
+def quantize_int8(dense: np.ndarray) -> Int8Codes:
+    """``dense`` (finite float32 rows) as int8 codes and a scale per row (its largest magnitude / 127, so the codes
+    use the whole range), with the largest ``‖v − v̂‖`` and ``‖v̂‖``, computed exactly enough in float64 (``SLACK``)."""
+    rows, dim = dense.shape
+    codes = np.empty((rows, dim), dtype=np.int8)
+    scales = np.empty(rows, dtype=np.float32)
+    error = max_hat = 0.0
+    for start in range(0, rows, QUANT_BLOCK_ROWS):
+        block = np.asarray(dense[start : start + QUANT_BLOCK_ROWS], dtype=np.float32)
+        scale = (np.max(np.abs(block), axis=1, initial=0.0) / np.float32(127)).astype(np.float32)
+        scale[~(scale > 0)] = 1  # an all-zero row: codes 0, exact
+        code = np.rint(block / scale[:, None])
+        np.clip(code, -127, 127, out=code)  # a quotient that rounds up to 128 is clipped: its error is counted
+        codes[start : start + block.shape[0]] = code
+        scales[start : start + block.shape[0]] = scale
+        hat = code.astype(np.float64) * scale[:, None]  # exact: 8-bit codes times 24-bit scales
+        diff = block.astype(np.float64) - hat
+        error = max(error, math.sqrt(float(np.max(np.einsum("ij,ij->i", diff, diff), initial=0.0))))
+        max_hat = max(max_hat, math.sqrt(float(np.max(np.einsum("ij,ij->i", hat, hat), initial=0.0))))
+    return Int8Codes(codes, scales, error * (1 + SLACK), max_hat * (1 + SLACK))
+
+
+class SimsimdInt8(Kernel):
+    """Int8 dot products (simsimd: AVX-512 VNNI, AVX2 or NEON): the vectors as int8 codes with a scale per row
+    (``quantize_int8``), the query quantized the same way per scan. The integer dot product of two code rows is
+    exact (at most 384 · 127² in int32, exact in float32 below 2²⁴); it is scaled by the row's and the query's scale
+    in float32. A quarter of the float32 scan's bytes: the fastest first stage here, and it reads the int8 copy that
+    the serving copies map, shared by every worker.
+
+    Error bound (``error_bound``): ``q·v − q̂·v̂ = q·(v − v̂) + (q − q̂)·v̂``, so ``|q·v − q̂·v̂| ≤ ‖q‖·E + ‖q − q̂‖·H``
+    with ``E``, ``H`` the segment's largest ``‖v − v̂‖``, ``‖v̂‖``; two float32 roundings of the scaling add
+    ``2u/(1 − 2u)·|a|``; the exact score's own rounding ``γ_d·‖q‖‖v‖``."""
+
+    name = "simsimd int8"
+    reads_int8 = True
+    rounds_query = False
+    rounds_output = False
+
+    def available(self) -> bool:
+        import simsimd
+
+        capabilities = simsimd.get_capabilities()
+        return any(on for name, on in capabilities.items() if name != "serial")  # no SIMD: slower than float16
+
+    def pack(self, dense: np.ndarray) -> Int8Codes:
+        return quantize_int8(dense)
+
+    def view_int8(self, codes: Int8Codes) -> Int8Codes:
+        return codes
+
+    def prepare(self, query: np.ndarray) -> tuple[np.ndarray, np.float32, float]:
+        """(query codes as a (1, dim) row, the query's scale, ``‖q − q̂‖``)."""
+        largest = float(np.max(np.abs(query), initial=0.0))
+        scale = np.float32(largest / 127) if largest > 0 else np.float32(1)
+        code = np.clip(np.rint(query / scale), -127, 127)
+        error = float(np.linalg.norm(query.astype(np.float64) - code.astype(np.float64) * float(scale)))
+        return code.astype(np.int8)[None, :], scale, error * (1 + SLACK)
+
+    def product(
+        self, packed: Int8Codes, query: tuple[np.ndarray, np.float32, float], out: np.ndarray | None = None
+    ) -> np.ndarray:
+        import simsimd
+
+        code, scale, _ = query
+        scores = np.empty(packed.codes.shape[0], dtype=np.float32) if out is None else out
+        if scores.size:
+            simsimd.cdist(code, packed.codes, metric="dot", out=scores[None, :], threads=1)  # releases the GIL
+        np.multiply(scores, packed.scales, out=scores)
+        np.multiply(scores, scale, out=scores)
+        return scores
+
+
+# The int8 scan reads a quarter of the float32 bytes from the int8 copy the serving copies hold (``share_int8``),
+# mapped and shared by every worker: the fastest here, and the least memory. FBGEMM's packed float16 is a private
+# copy per worker (2 bytes per dimension and row); ``torch.mv`` scans the shared float16 copy (``share_half``).
+# ``LIVEMEM_DENSE_KERNEL=int8|fbgemm|torch-half`` puts one first (docs/dense-scan.md has the trade measured).
 KERNEL_ENV = "LIVEMEM_DENSE_KERNEL"
-KERNELS: tuple[Kernel, ...] = (
-    (TorchHalf(), FbgemmHalf())
-    if os.environ.get(KERNEL_ENV, "").strip() == "torch-half"
-    else (FbgemmHalf(), TorchHalf())
-)
+_BY_NAME: dict[str, Kernel] = {"int8": SimsimdInt8(), "fbgemm": FbgemmHalf(), "torch-half": TorchHalf()}
+KERNELS: tuple[Kernel, ...] = tuple(
+    sorted(_BY_NAME.values(), key=lambda k: k is not _BY_NAME.get(os.environ.get(KERNEL_ENV, "").strip()))
+)  # the one named first (stable sort: else int8, FBGEMM, torch.mv, the fastest first)
 _CHOSEN: list[Kernel | None] = []
 _CHOSEN_LOCK = threading.Lock()
 
@@ -278,6 +373,29 @@ def _safe(check: Callable[[], bool]) -> bool:
 
 
 def _probe(kernel: Kernel) -> bool:
+    if kernel.reads_int8:
+        return _probe_int8(kernel)
+    return _probe_half(kernel)
+
+
+def _probe_int8(kernel: Kernel) -> bool:
+    """The integer dot products must be exact: rows at the ends of the code range (the largest sums, of both signs),
+    alternating signs that cancel, and random codes, against numpy's int64 sums."""
+    rng = np.random.default_rng(0)
+    dim = 384
+    codes = np.vstack(
+        [np.full(dim, 127), np.full(dim, -127), np.tile([127, -127], dim // 2), rng.integers(-127, 128, (61, dim))]
+    ).astype(np.int8)
+    for query in (np.full(dim, 127), np.full(dim, -127), rng.integers(-127, 128, dim)):
+        query = query.astype(np.int8)
+        ones = np.ones(codes.shape[0], dtype=np.float32)
+        got = kernel.product(Int8Codes(codes, ones, 0.0, 0.0), (query[None, :], np.float32(1), 0.0))
+        if not np.array_equal(got.astype(np.int64), codes.astype(np.int64) @ query.astype(np.int64)):
+            return False
+    return True
+
+
+def _probe_half(kernel: Kernel) -> bool:
     """Cases where float16 partial sums, or products rounded to float16, miss by more than the kernel's error
     model allows (float32 sums of exact products; its declared roundings): large terms first in every lane then
     small ones that a float16 sum drops; pairs ``a·b − fl16(a·b)`` whose rounding errors add up while the sum nearly
@@ -318,13 +436,16 @@ class _Packed:
     """A segment's vectors packed for the first stage, with what the error bound needs."""
 
     kernel: Kernel
-    blocks: list[tuple[int, int, Any]]  # (first row, end row, the kernel's packed float16 vectors of those rows)
+    blocks: list[tuple[int, int, Any]]  # (first row, end row, the kernel's packed vectors of those rows)
     max_norm: float  # an upper bound of the largest row L2 norm (of the float32 vectors), inf when not usable
-    usable: bool  # finite and small enough for float16
+    usable: bool  # finite and small enough for the kernel
+    error: float = 0.0  # int8: the largest ‖v − v̂‖ of the segment's rows
+    max_hat: float = 0.0  # int8: the largest ‖v̂‖
 
 
 _PACKED: dict[tuple[int, str], tuple[weakref.ref, _Packed]] = {}
 _PACKED_LOCK = threading.Lock()
+INT8_MAX_NORM = 1e30  # above this the float32 scaling of an int8 product could overflow
 
 
 def max_row_norm(dense: np.ndarray) -> float:
@@ -335,7 +456,30 @@ def max_row_norm(dense: np.ndarray) -> float:
     return math.sqrt(largest) * (1 + SLACK) if math.isfinite(largest) else math.inf
 
 
-_HALVES: dict[int, tuple[weakref.ref, np.ndarray, float]] = {}
+# Copies of a segment's vectors that the serving copies map (so every worker shares them), registered per array:
+# (id(dense), "half" | "int8") -> (a weak reference to dense, the copy, max_row_norm(dense)).
+_SHARED: dict[tuple[int, str], tuple[weakref.ref, Any, float]] = {}
+
+
+def _share(dense: np.ndarray, kind: str, copy: Any, max_norm: float) -> None:
+    key = (id(dense), kind)
+    with _PACKED_LOCK:
+        if key not in _SHARED or _SHARED[key][0]() is not dense:
+            weakref.finalize(dense, _forget_shared, key)
+        _SHARED[key] = (weakref.ref(dense), copy, max_norm)
+
+
+def _shared(dense: np.ndarray, kind: str) -> tuple[Any, float] | None:
+    with _PACKED_LOCK:
+        found = _SHARED.get((id(dense), kind))
+    return (found[1], found[2]) if found is not None and found[0]() is dense else None
+
+
+def _forget_shared(key: tuple[int, str]) -> None:
+    with _PACKED_LOCK:
+        found = _SHARED.get(key)
+        if found is not None and found[0]() is None:
+            del _SHARED[key]
 
 
 def share_half(dense: np.ndarray, half: np.ndarray, max_norm: float) -> None:
@@ -344,18 +488,17 @@ def share_half(dense: np.ndarray, half: np.ndarray, max_norm: float) -> None:
     worker shares it), and the bound needs no pass over ``dense``."""
     if half.shape != dense.shape or half.dtype != np.float16:
         raise ValueError(f"a float16 copy of shape {dense.shape} was expected, got {half.dtype} {half.shape}")
-    key = id(dense)
-    with _PACKED_LOCK:
-        if key not in _HALVES or _HALVES[key][0]() is not dense:
-            weakref.finalize(dense, _forget_half, key)
-        _HALVES[key] = (weakref.ref(dense), half, max_norm)
+    _share(dense, "half", half, max_norm)
 
 
-def _forget_half(key: int) -> None:
-    with _PACKED_LOCK:
-        found = _HALVES.get(key)
-        if found is not None and found[0]() is None:
-            del _HALVES[key]
+def share_int8(dense: np.ndarray, codes: Int8Codes, max_norm: float) -> None:
+    """Register ``quantize_int8(dense)`` (as the serving copies hold it) and ``max_row_norm(dense)``: the int8
+    kernel scans it in place instead of quantizing a private copy."""
+    if codes.codes.shape != dense.shape or codes.codes.dtype != np.int8 or codes.scales.shape != dense.shape[:1]:
+        raise ValueError(
+            f"int8 codes of shape {dense.shape} were expected, got {codes.codes.dtype} {codes.codes.shape}"
+        )
+    _share(dense, "int8", codes, max_norm)
 
 
 def packed(dense: np.ndarray, kernel: Kernel) -> _Packed:
@@ -366,21 +509,23 @@ def packed(dense: np.ndarray, kernel: Kernel) -> _Packed:
         cached = _PACKED.get(key)
         if cached is not None and cached[0]() is dense:
             return cached[1]
-        shared = _HALVES.get(id(dense))
-    half = None
-    if shared is not None and shared[0]() is dense:
-        half, max_norm = shared[1], shared[2]
-    else:
-        max_norm = max_row_norm(dense)
-    usable = max_norm < F16_MAX and dense.shape[0] > 0
+    shared = _shared(dense, "int8" if kernel.reads_int8 else "half")
+    max_norm = shared[1] if shared is not None else max_row_norm(dense)
+    usable = max_norm < (INT8_MAX_NORM if kernel.reads_int8 else F16_MAX) and dense.shape[0] > 0
     blocks = []
-    for start in range(0, dense.shape[0], SCAN_BLOCK_ROWS) if usable else ():
+    error = max_hat = 0.0
+    if usable and kernel.reads_int8:
+        codes = shared[0] if shared is not None else kernel.pack(dense)
+        error, max_hat = codes.error, codes.max_hat
+        blocks = [(a, min(a + SCAN_BLOCK_ROWS, dense.shape[0]), codes.rows(a, a + SCAN_BLOCK_ROWS))
+                  for a in range(0, dense.shape[0], SCAN_BLOCK_ROWS)]  # fmt: skip
+    for start in range(0, dense.shape[0], SCAN_BLOCK_ROWS) if usable and not kernel.reads_int8 else ():
         end = min(start + SCAN_BLOCK_ROWS, dense.shape[0])
-        if half is not None and kernel.reads_plain_half:
-            blocks.append((start, end, kernel.view_half(half[start:end])))
+        if shared is not None and kernel.reads_plain_half:
+            blocks.append((start, end, kernel.view_half(shared[0][start:end])))
         else:
             blocks.append((start, end, kernel.pack(np.ascontiguousarray(dense[start:end], np.float32))))
-    result = _Packed(kernel, blocks, max_norm, usable)
+    result = _Packed(kernel, blocks, max_norm, usable, error, max_hat)
     with _PACKED_LOCK:
         if key not in _PACKED or _PACKED[key][0]() is not dense:
             weakref.finalize(dense, _forget, key)  # the packed copy goes with the segment's vectors
@@ -395,14 +540,26 @@ def _forget(key: tuple[int, str]) -> None:
             del _PACKED[key]
 
 
-def error_bound(kernel: Kernel, query: np.ndarray, norm: float) -> tuple[float, float] | None:
-    """``(b0, rho)``: ``|first-stage score − exact score| ≤ b0 + rho·|first-stage score|`` for every row of norm at
-    most ``norm`` (module docstring); None when float16 could overflow."""
+def error_bound(
+    kernel: Kernel, query: np.ndarray, parts: list[_Packed], prepared: Any = None
+) -> tuple[float, float] | None:
+    """``(b0, rho)``: ``|first-stage score − exact score| ≤ b0 + rho·|first-stage score|`` for every row of the
+    segments ``parts`` (module docstring; ``SimsimdInt8`` for int8); None when the kernel could overflow."""
+    norm = max(p.max_norm for p in parts)
     dim = query.size
     gamma = dim * U32 / (1 - dim * U32)
     q64 = query.astype(np.float64)
+    q_norm = float(np.linalg.norm(q64))
+    if kernel.reads_int8:
+        if not (math.isfinite(q_norm) and q_norm * norm < INT8_MAX_NORM):
+            return None
+        query_error = (prepared if prepared is not None else kernel.prepare(query))[2]  # ‖q − q̂‖
+        b0 = q_norm * max(p.error for p in parts) + query_error * max(p.max_hat for p in parts)
+        b0 += gamma * q_norm * norm  # the exact score's own float32 rounding
+        rho = 2 * U32 / (1 - 2 * U32)  # the integer product (exact) times two scales, rounded twice in float32
+        return b0 * (1 + SLACK) + 1e-30, rho * (1 + SLACK)
     q_k = query.astype(np.float16).astype(np.float64) if kernel.rounds_query else q64
-    q_norm, qk_norm = float(np.linalg.norm(q64)), float(np.linalg.norm(q_k))
+    qk_norm = float(np.linalg.norm(q_k))
     if not (math.isfinite(q_norm) and float(np.max(np.abs(q64), initial=0.0)) < F16_MAX):
         return None
     v_err = U16 * norm + SUB16 * math.sqrt(dim)  # ‖v − v̂‖
@@ -512,19 +669,25 @@ class DenseScan:
         parts = [packed(dense, kernel) for dense, _ in self.dense.parts]
         if not all(p.usable for p in parts):
             return
-        bound = error_bound(kernel, self.query, max(p.max_norm for p in parts))
+        query = kernel.prepare(self.query)
+        bound = error_bound(kernel, self.query, parts, query)
         if bound is None:
             return
         self.bound = bound
         approx = np.empty(self.dense.size, dtype=np.float32)
-        jobs = []  # (part, block start, block end, packed block)
+        jobs = []  # (part, block start, block end, packed block, where its scores go: a slice of approx or None)
         for p, part in enumerate(parts):
-            jobs.extend((p, a, b, block) for a, b, block in part.blocks)
+            whole = self.dense.parts[p][1].size == self.dense.parts[p][0].shape[0]  # every row of the segment
+            start = int(self.dense.offsets[p])
+            jobs.extend(
+                (p, a, b, block, approx[start + a : start + b] if whole else None) for a, b, block in part.blocks
+            )
         pool = _scan_pool() if self.dense.size >= PARALLEL_MIN_ROWS and len(jobs) > 1 else None
         if pool is None:
-            self._assemble(parts, jobs, [kernel.product(block, self.query) for _, _, _, block in jobs], approx)
+            self._assemble(parts, jobs, [kernel.product(job[3], query, job[4]) for job in jobs], approx)
         else:  # the blocks are scanned on the pool while the caller goes on (BM25): ``_settle`` collects them
-            self._pending = (parts, jobs, [pool.submit(kernel.product, job[3], self.query) for job in jobs], approx)
+            futures = [pool.submit(kernel.product, job[3], query, job[4]) for job in jobs]
+            self._pending = (parts, jobs, futures, approx)
 
     @property
     def approx(self) -> np.ndarray | None:
@@ -541,11 +704,15 @@ class DenseScan:
 
     def _assemble(self, parts: list[_Packed], jobs: list, products: list[np.ndarray], approx: np.ndarray) -> None:
         scored: list[list[np.ndarray]] = [[] for _ in parts]
-        for (p, _, _, _), product in zip(jobs, products, strict=True):
-            scored[p].append(product)
-        for (dense, rows), pieces, start in zip(self.dense.parts, scored, self.dense.offsets, strict=False):
-            whole = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
-            approx[start : start + rows.size] = whole if rows.size == dense.shape[0] else whole[rows]
+        for (p, _, _, _, out), product in zip(jobs, products, strict=True):
+            if out is None:  # a segment the snapshot holds part of: its rows are picked below
+                scored[p].append(product)
+            elif product is not out:
+                out[:] = product
+        for (_, rows), pieces, start in zip(self.dense.parts, scored, self.dense.offsets, strict=False):
+            if pieces:
+                whole = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+                approx[start : start + rows.size] = whole[rows]
         if self.allowed.size < self.dense.size:
             approx[~self.mask] = -np.inf
         self._approx = approx

@@ -100,12 +100,12 @@ def test_two_stage_top_k_equals_the_exact_scan(case: str) -> None:
     assert scan.approx is not None  # the float16 stage ran: the equality above is not the fallback's
 
 
-@pytest.mark.parametrize("kernel_name", ["fbgemm float16", "torch float16 mv"])
+@pytest.mark.parametrize("kernel_name", ["simsimd int8", "fbgemm float16", "torch float16 mv"])
 @pytest.mark.parametrize("case", ["random", "near-ties", "duplicates"])
 def test_a_first_stage_scanned_in_blocks_on_the_pool_gives_the_same_top_k(case, kernel_name, monkeypatch) -> None:
     """Large snapshots scan their float16 blocks on threads while the caller scores BM25 (the blocks are collected
     when the first candidates are asked for): the same rows and scores as the exact scan, with either kernel, over
-    private packed copies or a shared float16 copy (``share_half``)."""
+    private packed copies or a shared float16 / int8 copy (``share_half``, ``share_int8``)."""
     from livemem import dense
 
     kernel = next(k for k in dense.KERNELS if k.name == kernel_name)
@@ -116,8 +116,9 @@ def test_a_first_stage_scanned_in_blocks_on_the_pool_gives_the_same_top_k(case, 
     monkeypatch.setattr(dense, "SCAN_THREADS", 2)
     rng = np.random.default_rng(11)
     rows, query = datasets(rng)[case]
-    for segment, _ in rows.parts[:1]:  # one segment scanned from a shared float16 copy, as the serving copies do
+    for segment, _ in rows.parts[:1]:  # one segment scanned from a shared copy, as the serving copies do
         dense.share_half(segment, segment.astype(np.float16), dense.max_row_norm(segment))
+        dense.share_int8(segment, dense.quantize_int8(segment), dense.max_row_norm(segment))
     masks = {"all": None, "half": rng.random(rows.size) < 0.5}
     for (name, mask), k in itertools.product(masks.items(), [1, 10, 1000]):
         scan = rows.scan(query, mask)
@@ -130,7 +131,11 @@ def test_a_first_stage_scanned_in_blocks_on_the_pool_gives_the_same_top_k(case, 
     assert candidates.size < rows.size / 2 or case in ("near-ties", "duplicates")
 
 
-def test_the_bound_holds_for_every_row() -> None:
+@pytest.mark.parametrize(("kernel_name", "tight"), [("simsimd int8", 3e-2), ("fbgemm float16", 2e-3)])
+def test_the_bound_holds_for_every_row(kernel_name, tight, monkeypatch) -> None:
+    from livemem import dense
+
+    monkeypatch.setattr(dense, "_CHOSEN", [next(k for k in dense.KERNELS if k.name == kernel_name)])
     rng = np.random.default_rng(11)
     for case, (rows, query) in datasets(rng).items():
         scan = rows.scan(query)
@@ -138,7 +143,7 @@ def test_the_bound_holds_for_every_row() -> None:
         b0, rho = scan.bound
         error = np.abs(scan.approx.astype(np.float64) - exact)
         assert np.all(error <= b0 + rho * np.abs(scan.approx)), case
-        assert b0 < 2e-3 * max(1.0, float(np.linalg.norm(query))) or case == "lengths"  # tight enough to prune
+        assert b0 < tight * max(1.0, float(np.linalg.norm(query))) or case == "lengths"  # tight enough to prune
 
 
 def test_weighted_candidates_hold_the_top_k_of_reweighed_scores() -> None:
@@ -185,9 +190,14 @@ def test_unusable_vectors_fall_back_to_the_exact_scan() -> None:
     scan = rows.scan(query)
     assert scan.approx is None
     assert np.array_equal(rows.top(query, 50)[0], expected_top(rows, query, 50, None)[0])
+    from livemem.dense import first_stage_kernel
+
     huge = DenseRows([(unit(rng, 2000) * np.float32(1e5), np.arange(2000))], DIM)  # beyond float16's range
-    assert huge.scan(query).approx is None
+    assert (huge.scan(query).approx is None) == (not first_stage_kernel().reads_int8)  # int8 codes scale per row
     assert np.array_equal(huge.top(query, 5)[0], expected_top(huge, query, 5, None)[0])
+    vast = DenseRows([(unit(rng, 2000) * np.float32(1e32), np.arange(2000))], DIM)  # its products overflow float32
+    assert vast.scan(query).approx is None
+    assert np.array_equal(vast.top(query, 5)[0], expected_top(vast, query, 5, None)[0])
     empty = DenseRows([], DIM)
     assert empty.top(query, 5)[0].size == 0 and (empty @ query).size == 0
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from livemem import dense as dense_module
 from livemem import reader
 from livemem.build import build_version
 from livemem.config import load_sources
+from livemem.dense import first_stage_kernel
 from livemem.reader import load_snapshot
 from livemem.retrieval import Query, Retriever
 from livemem.store import IndexHome
@@ -59,8 +61,12 @@ def test_rows_vectors_and_postings_come_from_mapped_copies_equal_to_the_version(
     snap = load_snapshot(home, version)
     root = mapped.cache_root(home.root / "parts")
     assert sorted(p.name for p in root.iterdir()) == sorted(snap.segments)
+    kernel = first_stage_kernel()
     for dense, _ in snap.dense.parts:
         assert mapped.is_mapped(dense)
+        packed = dense_module.packed(dense, kernel)  # the int8 first stage scans the mapped codes, no private copy
+        assert kernel.reads_int8 and packed.usable
+        assert all(mapped.is_mapped(block.codes) for _, _, block in packed.blocks)
     rows = sorted((snap.rows[i] for i in range(snap.size)), key=lambda r: r["chunk_id"])
     assert rows == sql_rows(home, version)  # every column of every row, unicode included
     assert [r["chunk_id"] for r in (snap.rows[i] for i in range(snap.size))] == snap.ids

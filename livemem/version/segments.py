@@ -35,7 +35,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from livemem.dense import F16_MAX, max_row_norm, share_half
+from livemem.dense import INT8_MAX_NORM, Int8Codes, max_row_norm, quantize_int8, share_half, share_int8
 from livemem.duck import registered, sql_literals
 from livemem.errors import LivingMemoryError
 from livemem.sparse import Postings
@@ -272,8 +272,12 @@ def _segment(segment_id: str, meta: dict[str, Any], arrays: dict[str, np.ndarray
     dense = arrays["dense"]
     if not (dense.shape[0] == postings.size == size == table.codes("chunk_id").size):
         raise DamagedSegment(f"segment {segment_id}: {size} rows, {dense.shape[0]} vectors, {postings.size} postings")
-    if "dense.half" in arrays:  # the float16 copy every worker maps, for a first-stage kernel that reads it in place
+    if "dense.half" in arrays:  # a float16 copy every worker maps, for a first-stage kernel that reads it in place
         share_half(dense, arrays["dense.half"], float(meta["dense_max_norm"]))
+    if "dense.i8" in arrays:  # the int8 codes every worker maps, for the int8 first stage
+        codes = Int8Codes(arrays["dense.i8"], arrays["dense.i8scale"], float(meta["dense_i8_error"]),
+                          float(meta["dense_i8_max_hat"]))  # fmt: skip
+        share_int8(dense, codes, float(meta["dense_max_norm"]))
     return Segment(segment_id, table.column("chunk_id"), table, dense, postings, is_mapped)
 
 
@@ -287,10 +291,15 @@ def load_segment(parts: Path, segment_id: str) -> Segment:
         if mapped.writable(root):
             try:
                 max_norm = max_row_norm(arrays["dense"])
-                half = arrays["dense"].astype(np.float16) if max_norm < F16_MAX else None  # rounds to nearest
-                extra = {} if half is None else {"dense.half": half}
-                mapped.write_copy(root, segment_id, {**arrays, **extra}, {"chunks": size, "dense_max_norm": max_norm})
-                del half, extra
+                extra: dict[str, np.ndarray] = {}
+                meta = {"chunks": size, "dense_max_norm": max_norm}
+                if max_norm < INT8_MAX_NORM:  # finite: the int8 codes the first stage scans (livemem.dense)
+                    codes = quantize_int8(arrays["dense"])
+                    extra = {"dense.i8": codes.codes, "dense.i8scale": codes.scales}
+                    meta.update(dense_i8_error=codes.error, dense_i8_max_hat=codes.max_hat)
+                    del codes
+                mapped.write_copy(root, segment_id, {**arrays, **extra}, meta)
+                del extra
                 found = mapped.open_copy(root, segment_id)
             except OSError as exc:
                 log.warning("serving copy of %s not written (%s): held in this worker's memory", segment_id, exc)
