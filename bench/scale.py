@@ -753,7 +753,9 @@ def main(argv: list[str] | None = None) -> int:
         "--vector-store", choices=("none", "chroma"), help="index.vector_store in the sources file (default: unset)"
     )
     parser.add_argument(
-        "--kernels", default="", help="dense first-stage kernels to serve with, comma-separated (fbgemm, torch-half)"
+        "--kernels",
+        default="",
+        help="dense first-stage kernels to serve with, comma-separated (int8, fbgemm, torch-half)",
     )
     parser.add_argument("--allow-huge", action="store_true", help=f"allow sizes of {HUGE:,} chunks and more")
     parser.add_argument("--report-only", action="store_true", help="rewrite the Markdown from --output's JSON")

@@ -9,20 +9,25 @@ row sits: a BLAS matrix–vector product rounds a row differently by its positio
 threads), so a few rows rescored on their own would not match a full scan bit for bit, and results could change
 with the segment layout of a version.
 
-**Top-k in two stages** (``DenseRows.scan``): each segment's vectors are packed in float16 once per process
-(``packed``: cached beside the float32 array, so snapshots sharing a segment share it) and scanned with a float16
-product (``first_stage_kernel``: FBGEMM's float16 GEMM, else ``torch.mv``), which reads half the bytes of the
-float32 scan; every row whose first-stage score could still reach the top k, given a proven error bound, is then
-scored exactly. The result is identical to ranking the exact scores of every row:
+**Top-k in two stages** (``DenseRows.scan``): a first stage scores every row cheaply, with a proven error bound;
+every row whose first-stage score could still reach the top k is then scored exactly. The result is identical to
+ranking the exact scores of every row. The first stage (``first_stage_kernel``) is, by default, an **int8** scan
+(``SimsimdInt8``: codes with a float32 scale per row, ``quantize_int8``; the serving copies hold them, so every
+worker maps one copy; a quarter of the float32 bytes, and exact integer dot products), else a float16 one
+(``packed``: FBGEMM's float16 GEMM, else ``torch.mv``; half the bytes). Each is checked once per process on rows
+where it would break its error model (``_probe_int8``, ``_probe_half``). Error bounds (``error_bound``):
 
-- error bound (``error_bound``), with ``v̂`` the vector rounded to float16 and ``q̂`` the query as the kernel takes
+- int8, with ``v̂ = s_v·c_v`` and ``q̂ = s_q·c_q``: ``|q·v − q̂·v̂| ≤ ‖q‖·‖v − v̂‖ + ‖q − q̂‖·‖v̂‖``, the segment's
+  largest ``‖v − v̂‖`` and ``‖v̂‖`` computed when it is quantized; the integer product is exact and is scaled by two
+  float32 multiplications (``≤ 2u/(1 − 2u)`` relative); the exact score is within ``γ_d·‖q‖‖v‖`` of ``q·v``.
+- float16, with ``v̂`` the vector rounded to float16 and ``q̂`` the query as the kernel takes
   it (float32 for FBGEMM, float16 for ``torch.mv``): ``|q·v − q̂·v̂| ≤ ‖q̂‖·‖v − v̂‖ + ‖q − q̂‖·‖v‖`` with
   ``‖v − v̂‖ ≤ 2⁻¹¹‖v‖ + 2⁻²⁵√d`` (rounding to nearest, or half the spacing of float16 subnormals); both kernels
   multiply and sum in float32 (FBGEMM's fused multiply-adds; ATen's ``fp16_gemv_trans`` unless torch allows fp16
   reduced-precision reduction, then it is not used): ``≤ γ_d·‖q̂‖·‖v̂‖`` with ``γ_d = d·2⁻²⁴/(1 − d·2⁻²⁴)``, the
-  classic bound of a float32 dot product in any order; ``torch.mv`` rounds its result to float16: ``≤ 2⁻¹¹|t| + 2⁻²⁵``; the exact
-  score itself is within ``γ_d·‖q‖‖v‖`` of ``q·v``. Norms are bounded by the largest row norm of the segments. Each
-  kernel is checked once per process on rows where float16 sums or float16 products would break its model.
+  classic bound of a float32 dot product in any order; ``torch.mv`` rounds its result to float16: ``≤ 2⁻¹¹|t| + 2⁻²⁵``;
+  the exact score itself is within ``γ_d·‖q‖‖v‖`` of ``q·v``. Norms are bounded by the largest row norm of the
+  segments.
 - selection: if the k rows with the best lower bounds (score − bound) have lower bounds ≥ ``L``, the k-th best
   exact score is ≥ ``L``, so every row of the true top k (ties included) has an upper bound ≥ ``L``: those rows
   are the candidates, scored exactly, and the top k of them is the top k of all. A weight per row (recency,
