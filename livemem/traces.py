@@ -6,6 +6,13 @@ exclusive ``flock`` on it, so several processes (or threads) sharing one file ne
 Writing a trace never fails a query: errors are logged and counted, and the caller carries on. Trace files are
 created readable and writable by the service's user only (0600): they hold what people asked.
 
+A query's events need not be written before it is answered: ``submit`` queues them and one background thread per
+process (``_FLUSHER``) appends everything queued in one block, so under load many requests share one write (and
+one open, lock and close), and no request waits for the file. ``write`` (what ``/feedback`` uses: its answer says
+what was recorded) writes at once, after whatever was queued before it, so traces stay in the order the requests
+were answered. The queue is emptied by ``flush`` (the app calls it at shutdown) and, whatever else happens, before
+the interpreter exits: the flusher is a ``concurrent.futures`` thread, which Python finishes before exiting.
+
 Trace ids are signed (``TraceSigner``): ``<uuid>.<index version>.<signature>``, where the signature binds the
 uuid, the caller's role, the version and a short keyed tag of every chunk the answer returned. ``/feedback`` accepts
 only a trace this service issued, to the same role, for chunks that trace returned, with no per-process memory:
@@ -19,6 +26,7 @@ shortened to its first values instead of being repeated in every event.
 from __future__ import annotations
 
 import base64
+import collections
 import fcntl
 import hashlib
 import hmac
@@ -31,6 +39,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -123,11 +132,11 @@ class TraceSigner:
 
     def _mac(self, trace_uuid: str, role: str, index_version: str, tags: bytes) -> bytes:
         head = "\0".join(("trace", trace_uuid, role, index_version)).encode("utf-8") + b"\0"
-        return hmac.new(self._secret, head + tags, hashlib.sha256).digest()[:MAC_BYTES]
+        return hmac.digest(self._secret, head + tags, "sha256")[:MAC_BYTES]
 
     def _tag(self, trace_uuid: str, chunk_id: str) -> bytes:
         message = "\0".join(("chunk", trace_uuid, chunk_id)).encode("utf-8")
-        return hmac.new(self._secret, message, hashlib.sha256).digest()[:TAG_BYTES]
+        return hmac.digest(self._secret, message, "sha256")[:TAG_BYTES]  # one C call (OpenSSL's one-shot HMAC)
 
 
 def shared_secret(path: Path) -> bytes:
@@ -190,22 +199,85 @@ def utc_timestamp() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
-class TraceWriter:
-    """Appends trace events to the day's file for this host and process (or to a shared ``name``)."""
+# One thread per process appends what every writer queued; its queue is FIFO, so each writer's blocks keep their
+# order. concurrent.futures finishes the queued work of its threads before the interpreter exits.
+_FLUSHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trace-writer")
 
-    def __init__(self, directory: str | os.PathLike[str], name: str | None = None) -> None:
-        self.directory = Path(directory)
-        self.name = name
-        self.host = socket.gethostname().replace("/", "_") or "host"
+
+def _new_flusher() -> None:
+    global _FLUSHER
+    _FLUSHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trace-writer")
+
+
+os.register_at_fork(after_in_child=_new_flusher)  # a forked child has no flusher thread, only its record
+
+
+class _QueuedWrites:
+    """``submit`` (queue, written soon by the flusher thread) and ``write`` (now, after what was queued) over a
+    writer's ``_append``, which writes one block of events and says whether it could."""
+
+    directory: Path | str  # where the events go, as logs name it
+
+    def __init__(self) -> None:
         self.written = 0
         self.failures = 0
         self._count_lock = threading.Lock()
+        self._pending: collections.deque[list[dict[str, Any]]] = collections.deque()
+        self._write_lock = threading.Lock()  # held while taking from the queue and appending: keeps the order
+        self._scheduled = False
+
+    def _append(self, events: list[dict[str, Any]]) -> bool:
+        raise NotImplementedError
+
+    def submit(self, events: Iterable[dict[str, Any]]) -> None:
+        """Queue events to be appended soon, off the caller's thread (a failure is logged and counted)."""
+        self._pending.append(list(events))
+        with self._count_lock:
+            if self._scheduled:  # the flush already scheduled takes these too
+                return
+            self._scheduled = True
+        _FLUSHER.submit(self.flush)
+
+    def write(self, events: Iterable[dict[str, Any]]) -> bool:
+        """Append events now, after any queued before them; False (and logged) when the write failed."""
+        with self._write_lock:
+            return self._append([*self._take_pending(), *events])
+
+    def flush(self) -> bool:
+        """Append everything queued so far; False when that write failed (the events are counted as failed)."""
+        with self._count_lock:
+            self._scheduled = False
+        with self._write_lock:
+            pending = self._take_pending()
+            try:
+                return self._append(pending) if pending else True
+            except Exception:  # on the flusher thread nobody would see it: say so, count it
+                log.exception("could not write %d queued trace events to %s", len(pending), self.directory)
+                with self._count_lock:
+                    self.failures += 1
+                return False
+
+    def _take_pending(self) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        while self._pending:
+            events.extend(self._pending.popleft())
+        return events
+
+
+class TraceWriter(_QueuedWrites):
+    """Appends trace events to the day's file for this host and process (or to a shared ``name``)."""
+
+    def __init__(self, directory: str | os.PathLike[str], name: str | None = None) -> None:
+        super().__init__()
+        self.directory = Path(directory)
+        self.name = name
+        self.host = socket.gethostname().replace("/", "_") or "host"
 
     def path_for(self, day: str) -> Path:
         suffix = self.name or f"{self.host}-{os.getpid()}"
         return self.directory / f"{day}-{suffix}.jsonl"
 
-    def write(self, events: Iterable[dict[str, Any]]) -> bool:
+    def _append(self, events: list[dict[str, Any]]) -> bool:
         """Append events as one block of lines; returns False (and logs) when the write failed."""
         lines = "".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in events)
         if not lines:
@@ -237,24 +309,23 @@ class TraceWriter:
 TRACE_TABLE = "living_memory_traces"
 
 
-class PostgresTraceWriter:
+class PostgresTraceWriter(_QueuedWrites):
     """Appends trace events to a Postgres table instead of files, for many serving replicas on many machines.
 
-    One row per event (``ts``, ``trace_id``, ``event`` as jsonb); a request's events go in one transaction, so
-    they land together or not at all. Like the file writer, a failure is logged and counted, never raised.
-    The nightly rollup reads the table when ``RAG_TRACE_DSN`` is set (``livemem.attention``).
+    One row per event (``ts``, ``trace_id``, ``event`` as jsonb); a block of events (one request's, or what was
+    queued together) goes in one transaction, so they land together or not at all. Like the file writer, a failure
+    is logged and counted, never raised. The nightly rollup reads the table when ``RAG_TRACE_DSN`` is set
+    (``livemem.attention``).
     """
 
     def __init__(self, dsn: str, table: str = TRACE_TABLE) -> None:
+        super().__init__()
         if not table.replace("_", "").isalnum():
             raise ValueError(f"trace table name {table!r} must be letters, digits and underscores")
         self.dsn = dsn
         self.table = table
         self.directory = f"postgres table {table}"
-        self.written = 0
-        self.failures = 0
         self._local = threading.local()
-        self._count_lock = threading.Lock()
 
     def _connection(self):
         import psycopg
@@ -266,7 +337,7 @@ class PostgresTraceWriter:
             self._local.conn = conn
         return conn
 
-    def write(self, events: Iterable[dict[str, Any]]) -> bool:
+    def _append(self, events: list[dict[str, Any]]) -> bool:
         rows = [(e["timestamp"], e.get("trace_id"), json.dumps(e, ensure_ascii=False)) for e in events]
         if not rows:
             return True

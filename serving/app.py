@@ -55,6 +55,7 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
             yield
         finally:
             sparql_pool.close()
+            state.traces.flush()  # the traces of the last requests, queued (livemem.traces): on disk before exit
 
     app = FastAPI(
         title="Living Memory",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from fastapi import APIRouter, BackgroundTasks, HTTPException, Request
+from anyio import to_thread
+from fastapi import APIRouter, HTTPException, Request, Response
 
 from livemem.cache import cache_key
 from livemem.fusion import normalized_score
@@ -13,6 +14,7 @@ from livemem.traces import feedback_events, retrieval_events
 from serving.deps import CallerRole, CurrentSnapshot, State
 from serving.models import ErrorBody, FeedbackRequest, FeedbackResponse, QueryRequest, QueryResponse
 from serving.routers.memory import record_feedback
+from serving.state import Role, ServingState
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["retrieval"])
@@ -23,14 +25,20 @@ router = APIRouter(tags=["retrieval"])
     response_model=QueryResponse,
     responses={400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 503: {"model": ErrorBody}},
 )
-def query(
-    body: QueryRequest, state: State, role: CallerRole, snap: CurrentSnapshot, after_response: BackgroundTasks
-) -> QueryResponse:
+async def query(body: QueryRequest, state: State, role: CallerRole) -> Response:
     """Rank chunks (or whole parent documents) for a query, from one published version.
 
-    Its trace events are appended after the response is sent: the caller does not wait for the file (a failed
-    write is logged and counted, never the caller's error; /feedback, whose answer says what was recorded,
+    Its trace events are queued and appended by a background thread: the caller does not wait for the file (a
+    failed write is logged and counted, never the caller's error; /feedback, whose answer says what was recorded,
     writes before answering)."""
+    # One trip to the thread pool for the whole request (the version, the search, the JSON), instead of one for
+    # a sync dependency, one for the endpoint, one for response validation and one for the trace (issue 15).
+    return await to_thread.run_sync(answer_query, body, state, role)
+
+
+def answer_query(body: QueryRequest, state: ServingState, role: Role) -> Response:
+    """The /query response, serialised as FastAPI would serialise it (``QueryResponse``, by alias)."""
+    snap = state.reader.snapshot()  # IndexUnavailable becomes a 503 in the app
     visible = snap.collections_for(role.access)
     if body.collections:
         unknown = sorted(set(body.collections) - set(visible))
@@ -100,15 +108,13 @@ def query(
         hit = False
     else:
         hit = True
-    trace_id = state.signer.issue(
-        role=role.name, index_version=snap.version_id, chunk_ids=[r["chunk_id"] for r in cached["results"]]
-    )
-    after_response.add_task(
-        state.traces.write,
+    chunk_ids = [r["chunk_id"] for r in cached["results"]]
+    trace_id = state.signer.issue(role=role.name, index_version=snap.version_id, chunk_ids=chunk_ids)
+    state.traces.submit(
         retrieval_events(
             trace_id=trace_id,
             query=body.query,
-            chunk_ids=[r["chunk_id"] for r in cached["results"]],
+            chunk_ids=chunk_ids,
             scores=[r["score"] for r in cached["results"]],
             role=role.name,
             breath_phase=snap.breath_phase,
@@ -118,9 +124,10 @@ def query(
             filters=filters,
             collections=collections,
             cache_hit=hit,
-        ),
+        )
     )
-    return QueryResponse.model_validate({**cached, "trace_id": trace_id, "cached": hit})
+    answer = QueryResponse.model_validate({**cached, "trace_id": trace_id, "cached": hit})
+    return Response(answer.model_dump_json(by_alias=True), media_type="application/json")
 
 
 @router.post(
