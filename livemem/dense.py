@@ -744,9 +744,16 @@ class DenseScan:
         a = self.approx
         b0, rho = self.bound
         if weight is None:
-            # the bound grows with |a|, so lower and upper bounds are monotone in a: one threshold on a suffices
+            # the bound grows with |a|, so lower and upper bounds are monotone in a: one threshold on a suffices.
+            # The rows of the k best first-stage scores are scored exactly first: the k-th best of their exact
+            # scores is a lower bound of the k-th best of all, about one bound higher than the k-th best lower
+            # bound (a − b), so the rows left to score are those within one bound of it, not two.
             kth = _kth_at_most(a, k)
             lower = kth - (b0 + rho * abs(kth))
+            if math.isfinite(kth):  # then every row at or above it is allowed (the others are at -inf)
+                exact = self._exact(np.flatnonzero(a >= kth))
+                if exact.size >= k:
+                    lower = max(lower, float(np.partition(exact, exact.size - k)[exact.size - k]))
             # the rows whose upper bound reaches it: a + b0 + rho·|a| ≥ lower ⇔ a ≥ limit
             gap = lower - b0
             limit = gap / (1 + rho) if gap >= 0 else gap / (1 - rho)
