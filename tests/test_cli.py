@@ -8,9 +8,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from livemem.build import build_version
-from livemem.cli import app
 from livemem.config import load_sources
 from livemem.store import IndexHome
+from orchestration.cli import app
 
 runner = CliRunner()
 

@@ -59,7 +59,7 @@ def dagster_home(tmp_path: Path) -> Path:
 def livemem(sources: Path, index: Path, dagster: Path, *args: str, **popen) -> subprocess.Popen:
     """``livemem materialize`` in its own process, as an operator runs it."""
     env = {**os.environ, "DAGSTER_HOME": str(dagster), "PYTHONPATH": str(PROJECT), "HF_HUB_OFFLINE": "1"}
-    command = [sys.executable, "-m", "livemem.cli", "--sources", str(sources), "--index-dir", str(index)]
+    command = [sys.executable, "-m", "orchestration.cli", "--sources", str(sources), "--index-dir", str(index)]
     return subprocess.Popen(
         [*command, "materialize", *args], cwd=PROJECT, env=env, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen,

@@ -139,7 +139,7 @@ def test_the_completeness_check_catches_rows_lost_from_a_carried_file(tmp_path: 
 
 
 def test_verify_rebuild_names_the_damaged_file(tmp_path: Path, make_repo, embedder, monkeypatch) -> None:
-    from livemem import cli
+    from orchestration import cli
 
     repo = make_repo(files={"a.md": "# A\n\nalpha text\n", "docs/b.md": "# B\n\nbeta text\n"})
     sources = tmp_path / "sources.yaml"

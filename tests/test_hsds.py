@@ -12,10 +12,10 @@ from typing import Any
 from typer.testing import CliRunner
 
 from livemem import hsds
-from livemem.cli import app
 from livemem.config import load_sources
 from livemem.registry import FIELDS, RegistryConfig, load_csv, run_verification, verify
 from livemem.store import IndexHome
+from orchestration.cli import app
 from tests.registry_support import NOW, good_row, write_csv, write_registry_sources
 
 FIXTURE = Path(__file__).parent / "fixtures" / "hsds_export"

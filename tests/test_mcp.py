@@ -38,7 +38,7 @@ def state(tmp_path_factory, embedder):
 
 @pytest.fixture(scope="module")
 def server(state):
-    from livemem.mcp_server import build_server
+    from serving.mcp import build_server
 
     return build_server(state, operator_roles=())
 
@@ -46,7 +46,7 @@ def server(state):
 @pytest.fixture(scope="module")
 def operator(state):
     """The same memory, as an internal role that may operate (answer cache, reindex)."""
-    from livemem.mcp_server import build_server
+    from serving.mcp import build_server
 
     return build_server(state, role="internal", operator_roles=("internal",))
 
@@ -236,8 +236,8 @@ def test_answer_cache_stats_warm_up_and_invalidation(server, operator) -> None:
 
 
 def test_invalidation_empties_the_persistent_tier_other_processes_read(state, embedder, tmp_path) -> None:
-    from livemem.mcp_server import build_server
     from serving.context_service import ContextService
+    from serving.mcp import build_server
     from serving.state import ServingState
 
     def process(role: str):
@@ -259,7 +259,7 @@ def test_invalidation_empties_the_persistent_tier_other_processes_read(state, em
 def test_reindex_only_for_operator_roles_and_it_starts_a_recorded_run(
     server, state, embedder, tmp_path, monkeypatch
 ) -> None:
-    from livemem.mcp_server import build_server
+    from serving.mcp import build_server
     from serving.settings import Settings
     from serving.state import ServingState
 

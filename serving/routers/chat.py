@@ -27,10 +27,10 @@ from livemem.chat import (
     generate,
     stream_answer,
 )
-from livemem.context import SECTIONS
 from livemem.context import ContextRequest as Message
 from livemem.errors import LivingMemoryError
 from livemem.reader import IndexUnavailable, without_paths
+from livemem.results import chat_body
 from serving.context_models import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -66,19 +66,6 @@ UNSUPPORTED: dict[str, Callable[[Any], bool]] = {
     "modalities": lambda v: v is not None and list(v) != ["text"],
     "prediction": lambda v: v is not None,
 }
-
-
-def chat_body(result: dict[str, Any]) -> dict[str, Any]:
-    answer = result["answer"]
-    return {
-        **answer,
-        "route": result["route"],
-        "evidence": {s: result[s] for s in SECTIONS},
-        "index_version": result["index_version"],
-        "trace_id": result["trace_id"],
-        "thread_id": result.get("thread_id"),
-        "cached": result["cached"],
-    }
 
 
 @router.post("/chat", response_model=ChatResponse, responses=ERRORS)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from livemem.gis_index import GisIndex, cached_gis_index
 from livemem.reader import Snapshot
+from livemem.results import gis_hit
 from livemem.retrieval import top_order
 from livemem.traces import retrieval_events
 from serving.deps import CallerRole, CurrentSnapshot, State
@@ -171,19 +172,6 @@ class EntityResponse(BaseModel):
     index_version: str
 
 
-def _hit(entity: dict[str, Any], score: float, distance_km: float | None) -> dict[str, Any]:
-    return {
-        "entity_id": entity["entity_id"],
-        "description": entity["description"],
-        "dataset": entity["dataset"],
-        "label": entity["label"],
-        "metadata": {k: entity[k] for k in ("worldview_id", "county", "gbim_entity")},
-        **{k: entity[k] for k in ("centroid_x", "centroid_y", "srid", "lon", "lat")},
-        "score": score,
-        "distance_km": distance_km,
-    }
-
-
 def _feature(hit: dict[str, Any]) -> dict[str, Any]:
     located = hit["lon"] is not None and hit["lat"] is not None
     properties = {k: v for k, v in hit.items() if k not in ("entity_id", "lon", "lat")}
@@ -234,7 +222,7 @@ def gis_query(
         best, best_scores = rows[order], scores[order]
         distances = index.distances_km(best, near[0], near[1]) if near else [None] * best.size
         hits = [
-            _hit(index.entities[row], float(score), None if d is None else float(d))
+            gis_hit(index.entities[row], float(score), None if d is None else float(d))
             for row, score, d in zip(best, best_scores, distances, strict=True)
         ]
     trace_id = state.signer.issue(

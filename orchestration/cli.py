@@ -1,0 +1,510 @@
+"""``livemem``: the operators' command line.
+
+    livemem status                       current version, its age, sources behind their HEAD
+    livemem versions                     published versions (current marked)
+    livemem rollback VERSION             point CURRENT back at a published version
+    livemem materialize [--job JOB | --select KEYS] [--partition DAY] [--wait-timeout S]
+                                         run a Dagster job (or assets) on the instance in $DAGSTER_HOME
+    livemem serve [--port N] [--workers N]
+    livemem query "text" [--top-k N] [--mode hybrid] [--json]
+    livemem verify-provenance [--all]    do the indexed commits still hold the chunks?
+    livemem verify [--rebuild]           is the index exactly its sources at their commits?
+    livemem registry import-hsds DIR OUT turn an Open Referral HSDS 3.0 export into a registry file
+    livemem registry export-hsds DIR     write the registry as HSDS 3.0 services (services.json)
+
+Settings come from the environment as everywhere (``RAG_SOURCES``, ``RAG_INDEX_DIR``) or the options below.
+``--json-logs`` switches logging to one JSON object per line (structlog), for log collectors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from livemem.errors import LivingMemoryError
+from livemem.store import IndexHome
+
+app = typer.Typer(help="Living Memory: build, inspect and serve the published index.", no_args_is_help=True)
+console = Console()
+err = Console(stderr=True)
+
+
+class Context:
+    sources: Path | None = None
+    index_dir: Path | None = None
+
+
+CTX = Context()
+
+
+def configure_logging(json_logs: bool, level: str) -> None:
+    """Plain readable logs, or one JSON object per line through structlog's stdlib integration."""
+    import structlog
+
+    handler = logging.StreamHandler(sys.stderr)
+    if json_logs:
+        handler.setFormatter(
+            structlog.stdlib.ProcessorFormatter(
+                processor=structlog.processors.JSONRenderer(),
+                foreign_pre_chain=[
+                    structlog.stdlib.add_log_level,
+                    structlog.stdlib.add_logger_name,
+                    structlog.processors.TimeStamper(fmt="iso", utc=True),
+                ],
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("bm25s").setLevel(max(root.level, logging.WARNING))  # it sets DEBUG on itself
+
+
+@app.callback()
+def main(
+    sources: Annotated[Path | None, typer.Option(envvar="RAG_SOURCES", help="sources YAML file")] = None,
+    index_dir: Annotated[Path | None, typer.Option(envvar="RAG_INDEX_DIR", help="index home")] = None,
+    json_logs: Annotated[bool, typer.Option("--json-logs", help="log one JSON object per line")] = False,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING, ERROR")] = "WARNING",
+) -> None:
+    CTX.sources, CTX.index_dir = sources, index_dir
+    configure_logging(json_logs, log_level)
+
+
+def home() -> IndexHome:
+    from livemem.config import index_dir_from_env
+
+    return IndexHome(CTX.index_dir or index_dir_from_env())
+
+
+def fail(message: str, code: int = 1) -> None:
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def age(timestamp: str) -> str:
+    delta = datetime.now(UTC) - datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    hours = delta.total_seconds() / 3600
+    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} days"
+
+
+@app.command()
+def status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The current version, its age, and for each source whether its HEAD moved past the indexed commit."""
+    from livemem.config import load_sources
+    from livemem.gitsource import GitSource
+
+    h = home()
+    manifest = h.current_manifest()
+    if manifest is None:
+        fail(f"no index published under {h.root} yet: run `livemem materialize` (or `make run`)")
+    rows: list[dict[str, Any]] = []
+    try:
+        config = load_sources(CTX.sources) if CTX.sources else load_sources()
+        configured = {s.name: s for s in config.sources}
+    except LivingMemoryError as exc:
+        err.print(f"[yellow]warning:[/yellow] {exc}")
+        configured = {}
+    for name, info in manifest["sources"].items():
+        head, state = None, "unknown"
+        src = configured.get(name)
+        try:
+            with GitSource(Path(info["repo"]), name) as repo:
+                head = repo.resolve(src.ref if src else info.get("ref", "HEAD"))
+            state = "current" if head == info["head_commit"] else "behind"
+        except LivingMemoryError as exc:
+            state = f"unreadable: {exc}"
+        rows.append({"source": name, "indexed": info["head_commit"], "head": head, "state": state,
+                     "chunks": info["chunks"]})  # fmt: skip
+    summary = {
+        "version": manifest["version_id"],
+        "created_at": manifest["created_at"],
+        "age": age(manifest["last_updated"]),
+        "total_chunks": manifest["total_chunks"],
+        "sealed_chunks": manifest["sealed_chunks"],
+        "index_size_mb": manifest["index_size_mb"],
+        "breath": manifest.get("breath_at_update"),
+        "sources": rows,
+    }
+    if as_json:
+        console.print_json(json.dumps(summary))
+        return
+    console.print(
+        f"[bold]{summary['version']}[/bold] published {summary['age']} ago — {summary['total_chunks']} chunks "
+        f"({summary['sealed_chunks']} sealed), {summary['index_size_mb']} MB"
+    )
+    table = Table("source", "indexed", "HEAD", "state", "chunks")
+    for r in rows:
+        table.add_row(r["source"], r["indexed"][:12], (r["head"] or "-")[:12], r["state"], str(r["chunks"]))
+    console.print(table)
+
+
+@app.command()
+def versions(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Published versions, oldest first; the current one is marked."""
+    h = home()
+    current = h.current()
+    rows = []
+    for version in h.published_versions():
+        m = h.manifest(version)
+        rows.append({"version": version, "current": version == current, "created_at": m["created_at"],
+                     "chunks": m["total_chunks"], "size_mb": m["index_size_mb"], "base": m.get("base_version")})  # fmt: skip
+    if as_json:
+        console.print_json(json.dumps(rows))
+        return
+    table = Table("", "version", "created", "chunks", "size MB", "base")
+    for r in rows:
+        table.add_row("*" if r["current"] else "", r["version"], r["created_at"], str(r["chunks"]),
+                      str(r["size_mb"]), r["base"] or "-")  # fmt: skip
+    console.print(table)
+
+
+@app.command()
+def rollback(version: str) -> None:
+    """Point CURRENT back at a published version (serving switches to it on its next request)."""
+    try:
+        home().rollback(version)
+    except LivingMemoryError as exc:
+        fail(str(exc))
+    console.print(f"CURRENT → {version}")
+
+
+def _open_instance(dagster_home: Path):
+    """The instance in ``$DAGSTER_HOME``, its storages created or migrated by one process at a time: two first
+    runs started together on a fresh home would otherwise both run the SQLite schema migrations (alembic then
+    finds two heads and one run fails)."""
+    from dagster import DagsterInstance
+    from filelock import FileLock
+
+    with FileLock(str(dagster_home / ".livemem-instance.lock"), timeout=120):
+        instance = DagsterInstance.get()
+        instance.get_runs(limit=1)
+        instance.event_log_storage.get_concurrency_keys()
+        instance.all_instigator_state()
+    return instance
+
+
+@app.command()
+def materialize(
+    job: Annotated[str, typer.Option(help="build_index, export_gbim, verify_registry, attention_rollup_job, ...")] = (
+        "build_index"
+    ),
+    select: Annotated[
+        str | None, typer.Option(help="asset keys instead of a job, comma-separated (e.g. chunks,published_index)")
+    ] = None,
+    partition: Annotated[str | None, typer.Option(help="day partition (YYYY-MM-DD) for partitioned jobs")] = None,
+    wait_timeout: Annotated[
+        float, typer.Option(help="seconds to wait while a live run holds the index_writer pool (0: no limit)")
+    ] = 3600,
+    run_id: Annotated[
+        str | None, typer.Option(help="the run's id (a UUID; default: a new one), for a launcher that reports it")
+    ] = None,
+) -> None:
+    """Run a Dagster job (or a selection of assets) in this process, recorded on the instance in $DAGSTER_HOME.
+
+    Runs of this host left started by a killed process are marked failed and their pool slots freed first
+    (``orchestration.runs``); while a live run holds the ``index_writer`` pool, this waits and says which run."""
+    import signal
+    import threading
+    import uuid
+
+    from dagster import AssetKey, DagsterInstance
+
+    from livemem.owners import Owner
+    from orchestration.definitions import build_definitions
+    from orchestration.runs import PoolWait, run_tags
+
+    defs = build_definitions(CTX.sources, CTX.index_dir)
+    dagster_home = os.environ.get("DAGSTER_HOME")
+    if dagster_home:
+        Path(dagster_home).mkdir(parents=True, exist_ok=True)  # Dagster insists the directory exists
+        instance = _open_instance(Path(dagster_home))
+    else:
+        instance = DagsterInstance.ephemeral()
+    if select:
+        keys = [AssetKey.from_user_string(k.strip()) for k in select.split(",") if k.strip()]
+        known = set(defs.resolve_asset_graph().get_all_asset_keys())
+        unknown = [k.to_user_string() for k in keys if k not in known]
+        if unknown:
+            fail(f"unknown asset(s) {unknown}; known: {sorted(k.to_user_string() for k in known)}")
+        job_def, label = defs.resolve_implicit_global_asset_job_def(), select
+    else:
+        keys, job_def, label = None, defs.resolve_job_def(job), job
+    pools = {node.pool for node in job_def.all_node_defs if getattr(node, "pool", None)}
+    wait = PoolWait(instance, pools, wait_timeout, lambda msg: err.print(f"[yellow]{msg}[/yellow]", soft_wrap=True))
+    run_id = run_id or str(uuid.uuid4())
+    outcome: dict[str, Any] = {}
+
+    def execute() -> None:
+        try:
+            outcome["result"] = job_def.execute_in_process(
+                instance=instance, partition_key=partition, raise_on_error=False, asset_selection=keys,
+                run_id=run_id, tags=run_tags(Owner.this_process()),
+            )  # fmt: skip
+        except BaseException as exc:  # handed to the main thread
+            outcome["error"] = exc
+
+    # Dagster waits for a pool slot inside a run in a busy loop that no signal interrupts. So the run executes in a
+    # worker thread, and this thread watches it: frees slots of dead runs, names live holders, stops on Ctrl-C,
+    # SIGTERM or --wait-timeout (then the run is marked failed and its slots freed before the process exits).
+    worker = threading.Thread(target=execute, name=f"dagster-run-{run_id}", daemon=True)
+    on_sigterm = signal.getsignal(signal.SIGTERM)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        with console.status(f"running {label}{f' for {partition}' if partition else ''} …"):
+            wait.until_free()
+            worker.start()
+            while worker.is_alive():
+                worker.join(1.0)
+                if worker.is_alive():
+                    wait.blocked(run_id)
+    except (KeyboardInterrupt, LivingMemoryError) as exc:
+        reason = str(exc) or "interrupted"
+        if not worker.is_alive():
+            fail(reason, 130 if isinstance(exc, KeyboardInterrupt) else 1)
+        run = instance.get_run_by_id(run_id)
+        if run is not None and not run.is_finished:
+            instance.report_run_failed(run, message=f"livemem materialize stopped: {reason}")
+        instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+        err.print(f"[red]error:[/red] {reason}; run {run_id} marked failed, its pool slots freed", soft_wrap=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130 if isinstance(exc, KeyboardInterrupt) else 1)  # the worker thread may be stuck in Dagster
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, on_sigterm)
+    if "error" in outcome:
+        raise outcome["error"]
+    result = outcome["result"]
+    for event in result.get_asset_materialization_events():
+        meta = event.materialization.metadata
+        status_value = meta.get("status")
+        console.print(f"{event.asset_key.to_user_string()}: {status_value.value if status_value else 'materialized'}")
+    for check in result.get_asset_check_evaluations():
+        mark = "[green]passed[/green]" if check.passed else "[red]failed[/red]"
+        console.print(f"  check {check.check_name}: {mark} {check.description or ''}")
+    if not result.success:
+        fail(f"{label} failed (run {result.run_id}); see the Dagster UI or the log above")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(envvar="HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(envvar="PORT")] = 8000,
+    workers: Annotated[int, typer.Option(envvar="WORKERS")] = 1,
+) -> None:
+    """Serve the published index (uvicorn serving.app:app)."""
+    import uvicorn
+
+    if CTX.index_dir:
+        os.environ["RAG_INDEX_DIR"] = str(CTX.index_dir)
+    uvicorn.run("serving.app:app", host=host, port=port, workers=workers)
+
+
+@app.command()
+def query(
+    text: str,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=200)] = 5,
+    mode: Annotated[str, typer.Option(help="dense, sparse or hybrid")] = "hybrid",
+    role: Annotated[str, typer.Option(help="public or internal")] = "internal",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Ask the current version directly (no server), as the given role."""
+    from livemem.embedding import Embedder
+    from livemem.reader import IndexUnavailable, load_snapshot
+    from livemem.retrieval import Query, Retriever, chunk_result
+
+    if mode not in ("dense", "sparse", "hybrid"):
+        fail(f"--mode must be dense, sparse or hybrid, not {mode!r}")
+    h = home()
+    version = h.current()
+    if version is None:
+        fail(f"no index published under {h.root} yet: run `livemem materialize`")
+    try:
+        snap = load_snapshot(h, version)
+    except IndexUnavailable as exc:
+        fail(str(exc))
+    levels = frozenset({"public", "internal"} if role == "internal" else {"public"})
+    collections = snap.collections_for(levels)
+    found = Retriever(Embedder(threads=1)).search(snap, Query(text=text, top_k=top_k, mode=mode), collections)
+    results = [chunk_result(snap, hit) for hit in found.chunks]
+    snap.close()
+    if as_json:
+        console.print_json(json.dumps({"index_version": version, "results": results}, default=str))
+        return
+    for rank, r in enumerate(results, start=1):
+        prov = r["provenance"]
+        heading = " > ".join(r["metadata"].get("heading_path") or [])
+        console.print(
+            f"[bold]{rank}.[/bold] {r['score']:.4f} [cyan]{r['collection']}[/cyan] {prov['path']} "
+            f"@{prov['commit'][:10]} {heading}"
+        )
+        console.print("   " + r["content"][:240].replace("\n", " "))
+
+
+@app.command("verify-provenance")
+def verify_provenance(
+    all_chunks: Annotated[bool, typer.Option("--all", help="every chunk, not only the sealed ones")] = False,
+) -> None:
+    """Check that each (sealed) chunk's commit exists and its file at that commit still contains it."""
+    from livemem.checks import check_provenance
+
+    h = home()
+    version = h.current()
+    if version is None:
+        fail(f"no index published under {h.root} yet")
+    with console.status("reading git objects …"):
+        outcome = check_provenance(h.version_dir(version), h.manifest(version), sealed_only=not all_chunks)
+    console.print(outcome.summary)
+    for failure in outcome.failures:
+        console.print(f"  [red]✗[/red] {failure}")
+    if not outcome.passed:
+        raise typer.Exit(1)
+
+
+def load_embedder():
+    from livemem.embedding import Embedder
+
+    return Embedder()
+
+
+@app.command()
+def verify(
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="rebuild the indexed commits from scratch and compare with the index")
+    ] = False,
+    version: Annotated[str | None, typer.Option(help="a published version (default: the current one)")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Prove the published index is exactly its sources at their commits.
+
+    Without ``--rebuild``: the cheap completeness check (every selected file of every source's tree has rows,
+    nothing else does). With ``--rebuild``: a from-scratch build of the same commits into a temporary home (the
+    embedding cache is shared, so known text costs no model time), compared part by part; every difference is
+    listed per source and file. Exits 1 when anything differs.
+    """
+    from livemem.checks import check_index_complete
+    from livemem.config import load_sources
+    from livemem.verify import rebuild_and_compare
+
+    h = home()
+    target = version or h.current()
+    if target is None:
+        fail(f"no index published under {h.root} yet")
+    try:
+        config = load_sources(CTX.sources) if CTX.sources else load_sources()
+        if rebuild:
+            with console.status(f"rebuilding the commits of {target} from scratch …"):
+                report = rebuild_and_compare(config, h, load_embedder(), target)
+            passed, summary = report.equal, report.comparison.summary()
+            lines, notes = report.comparison.lines(), report.notes
+        else:
+            outcome = check_index_complete(h.version_dir(target), h.manifest(target), config, None)
+            passed, summary, lines, notes = outcome.passed, outcome.summary, outcome.failures, []
+    except LivingMemoryError as exc:
+        fail(str(exc))
+    if as_json:
+        console.print_json(json.dumps({"version": target, "equal": passed, "summary": summary, "differences": lines,
+                                       "notes": notes}))  # fmt: skip
+    else:
+        console.print(f"{target}: {summary}")
+        for note in notes:
+            console.print(f"  [yellow]note:[/yellow] {note}")
+        for line in lines:
+            console.print(f"  [red]✗[/red] {line}", soft_wrap=True)
+    if not passed:
+        raise typer.Exit(1)
+
+
+registry_app = typer.Typer(
+    help="The local_resources registry: exchange with Open Referral HSDS 3.0.", no_args_is_help=True
+)
+app.add_typer(registry_app, name="registry")
+
+
+@registry_app.command("import-hsds")
+def import_hsds(
+    directory: Annotated[Path, typer.Argument(help="HSDS 3.0 export: services.csv / services.json, locations, ...")],
+    out: Annotated[Path, typer.Argument(help="registry file to write (.csv or .json)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary and every problem as JSON")] = False,
+) -> None:
+    """Turn an HSDS 3.0 export directory into a registry input file (one row per service).
+
+    Bad records are listed with file, row and id and left out; good ones are kept. Exits 1 when the directory
+    cannot be read or no service could be imported. Verify the result as usual (``materialize --job
+    verify_registry`` with the file as the registry source)."""
+    from livemem.hsds import import_export, write_registry_file
+
+    try:
+        result = import_export(directory)
+    except LivingMemoryError as exc:
+        fail(str(exc))
+    write_registry_file(result.rows, out)
+    if as_json:
+        problems = [vars(p) for p in result.problems]
+        console.print_json(json.dumps({"summary": result.summary(), "rows": len(result.rows), "problems": problems}))
+    else:
+        console.print(f"{result.summary()} → {out}", soft_wrap=True)
+        for problem in result.problems:
+            colour = "red" if problem.severity == "error" else "yellow"
+            console.print(f"  {problem}", style=colour, soft_wrap=True, markup=False)
+    if not result.rows:
+        raise typer.Exit(1)
+
+
+@registry_app.command("export-hsds")
+def export_hsds(
+    out_dir: Annotated[Path, typer.Argument(help="directory to write services.json into")],
+    version: Annotated[str | None, typer.Option(help="a published version (default: the current one)")] = None,
+    from_source: Annotated[
+        bool,
+        typer.Option(
+            "--from-source",
+            help="verify the configured registry source now and export every valid row, "
+            "ended ones as defunct (default: the published registry)",
+        ),
+    ] = False,
+) -> None:
+    """Write the registry as HSDS 3.0 services (validated against the vendored schemas before writing)."""
+    from livemem import hsds, registry
+    from livemem.config import load_sources
+
+    try:
+        if from_source:
+            cfg = registry.RegistryConfig.from_sources(load_sources(CTX.sources) if CTX.sources else load_sources())
+            if cfg is None:
+                fail("the sources file has no registry section")
+            rows = hsds.verified_rows(registry.verify(registry.load_rows(cfg), cfg))
+            where = cfg.describe()
+        else:
+            h = home()
+            target = version or h.current()
+            if target is None:
+                fail(f"no index published under {h.root} yet")
+            index = registry.load_registry_index(h.locate(target))
+            if index is None:
+                fail(f"version {target} has no registry")
+            rows, where = index.rows, f"version {target}"
+    except LivingMemoryError as exc:
+        fail(str(exc))
+    services = hsds.export_services(rows)
+    errors = hsds.validate_services(services)
+    if errors:
+        fail(f"the export is not valid HSDS {hsds.HSDS_VERSION}: " + "; ".join(errors[:10]))
+    path = hsds.write_export(services, out_dir)
+    console.print(f"{len(services)} services from {where} → {path} (HSDS {hsds.HSDS_VERSION}, valid)", soft_wrap=True)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,591 @@
+"""An MCP server (the ``mcp`` package's ``MCPServer``, formerly FastMCP) exposing the living memory as tools.
+
+Every tool has a complete input schema (descriptions, enums, bounds, patterns) and an output schema: results come
+back as ``structuredContent`` (and the same JSON as text, for older clients). A call that cannot be answered is an
+MCP error (``isError: true``, the message saying why), never a success carrying an ``error`` field.
+
+Tools, as the role ``LIVEMEM_MCP_ROLE`` (default: the public role), against the version ``CURRENT`` names:
+
+- reading: ``query``, ``gis_query``, ``resources``, ``context``, ``chat``, ``facts``, ``sparql``, ``verify_chunk``,
+  ``index_stats``, ``answer_cache_stats``, ``reindex_status``;
+- writing usage: ``feedback`` on the ``trace_id`` of a ``query``, ``gis_query``, ``context`` or ``chat`` answer
+  (each of them writes usage traces exactly like its HTTP route, so MCP use feeds the nightly attention rollup;
+  every other tool writes one usage event with no chunk and ``context.kind`` naming the tool);
+- operating (only roles named in ``LIVEMEM_MCP_OPERATOR_ROLES``, comma-separated; default none):
+  ``answer_cache_warm_up``, ``answer_cache_invalidate`` and ``reindex`` (``livemem materialize`` in a process of
+  its own, recorded on the Dagster instance in ``$DAGSTER_HOME``).
+
+Enums of the collections (and of the personas) are those of the version served when the server starts: restart it
+to advertise collections published later (calls are checked against the version served at the time).
+
+    python -m serving.mcp                       # stdio (for desktop assistants); also python -m livemem.mcp_server
+    python -m serving.mcp --http --port 8765    # streamable HTTP on 127.0.0.1:8765/mcp
+"""
+
+# No ``from __future__ import annotations``: the tools' argument types (enums of this deployment's collections,
+# counties and personas) are built in ``build_server``, and the SDK reads them from the evaluated signatures.
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from livemem.chat import PersonaError, persona_collections, personas, resolve_persona
+from livemem.context import ContextRequest, gis_for
+from livemem.errors import LivingMemoryError
+from livemem.places import STATE
+from livemem.provenance import verify_chunk as verify_chunk_record
+from livemem.reader import Snapshot, without_paths
+from livemem.registry import RESOURCE_TYPES, RegistryQueryError, load_registry_index, resolve, state_counties
+from livemem.results import chat_body, gis_hit
+from livemem.retrieval import Filters, Query, chunk_result, top_order
+from livemem.sparql_worker import SparqlError, SparqlLimits, SparqlPool
+from livemem.traces import QUERY_CHARS, TRACE_ID_PATTERN, feedback_events, retrieval_events, utc_timestamp
+from serving.context_models import ChatResponse, ContextResponse
+from serving.models import UUID_PATTERN, ChunkResponse, FeedbackResponse, QueryResult
+from serving.routers.gis import GisQueryResponse, Relation
+from serving.routers.resources import ResourcesResponse
+
+ZIP_PATTERN = r"^\d{5}$"
+REINDEX_JOBS = ("build_index", "export_gbim", "verify_registry")
+READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+
+
+# --- outputs the HTTP API has no model for ----------------------------------------------------------------------
+class QueryOutput(BaseModel):
+    index_version: str
+    trace_id: str = Field(description="send it to `feedback` to say whether the results were useful")
+    collections: list[str] = Field(description="the collections searched")
+    results: list[QueryResult]
+
+
+class IndexStats(BaseModel):
+    index_version: str
+    model: str = Field(description="the embedding model of the version")
+    collections: dict[str, int] = Field(description="chunks per collection this role may read")
+    chunks: int
+    gbim_entities: int = Field(description="GBIM entities this role may read")
+    registry_rows: int = Field(description="rows of the local_resources registry (public data)")
+
+
+class EntityFacts(BaseModel):
+    entity_id: str
+    label: str
+    county: str | None
+    relations: list[Relation] = Field(description="the triples whose subject is the entity")
+    index_version: str
+
+
+class SparqlOutput(BaseModel):
+    variables: list[str]
+    rows: list[dict[str, str | None]]
+    boolean: bool | None = Field(None, description="the answer of an ASK query")
+    truncated: bool = Field(description="more rows matched than `limit`")
+    index_version: str
+
+
+class AnswerCacheStats(BaseModel):
+    entries: int = Field(description="answers held in this process's memory")
+    max_entries: int = Field(description="0: the answer cache is off")
+    ttl_s: float = Field(description="how long an answer is kept")
+    persistent: bool = Field(description="whether a SQLite tier shared by this machine's processes is configured")
+    hits: dict[str, int] = Field(description="answers served from the cache, per kind (context, chat)")
+    misses: dict[str, int] = Field(description="answers computed, per kind")
+    persistent_hits: int
+    warmed_questions: int = Field(description="warm-up questions answered by this process")
+
+
+class WarmUpResult(BaseModel):
+    index_version: str
+    answered: list[str] = Field(description="the questions now in the cache, as chat and as context")
+    entries: int
+
+
+class InvalidateResult(BaseModel):
+    dropped: int = Field(description="entries removed (memory of this process and the persistent tier)")
+
+
+class ReindexStarted(BaseModel):
+    run_id: str = Field(description="the Dagster run id (see `reindex_status` or the Dagster UI)")
+    job: str
+    pid: int = Field(description="the process running `livemem materialize`")
+    dagster_home: str
+
+
+class ReindexStatus(BaseModel):
+    run_id: str
+    job: str
+    status: str = Field(description="Dagster's run status: QUEUED, STARTING, STARTED, SUCCESS, FAILURE, CANCELED...")
+    finished: bool = Field(
+        description="Dagster's verdict: the run ended (a run stopped before it began stays unfinished)"
+    )
+    launcher_running: bool | None = Field(
+        description="whether the `livemem materialize` process this server started is still running (None: another "
+        "server started it)"
+    )
+
+
+# --- the server ---------------------------------------------------------------------------------------------------
+def build_server(
+    state: Any = None, role: str | None = None, operator_roles: tuple[str, ...] | None = None
+) -> MCPServer:
+    """The server over a serving state (default: one built from the environment, like ``make serve``), answering
+    as ``role`` (default ``LIVEMEM_MCP_ROLE``); ``operator_roles`` (default ``LIVEMEM_MCP_OPERATOR_ROLES``) may
+    warm up and clear the answer cache and start a reindex."""
+    from serving.context_service import context_service
+    from serving.settings import Settings
+    from serving.state import Role, ServingState
+
+    state = state or ServingState.from_settings(Settings.from_env())
+    caller_role = state.role(role or os.environ.get("LIVEMEM_MCP_ROLE") or state.settings.public_role)
+    if operator_roles is None:
+        operator_roles = tuple(r for r in os.environ.get("LIVEMEM_MCP_OPERATOR_ROLES", "").split(",") if r.strip())
+    is_operator = caller_role.name in operator_roles
+    server = MCPServer("living-memory", instructions="Place-aware retrieval memory for West Virginia benefits.")
+    sparql_pool: list[SparqlPool] = []  # started on the first SPARQL query
+    launched: dict[str, tuple[subprocess.Popen, str]] = {}  # run id -> (launcher, job)
+    lock = threading.Lock()
+
+    # Enums of this deployment, advertised in the tools' input schemas.
+    try:
+        known_collections = state.reader.snapshot().collections_for(caller_role.access)
+    except LivingMemoryError:  # nothing published yet: any name, checked at call time
+        known_collections = []
+    collection_type: Any = Literal[tuple(known_collections)] if known_collections else str
+    Collections = Annotated[
+        list[collection_type] | None,
+        Field(
+            min_length=1,
+            max_length=50,
+            description="search only these collections (default: every collection this role may read)",
+        ),
+    ]
+    county_type: Any = Literal[tuple(sorted(state_counties(STATE).values()))]
+    County = Annotated[county_type | None, Field(description=f"a county of {STATE}, e.g. Fayette")]
+    Zip = Annotated[str | None, Field(pattern=ZIP_PATTERN, description="a 5-digit ZIP code, e.g. 25901")]
+    persona_type: Any = Literal[tuple(sorted({*personas(), *state.settings.roles}))]
+    Persona = Annotated[
+        persona_type | None,
+        Field(
+            description="who the answer is for (community, researcher, ...): narrows the collections searched and "
+            "frames the answer; a persona needing more access than this server's role is refused"
+        ),
+    ]
+    Message = Annotated[str, Field(min_length=1, max_length=4000, description="the person's message, as written")]
+    TopK = Annotated[int | None, Field(ge=1, le=50, description="text passages (default 6)")]
+
+    def snapshot() -> Snapshot:
+        try:
+            return state.reader.snapshot()
+        except LivingMemoryError as exc:
+            raise ToolError(str(exc)) from None
+
+    def require_operator(what: str) -> None:
+        if not is_operator:
+            allowed = ", ".join(operator_roles) or "none configured (LIVEMEM_MCP_OPERATOR_ROLES)"
+            raise ToolError(f"role {caller_role.name!r} may not {what}; roles that may: {allowed}")
+
+    def searched(snap: Snapshot, wanted: list[str] | None) -> list[str]:
+        """The collections to search; an unknown (or unreadable) one is an error naming those that exist."""
+        visible = snap.collections_for(caller_role.access)
+        unknown = sorted(set(wanted or ()) - set(visible))
+        if unknown:
+            raise ToolError(f"unknown collection(s) {unknown}; known collections: {visible}")
+        return sorted(set(wanted)) if wanted else visible
+
+    def as_persona(snap: Snapshot, request: ContextRequest, persona: str | None) -> tuple[ContextRequest, Role]:
+        """Like ``serving.deps.with_persona``: a persona narrows the role's access and collections."""
+        try:
+            chosen = resolve_persona(persona, caller_role.name, caller_role.access, state.settings.roles)
+        except PersonaError as exc:
+            raise ToolError(str(exc)) from None
+        collections = persona_collections(chosen, snap.collections_for(chosen.access))
+        named = None if persona is None else chosen.name
+        narrowed = replace(request, persona=named, collections=collections, framing=chosen.framing)
+        return narrowed, Role(caller_role.name, chosen.access)
+
+    def write_traces(events: list[dict[str, Any]], kind: str | None = None) -> None:
+        for event in events:
+            event["agent"] = "mcp"
+            if kind:
+                event["context"]["kind"] = kind
+        state.traces.write(events)
+
+    def used(tool: str, text: str, version: str | None) -> None:
+        """A usage trace for a tool that answers with no chunk (registry, facts, SPARQL, stats, cache, reindex):
+        one ``retrieval`` event with ``chunk_id`` null and ``context.kind`` naming the tool, so every call is
+        counted while the attention rollup (which counts chunks) is unaffected."""
+        state.traces.write(
+            [
+                {
+                    "timestamp": utc_timestamp(), "event": "retrieval", "trace_id": str(uuid.uuid4()),
+                    "chunk_id": None, "query": text[:QUERY_CHARS], "breath_phase": None, "agent": "mcp",
+                    "role": caller_role.name, "useful": None, "index_version": version or "none",
+                    "context": {"related_chunks": [], "kind": tool},
+                }
+            ]
+        )  # fmt: skip
+
+    @server.tool(annotations=READ_ONLY)
+    def query(
+        query: Annotated[str, Field(min_length=1, max_length=4000, description="what to search for")],
+        top_k: Annotated[int, Field(ge=1, le=50, description="how many chunks to return")] = 5,
+        county: County = None,
+        collections: Collections = None,
+        mode: Annotated[
+            Literal["hybrid", "dense", "sparse"],
+            Field(description="hybrid: dense and BM25 fused; dense: embeddings only; sparse: BM25 only"),
+        ] = "hybrid",
+    ) -> QueryOutput:
+        """Search the chunks of the indexed repositories this role may read; returns chunks with provenance (file,
+        commit, time), scores and a trace_id for `feedback`."""
+        snap = snapshot()
+        chosen = searched(snap, collections)
+        filters = Filters(county=(county,) if county else ())
+        found = state.retriever.search(snap, Query(query, top_k, mode=mode, filters=filters), chosen)
+        results = [chunk_result(snap, h) for h in found.chunks]
+        ids = [r["chunk_id"] for r in results]
+        trace_id = state.signer.issue(role=caller_role.name, index_version=snap.version_id, chunk_ids=ids)
+        write_traces(
+            retrieval_events(
+                trace_id=trace_id, query=query, chunk_ids=ids, scores=[r["score"] for r in results],
+                role=caller_role.name, breath_phase=snap.breath_phase, index_version=snap.version_id, mode=mode,
+                return_="chunks", filters={"county": [county]} if county else {}, collections=chosen,
+                cache_hit=False,
+            )
+        )  # fmt: skip
+        return QueryOutput.model_validate(
+            {"index_version": snap.version_id, "trace_id": trace_id, "collections": chosen, "results": results}
+        )
+
+    @server.tool(annotations=READ_ONLY)
+    def gis_query(
+        query: Annotated[str, Field(min_length=1, max_length=4000, description="the kind of place to find")],
+        n_results: Annotated[int, Field(ge=1, le=50, description="how many places to return")] = 5,
+        county: County = None,
+    ) -> GisQueryResponse:
+        """Semantic search over GBIM entities (places: offices, clinics, service areas) with an optional county;
+        returns each place's coordinates (EPSG:4326) and a trace_id for `feedback`."""
+        snap = snapshot()
+        gis = gis_for(snap)
+        if gis is None:
+            raise ToolError(f"index version {snap.version_id} has no GBIM export; materialize export_gbim")
+        rows = np.flatnonzero(gis.mask(caller_role.access, counties=(county,) if county else ()))
+        hits: list[dict[str, Any]] = []
+        if rows.size:
+            scores = gis.dense[rows] @ state.retriever.encode(query)
+            order = top_order(scores, n_results)
+            hits = [gis_hit(gis.entities[int(rows[i])], float(scores[i]), None) for i in order]
+        ids = [h["entity_id"] for h in hits]
+        trace_id = state.signer.issue(role=caller_role.name, index_version=snap.version_id, chunk_ids=ids)
+        write_traces(
+            retrieval_events(
+                trace_id=trace_id, query=query, chunk_ids=ids, scores=[h["score"] for h in hits],
+                role=caller_role.name, breath_phase=snap.breath_phase, index_version=snap.version_id, mode="dense",
+                return_="chunks", filters={"county": county} if county else {},
+                collections=sorted({gis.entities[gis.row_of[i]]["collection"] for i in ids}), cache_hit=False,
+            ),
+            kind="gis",  # ids are GBIM entity ids, not chunk ids (as /gis/query marks them)
+        )  # fmt: skip
+        return GisQueryResponse.model_validate(
+            {"results": hits, "index_version": snap.version_id, "trace_id": trace_id, "candidates": int(rows.size)}
+        )
+
+    @server.tool(annotations=READ_ONLY)
+    def resources(
+        zip: Zip = None,
+        county: County = None,
+        resource_type: Annotated[
+            Literal[RESOURCE_TYPES] | None, Field(description="the kind of program (registry vocabulary)")
+        ] = None,
+        include_stale: Annotated[bool, Field(description="also return stale and unverified programs")] = False,
+        limit: Annotated[int, Field(ge=1, le=500, description="at most this many programs")] = 10,
+    ) -> ResourcesResponse:
+        """Verified programs of the local_resources registry: those whose ZIP or coverage includes `zip`, then the
+        rest of its county (or of `county`), optionally of one type."""
+        snap = snapshot()
+        used("resources", f"zip={zip} county={county} type={resource_type}", snap.version_id)
+        try:
+            found = resolve(
+                snap, zip=zip, county=county, resource_type=resource_type, include_stale=include_stale, limit=limit
+            )
+        except RegistryQueryError as exc:
+            raise ToolError(str(exc)) from None
+        return ResourcesResponse.model_validate(
+            {"index_version": snap.version_id, "county": found.county, "total": found.total, "results": found.rows}
+        )
+
+    @server.tool(annotations=READ_ONLY)
+    def context(
+        message: Message, county: County = None, zip: Zip = None, top_k: TopK = None, persona: Persona = None
+    ) -> ContextResponse:
+        """Route a message (intents, place, eligibility) and return its evidence by source (text passages, facts,
+        places, registry programs), the prompt built from it, and a trace_id for `feedback`."""
+        snap = snapshot()
+        service = context_service(state)
+        request, role_used = as_persona(snap, ContextRequest(message, county, zip, {}, top_k), persona)
+        return ContextResponse.model_validate(service.context(snap, service.caller(role_used), request))
+
+    @server.tool(annotations=READ_ONLY)
+    def chat(
+        message: Message,
+        county: County = None,
+        zip: Zip = None,
+        top_k: TopK = None,
+        persona: Persona = None,
+        thread_id: Annotated[str | None, Field(max_length=128, description="the conversation, audited")] = None,
+    ) -> ChatResponse:
+        """Answer a message from the living memory: `context`, then an answer from the configured model (or quoted
+        from the evidence) with numbered citations of chunks, facts, places and programs."""
+        snap = snapshot()
+        service = context_service(state)
+        plain = ContextRequest(message, county, zip, {}, top_k, thread_id)
+        request, role_used = as_persona(snap, plain, persona)
+        return ChatResponse.model_validate(chat_body(service.chat(snap, service.caller(role_used), request)))
+
+    @server.tool()
+    def feedback(
+        trace_id: Annotated[
+            str, Field(pattern=TRACE_ID_PATTERN, max_length=4096, description="the trace_id of an answer")
+        ],
+        useful: Annotated[bool, Field(description="whether the answer (or the chunks named) helped")],
+        chunk_ids: Annotated[
+            list[Annotated[str, Field(pattern=UUID_PATTERN)]],
+            Field(max_length=200, description="some of the answer's chunk ids (default: the answer as a whole)"),
+        ] = [],  # noqa: B006 - the SDK copies defaults into a pydantic model
+        comment: Annotated[str | None, Field(max_length=2000, description="what was (not) useful")] = None,
+    ) -> FeedbackResponse:
+        """Say whether the answer behind a trace_id of `query`, `gis_query`, `context` or `chat` (or some of its
+        chunks) was useful: confirmed usefulness is what raises a chunk in later rankings."""
+        issued = state.signer.verify(trace_id, role=caller_role.name)
+        if issued is None:
+            raise ToolError("unknown trace_id: send the trace_id of an answer this server gave you")
+        chosen = list(dict.fromkeys(chunk_ids))
+        foreign = [c for c in chosen if not issued.returned(c)]
+        if foreign:
+            raise ToolError(f"these chunk_ids were not returned by this trace: {foreign[:20]}")
+        snap = snapshot()
+        events = feedback_events(
+            trace_id=issued.trace_id, chunk_ids=chosen, useful=useful, role=caller_role.name,
+            breath_phase=snap.breath_phase, index_version=issued.index_version, comment=comment,
+        )  # fmt: skip
+        for event in events:
+            event["agent"] = "mcp"
+        if not state.traces.write(events):
+            raise ToolError("feedback could not be recorded; try again later")
+        return FeedbackResponse(trace_id=issued.trace_id, recorded=len(events))
+
+    @server.tool(annotations=READ_ONLY)
+    def facts(
+        entity_id: Annotated[str, Field(pattern=UUID_PATTERN, description="a GBIM entity id (from gis_query)")],
+        predicate: Annotated[
+            Literal["located_in", "serves_zip", "part_of"] | None, Field(description="only this relation")
+        ] = None,
+    ) -> EntityFacts:
+        """The relation triples of one GBIM entity: the county it is located in, the ZIP codes it serves, the
+        worldview it is part of."""
+        snap = snapshot()
+        used("facts", entity_id, snap.version_id)
+        gis = gis_for(snap)
+        row = None if gis is None else gis.row_of.get(entity_id)
+        # An entity the role may not read is reported exactly like one that does not exist.
+        if row is None or gis.entities[row]["access"] not in caller_role.access:
+            raise ToolError(f"no GBIM entity {entity_id} in index version {snap.version_id}")
+        entity = gis.entities[row]
+        relations = [r for r in gis.relations.get(entity_id, ()) if predicate is None or r["predicate"] == predicate]
+        return EntityFacts.model_validate(
+            {"entity_id": entity_id, "label": entity["label"], "county": entity["county"],
+             "relations": relations, "index_version": snap.version_id}
+        )  # fmt: skip
+
+    @server.tool(annotations=READ_ONLY)
+    def sparql(
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=5000,
+                description="a SPARQL SELECT or ASK query over the GBIM facts (prefixes gbim:, geo:, rdfs:, rdf:)",
+            ),
+        ],
+        limit: Annotated[int, Field(ge=1, le=1000, description="rows returned at most")] = 100,
+    ) -> SparqlOutput:
+        """Read-only SPARQL over the entities and relations this role may read, in a sandboxed worker process
+        (time and memory limits; no SERVICE, FROM, GRAPH, updates, CONSTRUCT or DESCRIBE)."""
+        snap = snapshot()
+        used("sparql", query, snap.version_id)
+        if gis_for(snap) is None:
+            raise ToolError(f"index version {snap.version_id} has no GBIM export; materialize export_gbim")
+        with lock:
+            if not sparql_pool:
+                s = state.settings
+                limits = SparqlLimits(s.sparql_workers, s.sparql_timeout_s, s.sparql_memory_mb)
+                sparql_pool.append(SparqlPool(limits))
+        try:
+            result = sparql_pool[0].run(str(snap.path), caller_role.access, query, limit)
+        except SparqlError as exc:
+            raise ToolError(str(exc)) from None
+        return SparqlOutput.model_validate({**result, "index_version": snap.version_id})
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=True))
+    def verify_chunk(
+        chunk_id: Annotated[str, Field(pattern=UUID_PATTERN, description="a chunk id (from query or context)")],
+    ) -> ChunkResponse:
+        """Is this chunk still current? Reads its source repository now: `current` (the file still holds the text),
+        `changed` (the file no longer holds it) or `missing` (file or repository gone)."""
+        snap = snapshot()
+        used("verify_chunk", chunk_id, snap.version_id)
+        row = snap.row_of.get(chunk_id)
+        if row is None or snap.columns["access"][row] not in caller_role.access:
+            raise ToolError(f"no chunk {chunk_id} in index version {snap.version_id}")
+        record = snap.record(row)
+        verification = verify_chunk_record(record, snap.manifest)
+        verification["detail"] = without_paths(verification["detail"])  # git errors name server paths
+        return ChunkResponse.model_validate(
+            {**record, "collection": record["metadata"]["collection"], "index_version": snap.version_id,
+             "verification": verification}
+        )  # fmt: skip
+
+    @server.tool(annotations=READ_ONLY)
+    def index_stats() -> IndexStats:
+        """The served version: id, model, chunks per collection this role may read, GBIM entities, registry rows."""
+        snap = snapshot()
+        used("index_stats", "", snap.version_id)
+        visible = snap.collections_for(caller_role.access)
+        counts = {c: int((snap.columns["collection"] == c).sum()) for c in visible}
+        gis = gis_for(snap)
+        registry = load_registry_index(snap.path)
+        return IndexStats(
+            index_version=snap.version_id,
+            model=snap.model_id,
+            collections=counts,
+            chunks=sum(counts.values()),
+            gbim_entities=0 if gis is None else int(gis.mask(caller_role.access).sum()),
+            registry_rows=0 if registry is None else len(registry.rows),
+        )
+
+    @server.tool(annotations=READ_ONLY)
+    def answer_cache_stats() -> AnswerCacheStats:
+        """The answer cache of `context` and `chat` in this server process: entries, hits and misses per kind."""
+        used("answer_cache_stats", "", None)
+        service = context_service(state)
+        cache = service.cache
+        return AnswerCacheStats(
+            entries=len(cache), max_entries=cache.max_entries, ttl_s=cache.ttl_s, persistent=cache.path is not None,
+            hits=dict(cache.hits), misses=dict(cache.misses), persistent_hits=cache.persistent_hits,
+            warmed_questions=service.warmed_questions,
+        )  # fmt: skip
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False))
+    def answer_cache_warm_up(
+        questions: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=4000)]] | None,
+            Field(max_length=50, description="questions to answer now (default: the configured warm-up questions)"),
+        ] = None,
+    ) -> WarmUpResult:
+        """Answer questions now (as the public role, chat and context) so later askers get cached answers.
+        Operator roles only."""
+        used("answer_cache_warm_up", "", None)
+        require_operator("warm up the answer cache")
+        snap = snapshot()
+        service = context_service(state)
+        chosen = questions or list(service.settings.warm_up_questions)
+        if not chosen:
+            raise ToolError("no questions given and none configured (LIVEMEM_WARM_UP_QUESTIONS names a file of them)")
+        public = service.caller(state.role(state.settings.public_role))
+        for question in chosen:
+            service.chat(snap, public, ContextRequest(question), audit=False)
+            service.context(snap, public, ContextRequest(question), audit=False)
+        service.warmed_questions += len(chosen)
+        return WarmUpResult(index_version=snap.version_id, answered=chosen, entries=len(service.cache))
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False))
+    def answer_cache_invalidate() -> InvalidateResult:
+        """Drop every cached answer (this process's memory and the persistent tier shared by this machine's
+        processes), e.g. after changing the LLM or the prompts. Operator roles only."""
+        used("answer_cache_invalidate", "", None)
+        require_operator("invalidate the answer cache")
+        return InvalidateResult(dropped=context_service(state).cache.clear())
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True))
+    def reindex(
+        job: Annotated[
+            Literal[REINDEX_JOBS],
+            Field(description="build_index: chunks of the git sources; export_gbim: places; verify_registry"),
+        ] = "build_index",
+    ) -> ReindexStarted:
+        """Start a (re)index: `livemem materialize --job JOB` in a process of its own, recorded on the Dagster
+        instance in $DAGSTER_HOME; returns at once with the run id (follow it with `reindex_status`). The new
+        version is served once its blocking checks pass. Operator roles only."""
+        used("reindex", "", None)
+        require_operator("start a reindex")
+        dagster_home = os.environ.get("DAGSTER_HOME")
+        if not dagster_home:
+            raise ToolError("DAGSTER_HOME is not set: a run must be recorded on an instance to be followed")
+        run_id = str(uuid.uuid4())
+        log_dir = Path(dagster_home) / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "RAG_INDEX_DIR": str(state.settings.index_dir)}
+        command = [sys.executable, "-m", "orchestration.cli", "materialize", "--job", job, "--run-id", run_id]
+        with open(log_dir / f"reindex-{run_id}.log", "wb") as log:
+            # Its own session: the run goes on when this server stops, and a signal to the server is not the run's.
+            process = subprocess.Popen(
+                command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
+        with lock:
+            launched[run_id] = (process, job)
+        return ReindexStarted(run_id=run_id, job=job, pid=process.pid, dagster_home=dagster_home)
+
+    @server.tool(annotations=READ_ONLY)
+    def reindex_status(
+        run_id: Annotated[str, Field(pattern=UUID_PATTERN, description="the run id `reindex` returned")],
+    ) -> ReindexStatus:
+        """The Dagster status of a run started by `reindex`."""
+        used("reindex_status", run_id, None)
+        from orchestration.cli import _open_instance  # the instance opened as `livemem materialize` opens it
+
+        dagster_home = os.environ.get("DAGSTER_HOME")
+        if not dagster_home:
+            raise ToolError("DAGSTER_HOME is not set")
+        with lock:
+            process, job = launched.get(run_id, (None, ""))
+        running = None if process is None else process.poll() is None  # poll() also reaps an ended launcher
+        run = _open_instance(Path(dagster_home)).get_run_by_id(run_id)
+        if run is None:
+            if running:  # still importing Dagster and loading the definitions
+                return ReindexStatus(
+                    run_id=run_id, job=job, status="LAUNCHING", finished=False, launcher_running=running
+                )
+            raise ToolError(f"no run {run_id} on the Dagster instance in $DAGSTER_HOME")
+        return ReindexStatus(
+            run_id=run_id, job=run.job_name, status=run.status.value, finished=run.is_finished, launcher_running=running
+        )
+
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    args = parser.parse_args()
+    server = build_server()
+    if args.http:
+        server.run("streamable-http", host=args.host, port=args.port)
+    else:
+        server.run("stdio")
+
+
+if __name__ == "__main__":
+    main()
