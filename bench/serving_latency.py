@@ -5,18 +5,22 @@ distinct, so the result cache cannot help unless measured on purpose):
 
 - where one uncached hybrid top-10 ``/query`` spends its time, in-process (``components``): query encoding (wall
   and thread CPU time, which the other processes on a shared machine inflate less; int8 query vectors, serving's
-  default, and float32 ones, alternating query by query), the whole retrieval,
-  building the results, the trace (id, events, append), the response model and its JSON, the full ASGI path
-  (TestClient: middleware, validation, dependencies, thread pool);
+  default, and float32 ones, each in a pass of its own: alternating them query by query made each evict the
+  other's weights from the caches, +1 ms per int8 query), the whole retrieval, building the results, the trace
+  (id, events, queueing them: what the request pays; ``trace_append``: the append the flusher thread does), the
+  response model and its JSON;
 - for each query encoder (``--encoders``, default ``onnx,onnx-fp32``; ``onnx``: serving's defaults, int8 query
   vectors; ``onnx-fp32``: float32 ones; ``torch``): one client, hybrid top-10: p50 / p99 / mean per request
   (result cache off), then 8 concurrent clients (threads, one keep-alive connection each) for a fixed time:
-  requests/s and errors. ``--rounds N`` repeats the encoders in turn (A, B, A, B, ...) and reports each round
-  and the median: on a shared machine only ratios within one run mean anything;
+  requests/s and errors. ``--rounds N`` repeats the encoders in turn (A, B, B, A, ...) and reports each round
+  and the median: on a shared machine only ratios within one run mean anything. ``--baseline DIR`` adds the
+  same runs against another checkout of the project (``git archive <rev> | tar -x -C DIR``), served from there
+  with this machine's environment: an A/B of two versions of the code in one run;
 - cache hits: one query repeated with the cache on, p50 / p99.
 
     .venv/bin/python -m bench.serving_latency --workers 2   # bench/results/serving_latency.{json,md}
     .venv/bin/python -m bench.serving_latency --workers 2 --rounds 3 --seconds 10 --single 300 --tag r5
+    .venv/bin/python -m bench.serving_latency --workers 2 --no-build --encoders onnx --baseline /tmp/old --rounds 4
 
 The concurrent run cycles through the 809 train claims, so a query recurs after 809 requests; the result cache
 is off there, and no query vector is cached either, so every request encodes and searches.
@@ -53,6 +57,9 @@ ENCODERS = {
 }
 
 
+SERVER_PIDS: dict[str, int] = {}  # url -> pid of the uvicorn process serving it (uvicorn_server)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -61,12 +68,19 @@ def free_port() -> int:
 
 @contextmanager
 def uvicorn_server(
-    index_dir: Path, cache_size: int, workers: int, extra_env: dict[str, str] | None = None, trace_dir: Path = WORK
+    index_dir: Path,
+    cache_size: int,
+    workers: int,
+    extra_env: dict[str, str] | None = None,
+    trace_dir: Path = WORK,
+    root: Path = PROJECT_ROOT,
 ):
-    """``serving.app:app`` under uvicorn on a free loopback port, yielding its URL once /healthz answers 200."""
+    """``serving.app:app`` of the project at ``root`` under uvicorn on a free loopback port, yielding its URL once
+    /healthz answers 200."""
     port = free_port()
     env = {
         **os.environ,
+        "PYTHONPATH": str(root),  # the code at root, before the installed (editable) project
         "RAG_INDEX_DIR": str(index_dir),
         "RAG_CACHE_SIZE": str(cache_size),
         "RAG_TRACE_DIR": str(trace_dir / "traces"),
@@ -77,8 +91,9 @@ def uvicorn_server(
     env.pop("LLM_BASE_URL", None)  # benchmarks measure the app, never a model backend
     command = [sys.executable, "-m", "uvicorn", "serving.app:app", "--host", "127.0.0.1", "--port", str(port),
                "--log-level", "warning", "--no-access-log", "--workers", str(workers)]  # fmt: skip
-    process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env)
+    process = subprocess.Popen(command, cwd=root, env=env)
     url = f"http://127.0.0.1:{port}"
+    SERVER_PIDS[url] = process.pid
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -92,8 +107,29 @@ def uvicorn_server(
             time.sleep(0.5)
         yield url
     finally:
+        SERVER_PIDS.pop(url, None)
         process.terminate()
         process.wait(timeout=30)
+
+
+def server_cpu_seconds(url: str) -> float:
+    """CPU seconds (user + system) used so far by the uvicorn process serving ``url`` and its workers: per request,
+    the cost that decides throughput on a machine the clients share, and far less noisy there than latency."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process ended meanwhile
+        pid = int(stat.parent.name)
+        parents[pid] = int(fields[1])
+        ticks[pid] = int(fields[11]) + int(fields[12])
+    tree, frontier = set(), {SERVER_PIDS[url]}
+    while frontier:
+        tree |= frontier
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - tree
+    return sum(ticks.get(pid, 0) for pid in tree) / os.sysconf("SC_CLK_TCK")
 
 
 def query_body(text: str) -> dict:
@@ -161,8 +197,8 @@ def throughput(url: str, texts: list[str], clients: int, seconds: float) -> dict
 
 def components(index_dir: Path, texts: list[str], trace_dir: Path) -> dict[str, dict[str, float]]:
     """Milliseconds (p50, mean) of each step of an uncached hybrid top-10 /query, in this process (ONNX encoder,
-    int8 query vectors, one thread, as a serving worker runs it; ``encode_fp32``: the float32 query vector of the
-    same text, encoded just before it)."""
+    int8 query vectors, one thread, as a serving worker runs it; ``encode_fp32``: the float32 query vectors of the
+    same texts, in a pass of their own before)."""
     from fastapi.testclient import TestClient
 
     from livemem.embedding import Embedder
@@ -175,7 +211,8 @@ def components(index_dir: Path, texts: list[str], trace_dir: Path) -> dict[str, 
     app = create_app(Settings(index_dir=index_dir, cache_size=0, trace_dir=trace_dir / "traces-components"))
     state = app.state.serving
     fp32 = Embedder(encoder="onnx", threads=1, query_precision="fp32")
-    steps = ("encode", "encode_cpu", "encode_fp32", "encode_fp32_cpu", "retrieval", "results", "trace", "response_json")
+    steps = ("encode", "encode_cpu", "encode_fp32", "encode_fp32_cpu", "retrieval", "results", "trace", "trace_append",
+             "response_json")  # fmt: skip
     spent: dict[str, list[float]] = {name: [] for name in steps}
 
     def timed(name: str, started: float) -> None:
@@ -185,13 +222,15 @@ def components(index_dir: Path, texts: list[str], trace_dir: Path) -> dict[str, 
         snap = state.reader.snapshot()
         visible = snap.collections_for(frozenset({"public"}))
         for text in texts[-20:]:
-            client.post("/query", json=query_body(text))
             fp32.encode_one(text)
         for text in texts:
             started, cpu = time.perf_counter(), time.thread_time()
             fp32.encode_one(text)
             timed("encode_fp32", started)
             spent["encode_fp32_cpu"].append((time.thread_time() - cpu) * 1000)
+        for text in texts[-20:]:
+            client.post("/query", json=query_body(text))
+        for text in texts:
             started, cpu = time.perf_counter(), time.thread_time()
             vector = state.retriever.encode(text)
             timed("encode", started)
@@ -208,7 +247,7 @@ def components(index_dir: Path, texts: list[str], trace_dir: Path) -> dict[str, 
             started = time.perf_counter()
             ids = [r["chunk_id"] for r in results]
             trace_id = state.signer.issue(role="public", index_version=snap.version_id, chunk_ids=ids)
-            state.traces.write(
+            state.traces.submit(
                 retrieval_events(
                     trace_id=trace_id, query=text, chunk_ids=ids, scores=[r["score"] for r in results],
                     role="public", breath_phase=snap.breath_phase, index_version=snap.version_id, mode="hybrid",
@@ -216,6 +255,9 @@ def components(index_dir: Path, texts: list[str], trace_dir: Path) -> dict[str, 
                 )
             )  # fmt: skip
             timed("trace", started)
+            started = time.perf_counter()
+            state.traces.flush()  # what the flusher thread does (one request's events here; several under load)
+            timed("trace_append", started)
             started = time.perf_counter()
             by_source: dict[str, list[dict]] = {}
             for result in results:
@@ -280,33 +322,40 @@ def markdown(report: dict) -> str:
         f"{report['machine']['load_average_at_start']} at the start (shared with other agents: compare rows of "
         "this run with each other, not with other runs).",
         "",
-        "## Where one request spends its time (in-process, ONNX encoder, int8 query vectors, 1 thread)",
-        "",
-        "| step | p50 ms | mean ms |",
-        "|---|---|---|",
     ]
-    for name, row in report["components"].items():
-        lines.append(f"| {name} | {row['p50_ms']} | {row['mean_ms']} |")
+    if "components" in report:
+        lines += [
+            "## Where one request spends its time (in-process, ONNX encoder, int8 query vectors, 1 thread)",
+            "",
+            "| step | p50 ms | mean ms |",
+            "|---|---|---|",
+        ]
+        for name, row in report["components"].items():
+            lines.append(f"| {name} | {row['p50_ms']} | {row['mean_ms']} |")
+        lines += [
+            "",
+            "`encode_cpu` is the thread's CPU time for the encoding (what it costs without other processes); "
+            "`encode_fp32` the float32 query vectors of the same texts, in a pass of their own; `retrieval` is the "
+            "search with the vector just encoded, split into the retriever's own steps (`retrieval.*`, timed by "
+            "`Retriever.search`); `trace` what the request pays for its trace (id, events, queueing them), "
+            "`trace_append` the append the flusher thread then does.",
+            "",
+            "One uvicorn worker, one client: the server's own mean time per /query (its request middleware: "
+            "everything inside the app) against the client's mean wait, the rest being HTTP, uvicorn and the "
+            "client: " + ", ".join(f"{k} {v}" for k, v in report["server_and_client"].items()) + ".",
+            "",
+        ]
     lines += [
-        "",
-        "`encode_cpu` is the thread's CPU time for the encoding (what it costs without other processes); "
-        "`encode_fp32` the float32 query vector of the same text, encoded just before (A/B, query by query); "
-        "`retrieval` is the search with the vector just encoded, split into the retriever's own steps (`retrieval.*`, timed by "
-        "`Retriever.search`).",
-        "",
-        "One uvicorn worker, one client: the server's own mean time per /query (its request middleware: everything "
-        "inside the app) against the client's mean wait, the rest being HTTP, uvicorn and the client: "
-        + ", ".join(f"{k} {v}" for k, v in report["server_and_client"].items())
-        + ".",
-        "",
         "## Over HTTP, per query encoder",
         "",
         "`onnx`: serving's defaults (int8 query vectors); `onnx-fp32`: float32 query vectors; rounds in turn, "
-        "then the median of each column over the rounds.",
+        "then the median of each column over the rounds. `server CPU ms/req`: CPU time of the uvicorn processes "
+        "(all threads, user + system) per request, what bounds throughput when clients and workers share the cores."
+        + (f" `@baseline`: the same, served by the code at `{report['baseline']}`." if report.get("baseline") else ""),
         "",
-        "| round | encoder | load | one client p50 ms | p90 | p99 | errors | 8 clients req/s | p50 ms | p99 ms "
-        "| errors |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| round | encoder | load | one client p50 ms | p90 | p99 | server CPU ms/req | errors | 8 clients req/s "
+        "| p50 ms | p99 ms | server CPU ms/req | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for number, round_ in enumerate(report["rounds"], 1):
         for name, row in round_.items():
@@ -323,7 +372,8 @@ def _encoder_row(label: str, name: str, row: dict) -> str:
     one, many = row["one_client_uncached"], row["concurrent_uncached"]
     return (
         f"| {label} | {name} | {row.get('load_1min', '')} | {one['p50_ms']} | {one['p90_ms']} | {one['p99_ms']} | "
-        f"{one['errors']} | {many['requests_per_s']} | {many['p50_ms']} | {many['p99_ms']} | {many['errors']} |"
+        f"{one.get('server_cpu_ms', '')} | {one['errors']} | {many['requests_per_s']} | {many['p50_ms']} | "
+        f"{many['p99_ms']} | {many.get('server_cpu_ms', '')} | {many['errors']} |"
     )
 
 
@@ -339,17 +389,29 @@ def median_row(rows: list[dict]) -> dict:
     return out
 
 
-def encoder_round(home_root: Path, encoder: str, args: argparse.Namespace, texts: list[str]) -> dict:
+def encoder_round(
+    home_root: Path, encoder: str, args: argparse.Namespace, texts: list[str], root: Path = PROJECT_ROOT
+) -> dict:
     row: dict = {"load_1min": round(os.getloadavg()[0], 2)}
-    with uvicorn_server(home_root, cache_size=0, workers=args.workers, extra_env=ENCODERS[encoder]) as url:
+    serving = uvicorn_server(home_root, cache_size=0, workers=args.workers, extra_env=ENCODERS[encoder], root=root)
+    with serving as url:
         with httpx.Client(timeout=30) as client:
             timed_queries(client, url, texts[-30:])  # warm up
+            cpu = server_cpu_seconds(url)
             latencies, errors = timed_queries(client, url, texts[: args.single])
-        row["one_client_uncached"] = {**summary(latencies), "errors": errors}
+            cpu = server_cpu_seconds(url) - cpu
+        row["one_client_uncached"] = {**summary(latencies), "errors": errors, "server_cpu_ms": _per(cpu, latencies)}
         print(encoder, "one client:", row["one_client_uncached"], flush=True)
+        cpu = server_cpu_seconds(url)
         row["concurrent_uncached"] = throughput(url, texts, 8, args.seconds)
+        cpu = server_cpu_seconds(url) - cpu
+        row["concurrent_uncached"]["server_cpu_ms"] = round(cpu * 1000 / row["concurrent_uncached"]["requests"], 3)
         print(encoder, "8 clients:", row["concurrent_uncached"], flush=True)
     return row
+
+
+def _per(cpu_seconds: float, requests: list) -> float:
+    return round(cpu_seconds * 1000 / max(1, len(requests)), 3)
 
 
 def main() -> None:
@@ -360,12 +422,19 @@ def main() -> None:
     parser.add_argument("--encoders", default="onnx,onnx-fp32", help=f"query encoders to compare, of {list(ENCODERS)}")
     parser.add_argument("--rounds", type=int, default=1, help="repeat the encoders in turn this many times")
     parser.add_argument("--no-build", action="store_true", help="serve the published index as it is (no build)")
+    parser.add_argument("--index", type=Path, help="serve this index home as it is (no build)")
+    parser.add_argument(
+        "--baseline", type=Path, help="another checkout of the project: each round also runs each encoder on it"
+    )
+    parser.add_argument(
+        "--no-components", action="store_true", help="skip the in-process steps and the server/client split"
+    )
     parser.add_argument("--tag", default="", help="suffix of the result files")
     args = parser.parse_args()
     encoders = args.encoders.split(",")
     if not set(encoders) <= set(ENCODERS):
         parser.error(f"--encoders: any of {list(ENCODERS)}")
-    home = IndexHome(WORK / "rag_index") if args.no_build else ensure_index()
+    home = IndexHome(args.index or WORK / "rag_index") if args.index or args.no_build else ensure_index()
     texts = list(load_queries("train")[0].values())
     report: dict = {
         "command": "python -m bench.serving_latency " + " ".join(sys.argv[1:]),
@@ -373,15 +442,23 @@ def main() -> None:
         "index_version": home.current(),
         "uvicorn_workers": args.workers,
         "request": {**query_body("..."), "return": "chunks"},
+        "baseline": str(args.baseline) if args.baseline else None,
     }
-    report["components"] = components(home.root, texts[:200], WORK)
-    print("components:", report["components"])
-    report["server_and_client"] = server_and_client(home.root, texts[:200])
-    print("server and client:", report["server_and_client"])
-    report["rounds"] = [
-        {encoder: encoder_round(home.root, encoder, args, texts) for encoder in encoders} for _ in range(args.rounds)
-    ]
-    report["encoders"] = {e: median_row([r[e] for r in report["rounds"]]) for e in encoders}
+    if not args.no_components:
+        report["components"] = components(home.root, texts[:200], WORK)
+        print("components:", report["components"])
+        report["server_and_client"] = server_and_client(home.root, texts[:200])
+        print("server and client:", report["server_and_client"])
+    # (name, encoder, project root) of every run in a round; the baseline's runs are named "<encoder>@baseline"
+    runs = [(e, e, PROJECT_ROOT) for e in encoders]
+    if args.baseline:
+        runs += [(f"{e}@baseline", e, args.baseline.resolve()) for e in encoders]
+    report["rounds"] = []
+    for number in range(args.rounds):
+        ordered = runs if number % 2 == 0 else runs[::-1]  # A B, B A, ...: a drifting load favours neither
+        rows = {name: encoder_round(home.root, encoder, args, texts, root) for name, encoder, root in ordered}
+        report["rounds"].append({name: rows[name] for name, _, _ in runs})
+    report["encoders"] = {name: median_row([r[name] for r in report["rounds"]]) for name, _, _ in runs}
     with uvicorn_server(home.root, cache_size=1024, workers=args.workers) as url, httpx.Client(timeout=30) as client:
         timed_queries(client, url, texts[:1] * 20)
         latencies, errors = timed_queries(client, url, texts[:1] * 500)

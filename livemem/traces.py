@@ -7,8 +7,9 @@ Writing a trace never fails a query: errors are logged and counted, and the call
 created readable and writable by the service's user only (0600): they hold what people asked.
 
 A query's events need not be written before it is answered: ``submit`` queues them and one background thread per
-process (``_FLUSHER``) appends everything queued in one block, so under load many requests share one write (and
-one open, lock and close), and no request waits for the file. ``write`` (what ``/feedback`` uses: its answer says
+process (``_FLUSHER``) appends everything queued within ``FLUSH_DELAY_S`` in one block, so requests share one write
+(and one open, lock and close), no request waits for the file, and the thread does not compete with the request
+that queued the events while it is being answered. ``write`` (what ``/feedback`` uses: its answer says
 what was recorded) writes at once, after whatever was queued before it, so traces stay in the order the requests
 were answered. The queue is emptied by ``flush`` (the app calls it at shutdown) and, whatever else happens, before
 the interpreter exits: the flusher is a ``concurrent.futures`` thread, which Python finishes before exiting.
@@ -37,6 +38,7 @@ import re
 import secrets
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -199,6 +201,8 @@ def utc_timestamp() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
+FLUSH_DELAY_S = 0.05
+
 # One thread per process appends what every writer queued; its queue is FIFO, so each writer's blocks keep their
 # order. concurrent.futures finishes the queued work of its threads before the interpreter exits.
 _FLUSHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trace-writer")
@@ -236,12 +240,16 @@ class _QueuedWrites:
             if self._scheduled:  # the flush already scheduled takes these too
                 return
             self._scheduled = True
-        _FLUSHER.submit(self.flush)
+        _FLUSHER.submit(self._flush_soon)
 
     def write(self, events: Iterable[dict[str, Any]]) -> bool:
         """Append events now, after any queued before them; False (and logged) when the write failed."""
         with self._write_lock:
             return self._append([*self._take_pending(), *events])
+
+    def _flush_soon(self) -> None:
+        time.sleep(FLUSH_DELAY_S)  # what other requests queue meanwhile goes in the same write
+        self.flush()
 
     def flush(self) -> bool:
         """Append everything queued so far; False when that write failed (the events are counted as failed)."""
