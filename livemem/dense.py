@@ -260,9 +260,11 @@ class Int8Codes:
     scales: np.ndarray  # float32, (rows,)
     error: float
     max_hat: float
+    row_error: np.ndarray | None = None  # float32, (rows,): an upper bound of each row's ‖v − v̂‖ (None: ``error``)
 
     def rows(self, start: int, end: int) -> Int8Codes:
-        return Int8Codes(self.codes[start:end], self.scales[start:end], self.error, self.max_hat)
+        errors = None if self.row_error is None else self.row_error[start:end]
+        return Int8Codes(self.codes[start:end], self.scales[start:end], self.error, self.max_hat, errors)
 
 
 QUANT_BLOCK_ROWS = 8_192
@@ -274,6 +276,7 @@ def quantize_int8(dense: np.ndarray) -> Int8Codes:
     rows, dim = dense.shape
     codes = np.empty((rows, dim), dtype=np.int8)
     scales = np.empty(rows, dtype=np.float32)
+    row_error = np.empty(rows, dtype=np.float32)
     error = max_hat = 0.0
     for start in range(0, rows, QUANT_BLOCK_ROWS):
         block = np.asarray(dense[start : start + QUANT_BLOCK_ROWS], dtype=np.float32)
@@ -285,9 +288,12 @@ def quantize_int8(dense: np.ndarray) -> Int8Codes:
         scales[start : start + block.shape[0]] = scale
         hat = code.astype(np.float64) * scale[:, None]  # exact: 8-bit codes times 24-bit scales
         diff = block.astype(np.float64) - hat
-        error = max(error, math.sqrt(float(np.max(np.einsum("ij,ij->i", diff, diff), initial=0.0))))
+        errors = np.sqrt(np.einsum("ij,ij->i", diff, diff)) * (1 + SLACK)
+        rounded = errors.astype(np.float32)  # float32, rounded up where it rounded down: still an upper bound
+        row_error[start : start + block.shape[0]] = np.where(rounded < errors, np.nextafter(rounded, np.inf), rounded)
+        error = max(error, float(np.max(errors, initial=0.0)))
         max_hat = max(max_hat, math.sqrt(float(np.max(np.einsum("ij,ij->i", hat, hat), initial=0.0))))
-    return Int8Codes(codes, scales, error * (1 + SLACK), max_hat * (1 + SLACK))
+    return Int8Codes(codes, scales, error, max_hat * (1 + SLACK), row_error)
 
 
 class SimsimdInt8(Kernel):
@@ -446,6 +452,7 @@ class _Packed:
     usable: bool  # finite and small enough for the kernel
     error: float = 0.0  # int8: the largest ‖v − v̂‖ of the segment's rows
     max_hat: float = 0.0  # int8: the largest ‖v̂‖
+    row_error: np.ndarray | None = None  # int8: each row's ‖v − v̂‖ (rounded up), for per-row bounds
 
 
 _PACKED: dict[tuple[int, str], tuple[weakref.ref, _Packed]] = {}
@@ -519,9 +526,10 @@ def packed(dense: np.ndarray, kernel: Kernel) -> _Packed:
     usable = max_norm < (INT8_MAX_NORM if kernel.reads_int8 else F16_MAX) and dense.shape[0] > 0
     blocks = []
     error = max_hat = 0.0
+    row_error = None
     if usable and kernel.reads_int8:
         codes = shared[0] if shared is not None else kernel.pack(dense)
-        error, max_hat = codes.error, codes.max_hat
+        error, max_hat, row_error = codes.error, codes.max_hat, codes.row_error
         blocks = [(a, min(a + SCAN_BLOCK_ROWS, dense.shape[0]), codes.rows(a, a + SCAN_BLOCK_ROWS))
                   for a in range(0, dense.shape[0], SCAN_BLOCK_ROWS)]  # fmt: skip
     for start in range(0, dense.shape[0], SCAN_BLOCK_ROWS) if usable and not kernel.reads_int8 else ():
@@ -530,7 +538,7 @@ def packed(dense: np.ndarray, kernel: Kernel) -> _Packed:
             blocks.append((start, end, kernel.view_half(shared[0][start:end])))
         else:
             blocks.append((start, end, kernel.pack(np.ascontiguousarray(dense[start:end], np.float32))))
-    result = _Packed(kernel, blocks, max_norm, usable, error, max_hat)
+    result = _Packed(kernel, blocks, max_norm, usable, error, max_hat, row_error)
     with _PACKED_LOCK:
         if key not in _PACKED or _PACKED[key][0]() is not dense:
             weakref.finalize(dense, _forget, key)  # the packed copy goes with the segment's vectors
@@ -558,11 +566,8 @@ def error_bound(
     if kernel.reads_int8:
         if not (math.isfinite(q_norm) and q_norm * norm < INT8_MAX_NORM):
             return None
-        query_error = (prepared if prepared is not None else kernel.prepare(query))[2]  # ‖q − q̂‖
-        b0 = q_norm * max(p.error for p in parts) + query_error * max(p.max_hat for p in parts)
-        b0 += gamma * q_norm * norm  # the exact score's own float32 rounding
-        rho = 2 * U32 / (1 - 2 * U32)  # the integer product (exact) times two scales, rounded twice in float32
-        return b0 * (1 + SLACK) + 1e-30, rho * (1 + SLACK)
+        q_norm, rest = int8_terms(kernel, query, parts, prepared)
+        return (q_norm * max(p.error for p in parts) + rest) * (1 + SLACK) + 1e-30, INT8_RHO
     q_k = query.astype(np.float16).astype(np.float64) if kernel.rounds_query else q64
     qk_norm = float(np.linalg.norm(q_k))
     if not (math.isfinite(q_norm) and float(np.max(np.abs(q64), initial=0.0)) < F16_MAX):
@@ -579,6 +584,20 @@ def error_bound(
         rho = U16 / (1 - U16)
         b0 += (1 + rho) * SUB16
     return b0 * (1 + SLACK) + 1e-30, rho * (1 + SLACK)
+
+
+INT8_RHO = 2 * U32 / (1 - 2 * U32) * (1 + SLACK)  # the exact integer product times two scales, rounded twice
+
+
+def int8_terms(kernel: Kernel, query: np.ndarray, parts: list[_Packed], prepared: Any = None) -> tuple[float, float]:
+    """The int8 bound of a row is ``(‖q‖·‖v − v̂‖ + rest)·(1 + SLACK) + 1e-30 + INT8_RHO·|a|``: ``(‖q‖, rest)``, rest
+    being the query's rounding ``‖q − q̂‖·max ‖v̂‖`` and the exact score's own float32 rounding ``γ_d·‖q‖·max ‖v‖``."""
+    dim = query.size
+    gamma = dim * U32 / (1 - dim * U32)
+    q_norm = float(np.linalg.norm(query.astype(np.float64)))
+    query_error = (prepared if prepared is not None else kernel.prepare(query))[2]  # ‖q − q̂‖
+    rest = query_error * max(p.max_hat for p in parts) + gamma * q_norm * max(p.max_norm for p in parts)
+    return q_norm, rest
 
 
 class DenseRows:
@@ -662,6 +681,7 @@ class DenseScan:
         self._approx: np.ndarray | None = None  # float16 scores as float32, -inf where not allowed
         self._pending: tuple | None = None  # blocks being scanned on the pool (``_settle``)
         self.bound: tuple[float, float] = (math.inf, 0.0)  # |approx − exact| ≤ b0 + rho·|approx|
+        self._row_bounds: tuple[list[_Packed], float, float] | None = None  # int8: (parts, ‖q‖, rest): int8_terms
         self.exact = np.full(dense.size, np.nan, dtype=np.float32)  # exact scores computed so far (NaN: not yet)
         self.known = np.zeros(dense.size, dtype=bool)
         if self.allowed.size > EXACT_SHARE * dense.size:
@@ -679,6 +699,8 @@ class DenseScan:
         if bound is None:
             return
         self.bound = bound
+        if kernel.reads_int8 and all(p.row_error is not None for p in parts):  # a bound per row, for candidates
+            self._row_bounds = (parts, *int8_terms(kernel, self.query, parts, query))
         approx = np.empty(self.dense.size, dtype=np.float32)
         jobs = []  # (part, block start, block end, packed block, where its scores go: a slice of approx or None)
         for p, part in enumerate(parts):
@@ -762,6 +784,8 @@ class DenseScan:
             if threshold > limit:  # float32 rounded up: the next float32 below
                 threshold = np.nextafter(threshold, np.float32(-np.inf))
             rows = np.flatnonzero(a >= threshold)
+            if self._row_bounds is not None and rows.size:
+                rows = self._within_row_bounds(rows, lower)
         else:
             allowed = self.allowed
             a = a[allowed].astype(np.float64)
@@ -771,6 +795,20 @@ class DenseScan:
             kth = float(np.partition(low, low.size - k)[low.size - k])
             rows = allowed[high >= kth - SLACK * (abs(kth) + 1e-30)]
         return rows, self._exact(rows)
+
+    def _within_row_bounds(self, rows: np.ndarray, lower: float) -> np.ndarray:
+        """The ``rows`` whose own upper bound (their quantization error, not the segment's largest) reaches
+        ``lower``: the int8 error of a row varies with its largest coordinate, about 2× between rows."""
+        parts, q_norm, rest = self._row_bounds
+        errors = np.empty(rows.size, dtype=np.float64)
+        part_of = np.searchsorted(self.dense.offsets, rows, side="right") - 1
+        for p in np.unique(part_of):
+            where = np.flatnonzero(part_of == p)
+            held = self.dense.parts[p][1]
+            errors[where] = parts[p].row_error[held[rows[where] - self.dense.offsets[p]]]
+        a = self._approx[rows].astype(np.float64)
+        upper = a + (q_norm * errors + rest) * (1 + SLACK) + 1e-30 + INT8_RHO * np.abs(a)
+        return rows[upper >= lower - SLACK * (abs(lower) + 1e-30)]
 
     def top(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best allowed rows by exact score, best first, and their scores."""

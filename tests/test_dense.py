@@ -61,7 +61,8 @@ def near(rng: np.random.Generator, vector: np.ndarray, n: int, spread: float) ->
 
 def datasets(rng: np.random.Generator) -> dict[str, tuple[DenseRows, np.ndarray]]:
     """Vectors and a query for each case: random, near-ties float16 cannot tell apart, exact duplicates, vectors
-    of very different lengths (not normalised), tiny components (float16 subnormals)."""
+    of very different lengths (not normalised), tiny components (float16 subnormals), rows with one large coordinate
+    (int8 errors that differ by row: per-row bounds)."""
     out = {}
     vectors = unit(rng, 6000)
     query = near(rng, vectors[7], 1, 0.05)[0]
@@ -77,10 +78,14 @@ def datasets(rng: np.random.Generator) -> dict[str, tuple[DenseRows, np.ndarray]
     tiny = unit(rng, 2000) * np.float32(1e-3)
     tiny[:, ::3] *= np.float32(1e-3)
     out["subnormal"] = (segmented(rng, tiny.astype(np.float32), [2000]), unit(rng, 1)[0])
+    spiky = unit(rng, 3000)  # a third of the rows have one large coordinate: coarse int8 steps, errors 10× the rest
+    spiky[np.arange(0, 3000, 3), rng.integers(0, DIM, 1000)] = 3.0
+    spiky /= np.linalg.norm(spiky, axis=1, keepdims=True)
+    out["spiky"] = (segmented(rng, spiky, [2000, 1000], deleted=0.05), near(rng, spiky[4], 1, 0.1)[0])
     return out
 
 
-@pytest.mark.parametrize("case", ["random", "near-ties", "duplicates", "lengths", "subnormal"])
+@pytest.mark.parametrize("case", ["random", "near-ties", "duplicates", "lengths", "subnormal", "spiky"])
 def test_two_stage_top_k_equals_the_exact_scan(case: str) -> None:
     rng = np.random.default_rng(7)
     rows, query = datasets(rng)[case]
@@ -143,7 +148,7 @@ def test_the_bound_holds_for_every_row(kernel_name, tight, monkeypatch) -> None:
         b0, rho = scan.bound
         error = np.abs(scan.approx.astype(np.float64) - exact)
         assert np.all(error <= b0 + rho * np.abs(scan.approx)), case
-        assert b0 < tight * max(1.0, float(np.linalg.norm(query))) or case == "lengths"  # tight enough to prune
+        assert b0 < tight * max(1.0, float(np.linalg.norm(query))) or case in ("lengths", "spiky")  # tight enough
 
 
 def test_weighted_candidates_hold_the_top_k_of_reweighed_scores() -> None:
@@ -459,3 +464,17 @@ def test_top_order_on_large_arrays_equals_a_full_sort_ties_and_nan_included() ->
         for k in (1, 10, 64, 500):
             want = np.lexsort((np.arange(n), -np.where(np.isnan(scores), -np.inf, scores)))[:k]
             assert np.array_equal(top_order(scores, k), want), (trial, k)
+
+
+def test_int8_bounds_per_row_prune_rows_with_small_errors(monkeypatch) -> None:
+    """Rows with one large coordinate quantize coarsely; the others' own (smaller) errors leave fewer rows to score
+    exactly than the segment's largest error would, and the top k stays exact."""
+    monkeypatch.setattr(dense_module, "_CHOSEN", [next(k for k in dense_module.KERNELS if k.reads_int8)])
+    rng = np.random.default_rng(5)
+    rows, query = datasets(rng)["spiky"]
+    per_row = rows.scan(query)
+    got = per_row.candidates(100)[0]
+    uniform = rows.scan(query)
+    uniform._row_bounds = None
+    assert got.size < uniform.candidates(100)[0].size
+    assert np.isin(expected_top(rows, query, 100, None)[0], got).all()

@@ -47,7 +47,7 @@ import pandas as pd
 log = logging.getLogger(__name__)
 
 SERVING_CACHE_ENV = "LIVEMEM_SERVING_CACHE"
-COPY_FORMAT = 3  # 3: int8 codes for the first stage, no float16 copy; 2: one file of arrays per segment (1: .npy files)
+COPY_FORMAT = 4  # 4: int8 codes, scales and errors per row; 3: int8 codes for the first stage, no float16 copy; 2: one file of arrays per segment (1: .npy files)
 META = "copy.json"
 STALE_TMP_S = 3600.0  # a temporary directory older than this was left by a worker that died while writing
 _WARNED: set[str] = set()

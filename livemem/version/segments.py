@@ -276,7 +276,7 @@ def _segment(segment_id: str, meta: dict[str, Any], arrays: dict[str, np.ndarray
         share_half(dense, arrays["dense.half"], float(meta["dense_max_norm"]))
     if "dense.i8" in arrays:  # the int8 codes every worker maps, for the int8 first stage
         codes = Int8Codes(arrays["dense.i8"], arrays["dense.i8scale"], float(meta["dense_i8_error"]),
-                          float(meta["dense_i8_max_hat"]))  # fmt: skip
+                          float(meta["dense_i8_max_hat"]), arrays["dense.i8error"])  # fmt: skip
         share_int8(dense, codes, float(meta["dense_max_norm"]))
     return Segment(segment_id, table.column("chunk_id"), table, dense, postings, is_mapped)
 
@@ -295,7 +295,7 @@ def load_segment(parts: Path, segment_id: str) -> Segment:
                 meta = {"chunks": size, "dense_max_norm": max_norm}
                 if max_norm < INT8_MAX_NORM:  # finite: the int8 codes the first stage scans (livemem.dense)
                     codes = quantize_int8(arrays["dense"])
-                    extra = {"dense.i8": codes.codes, "dense.i8scale": codes.scales}
+                    extra = {"dense.i8": codes.codes, "dense.i8scale": codes.scales, "dense.i8error": codes.row_error}
                     meta.update(dense_i8_error=codes.error, dense_i8_max_hat=codes.max_hat)
                     del codes
                 mapped.write_copy(root, segment_id, {**arrays, **extra}, meta)
