@@ -345,23 +345,51 @@ def markdown(report: dict) -> str:
             "client: " + ", ".join(f"{k} {v}" for k, v in report["server_and_client"].items()) + ".",
             "",
         ]
-    lines += [
-        "## Over HTTP, per query encoder",
-        "",
-        "`onnx`: serving's defaults (int8 query vectors); `onnx-fp32`: float32 query vectors; rounds in turn, "
-        "then the median of each column over the rounds. `server CPU ms/req`: CPU time of the uvicorn processes "
-        "(all threads, user + system) per request, what bounds throughput when clients and workers share the cores."
-        + (f" `@baseline`: the same, served by the code at `{report['baseline']}`." if report.get("baseline") else ""),
-        "",
-        "| round | encoder | load | one client p50 ms | p90 | p99 | server CPU ms/req | errors | 8 clients req/s "
-        "| p50 ms | p99 ms | server CPU ms/req | errors |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for number, round_ in enumerate(report["rounds"], 1):
-        for name, row in round_.items():
-            lines.append(_encoder_row(str(number), name, row))
-    for name, row in report["encoders"].items():
-        lines.append(_encoder_row("median", name, row))
+    if report["rounds"]:
+        lines += [
+            "## Over HTTP, per query encoder",
+            "",
+            "`onnx`: serving's defaults (int8 query vectors); `onnx-fp32`: float32 query vectors; rounds in turn, "
+            "then the median of each column over the rounds. `server CPU ms/req`: CPU time of the uvicorn processes "
+            "(all threads, user + system) per request, what bounds throughput when clients and workers share the cores."
+            + (
+                f" `@baseline`: the same, served by the code at `{report['baseline']}`."
+                if report.get("baseline")
+                else ""
+            ),
+            "",
+            "| round | encoder | load | one client p50 ms | p90 | p99 | server CPU ms/req | errors | 8 clients req/s "
+            "| p50 ms | p99 ms | server CPU ms/req | errors |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for number, round_ in enumerate(report["rounds"], 1):
+            for name, row in round_.items():
+                lines.append(_encoder_row(str(number), name, row))
+        for name, row in report["encoders"].items():
+            lines.append(_encoder_row("median", name, row))
+    if report.get("paired"):
+        lines += [
+            "",
+            f"## Paired: this code and `{report['baseline']}` served at once",
+            "",
+            "One client sends each query to both (which first alternates): p50 of each, and the median of the "
+            "per-query differences; then 4 clients on each at the same time. Server CPU as above.",
+            "",
+            "| round | one client p50 new / baseline ms | median difference ms | server CPU ms/req new / baseline "
+            "| 4+4 clients req/s new / baseline | server CPU ms/req new / baseline | errors |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for number, row in enumerate(report["paired"], 1):
+            one_new, one_old = row["one_client_new"], row["one_client_baseline"]
+            many_new, many_old = row["concurrent_new"], row["concurrent_baseline"]
+            lines.append(
+                f"| {number} | {one_new['p50_ms']} / {one_old['p50_ms']} | "
+                f"{row['one_client_new_minus_baseline_ms']['median']} | "
+                f"{one_new['server_cpu_ms']} / {one_old['server_cpu_ms']} | "
+                f"{many_new['requests_per_s']} / {many_old['requests_per_s']} | "
+                f"{many_new['server_cpu_ms']} / {many_old['server_cpu_ms']} | "
+                f"{many_new['errors'] + many_old['errors']} |"
+            )
     hit = report["one_client_cache_hit"]
     lines += ["", f"Cache hits (one query repeated, one client): p50 {hit['p50_ms']} ms, p99 {hit['p99_ms']} ms.", ""]
     lines += [f"Reproduce: `.venv/bin/{report['command']}`", ""]
@@ -389,6 +417,57 @@ def median_row(rows: list[dict]) -> dict:
     return out
 
 
+def paired(home_root: Path, baseline: Path, args: argparse.Namespace, texts: list[str]) -> dict:
+    """This code and the baseline's served at once (serving's defaults, ``args.workers`` each), compared request by
+    request: one client sends each query to both (which first alternates), so a change of load on a shared machine
+    hits both sides of a pair alike; then 4 clients on each at the same time for ``args.seconds``."""
+    out: dict = {}
+    serving = uvicorn_server(home_root, 0, args.workers, ENCODERS["onnx"], trace_dir=WORK / "paired-new")
+    with (
+        serving as new,
+        uvicorn_server(
+            home_root, 0, args.workers, ENCODERS["onnx"], trace_dir=WORK / "paired-baseline", root=baseline
+        ) as old,
+    ):
+        urls = {"new": new, "baseline": old}
+        with httpx.Client(timeout=30) as client:
+            for url in urls.values():
+                timed_queries(client, url, texts[-30:])  # warm up
+            cpu = {name: server_cpu_seconds(url) for name, url in urls.items()}
+            latencies: dict[str, list[float]] = {"new": [], "baseline": []}
+            for number, text in enumerate(texts[: args.single]):
+                order = ["new", "baseline"] if number % 2 == 0 else ["baseline", "new"]
+                for name in order:
+                    latencies[name].extend(timed_queries(client, urls[name], [text])[0])
+            for name, url in urls.items():
+                out[f"one_client_{name}"] = {
+                    **summary(latencies[name]),
+                    "server_cpu_ms": _per(server_cpu_seconds(url) - cpu[name], latencies[name]),
+                }
+            differences = np.subtract(latencies["new"], latencies["baseline"])
+            out["one_client_new_minus_baseline_ms"] = {
+                "median": round(float(np.median(differences)), 3),
+                "mean": round(float(differences.mean()), 3),
+            }
+        cpu = {name: server_cpu_seconds(url) for name, url in urls.items()}
+        results: dict[str, dict] = {}
+        threads = [
+            threading.Thread(target=lambda n=name, u=url: results.__setitem__(n, throughput(u, texts, 4, args.seconds)))
+            for name, url in urls.items()
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for name, url in urls.items():
+            used = server_cpu_seconds(url) - cpu[name]
+            out[f"concurrent_{name}"] = {
+                **results[name],
+                "server_cpu_ms": round(used * 1000 / results[name]["requests"], 3),
+            }
+    return out
+
+
 def encoder_round(
     home_root: Path, encoder: str, args: argparse.Namespace, texts: list[str], root: Path = PROJECT_ROOT
 ) -> dict:
@@ -401,12 +480,12 @@ def encoder_round(
             latencies, errors = timed_queries(client, url, texts[: args.single])
             cpu = server_cpu_seconds(url) - cpu
         row["one_client_uncached"] = {**summary(latencies), "errors": errors, "server_cpu_ms": _per(cpu, latencies)}
-        print(encoder, "one client:", row["one_client_uncached"], flush=True)
+        print(encoder, root, "one client:", row["one_client_uncached"], flush=True)
         cpu = server_cpu_seconds(url)
         row["concurrent_uncached"] = throughput(url, texts, 8, args.seconds)
         cpu = server_cpu_seconds(url) - cpu
         row["concurrent_uncached"]["server_cpu_ms"] = round(cpu * 1000 / row["concurrent_uncached"]["requests"], 3)
-        print(encoder, "8 clients:", row["concurrent_uncached"], flush=True)
+        print(encoder, root, "8 clients:", row["concurrent_uncached"], flush=True)
     return row
 
 
@@ -425,6 +504,9 @@ def main() -> None:
     parser.add_argument("--index", type=Path, help="serve this index home as it is (no build)")
     parser.add_argument(
         "--baseline", type=Path, help="another checkout of the project: each round also runs each encoder on it"
+    )
+    parser.add_argument(
+        "--paired", type=int, default=0, help="with --baseline: rounds of both served at once, compared query by query"
     )
     parser.add_argument(
         "--no-components", action="store_true", help="skip the in-process steps and the server/client split"
@@ -453,12 +535,17 @@ def main() -> None:
     runs = [(e, e, PROJECT_ROOT) for e in encoders]
     if args.baseline:
         runs += [(f"{e}@baseline", e, args.baseline.resolve()) for e in encoders]
-    report["rounds"] = []
+    report["rounds"], report["encoders"] = [], {}
     for number in range(args.rounds):
         ordered = runs if number % 2 == 0 else runs[::-1]  # A B, B A, ...: a drifting load favours neither
         rows = {name: encoder_round(home.root, encoder, args, texts, root) for name, encoder, root in ordered}
         report["rounds"].append({name: rows[name] for name, _, _ in runs})
-    report["encoders"] = {name: median_row([r[name] for r in report["rounds"]]) for name, _, _ in runs}
+    if report["rounds"]:
+        report["encoders"] = {name: median_row([r[name] for r in report["rounds"]]) for name, _, _ in runs}
+    if args.baseline and args.paired:
+        report["paired"] = [paired(home.root, args.baseline.resolve(), args, texts) for _ in range(args.paired)]
+        for row in report["paired"]:
+            print("paired:", json.dumps(row), flush=True)
     with uvicorn_server(home.root, cache_size=1024, workers=args.workers) as url, httpx.Client(timeout=30) as client:
         timed_queries(client, url, texts[:1] * 20)
         latencies, errors = timed_queries(client, url, texts[:1] * 500)

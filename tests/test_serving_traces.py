@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from livemem.traces import TraceWriter, retrieval_events
@@ -63,3 +66,34 @@ def test_each_process_writes_its_own_daily_file(tmp_path: Path):
     (written,) = tmp_path.glob("*.jsonl")
     assert written.name.endswith(f"-{writer.host}-{os.getpid()}.jsonl")
     assert written.name[:10].count("-") == 2  # YYYY-MM-DD prefix
+
+
+def _lines(directory: Path) -> list[dict]:
+    return [json.loads(line) for f in sorted(directory.glob("*.jsonl")) for line in f.read_text().splitlines()]
+
+
+def test_queued_events_are_written_soon_and_a_direct_write_comes_after_them(tmp_path: Path):
+    """/query queues its events (``submit``); /feedback writes at once (``write``): the file keeps the order in
+    which they were answered, and what was queued reaches the file without anyone waiting for it."""
+    writer = TraceWriter(tmp_path)
+    writer.submit([{"event": "retrieval", "n": 1}, {"event": "retrieval", "n": 2}])
+    writer.submit([{"event": "retrieval", "n": 3}])
+    assert writer.write([{"event": "feedback", "n": 4}])
+    assert [e["n"] for e in _lines(tmp_path)] == [1, 2, 3, 4]  # the queued events first, then the feedback
+    writer.submit([{"event": "retrieval", "n": 5}])
+    deadline = time.monotonic() + 10
+    while len(_lines(tmp_path)) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [e["n"] for e in _lines(tmp_path)] == [1, 2, 3, 4, 5]
+    assert writer.written == 5 and writer.failures == 0
+
+
+def test_queued_events_are_on_disk_when_the_process_exits(tmp_path: Path):
+    """A process that queues events and exits at once (no flush, no shutdown hook) still writes them all."""
+    script = (
+        "import sys; from livemem.traces import TraceWriter\n"
+        "writer = TraceWriter(sys.argv[1])\n"
+        "for i in range(100): writer.submit([{'event': 'retrieval', 'n': i}])\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, timeout=60)
+    assert [e["n"] for e in _lines(tmp_path)] == list(range(100))
