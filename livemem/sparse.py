@@ -52,6 +52,7 @@ def _stemmer():
     return found
 
 
+TermIds = tuple[list[str], np.ndarray, np.ndarray]  # Postings.tokenize: stems, stem ids, ids per text
 _STEMS: dict[str, str] = {}  # word -> stem, shared by threads; only ever read with .get, so a clear() is harmless
 _STEMS_MAX = 2_000_000  # a bounded memo: words are few, but hostile queries are not
 
@@ -84,8 +85,14 @@ class Postings:
 
     @classmethod
     def build(cls, texts: Iterable[str]) -> Postings:
-        """Tokenize ``texts`` (row ``i`` is text ``i``) and collect their postings, vectorised: each distinct word is
-        stemmed once, and (term, row) counts come from one ``np.unique`` over all tokens."""
+        """Tokenize ``texts`` (row ``i`` is text ``i``) and collect their postings."""
+        return cls.merge([cls.tokenize(texts)])
+
+    @staticmethod
+    def tokenize(texts: Iterable[str]) -> TermIds:
+        """The BM25 tokens of ``texts`` as (stems, the stem ids of every text one after another, ids per text); each
+        distinct word is stemmed once. Batches of texts tokenized apart (in a build's worker processes) ``merge``
+        into exactly the postings ``build`` gives for all their texts."""
         stop = _stopwords()
         stemmer = _stemmer()
         word_term: dict[str, int] = {}  # word -> local term id; -1 for a stopword
@@ -93,19 +100,36 @@ class Postings:
         per_text: list[np.ndarray] = []
         for text in texts:
             words = _WORDS.findall(text.lower())
-            new = list(set(words).difference(word_term))
-            if new:
+            try:  # most texts hold no word unseen by the earlier ones
+                ids = np.fromiter(map(word_term.__getitem__, words), dtype=np.int32, count=len(words))
+            except KeyError:
+                new = list(set(words).difference(word_term))
                 for word, stem in zip(new, stemmer.stemWords(new), strict=True):
                     word_term[word] = -1 if word in stop else stem_term.setdefault(stem, len(stem_term))
-            ids = np.fromiter(map(word_term.__getitem__, words), dtype=np.int64, count=len(words))
+                ids = np.fromiter(map(word_term.__getitem__, words), dtype=np.int32, count=len(words))
             per_text.append(ids[ids >= 0])
-        n = len(per_text)
-        counts = np.fromiter((a.size for a in per_text), dtype=np.int64, count=n)
+        counts = np.fromiter((a.size for a in per_text), dtype=np.int64, count=len(per_text))
+        flat = np.concatenate(per_text) if per_text else np.zeros(0, dtype=np.int32)
+        return list(stem_term), flat, counts
+
+    @classmethod
+    def merge(cls, batches: Sequence[TermIds]) -> Postings:
+        """The postings of the texts of ``batches`` (``tokenize``), rows numbered across the batches in order,
+        vectorised: (term, row) counts come from one ``np.unique`` over all tokens."""
+        stem_term: dict[str, int] = {}
+        flats: list[np.ndarray] = []
+        per_batch: list[np.ndarray] = []
+        for stems, ids, counts in batches:
+            local = np.fromiter((stem_term.setdefault(s, len(stem_term)) for s in stems), np.int64, len(stems))
+            flats.append(local[ids])
+            per_batch.append(counts)
+        counts = np.concatenate(per_batch) if per_batch else np.zeros(0, dtype=np.int64)
+        n = counts.size
         stems = np.asarray(list(stem_term), dtype=str)
         order = np.argsort(stems, kind="stable")
         rank = np.empty(order.size, dtype=np.int64)
         rank[order] = np.arange(order.size)
-        flat = np.concatenate(per_text) if n else np.zeros(0, dtype=np.int64)
+        flat = np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64)
         docs = np.repeat(np.arange(n, dtype=np.int64), counts)
         keys, tf = np.unique(rank[flat] * max(n, 1) + docs, return_counts=True)  # sorted by term, then row
         terms_of = keys // max(n, 1)
