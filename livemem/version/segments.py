@@ -95,10 +95,14 @@ def write_segment(
     parents: pd.DataFrame,
     vectors: np.ndarray,
     texts: list[str],
+    postings: Postings | None = None,
 ) -> str:
-    """Write one segment (chunk rows in the order of ``vectors`` and ``texts``) and return its id."""
+    """Write one segment (chunk rows in the order of ``vectors`` and ``texts``) and return its id. ``postings``: those
+    of ``texts`` when the caller has them (a build merges the batches its worker processes tokenized)."""
     if len(chunks) != len(vectors) or len(chunks) != len(texts):
         raise ValueError(f"{len(chunks)} chunk rows, {len(vectors)} vectors, {len(texts)} texts")
+    if postings is not None and postings.size != len(chunks):
+        raise ValueError(f"{len(chunks)} chunk rows, postings of {postings.size} texts")
     parts.mkdir(parents=True, exist_ok=True)
     tmp = parts / f".tmp-{uuid.uuid4().hex}"
     tmp.mkdir()
@@ -113,7 +117,7 @@ def write_segment(
                     f"TO '{target}' (FORMAT parquet, COMPRESSION zstd)"
                 )
         np.save(tmp / "dense.npy", np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(chunks), -1))
-        Postings.build(texts).save(tmp / "postings.npz")
+        (postings if postings is not None else Postings.build(texts)).save(tmp / "postings.npz")
         files = {name: {"size": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)} for name in FILES}
         segment_id = "seg-" + hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:32]
         meta = {"id": segment_id, "format": SEGMENT_FORMAT, "chunks": len(chunks), "parents": len(parents),
