@@ -47,11 +47,13 @@ from zoneinfo import ZoneInfo
 import duckdb
 import orjson
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from livemem.breath import TONES, Breath
 from livemem.config import SourcesConfig
 from livemem.duck import registered
 from livemem.errors import ConfigError
+from livemem.settings import TraceSettings
 from livemem.store import TABLES, IndexHome, derive_version, iso, utc_now, write_manifest
 from livemem.version import connect
 
@@ -65,9 +67,10 @@ RELATED_PER_CHUNK = 20  # strongest relations kept per chunk
 RELATED_MIN_WEIGHT = 0.05
 
 
-@dataclass(frozen=True)
-class Weights:
+class Weights(BaseModel):
     """How much each signal of a day moves attention (``Δ`` in the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     retrieval: float = 0.0  # being shown is not evidence of usefulness (popularity would swamp relevance)
     useful: float = 1.0
@@ -75,13 +78,24 @@ class Weights:
     co_occurrence: float = 0.0  # a neighbour of a useful chunk was not itself confirmed; kept for related_chunks
 
 
-@dataclass(frozen=True)
-class AttentionConfig:
+class AttentionConfig(BaseModel):
+    """The ``attention:`` section of the sources file (``schemas/attention_config.schema.json``), typed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
     timezone: str = "UTC"
     start_date: str = "2026-01-01"
     schedule_hour: int = 1
     weights: Weights = Weights()
     high_attention: float = 1.0
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except Exception as exc:
+            raise ValueError(f"unknown timezone {value!r}") from exc
+        return value
 
     @property
     def tz(self) -> ZoneInfo:
@@ -89,18 +103,12 @@ class AttentionConfig:
 
 
 def attention_config(config: SourcesConfig) -> AttentionConfig:
+    """The section, validated against its schema (mistakes located by file, line and column), then typed."""
     raw = config.section("attention", "attention_config") or {}
     try:
-        ZoneInfo(raw.get("timezone", "UTC"))
-    except Exception as exc:
-        raise ConfigError(f"{config.path}: attention.timezone: unknown timezone {raw.get('timezone')!r}") from exc
-    return AttentionConfig(
-        timezone=raw.get("timezone", "UTC"),
-        start_date=raw.get("start_date", "2026-01-01"),
-        schedule_hour=raw.get("schedule_hour", 1),
-        weights=Weights(**raw.get("weights", {})),
-        high_attention=raw.get("high_attention", 1.0),
-    )
+        return AttentionConfig.model_validate(raw)
+    except ValidationError:
+        raise ConfigError(f"{config.path}: attention.timezone: unknown timezone {raw.get('timezone')!r}") from None
 
 
 @dataclass
@@ -570,12 +578,14 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 def rollup_day(
     home: IndexHome, day: date, cfg: AttentionConfig, breath: Breath, trace_dir: Path | None = None,
-    embedder: Any = None,
+    embedder: Any = None, traces: TraceSettings | None = None,
 ) -> RollupResult:  # fmt: skip
     """Roll up one day: write its signals and attention state, and stage a version with the new attention.
 
     ``embedder`` (a ``livemem.embedding.Embedder``, loaded when needed if None) embeds the questions chunks
-    were confirmed useful for; it must be the model the version was built with.
+    were confirmed useful for; it must be the model the version was built with. Traces are read from
+    ``trace_dir``, else where ``traces`` (default: the environment's ``TraceSettings``) puts them for this index
+    home, the directory the serving app writes to; or from the Postgres table its DSN names.
 
     Nothing is staged when the index is empty or the attention table would not change.
     """
@@ -583,7 +593,8 @@ def rollup_day(
 
     t0 = clock.perf_counter()
     home.ensure()
-    events = read_day(trace_dir or home.traces, day, cfg.tz, os.environ.get("RAG_TRACE_DSN") or None)
+    traces = traces or TraceSettings.from_env()
+    events = read_day(trace_dir or traces.directory(home.root), day, cfg.tz, traces.dsn)
     signals = compute_signals(events, day, cfg.timezone)
     t1 = clock.perf_counter()
     result = RollupResult(
@@ -666,7 +677,7 @@ def rollup_day(
             attention={
                 "last_rollup_day": day.isoformat(),
                 "timezone": cfg.timezone,
-                "weights": vars(cfg.weights),
+                "weights": cfg.weights.model_dump(),
                 "decay_rate": result.decay_rate,
                 "events": events.count,
                 "malformed_lines": events.malformed,

@@ -1,9 +1,8 @@
-"""The sources file and the environment settings.
+"""The sources file: validated against ``schemas/sources.schema.json`` (every mistake reported with its file,
+line and column) and resolved into typed sections.
 
-``RAG_SOURCES`` names the YAML sources file (default: the bundled example ``examples/sources.yaml``),
-``RAG_INDEX_DIR`` the index home (default: ``rag_index/`` in the project), ``RAG_TRACE_DIR`` the usage traces
-(default: ``<index home>/traces``). The sources file is validated against ``schemas/sources.schema.json``;
-every mistake is reported with its file, line and column.
+Where it and the index home are comes from the settings tree (``livemem.settings.PathSettings``: ``RAG_SOURCES``,
+default the bundled example ``examples/sources.yaml``; ``RAG_INDEX_DIR``, default ``rag_index/`` in the project).
 """
 
 from __future__ import annotations
@@ -22,24 +21,24 @@ import yaml
 from livemem.chunking import CHUNKER_VERSION, DEFAULT_CHUNK_TOKENS
 from livemem.errors import ConfigError
 from livemem.schemas import load_schema, validator
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SOURCES_FILE = PROJECT_ROOT / "examples" / "sources.yaml"
-DEFAULT_INDEX_DIR = PROJECT_ROOT / "rag_index"
+from livemem.settings import PROJECT_ROOT as PROJECT_ROOT  # benchmarks import it from here
+from livemem.settings import ChromaSettings, PathSettings, TraceSettings
 
 
 def sources_file_from_env() -> Path:
-    return Path(os.environ.get("RAG_SOURCES") or DEFAULT_SOURCES_FILE)
+    """``RAG_SOURCES``, else the bundled example (``PathSettings``)."""
+    return PathSettings.from_env().sources_file
 
 
 def index_dir_from_env() -> Path:
-    return Path(os.environ.get("RAG_INDEX_DIR") or DEFAULT_INDEX_DIR)
+    """``RAG_INDEX_DIR``, else ``rag_index/`` in the project (``PathSettings``)."""
+    return PathSettings.from_env().index_dir
 
 
 def trace_dir_from_env(index_dir: str | os.PathLike[str]) -> Path:
     """Where usage traces are written (serving) and read (the nightly rollup): ``RAG_TRACE_DIR``, else
-    ``<index home>/traces``. One function, so writers and the rollup can never disagree."""
-    return Path(os.environ.get("RAG_TRACE_DIR") or Path(index_dir) / "traces")
+    ``<index home>/traces`` (``TraceSettings.directory``, so writers and the rollup can never disagree)."""
+    return TraceSettings.from_env().directory(index_dir)
 
 
 @dataclass(frozen=True)
@@ -154,7 +153,7 @@ class SourcesConfig:
         """Whether versions keep their vectors in Chroma too (``index.vector_store: chroma``, or a Chroma server
         named by ``CHROMA_HOST``). Serving reads the retrieval snapshot either way; by default no Chroma store is
         written, which is most of a version's bytes and build time at scale."""
-        return self.vector_store == "chroma" or bool(os.environ.get("CHROMA_HOST"))
+        return self.vector_store == "chroma" or ChromaSettings.from_env().address is not None
 
     @property
     def names(self) -> list[str]:

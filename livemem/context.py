@@ -23,110 +23,26 @@ decided before, in ``livemem.conversation``.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, Field, ValidationError
 
 from livemem import graph
 from livemem.dates import passage_date, question_dates
-from livemem.errors import ConfigError
 from livemem.fusion import normalized_score
 from livemem.gis_index import GisIndex, cached_gis_index
 from livemem.places import STATE, Place, county_name, find_places, zip_place
 from livemem.reader import Snapshot
 from livemem.registry import RegistryQueryError, load_registry_index, resolve
 from livemem.retrieval import Filters, Query, Retriever, chunk_result, top_order
+from livemem.settings import ContextSettings
 
 REGISTRY_NAME = "local_resources"
-
-
-class ContextSettings(BaseModel):
-    """Settings of /context and /chat, from ``LIVEMEM_*`` and ``LLM_*`` environment variables (docs/context.md)."""
-
-    top_k: int = Field(6, ge=1, le=50, description="text passages per message (default)")
-    prompt_budget_chars: int = Field(6000, ge=500, description="size limit of the assembled prompt")
-    max_passage_chars: int = Field(900, ge=100, description="a passage longer than this is cut in the prompt")
-    min_dense: float = Field(0.25, description="a passage is evidence when its cosine similarity reaches this")
-    spatial_k: int = Field(4, ge=0, le=50)
-    min_spatial: float = Field(0.3, description="without a county, an entity is evidence from this cosine on")
-    registry_limit: int = Field(6, ge=0, le=100)
-    wv_roles: list[str] = Field(default_factory=list, description="roles whose every message is WV-scoped")
-    web_roles: list[str] | None = Field(None, description="roles that may receive web context (None: all)")
-    cache_size: int = Field(512, ge=0)
-    cache_ttl_s: float = Field(600.0, gt=0)
-    cache_path: Path | None = Field(None, description="persistent answer cache (SQLite); None: memory only")
-    warm_up: bool = True
-    warm_up_questions: list[str] = Field(
-        default_factory=lambda: [
-            "How do I apply for SNAP food assistance?",
-            "Where can I get help paying the heating bill in Fayette County?",
-            "Medicaid renewal documents in Raleigh County",
-            "Food pantry near Beckley WV",
-            "What does the constitution say about sealed decisions?",
-        ]
-    )
-    guardrail: str = Field("annotate", pattern="^(annotate|refuse|off)$")
-    llm_base_url: str | None = None
-    llm_model: str | None = None
-    llm_api_key: str | None = None
-    llm_timeout_s: float = Field(20.0, gt=0)
-    llm_retries: int = Field(2, ge=0, le=10)
-    audit: bool = True
-    audit_dir: Path | None = None
-    thread_store_size: int = Field(10_000, ge=0, description="threads remembered per process (0: none)")
-    thread_ttl_s: float = Field(1800.0, gt=0, description="a thread is forgotten this long after its last message")
-    answer_words: int = Field(200, ge=20, le=2000, description="answer budget in words without a persona's own")
-
-    @property
-    def model_name(self) -> str:
-        """What answers: the configured LLM, or the extractive answerer."""
-        return self.llm_model if self.llm_base_url and self.llm_model else "extractive"
-
-    @classmethod
-    def from_env(cls, **overrides: Any) -> ContextSettings:
-        values: dict[str, Any] = {}
-        for env, name in (
-            ("LIVEMEM_CONTEXT_TOP_K", "top_k"),
-            ("LIVEMEM_PROMPT_BUDGET_CHARS", "prompt_budget_chars"),
-            ("LIVEMEM_ANSWER_CACHE_SIZE", "cache_size"),
-            ("LIVEMEM_ANSWER_CACHE_TTL_S", "cache_ttl_s"),
-            ("LIVEMEM_ANSWER_CACHE_PATH", "cache_path"),
-            ("LIVEMEM_WARM_UP", "warm_up"),
-            ("LIVEMEM_CHAT_GUARDRAIL", "guardrail"),
-            ("LIVEMEM_AUDIT", "audit"),
-            ("LIVEMEM_AUDIT_DIR", "audit_dir"),
-            ("LIVEMEM_THREAD_STORE_SIZE", "thread_store_size"),
-            ("LIVEMEM_THREAD_TTL_S", "thread_ttl_s"),
-            ("LIVEMEM_ANSWER_WORDS", "answer_words"),
-            ("LLM_BASE_URL", "llm_base_url"),
-            ("LLM_MODEL", "llm_model"),
-            ("LLM_API_KEY", "llm_api_key"),
-            ("LLM_TIMEOUT_S", "llm_timeout_s"),
-            ("LLM_RETRIES", "llm_retries"),
-        ):
-            if os.environ.get(env):
-                values[name] = os.environ[env]
-        for env, name in (("LIVEMEM_WV_ROLES", "wv_roles"), ("LIVEMEM_WEB_ROLES", "web_roles")):
-            if os.environ.get(env) is not None:
-                values[name] = [r.strip() for r in os.environ[env].split(",") if r.strip()]
-        questions = os.environ.get("LIVEMEM_WARM_UP_QUESTIONS")
-        if questions:
-            values["warm_up_questions"] = [
-                q.strip() for q in Path(questions).read_text(encoding="utf-8").splitlines() if q.strip()
-            ]
-        try:
-            return cls(**{**values, **overrides})
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            raise ConfigError(f"invalid context settings: {problems}") from None
 
 
 @dataclass(frozen=True)

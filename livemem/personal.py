@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 from cachetools import LRUCache
 
+from livemem.settings import PersonalSettings, TraceSettings
+
 PERSONAL_DIR_ENV = "LIVEMEM_PERSONAL_DIR"
 RETENTION_ENV = "LIVEMEM_PERSONAL_RETENTION_DAYS"
 DEFAULT_RETENTION_DAYS = 365
@@ -69,12 +71,12 @@ class MemoryFull(Exception):
 def personal_dir_from_env(index_dir: str | os.PathLike[str]) -> Path:
     """Where personal memory lives: ``LIVEMEM_PERSONAL_DIR``, else ``<index home>/personal`` (serving and the
     asset resolve it with this one function)."""
-    return Path(os.environ.get(PERSONAL_DIR_ENV) or Path(index_dir) / "personal")
+    return PersonalSettings.from_env().directory(index_dir)
 
 
 def retention_days_from_env() -> int:
     """How long personal memory is kept: ``LIVEMEM_PERSONAL_RETENTION_DAYS`` (default 365)."""
-    return int(os.environ.get(RETENTION_ENV) or DEFAULT_RETENTION_DAYS)
+    return PersonalSettings.from_env().retention_days
 
 
 def user_key(scope: str, user_id: str | None) -> str:
@@ -270,7 +272,7 @@ _LOGS: dict[tuple[str, str | None], PersonalLog | PostgresPersonalLog] = {}
 def log_for(directory: str | os.PathLike[str]) -> PersonalLog | PostgresPersonalLog:
     """The log of the store at ``directory``: the Postgres table when ``RAG_TRACE_DSN`` is set (as the traces
     choose), else ``log.sqlite`` there. One object per process (its schema is checked once, not per request)."""
-    dsn = os.environ.get(TRACE_DSN_ENV) or None
+    dsn = TraceSettings.from_env().dsn
     key = (str(directory), dsn)
     found = _LOGS.get(key)
     if found is None:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from livemem.settings import ChromaSettings
 from livemem.store import CHROMA, close_chroma, open_chroma
 
 SERVER_FILE = "SERVER.json"
@@ -48,8 +48,8 @@ def delete(collection: Any, ids: list[str]) -> None:
 
 
 def server_address() -> tuple[str, int] | None:
-    host = os.environ.get("CHROMA_HOST")
-    return (host, int(os.environ.get("CHROMA_PORT", "8000"))) if host else None
+    """The Chroma server named by ``CHROMA_HOST`` / ``CHROMA_PORT`` (``ChromaSettings``), or None."""
+    return ChromaSettings.from_env().address
 
 
 def open_vectors(staged: Path, base_dir: Path | None) -> LocalVectors | ServerVectors:

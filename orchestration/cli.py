@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from livemem.errors import LivingMemoryError
+from livemem.settings import PathSettings
 from livemem.store import IndexHome
 
 app = typer.Typer(help="Living Memory: build, inspect and serve the published index.", no_args_is_help=True)
@@ -39,8 +40,7 @@ err = Console(stderr=True)
 
 
 class Context:
-    sources: Path | None = None
-    index_dir: Path | None = None
+    paths: PathSettings  # read once per command (``main``): the options, else the environment, else the defaults
 
 
 CTX = Context()
@@ -72,19 +72,22 @@ def configure_logging(json_logs: bool, level: str) -> None:
 
 @app.callback()
 def main(
-    sources: Annotated[Path | None, typer.Option(envvar="RAG_SOURCES", help="sources YAML file")] = None,
-    index_dir: Annotated[Path | None, typer.Option(envvar="RAG_INDEX_DIR", help="index home")] = None,
+    sources: Annotated[
+        Path | None, typer.Option(help="sources YAML file [default: $RAG_SOURCES, else the bundled example]")
+    ] = None,
+    index_dir: Annotated[
+        Path | None, typer.Option(help="index home [default: $RAG_INDEX_DIR, else rag_index/]")
+    ] = None,
     json_logs: Annotated[bool, typer.Option("--json-logs", help="log one JSON object per line")] = False,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING, ERROR")] = "WARNING",
 ) -> None:
-    CTX.sources, CTX.index_dir = sources, index_dir
+    given = {"sources_file": sources, "index_dir": index_dir}
+    CTX.paths = PathSettings.from_env(**{k: v for k, v in given.items() if v is not None})
     configure_logging(json_logs, log_level)
 
 
 def home() -> IndexHome:
-    from livemem.config import index_dir_from_env
-
-    return IndexHome(CTX.index_dir or index_dir_from_env())
+    return IndexHome(CTX.paths.index_dir)
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -110,7 +113,7 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         fail(f"no index published under {h.root} yet: run `livemem materialize` (or `make run`)")
     rows: list[dict[str, Any]] = []
     try:
-        config = load_sources(CTX.sources) if CTX.sources else load_sources()
+        config = load_sources(CTX.paths.sources_file)
         configured = {s.name: s for s in config.sources}
     except LivingMemoryError as exc:
         err.print(f"[yellow]warning:[/yellow] {exc}")
@@ -224,11 +227,11 @@ def materialize(
     from orchestration.definitions import build_definitions
     from orchestration.runs import PoolWait, run_tags
 
-    defs = build_definitions(CTX.sources, CTX.index_dir)
-    dagster_home = os.environ.get("DAGSTER_HOME")
-    if dagster_home:
-        Path(dagster_home).mkdir(parents=True, exist_ok=True)  # Dagster insists the directory exists
-        instance = _open_instance(Path(dagster_home))
+    defs = build_definitions(CTX.paths.sources_file, CTX.paths.index_dir)
+    dagster_home = CTX.paths.dagster_home
+    if dagster_home is not None:
+        dagster_home.mkdir(parents=True, exist_ok=True)  # Dagster insists the directory exists
+        instance = _open_instance(dagster_home)
     else:
         instance = DagsterInstance.ephemeral()
     if select:
@@ -307,8 +310,7 @@ def serve(
     """Serve the published index (uvicorn serving.app:app)."""
     import uvicorn
 
-    if CTX.index_dir:
-        os.environ["RAG_INDEX_DIR"] = str(CTX.index_dir)
+    os.environ["RAG_INDEX_DIR"] = str(CTX.paths.index_dir)  # the app reads its settings in each worker
     uvicorn.run("serving.app:app", host=host, port=port, workers=workers)
 
 
@@ -403,7 +405,7 @@ def verify(
     if target is None:
         fail(f"no index published under {h.root} yet")
     try:
-        config = load_sources(CTX.sources) if CTX.sources else load_sources()
+        config = load_sources(CTX.paths.sources_file)
         if rebuild:
             with console.status(f"rebuilding the commits of {target} from scratch …"):
                 report = rebuild_and_compare(config, h, load_embedder(), target)
@@ -482,7 +484,7 @@ def export_hsds(
 
     try:
         if from_source:
-            cfg = registry.RegistryConfig.from_sources(load_sources(CTX.sources) if CTX.sources else load_sources())
+            cfg = registry.RegistryConfig.from_sources(load_sources(CTX.paths.sources_file))
             if cfg is None:
                 fail("the sources file has no registry section")
             rows = hsds.verified_rows(registry.verify(registry.load_rows(cfg), cfg))

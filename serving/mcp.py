@@ -31,7 +31,6 @@ import sys
 import threading
 import uuid
 from dataclasses import replace
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -49,6 +48,7 @@ from livemem.reader import Snapshot, without_paths
 from livemem.registry import RESOURCE_TYPES, RegistryQueryError, load_registry_index, resolve, state_counties
 from livemem.results import chat_body, gis_hit
 from livemem.retrieval import Filters, Query, chunk_result, top_order
+from livemem.settings import LivingMemorySettings
 from livemem.sparql_worker import SparqlError, SparqlLimits, SparqlPool
 from livemem.traces import QUERY_CHARS, TRACE_ID_PATTERN, feedback_events, retrieval_events, utc_timestamp
 from serving.context_models import ChatResponse, ContextResponse
@@ -137,19 +137,24 @@ class ReindexStatus(BaseModel):
 
 # --- the server ---------------------------------------------------------------------------------------------------
 def build_server(
-    state: Any = None, role: str | None = None, operator_roles: tuple[str, ...] | None = None
+    state: Any = None,
+    role: str | None = None,
+    operator_roles: tuple[str, ...] | None = None,
+    settings: LivingMemorySettings | None = None,
 ) -> MCPServer:
-    """The server over a serving state (default: one built from the environment, like ``make serve``), answering
+    """The server over a serving state (default: one built from the settings, like ``make serve``), answering
     as ``role`` (default ``LIVEMEM_MCP_ROLE``); ``operator_roles`` (default ``LIVEMEM_MCP_OPERATOR_ROLES``) may
-    warm up and clear the answer cache and start a reindex."""
+    warm up and clear the answer cache and start a reindex. ``settings``: the tree, read from the environment
+    when not given."""
     from serving.context_service import context_service
-    from serving.settings import Settings
     from serving.state import Role, ServingState
 
-    state = state or ServingState.from_settings(Settings.from_env())
-    caller_role = state.role(role or os.environ.get("LIVEMEM_MCP_ROLE") or state.settings.public_role)
+    settings = settings or LivingMemorySettings.from_env()
+    state = state or ServingState.from_settings(settings.serving)
+    caller_role = state.role(role or settings.mcp.role or state.settings.public_role)
     if operator_roles is None:
-        operator_roles = tuple(r for r in os.environ.get("LIVEMEM_MCP_OPERATOR_ROLES", "").split(",") if r.strip())
+        operator_roles = tuple(settings.mcp.operator_roles)
+    dagster_home = settings.paths.dagster_home
     is_operator = caller_role.name in operator_roles
     server = MCPServer("living-memory", instructions="Place-aware retrieval memory for West Virginia benefits.")
     sparql_pool: list[SparqlPool] = []  # started on the first SPARQL query
@@ -529,13 +534,12 @@ def build_server(
         version is served once its blocking checks pass. Operator roles only."""
         used("reindex", "", None)
         require_operator("start a reindex")
-        dagster_home = os.environ.get("DAGSTER_HOME")
-        if not dagster_home:
+        if dagster_home is None:
             raise ToolError("DAGSTER_HOME is not set: a run must be recorded on an instance to be followed")
         run_id = str(uuid.uuid4())
-        log_dir = Path(dagster_home) / "logs"
+        log_dir = dagster_home / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "RAG_INDEX_DIR": str(state.settings.index_dir)}
+        env = {**os.environ, "RAG_INDEX_DIR": str(state.settings.index_dir), "DAGSTER_HOME": str(dagster_home)}
         command = [sys.executable, "-m", "orchestration.cli", "materialize", "--job", job, "--run-id", run_id]
         with open(log_dir / f"reindex-{run_id}.log", "wb") as log:
             # Its own session: the run goes on when this server stops, and a signal to the server is not the run's.
@@ -544,7 +548,7 @@ def build_server(
             )
         with lock:
             launched[run_id] = (process, job)
-        return ReindexStarted(run_id=run_id, job=job, pid=process.pid, dagster_home=dagster_home)
+        return ReindexStarted(run_id=run_id, job=job, pid=process.pid, dagster_home=str(dagster_home))
 
     @server.tool(annotations=READ_ONLY)
     def reindex_status(
@@ -554,13 +558,12 @@ def build_server(
         used("reindex_status", run_id, None)
         from orchestration.cli import _open_instance  # the instance opened as `livemem materialize` opens it
 
-        dagster_home = os.environ.get("DAGSTER_HOME")
-        if not dagster_home:
+        if dagster_home is None:
             raise ToolError("DAGSTER_HOME is not set")
         with lock:
             process, job = launched.get(run_id, (None, ""))
         running = None if process is None else process.poll() is None  # poll() also reaps an ended launcher
-        run = _open_instance(Path(dagster_home)).get_run_by_id(run_id)
+        run = _open_instance(dagster_home).get_run_by_id(run_id)
         if run is None:
             if running:  # still importing Dagster and loading the definitions
                 return ReindexStatus(

@@ -1,0 +1,296 @@
+"""One typed settings tree (pydantic-settings): every environment variable of the platform, with its type and
+default, in one module.
+
+Each section is a ``pydantic_settings.BaseSettings`` whose fields name their variable (``validation_alias``); an
+empty variable counts as unset, except where emptiness means something (an empty role list: no role). Entry
+points (the HTTP app, the MCP server, the CLI, the Dagster code location) read the tree, or the section they
+need, once with ``from_env()`` and pass it down; keyword arguments override the environment. A bad value is a
+``ConfigError`` naming the setting and its variable (never the value: it may be a key).
+
+The sources file (``RAG_SOURCES``) is the other half: ``livemem.config`` validates it against its JSON Schemas
+(every mistake with its file, line and column) into typed sections. docs/settings.md lists every variable.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal, Self
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
+
+from livemem.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SOURCES_FILE = PROJECT_ROOT / "examples" / "sources.yaml"
+DEFAULT_INDEX_DIR = PROJECT_ROOT / "rag_index"
+ACCESS_LEVELS = ("public", "internal")
+
+CommaList = Annotated[list[str], NoDecode]  # "a, b" in the environment (not JSON)
+
+
+def _split_commas(value: Any) -> Any:
+    return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+
+class Section(BaseSettings):
+    """A section of the tree, read from the environment (variable names are case-sensitive)."""
+
+    model_config = SettingsConfigDict(case_sensitive=True, populate_by_name=True, extra="ignore")
+    title: ClassVar[str] = "settings"
+    keep_empty: ClassVar[frozenset[str]] = frozenset()  # variables whose empty value is meaningful
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_is_unset(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        names = cls.variables()
+        return {k: v for k, v in data.items() if not (v == "" and k in names and k not in cls.keep_empty)}
+
+    @classmethod
+    def variables(cls) -> dict[str, str]:
+        """Environment variable -> field name, for every field read from the environment."""
+        return {f.validation_alias: n for n, f in cls.model_fields.items() if isinstance(f.validation_alias, str)}
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Self:
+        """The section from the environment, ``overrides`` (field names) taking precedence."""
+        try:
+            return cls(**overrides)
+        except ValidationError as exc:
+            # Only the messages: the input values may hold API keys.
+            problems = "; ".join(f"{cls._named(e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise ConfigError(f"invalid {cls.title}: {problems}") from None
+        except SettingsError as exc:  # a variable holding JSON that does not parse
+            field = re.search(r'field "(\w+)"', str(exc))
+            variable = {n: v for v, n in cls.variables().items()}.get(field.group(1) if field else "", "a variable")
+            raise ConfigError(f"invalid {cls.title}: {variable} is not valid JSON") from None
+
+    @classmethod
+    def _named(cls, loc: tuple[Any, ...]) -> str:
+        if not loc:
+            return "settings"
+        head, names = str(loc[0]), cls.variables()
+        field = names.get(head, head)
+        variable = next((v for v, n in names.items() if n == field), None)
+        where = f"{field} ({variable})" if variable else field
+        return ".".join([where, *map(str, loc[1:])])
+
+
+class PathSettings(Section):
+    """Where the sources file, the index home and the Dagster instance are."""
+
+    title: ClassVar[str] = "path settings"
+    sources_file: Path = Field(DEFAULT_SOURCES_FILE, validation_alias="RAG_SOURCES", description="YAML sources file")
+    index_dir: Path = Field(DEFAULT_INDEX_DIR, validation_alias="RAG_INDEX_DIR", description="index home")
+    dagster_home: Path | None = Field(None, validation_alias="DAGSTER_HOME", description="Dagster instance")
+
+
+class TraceSettings(Section):
+    """Where usage traces are written (serving, MCP) and read (the nightly rollup, personal memory)."""
+
+    title: ClassVar[str] = "trace settings"
+    dir: Path | None = Field(None, validation_alias="RAG_TRACE_DIR", description="default: <index home>/traces")
+    dsn: str | None = Field(
+        None, validation_alias="RAG_TRACE_DSN", repr=False, description="Postgres: traces in a table there"
+    )
+
+    def directory(self, index_dir: str | Path) -> Path:
+        """The trace directory of an index home: writers and the rollup resolve it here, so they never disagree."""
+        return self.dir or Path(index_dir) / "traces"
+
+
+class ChromaSettings(Section):
+    """A Chroma server holding the versions' vectors (unset: local Chroma files when a version asks for them)."""
+
+    title: ClassVar[str] = "Chroma settings"
+    host: str | None = Field(None, validation_alias="CHROMA_HOST")
+    port: int = Field(8000, ge=1, le=65535, validation_alias="CHROMA_PORT")
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        return (self.host, self.port) if self.host else None
+
+
+class PersonalSettings(Section):
+    """Personal memory (cards and exchanges a user keeps; docs/context.md)."""
+
+    title: ClassVar[str] = "personal memory settings"
+    dir: Path | None = Field(
+        None, validation_alias="LIVEMEM_PERSONAL_DIR", description="default: <index home>/personal"
+    )
+    retention_days: int = Field(365, ge=1, validation_alias="LIVEMEM_PERSONAL_RETENTION_DAYS")
+
+    def directory(self, index_dir: str | Path) -> Path:
+        return self.dir or Path(index_dir) / "personal"
+
+
+class McpSettings(Section):
+    """The MCP server's caller (docs/mcp.md)."""
+
+    title: ClassVar[str] = "MCP settings"
+    role: str | None = Field(None, validation_alias="LIVEMEM_MCP_ROLE", description="default: the public role")
+    operator_roles: CommaList = Field(default_factory=list, validation_alias="LIVEMEM_MCP_OPERATOR_ROLES")
+
+    _commas = field_validator("operator_roles", mode="before")(_split_commas)
+
+
+class ServingSettings(Section):
+    """The serving app (HTTP and MCP): index, roles, traces, retrieval, encoder, limits (docs/serving.md)."""
+
+    title: ClassVar[str] = "serving settings"
+    index_dir: Path = Field(DEFAULT_INDEX_DIR, validation_alias="RAG_INDEX_DIR")
+    api_keys: dict[str, str] = Field(
+        default_factory=dict, validation_alias="RAG_API_KEYS", repr=False, description="key -> role"
+    )
+    roles: dict[str, list[str]] = Field(
+        default_factory=lambda: {"public": ["public"], "internal": ["public", "internal"]},
+        validation_alias="RAG_ROLES",
+        description="role -> access levels whose collections it may read",
+    )
+    public_role: str = "public"
+    trace_dir: Path | None = Field(None, validation_alias="RAG_TRACE_DIR", description="default: <index>/traces")
+    trace_dsn: str | None = Field(None, validation_alias="RAG_TRACE_DSN", repr=False)
+    cache_size: int = Field(1024, ge=0, validation_alias="RAG_CACHE_SIZE")
+    recency_half_life_days: float = Field(90.0, gt=0, validation_alias="RAG_RECENCY_HALF_LIFE_DAYS")
+    # chosen on SciFact train: docs/serving.md
+    fusion_method: Literal["linear", "minmax", "zscore", "rrf"] = Field("linear", validation_alias="RAG_FUSION")
+    rrf_k: float = Field(10.0, gt=0, validation_alias="RAG_RRF_K")
+    rrf_dense_weight: float = Field(1.0, ge=0)
+    rrf_sparse_weight: float | None = Field(None, ge=0, description="None: the method's default (livemem.fusion)")
+    rrf_depth: int = Field(1000, ge=10)
+    refresh_interval_s: float = Field(0.0, ge=0, validation_alias="RAG_REFRESH_INTERVAL_S")
+    torch_threads: int = Field(1, ge=1, validation_alias="RAG_TORCH_THREADS")
+    encoder: Literal["torch", "onnx"] = Field("onnx", validation_alias="LIVEMEM_ENCODER")
+    # docs/encoder.md: index vectors stay float32
+    query_precision: Literal["fp32", "int8"] = Field("int8", validation_alias="LIVEMEM_QUERY_PRECISION")
+    max_body_bytes: int = Field(
+        2**20, ge=1024, validation_alias="RAG_MAX_BODY_BYTES", description="bigger request bodies: 413"
+    )
+    sparql_workers: int = Field(2, ge=1, le=64, validation_alias="RAG_SPARQL_WORKERS")
+    sparql_timeout_s: float = Field(2.0, gt=0, le=600, validation_alias="RAG_SPARQL_TIMEOUT_S")
+    sparql_memory_mb: int = Field(256, ge=16, validation_alias="RAG_SPARQL_MEMORY_MB")
+    warm_up: bool = True
+
+    @field_validator("roles")
+    @classmethod
+    def _known_levels(cls, roles: dict[str, list[str]]) -> dict[str, list[str]]:
+        for role, levels in roles.items():
+            unknown = set(levels) - set(ACCESS_LEVELS)
+            if unknown:
+                raise ValueError(
+                    f"role {role!r} names unknown access levels {sorted(unknown)} (known: {ACCESS_LEVELS})"
+                )
+        return roles
+
+    @model_validator(mode="after")
+    def _roles_defined(self) -> Self:
+        if self.public_role not in self.roles:
+            raise ValueError(f"the public role {self.public_role!r} is not defined in roles")
+        for key, role in self.api_keys.items():
+            if role not in self.roles:
+                raise ValueError(f"API key ...{key[-4:]} maps to role {role!r}, which is not defined in roles")
+        return self
+
+    @property
+    def traces_path(self) -> Path:
+        return self.trace_dir or Path(self.index_dir) / "traces"
+
+
+DEFAULT_WARM_UP_QUESTIONS = (
+    "How do I apply for SNAP food assistance?",
+    "Where can I get help paying the heating bill in Fayette County?",
+    "Medicaid renewal documents in Raleigh County",
+    "Food pantry near Beckley WV",
+    "What does the constitution say about sealed decisions?",
+)
+
+
+class ContextSettings(Section):
+    """Settings of /context and /chat (and their MCP tools), from ``LIVEMEM_*`` and ``LLM_*`` (docs/context.md)."""
+
+    title: ClassVar[str] = "context settings"
+    keep_empty: ClassVar[frozenset[str]] = frozenset({"LIVEMEM_WV_ROLES", "LIVEMEM_WEB_ROLES"})  # empty: no role
+
+    top_k: int = Field(
+        6, ge=1, le=50, validation_alias="LIVEMEM_CONTEXT_TOP_K", description="text passages per message (default)"
+    )
+    prompt_budget_chars: int = Field(
+        6000, ge=500, validation_alias="LIVEMEM_PROMPT_BUDGET_CHARS", description="size limit of the assembled prompt"
+    )
+    max_passage_chars: int = Field(900, ge=100, description="a passage longer than this is cut in the prompt")
+    min_dense: float = Field(0.25, description="a passage is evidence when its cosine similarity reaches this")
+    spatial_k: int = Field(4, ge=0, le=50)
+    min_spatial: float = Field(0.3, description="without a county, an entity is evidence from this cosine on")
+    registry_limit: int = Field(6, ge=0, le=100)
+    wv_roles: CommaList = Field(
+        default_factory=list, validation_alias="LIVEMEM_WV_ROLES", description="roles whose every message is WV-scoped"
+    )
+    web_roles: CommaList | None = Field(
+        None, validation_alias="LIVEMEM_WEB_ROLES", description="roles that may receive web context (None: all)"
+    )
+    cache_size: int = Field(512, ge=0, validation_alias="LIVEMEM_ANSWER_CACHE_SIZE")
+    cache_ttl_s: float = Field(600.0, gt=0, validation_alias="LIVEMEM_ANSWER_CACHE_TTL_S")
+    cache_path: Path | None = Field(
+        None, validation_alias="LIVEMEM_ANSWER_CACHE_PATH", description="persistent answer cache (SQLite)"
+    )
+    warm_up: bool = Field(True, validation_alias="LIVEMEM_WARM_UP")
+    warm_up_questions: list[str] = Field(default_factory=lambda: list(DEFAULT_WARM_UP_QUESTIONS))
+    warm_up_questions_file: Path | None = Field(
+        None, validation_alias="LIVEMEM_WARM_UP_QUESTIONS", description="a file of questions, one per line"
+    )
+    guardrail: str = Field("annotate", pattern="^(annotate|refuse|off)$", validation_alias="LIVEMEM_CHAT_GUARDRAIL")
+    llm_base_url: str | None = Field(None, validation_alias="LLM_BASE_URL")
+    llm_model: str | None = Field(None, validation_alias="LLM_MODEL")
+    llm_api_key: str | None = Field(None, validation_alias="LLM_API_KEY", repr=False)
+    llm_timeout_s: float = Field(20.0, gt=0, validation_alias="LLM_TIMEOUT_S")
+    llm_retries: int = Field(2, ge=0, le=10, validation_alias="LLM_RETRIES")
+    audit: bool = Field(True, validation_alias="LIVEMEM_AUDIT")
+    audit_dir: Path | None = Field(None, validation_alias="LIVEMEM_AUDIT_DIR")
+    thread_store_size: int = Field(
+        10_000, ge=0, validation_alias="LIVEMEM_THREAD_STORE_SIZE", description="threads remembered per process"
+    )
+    thread_ttl_s: float = Field(
+        1800.0, gt=0, validation_alias="LIVEMEM_THREAD_TTL_S", description="a thread is forgotten this long after"
+    )
+    answer_words: int = Field(
+        200, ge=20, le=2000, validation_alias="LIVEMEM_ANSWER_WORDS", description="answer budget without a persona's"
+    )
+
+    _commas = field_validator("wv_roles", "web_roles", mode="before")(_split_commas)
+
+    @model_validator(mode="after")
+    def _questions_from_file(self) -> Self:
+        if self.warm_up_questions_file is not None and "warm_up_questions" not in self.model_fields_set:
+            text = self.warm_up_questions_file.read_text(encoding="utf-8")
+            self.warm_up_questions = [q.strip() for q in text.splitlines() if q.strip()]
+        return self
+
+    @property
+    def model_name(self) -> str:
+        """What answers: the configured LLM, or the extractive answerer."""
+        return self.llm_model if self.llm_base_url and self.llm_model else "extractive"
+
+
+class LivingMemorySettings(Section):
+    """The whole tree: one section per concern. An entry point reads it once and hands each part its section."""
+
+    title: ClassVar[str] = "settings"
+    paths: PathSettings = Field(default_factory=PathSettings)
+    traces: TraceSettings = Field(default_factory=TraceSettings)
+    chroma: ChromaSettings = Field(default_factory=ChromaSettings)
+    personal: PersonalSettings = Field(default_factory=PersonalSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
+    serving: ServingSettings = Field(default_factory=ServingSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Self:
+        """Every section from the environment; a bad value anywhere is one ConfigError naming its section."""
+        sections = {
+            name: overrides.pop(name, None) or field.annotation.from_env()  # type: ignore[union-attr]
+            for name, field in cls.model_fields.items()
+        }
+        return cls(**sections, **overrides)

@@ -1,0 +1,123 @@
+"""The settings tree: every section read from the environment with its types and defaults, overrides winning,
+mistakes named by setting and variable (never by value), and every reader seeing the same values."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from livemem.attention import AttentionConfig, rollup_day
+from livemem.breath import Breath
+from livemem.config import trace_dir_from_env
+from livemem.errors import ConfigError
+from livemem.personal import personal_dir_from_env, retention_days_from_env
+from livemem.settings import (
+    DEFAULT_INDEX_DIR,
+    DEFAULT_SOURCES_FILE,
+    ContextSettings,
+    LivingMemorySettings,
+    ServingSettings,
+)
+from livemem.store import IndexHome
+from livemem.traces import feedback_events, retrieval_events
+from livemem.vectors import server_address
+
+VARIABLES = (
+    "RAG_SOURCES", "RAG_INDEX_DIR", "DAGSTER_HOME", "RAG_TRACE_DIR", "RAG_TRACE_DSN", "CHROMA_HOST", "CHROMA_PORT",
+    "LIVEMEM_PERSONAL_DIR", "LIVEMEM_PERSONAL_RETENTION_DAYS", "LIVEMEM_MCP_ROLE", "LIVEMEM_MCP_OPERATOR_ROLES",
+    "RAG_API_KEYS", "RAG_ROLES", "LIVEMEM_WV_ROLES", "LIVEMEM_WEB_ROLES", "LLM_MODEL", "LIVEMEM_WARM_UP_QUESTIONS",
+)  # fmt: skip
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_defaults_without_any_variable(clean_env) -> None:
+    tree = LivingMemorySettings.from_env()
+    assert tree.paths.sources_file == DEFAULT_SOURCES_FILE and tree.paths.index_dir == DEFAULT_INDEX_DIR
+    assert tree.paths.dagster_home is None
+    assert tree.traces.directory(tree.paths.index_dir) == DEFAULT_INDEX_DIR / "traces" and tree.traces.dsn is None
+    assert tree.chroma.address is None and server_address() is None
+    assert tree.personal.retention_days == 365 and tree.mcp.operator_roles == []
+    assert tree.serving.roles == {"public": ["public"], "internal": ["public", "internal"]}
+    assert tree.context.web_roles is None and tree.context.model_name == "extractive"
+
+
+def test_every_reader_sees_the_tree(clean_env, tmp_path: Path) -> None:
+    clean_env.setenv("RAG_INDEX_DIR", str(tmp_path / "home"))
+    clean_env.setenv("RAG_TRACE_DIR", str(tmp_path / "traces"))
+    clean_env.setenv("CHROMA_HOST", "chroma.internal")
+    clean_env.setenv("CHROMA_PORT", "8123")
+    clean_env.setenv("LIVEMEM_PERSONAL_DIR", str(tmp_path / "personal"))
+    clean_env.setenv("LIVEMEM_PERSONAL_RETENTION_DAYS", "30")
+    clean_env.setenv("LIVEMEM_MCP_OPERATOR_ROLES", "admin, ops,")
+    clean_env.setenv("RAG_API_KEYS", json.dumps({"k-123456": "internal"}))
+    tree = LivingMemorySettings.from_env()
+    assert tree.paths.index_dir == tmp_path / "home" and tree.serving.index_dir == tmp_path / "home"
+    assert tree.serving.traces_path == tmp_path / "traces" == trace_dir_from_env(tree.paths.index_dir)
+    assert tree.chroma.address == ("chroma.internal", 8123) == server_address()
+    assert personal_dir_from_env(tmp_path / "home") == tmp_path / "personal" and retention_days_from_env() == 30
+    assert tree.mcp.operator_roles == ["admin", "ops"]
+    assert tree.serving.api_keys == {"k-123456": "internal"}
+    # Keyword arguments win over the environment.
+    assert ServingSettings.from_env(index_dir=tmp_path / "other").index_dir == tmp_path / "other"
+
+
+def test_an_empty_variable_is_unset_except_a_role_list(clean_env, tmp_path: Path) -> None:
+    clean_env.setenv("RAG_INDEX_DIR", "")
+    clean_env.setenv("LLM_MODEL", "")
+    clean_env.setenv("LIVEMEM_WEB_ROLES", "")  # no role may receive web context (unset: every role may)
+    clean_env.setenv("LIVEMEM_WV_ROLES", "community, caseworker")
+    questions = tmp_path / "questions.txt"
+    questions.write_text("First question?\n\n  Second question?\n", encoding="utf-8")
+    clean_env.setenv("LIVEMEM_WARM_UP_QUESTIONS", str(questions))
+    tree = LivingMemorySettings.from_env()
+    assert tree.paths.index_dir == DEFAULT_INDEX_DIR and tree.context.llm_model is None
+    assert tree.context.web_roles == [] and tree.context.wv_roles == ["community", "caseworker"]
+    assert tree.context.warm_up_questions == ["First question?", "Second question?"]
+    assert ContextSettings.from_env(warm_up_questions=["Mine?"]).warm_up_questions == ["Mine?"]
+
+
+def test_a_bad_value_names_the_setting_and_its_variable_never_the_value(clean_env) -> None:
+    clean_env.setenv("CHROMA_PORT", "eighty")
+    with pytest.raises(ConfigError, match=r"invalid Chroma settings: port \(CHROMA_PORT\)"):
+        LivingMemorySettings.from_env()
+    clean_env.delenv("CHROMA_PORT")
+    clean_env.setenv("RAG_API_KEYS", '{"secret-key-value": ')
+    with pytest.raises(ConfigError, match="RAG_API_KEYS is not valid JSON") as bad_json:
+        ServingSettings.from_env()
+    clean_env.setenv("RAG_API_KEYS", json.dumps({"secret-key-value": "nobody"}))
+    with pytest.raises(ConfigError, match="maps to role 'nobody'") as unknown_role:
+        ServingSettings.from_env()
+    assert "secret-key-value" not in str(bad_json.value) + str(unknown_role.value)
+
+
+def test_the_rollup_reads_the_traces_where_rag_trace_dir_puts_them(clean_env, tmp_path: Path) -> None:
+    """The defect this tree removes: ``rollup_day`` without ``trace_dir`` read ``<index home>/traces`` while the
+    serving app wrote under ``RAG_TRACE_DIR``."""
+    trace_dir = tmp_path / "writable-traces"
+    clean_env.setenv("RAG_TRACE_DIR", str(trace_dir))
+    home = IndexHome(tmp_path / "rag_index")
+    day = datetime.now(UTC).date()
+    chunk_ids = ["5f0c8a52-0000-4000-8000-000000000001", "5f0c8a52-0000-4000-8000-000000000002"]
+    events = retrieval_events(
+        trace_id="t-1", query="heating bill help", chunk_ids=chunk_ids, scores=[0.9, 0.8], role="public",
+        breath_phase=None, index_version="v1", mode="hybrid", return_="chunks", filters={}, collections=["docs"],
+        cache_hit=False,
+    ) + feedback_events(
+        trace_id="t-1", chunk_ids=chunk_ids[:1], useful=True, role="public", breath_phase=None, index_version="v1"
+    )  # fmt: skip
+    trace_dir.mkdir()
+    name = f"{day.isoformat()}-serving.jsonl"
+    (trace_dir / name).write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+
+    result = rollup_day(home, day, AttentionConfig(), Breath("Δ3", "normal"))
+    assert result.files == [name] and result.events == len(events) and result.malformed == 0
+    assert result.chunks_used == 2  # both chunks the answer returned
