@@ -2,12 +2,14 @@
 
 The asset graph depends on which sources the sources file names (one observable asset per source), so the
 file named by ``RAG_SOURCES`` (default: the bundled example) is read when the code location loads; a mistake
-in it is reported with its file, line and column. Everything else (paths, model) is resolved at run time.
+in it is reported with its file, line and column. Resources show their configuration: ``EnvVar`` for a variable
+that is set (read when a run starts), else the settings tree's default (``orchestration.resources.from_env``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from dagster import (
     AssetCheckKey,
@@ -19,13 +21,22 @@ from dagster import (
     multi_or_in_process_executor,
 )
 
-from livemem.config import load_sources, sources_file_from_env
+from livemem.config import SourcesConfig, load_sources, sources_file_from_env
+from livemem.embedding import DEFAULT_ENCODER
+from livemem.registry import RegistryConfig
+from livemem.settings import DEFAULT_INDEX_DIR, DEFAULT_SOURCES_FILE
 from orchestration.assets.attention_rollup import build_attention_assets
 from orchestration.assets.chunks import REBUILD_CHECK, build_chunk_assets, source_key
 from orchestration.assets.gbim_export import build_gbim_assets
 from orchestration.assets.personal_memory import build_personal_memory_assets
 from orchestration.assets.registry_verification import build_registry_assets, registry_job
-from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
+from orchestration.resources import (
+    EmbedderResource,
+    GitSourcesResource,
+    IndexStoreResource,
+    TraceStoreResource,
+    from_env,
+)
 from orchestration.resources.registry import RegistrySourceResource
 
 # One process by default: the model loads once and the light check steps do not each pay for a fresh interpreter.
@@ -82,13 +93,24 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
             ),
             *personal_schedules,
         ],
-        resources={
-            "git_sources": GitSourcesResource(sources_file=str(path) if sources_file else ""),
-            "index_store": IndexStoreResource(index_dir=str(index_dir) if index_dir else ""),
-            "embedder": EmbedderResource(),
-            "registry_source": RegistrySourceResource(sources_file=str(path) if sources_file else ""),
-        },
+        resources=resources(config, sources_file, index_dir),
     )
+
+
+def resources(config: SourcesConfig, sources_file: str | Path | None, index_dir: str | Path | None) -> dict[str, Any]:
+    """The resources, each field the value given, else ``EnvVar`` of its variable when set, else the default."""
+    sources = str(sources_file) if sources_file else from_env("RAG_SOURCES", DEFAULT_SOURCES_FILE)
+    home = str(index_dir) if index_dir else from_env("RAG_INDEX_DIR", DEFAULT_INDEX_DIR)
+    registry = RegistryConfig.from_sources(config)
+    return {
+        "git_sources": GitSourcesResource(sources_file=sources),
+        "index_store": IndexStoreResource(index_dir=home),
+        "embedder": EmbedderResource(encoder=from_env("LIVEMEM_ENCODER", DEFAULT_ENCODER)),
+        "registry_source": RegistrySourceResource(
+            sources_file=sources, dsn=from_env(registry.dsn_env) if registry and registry.kind == "postgres" else ""
+        ),
+        "trace_store": TraceStoreResource(directory=from_env("RAG_TRACE_DIR"), dsn=from_env("RAG_TRACE_DSN")),
+    }
 
 
 defs = build_definitions()

@@ -32,7 +32,7 @@ from dagster import (
 from livemem import checks
 from livemem.attention import attention_config, rollup_day
 from livemem.build import read_breath
-from livemem.config import SourcesConfig, trace_dir_from_env
+from livemem.config import SourcesConfig
 from orchestration.assets.publishing import (
     blocking_check_names,
     check_result,
@@ -40,7 +40,7 @@ from orchestration.assets.publishing import (
     staged_output,
     staging_asset,
 )
-from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
+from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource, TraceStoreResource
 
 GROUP = "living_memory"
 
@@ -72,14 +72,15 @@ def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any],
         git_sources: GitSourcesResource,
         index_store: IndexStoreResource,
         embedder: EmbedderResource,
+        trace_store: TraceStoreResource,
     ) -> Output[dict[str, Any]]:
         sources = git_sources.load()
         day = date.fromisoformat(context.partition_key)
         home = index_store.home()
         # the questions chunks were confirmed useful for are embedded with the index's model (loaded lazily)
         result = rollup_day(
-            home, day, attention_config(sources), read_breath(sources), trace_dir_from_env(home.root),
-            embedder.embedder(),
+            home, day, attention_config(sources), read_breath(sources), embedder=embedder.embedder(),
+            traces=trace_store.settings(),
         )  # fmt: skip
         context.log.info(result.reason)
         meta: dict[str, Any] = {

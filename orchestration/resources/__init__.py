@@ -1,18 +1,27 @@
-"""One ConfigurableResource per external system: the git sources, the index store, the embedder.
+"""One ConfigurableResource per external system: the git sources, the index store, the embedder, the traces.
 
-Every field may be left empty to take the value from the environment at run time (``RAG_SOURCES``,
-``RAG_INDEX_DIR``) or the built-in default, so the same definitions run locally, in CI and in production.
+``build_definitions`` fills each field with ``from_env(variable, default)``: Dagster's ``EnvVar`` when the
+variable is set (the UI shows which variable, and its value is read when a run starts), else the settings tree's
+default (``livemem.settings``), so the UI shows the real configuration. An empty field still means "the
+environment at run time, else the default", for resources built by hand (tests).
 """
 
+import os
 from pathlib import Path
 
-from dagster import ConfigurableResource, DagsterInstance, InitResourceContext
+from dagster import ConfigurableResource, DagsterInstance, EnvVar, InitResourceContext
 from pydantic import Field, PrivateAttr
 
 from livemem.config import SourcesConfig, index_dir_from_env, load_sources, sources_file_from_env
 from livemem.embedding import Embedder
 from livemem.owners import Owner
+from livemem.settings import TraceSettings
 from livemem.store import IndexHome
+
+
+def from_env(variable: str, default: object = "") -> str:
+    """A resource field's value: ``EnvVar(variable)`` when it is set and not empty, else ``default``."""
+    return EnvVar(variable) if os.environ.get(variable) else str(default)  # type: ignore[return-value]
 
 
 class GitSourcesResource(ConfigurableResource):
@@ -67,3 +76,15 @@ class EmbedderResource(ConfigurableResource):
         return Embedder(
             self.model_path or None, device=self.device, batch_size=self.batch_size, encoder=self.encoder or None
         )
+
+
+class TraceStoreResource(ConfigurableResource):
+    """Where the serving app's usage traces are: a directory of JSON-lines files, or a Postgres table."""
+
+    directory: str = Field(default="", description="Trace directory ($RAG_TRACE_DIR); empty: <index home>/traces.")
+    dsn: str = Field(default="", description="Postgres connection string ($RAG_TRACE_DSN); empty: the directory.")
+
+    def settings(self) -> TraceSettings:
+        """The trace settings: these fields, else the environment (a resource built by hand, with empty fields)."""
+        given = {"dir": self.directory or None, "dsn": self.dsn or None}
+        return TraceSettings.from_env(**{k: v for k, v in given.items() if v is not None})
