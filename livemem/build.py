@@ -41,6 +41,7 @@ from livemem.embed_cache import EmbeddingCache
 from livemem.embedding import Embedder, cache_key
 from livemem.errors import LivingMemoryError, SourceError
 from livemem.gitsource import FileHistory, GitSource, TreeEntry
+from livemem.sparse import Postings, TermIds
 from livemem.store import (
     CHROMA,
     MANIFEST,
@@ -202,6 +203,7 @@ class _Builder:
         self.drop_paths: list[tuple[str, str]] = []
         self.keep_only: list[tuple[str, str]] = []
         self.keep_only_sources: list[str] = []
+        self.term_batches: list[TermIds] = []  # BM25 tokens of the new rows, batch by batch, in their order
 
     def _tick(self, name: str, since: float) -> float:
         now = time.perf_counter()
@@ -506,6 +508,7 @@ class _Builder:
         parents: list[dict[str, Any]] = []
         skipped: list[dict[str, Any]] = []
         for batch in read_and_chunk(job, tasks, plan.git):
+            self.term_batches.append(batch.terms)
             rows += batch.rows
             parents += batch.parents
             skipped += batch.skipped
@@ -556,6 +559,7 @@ class _Builder:
             segment = write_segment(
                 con, self.parts, pd.DataFrame(rows, columns=list(records.CHUNK_COLUMNS)),
                 pd.DataFrame(parents, columns=list(PARENT_COLUMNS)), vectors, texts,
+                Postings.merge(self.term_batches),
             )  # fmt: skip
             hold_segment(con, segment, len(rows), len(parents))
         release_segments(con, [s for s, c, p in live_rows(con) if c == 0 and p == 0])  # nothing of it is held
@@ -891,6 +895,7 @@ class _BatchRows:
     parents: list[dict[str, Any]]
     skipped: list[dict[str, Any]]
     truncated: list[tuple[str, int]]  # (path, bytes) of files indexed up to max_file_bytes
+    terms: TermIds | None = None  # the BM25 tokens of the rows' embedded texts (``Postings.tokenize``)
 
 
 def read_and_chunk(job: _ReadJob, tasks: list[_FileTask], git: GitSource) -> Iterator[_BatchRows]:
@@ -1012,6 +1017,7 @@ def _batch_rows(job: _ReadJob, batch: list[_FileTask], git: GitSource) -> _Batch
             _file_rows(job, task, text, truncated, chunks, out)
         except Exception as exc:
             raise LivingMemoryError(f"source {src.name!r}: {task.path}: {exc!r}") from exc
+    out.terms = Postings.tokenize([row["_embed_text"] for row in out.rows])
     return out
 
 
