@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from livemem.errors import LivingMemoryError
-from livemem.settings import PathSettings
+from livemem.settings import PathSettings, ServingSettings
 from livemem.store import IndexHome
 
 app = typer.Typer(help="Living Memory: build, inspect and serve the published index.", no_args_is_help=True)
@@ -319,7 +319,7 @@ def query(
     text: str,
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=200)] = 5,
     mode: Annotated[str, typer.Option(help="dense, sparse or hybrid")] = "hybrid",
-    role: Annotated[str, typer.Option(help="public or internal")] = "internal",
+    role: Annotated[str, typer.Option(help="a role of RAG_ROLES (default roles: public, internal)")] = "internal",
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Ask the current version directly (no server), as the given role."""
@@ -337,7 +337,10 @@ def query(
         snap = load_snapshot(h, version)
     except IndexUnavailable as exc:
         fail(str(exc))
-    levels = frozenset({"public", "internal"} if role == "internal" else {"public"})
+    roles = ServingSettings.from_env().roles  # the serving app's roles: the same role reads the same collections
+    if role not in roles:
+        fail(f"unknown role {role!r}; roles: {', '.join(sorted(roles))} (RAG_ROLES)")
+    levels = frozenset(roles[role])
     collections = snap.collections_for(levels)
     found = Retriever(Embedder(threads=1)).search(snap, Query(text=text, top_k=top_k, mode=mode), collections)
     results = [chunk_result(snap, hit) for hit in found.chunks]

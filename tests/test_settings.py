@@ -121,3 +121,38 @@ def test_the_rollup_reads_the_traces_where_rag_trace_dir_puts_them(clean_env, tm
     result = rollup_day(home, day, AttentionConfig(), Breath("Δ3", "normal"))
     assert result.files == [name] and result.events == len(events) and result.malformed == 0
     assert result.chunks_used == 2  # both chunks the answer returned
+
+
+def test_the_cli_query_reads_what_the_serving_roles_allow(clean_env, tmp_path: Path, make_repo, embedder) -> None:
+    """``livemem query --role R`` searches the collections role R reads in the serving app (``RAG_ROLES``)."""
+    from typer.testing import CliRunner
+
+    from livemem.build import build_version
+    from livemem.config import load_sources
+    from orchestration.cli import app
+
+    open_repo = make_repo(files={"open.md": "# Heating\n\nHeating bill help in Beckley.\n"})
+    staff_repo = make_repo(files={"staff.md": "# Heating\n\nHeating bill escalation contacts for staff.\n"})
+    sources = tmp_path / "sources.yaml"
+    sources.write_text(
+        "sources:\n"
+        f"  - {{name: open, repo: {open_repo.path}, collection: open, access: public}}\n"
+        f"  - {{name: staff, repo: {staff_repo.path}, collection: staff, access: internal}}\n",
+        encoding="utf-8",
+    )
+    home = IndexHome(tmp_path / "index")
+    built = build_version(load_sources(sources), home, embedder)
+    home.publish(built.version_id, None, 5)
+    clean_env.setenv("RAG_ROLES", json.dumps({"public": ["public"], "caseworker": ["public", "internal"]}))
+    base = ["--sources", str(sources), "--index-dir", str(home.root), "query", "heating bill", "--json"]
+    runner = CliRunner()
+
+    def collections(role: str) -> set[str]:
+        done = runner.invoke(app, [*base, "--role", role])
+        assert done.exit_code == 0, done.output
+        return {r["collection"] for r in json.loads(done.output)["results"]}
+
+    assert collections("caseworker") == {"open", "staff"}
+    assert collections("public") == {"open"}
+    unknown = runner.invoke(app, [*base, "--role", "internal"])  # not a role of this deployment
+    assert unknown.exit_code == 1 and "unknown role 'internal'" in unknown.output
