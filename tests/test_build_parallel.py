@@ -143,3 +143,19 @@ def _die_in_second_batch_of_real_files(job, batch):
     if any(t.path.startswith("docs/new-1") for t in batch):
         os.kill(os.getpid(), signal.SIGKILL)
     return build_module._BatchRows([], [], [], [])
+
+
+def test_postings_of_batches_tokenized_apart_merge_into_those_of_all_texts() -> None:
+    import numpy as np
+
+    from livemem.sparse import Postings
+
+    texts = [f"Seal {i}: the stewards' records of item{i % 5} and item{i % 3}, kept." for i in range(30)]
+    texts += ["", "the and of", "Σίσυφος café naïve ĳssel"]
+    whole = Postings.build(texts)
+    merged = Postings.merge([Postings.tokenize(texts[i : i + 4]) for i in range(0, len(texts), 4)])
+    for name in ("terms", "starts", "rows", "tf", "lengths"):
+        assert np.array_equal(getattr(merged, name), getattr(whole, name)), name
+    rows, tf = whole.lookup("item0")
+    assert rows.tolist() == [i for i in range(30) if i % 5 == 0 or i % 3 == 0]
+    assert tf.tolist() == [2.0 if i % 15 == 0 else 1.0 for i in rows.tolist()]
