@@ -7,8 +7,9 @@ applied *before* ranking, so ``top_k`` results come back whenever that many chun
 BM25 uses the index of the access levels of the collections searched (``Snapshot.sparse_for``), so a role's scores
 never reflect term statistics of chunks it may not read. Hybrid fuses the two lists (each side's first ``depth``
 chunks) with ``livemem.fusion.fuse``: by default the cosine plus half the BM25 score over the list's best
-(``linear``); reciprocal rank fusion, min-max and z-score selectable (see ``docs/serving.md`` for the SciFact
-numbers behind the defaults).
+(``linear``), then pseudo-relevance feedback: the query vector moved towards its first hit's (Rocchio) adds its
+cosine to the first 200 chunks found (``FusionSettings.feedback_*``); reciprocal rank fusion, min-max and z-score
+selectable (see ``docs/serving.md`` for the SciFact numbers behind the defaults).
 
 Living memory then re-weighs the candidates found: each score is multiplied by ``attention_multiplier``, at most
 ``1 + attention_boost`` (default ``DEFAULT_ATTENTION_BOOST``), for chunks people confirmed useful for questions
@@ -27,9 +28,9 @@ from typing import Any, Literal
 import numpy as np
 
 from livemem.dates import date_mask
-from livemem.dense import DenseScan
+from livemem.dense import DenseRows, DenseScan
 from livemem.embedding import Embedder
-from livemem.fusion import FusionSettings, fuse, top_order
+from livemem.fusion import FusionSettings, feedback_order, feedback_query, fuse, top_order, with_feedback
 from livemem.reader import Snapshot, breath_number
 
 Mode = Literal["dense", "sparse", "hybrid"]
@@ -175,7 +176,7 @@ class Retriever:
             t = _tick(timings, "score", t)
         else:
             if dense_top is not None:
-                rows, scores = self._hybrid(mask, dense_top, sparse_all)
+                rows, scores = self._hybrid(snap, mask, candidates, vector, dense_top, sparse_all, timings)
             else:
                 sparse = None if sparse_all is None else sparse_all[candidates]
                 rows, scores = self._score(query, candidates, None, sparse)
@@ -198,12 +199,24 @@ class Retriever:
         return Retrieval(chunks, documents, int(candidates.size), timings, suggestions)
 
     def _hybrid(
-        self, mask: np.ndarray, dense_top: tuple[np.ndarray, np.ndarray], sparse_all: np.ndarray | None
+        self,
+        snap: Snapshot,
+        mask: np.ndarray,
+        candidates: np.ndarray,
+        vector: np.ndarray,
+        dense_top: tuple[np.ndarray, np.ndarray],
+        sparse_all: np.ndarray | None,
+        timings: dict[str, float],
     ) -> tuple[np.ndarray, np.ndarray]:
         """Fusion over the union of the two lists only: the dense top ``depth`` and the BM25 top ``sparse_depth``
         (``livemem.fusion``: every method computes a side's contribution from its own list, so this equals
         fusing every candidate). The union holds every row either list would take (ties go to the lower row on
-        both sides); rows outside the dense top carry a dense score of -inf, below every score of its list."""
+        both sides); rows outside the dense top carry a dense score of -inf, below every score of its list.
+
+        With feedback on (``FusionSettings.feedback``), the first fused chunks move the query vector (Rocchio) and
+        the first ``feedback_depth`` fused chunks gain their cosine to the moved query
+        (``livemem.fusion.with_feedback``): exact scores of those rows only, no second scan
+        (``timings["feedback"]``)."""
         top_rows, top_scores = dense_top
         sparse_rows = top_rows[:0]
         if sparse_all is not None:
@@ -214,7 +227,16 @@ class Retriever:
         dense = np.full(union.size, -np.inf, dtype=np.float32)
         dense[np.searchsorted(union, top_rows)] = top_scores
         sparse = sparse_all[union] if sparse_all is not None else np.zeros(union.size)
-        return fuse(union, dense, sparse, self.fusion)
+        rows, scores = fuse(union, dense, sparse, self.fusion)
+        if not self.fusion.feedback or not rows.size:
+            return rows, scores
+        started = time.perf_counter()
+        top = feedback_order(scores, self.fusion)  # ties: the lower row (rows ascend)
+        first = rows[top[: self.fusion.feedback_chunks]]
+        moved = feedback_query(vector, row_vectors(snap.dense, first), self.fusion.feedback_beta)
+        scores[top] = with_feedback(scores[top], snap.dense.scores(moved, rows[top]), self.fusion)
+        timings["feedback"] = round((time.perf_counter() - started) * 1000, 3)
+        return rows, scores
 
     def _reweigh(
         self, snap: Snapshot, query: Query, rows: np.ndarray, scores: np.ndarray, vector: np.ndarray | None
@@ -285,6 +307,18 @@ class Retriever:
         if dense is None:
             return candidates[:0], np.zeros(0)
         return fuse(candidates, dense, sparse if sparse is not None else np.zeros(candidates.size), self.fusion)
+
+
+def row_vectors(dense: DenseRows, rows: np.ndarray) -> np.ndarray:
+    """The float32 vectors of snapshot ``rows`` (in that order), read from their segments."""
+    rows = np.asarray(rows, dtype=np.int64)
+    out = np.empty((rows.size, dense.shape[1]), dtype=np.float32)
+    part_of = np.searchsorted(dense.offsets, rows, side="right") - 1
+    for p in np.unique(part_of):
+        vectors, held = dense.parts[p]
+        where = np.flatnonzero(part_of == p)
+        out[where] = vectors[held[rows[where] - dense.offsets[p]]]
+    return out
 
 
 def top_documents(
