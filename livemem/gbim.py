@@ -35,6 +35,7 @@ import shutil
 import string
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -291,7 +292,7 @@ def _frame_hash(frame) -> str:
     return digest.hexdigest()
 
 
-def read_features(source: SpatialSource):
+def read_features(source: SpatialSource, dsns: Mapping[str, str] | None = None):
     """The source's features as a GeoDataFrame in its declared CRS, and a hash of their content.
 
     The declared CRS wins over what the file says: a GeoJSON without a ``crs`` member reads as EPSG:4326 by
@@ -308,7 +309,7 @@ def read_features(source: SpatialSource):
             raise SourceError(f"spatial source {source.name!r}: cannot read {source.path}: {exc}") from exc
         content_hash = _file_hash(source.path)
     else:
-        frame = _read_postgis(source)
+        frame = _read_postgis(source, dsns)
         content_hash = _frame_hash(frame)
     file_crs = frame.crs
     frame = frame.set_crs(source.crs, allow_override=True)
@@ -319,16 +320,17 @@ def read_features(source: SpatialSource):
     return frame, content_hash
 
 
-def _read_postgis(source: SpatialSource):
+def _read_postgis(source: SpatialSource, dsns: Mapping[str, str] | None = None):
     """The rows of the configured table (ordered by the id field, so the content hash is stable) or query.
 
+    The database URL is ``dsns[dsn_env]`` (the Dagster resource ``spatial_databases``), else the variable itself.
     A plain ``postgresql://`` (or ``postgres://``) URL is read through psycopg 3, the driver the project installs.
     """
     import geopandas as gpd
     import sqlalchemy
 
     spec = source.postgis or {}
-    dsn = os.environ.get(spec["dsn_env"])
+    dsn = (dsns or {}).get(spec["dsn_env"]) or os.environ.get(spec["dsn_env"])
     if not dsn:
         raise SourceError(
             f"spatial source {source.name!r}: environment variable {spec['dsn_env']} (the database URL) is not set"
@@ -853,8 +855,16 @@ class GbimResult:
         return self.version_id is not None
 
 
-def export_gbim(config: SourcesConfig, home: IndexHome, embedder: Embedder, *, force: bool = False) -> GbimResult:
-    """Stage a new version with the GBIM entities of the configured spatial sources (nothing when unchanged)."""
+def export_gbim(
+    config: SourcesConfig,
+    home: IndexHome,
+    embedder: Embedder,
+    *,
+    force: bool = False,
+    dsns: Mapping[str, str] | None = None,
+) -> GbimResult:
+    """Stage a new version with the GBIM entities of the configured spatial sources (nothing when unchanged).
+    ``dsns``: database URLs of PostGIS sources by the variable each names (default: the environment)."""
     spatial = load_spatial(config)
     home.ensure()
     with home.write_lock():
@@ -867,7 +877,7 @@ def export_gbim(config: SourcesConfig, home: IndexHome, embedder: Embedder, *, f
         frames = {}
         hashes = {}
         for source in spatial.sources:
-            frames[source.name], hashes[source.name] = read_features(source)
+            frames[source.name], hashes[source.name] = read_features(source, dsns)
         counties, counties_hash = read_counties(spatial.counties) if spatial.counties else (None, None)
         input_hash = hashlib.sha256(
             json.dumps(

@@ -34,6 +34,7 @@ from orchestration.resources import (
     EmbedderResource,
     GitSourcesResource,
     IndexStoreResource,
+    SpatialDatabasesResource,
     TraceStoreResource,
     from_env,
 )
@@ -102,12 +103,17 @@ def resources(config: SourcesConfig, sources_file: str | Path | None, index_dir:
     sources = str(sources_file) if sources_file else from_env("RAG_SOURCES", DEFAULT_SOURCES_FILE)
     home = str(index_dir) if index_dir else from_env("RAG_INDEX_DIR", DEFAULT_INDEX_DIR)
     registry = RegistryConfig.from_sources(config)
+    spatial = config.section("spatial", "spatial_config") or {}
+    databases = sorted({s["postgis"]["dsn_env"] for s in spatial.get("sources", []) if "postgis" in s})
     return {
         "git_sources": GitSourcesResource(sources_file=sources),
         "index_store": IndexStoreResource(index_dir=home),
         "embedder": EmbedderResource(encoder=from_env("LIVEMEM_ENCODER", DEFAULT_ENCODER)),
         "registry_source": RegistrySourceResource(
             sources_file=sources, dsn=from_env(registry.dsn_env) if registry and registry.kind == "postgres" else ""
+        ),
+        "spatial_databases": SpatialDatabasesResource(
+            dsns={name: from_env(name) for name in databases if from_env(name)}
         ),
         "trace_store": TraceStoreResource(directory=from_env("RAG_TRACE_DIR"), dsn=from_env("RAG_TRACE_DSN")),
     }

@@ -21,7 +21,12 @@ from livemem.schemas import errors_for
 from livemem.store import IndexHome, close_chroma, open_chroma
 from livemem.version import connect
 from orchestration.assets.gbim_export import build_gbim_assets
-from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
+from orchestration.resources import (
+    EmbedderResource,
+    GitSourcesResource,
+    IndexStoreResource,
+    SpatialDatabasesResource,
+)
 
 PROJECT = Path(__file__).resolve().parent.parent
 EXAMPLE = PROJECT / "examples" / "spatial" / "wv_benefits_facilities.geojson"
@@ -201,6 +206,7 @@ def gbim_definitions(sources: Path, index_dir: Path) -> Definitions:
             "git_sources": GitSourcesResource(sources_file=str(sources)),
             "index_store": IndexStoreResource(index_dir=str(index_dir)),
             "embedder": EmbedderResource(),
+            "spatial_databases": SpatialDatabasesResource(),
         },
     )
 

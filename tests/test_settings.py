@@ -29,6 +29,7 @@ VARIABLES = (
     "RAG_SOURCES", "RAG_INDEX_DIR", "DAGSTER_HOME", "RAG_TRACE_DIR", "RAG_TRACE_DSN", "CHROMA_HOST", "CHROMA_PORT",
     "LIVEMEM_PERSONAL_DIR", "LIVEMEM_PERSONAL_RETENTION_DAYS", "LIVEMEM_MCP_ROLE", "LIVEMEM_MCP_OPERATOR_ROLES",
     "RAG_API_KEYS", "RAG_ROLES", "LIVEMEM_WV_ROLES", "LIVEMEM_WEB_ROLES", "LLM_MODEL", "LIVEMEM_WARM_UP_QUESTIONS",
+    "LIVEMEM_ENCODER", "LIVEMEM_QUERY_PRECISION",
 )  # fmt: skip
 
 
@@ -156,3 +157,34 @@ def test_the_cli_query_reads_what_the_serving_roles_allow(clean_env, tmp_path: P
     assert collections("public") == {"open"}
     unknown = runner.invoke(app, [*base, "--role", "internal"])  # not a role of this deployment
     assert unknown.exit_code == 1 and "unknown role 'internal'" in unknown.output
+
+
+def test_dagster_resources_name_the_variables_set_and_show_defaults_for_the_rest(
+    clean_env, tmp_path: Path, make_repo
+) -> None:
+    """What the Dagster UI shows: ``EnvVar`` of each variable that is set (resolved when a run starts), the
+    settings tree's default for the others, never an empty field standing for "the environment"."""
+    from dagster import EnvVar
+
+    from livemem.settings import DEFAULT_INDEX_DIR
+    from orchestration.definitions import build_definitions
+
+    repo = make_repo(files={"a.md": "# A\n\nalpha\n"})
+    sources = tmp_path / "sources.yaml"
+    sources.write_text(
+        f"sources:\n  - {{name: docs, repo: {repo.path}, collection: docs}}\n"
+        "spatial:\n"
+        "  sources:\n"
+        "    - {name: offices, postgis: {dsn_env: OFFICES_DSN, table: offices}, crs: 'EPSG:4326',\n"
+        "       dataset: offices, gbim_entity: office, id_field: office_id, label_field: name}\n",
+        encoding="utf-8",
+    )
+    clean_env.setenv("RAG_SOURCES", str(sources))
+    clean_env.setenv("RAG_TRACE_DSN", "postgresql://traces@db/traces")
+    clean_env.setenv("OFFICES_DSN", "postgresql://gis@db/gis")
+    resources = build_definitions().resources
+    assert resources["git_sources"].sources_file == EnvVar("RAG_SOURCES")
+    assert resources["index_store"].index_dir == str(DEFAULT_INDEX_DIR)  # RAG_INDEX_DIR is unset
+    assert resources["trace_store"].dsn == EnvVar("RAG_TRACE_DSN") and resources["trace_store"].directory == ""
+    assert resources["spatial_databases"].dsns == {"OFFICES_DSN": EnvVar("OFFICES_DSN")}
+    assert resources["embedder"].encoder == "onnx"

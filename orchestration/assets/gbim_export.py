@@ -34,7 +34,7 @@ from orchestration.assets.publishing import (
     staged_output,
     staging_asset,
 )
-from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
+from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource, SpatialDatabasesResource
 
 GROUP = "living_memory"
 
@@ -117,9 +117,10 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         git_sources: GitSourcesResource,
         index_store: IndexStoreResource,
         embedder: EmbedderResource,
+        spatial_databases: SpatialDatabasesResource,
     ) -> Output[dict[str, Any]]:
         home = index_store.home()
-        result = export_gbim(git_sources.load(), home, embedder.embedder())
+        result = export_gbim(git_sources.load(), home, embedder.embedder(), dsns=spatial_databases.dsns)
         context.log.info(result.reason if not result.staged else f"staged version {result.version_id}")
         for q in result.quarantined:
             context.log.warning(f"quarantined {q.source} {q.source_pk}: {q.reason}")

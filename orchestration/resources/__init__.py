@@ -78,6 +78,14 @@ class EmbedderResource(ConfigurableResource):
         )
 
 
+class SpatialDatabasesResource(ConfigurableResource):
+    """The PostGIS databases of the spatial sources, by the environment variable each source names (dsn_env)."""
+
+    dsns: dict[str, str] = Field(
+        default_factory=dict, description="variable -> database URL; a variable left out is read at run time."
+    )
+
+
 class TraceStoreResource(ConfigurableResource):
     """Where the serving app's usage traces are: a directory of JSON-lines files, or a Postgres table."""
 
