@@ -132,8 +132,11 @@ def server_cpu_seconds(url: str) -> float:
     return sum(ticks.get(pid, 0) for pid in tree) / os.sysconf("SC_CLK_TCK")
 
 
+QUERY_MODE = ["hybrid"]  # --mode: sparse leaves out the encoder, so the app's own path weighs more
+
+
 def query_body(text: str) -> dict:
-    return {"query": text, "top_k": 10, "mode": "hybrid"}
+    return {"query": text, "top_k": 10, "mode": QUERY_MODE[0]}
 
 
 def timed_queries(client: httpx.Client, url: str, texts: list[str]) -> tuple[list[float], int]:
@@ -315,7 +318,7 @@ def machine() -> dict:
 
 def markdown(report: dict) -> str:
     lines = [
-        "# Serving latency: hybrid top-10 /query over real HTTP (uvicorn, loopback)",
+        f"# Serving latency: {report['request']['mode']} top-10 /query over real HTTP (uvicorn, loopback)",
         "",
         f"SciFact index `{report['index_version']}`, {report['uvicorn_workers']} uvicorn worker(s), train claims "
         f"(distinct; result cache off unless stated). Machine: {report['machine']['cpus']} CPUs, load average "
@@ -373,7 +376,8 @@ def markdown(report: dict) -> str:
             f"## Paired: this code and `{report['baseline']}` served at once",
             "",
             "One client sends each query to both (which first alternates): p50 of each, and the median of the "
-            "per-query differences; then 4 clients on each at the same time. Server CPU as above.",
+            "per-query differences; then 4 clients on each at the same time. Server CPU: CPU time of the uvicorn "
+            "processes (all threads) per request.",
             "",
             "| round | one client p50 new / baseline ms | median difference ms | server CPU ms/req new / baseline "
             "| 4+4 clients req/s new / baseline | server CPU ms/req new / baseline | errors |",
@@ -511,8 +515,10 @@ def main() -> None:
     parser.add_argument(
         "--no-components", action="store_true", help="skip the in-process steps and the server/client split"
     )
+    parser.add_argument("--mode", default="hybrid", choices=["hybrid", "dense", "sparse"], help="the queries' mode")
     parser.add_argument("--tag", default="", help="suffix of the result files")
     args = parser.parse_args()
+    QUERY_MODE[0] = args.mode
     encoders = args.encoders.split(",")
     if not set(encoders) <= set(ENCODERS):
         parser.error(f"--encoders: any of {list(ENCODERS)}")
