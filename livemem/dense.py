@@ -612,6 +612,25 @@ class DenseRows:
         sizes = [int(rows.size) for _, rows in parts]
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)  # snapshot row of each part's start
 
+        self._blocks: dict[tuple[int, int, int], tuple[int, int, np.ndarray | bool]] = {}
+
+    def block_rows(self, part: int, start: int, end: int) -> tuple[int, int, np.ndarray | bool]:
+        """Where segment rows ``[start, end)`` of ``part`` go in the snapshot: ``(first, end)`` positions within the
+        part, and True when the snapshot holds every one of them, else the offsets of those it holds within the
+        block; False when the part's rows are not in segment order (then its scores are gathered whole)."""
+        key = (part, start, end)
+        found = self._blocks.get(key)
+        if found is None:
+            held = self.parts[part][1]
+            if held.size > 1 and not bool(np.all(held[1:] > held[:-1])):
+                found = (0, 0, False)
+            else:
+                first, last = (int(i) for i in np.searchsorted(held, [start, end]))
+                local = held[first:last] - start
+                found = (first, last, True if local.size == end - start else local)
+            self._blocks[key] = found
+        return found
+
     def __matmul__(self, vector: np.ndarray) -> np.ndarray:
         return self._scores(_query(vector), np.arange(self.size))
 
@@ -665,6 +684,20 @@ def _query(vector: np.ndarray) -> np.ndarray:
 EXACT_SHARE = 0.05
 
 
+def _scan_block(kernel: Kernel, query: Any, block: Any, out: np.ndarray | None, local: np.ndarray | None) -> np.ndarray:
+    """One block's first-stage scores, written into ``out`` (the snapshot's rows of the block; ``local``: which
+    rows of the block those are, when the snapshot does not hold them all); ``out`` None: returned whole."""
+    if out is None:
+        return kernel.product(block, query)
+    if local is None:
+        product = kernel.product(block, query, out)
+        if product is not out:
+            out[:] = product
+    else:
+        np.take(kernel.product(block, query), local, out=out)
+    return out
+
+
 class DenseScan:
     """One query over a snapshot's allowed rows: the float16 scores of every row (when the bound allows them), and
     the exact scores of the rows scored so far."""
@@ -702,18 +735,19 @@ class DenseScan:
         if kernel.reads_int8 and all(p.row_error is not None for p in parts):  # a bound per row, for candidates
             self._row_bounds = (parts, *int8_terms(kernel, self.query, parts, query))
         approx = np.empty(self.dense.size, dtype=np.float32)
-        jobs = []  # (part, block start, block end, packed block, where its scores go: a slice of approx or None)
+        # (part, packed block, where its scores go: a slice of approx, or None: picked from the whole part later;
+        # the block's rows the snapshot holds when it does not hold them all)
+        jobs: list[tuple[int, Any, np.ndarray | None, np.ndarray | None]] = []
         for p, part in enumerate(parts):
-            whole = self.dense.parts[p][1].size == self.dense.parts[p][0].shape[0]  # every row of the segment
-            start = int(self.dense.offsets[p])
-            jobs.extend(
-                (p, a, b, block, approx[start + a : start + b] if whole else None) for a, b, block in part.blocks
-            )
+            for a, b, block in part.blocks:
+                first, end, local = self.dense.block_rows(p, a, b)
+                out = None if local is False else approx[self.dense.offsets[p] + first : self.dense.offsets[p] + end]
+                jobs.append((p, block, out, None if local is False or local is True else local))
         pool = _scan_pool() if self.dense.size >= PARALLEL_MIN_ROWS and len(jobs) > 1 else None
         if pool is None:
-            self._assemble(parts, jobs, [kernel.product(job[3], query, job[4]) for job in jobs], approx)
+            self._assemble(parts, jobs, [_scan_block(kernel, query, *job[1:]) for job in jobs], approx)
         else:  # the blocks are scanned on the pool while the caller goes on (BM25): ``_settle`` collects them
-            futures = [pool.submit(kernel.product, job[3], query, job[4]) for job in jobs]
+            futures = [pool.submit(_scan_block, kernel, query, *job[1:]) for job in jobs]
             self._pending = (parts, jobs, futures, approx)
 
     @property
@@ -731,11 +765,9 @@ class DenseScan:
 
     def _assemble(self, parts: list[_Packed], jobs: list, products: list[np.ndarray], approx: np.ndarray) -> None:
         scored: list[list[np.ndarray]] = [[] for _ in parts]
-        for (p, _, _, _, out), product in zip(jobs, products, strict=True):
-            if out is None:  # a segment the snapshot holds part of: its rows are picked below
+        for (p, _, out, _), product in zip(jobs, products, strict=True):
+            if out is None:  # a part whose rows are not in segment order: picked below
                 scored[p].append(product)
-            elif product is not out:
-                out[:] = product
         for (_, rows), pieces, start in zip(self.dense.parts, scored, self.dense.offsets, strict=False):
             if pieces:
                 whole = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)

@@ -20,7 +20,7 @@ from livemem import retrieval
 from livemem.attention import AttentionConfig, rollup_day
 from livemem.breath import Breath
 from livemem.dense import DenseRows, exact_scores, top_order
-from livemem.fusion import FusionSettings, fuse
+from livemem.fusion import FusionSettings, feedback_order, feedback_query, fuse, with_feedback
 from livemem.reader import load_snapshot
 from livemem.retrieval import Filters, Query, Retriever, question_memory
 from livemem.store import IndexHome
@@ -351,6 +351,12 @@ def reference_search(retriever: Retriever, snap, query: Query, collections: list
     else:
         sparse = sparse if sparse is not None else np.zeros(candidates.size)
         rows, scores = fuse(candidates, dense_all[candidates], sparse, retriever.fusion)
+        fusion = retriever.fusion
+        if fusion.feedback and rows.size:  # pseudo-relevance feedback over the fused ranking of every candidate
+            top = feedback_order(scores, fusion)
+            moved = feedback_query(vector, snap.dense.materialize()[rows[top[: fusion.feedback_chunks]]],
+                                   fusion.feedback_beta)  # fmt: skip
+            scores[top] = with_feedback(scores[top], (snap.dense @ moved)[rows[top]], fusion)
     if rows.size and query.recency_bias:
         half_life = query.recency_half_life_days or retriever.recency_half_life_days
         scores = scores * retrieval.recency_boost(snap, rows, query.recency_bias, half_life)
