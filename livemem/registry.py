@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
 
 from livemem.checks import MAX_REPORTED, CheckOutcome
 from livemem.config import SourcesConfig
@@ -113,36 +114,31 @@ class RegistryQueryError(LivingMemoryError):
 
 
 # --- configuration -----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RegistryConfig:
-    """The ``registry:`` section of the sources file (``schemas/registry_config.schema.json``)."""
+class RegistryConfig(BaseModel):
+    """The ``registry:`` section of the sources file (``schemas/registry_config.schema.json``), typed."""
 
-    kind: str
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["csv", "json", "postgres"]
     path: Path | None = None
     table: str = "local_resources"
     dsn_env: str = "RAG_REGISTRY_DSN"
     state: str = "WV"
     freshness_days: int = 180
     max_invalid_share: float = 0.1
-    dsn: str | None = field(default=None, repr=False)  # a secret: never in the sources file, never printed
+    dsn: str | None = Field(default=None, repr=False)  # a secret: never in the sources file, never printed
 
     @classmethod
     def from_sources(cls, config: SourcesConfig) -> RegistryConfig | None:
-        """The validated section (errors carry file:line:col), paths resolved; None when the file has none."""
+        """The section, validated against its schema (errors carry file:line:col), then typed with its path
+        resolved against the sources file; None when the file has none."""
         raw = config.section("registry", "registry_config")
         if raw is None:
             return None
-        defaults = load_schema("registry_config")["properties"]
-        path = None
-        if raw.get("path"):
-            path = Path(os.path.expanduser(raw["path"]))
-            path = path if path.is_absolute() else (config.path.parent / path).resolve()
-        return cls(
-            kind=raw["kind"],
-            path=path,
-            **{k: raw.get(k, defaults[k]["default"]) for k in ("table", "dsn_env", "state", "freshness_days")},
-            max_invalid_share=float(raw.get("max_invalid_share", defaults["max_invalid_share"]["default"])),
-        )
+        cfg = cls.model_validate(raw)
+        if cfg.path is None:
+            return cfg
+        path = cfg.path.expanduser()
+        return cfg.model_copy(update={"path": path if path.is_absolute() else (config.path.parent / path).resolve()})
 
     def describe(self) -> str:
         if self.kind == "postgres":

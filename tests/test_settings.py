@@ -188,3 +188,18 @@ def test_dagster_resources_name_the_variables_set_and_show_defaults_for_the_rest
     assert resources["trace_store"].dsn == EnvVar("RAG_TRACE_DSN") and resources["trace_store"].directory == ""
     assert resources["spatial_databases"].dsns == {"OFFICES_DSN": EnvVar("OFFICES_DSN")}
     assert resources["embedder"].encoder == "onnx"
+
+
+def test_the_typed_sources_file_sections_default_as_their_schemas_say() -> None:
+    """The attention and registry sections are typed models; a value the file leaves out is the schema's default
+    (the schema is what users read and what locates mistakes)."""
+    from livemem.attention import AttentionConfig
+    from livemem.registry import RegistryConfig
+    from livemem.schemas import load_schema
+
+    for model, schema in ((AttentionConfig, "attention_config"), (RegistryConfig, "registry_config")):
+        for name, spec in load_schema(schema)["properties"].items():
+            if "default" in spec:
+                assert model.model_fields[name].default == spec["default"], (schema, name)
+    weights = load_schema("attention_config")["properties"]["weights"]["properties"]
+    assert AttentionConfig().weights.model_dump() == {name: spec["default"] for name, spec in weights.items()}

@@ -1,6 +1,5 @@
 """The registry source: the ``registry:`` section of the sources file, and where its Postgres DSN comes from."""
 
-from dataclasses import replace
 from pathlib import Path
 
 from dagster import ConfigurableResource
@@ -27,7 +26,7 @@ class RegistrySourceResource(ConfigurableResource):
     def config(self) -> RegistryConfig | None:
         """The registry configuration, or None when the sources file has no ``registry:`` section."""
         cfg = RegistryConfig.from_sources(self.sources())
-        return replace(cfg, dsn=self.dsn) if cfg is not None and self.dsn else cfg
+        return cfg.model_copy(update={"dsn": self.dsn}) if cfg is not None and self.dsn else cfg
 
     def require(self) -> RegistryConfig:
         cfg = self.config()
