@@ -21,8 +21,14 @@ feedback (RM3 for BM25, Rocchio for the query vector) and the fusion variants, e
 random halves of train (no test split ships with the data: the halves are the check against overfitting) and the
 ms per query it adds, timed in the same run as the baseline.
 
+``--feedback`` (train only, round 6) scores the pseudo-relevance feedback of hybrid search (``FusionSettings``
+``feedback_*``: Rocchio from the first fused chunks, their cosine to the moved query added to the first fused
+chunks) through ``search`` itself, setting by setting against feedback off, with the halves, the per-query
+difference's standard error, and the ms per ``search`` of the default with and without it (interleaved).
+
     .venv/bin/python -m bench.serving_quality --split train    # writes bench/results/serving_quality.json and .md
     .venv/bin/python -m bench.serving_quality --split train --no-sweep --api --ideas --output serving_quality-r5
+    .venv/bin/python -m bench.serving_quality --split train --no-sweep --api --feedback --output serving_quality-r6
 """
 
 from __future__ import annotations
@@ -122,7 +128,12 @@ def _label(f: FusionSettings) -> str:
     if f.method == "rrf":
         return f"rrf k={f.k:g} dense={f.dense_weight:g} sparse={f.sparse_weight:g} depth={f.depth}"
     sparse_depth = "" if f.sparse_depth is None else f" sparse_depth={f.sparse_depth}"
-    return f"{f.method} dense={f.dense_weight:g} sparse={f.sparse_weight:g} depth={f.depth}{sparse_depth}"
+    feedback = (
+        f" feedback m={f.feedback_chunks} beta={f.feedback_beta:g} w={f.feedback_weight:g} depth={f.feedback_depth}"
+        if f.feedback
+        else ""
+    )
+    return f"{f.method} dense={f.dense_weight:g} sparse={f.sparse_weight:g} depth={f.depth}{sparse_depth}{feedback}"
 
 
 class Scores:
@@ -169,8 +180,9 @@ def main() -> None:
     parser.add_argument("--api", action="store_true", help="also ask every question through the real app (HTTP)")
     parser.add_argument("--ideas", action="store_true", help="measure the round-5 query-side ideas (train only)")
     parser.add_argument("--timing", action="store_true", help="time search per fusion method, interleaved (A/B)")
+    parser.add_argument("--feedback", action="store_true", help="sweep hybrid's pseudo-relevance feedback (train)")
     args = parser.parse_args()
-    if (not args.no_sweep or args.ideas) and args.split != "train":
+    if (not args.no_sweep or args.ideas or args.feedback) and args.split != "train":
         raise SystemExit("the sweep and the ideas choose settings: run them on the train split only")
     home = IndexHome(WORK / "rag_index") if args.version else ensure_index()
     snap = load_snapshot(home, args.version or home.current())
@@ -215,6 +227,8 @@ def main() -> None:
         report["ideas"] = ideas(snap, queries, vectors, qrels)
     if args.timing:
         report["timing"] = fusion_timing(embedder, snap, queries, vectors)
+    if args.feedback:
+        report["feedback"] = feedback_sweep(embedder, snap, queries, vectors, qrels)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.output}.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     (RESULTS / f"{args.output}.md").write_text(_markdown(report), encoding="utf-8")
@@ -302,6 +316,67 @@ def fusion_timing(embedder: Embedder, snap, queries: dict[str, str], vectors: np
     out |= {f"{name}_vs_rrf": round(out[name] / out["rrf"], 3) for name in methods}
     print("timing", out, flush=True)
     return out
+
+
+def _feedback_settings() -> list[tuple[str, FusionSettings]]:
+    """Off, the default, then one knob at a time around it (first chunks m, Rocchio beta, weight, depth)."""
+    out = [("off (linear 1 : 0.5, round 5)", FusionSettings(feedback_weight=0.0)), ("default", FusionSettings())]
+    for chunks in (1, 3, 5):
+        for weight in (0.2, 0.3, 0.5):
+            if (chunks, weight) != (1, 0.3):
+                out.append(
+                    (f"m={chunks} beta=1 w={weight}", FusionSettings(feedback_chunks=chunks, feedback_weight=weight))
+                )
+    out += [(f"m=1 beta={b:g} w=0.3", FusionSettings(feedback_beta=b)) for b in (0.5, 2.0)]
+    out += [(f"m=1 beta=1 w=0.3 depth={d}", FusionSettings(feedback_depth=d)) for d in (20, 1000)]
+    return out
+
+
+def feedback_sweep(
+    embedder: Embedder, snap, queries: dict[str, str], vectors: np.ndarray, qrels: dict[str, dict[str, int]]
+) -> dict:
+    """Train nDCG@10 of hybrid search (documents) for each feedback setting, through ``search``, with the two fixed
+    halves of ``Ideas`` (seed 5) and the standard error of the per-query difference to feedback off; then the ms per
+    ``search`` (documents, top 10) of the default with and without feedback, interleaved, median of 3 passes."""
+    paths = snap.columns["path"]
+    halves = np.random.default_rng(5).permutation(len(queries))
+    halves = (halves[: len(queries) // 2], halves[len(queries) // 2 :])
+    rows, base = [], None
+    for label, fusion in _feedback_settings():
+        retriever, values, spent = Retriever(embedder, fusion), [], []
+        for (qid, text), vector in zip(queries.items(), vectors, strict=True):
+            found = retriever.search(snap, Query(text, top_k=10, return_="documents"), ["scifact"], vector=vector)
+            values.append(ndcg_at([Path(paths[d.hits[0].row]).stem for d in found.documents], qrels[qid], 10))
+            spent.append(found.timings_ms.get("feedback", 0.0))
+        values = np.array(values)
+        base = values if base is None else base
+        delta = values - base
+        rows.append(
+            {
+                "setting": label,
+                "ndcg@10": round(float(values.mean()), 4),
+                **{f"half_{h}": round(float(values[i].mean()), 4) for h, i in zip("ab", halves, strict=True)},
+                "delta": round(float(delta.mean()), 4),
+                "delta_se": round(float(delta.std() / np.sqrt(delta.size)), 4),
+                "feedback_ms": round(float(np.mean(spent)), 3),
+            }
+        )
+        print("feedback", rows[-1], flush=True)
+    retrievers = {"off": Retriever(embedder, FusionSettings(feedback_weight=0.0)), "on": Retriever(embedder)}
+    texts, passes = list(queries.values())[:200], {"off": [], "on": []}
+    for _ in range(3):
+        spent = dict.fromkeys(retrievers, 0.0)
+        for text, vector in zip(texts, vectors, strict=False):
+            for name, retriever in retrievers.items():
+                started = time.perf_counter()
+                retriever.search(snap, Query(text, return_="documents"), ["scifact"], vector=vector)
+                spent[name] += time.perf_counter() - started
+        for name in retrievers:
+            passes[name].append(spent[name] * 1000 / len(texts))
+    timing = {name: round(float(np.median(v)), 3) for name, v in passes.items()}
+    timing["on_vs_off"] = round(timing["on"] / timing["off"], 3)
+    print("feedback timing", timing, flush=True)
+    return {"settings": rows, "timing": timing}
 
 
 class Ideas:
@@ -499,6 +574,27 @@ def ideas(snap, queries: dict[str, str], vectors: np.ndarray, qrels: dict[str, d
         out.append(x.score(f"hybrid linear after PRF ({label})", run, "ms: feedback + second scan and BM25, numpy"))
         out.append(x.score(f"dense after Rocchio ({label})", lambda i, r=refined: x.doc_max(r[i][0])))
         out.append(x.score(f"BM25 after RM3 ({label})", lambda i, r=refined: x.bm25_only(r[i][1])))
+    # round 6: each feedback alone, its list replacing its side (the shipped feedback adds a cosine instead: --feedback)
+    for chunks, terms, lam in ((3, 10, 0.3), (3, 20, 0.5), (10, 20, 0.3)):
+        out.append(
+            x.score(
+                f"hybrid linear, BM25 side after RM3 alone ({chunks} chunks, {terms} terms, weight {lam})",
+                lambda i, c=chunks, t=terms, w=lam: x.fused(d[i], x.feedback(i, linear, c, t, w, 0.0)[1], linear),
+            )
+        )
+    for chunks, beta in ((1, 0.5), (3, 0.5), (5, 0.25)):
+
+        def dense_rocchio(i, c=chunks, b=beta):
+            top = top_order(d[i], c)  # from the dense ranking itself
+            v = x.vectors[i] + b * x.matrix[top].mean(0)
+            return (x.matrix @ (v / np.linalg.norm(v))).astype(np.float32)
+
+        out.append(
+            x.score(
+                f"hybrid linear, dense side after Rocchio from the dense top {chunks} (beta {beta})",
+                lambda i, f=dense_rocchio: x.fused(f(i), s[i], linear),
+            )
+        )
     return out
 
 
@@ -522,6 +618,25 @@ def _markdown(report: dict) -> str:
     for mode, scores in report["modes"].items():
         lines.append(f"| {mode} | {scores['ndcg@10']:.4f} | {scores['recall@100']:.4f} |")
     lines += ["", f"Hybrid (the serving default): {report['fusion']['label']}."]
+    if "feedback" in report:
+        t = report["feedback"]["timing"]
+        lines += [
+            "",
+            "## Hybrid pseudo-relevance feedback (train, through `search`, documents, top 10)",
+            "",
+            "m: first fused chunks moving the query; beta: Rocchio; w: weight of the cosine to the moved query; depth:",
+            "first fused chunks rescored (default m=1 beta=1 w=0.3 depth=200). Delta: per-query nDCG@10 difference to",
+            f"off, with its standard error. `search` ms (interleaved, median of 3): off {t['off']:.3f}, on {t['on']:.3f}"
+            f" (×{t['on_vs_off']:.3f}).",
+            "",
+            "| setting | nDCG@10 | half a | half b | delta | se | feedback ms |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in report["feedback"]["settings"]:
+            lines.append(
+                f"| {row['setting']} | {row['ndcg@10']:.4f} | {row['half_a']:.4f} | {row['half_b']:.4f} | "
+                f"{row['delta']:+.4f} | {row['delta_se']:.4f} | {row['feedback_ms']:.3f} |"
+            )
     if "api" in report:
         lines += [
             "",
