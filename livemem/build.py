@@ -17,6 +17,7 @@ import logging
 import multiprocessing
 import os
 import shutil
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -934,7 +935,7 @@ def _in_workers(function, job: _ReadJob, batches: list[list[_FileTask]], workers
     every file is read)."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])  # workers fork from a server that imported this module once
-    pool = ProcessPoolExecutor(workers, mp_context=context)
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_watch_build, initargs=(os.getpid(),))
     try:
         futures = [pool.submit(function, job, batch) for batch in batches]
         for i, future in enumerate(futures):
@@ -951,6 +952,21 @@ def _in_workers(function, job: _ReadJob, batches: list[list[_FileTask]], workers
                 ) from exc
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _watch_build(build_pid: int) -> None:
+    """A worker's watchdog: exit when the build process is gone. A build killed before it could stop its pool
+    (SIGKILL, a run terminated) leaves workers that would otherwise wait forever to hand back their batch."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(build_pid, 0)
+            except OSError:  # no such process (or the id now names another user's): the build is gone
+                os._exit(1)
+
+    threading.Thread(target=watch, name="livemem-build-watchdog", daemon=True).start()
 
 
 _WORKER_REPOS: dict[str, GitSource] = {}  # a worker process's open repositories (one `git cat-file` each)

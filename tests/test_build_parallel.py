@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -159,3 +162,48 @@ def test_postings_of_batches_tokenized_apart_merge_into_those_of_all_texts() -> 
     rows, tf = whole.lookup("item0")
     assert rows.tolist() == [i for i in range(30) if i % 5 == 0 or i % 3 == 0]
     assert tf.tolist() == [2.0 if i % 15 == 0 else 1.0 for i in rows.tolist()]
+
+
+def _report_and_wait(job, batch):
+    Path(batch[0].path).write_text(str(os.getpid()), encoding="utf-8")
+    time.sleep(120)
+
+
+KILLED_BUILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from test_build_parallel import _report_and_wait, task
+from livemem import build
+from livemem.config import SourceConfig
+job = build._ReadJob(SourceConfig("docs", Path("."), "docs"), ".", "model", 1000, 2000, 254)
+list(build._in_workers(_report_and_wait, job, [[task({a!r})], [task({b!r})]], 2))
+"""
+
+
+def test_workers_of_a_killed_build_exit(tmp_path) -> None:
+    """A build killed before it can stop its worker processes (SIGKILL) leaves none behind."""
+    a, b = tmp_path / "a.pid", tmp_path / "b.pid"
+    code = KILLED_BUILD.format(tests=str(Path(__file__).parent), a=str(a), b=str(b))
+    build = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).parent.parent)
+    try:
+        deadline = time.monotonic() + 60
+        while not (a.exists() and b.exists()) and time.monotonic() < deadline:
+            assert build.poll() is None, "the build process ended early"
+            time.sleep(0.2)
+        workers = [int(a.read_text()), int(b.read_text())]
+    finally:
+        build.kill()
+        build.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in workers)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # exited, not yet reaped by the forkserver
