@@ -48,6 +48,7 @@ from livemem.duck import registered
 from livemem.embed_cache import EmbeddingCache
 from livemem.embedding import Embedder
 from livemem.errors import ConfigError, SourceError
+from livemem.geo.names import tidy_county, tidy_county_key
 from livemem.gis_index import (
     ENTITY_COLUMNS,
     ENTITY_TABLE,
@@ -55,7 +56,6 @@ from livemem.gis_index import (
     GIS,
     RELATION_COLUMNS,
     RELATION_TABLE,
-    county_key,
     has_gbim_tables,
     haversine_km,
     read_entities,
@@ -556,9 +556,7 @@ def features_to_entities(
         attrs = attributes[i]
         pk = str(attrs[source.id_field]).strip()
         own = attrs.get(county_field) if county_field else None
-        own = " ".join(str(own).split()) if own is not None and str(own).strip() else None
-        if own and own.casefold().endswith(" county"):
-            own = own[: -len(" county")]
+        own = (tidy_county(str(own)) or None) if own is not None else None
         pip = spatial_county[j]
         label = _field_text(attrs, source.label_field, source.label_template) or f"{source.gbim_entity} {pk}"
         description = _field_text(attrs, source.description_field, source.description_template) or label
@@ -588,7 +586,7 @@ def features_to_entities(
                 "flags": {
                     "geometry_repaired": i in repaired,
                     "outside_region": bool(outside[j]),
-                    "county_disagreement": bool(own and pip and county_key(own) != county_key(pip)),
+                    "county_disagreement": bool(own and pip and tidy_county_key(own) != tidy_county_key(pip)),
                 },
                 "_zip_codes": zip_codes(attrs.get(zip_field)) if zip_field else [],
                 "_zip_field": zip_field,

@@ -20,6 +20,7 @@ import duckdb
 import numpy as np
 
 from livemem.errors import LivingMemoryError
+from livemem.geo.names import tidy_county_key
 from livemem.version import connect
 
 GIS = "gis"
@@ -33,16 +34,6 @@ ENTITY_COLUMNS = (
     "geometry_type", "county_source", "county_spatial", *FLAG_COLUMNS,
 )  # fmt: skip
 RELATION_COLUMNS = ("subject", "predicate", "object", "object_kind", "provenance")
-
-
-def county_key(value: Any) -> str | None:
-    """A county name normalised for comparison: ``"Fayette County"``, ``" fayette "`` → ``"fayette"``."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    text = " ".join(str(value).split())
-    if text.casefold().endswith(" county"):
-        text = text[: -len(" county")]
-    return text.casefold() or None
 
 
 def haversine_km(lat: np.ndarray, lon: np.ndarray, lat0: Any, lon0: Any) -> np.ndarray:
@@ -122,7 +113,7 @@ class GisIndex:
         if datasets:
             keep &= np.isin(self.dataset, np.array(datasets, dtype=object))
         if counties:
-            keys = [county_key(c) for c in counties]
+            keys = [tidy_county_key(c) for c in counties]
             keep &= np.isin(self.county, np.array([k for k in keys if k], dtype=object))
         if bbox is not None:
             min_lon, min_lat, max_lon, max_lat = bbox
@@ -191,7 +182,7 @@ def load_gis_index(version_dir: Path) -> GisIndex | None:
         row_of={eid: i for i, eid in enumerate(ids)},
         lon=coordinate("lon"),
         lat=coordinate("lat"),
-        county=np.array([county_key(e["county"]) for e in ordered], dtype=object),
+        county=np.array([tidy_county_key(e["county"]) for e in ordered], dtype=object),
         dataset=column("dataset"),
         access=column("access"),
     )

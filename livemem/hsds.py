@@ -35,6 +35,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from livemem.errors import LivingMemoryError
+from livemem.geo.names import without_county_word
 from livemem.registry import FIELDS, RESOURCE_TYPES, zip_data
 from livemem.schemas import SCHEMA_DIR
 
@@ -389,7 +390,7 @@ class _Lookups:
 def _county(address: dict[str, Any], zip5: str) -> str | None:
     """The address's region without "County", else the ZIP's county."""
     if address.get("region"):
-        return re.sub(r"\s+county$", "", address["region"].strip(), flags=re.IGNORECASE)
+        return without_county_word(address["region"])
     return zip_data()[zip5][1] if zip5 in zip_data() else None
 
 

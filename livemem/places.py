@@ -15,7 +15,8 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 
-from livemem.registry import county_key, state_counties, zip_data
+from livemem.geo.names import county_key, without_county_word
+from livemem.registry import state_counties, zip_data
 
 STATE = "WV"
 OTHER_STATES = {
@@ -171,7 +172,7 @@ def _towns() -> dict[str, tuple[str, ...]]:
     for z in zipcodes.list_all():
         if z["state"] != STATE or not z["county"]:
             continue
-        county = re.sub(r"\s+County$", "", z["county"])
+        county = without_county_word(z["county"])
         for name in {z["city"], *(z.get("acceptable_cities") or [])}:
             counts.setdefault(name.lower(), Counter())[county] += 1
     return {t: tuple(sorted(c, key=lambda k: (-c[k], k))) for t, c in counts.items()}

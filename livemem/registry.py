@@ -38,6 +38,7 @@ from livemem.checks import MAX_REPORTED, CheckOutcome
 from livemem.config import SourcesConfig
 from livemem.duck import registered
 from livemem.errors import LivingMemoryError
+from livemem.geo.names import COUNTY_WORD, county_key, without_county_word
 from livemem.schemas import errors_for, load_schema
 from livemem.store import IndexHome, derive_version, iso, utc_now, write_manifest
 from livemem.version import connect
@@ -299,18 +300,13 @@ def _loaded(raw: pd.DataFrame, source: str, digest: str) -> LoadedRows:
 
 
 # --- ZIP data ----------------------------------------------------------------------------------------------------
-def county_key(name: str) -> str:
-    """``Fayette County`` / ``fayette`` -> ``fayette``: how counties are compared."""
-    return re.sub(r"\s+county$", "", name.strip(), flags=re.IGNORECASE).casefold()
-
-
 @cache
 def zip_data() -> dict[str, tuple[str, str, bool]]:
     """ZIP -> (state, county without the word County, in use), from the zipcodes package (loaded once)."""
     import zipcodes
 
     return {
-        z["zip_code"]: (z["state"], re.sub(r"\s+County$", "", z["county"] or ""), bool(z["active"]))
+        z["zip_code"]: (z["state"], without_county_word(z["county"] or ""), bool(z["active"]))
         for z in zipcodes.list_all()
     }
 
@@ -454,7 +450,7 @@ def _normalise_input(frame: pd.DataFrame) -> pd.DataFrame:
         rows[name] = rows[name].where(text.isna(), text.str.lower().str.replace(r"[\s-]+", "_", regex=True))
     text = _strings(rows["county"])
     rows["county"] = rows["county"].where(
-        text.isna(), text.str.replace(r"\s+", " ", regex=True).str.replace(r"\s+county$", "", regex=True, case=False)
+        text.isna(), text.str.replace(r"\s+", " ", regex=True).str.replace(COUNTY_WORD, "", regex=True)
     )
     rows["source_row"] = np.arange(1, len(rows) + 1)
     return rows
@@ -615,7 +611,7 @@ def _check_zips(rows: pd.DataFrame, issues: _Issues, state: str) -> None:
 
     counties = _strings(rows["county"])
     in_state = well_formed & known & (zip_state == state)
-    key = counties.str.replace(r"\s+county$", "", regex=True, case=False).str.casefold()
+    key = counties.str.replace(COUNTY_WORD, "", regex=True).str.casefold()  # county_key, vectorised
     mismatch = in_state & counties.notna() & (key != zip_county.str.casefold())
     issues.add(
         "zip_county",

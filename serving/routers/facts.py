@@ -23,6 +23,7 @@ from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header
 
 from livemem.gbim import RDF_MEDIA_TYPES, find_entities, rdf_graph, serialize_rdf
+from livemem.geo.names import lower_without_county
 from livemem.gis_index import GisIndex
 from livemem.sparql_worker import (
     LEGACY_JSON,
@@ -162,7 +163,7 @@ def facts(
     if media_type is None:
         raise _not_acceptable(offers)
     index = gis_index(snap)
-    wanted_object = _norm(object) if object else None
+    wanted_object = lower_without_county(object) if object else None
     visible = _visible(index, role.access)
     matched = find_entities(visible, name) if name else None
     if matched is not None:
@@ -174,7 +175,7 @@ def facts(
         for rel in index.relations.get(entity["entity_id"], ()):
             if predicate and rel["predicate"] != predicate:
                 continue
-            if wanted_object and _norm(rel["object"]) != wanted_object:
+            if wanted_object and lower_without_county(rel["object"]) != wanted_object:
                 continue
             found.append({**rel, "subject_label": entity["label"], "object_label": object_label(index, rel)})
     if media_type == "application/json":
@@ -193,11 +194,6 @@ def object_label(index: GisIndex, rel: dict[str, Any]) -> str | None:
     """The label of an entity object (``near``); None for other objects, whose value is their name."""
     row = index.row_of.get(rel["object"]) if rel["object_kind"] == "entity" else None
     return None if row is None else index.entities[row]["label"]
-
-
-def _norm(value: str) -> str:
-    value = value.strip().lower()
-    return value[: -len(" county")] if value.endswith(" county") else value
 
 
 def sparql_pool(request: Request) -> SparqlPool:

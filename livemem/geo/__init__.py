@@ -1,0 +1,1 @@
+"""Geography shared by every stage: how county names are written and compared (``names``)."""
