@@ -634,6 +634,17 @@ class DenseRows:
     def __matmul__(self, vector: np.ndarray) -> np.ndarray:
         return self._scores(_query(vector), np.arange(self.size))
 
+    def vectors(self, rows: np.ndarray) -> np.ndarray:
+        """The float32 vectors of snapshot ``rows`` (in that order), read from their segments."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty((rows.size, self.shape[1]), dtype=np.float32)
+        part_of = np.searchsorted(self.offsets, rows, side="right") - 1
+        for p in np.unique(part_of):
+            vectors, held = self.parts[p]
+            where = np.flatnonzero(part_of == p)
+            out[where] = vectors[held[rows[where] - self.offsets[p]]]
+        return out
+
     def scores(self, vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The dense scores of snapshot ``rows`` (any order), equal to ``(self @ vector)[rows]``."""
         return self._scores(_query(vector), np.asarray(rows, dtype=np.int64))

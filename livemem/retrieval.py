@@ -28,7 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from livemem.dates import date_mask
-from livemem.dense import DenseRows, DenseScan
+from livemem.dense import DenseScan
 from livemem.embedding import Embedder
 from livemem.fusion import FusionSettings, feedback_order, feedback_query, fuse, top_order, with_feedback
 from livemem.reader import Snapshot, breath_number
@@ -233,7 +233,7 @@ class Retriever:
         started = time.perf_counter()
         top = feedback_order(scores, self.fusion)  # ties: the lower row (rows ascend)
         first = rows[top[: self.fusion.feedback_chunks]]
-        moved = feedback_query(vector, row_vectors(snap.dense, first), self.fusion.feedback_beta)
+        moved = feedback_query(vector, snap.dense.vectors(first), self.fusion.feedback_beta)
         scores[top] = with_feedback(scores[top], snap.dense.scores(moved, rows[top]), self.fusion)
         timings["feedback"] = round((time.perf_counter() - started) * 1000, 3)
         return rows, scores
@@ -307,18 +307,6 @@ class Retriever:
         if dense is None:
             return candidates[:0], np.zeros(0)
         return fuse(candidates, dense, sparse if sparse is not None else np.zeros(candidates.size), self.fusion)
-
-
-def row_vectors(dense: DenseRows, rows: np.ndarray) -> np.ndarray:
-    """The float32 vectors of snapshot ``rows`` (in that order), read from their segments."""
-    rows = np.asarray(rows, dtype=np.int64)
-    out = np.empty((rows.size, dense.shape[1]), dtype=np.float32)
-    part_of = np.searchsorted(dense.offsets, rows, side="right") - 1
-    for p in np.unique(part_of):
-        vectors, held = dense.parts[p]
-        where = np.flatnonzero(part_of == p)
-        out[where] = vectors[held[rows[where] - dense.offsets[p]]]
-    return out
 
 
 def top_documents(

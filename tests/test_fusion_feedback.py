@@ -11,7 +11,6 @@ from serving_support import API_KEYS, build_and_publish, make_workspace
 
 from livemem.dense import DenseRows
 from livemem.fusion import METHODS, FusionSettings, feedback_query, fuse
-from livemem.retrieval import row_vectors
 from livemem.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
@@ -99,12 +98,12 @@ def test_feedback_lifts_the_chunk_that_resembles_the_best_answer() -> None:
     assert rows[np.argsort(-scores, kind="stable")].tolist() == [0, 1, 2]
 
 
-def test_row_vectors_reads_each_row_from_its_segment() -> None:
+def test_dense_vectors_reads_each_row_from_its_segment() -> None:
     rng = np.random.default_rng(1)
     first, second = rng.normal(size=(6, 4)).astype(np.float32), rng.normal(size=(5, 4)).astype(np.float32)
     dense = DenseRows([(first, np.array([0, 2, 3, 5])), (second, np.array([1, 4]))], 4)  # rows the version holds
     rows = np.array([5, 0, 3, 4, 1])
-    np.testing.assert_array_equal(row_vectors(dense, rows), dense.materialize()[rows])
+    np.testing.assert_array_equal(dense.vectors(rows), dense.materialize()[rows])
 
 
 @pytest.fixture(scope="module")
