@@ -103,8 +103,16 @@ class Postings:
             try:  # most texts hold no word unseen by the earlier ones
                 ids = np.fromiter(map(word_term.__getitem__, words), dtype=np.int32, count=len(words))
             except KeyError:
-                new = list(set(words).difference(word_term))
-                for word, stem in zip(new, stemmer.stemWords(new), strict=True):
+                # stems of words this process stemmed before (earlier batches of a build's worker) are remembered
+                stems = {w: _STEMS.get(w) for w in set(words).difference(word_term)}
+                unknown = [w for w, stem in stems.items() if stem is None]
+                if unknown:
+                    found = dict(zip(unknown, stemmer.stemWords(unknown), strict=True))
+                    stems.update(found)
+                    if len(_STEMS) > _STEMS_MAX:
+                        _STEMS.clear()
+                    _STEMS.update(found)
+                for word, stem in stems.items():
                     word_term[word] = -1 if word in stop else stem_term.setdefault(stem, len(stem_term))
                 ids = np.fromiter(map(word_term.__getitem__, words), dtype=np.int32, count=len(words))
             per_text.append(ids[ids >= 0])
