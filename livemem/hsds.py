@@ -36,7 +36,8 @@ from referencing.jsonschema import DRAFT202012
 
 from livemem.errors import LivingMemoryError
 from livemem.geo.names import without_county_word
-from livemem.registry import FIELDS, RESOURCE_TYPES, zip_data
+from livemem.geo.zips import zip_data
+from livemem.registry import FIELDS, RESOURCE_TYPES
 from livemem.schemas import SCHEMA_DIR
 
 HSDS_DIR = SCHEMA_DIR / "hsds"

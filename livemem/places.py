@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from livemem.geo.names import county_key, without_county_word
-from livemem.registry import state_counties, zip_data
+from livemem.geo.zips import state_counties, zip_data
 
 STATE = "WV"
 OTHER_STATES = {

@@ -1,0 +1,36 @@
+"""ZIP codes: state, county and whether in use (the ``zipcodes`` package, loaded once), and each state's
+counties by their comparison key."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from livemem.geo.names import county_key, without_county_word
+
+
+@cache
+def zip_data() -> dict[str, tuple[str, str, bool]]:
+    """ZIP -> (state, county without the word County, in use), from the zipcodes package (loaded once)."""
+    import zipcodes
+
+    return {
+        z["zip_code"]: (z["state"], without_county_word(z["county"] or ""), bool(z["active"]))
+        for z in zipcodes.list_all()
+    }
+
+
+@cache
+def zip_columns() -> tuple[dict[str, str], dict[str, str], dict[str, bool]]:
+    """zip_data() as three dicts (state, county, in use) for vectorised lookups."""
+    data = zip_data()
+    return (
+        {z: v[0] for z, v in data.items()},
+        {z: v[1] for z, v in data.items()},
+        {z: v[2] for z, v in data.items()},
+    )
+
+
+@cache
+def state_counties(state: str) -> dict[str, str]:
+    """county key -> county name, for the counties of a state."""
+    return {county_key(c): c for s, c, _ in zip_data().values() if s == state and c}

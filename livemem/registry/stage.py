@@ -1,0 +1,236 @@
+"""Staging a verification run into a new index version: the ``registry``, ``registry_issues`` and
+``registry_history`` tables (history carried from version to version, ``valid_from`` / ``valid_to``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from livemem.checks import MAX_REPORTED
+from livemem.duck import registered
+from livemem.registry.config import LOGIC_VERSION, RegistryConfig
+from livemem.registry.fields import FIELDS, HISTORY_CHANGES, HISTORY_COLUMNS, ISSUE_COLUMNS, REGISTRY_COLUMNS
+from livemem.registry.load import load_rows
+from livemem.registry.verification import Verification, verify
+from livemem.store import IndexHome, derive_version, iso, utc_now, write_manifest
+from livemem.version import connect
+
+REGISTRY_SQL = """
+CREATE TABLE registry (
+    local_resource_id VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, description VARCHAR,
+    resource_type VARCHAR NOT NULL, county VARCHAR NOT NULL, zip VARCHAR NOT NULL, zip_coverage VARCHAR[] NOT NULL,
+    address VARCHAR, contact_phone VARCHAR, contact_email VARCHAR, url VARCHAR, eligibility VARCHAR, hours VARCHAR,
+    verification_status VARCHAR NOT NULL, last_verified_at VARCHAR, verified_by VARCHAR, deprecated_at VARCHAR,
+    status VARCHAR NOT NULL, source_row INTEGER NOT NULL, content_hash VARCHAR NOT NULL
+);
+CREATE TABLE registry_issues (
+    source_row INTEGER NOT NULL, local_resource_id VARCHAR, rule VARCHAR NOT NULL, severity VARCHAR NOT NULL,
+    message VARCHAR NOT NULL
+);
+"""
+HISTORY_SQL = """
+CREATE TABLE IF NOT EXISTS registry_history (
+    local_resource_id VARCHAR NOT NULL, change VARCHAR NOT NULL, valid_from VARCHAR NOT NULL, valid_to VARCHAR,
+    version_id VARCHAR NOT NULL, content_hash VARCHAR, verification_hash VARCHAR, status VARCHAR,
+    last_verified_at VARCHAR, deprecated_at VARCHAR, note VARCHAR, data VARCHAR
+);
+"""
+
+
+@dataclass
+class RegistryRun:
+    """What a verification run did: ``version_id`` is None when nothing was staged (``reason`` says why)."""
+
+    version_id: str | None
+    base_version: str | None
+    reason: str
+    source: str
+    counts: dict[str, int] = field(default_factory=dict)
+    issues_by_rule: dict[str, dict[str, int]] = field(default_factory=dict)
+    history: dict[str, int] = field(default_factory=dict)
+    manifest_section: dict[str, Any] = field(default_factory=dict)
+    issues_preview: list[dict[str, Any]] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def staged(self) -> bool:
+        return self.version_id is not None
+
+
+def run_verification(
+    cfg: RegistryConfig, home: IndexHome, *, now: datetime | None = None, force: bool = False
+) -> RegistryRun:
+    """Load, verify and stage a new version with the registry tables; nothing is staged when neither the input,
+    the configuration nor the verified result changed since the current version."""
+    t0 = time.perf_counter()
+    loaded = load_rows(cfg)
+    t_load = time.perf_counter()
+    result = verify(loaded, cfg, now)
+    t_verify = time.perf_counter()
+    counts = result.counts()
+    by_rule = result.issues_by_rule()
+    section = {
+        "source": loaded.source,
+        "kind": cfg.kind,
+        "input_hash": loaded.input_hash,
+        "config_fingerprint": cfg.fingerprint(),
+        "logic_version": LOGIC_VERSION,
+        "result_digest": result.digest(),
+        "state": cfg.state,
+        "freshness_days": cfg.freshness_days,
+        "max_invalid_share": cfg.max_invalid_share,
+        "verified_at": iso(result.checked_at),
+        **counts,
+        "issues_by_rule": by_rule,
+        "ignored_fields": loaded.ignored_fields,
+    }
+    preview = result.issues.head(MAX_REPORTED).to_dict("records")
+    home.ensure()
+    with home.write_lock():
+        home.clear_staging()
+        base = home.current()
+        base_manifest = home.manifest(base) if base else {}
+        before = base_manifest.get("registry") or {}
+        same = all(before.get(k) == section[k] for k in ("input_hash", "config_fingerprint", "logic_version"))
+        if same and before.get("result_digest") == section["result_digest"] and not force:
+            return RegistryRun(
+                None, base, f"registry unchanged: version {base} already holds this input ({loaded.input_hash[:23]})",
+                loaded.source, counts, by_rule, {}, before, preview,
+                {"load_s": round(t_load - t0, 3), "verify_s": round(t_verify - t_load, 3)},
+            )  # fmt: skip
+        version_id, staged, base = derive_version(home)
+        stamp = iso(result.checked_at if now is not None else utc_now())
+        history = _write_tables(staged, result, version_id, stamp)
+        section["history"] = history
+        now_iso = iso(utc_now())
+        from livemem.build import LAYOUT_VERSION
+
+        manifest = {
+            "layout_version": LAYOUT_VERSION,
+            "segments": [],
+            **base_manifest,
+            "version_id": version_id,
+            "base_version": base,
+            "created_at": base_manifest.get("created_at", now_iso),
+            "last_updated": now_iso,
+            "registry": section,
+        }
+        write_manifest(staged, manifest)
+    timings = {
+        "load_s": round(t_load - t0, 3),
+        "verify_s": round(t_verify - t_load, 3),
+        "stage_s": round(time.perf_counter() - t_verify, 3),
+    }
+    return RegistryRun(version_id, base, "staged", loaded.source, counts, by_rule, history, section, preview, timings)
+
+
+def _write_tables(staged: Path, result: Verification, version_id: str, stamp: str) -> dict[str, int]:
+    con = connect(staged, read_only=False)
+    try:
+        tables = {t for (t,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "chunks" not in tables:
+            # an index that so far holds only the registry: the chunk step later builds on this version
+            from livemem.build import init_chunk_tables
+
+            init_chunk_tables(con)
+        con.execute("DROP TABLE IF EXISTS registry; DROP TABLE IF EXISTS registry_issues")
+        con.execute(REGISTRY_SQL)
+        with registered(con, result.published[list(REGISTRY_COLUMNS)], "registry") as published:
+            con.execute(f"INSERT INTO registry SELECT {', '.join(REGISTRY_COLUMNS)} FROM {published}")
+        with registered(con, result.issues[list(ISSUE_COLUMNS)], "issues") as issues:
+            con.execute(f"INSERT INTO registry_issues SELECT * FROM {issues}")
+        con.execute(HISTORY_SQL)
+        return _extend_history(con, result, version_id, stamp)
+    finally:
+        con.close()
+
+
+def _extend_history(con: duckdb.DuckDBPyConnection, result: Verification, version_id: str, stamp: str) -> dict:
+    """Close the open history row of every id that changed and open its new one; tombstone ids that are gone."""
+    rows = result.rows
+    tracked = rows[rows["valid"]].copy()  # published and deprecated rows
+    open_rows = con.execute(
+        "SELECT local_resource_id, change AS open_change, status AS open_status, content_hash AS open_content, "
+        "verification_hash AS open_verification FROM registry_history WHERE valid_to IS NULL"
+    ).df()
+    merged = tracked.merge(open_rows, on="local_resource_id", how="left")
+    absent = merged["open_change"].isna() | (merged["open_change"] == "removed")
+    # by the open row's status, not its change: a row deprecated when first seen is opened as "created" with
+    # status "deprecated", and must not be recorded as newly deprecated on every later run
+    newly_deprecated = merged["deprecated"] & (merged["open_status"] != "deprecated")
+    restored = ~merged["deprecated"] & (merged["open_status"] == "deprecated")
+    change = np.select(
+        [absent, newly_deprecated, restored, merged["content_hash"] != merged["open_content"],
+         merged["verification_hash"] != merged["open_verification"]],
+        ["created", "deprecated", "restored", "updated", "verified"],
+        default="",
+    )  # fmt: skip
+    merged["change"] = change
+    opened = merged[merged["change"] != ""]
+    live = open_rows[open_rows["open_change"] != "removed"]
+    gone_ids = sorted(set(live["local_resource_id"]) - set(tracked["local_resource_id"]))
+    failed = rows[~rows["valid"] & rows["local_resource_id"].isin(gone_ids)]
+    failing_rules = (
+        result.issues[result.issues["source_row"].isin(failed["source_row"]) & (result.issues["severity"] == "error")]
+        .groupby("local_resource_id")["rule"]
+        .agg(lambda r: ", ".join(sorted(set(r))))
+    )
+    new_rows = pd.DataFrame(
+        {
+            "local_resource_id": opened["local_resource_id"],
+            "change": opened["change"],
+            "valid_from": stamp,
+            "valid_to": None,
+            "version_id": version_id,
+            "content_hash": opened["content_hash"],
+            "verification_hash": opened["verification_hash"],
+            "status": np.where(opened["deprecated"], "deprecated", opened["status"]),
+            "last_verified_at": opened["last_verified_at"],
+            "deprecated_at": opened["deprecated_at"],
+            "note": None,
+            "data": [json.dumps(r, ensure_ascii=False) for r in opened[list(FIELDS)].to_dict("records")],
+        }
+    )
+    tombstones = pd.DataFrame(
+        {
+            "local_resource_id": gone_ids,
+            "change": "removed",
+            "valid_from": stamp,
+            "valid_to": None,
+            "version_id": version_id,
+            "content_hash": None,
+            "verification_hash": None,
+            "status": "removed",
+            "last_verified_at": None,
+            "deprecated_at": None,
+            "note": [
+                f"failed verification ({failing_rules[i]})" if i in failing_rules.index else "absent from the source"
+                for i in gone_ids
+            ],
+            "data": None,
+        }
+    )
+    changed = pd.DataFrame({"local_resource_id": [*opened["local_resource_id"], *gone_ids]})
+    if len(changed):
+        with registered(con, changed, "changed") as changed_ids:
+            con.execute(
+                "UPDATE registry_history SET valid_to = ? WHERE valid_to IS NULL "
+                f"AND local_resource_id IN (SELECT local_resource_id FROM {changed_ids})",
+                [stamp],
+            )
+    for rows_to_add in (new_rows, tombstones):
+        if len(rows_to_add):
+            with registered(con, rows_to_add, "history") as frame:
+                con.execute(f"INSERT INTO registry_history SELECT {', '.join(HISTORY_COLUMNS)} FROM {frame}")
+    counts = dict.fromkeys(HISTORY_CHANGES, 0)
+    counts.update({str(k): int(v) for k, v in opened["change"].value_counts().items()})
+    counts["removed"] = len(gone_ids)
+    return counts
