@@ -12,10 +12,10 @@ import pytest
 import shapely
 from dagster import AssetKey, DagsterInstance, Definitions, define_asset_job, in_process_executor
 
-from livemem import gbim
 from livemem.build import build_version
 from livemem.config import load_sources
 from livemem.gbim import COUNTIES_FILE, export_gbim
+from livemem.gbim import export as gbim  # COUNTIES_MAX_BYTES is read there
 from livemem.reader import verify_files
 from livemem.schemas import errors_for
 from livemem.store import IndexHome, close_chroma, open_chroma

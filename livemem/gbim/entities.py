@@ -1,0 +1,260 @@
+"""Features → GBIM entities (id, centroid, EPSG:4326 position, county, flags) and each entity's own relations
+(``part_of``, ``located_in``, ``serves_zip``)."""
+
+from __future__ import annotations
+
+import math
+import string
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from livemem.errors import ConfigError
+from livemem.gbim.config import ENTITY_NAMESPACE, WGS84, ZIP_FIELDS, CountyBoundaries, SpatialConfig, SpatialSource
+from livemem.gbim.read import county_of_points
+from livemem.geo.names import tidy_county, tidy_county_key
+from livemem.gis_index import (
+    haversine_km,
+)
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    source: str
+    source_pk: str | None
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "source_pk": self.source_pk, "reason": self.reason}
+
+
+def entity_id(source: str, source_pk: str) -> str:
+    """Stable across exports: the same feature of the same source keeps its id (and its traces)."""
+    return str(uuid.uuid5(ENTITY_NAMESPACE, f"{source}\x00{source_pk}"))
+
+
+def _json_value(value: Any) -> Any:
+    """A property value as plain JSON (numpy scalars, NaN, timestamps, bytes)."""
+    if value is None:
+        return None
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, list | tuple | np.ndarray):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def _template_fields(template: str) -> set[str]:
+    return {name.split(".")[0].split("[")[0] for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def zip_codes(value: Any) -> list[str]:
+    """ZIP codes of a zip attribute: ``25901``, ``"25901-1234"``, ``"25901, 25840"`` or a list; 5 digits each."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else str(value).replace(";", ",").split(",")
+    out = []
+    for item in items:
+        text = str(item).strip()
+        if isinstance(item, int) or text.isdigit():
+            text = text.zfill(5)
+        digits = text.split("-")[0]
+        if len(digits) == 5 and digits.isdigit() and digits not in out:
+            out.append(digits)
+    return out
+
+
+def _field_text(attrs: dict[str, Any], field_name: str | None, template: str | None) -> str:
+    if template:
+        return " ".join(template.format_map({k: "" if v is None else v for k, v in attrs.items()}).split())
+    value = attrs.get(field_name) if field_name else None
+    return "" if value is None else str(value).strip()
+
+
+def _distance_outside_km(lon: np.ndarray, lat: np.ndarray, bbox: tuple[float, float, float, float]) -> np.ndarray:
+    """Great-circle distance from each point to the nearest point of the bbox (0 inside)."""
+    min_lon, min_lat, max_lon, max_lat = bbox
+    return haversine_km(lat, lon, np.clip(lat, min_lat, max_lat), np.clip(lon, min_lon, max_lon))
+
+
+def features_to_entities(
+    source: SpatialSource, frame, spatial: SpatialConfig, counties=None
+) -> tuple[list[dict[str, Any]], list[Quarantined]]:
+    """Entities (``schemas/gbim_entity.schema.json``) of one source's features, and the features quarantined."""
+    import geopandas as gpd
+    import pyproj
+    import shapely
+    from shapely.validation import explain_validity
+
+    geometry_name = frame.geometry.name
+    fields = [c for c in frame.columns if c != geometry_name]
+    wanted = {source.id_field, source.label_field, source.description_field, source.county_field, source.zip_field}
+    for template in (source.label_template, source.description_template):
+        wanted |= _template_fields(template or "")
+    missing = sorted(f for f in wanted - set(fields) if f)
+    if missing:
+        raise ConfigError(
+            f"spatial source {source.name!r}: field(s) {missing} not found in {source.source_table} "
+            f"(fields: {', '.join(fields)})"
+        )
+    county_field = source.county_field or ("county" if "county" in fields else None)
+    zip_field = source.zip_field or next((f for f in ZIP_FIELDS if f in fields), None)
+    attributes = [{k: _json_value(v) for k, v in row.items()} for row in frame[fields].to_dict("records")]
+    geoms = frame.geometry.to_numpy().copy()  # repaired geometries replace their originals here, not in frame
+
+    quarantined: list[Quarantined] = []
+    keep: list[int] = []
+    repaired: dict[int, str] = {}
+    seen_pks: set[str] = set()
+    for i, attrs in enumerate(attributes):
+        raw_pk = attrs.get(source.id_field)
+        pk = None if raw_pk is None or str(raw_pk).strip() == "" else str(raw_pk).strip()
+        geom = geoms[i]
+        if pk is None:
+            quarantined.append(Quarantined(source.name, None, f"feature {i}: no value in id field {source.id_field!r}"))
+        elif pk in seen_pks:
+            quarantined.append(Quarantined(source.name, pk, f"duplicate id {pk!r} (the first feature is kept)"))
+        elif geom is None:
+            quarantined.append(Quarantined(source.name, pk, "null geometry"))
+        elif geom.is_empty:
+            quarantined.append(Quarantined(source.name, pk, f"empty geometry ({geom.geom_type} EMPTY)"))
+        else:
+            if not geom.is_valid:
+                problem = explain_validity(geom)
+                fixed = shapely.make_valid(geom)
+                if fixed.is_empty or not fixed.is_valid:
+                    quarantined.append(
+                        Quarantined(source.name, pk, f"invalid geometry make_valid cannot repair: {problem}")
+                    )
+                    continue
+                geoms[i] = fixed
+                repaired[i] = problem
+            seen_pks.add(pk)
+            keep.append(i)
+    if not keep:
+        return [], quarantined
+
+    kept = gpd.GeoSeries(geoms[keep], crs=frame.crs)
+    working = pyproj.CRS.from_user_input(spatial.working_crs)
+    projected = kept if kept.crs.equals(working) else kept.to_crs(working)
+    with np.errstate(invalid="ignore"):  # a CRS that does not fit the data yields infinite coordinates
+        centroids = shapely.centroid(projected.to_numpy())
+    located = ~shapely.is_empty(centroids)
+    cx, cy = np.full(len(keep), np.nan), np.full(len(keep), np.nan)
+    cx[located], cy[located] = shapely.get_x(centroids[located]), shapely.get_y(centroids[located])
+    to_wgs84 = pyproj.Transformer.from_crs(working, WGS84, always_xy=True)
+    lon, lat = (np.asarray(a, dtype=np.float64) for a in to_wgs84.transform(cx, cy))
+    srid = working.to_epsg() or 0
+
+    spatial_county = county_of_points(lon, lat, counties) if counties is not None else [None] * len(keep)
+    outside = np.zeros(len(keep), dtype=bool)
+    if spatial.region is not None:
+        with np.errstate(invalid="ignore"):
+            outside = _distance_outside_km(lon, lat, spatial.region.bbox) > spatial.region.tolerance_km
+
+    entities = []
+    for j, i in enumerate(keep):
+        attrs = attributes[i]
+        pk = str(attrs[source.id_field]).strip()
+        own = attrs.get(county_field) if county_field else None
+        own = (tidy_county(str(own)) or None) if own is not None else None
+        pip = spatial_county[j]
+        label = _field_text(attrs, source.label_field, source.label_template) or f"{source.gbim_entity} {pk}"
+        description = _field_text(attrs, source.description_field, source.description_template) or label
+        entities.append(
+            {
+                "entity_id": entity_id(source.name, pk),
+                "source": source.name,
+                "worldview_id": source.worldview_id,
+                "dataset": source.dataset,
+                "county": own or pip,
+                "gbim_entity": source.gbim_entity,
+                "label": label,
+                "description": description,
+                "centroid_x": _finite(cx[j]),
+                "centroid_y": _finite(cy[j]),
+                "srid": srid,
+                "lon": _finite(lon[j]),
+                "lat": _finite(lat[j]),
+                "source_table": source.source_table,
+                "source_pk": pk,
+                "attributes": attrs,
+                "access": source.access,
+                "collection": source.collection,
+                "geometry_type": geoms[i].geom_type,
+                "county_source": "attribute" if own else ("point_in_polygon" if pip else None),
+                "county_spatial": pip,
+                "flags": {
+                    "geometry_repaired": i in repaired,
+                    "outside_region": bool(outside[j]),
+                    "county_disagreement": bool(own and pip and tidy_county_key(own) != tidy_county_key(pip)),
+                },
+                "_zip_codes": zip_codes(attrs.get(zip_field)) if zip_field else [],
+                "_zip_field": zip_field,
+                "_county_field": county_field,
+                "_repair": repaired.get(i),
+            }
+        )
+    return entities, quarantined
+
+
+def _finite(value: float) -> float | None:
+    """Non-finite coordinates (a CRS that does not fit the data) become None, which the schema check rejects."""
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def entity_record(entity: dict[str, Any]) -> dict[str, Any]:
+    """The schema record of an entity (without the export's working fields)."""
+    return {k: v for k, v in entity.items() if not k.startswith("_")}
+
+
+def relations_for(entity: dict[str, Any], counties: CountyBoundaries | None) -> list[dict[str, Any]]:
+    """The relation triples of one entity, each with its provenance."""
+    base = {"source": entity["source"], "source_table": entity["source_table"], "source_pk": entity["source_pk"]}
+    out = [
+        {
+            "subject": entity["entity_id"],
+            "predicate": "part_of",
+            "object": entity["worldview_id"],
+            "object_kind": "worldview",
+            "provenance": {**base, "method": "configured worldview_id of the source"},
+        }
+    ]
+    if entity["county"]:
+        if entity["county_source"] == "attribute":
+            how = {"method": "attribute", "field": entity["_county_field"]}
+        else:
+            how = {"method": "point_in_polygon", "boundaries": str(counties.path) if counties else None}
+        out.append(
+            {
+                "subject": entity["entity_id"],
+                "predicate": "located_in",
+                "object": entity["county"],
+                "object_kind": "county",
+                "provenance": {**base, **how},
+            }
+        )
+    for zip_code in entity["_zip_codes"]:
+        out.append(
+            {
+                "subject": entity["entity_id"],
+                "predicate": "serves_zip",
+                "object": zip_code,
+                "object_kind": "zip",
+                "provenance": {**base, "method": "attribute", "field": entity["_zip_field"]},
+            }
+        )
+    return out
