@@ -1020,7 +1020,7 @@ def _batch_rows(job: _ReadJob, batch: list[_FileTask], git: GitSource) -> _Batch
         readable.append((task, text, truncated))
     files = [(task.path, text) for task, text, _ in readable]
     try:
-        chunked = chunk_files(files, job.max_chunk_chars, job.chunk_tokens)
+        chunked = chunk_many(files, job.max_chunk_chars, job.chunk_tokens)
     except Exception:
         for path, text in files:  # one by one: name the file that fails
             try:
