@@ -320,15 +320,18 @@ def fusion_timing(embedder: Embedder, snap, queries: dict[str, str], vectors: np
 
 def _feedback_settings() -> list[tuple[str, FusionSettings]]:
     """Off, the default, then one knob at a time around it (first chunks m, Rocchio beta, weight, depth)."""
-    out = [("off (linear 1 : 0.5, round 5)", FusionSettings(feedback_weight=0.0)), ("default", FusionSettings())]
+    out = [
+        ("off (linear 1 : 0.5, the default)", FusionSettings()),
+        ("on (RAG_FUSION_FEEDBACK=1)", FusionSettings(feedback_chunks=1)),
+    ]
     for chunks in (1, 3, 5):
         for weight in (0.2, 0.3, 0.5):
             if (chunks, weight) != (1, 0.3):
                 out.append(
                     (f"m={chunks} beta=1 w={weight}", FusionSettings(feedback_chunks=chunks, feedback_weight=weight))
                 )
-    out += [(f"m=1 beta={b:g} w=0.3", FusionSettings(feedback_beta=b)) for b in (0.5, 2.0)]
-    out += [(f"m=1 beta=1 w=0.3 depth={d}", FusionSettings(feedback_depth=d)) for d in (20, 1000)]
+    out += [(f"m=1 beta={b:g} w=0.3", FusionSettings(feedback_chunks=1, feedback_beta=b)) for b in (0.5, 2.0)]
+    out += [(f"m=1 beta=1 w=0.3 depth={d}", FusionSettings(feedback_chunks=1, feedback_depth=d)) for d in (20, 1000)]
     return out
 
 
@@ -362,7 +365,7 @@ def feedback_sweep(
             }
         )
         print("feedback", rows[-1], flush=True)
-    retrievers = {"off": Retriever(embedder, FusionSettings(feedback_weight=0.0)), "on": Retriever(embedder)}
+    retrievers = {"off": Retriever(embedder), "on": Retriever(embedder, FusionSettings(feedback_chunks=1))}
     texts, passes = list(queries.values())[:200], {"off": [], "on": []}
     for _ in range(3):
         spent = dict.fromkeys(retrievers, 0.0)

@@ -161,6 +161,11 @@ class ServingSettings(Section):
     rrf_dense_weight: float = Field(1.0, ge=0)
     rrf_sparse_weight: float | None = Field(None, ge=0, description="None: the method's default (livemem.fusion)")
     rrf_depth: int = Field(1000, ge=10)
+    fusion_feedback: bool = Field(
+        False,
+        validation_alias="RAG_FUSION_FEEDBACK",
+        description="pseudo-relevance feedback in hybrid (livemem.fusion)",
+    )
     refresh_interval_s: float = Field(0.0, ge=0, validation_alias="RAG_REFRESH_INTERVAL_S")
     torch_threads: int = Field(1, ge=1, validation_alias="RAG_TORCH_THREADS")
     encoder: Literal["torch", "onnx"] = Field("onnx", validation_alias="LIVEMEM_ENCODER")

@@ -47,6 +47,7 @@ class ServingState:
             dense_weight=settings.rrf_dense_weight,
             sparse_weight=settings.rrf_sparse_weight,
             depth=settings.rrf_depth,
+            feedback_chunks=1 if settings.fusion_feedback else 0,
         )
         return cls(
             settings=settings,

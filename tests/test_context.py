@@ -310,8 +310,8 @@ def test_normalised_score_is_one_scale_for_every_fusion_method():
     assert normalized_score(3 / 61, rrf, 0.0) == 1.0  # attention / recency lift past the best: capped
     assert normalized_score(1.5, FusionSettings(method="minmax"), 0.0) == 0.75
     assert normalized_score(1.0, FusionSettings(method="zscore"), 4.0) == 0.25  # no fixed maximum: the query's best
-    linear = FusionSettings(method="linear")  # the default: a cosine + 0.5 x BM25 / the list's best + 0.3 x feedback
-    assert normalized_score(0.6 + 0.5, linear, 1.1) == pytest.approx(1.1 / 1.8)
+    linear = FusionSettings(method="linear")  # the default: a cosine + 0.5 x BM25 / the list's best
+    assert normalized_score(0.6 + 0.5, linear, 1.1) == pytest.approx(1.1 / 1.5)
     assert normalized_score(0.42, linear, 9.0, mode="dense") == 0.42  # dense: the cosine itself
     assert normalized_score(-0.1, linear, 9.0, mode="dense") == 0.0
     assert normalized_score(3.0, linear, 12.0, mode="sparse") == 0.25  # BM25: relative to the query's best

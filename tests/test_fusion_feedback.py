@@ -31,12 +31,13 @@ def test_feedback_query_moves_the_query_towards_the_mean_of_its_hits() -> None:
     assert feedback_query(query, hits[:0], beta=1.0) is query  # nothing found: the query as it was
 
 
-def test_defaults_feedback_on_for_linear_only_and_counted_in_the_best_score() -> None:
-    linear = FusionSettings()
-    assert linear.feedback and linear.feedback_weight == 0.3 and linear.feedback_chunks == 1
+def test_feedback_is_off_by_default_and_weighted_for_linear_only_and_counted_in_the_best_score() -> None:
+    assert not FusionSettings().feedback and FusionSettings().best_score == pytest.approx(1.5)
+    linear = FusionSettings(feedback_chunks=1)
+    assert linear.feedback and linear.feedback_weight == 0.3
     assert linear.best_score == pytest.approx(1.0 + 0.5 + 0.3)  # a cosine of 1 to both queries, the best BM25 hit
     for method in ("rrf", "minmax", "zscore"):
-        assert not FusionSettings(method).feedback
+        assert not FusionSettings(method, feedback_chunks=1).feedback
     assert not FusionSettings(feedback_chunks=0).feedback
     assert FusionSettings(feedback_weight=0).best_score == pytest.approx(1.5)
     with pytest.raises(ValueError):
@@ -66,7 +67,7 @@ def test_feedback_rescores_the_first_fused_chunks_only(method: str) -> None:
         dense = rng.normal(0.3, 0.15, n).astype(np.float32)
         sparse = np.where(rng.random(n) < 0.4, rng.gamma(2.0, 3.0, n), 0.0).astype(np.float32)
         cosines = rng.normal(0.2, 0.3, n).astype(np.float32)  # some below 0: no evidence, no gain
-        fusion = FusionSettings(method, depth=60, feedback_weight=0.4, feedback_depth=depth)
+        fusion = FusionSettings(method, depth=60, feedback_chunks=1, feedback_weight=0.4, feedback_depth=depth)
         rows, scores = fuse(candidates, dense, sparse, fusion, feedback=cosines)
         expected = reference(candidates, dense, sparse, cosines, fusion)
         assert dict(zip(rows.tolist(), scores.tolist(), strict=True)) == pytest.approx(expected)
@@ -92,7 +93,7 @@ def test_feedback_lifts_the_chunk_that_resembles_the_best_answer() -> None:
     plain = FusionSettings(feedback_weight=0.0)
     rows, scores = fuse(candidates, dense, sparse, plain)
     assert rows[np.argsort(-scores, kind="stable")].tolist() == [0, 2, 1]
-    fusion = FusionSettings()
+    fusion = FusionSettings(feedback_chunks=1)
     moved = feedback_query(query, vectors[:1], fusion.feedback_beta)  # the first hit: A
     rows, scores = fuse(candidates, dense, sparse, fusion, feedback=vectors @ moved)
     assert rows[np.argsort(-scores, kind="stable")].tolist() == [0, 1, 2]
@@ -111,7 +112,7 @@ def client(tmp_path_factory, embedder):
     root = tmp_path_factory.mktemp("feedback-serving")
     home = IndexHome(root / "rag_index")
     build_and_publish(make_workspace(root), home, embedder)
-    settings = Settings(index_dir=home.root, api_keys=API_KEYS, warm_up=False, cache_size=0)
+    settings = Settings(index_dir=home.root, api_keys=API_KEYS, warm_up=False, cache_size=0, fusion_feedback=True)
     with TestClient(create_app(settings, embedder)) as client:
         yield client
 
