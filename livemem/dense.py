@@ -96,11 +96,11 @@ _SCRATCH = threading.local()
 
 # The first stage reads every vector once per query: at 500k rows 384 MB of float16, bound by memory bandwidth, not
 # arithmetic (two threads scanning halves were no faster here: they share the bandwidth). On large snapshots the
-# blocks are scanned on ``SCAN_THREADS`` background threads (torch releases the GIL in its kernels) while the
+# blocks are scanned on ``SCAN_THREADS`` background threads (simsimd and torch release the GIL) while the
 # caller scores BM25 on its own thread (default: two threads, the steadiest at 500k here); small ones scan on the calling thread (a hand-off costs more than it
 # saves). ``LIVEMEM_SCAN_THREADS=0`` scans on the calling thread always.
 SCAN_BLOCK_ROWS = 65_536
-PARALLEL_MIN_ROWS = 200_000
+PARALLEL_MIN_ROWS = 100_000
 _THREADS_SET = os.environ.get("LIVEMEM_SCAN_THREADS", "").strip()
 SCAN_THREADS = max(0, int(_THREADS_SET)) if _THREADS_SET else min(2, os.cpu_count() or 1)
 _POOL: list[ThreadPoolExecutor] = []
