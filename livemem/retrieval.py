@@ -220,9 +220,12 @@ class Retriever:
         top_rows, top_scores = dense_top
         sparse_rows = top_rows[:0]
         if sparse_all is not None:
-            matched = np.flatnonzero(mask & (sparse_all > 0))
             depth = self.fusion.depth if self.fusion.sparse_depth is None else self.fusion.sparse_depth
-            sparse_rows = matched[top_order(sparse_all[matched], min(depth, matched.size))]
+            # BM25 scores are ≥ 0: the best `depth` of every allowed row, less those at 0, are the best `depth`
+            # matching rows (the same ties: the lower row), found without gathering the matching rows first
+            allowed = sparse_all if candidates.size == sparse_all.size else np.where(mask, sparse_all, 0)
+            best = top_order(allowed, min(depth, allowed.size))
+            sparse_rows = best[allowed[best] > 0]
         union = np.union1d(top_rows, sparse_rows)
         dense = np.full(union.size, -np.inf, dtype=np.float32)
         dense[np.searchsorted(union, top_rows)] = top_scores
