@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import numba
 import numpy as np
 
 K1 = 1.2  # chosen on SciFact train (bench.serving_quality): chunks are capped in word pieces, so
@@ -39,6 +40,37 @@ def _stopwords() -> frozenset[str]:
 
 
 _LOCAL = threading.local()
+
+
+# BM25's inner loops, compiled (numba, the GIL released so BM25 runs beside the dense scan threads): one pass per
+# posting list instead of nine numpy passes over temporaries (gather the version rows, gather their length terms,
+# four arithmetic operations, gather, add, scatter): 3.4-4.5 -> 0.8-1.5 ms at 500k chunks. The same float32
+# operations in the same order as the numpy expression ``out[rows] += weight * (tf / (tf + constant + scaled[rows]))``
+# (no fast-math: nothing is reassociated or fused), so the scores are the same floats.
+@numba.njit(nogil=True, cache=True)
+def _add_term(out, local, positions, tf, scaled, constant, weight):  # pragma: no cover - compiled
+    for i in range(local.size):
+        r = positions[local[i]]
+        t = tf[i]
+        out[r] += weight * (t / (t + constant + scaled[r]))
+
+
+@numba.njit(nogil=True, cache=True)
+def _add_term_kept(out, local, positions, tf, scaled, constant, weight, keep):  # pragma: no cover - compiled
+    for i in range(local.size):
+        r = positions[local[i]]
+        if keep[r]:
+            t = tf[i]
+            out[r] += weight * (t / (t + constant + scaled[r]))
+
+
+@numba.njit(nogil=True, cache=True)
+def _count_kept(local, positions, keep):  # pragma: no cover - compiled
+    n = 0
+    for i in range(local.size):
+        if keep[positions[local[i]]]:
+            n += 1
+    return n
 
 
 def _stemmer():
@@ -192,6 +224,7 @@ class SparseScorer:
         for postings, positions in parts:
             live = positions >= 0
             self.lengths[positions[live]] = postings.lengths[live]
+        self._live = np.append(np.ones(size, dtype=bool), False)  # every row, not the dropped-row slot
         self._stats: dict[bytes, tuple[int, float, bool]] = {}
         self._scaled: dict[float, np.ndarray] = {}
 
@@ -217,36 +250,39 @@ class SparseScorer:
         return found
 
     def scores(self, query: str, corpus: np.ndarray) -> np.ndarray:
-        """BM25 of every row for ``query`` (float32; zero outside ``corpus``). Each posting costs a few gathers
-        and float32 operations: the corpus filter is skipped where the corpus is every row, rows a part no longer
-        holds score into a slot that is thrown away, and the length term is computed once per corpus (the same
-        float32 operations in the same order as term by term)."""
+        """BM25 of every row for ``query`` (float32; zero outside ``corpus``). Each posting costs one step of a
+        compiled loop: the corpus test is skipped where the corpus is every row, rows a part no longer holds score
+        into a slot that is thrown away, and the length term is computed once per corpus (the same float32
+        operations in the same order as term by term)."""
         out = np.zeros(self.size + 1, dtype=np.float32)
         n, avgdl, everything = self.corpus_stats(corpus)
         if not n:
             return out[: self.size]
         constant = np.float32(K1 * (1.0 - B))
         scaled = self._scaled_lengths(np.float32(K1 * B / avgdl))
-        inside_corpus = None if everything else np.append(corpus, False)
+        # rows kept: the corpus's (never the dropped-row slot); None where that is every row a part holds
+        keep = None if everything else np.append(corpus, False)
         for term, repeats in Counter(tokens(query)).items():
-            found: list[tuple[np.ndarray, np.ndarray]] = []
+            found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
             df = 0
             for postings, positions, holes in self.parts:
                 hit = postings.lookup(term)
                 if hit is None:
                     continue
-                rows, tf = positions[hit[0]], hit[1]
-                if inside_corpus is not None:
-                    inside = inside_corpus[rows]
-                    rows, tf = rows[inside], tf[inside]
-                    df += rows.size
+                local, tf = hit
+                if keep is not None:
+                    df += _count_kept(local, positions, keep)
+                elif holes:
+                    df += _count_kept(local, positions, self._live)
                 else:
-                    df += rows.size - (int(np.count_nonzero(rows == self.size)) if holes else 0)
-                if rows.size:
-                    found.append((rows, tf))
+                    df += local.size
+                found.append((local, positions, tf))
             if not df:
                 continue
             weight = np.float32(repeats * np.log(1.0 + (n - df + 0.5) / (df + 0.5)))
-            for rows, tf in found:  # rows of one term are distinct (but the dropped-row slot): a fancy-index add
-                out[rows] += weight * (tf / (tf + constant + scaled[rows]))
+            for local, positions, tf in found:  # rows of one term are distinct (but the dropped-row slot)
+                if keep is None:
+                    _add_term(out, local, positions, tf, scaled, constant, weight)
+                else:
+                    _add_term_kept(out, local, positions, tf, scaled, constant, weight, keep)
         return out[: self.size]
