@@ -73,6 +73,14 @@ def _count_kept(local, positions, keep):  # pragma: no cover - compiled
     return n
 
 
+def warm_up() -> None:
+    """Compile (or load from numba's cache) BM25's loops now, not on a worker's first query."""
+    one, rows, tf, keep = np.zeros(2, np.float32), np.zeros(1, np.int32), np.ones(1, np.float32), np.ones(2, bool)
+    _add_term(one, rows, rows, tf, one, np.float32(1), np.float32(1))
+    _add_term_kept(one, rows, rows, tf, one, np.float32(1), np.float32(1), keep)
+    _count_kept(rows, rows, keep)
+
+
 def _stemmer():
     """This thread's stemmer: a PyStemmer object must not be used by two threads at once (queries are served
     from a thread pool)."""

@@ -15,6 +15,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from livemem import sparse
 from livemem.embedding import Embedder
 from livemem.errors import LivingMemoryError
 from livemem.reader import IndexUnavailable, without_paths
@@ -47,6 +48,7 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
     async def lifespan(_app: FastAPI):
         if settings.warm_up:
             state.retriever.encode("warm up")
+            sparse.warm_up()
             try:
                 state.reader.snapshot()
             except IndexUnavailable as exc:
