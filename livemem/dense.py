@@ -94,15 +94,16 @@ def top_order(scores: np.ndarray, k: int) -> np.ndarray:
 
 _SCRATCH = threading.local()
 
-# The first stage reads every vector once per query: at 500k rows 384 MB of float16, bound by memory bandwidth, not
-# arithmetic (two threads scanning halves were no faster here: they share the bandwidth). On large snapshots the
-# blocks are scanned on ``SCAN_THREADS`` background threads (simsimd and torch release the GIL) while the
-# caller scores BM25 on its own thread (default: two threads, the steadiest at 500k here); small ones scan on the calling thread (a hand-off costs more than it
-# saves). ``LIVEMEM_SCAN_THREADS=0`` scans on the calling thread always.
+# The first stage reads every vector once per query: at 500k rows 192 MB of int8 codes, bound by memory bandwidth more
+# than arithmetic. On large snapshots the blocks are scanned on ``SCAN_THREADS`` background threads (simsimd and
+# torch release the GIL) while the caller scores BM25 on its own thread, then the caller scans the blocks no thread
+# has started (``DenseScan._settle``). Default: one thread fewer than the cores, at most one (two on 2 cores would
+# hold three threads on two cores while BM25 runs); small snapshots scan on the calling thread (a hand-off costs
+# more than it saves). ``LIVEMEM_SCAN_THREADS=0`` scans on the calling thread always.
 SCAN_BLOCK_ROWS = 65_536
 PARALLEL_MIN_ROWS = 100_000
 _THREADS_SET = os.environ.get("LIVEMEM_SCAN_THREADS", "").strip()
-SCAN_THREADS = max(0, int(_THREADS_SET)) if _THREADS_SET else min(2, os.cpu_count() or 1)
+SCAN_THREADS = max(0, int(_THREADS_SET)) if _THREADS_SET else min(2, os.cpu_count() or 1) - 1
 _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
 
@@ -759,7 +760,7 @@ class DenseScan:
             self._assemble(parts, jobs, [_scan_block(kernel, query, *job[1:]) for job in jobs], approx)
         else:  # the blocks are scanned on the pool while the caller goes on (BM25): ``_settle`` collects them
             futures = [pool.submit(_scan_block, kernel, query, *job[1:]) for job in jobs]
-            self._pending = (parts, jobs, futures, approx)
+            self._pending = (parts, jobs, futures, approx, kernel, query)
 
     @property
     def approx(self) -> np.ndarray | None:
@@ -768,11 +769,18 @@ class DenseScan:
         return self._approx
 
     def _settle(self) -> None:
-        """Wait for the first stage's blocks still scanned on the pool, if any."""
+        """Collect the first stage's blocks scanned on the pool, if any. The caller, done with BM25, scans the
+        blocks no pool thread has started yet itself (from the last one back, while the pool works from the
+        first): every core scans, and no thread waits on the pool while its cores hold BM25 (issue 13)."""
         pending, self._pending = self._pending, None
         if pending is not None:
-            parts, jobs, futures, approx = pending
-            self._assemble(parts, jobs, [f.result() for f in futures], approx)
+            parts, jobs, futures, approx, kernel, query = pending
+            products: list[np.ndarray | None] = [None] * len(jobs)
+            for i in range(len(jobs) - 1, -1, -1):
+                if futures[i].cancel():  # not started: scanned here
+                    products[i] = _scan_block(kernel, query, *jobs[i][1:])
+            products = [f.result() if product is None else product for f, product in zip(futures, products)]
+            self._assemble(parts, jobs, products, approx)
 
     def _assemble(self, parts: list[_Packed], jobs: list, products: list[np.ndarray], approx: np.ndarray) -> None:
         scored: list[list[np.ndarray]] = [[] for _ in parts]
