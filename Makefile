@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 PORT ?= 8000
 
-.PHONY: install run materialize serve ui test lint bench clean
+.PHONY: install run materialize serve ui test test-unit lint bench clean
 
 install: $(STAMP)
 
@@ -46,6 +46,10 @@ ui: install $(DAGSTER_HOME)/dagster.yaml
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# The unit layer without the embedding model: seconds, for the edit-test loop (tests/conftest.py: the layers).
+test-unit: install
+	$(BIN)/python -m pytest tests/unit -m "not model" -q
 
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

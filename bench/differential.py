@@ -1,6 +1,6 @@
 """The randomized differential test, run long: many random histories, each build compared with a from-scratch one.
 
-``make test`` runs a few histories (``tests/test_differential.py``); this runs as many as asked, with longer
+``make test`` runs a few histories (``tests/pipelines/test_differential.py``); this runs as many as asked, with longer
 histories, and records how many histories, commits and build comparisons ran and whether any differed.
 
     .venv/bin/python -m bench.differential                    # 200 histories of up to 25 steps
@@ -42,7 +42,7 @@ def main() -> None:
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
     }
-    command = [sys.executable, "-m", "pytest", "tests/test_differential.py", "-k", "incremental_builds", "-x", "-q",
+    command = [sys.executable, "-m", "pytest", "tests/pipelines/test_differential.py", "-k", "incremental_builds", "-x", "-q",
                "-p", "no:logging", "--timeout=0"]  # fmt: skip
     started = time.perf_counter()
     run = subprocess.run(command, env=env, capture_output=True, text=True)

@@ -779,7 +779,9 @@ class DenseScan:
             for i in range(len(jobs) - 1, -1, -1):
                 if futures[i].cancel():  # not started: scanned here
                     products[i] = _scan_block(kernel, query, *jobs[i][1:])
-            products = [f.result() if product is None else product for f, product in zip(futures, products)]
+            products = [
+                f.result() if product is None else product for f, product in zip(futures, products, strict=True)
+            ]
             self._assemble(parts, jobs, products, approx)
 
     def _assemble(self, parts: list[_Packed], jobs: list, products: list[np.ndarray], approx: np.ndarray) -> None:

@@ -15,7 +15,7 @@ seconds and holds a file lock, so concurrent first starts export once.
 Encoding reproduces the sentence-transformers pipeline: the model's own ``tokenizer.json`` (truncation at the
 model's ``max_seq_length``), mean pooling over the attention mask, L2 normalisation. Batches are sorted by token
 count so each pads little. The vectors equal torch's to float32 rounding (cosine > 0.99999; see
-``tests/test_onnx_encoder.py``), which is why both backends share one embedding cache and one model id.
+``tests/pipelines/test_onnx_encoder.py``), which is why both backends share one embedding cache and one model id.
 
 ``precision="int8"`` runs a dynamically quantised copy of the export instead (``quantize_model``: int8 weights per
 output channel, activations quantised per call; 23 MB instead of 90 MB, so the weights stay in the L3 cache).

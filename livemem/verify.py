@@ -11,7 +11,7 @@ Two tools, both reporting per source and file:
   into a temporary home that shares the live embedding cache (so it costs no model time for text embedded before)
   and compares. ``livemem verify --rebuild`` and the ``published_index_matches_rebuild`` asset check call it.
 
-The randomized differential test (``tests/test_differential.py``, ``bench/differential.py``) compares every
+The randomized differential test (``tests/pipelines/test_differential.py``, ``bench/differential.py``) compares every
 incremental build with a from-scratch build of the same commits through ``compare_versions``.
 """
 

@@ -10,7 +10,7 @@ rule builds incrementally on the previous version, checks it with the blocking c
 it, and compares the published version with a from-scratch build of the same commits in a fresh home that
 shares the embedding cache (so vectors are comparable and no text is embedded twice).
 
-Used by ``tests/test_differential.py`` (a few examples, in ``make test``) and ``bench/differential.py`` (many).
+Used by ``tests/pipelines/test_differential.py`` (a few examples, in ``make test``) and ``bench/differential.py`` (many).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from livemem.store import MANIFEST, IndexHome
 from orchestration.definitions import build_definitions
 from orchestration.runs import run_tags
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 POOL = "index_writer"
 
 

@@ -4,9 +4,9 @@ The index is the bundled example (chunks, GBIM places, registry) in a git reposi
 whose text holds HTML (``<script>``, an ``<img onerror>``) that must show as text; after the build that page is
 edited and committed, so its citation must read as changed while the others read as current. Its sources file
 configures ``spatial.counties`` with the shared county boundaries (``../shared/data/geo``, as in
-tests/test_gbim_export.py), so the GBIM export writes them into the version and the map draws them; a copy of the
+tests/pipelines/test_gbim_export.py), so the GBIM export writes them into the version and the map draws them; a copy of the
 index re-exported without them shows the page drawing the places alone. Chromium is
-Debian's ``/usr/bin/chromium`` driven by Playwright (as in tests/test_dagster_ui.py; .ci/run installs it). The
+Debian's ``/usr/bin/chromium`` driven by Playwright (as in tests/integration/test_dagster_ui.py; .ci/run installs it). The
 screenshot goes to ``bench/.work/ui/glassbox.png``, beside the Dagster UI's, the folder CI keeps
 (``LIVEMEM_GLASSBOX_SCREENSHOT`` moves it, e.g. to docs/img/glassbox.png).
 """
@@ -30,7 +30,7 @@ from livemem.gbim import COUNTIES_FILE, export_gbim
 from livemem.registry import RegistryConfig, run_verification
 from livemem.store import IndexHome
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 COUNTIES = PROJECT.parent / "shared" / "data" / "geo" / "wv_counties.geojson"
 QUESTION = "Where is a food pantry in Fayette County?"

@@ -29,7 +29,7 @@ import pytest
 from livemem.store import IndexHome
 from orchestration.definitions import build_definitions
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOT = Path(os.environ.get("LIVEMEM_UI_SCREENSHOT") or PROJECT / "bench" / ".work" / "ui" / "dagster-ui.png")
 LOCATION = "orchestration.definitions"

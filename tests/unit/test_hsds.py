@@ -18,7 +18,7 @@ from livemem.store import IndexHome
 from orchestration.cli import app
 from tests.registry_support import NOW, good_row, write_csv, write_registry_sources
 
-FIXTURE = Path(__file__).parent / "fixtures" / "hsds_export"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "hsds_export"
 PANTRY, LIEAP, MEALS, WIC, BAD_STATUS, NO_PLACE = (f"5e000000-0000-4000-8000-00000000000{i}" for i in range(1, 7))
 
 

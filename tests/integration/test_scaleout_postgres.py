@@ -22,7 +22,7 @@ from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatu
 
 from livemem.store import IndexHome
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 DSN = os.environ.get("LIVEMEM_TEST_PG_DSN", "postgresql://livemem:livemem@127.0.0.1:5432/livemem_test")
 WRITER_POOL = "index_writer"
 MULTIPROCESS = {"execution": {"config": {"multiprocess": {"max_concurrent": 2}}}}

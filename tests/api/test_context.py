@@ -54,7 +54,7 @@ CASES = [
     ("SNAP office in Columbus, Ohio", {}, {"resource"}, "redirect", {"resource_type": ["snap"]}, False, set(),
      set(), set()),
     ("my neighbour took an overdose", {}, set(), "redirect", {}, False, set(), set(), set()),
-    # a collection the role may not read is ignored like one that does not exist (tests/test_security_visibility.py)
+    # a collection the role may not read is ignored like one that does not exist (tests/api/test_security_visibility.py)
     ("shutoff notice steps in the caseworker playbook", {}, {"resource"}, "answer", {}, False, set(), set(),
      {"wv_benefits", "governance", "code"}),
 ]  # fmt: skip

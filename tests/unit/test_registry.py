@@ -18,7 +18,7 @@ from livemem.store import IndexHome
 from livemem.version import connect
 from livemem.version.segments import append_rows
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 def run_rows(tmp_path: Path, rows: list[dict], **cfg) -> registry.Verification:

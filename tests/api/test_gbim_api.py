@@ -18,7 +18,7 @@ from livemem.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 EXAMPLE = PROJECT / "examples" / "spatial" / "wv_benefits_facilities.geojson"
 SOURCE = "wv-benefits-facilities"
 OAK_HILL = entity_id(SOURCE, "wvb-001")

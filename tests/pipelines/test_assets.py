@@ -14,7 +14,7 @@ from livemem.store import IndexHome
 from livemem.version import connect
 from orchestration.definitions import build_definitions
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 def write_sources(tmp_path: Path, repo: Path, max_chunks: int = 1000) -> Path:

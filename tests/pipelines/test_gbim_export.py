@@ -28,7 +28,7 @@ from orchestration.resources import (
     SpatialDatabasesResource,
 )
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 EXAMPLE = PROJECT / "examples" / "spatial" / "wv_benefits_facilities.geojson"
 COUNTIES = PROJECT.parent / "shared" / "data" / "geo" / "wv_counties.geojson"
 

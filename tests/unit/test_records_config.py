@@ -9,7 +9,7 @@ from livemem.breath import parse_breath
 from livemem.config import load_sources
 from livemem.errors import ConfigError
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 def test_chunk_id_is_stable_and_content_addressed() -> None:

@@ -184,8 +184,8 @@ list(build._in_workers(_report_and_wait, job, [[task({a!r})], [task({b!r})]], 2)
 def test_workers_of_a_killed_build_exit(tmp_path) -> None:
     """A build killed before it can stop its worker processes (SIGKILL) leaves none behind."""
     a, b = tmp_path / "a.pid", tmp_path / "b.pid"
-    code = KILLED_BUILD.format(tests=str(Path(__file__).parent), a=str(a), b=str(b))
-    build = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).parent.parent)
+    code = KILLED_BUILD.format(tests=str(Path(__file__).resolve().parent), a=str(a), b=str(b))
+    build = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2])
     try:
         deadline = time.monotonic() + 60
         while not (a.exists() and b.exists()) and time.monotonic() < deadline:

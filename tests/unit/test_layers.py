@@ -11,7 +11,7 @@ from pathlib import Path
 
 from importlinter.cli import lint_imports
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = ("fastapi", "starlette", "dagster", "serving", "orchestration")
 
 # Imports every core module in turn and names, for each forbidden package that appears, the module that pulled it in.

@@ -21,7 +21,7 @@ from serving_support import build_and_publish, commit_files, make_workspace
 
 from livemem.store import IndexHome
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 SOAK_SECONDS = float(os.environ.get("LIVEMEM_SOAK_S", "30"))
 
 BUILD_SCRIPT = """
@@ -186,7 +186,7 @@ def test_four_server_processes_lose_no_trace_line(served_home) -> None:
 @pytest.mark.parametrize("damage", ["garbage_manifest", "truncated_tables", "missing_segment"])
 def test_damaged_current_version_is_503_and_never_wrong_data(served_home, embedder, damage: str) -> None:
     """CURRENT naming a damaged version: /healthz is a 503 naming it; queries never see its data, they are answered
-    from the last good version the worker holds (a fresh worker answers 503: tests/test_version_integrity.py)."""
+    from the last good version the worker holds (a fresh worker answers 503: tests/pipelines/test_version_integrity.py)."""
     from fastapi.testclient import TestClient
 
     from serving.app import create_app

@@ -3,7 +3,7 @@
 On the bundled example (four chunk sources, a spatial source, the registry): chunks, GBIM and the registry are
 each staged once, then forced to run again on the same input; every table of the version (its own and the ones
 it carried from other steps), the retrieval snapshot and the vector store must be unchanged. The attention
-rollup's re-run of a day is covered in tests/test_attention.py (``test_rerunning_a_day_gives_the_same_result``).
+rollup's re-run of a day is covered in tests/pipelines/test_attention.py (``test_rerunning_a_day_gives_the_same_result``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from orchestration.definitions import build_definitions
 from serving.app import create_app
 from serving.settings import Settings
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 def run_job(defs, instance: DagsterInstance):

@@ -35,7 +35,7 @@ from livemem.gbim import (
 from livemem.gis_index import haversine_km
 from livemem.schemas import errors_for
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 GEO = PROJECT.parent / "shared" / "data" / "geo"
 EXAMPLE = PROJECT / "examples" / "spatial" / "wv_benefits_facilities.geojson"
 needs_shared = pytest.mark.skipif(not GEO.is_dir(), reason="../shared/data/geo is not beside the project")
