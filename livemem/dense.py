@@ -4,10 +4,11 @@
 snapshots of the same process).
 
 **The dense score** of a row is the float32 dot product of its vector with the query vector (cast to float32),
-computed as numpy's float32 product and row sum (``exact_scores``). It is the same float for a row wherever the
-row sits: a BLAS matrix–vector product rounds a row differently by its position in the matrix (tail handling,
-threads), so a few rows rescored on their own would not match a full scan bit for bit, and results could change
-with the segment layout of a version.
+computed by a compiled loop whose order of operations depends on the row alone (``exact_scores``: sixteen running
+sums in a fixed tree; numba, the GIL released). It is the same float for a row wherever the row sits: a BLAS
+matrix–vector product rounds a row differently by its position in the matrix (tail handling, threads), so a few
+rows rescored on their own would not match a full scan bit for bit, and results could change with the segment
+layout of a version.
 
 **Top-k in two stages** (``DenseRows.scan``): a first stage scores every row cheaply, with a proven error bound;
 every row whose first-stage score could still reach the top k is then scored exactly. The result is identical to
@@ -49,11 +50,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import numba
 import numpy as np
 
 log = logging.getLogger(__name__)
 
-BLOCK_ROWS = 512  # rows per block of the exact kernel: a block (768 KB at 384 dims) stays in the L2 cache
 F16_MAX = 60_000.0  # below float16's largest finite value (65,504): larger values would overflow the scan
 U32 = 2.0**-24  # unit roundoff of float32
 U16 = 2.0**-11  # unit roundoff of float16
@@ -92,8 +93,6 @@ def top_order(scores: np.ndarray, k: int) -> np.ndarray:
     return pick[np.lexsort((pick, key[pick]))]
 
 
-_SCRATCH = threading.local()
-
 # The first stage reads every vector once per query: at 500k rows 192 MB of int8 codes, bound by memory bandwidth more
 # than arithmetic. On large snapshots the blocks are scanned on ``SCAN_THREADS`` background threads (simsimd and
 # torch release the GIL) while the caller scores BM25 on its own thread, then the caller scans the blocks no thread
@@ -117,36 +116,83 @@ def _scan_pool() -> ThreadPoolExecutor | None:
         return _POOL[0]
 
 
-def _scratch(rows: int, dim: int) -> np.ndarray:
-    """A float32 block buffer kept per thread: a fresh megabyte per call costs more in page faults than the
-    arithmetic done in it."""
-    buffer = getattr(_SCRATCH, "buffer", None)
-    if buffer is None or buffer.shape[1] != dim:
-        buffer = _SCRATCH.buffer = np.empty((BLOCK_ROWS, dim), dtype=np.float32)
-    return buffer[:rows]
+@numba.njit(nogil=True, cache=True, inline="always")
+def _row_dot(vectors, r, query):  # pragma: no cover - compiled
+    """Row ``r`` of ``vectors`` times ``query``, float32, in one fixed order: sixteen running sums (lane ``j``
+    takes coordinates ``j``, ``j + 16``, ...), added pairwise in a fixed tree, then the tail (fewer than 16)."""
+    d = query.size
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0)
+    b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = np.float32(0)
+    full = d - d % 16
+    for i in range(0, full, 16):
+        a0 += vectors[r, i] * query[i]
+        a1 += vectors[r, i + 1] * query[i + 1]
+        a2 += vectors[r, i + 2] * query[i + 2]
+        a3 += vectors[r, i + 3] * query[i + 3]
+        a4 += vectors[r, i + 4] * query[i + 4]
+        a5 += vectors[r, i + 5] * query[i + 5]
+        a6 += vectors[r, i + 6] * query[i + 6]
+        a7 += vectors[r, i + 7] * query[i + 7]
+        b0 += vectors[r, i + 8] * query[i + 8]
+        b1 += vectors[r, i + 9] * query[i + 9]
+        b2 += vectors[r, i + 10] * query[i + 10]
+        b3 += vectors[r, i + 11] * query[i + 11]
+        b4 += vectors[r, i + 12] * query[i + 12]
+        b5 += vectors[r, i + 13] * query[i + 13]
+        b6 += vectors[r, i + 14] * query[i + 14]
+        b7 += vectors[r, i + 15] * query[i + 15]
+    rest = np.float32(0)
+    for i in range(full, d):
+        rest += vectors[r, i] * query[i]
+    low = ((a0 + b0) + (a1 + b1)) + ((a2 + b2) + (a3 + b3))
+    high = ((a4 + b4) + (a5 + b5)) + ((a6 + b6) + (a7 + b7))
+    return (low + high) + rest
+
+
+@numba.njit(nogil=True, cache=True)
+def _dot_every(vectors, query, out):  # pragma: no cover - compiled
+    for r in range(vectors.shape[0]):
+        out[r] = _row_dot(vectors, r, query)
+
+
+@numba.njit(nogil=True, cache=True)
+def _dot_rows(vectors, rows, query, out):  # pragma: no cover - compiled
+    for k in range(rows.size):
+        out[k] = _row_dot(vectors, rows[k], query)
+
+
+def _float32(vectors: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    vectors = vectors if vectors.dtype == np.float32 else vectors.astype(np.float32)
+    return vectors, np.ascontiguousarray(query, dtype=np.float32)
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) the exact scoring loops now, for read-only (mapped) and writable
+    vectors, not on a worker's first query."""
+    query = np.zeros(16, dtype=np.float32)
+    for writable in (True, False):
+        vectors = np.zeros((1, 16), dtype=np.float32)
+        vectors.flags.writeable = writable
+        exact_scores(vectors, query)
+        _gathered_scores(vectors, np.zeros(1, dtype=np.int64), query)
 
 
 def exact_scores(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """The dense score of each row of ``vectors`` (float32 product and numpy's row sum: the same float for a row
-    in any array, at any position), in blocks so the product stays in cache."""
+    """The dense score of each row of ``vectors``: a compiled float32 dot product whose order of operations
+    depends on the row alone (``_row_dot``), so it is the same float for a row in any array, at any position."""
+    vectors, query = _float32(vectors, query)
     out = np.empty(vectors.shape[0], dtype=np.float32)
-    for start in range(0, vectors.shape[0], BLOCK_ROWS):
-        block = vectors[start : start + BLOCK_ROWS]
-        product = _scratch(block.shape[0], vectors.shape[1])
-        np.multiply(block, query, out=product)
-        np.add.reduce(product, axis=1, out=out[start : start + block.shape[0]])
+    if out.size:
+        _dot_every(vectors, query, out)
     return out
 
 
 def _gathered_scores(vectors: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``exact_scores(vectors[rows], query)``, gathering a block of rows at a time into the scratch buffer."""
+    """``exact_scores(vectors[rows], query)``, without gathering the rows first."""
+    vectors, query = _float32(vectors, query)
     out = np.empty(rows.size, dtype=np.float32)
-    for start in range(0, rows.size, BLOCK_ROWS):
-        part = rows[start : start + BLOCK_ROWS]
-        block = _scratch(part.size, vectors.shape[1])
-        np.take(vectors, part, axis=0, out=block)
-        np.multiply(block, query, out=block)
-        np.add.reduce(block, axis=1, out=out[start : start + part.size])
+    if out.size:
+        _dot_rows(vectors, np.asarray(rows, dtype=np.int64), query, out)
     return out
 
 
@@ -659,9 +705,7 @@ class DenseRows:
             dense, held = self.parts[p]
             where = np.flatnonzero(part_of == p)
             seg_rows = held[rows[where] - self.offsets[p]]
-            # most of a segment: score it whole (no gather), then pick; the scores are the same floats either way
-            out[where] = (exact_scores(dense, query)[seg_rows] if 2 * seg_rows.size >= dense.shape[0] else
-                          _gathered_scores(dense, seg_rows, query))  # fmt: skip
+            out[where] = _gathered_scores(dense, seg_rows, query)  # reads only those rows, in place
         return out
 
     def top(self, vector: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

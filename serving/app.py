@@ -15,7 +15,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from livemem import sparse
+from livemem import dense, sparse
 from livemem.embedding import Embedder
 from livemem.errors import LivingMemoryError
 from livemem.reader import IndexUnavailable, without_paths
@@ -49,6 +49,7 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
         if settings.warm_up:
             state.retriever.encode("warm up")
             sparse.warm_up()
+            dense.warm_up()
             try:
                 state.reader.snapshot()
             except IndexUnavailable as exc:
