@@ -42,6 +42,7 @@ from livemem.embed_cache import EmbeddingCache
 from livemem.embedding import Embedder, cache_key
 from livemem.errors import LivingMemoryError, SourceError
 from livemem.gitsource import FileHistory, GitSource, TreeEntry
+from livemem.settings import BuildSettings
 from livemem.sparse import Postings, TermIds
 from livemem.store import (
     CHROMA,
@@ -920,13 +921,8 @@ def read_and_chunk(job: _ReadJob, tasks: list[_FileTask], git: GitSource) -> Ite
 
 def build_workers() -> int:
     """Worker processes a large build reads and chunks with: ``LIVEMEM_BUILD_WORKERS``, else one per core."""
-    value = os.environ.get(WORKERS_ENV, "").strip()
-    if not value:
-        return os.cpu_count() or 1
-    try:
-        return max(1, int(value))
-    except ValueError:
-        raise LivingMemoryError(f"{WORKERS_ENV} must be a whole number of processes, not {value!r}") from None
+    workers = BuildSettings.from_env().workers  # a bad value: ConfigError naming the variable
+    return (os.cpu_count() or 1) if workers is None else max(1, workers)
 
 
 def _in_workers(function, job: _ReadJob, batches: list[list[_FileTask]], workers: int) -> Iterator[_BatchRows]:

@@ -53,6 +53,8 @@ from typing import Any
 import numba
 import numpy as np
 
+from livemem.settings import DenseSettings
+
 log = logging.getLogger(__name__)
 
 F16_MAX = 60_000.0  # below float16's largest finite value (65,504): larger values would overflow the scan
@@ -101,8 +103,8 @@ def top_order(scores: np.ndarray, k: int) -> np.ndarray:
 # more than it saves). ``LIVEMEM_SCAN_THREADS=0`` scans on the calling thread always.
 SCAN_BLOCK_ROWS = 65_536
 PARALLEL_MIN_ROWS = 100_000
-_THREADS_SET = os.environ.get("LIVEMEM_SCAN_THREADS", "").strip()
-SCAN_THREADS = max(0, int(_THREADS_SET)) if _THREADS_SET else min(2, os.cpu_count() or 1) - 1
+_TUNING = DenseSettings.from_env()  # LIVEMEM_SCAN_THREADS, LIVEMEM_DENSE_KERNEL (a bad value: ConfigError)
+SCAN_THREADS = _TUNING.scan_threads if _TUNING.scan_threads is not None else min(2, os.cpu_count() or 1) - 1
 _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
 
@@ -400,7 +402,7 @@ class SimsimdInt8(Kernel):
 KERNEL_ENV = "LIVEMEM_DENSE_KERNEL"
 _BY_NAME: dict[str, Kernel] = {"int8": SimsimdInt8(), "fbgemm": FbgemmHalf(), "torch-half": TorchHalf()}
 KERNELS: tuple[Kernel, ...] = tuple(
-    sorted(_BY_NAME.values(), key=lambda k: k is not _BY_NAME.get(os.environ.get(KERNEL_ENV, "").strip()))
+    sorted(_BY_NAME.values(), key=lambda k: k is not _BY_NAME.get(_TUNING.kernel or ""))
 )  # the one named first (stable sort: else int8, FBGEMM, torch.mv, the fastest first)
 _CHOSEN: list[Kernel | None] = []
 _CHOSEN_LOCK = threading.Lock()

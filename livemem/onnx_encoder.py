@@ -38,6 +38,8 @@ from pathlib import Path
 import numpy as np
 from filelock import FileLock
 
+from livemem.settings import CacheSettings
+
 # Bump when the export changes in a way that changes the file (opset, fusion options, inputs, quantisation).
 EXPORT_RECIPE = 1
 OPSET = 17
@@ -49,8 +51,9 @@ _EXPORT_LOCK = threading.Lock()
 
 def default_cache_dir() -> Path:
     """Where exported models are kept: ``$LIVEMEM_ONNX_CACHE``, else the user's cache directory."""
-    if os.environ.get("LIVEMEM_ONNX_CACHE"):
-        return Path(os.environ["LIVEMEM_ONNX_CACHE"])
+    configured = CacheSettings.from_env().onnx_cache
+    if configured:
+        return configured
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "livemem" / "onnx"
 

@@ -114,6 +114,39 @@ class ChromaSettings(Section):
         return (self.host, self.port) if self.host else None
 
 
+class DenseSettings(Section):
+    """The dense scan's process knobs, read once at import of ``livemem.dense`` (docs/dense-scan.md)."""
+
+    title: ClassVar[str] = "dense scan settings"
+    scan_threads: int | None = Field(
+        None, ge=0, validation_alias="LIVEMEM_SCAN_THREADS", description="dense scan threads (default: cores − 1)"
+    )
+    kernel: Literal["int8", "fbgemm", "torch-half"] | None = Field(
+        None, validation_alias="LIVEMEM_DENSE_KERNEL", description="the dense first stage's kernel (default: int8)"
+    )
+
+
+class BuildSettings(Section):
+    """How a build runs, read when it starts (docs/build-speed.md)."""
+
+    title: ClassVar[str] = "build settings"
+    workers: int | None = Field(
+        None, ge=0, validation_alias="LIVEMEM_BUILD_WORKERS", description="build worker processes (default: cores)"
+    )
+
+
+class CacheSettings(Section):
+    """Where derived files are kept, read when they are first needed."""
+
+    title: ClassVar[str] = "cache settings"
+    serving_cache: Path | None = Field(
+        None, validation_alias="LIVEMEM_SERVING_CACHE", description="default: <index home>/cache/serving"
+    )
+    onnx_cache: Path | None = Field(
+        None, validation_alias="LIVEMEM_ONNX_CACHE", description="default: ~/.cache/livemem/onnx"
+    )
+
+
 class PersonalSettings(Section):
     """Personal memory (cards and exchanges a user keeps; docs/context.md)."""
 
@@ -286,6 +319,9 @@ class LivingMemorySettings(Section):
     paths: PathSettings = Field(default_factory=PathSettings)
     traces: TraceSettings = Field(default_factory=TraceSettings)
     chroma: ChromaSettings = Field(default_factory=ChromaSettings)
+    dense: DenseSettings = Field(default_factory=DenseSettings)
+    build: BuildSettings = Field(default_factory=BuildSettings)
+    caches: CacheSettings = Field(default_factory=CacheSettings)
     personal: PersonalSettings = Field(default_factory=PersonalSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     serving: ServingSettings = Field(default_factory=ServingSettings)

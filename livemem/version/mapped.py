@@ -44,6 +44,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from livemem.settings import CacheSettings
+
 log = logging.getLogger(__name__)
 
 SERVING_CACHE_ENV = "LIVEMEM_SERVING_CACHE"
@@ -56,7 +58,7 @@ _WARN_LOCK = threading.Lock()
 
 def cache_root(parts: Path) -> Path:
     """Where serving copies of the segments in ``parts`` (``<home>/parts``) live."""
-    configured = os.environ.get(SERVING_CACHE_ENV)
+    configured = CacheSettings.from_env().serving_cache  # SERVING_CACHE_ENV
     if configured:
         # one directory may serve several homes: a subdirectory per home keeps their copies (and pruning) apart
         home = hashlib.sha256(str(Path(parts).resolve().parent).encode()).hexdigest()[:16]
