@@ -4,8 +4,8 @@
 snapshots of the same process).
 
 **The dense score** of a row is the float32 dot product of its vector with the query vector (cast to float32),
-computed by a compiled loop whose order of operations depends on the row alone (``exact_scores``: sixteen running
-sums in a fixed tree; numba, the GIL released). It is the same float for a row wherever the row sits: a BLAS
+computed by a compiled loop whose order of operations depends on the row alone (``exact_scores``: numba, the GIL
+released, the same vectorised loop for every row). It is the same float for a row wherever the row sits: a BLAS
 matrix–vector product rounds a row differently by its position in the matrix (tail handling, threads), so a few
 rows rescored on their own would not match a full scan bit for bit, and results could change with the segment
 layout of a version.
@@ -118,49 +118,32 @@ def _scan_pool() -> ThreadPoolExecutor | None:
         return _POOL[0]
 
 
-@numba.njit(nogil=True, cache=True, inline="always")
-def _row_dot(vectors, r, query):  # pragma: no cover - compiled
-    """Row ``r`` of ``vectors`` times ``query``, float32, in one fixed order: sixteen running sums (lane ``j``
-    takes coordinates ``j``, ``j + 16``, ...), added pairwise in a fixed tree, then the tail (fewer than 16)."""
-    d = query.size
-    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0)
-    b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = np.float32(0)
-    full = d - d % 16
-    for i in range(0, full, 16):
-        a0 += vectors[r, i] * query[i]
-        a1 += vectors[r, i + 1] * query[i + 1]
-        a2 += vectors[r, i + 2] * query[i + 2]
-        a3 += vectors[r, i + 3] * query[i + 3]
-        a4 += vectors[r, i + 4] * query[i + 4]
-        a5 += vectors[r, i + 5] * query[i + 5]
-        a6 += vectors[r, i + 6] * query[i + 6]
-        a7 += vectors[r, i + 7] * query[i + 7]
-        b0 += vectors[r, i + 8] * query[i + 8]
-        b1 += vectors[r, i + 9] * query[i + 9]
-        b2 += vectors[r, i + 10] * query[i + 10]
-        b3 += vectors[r, i + 11] * query[i + 11]
-        b4 += vectors[r, i + 12] * query[i + 12]
-        b5 += vectors[r, i + 13] * query[i + 13]
-        b6 += vectors[r, i + 14] * query[i + 14]
-        b7 += vectors[r, i + 15] * query[i + 15]
-    rest = np.float32(0)
-    for i in range(full, d):
-        rest += vectors[r, i] * query[i]
-    low = ((a0 + b0) + (a1 + b1)) + ((a2 + b2) + (a3 + b3))
-    high = ((a4 + b4) + (a5 + b5)) + ((a6 + b6) + (a7 + b7))
-    return (low + high) + rest
+# One loop per row, compiled once for every row: LLVM may reorder the row's sum (``reassoc``: 16 float32 lanes here)
+# and fuse multiply-adds (``contract``), but it does so the same way for every row, at any address (no alignment
+# peeling), so a row's score is the same float in any array, at any position (tests/unit/test_dense.py). Neither
+# flag assumes finite values. 3,000 rows of 384 dimensions: 0.15 ms, against 0.58 ms in a fixed order of sixteen
+# running sums and 0.41 ms for numpy's gather and product.
+_EXACT_MATH = {"reassoc", "contract"}
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, fastmath=_EXACT_MATH)
 def _dot_every(vectors, query, out):  # pragma: no cover - compiled
     for r in range(vectors.shape[0]):
-        out[r] = _row_dot(vectors, r, query)
+        row = vectors[r]
+        total = np.float32(0)
+        for i in range(query.size):
+            total += row[i] * query[i]
+        out[r] = total
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, fastmath=_EXACT_MATH)
 def _dot_rows(vectors, rows, query, out):  # pragma: no cover - compiled
     for k in range(rows.size):
-        out[k] = _row_dot(vectors, rows[k], query)
+        row = vectors[rows[k]]
+        total = np.float32(0)
+        for i in range(query.size):
+            total += row[i] * query[i]
+        out[k] = total
 
 
 def _float32(vectors: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -181,7 +164,7 @@ def warm_up() -> None:
 
 def exact_scores(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
     """The dense score of each row of ``vectors``: a compiled float32 dot product whose order of operations
-    depends on the row alone (``_row_dot``), so it is the same float for a row in any array, at any position."""
+    depends on the row alone (``_dot_every``), so it is the same float for a row in any array, at any position."""
     vectors, query = _float32(vectors, query)
     out = np.empty(vectors.shape[0], dtype=np.float32)
     if out.size:

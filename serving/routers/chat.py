@@ -31,7 +31,10 @@ from livemem.context import ContextRequest as Message
 from livemem.errors import LivingMemoryError
 from livemem.reader import IndexUnavailable, without_paths
 from livemem.results import chat_body
-from serving.context_models import (
+from serving.context_service import ContextService, context_service
+from serving.deps import CallerRole, CurrentSnapshot, State, with_persona
+from serving.models import ErrorBody
+from serving.models.context import (
     ChatCompletion,
     ChatCompletionRequest,
     ChatResponse,
@@ -39,9 +42,6 @@ from serving.context_models import (
     LivingMemoryExtra,
     LivingMemoryOptions,
 )
-from serving.context_service import ContextService, context_service
-from serving.deps import CallerRole, CurrentSnapshot, State, with_persona
-from serving.models import ErrorBody
 from serving.routers.context import ThreadScope, message_of
 from serving.routers.memory import personal_view, remember_exchange
 

@@ -9,63 +9,15 @@ Each route is /chat underneath; they differ in what they return.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
-
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
 
-from serving.context_models import ChatResponse, Citation, ContextRequest, Profile
 from serving.deps import CallerRole, CurrentSnapshot, State
+from serving.models.compat import GisRagResponse, LightResponse, SeedRequest
+from serving.models.context import ChatResponse
 from serving.routers.chat import ERRORS, chat
 from serving.routers.context import ThreadScope
 
 router = APIRouter(tags=["seed compatibility"])
-
-
-class SeedRequest(BaseModel):
-    """The seed's request body."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    message: str = Field(..., min_length=1, max_length=4000)
-    county: str | None = Field(None, min_length=2, max_length=64)
-    zip: str | None = Field(None, pattern=r"^[0-9]{5}$")
-    role: str | None = Field(
-        None, max_length=64, description="the persona (docs/seed-compat.md); access comes from the API key"
-    )
-    profile: Literal["auto"] | Profile | None = Field(
-        "auto", description='"auto": route from the message, county and ZIP; or a /chat profile object'
-    )
-    top_k: int | None = Field(None, ge=1, le=50)
-    thread_id: str | None = Field(
-        None, max_length=128, description="the conversation: place, persona and topic carry forward (as on /chat)"
-    )
-    history: list[Annotated[str, Field(max_length=4000)]] | None = Field(
-        None, max_length=50, description="earlier user messages, oldest first (as on /chat)"
-    )
-
-    def as_context_request(self) -> ContextRequest:
-        profile = None if self.profile == "auto" else self.profile
-        fields = self.model_dump(exclude={"profile"})
-        return ContextRequest.model_validate({**fields, "profile": profile})
-
-
-class LightResponse(BaseModel):
-    """The answer without its evidence: what a chat widget shows."""
-
-    answer: str
-    citations: list[Citation]
-    backend: str
-    model: str
-    persona: str | None
-    index_version: str
-    trace_id: str
-
-
-class GisRagResponse(ChatResponse):
-    geojson: dict[str, Any] = Field(
-        description="the places of the evidence as a GeoJSON FeatureCollection (EPSG:4326), each with its [n]"
-    )
 
 
 @router.post("/chat/sync", response_model=ChatResponse, responses=ERRORS)

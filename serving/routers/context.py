@@ -9,10 +9,10 @@ from fastapi import APIRouter, Depends, Request
 from livemem.context import ContextRequest as Message
 from livemem.conversation import caller_scope
 from livemem.reader import Snapshot
-from serving.context_models import ContextRequest, ContextResponse
 from serving.context_service import context_service
 from serving.deps import CallerRole, CurrentSnapshot, State, with_persona
 from serving.models import ErrorBody
+from serving.models.context import ContextRequest, ContextResponse
 from serving.routers.memory import personal_view, remember_exchange
 from serving.state import Role, ServingState
 

@@ -12,13 +12,13 @@ or remote loading, rows and memory capped (``docs/security.md``, ``docs/sparql.m
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header
 
@@ -38,12 +38,17 @@ from livemem.sparql_worker import (
 )
 from serving.deps import CallerRole, CurrentSnapshot
 from serving.models import UUID_PATTERN, ErrorBody
+from serving.models.facts import (
+    SPARQL_MAX_QUERY_CHARS,
+    SPARQL_MAX_ROWS,
+    FactsResponse,
+    SparqlRequest,
+    SparqlResponse,
+)
 from serving.routers.gis import gis_index
 
 router = APIRouter(tags=["facts"])
 
-SPARQL_MAX_ROWS = 1000
-SPARQL_MAX_QUERY_CHARS = 5000
 # Response headers beside the standard formats, which have no place for them.
 VERSION_HEADER = "X-Index-Version"
 TRUNCATED_HEADER = "X-Results-Truncated"
@@ -64,47 +69,6 @@ ASK_OFFERS = {k: v for k, v in SELECT_OFFERS.items() if v != "text/csv"}  # ASK 
 RDF_OFFERS = {TURTLE: TURTLE, N_TRIPLES: N_TRIPLES, JSON_LD: JSON_LD, RDF_XML: RDF_XML, "application/json": JSON_LD,
               "application/turtle": TURTLE, "application/x-turtle": TURTLE, "application/xml": RDF_XML}  # fmt: skip
 RDF_RESPONSES = {"content": {media_type: {"schema": {"type": "string"}} for media_type in RDF_MEDIA_TYPES}}
-
-
-class Fact(BaseModel):
-    subject: str = Field(description="GBIM entity id")
-    subject_label: str
-    predicate: Literal["located_in", "serves_zip", "part_of", "serves_program", "operated_by", "near"] | str
-    object: str
-    object_kind: str = Field(description="county, zip, worldview, program, organization or entity")
-    object_label: str | None = Field(None, description="the label of an entity object (`near`)")
-    provenance: dict[str, Any]
-
-
-class MatchedEntity(BaseModel):
-    entity_id: str
-    label: str
-
-
-class FactsResponse(BaseModel):
-    facts: list[Fact]
-    total: int = Field(description="matching triples before `limit`")
-    matched: list[MatchedEntity] | None = Field(
-        None, description="with `name`: the entities it found, best match first"
-    )
-    index_version: str
-
-
-class SparqlRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    query: str = Field(
-        ..., min_length=1, max_length=SPARQL_MAX_QUERY_CHARS, description="a SPARQL SELECT, ASK, CONSTRUCT or DESCRIBE"
-    )
-    limit: int = Field(100, ge=1, le=SPARQL_MAX_ROWS, description="rows (or triples) returned at most")
-
-
-class SparqlResponse(BaseModel):
-    variables: list[str]
-    rows: list[dict[str, str | None]]
-    boolean: bool | None = Field(None, description="the answer of an ASK query")
-    truncated: bool
-    index_version: str
 
 
 def negotiate(accept: str | None, offers: dict[str, str]) -> str | None:

@@ -9,18 +9,18 @@ view; the index is never written. Every use needs an API key: the user is the ke
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, HTTPException, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
 
 from livemem import personal
 from livemem.context import ContextRequest as Message
 from livemem.conversation import ANONYMOUS_SCOPE, caller_scope
-from serving.context_models import USER_ID_PATTERN
 from serving.deps import CallerRole, State
 from serving.models import ErrorBody
+from serving.models.context import USER_ID_PATTERN
+from serving.models.memory import Card, CardRequest, Deleted, Memory, MemoryItem, Nudge
 from serving.state import ServingState
 
 router = APIRouter(tags=["memory"])
@@ -78,50 +78,6 @@ def record_feedback(state: ServingState, request: Request, user_id: str | None, 
     """/feedback with ``personal: true``: the chunks are nudged for this user only (``livemem.personal``)."""
     user = user_of(state, request_scope(request), user_id)
     return personal.add_feedback(store_dir(state), user, chunk_ids, useful)
-
-
-# --- /memory -------------------------------------------------------------------------------------------------------------
-class CardRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    text: str = Field(..., min_length=1, max_length=2000, description="what to remember, in the person's words")
-    user_id: str | None = Field(None, pattern=USER_ID_PATTERN, description="a user within the API key's memory")
-
-
-class Card(BaseModel):
-    memory_id: str
-    kind: Literal["card"] = "card"
-    created_at: str
-    duplicate: bool = Field(description="true: the same card was already there; its id is returned")
-
-
-class MemoryItem(BaseModel):
-    memory_id: str
-    kind: Literal["card", "exchange"]
-    content: str
-    created_at: str
-    state: Literal["pending", "consolidated"] = Field(description="pending: not yet in a consolidated snapshot")
-
-
-class Nudge(BaseModel):
-    chunk_id: str
-    votes: int = Field(description="useful minus not useful")
-    factor: float = Field(description="this user's score factor for the chunk, 0.5..1.5")
-
-
-class Memory(BaseModel):
-    user_id: str | None
-    items: list[MemoryItem]
-    feedback: list[Nudge]
-    snapshot: str | None = Field(description="the consolidated snapshot read (None: none yet)")
-    pending: int
-    retention_days: int
-
-
-class Deleted(BaseModel):
-    deleted: str = Field(description="`all` or the memory_id")
-    at: str
-    effect: str
 
 
 def cleaned(text: str) -> str:

@@ -41,3 +41,26 @@ def test_no_core_module_imports_them_anywhere_not_even_inside_a_function(monkeyp
     # import-linter reads every import statement (also those inside functions, which a run never reaches).
     monkeypatch.chdir(ROOT)
     assert lint_imports(config_filename=str(ROOT / "pyproject.toml")) == 0
+
+
+def test_every_request_and_response_body_lives_in_serving_models() -> None:
+    """The routers and the MCP server define no body of their own: they import them from ``serving.models``."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    from pydantic import BaseModel
+
+    import serving.routers
+
+    modules = [
+        importlib.import_module(i.name) for i in pkgutil.walk_packages(serving.routers.__path__, "serving.routers.")
+    ]
+    modules.append(importlib.import_module("serving.mcp"))
+    defined = [
+        f"{module.__name__}.{name}"
+        for module in modules
+        for name, value in vars(module).items()
+        if inspect.isclass(value) and issubclass(value, BaseModel) and value.__module__ == module.__name__
+    ]
+    assert defined == []

@@ -1,4 +1,7 @@
-"""Request and response bodies (so ``/openapi.json`` documents every field)."""
+"""Every request and response body of the HTTP app, in one package (so ``/openapi.json`` documents every field):
+this module holds the shared pieces and the bodies of /query, /feedback, /chunks and /healthz; ``context`` those of
+/context, /chat and /v1/chat/completions; ``gis``, ``facts``, ``memory``, ``resources`` and ``compat`` those of
+their routers. The MCP server answers with the same models."""
 
 from __future__ import annotations
 
