@@ -206,9 +206,16 @@ class _Measure:
     @property
     def cum(self) -> list[int]:
         if self._cum is None:
-            counts = itemgetter(*self.words)(_WORD_PIECES) if len(self.words) > 1 else [_WORD_PIECES[self.words[0]]]
+            try:
+                counts = self._counts()
+            except KeyError:  # the memo was emptied (it keeps at most _WORD_MEMO_MAX runs) since they were counted
+                _count_new_words(self.words)
+                counts = self._counts()
             self._cum = [0, *accumulate(counts)]
         return self._cum
+
+    def _counts(self) -> list[int]:
+        return list(itemgetter(*self.words)(_WORD_PIECES)) if len(self.words) > 1 else [_WORD_PIECES[self.words[0]]]
 
     def tokens(self, a: int, b: int) -> int:
         """Word pieces of ``text[a:b]``."""

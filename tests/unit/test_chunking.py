@@ -222,3 +222,14 @@ def test_a_title_is_not_left_alone_before_a_long_paragraph() -> None:
     assert len(chunks) > 1
     assert chunks[0].content.startswith("# Statins and LDL\n\nFinding 0 links")
     assert all(count_tokens(c.content) > DEFAULT_CHUNK_TOKENS // 2 for c in chunks[:-1])  # chunks are filled
+
+
+def test_a_text_measured_before_the_word_memo_is_emptied_is_still_cut(monkeypatch) -> None:
+    """The memo of word pieces is bounded: emptied when full, a text counted before still gets its cuts."""
+    monkeypatch.setattr(chunking, "_WORD_MEMO_MAX", 50)
+    text = " ".join(f"alpha{i}" for i in range(40))
+    measure = chunking._Measure(text, 2000, 64)
+    chunking._count_new_words(measure.words)
+    chunking._count_new_words([f"beta{i}" for i in range(40)])  # over the bound: the memo starts again
+    assert any(word not in chunking._WORD_PIECES for word in measure.words)
+    assert measure.tokens(0, len(text)) == len(chunking.tokenizer().encode(text, add_special_tokens=False).ids)
