@@ -4,7 +4,7 @@
 
 Builds a synthetic index version (100,000 chunk rows, 10 % sealed) and a day of traces shaped like the serving
 app's (queries returning 10 chunks each, Zipf-like popularity, 5 % of queries with feedback, some malformed
-lines), then times ``livemem.attention.rollup_day`` in a fresh process and records its peak memory (max RSS).
+lines), then times ``livemem.usage.attention.rollup_day`` in a fresh process and records its peak memory (max RSS).
 Target: ≤ 30 s. Results: bench/results/attention_rollup.{json,md}.
 """
 
@@ -26,9 +26,9 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from livemem.config import PROJECT_ROOT
-from livemem.store import MANIFEST, IndexHome, iso, utc_now
+from livemem.sources.config import PROJECT_ROOT
 from livemem.version import connect
+from livemem.version.store import MANIFEST, IndexHome, iso, utc_now
 
 WORK = PROJECT_ROOT / "bench" / ".work" / "attention"
 RESULTS = PROJECT_ROOT / "bench" / "results"
@@ -38,7 +38,7 @@ TARGET_S = 30.0
 
 def build_index(home: IndexHome, chunks: int) -> None:
     """One published version with ``chunks`` chunk rows (enough columns for the rollup and its check)."""
-    from livemem.build import LAYOUT_VERSION, init_chunk_tables
+    from livemem.ingest.build import LAYOUT_VERSION, init_chunk_tables
     from livemem.version.segments import append_rows
 
     version = home.new_version_id()
@@ -131,8 +131,8 @@ def write_traces(home: IndexHome, events: int, files: int, seed: int = 7) -> dic
 
 def run_rollup(root: Path) -> None:
     """Child process: time one rollup and print its numbers as JSON."""
-    from livemem.attention import AttentionConfig, rollup_day
-    from livemem.breath import Breath
+    from livemem.ingest.breath import Breath
+    from livemem.usage.attention import AttentionConfig, rollup_day
 
     home = IndexHome(root)
     start = time.perf_counter()

@@ -67,9 +67,9 @@ class WorkerCpu:
 def build_once(size: int, profile: bool) -> dict:
     import livemem
     from bench.scale import StandInEmbedder
-    from livemem.build import build_version
-    from livemem.config import load_sources
-    from livemem.store import IndexHome
+    from livemem.ingest.build import build_version
+    from livemem.sources.config import load_sources
+    from livemem.version.store import IndexHome
 
     config = load_sources(WORK / f"size-{size}" / "sources.yaml")
     with tempfile.TemporaryDirectory(prefix="build-speed-") as tmp:

@@ -22,7 +22,7 @@ import httpx
 import numpy as np
 
 from bench.serving_latency import uvicorn_server
-from livemem.config import PROJECT_ROOT
+from livemem.sources.config import PROJECT_ROOT
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 WORK = PROJECT_ROOT / "bench" / ".work" / "context"

@@ -24,8 +24,8 @@ import time
 
 import numpy as np
 
-from livemem.config import PROJECT_ROOT
-from livemem.store import IndexHome, iso, utc_now
+from livemem.sources.config import PROJECT_ROOT
+from livemem.version.store import IndexHome, iso, utc_now
 
 SHARED = PROJECT_ROOT.parent / "shared" / "data" / "geo" / "wv_counties.geojson"
 WORK = PROJECT_ROOT / "bench" / ".work" / "gbim"
@@ -121,7 +121,7 @@ def main() -> None:
 
     from fastapi.testclient import TestClient
 
-    from livemem.embedding import Embedder
+    from livemem.ingest.embedding import Embedder
     from serving.app import create_app
     from serving.settings import Settings
 

@@ -37,10 +37,10 @@ from bench.serving_index import WORK as SCIFACT_WORK
 from bench.serving_index import ensure_index
 from bench.serving_latency import uvicorn_server
 from bench.serving_quality import load_queries, ndcg_at
-from livemem.config import PROJECT_ROOT
-from livemem.retrieval import ATTENTION_HALF, DEFAULT_ATTENTION_BOOST, PARENT_SHARE, QUESTION_SIMILARITY
-from livemem.store import IndexHome
+from livemem.query.retrieval import ATTENTION_HALF, DEFAULT_ATTENTION_BOOST, PARENT_SHARE, QUESTION_SIMILARITY
+from livemem.sources.config import PROJECT_ROOT
 from livemem.version import parts_dir
+from livemem.version.store import IndexHome
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 WORK = PROJECT_ROOT / "bench" / ".work" / "memory_helps"

@@ -37,7 +37,7 @@ import numpy as np
 
 from livemem import registry
 from livemem.registry import FIELDS, RESOURCE_TYPES, RegistryConfig
-from livemem.store import IndexHome
+from livemem.version.store import IndexHome
 
 WORK = Path("bench/.work/registry")
 RESULTS = Path("bench/results")

@@ -10,7 +10,7 @@ Run from the project root::
 Each size is a target number of **chunks**. The corpus is SciFact (``../shared/data/ir/scifact/corpus.jsonl``)
 cycled: file ``docs/c<copy>/<id>.md`` holds ``# {title}``, a line ``Copy <copy> of SciFact document <id>.`` (so
 every cycled copy differs from the others) and the abstract; as many files are taken, in corpus order, as it
-needs for the target chunk count (counted with ``livemem.chunking.chunk_file``). The repository is written in one
+needs for the target chunk count (counted with ``livemem.ingest.chunking.chunk_file``). The repository is written in one
 ``git fast-import`` (seconds even for 100,000 files; bare, no working tree), tagged ``bench-base``, and kept under
 ``--work`` for the next run, which resets its branch to the tag. The index home is new on every run.
 
@@ -27,8 +27,8 @@ Per size, in one index home:
 2. ``one_file_change``: one file (fixed seed) gets a sentence appended, committed; build + publish; the disk the
    new version adds.
 3. ``attention_publish``: a trace file of 200 events for one day (``rag_index/traces/<day>-bench.jsonl``), then
-   ``livemem.attention.rollup_day`` + publish; time and disk added.
-4. ``serving``: a fresh worker process loads the full build's version with ``livemem.reader.load_snapshot``
+   ``livemem.usage.attention.rollup_day`` + publish; time and disk added.
+4. ``serving``: a fresh worker process loads the full build's version with ``livemem.version.reader.load_snapshot``
    (what ``IndexReader.snapshot()`` runs when ``CURRENT`` moves), then switches to the one-file change's version
    and to the attention version, holding the old snapshot while loading the new one as ``IndexReader`` does;
    each load is timed. Then ``--queries`` hybrid top-10 queries (SciFact train queries, vector given: the
@@ -90,12 +90,12 @@ WARMUP_QUERIES = 20
 COMMIT_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z: generated repositories are identical on every machine
 IDENTITY = "Living Memory bench <bench@example.invalid>"
 
-KERNEL_ENV = "LIVEMEM_DENSE_KERNEL"  # livemem.dense.KERNEL_ENV (read when livemem.dense is imported)
+KERNEL_ENV = "LIVEMEM_DENSE_KERNEL"  # livemem.query.dense.KERNEL_ENV (read when livemem.query.dense is imported)
 log = logging.getLogger("bench.scale")
 
 
 class StandInEmbedder:
-    """STAND-IN for ``livemem.embedding.Embedder``, for this benchmark only (never shipped in ``livemem``).
+    """STAND-IN for ``livemem.ingest.embedding.Embedder``, for this benchmark only (never shipped in ``livemem``).
 
     Vectors are a SHAKE-256 hash of each text read as 384 signed bytes, L2-normalised: deterministic, distinct
     per text, and about a microsecond each, so a build is timed without the model.
@@ -228,7 +228,7 @@ def doc_text(copy: int, doc: dict[str, str]) -> str:
 
 def files_for_chunks(docs: list[dict[str, str]], target: int) -> tuple[int, int]:
     """How many cycled files make at least ``target`` chunks, and how many chunks they make."""
-    from livemem.chunking import chunk_file
+    from livemem.ingest.chunking import chunk_file
 
     per_doc = [len(chunk_file(doc_path(0, d["_id"]), doc_text(0, d), MAX_CHUNK_CHARS)) for d in docs]
     files = chunks = 0
@@ -322,7 +322,7 @@ def sources_yaml(repo: Path, vector_store: str | None = None) -> str:
 
 # --- the phases of one size ------------------------------------------------------------------------------------
 def build_and_publish(config, home, embedder, entry: dict[str, Any]) -> str:
-    from livemem.build import build_version
+    from livemem.ingest.build import build_version
 
     with phase(entry):
         t0 = time.perf_counter()
@@ -391,8 +391,8 @@ def _event(day: str, kind: str, trace: str, chunk: str, rank: int | None = None,
 
 
 def attention_publish(home, version_id: str, entry: dict[str, Any]) -> str:
-    from livemem.attention import AttentionConfig, rollup_day
-    from livemem.breath import Breath
+    from livemem.ingest.breath import Breath
+    from livemem.usage.attention import AttentionConfig, rollup_day
 
     entry["trace_events"] = write_attention_traces(home, version_id)
     with phase(entry):
@@ -472,8 +472,8 @@ def run_size(
     kernels: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Every measurement of one size (a target number of chunks); the core the smoke test runs too."""
-    from livemem.config import load_sources
-    from livemem.store import IndexHome
+    from livemem.sources.config import load_sources
+    from livemem.version.store import IndexHome
 
     files, expected_chunks = files_for_chunks(docs, target)
     out: dict[str, Any] = {"target_chunks": target, "files": files, "expected_chunks": expected_chunks}
@@ -539,10 +539,10 @@ def worker_main(argv: list[str]) -> None:
 
     from threadpoolctl import threadpool_limits
 
-    from livemem.dense import first_stage_kernel
-    from livemem.reader import load_snapshot
-    from livemem.retrieval import Query, Retriever
-    from livemem.store import IndexHome
+    from livemem.query.dense import first_stage_kernel
+    from livemem.query.retrieval import Query, Retriever
+    from livemem.version.reader import load_snapshot
+    from livemem.version.store import IndexHome
 
     # one BLAS thread, as the serving app sets (serving/state.py): several make the per-query product far slower
     threadpool_limits(1, user_api="blas")

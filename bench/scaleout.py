@@ -32,8 +32,8 @@ from pathlib import Path
 import psycopg
 
 from bench.serving_latency import throughput, uvicorn_server
-from livemem.config import PROJECT_ROOT
-from livemem.store import IndexHome
+from livemem.sources.config import PROJECT_ROOT
+from livemem.version.store import IndexHome
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 BUILD_MEASURES = ("wall_s", "run_s", "index_build_s", "dagster_overhead_s")

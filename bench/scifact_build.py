@@ -231,7 +231,7 @@ def source_stats(result) -> dict[str, Any]:
 
 def build_and_publish(config, home, embedder, entry: dict[str, Any]):
     """Time ``build_version`` then ``publish``; fill ``entry`` with the numbers."""
-    from livemem.build import build_version
+    from livemem.ingest.build import build_version
 
     t0 = time.perf_counter()
     result = build_version(config, home, embedder)
@@ -341,7 +341,7 @@ def setup(args, results) -> tuple[Path, Path, Path, list[dict[str, str]]]:
 
 def embedded_texts(version_dir: Path) -> tuple[list[str], int]:
     """The distinct texts the pipeline embedded for a version (as the embedding cache deduplicates them)."""
-    from livemem import records
+    from livemem.ingest import records
 
     rows = chunk_rows(version_dir)
     texts = list(dict.fromkeys(records.embed_text(r["content"], json.loads(r["heading_path"])) for r in rows))
@@ -369,7 +369,7 @@ def encode_once(embedder, texts: list[str]) -> dict[str, Any]:
 
 def extra_full_build(config, workdir: Path, embedder) -> dict[str, Any]:
     """Another full build + publish of the same commit into a fresh index home (empty cache), timed."""
-    from livemem.store import IndexHome
+    from livemem.version.store import IndexHome
 
     home_dir = workdir / "index_repeat"
     shutil.rmtree(home_dir, ignore_errors=True)
@@ -400,7 +400,7 @@ def token_stats(embedder, texts: list[str]) -> dict[str, Any]:
 
 
 def noop(config, home, embedder, results) -> None:
-    from livemem.build import build_version
+    from livemem.ingest.build import build_version
 
     with phase(results, "noop") as entry:
         t0 = time.perf_counter()
@@ -451,8 +451,8 @@ def verify(
     config, home, repo: Path, deleted: str, edited: list[str], marker: str, results, embedder_dim: int = 384
 ) -> dict[str, bool]:
     """Compare the published version with chunking every file at HEAD from scratch, and with its Chroma store."""
-    from livemem.chunking import chunk_file
-    from livemem.store import CHROMA, close_chroma, open_chroma
+    from livemem.ingest.chunking import chunk_file
+    from livemem.version.store import CHROMA, close_chroma, open_chroma
 
     out: dict[str, Any] = {}
     with phase(results, "verify") as entry:
@@ -534,12 +534,12 @@ def verify(
 def import_code_under_test(skip_dagster: bool) -> str | None:
     """Import every module the benchmark exercises now, so all phases run the code as it was at the start
     (the project may be edited while a long run is in progress). Returns the Dagster import error, if any."""
-    import livemem.build
-    import livemem.chunking
-    import livemem.config
-    import livemem.embedding
-    import livemem.records
-    import livemem.store  # noqa: F401
+    import livemem.ingest.build
+    import livemem.ingest.chunking
+    import livemem.ingest.embedding
+    import livemem.ingest.records
+    import livemem.sources.config
+    import livemem.version.store  # noqa: F401
 
     if skip_dagster:
         return None
@@ -557,9 +557,9 @@ def run(args, report: dict[str, Any]) -> None:
     dagster_error = import_code_under_test(args.skip_dagster)
     report["project"] = project_state()
 
-    from livemem.config import load_sources
-    from livemem.embedding import Embedder
-    from livemem.store import IndexHome
+    from livemem.ingest.embedding import Embedder
+    from livemem.sources.config import load_sources
+    from livemem.version.store import IndexHome
 
     results: dict[str, Any] = report["phases"]
     assertions: dict[str, bool] = report["assertions"]
@@ -639,7 +639,7 @@ def run(args, report: dict[str, Any]) -> None:
     sentence = " This sentence was appended by the Living Memory benchmark."
     write_file(repo, doc_path(one["_id"]), doc_text(one["title"], one["text"] + sentence))
     git(repo, "commit", "-q", "-am", f"Edit {doc_path(one['_id'])}")
-    from livemem.chunking import chunk_file
+    from livemem.ingest.chunking import chunk_file
 
     one_chunks = len(
         chunk_file(

@@ -1,7 +1,7 @@
 """The SciFact index the serving benchmarks query, built and published by the platform itself.
 
 SciFact's 5,183 abstracts become one markdown file per document (``docs/<_id>.md`` holding ``# title`` and the
-abstract) in a git repository under ``bench/.work/serving/``; ``livemem.build.build_version`` indexes it and
+abstract) in a git repository under ``bench/.work/serving/``; ``livemem.ingest.build.build_version`` indexes it and
 ``IndexHome.publish`` makes it current. Re-running reuses the published version when the repository is unchanged.
 
     .venv/bin/python -m bench.serving_index
@@ -15,10 +15,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from livemem.build import build_version
-from livemem.config import PROJECT_ROOT, load_sources
-from livemem.embedding import Embedder
-from livemem.store import IndexHome
+from livemem.ingest.build import build_version
+from livemem.ingest.embedding import Embedder
+from livemem.sources.config import PROJECT_ROOT, load_sources
+from livemem.version.store import IndexHome
 
 SCIFACT = Path(os.environ.get("SCIFACT_DIR") or PROJECT_ROOT.parent / "shared" / "data" / "ir" / "scifact")
 WORK = PROJECT_ROOT / "bench" / ".work" / "serving"

@@ -45,8 +45,8 @@ import numpy as np
 
 from bench.serving_index import WORK, ensure_index
 from bench.serving_quality import load_queries
-from livemem.config import PROJECT_ROOT
-from livemem.store import IndexHome
+from livemem.sources.config import PROJECT_ROOT
+from livemem.version.store import IndexHome
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 # query encoder name -> the serving environment that selects it
@@ -204,9 +204,9 @@ def components(index_dir: Path, texts: list[str], trace_dir: Path) -> dict[str, 
     same texts, in a pass of their own before)."""
     from fastapi.testclient import TestClient
 
-    from livemem.embedding import Embedder
-    from livemem.retrieval import Query, chunk_result
-    from livemem.traces import retrieval_events
+    from livemem.ingest.embedding import Embedder
+    from livemem.query.retrieval import Query, chunk_result
+    from livemem.usage.traces import retrieval_events
     from serving.app import create_app
     from serving.models import QueryResponse
     from serving.settings import Settings

@@ -2,13 +2,13 @@
 that chose the fusion.
 
 The corpus is indexed by the platform (``bench.serving_index``); queries run through the serving retrieval code
-(``livemem.retrieval.Retriever.search``) with ``return: documents`` (each SciFact abstract is one parent file,
+(``livemem.query.retrieval.Retriever.search``) with ``return: documents`` (each SciFact abstract is one parent file,
 ``docs/<_id>.md``), against the judgements of one split. Query vectors are encoded in one batch (the same model
 and normalisation serving uses one query at a time).
 
 The sweep (train split only: the test split is never looked at to choose anything) compares fusion methods and
-parameters (``livemem.fusion``: RRF k and weights, min-max and z-score weighted sums, per-side depth) and BM25 k1/b
-(``livemem.sparse.K1``/``B``, set in this process only). It scores each setting with ``fuse`` + ``top_documents``
+parameters (``livemem.query.fusion``: RRF k and weights, min-max and z-score weighted sums, per-side depth) and BM25 k1/b
+(``livemem.query.sparse.K1``/``B``, set in this process only). It scores each setting with ``fuse`` + ``top_documents``
 over per-query dense and BM25 scores computed once (what ``search`` does for one collection with no filters; the
 modes table, through ``search``, checks that). ``--compare VERSION`` also scores another published version of the
 same index (e.g. one chunked differently) through ``search``.
@@ -44,14 +44,14 @@ from pathlib import Path
 import numpy as np
 
 from bench.serving_index import SCIFACT, WORK, ensure_index
-from livemem import sparse
-from livemem.config import PROJECT_ROOT
-from livemem.dense import top_order
-from livemem.embedding import Embedder
-from livemem.fusion import FusionSettings, fuse
-from livemem.reader import load_snapshot
-from livemem.retrieval import Hit, Query, Retriever, top_documents
-from livemem.store import IndexHome
+from livemem.ingest.embedding import Embedder
+from livemem.query import sparse
+from livemem.query.dense import top_order
+from livemem.query.fusion import FusionSettings, fuse
+from livemem.query.retrieval import Hit, Query, Retriever, top_documents
+from livemem.sources.config import PROJECT_ROOT
+from livemem.version.reader import load_snapshot
+from livemem.version.store import IndexHome
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 SPARSE_WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0)

@@ -1,13 +1,12 @@
-"""Living Memory core: the domain logic shared by the Dagster platform and the serving app.
+"""Living Memory core: the domain logic shared by the Dagster platform and the serving app, one package per step
+of the data flow (it imports neither FastAPI nor Dagster: tests/unit/test_layers.py).
 
-Modules:
-- ``config``     sources file (YAML, JSON-Schema validated) and environment settings
-- ``gitsource``  reading files, history and provenance from git objects at a commit
-- ``chunking``   splitting markdown (by headings), code and text into chunks
-- ``records``    chunk identity, seal detection, the chunk record
-- ``embedding``  the all-MiniLM-L6-v2 embedder and its content-hash cache
-- ``store``      the index home: versions, staging, atomic publish, retention, readers
-- ``build``      building a new index version incrementally from the sources
-- ``checks``     the checks a staged version must pass before it is published
-- ``breath``     the current breath phase and tone (BREATH.md)
+- ``sources``   the sources file (YAML, JSON-Schema validated) and reading git objects at a commit
+- ``ingest``    chunking, chunk records, embedding and its cache, building a version, its checks and its proof
+- ``version``   the version format: segments, manifest, the index home (staging, atomic publish, retention), readers
+- ``query``     ranking one snapshot: filters, the dense scan, BM25, fusion, the result cache, result shapes
+- ``answer``    a message → an auditable evidence set → an answer (context, graph, conversation, chat, web, personal)
+- ``usage``     usage traces and the nightly attention rollup
+- ``registry``, ``gbim``, ``geo``: the local_resources registry, the GBIM export, places and county names
+- ``settings`` (every environment variable), ``errors``, ``dates``, ``duck``, ``schemas``: shared by every step
 """

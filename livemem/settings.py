@@ -7,7 +7,7 @@ points (the HTTP app, the MCP server, the CLI, the Dagster code location) read t
 need, once with ``from_env()`` and pass it down; keyword arguments override the environment. A bad value is a
 ``ConfigError`` naming the setting and its variable (never the value: it may be a key).
 
-The sources file (``RAG_SOURCES``) is the other half: ``livemem.config`` validates it against its JSON Schemas
+The sources file (``RAG_SOURCES``) is the other half: ``livemem.sources.config`` validates it against its JSON Schemas
 (every mistake with its file, line and column) into typed sections. docs/settings.md lists every variable.
 """
 
@@ -115,7 +115,7 @@ class ChromaSettings(Section):
 
 
 class DenseSettings(Section):
-    """The dense scan's process knobs, read once at import of ``livemem.dense`` (docs/dense-scan.md)."""
+    """The dense scan's process knobs, read once at import of ``livemem.query.dense`` (docs/dense-scan.md)."""
 
     title: ClassVar[str] = "dense scan settings"
     scan_threads: int | None = Field(
@@ -192,12 +192,12 @@ class ServingSettings(Section):
     fusion_method: Literal["linear", "minmax", "zscore", "rrf"] = Field("linear", validation_alias="RAG_FUSION")
     rrf_k: float = Field(10.0, gt=0, validation_alias="RAG_RRF_K")
     rrf_dense_weight: float = Field(1.0, ge=0)
-    rrf_sparse_weight: float | None = Field(None, ge=0, description="None: the method's default (livemem.fusion)")
+    rrf_sparse_weight: float | None = Field(None, ge=0, description="None: the method's default (livemem.query.fusion)")
     rrf_depth: int = Field(1000, ge=10)
     fusion_feedback: bool = Field(
         False,
         validation_alias="RAG_FUSION_FEEDBACK",
-        description="pseudo-relevance feedback in hybrid (livemem.fusion)",
+        description="pseudo-relevance feedback in hybrid (livemem.query.fusion)",
     )
     refresh_interval_s: float = Field(0.0, ge=0, validation_alias="RAG_REFRESH_INTERVAL_S")
     torch_threads: int = Field(1, ge=1, validation_alias="RAG_TORCH_THREADS")

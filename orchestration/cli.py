@@ -32,7 +32,7 @@ from rich.table import Table
 
 from livemem.errors import LivingMemoryError
 from livemem.settings import PathSettings, ServingSettings
-from livemem.store import IndexHome
+from livemem.version.store import IndexHome
 
 app = typer.Typer(help="Living Memory: build, inspect and serve the published index.", no_args_is_help=True)
 console = Console()
@@ -104,8 +104,8 @@ def age(timestamp: str) -> str:
 @app.command()
 def status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """The current version, its age, and for each source whether its HEAD moved past the indexed commit."""
-    from livemem.config import load_sources
-    from livemem.gitsource import GitSource
+    from livemem.sources.config import load_sources
+    from livemem.sources.gitsource import GitSource
 
     h = home()
     manifest = h.current_manifest()
@@ -223,7 +223,7 @@ def materialize(
 
     from dagster import AssetKey, DagsterInstance
 
-    from livemem.owners import Owner
+    from livemem.version.owners import Owner
     from orchestration.definitions import build_definitions
     from orchestration.runs import PoolWait, run_tags
 
@@ -323,9 +323,9 @@ def query(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Ask the current version directly (no server), as the given role."""
-    from livemem.embedding import Embedder
-    from livemem.reader import IndexUnavailable, load_snapshot
-    from livemem.retrieval import Query, Retriever, chunk_result
+    from livemem.ingest.embedding import Embedder
+    from livemem.query.retrieval import Query, Retriever, chunk_result
+    from livemem.version.reader import IndexUnavailable, load_snapshot
 
     if mode not in ("dense", "sparse", "hybrid"):
         fail(f"--mode must be dense, sparse or hybrid, not {mode!r}")
@@ -363,7 +363,7 @@ def verify_provenance(
     all_chunks: Annotated[bool, typer.Option("--all", help="every chunk, not only the sealed ones")] = False,
 ) -> None:
     """Check that each (sealed) chunk's commit exists and its file at that commit still contains it."""
-    from livemem.checks import check_provenance
+    from livemem.ingest.checks import check_provenance
 
     h = home()
     version = h.current()
@@ -379,7 +379,7 @@ def verify_provenance(
 
 
 def load_embedder():
-    from livemem.embedding import Embedder
+    from livemem.ingest.embedding import Embedder
 
     return Embedder()
 
@@ -399,9 +399,9 @@ def verify(
     embedding cache is shared, so known text costs no model time), compared part by part; every difference is
     listed per source and file. Exits 1 when anything differs.
     """
-    from livemem.checks import check_index_complete
-    from livemem.config import load_sources
-    from livemem.verify import rebuild_and_compare
+    from livemem.ingest.checks import check_index_complete
+    from livemem.ingest.verify import rebuild_and_compare
+    from livemem.sources.config import load_sources
 
     h = home()
     target = version or h.current()
@@ -449,7 +449,7 @@ def import_hsds(
     Bad records are listed with file, row and id and left out; good ones are kept. Exits 1 when the directory
     cannot be read or no service could be imported. Verify the result as usual (``materialize --job
     verify_registry`` with the file as the registry source)."""
-    from livemem.hsds import import_export, write_registry_file
+    from livemem.registry.hsds import import_export, write_registry_file
 
     try:
         result = import_export(directory)
@@ -482,8 +482,9 @@ def export_hsds(
     ] = False,
 ) -> None:
     """Write the registry as HSDS 3.0 services (validated against the vendored schemas before writing)."""
-    from livemem import hsds, registry
-    from livemem.config import load_sources
+    from livemem import registry
+    from livemem.registry import hsds
+    from livemem.sources.config import load_sources
 
     try:
         if from_source:

@@ -21,10 +21,10 @@ from dagster import (
     multi_or_in_process_executor,
 )
 
-from livemem.config import SourcesConfig, load_sources, sources_file_from_env
-from livemem.embedding import DEFAULT_ENCODER
+from livemem.ingest.embedding import DEFAULT_ENCODER
 from livemem.registry import RegistryConfig
 from livemem.settings import DEFAULT_INDEX_DIR, DEFAULT_SOURCES_FILE
+from livemem.sources.config import SourcesConfig, load_sources, sources_file_from_env
 from orchestration.assets.attention_rollup import build_attention_assets
 from orchestration.assets.chunks import REBUILD_CHECK, build_chunk_assets, source_key
 from orchestration.assets.gbim_export import build_gbim_assets

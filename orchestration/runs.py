@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
 from livemem.errors import LivingMemoryError
-from livemem.owners import Owner
+from livemem.version.owners import Owner
 
 HOST_TAG = "livemem/host"
 PID_TAG = "livemem/pid"

@@ -15,11 +15,11 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from livemem import dense, sparse
-from livemem.embedding import Embedder
 from livemem.errors import LivingMemoryError
-from livemem.reader import IndexUnavailable, without_paths
-from livemem.sparql_worker import SparqlLimits, SparqlPool
+from livemem.gbim.sparql_worker import SparqlLimits, SparqlPool
+from livemem.ingest.embedding import Embedder
+from livemem.query import dense, sparse
+from livemem.version.reader import IndexUnavailable, without_paths
 from serving.limits import RequestLimitsMiddleware
 from serving.metrics import MetricsMiddleware
 from serving.routers import chat, chunks, compat, context, facts, gis, glassbox, memory, query, resources, system
@@ -58,7 +58,7 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
             yield
         finally:
             sparql_pool.close()
-            state.traces.flush()  # the traces of the last requests, queued (livemem.traces): on disk before exit
+            state.traces.flush()  # the traces of the last requests, queued (livemem.usage.traces): on disk before exit
 
     app = FastAPI(
         title="Living Memory",

@@ -1,5 +1,5 @@
 """What /context, /chat, /v1/chat/completions and the MCP server share in one process: the answer cache, the
-audit writer, the web gateway, the LLM backend, the warm-up, the conversation threads (``livemem.conversation``),
+audit writer, the web gateway, the LLM backend, the warm-up, the conversation threads (``livemem.answer.conversation``),
 and their metrics (registered on the app's registry).
 
 Created once per app on first use (``context_service(state)``), from ``ContextSettings.from_env()`` unless the
@@ -15,16 +15,16 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from livemem.answer_cache import AnswerCache
-from livemem.audit import AuditWriter, audit_record
-from livemem.cache import cache_key
-from livemem.chat import OpenAICompatibleBackend, generate
-from livemem.context import Caller, ContextRequest, ContextSettings, build_context
-from livemem.conversation import Carried, ThreadStore, carry, from_history
-from livemem.places import find_places
-from livemem.reader import Snapshot
-from livemem.traces import retrieval_events
-from livemem.web import WebGateway, gateway_from_env
+from livemem.answer.answer_cache import AnswerCache
+from livemem.answer.audit import AuditWriter, audit_record
+from livemem.answer.chat import OpenAICompatibleBackend, generate
+from livemem.answer.context import Caller, ContextRequest, ContextSettings, build_context
+from livemem.answer.conversation import Carried, ThreadStore, carry, from_history
+from livemem.answer.web import WebGateway, gateway_from_env
+from livemem.geo.places import find_places
+from livemem.query.cache import cache_key
+from livemem.usage.traces import retrieval_events
+from livemem.version.reader import Snapshot
 from serving.state import Role, ServingState
 
 log = logging.getLogger(__name__)

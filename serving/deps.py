@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Request
 
-from livemem.chat import PersonaError, persona_collections, resolve_persona
-from livemem.context import ContextRequest as Message
-from livemem.reader import Snapshot
+from livemem.answer.chat import PersonaError, persona_collections, resolve_persona
+from livemem.answer.context import ContextRequest as Message
+from livemem.version.reader import Snapshot
 from serving.state import Role, ServingState
 
 

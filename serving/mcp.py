@@ -39,18 +39,18 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from livemem.chat import PersonaError, persona_collections, personas, resolve_persona
-from livemem.context import ContextRequest, gis_for
+from livemem.answer.chat import PersonaError, persona_collections, personas, resolve_persona
+from livemem.answer.context import ContextRequest, gis_for
 from livemem.errors import LivingMemoryError
-from livemem.places import STATE
-from livemem.provenance import verify_chunk as verify_chunk_record
-from livemem.reader import Snapshot, without_paths
+from livemem.gbim.sparql_worker import SparqlError, SparqlLimits, SparqlPool
+from livemem.geo.places import STATE
+from livemem.ingest.provenance import verify_chunk as verify_chunk_record
+from livemem.query.results import chat_body, gis_hit
+from livemem.query.retrieval import Filters, Query, chunk_result, top_order
 from livemem.registry import RESOURCE_TYPES, RegistryQueryError, load_registry_index, resolve, state_counties
-from livemem.results import chat_body, gis_hit
-from livemem.retrieval import Filters, Query, chunk_result, top_order
 from livemem.settings import LivingMemorySettings
-from livemem.sparql_worker import SparqlError, SparqlLimits, SparqlPool
-from livemem.traces import QUERY_CHARS, TRACE_ID_PATTERN, feedback_events, retrieval_events, utc_timestamp
+from livemem.usage.traces import QUERY_CHARS, TRACE_ID_PATTERN, feedback_events, retrieval_events, utc_timestamp
+from livemem.version.reader import Snapshot, without_paths
 from serving.models import UUID_PATTERN, ChunkResponse, FeedbackResponse
 from serving.models.context import ChatResponse, ContextResponse
 from serving.models.gis import GisQueryResponse

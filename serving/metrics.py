@@ -27,7 +27,7 @@ class _StateCollector:
 
     def collect(self):
         cache, reader, traces = self.state.cache, self.state.reader, self.state.traces
-        traces.flush()  # queued trace events (livemem.traces) are written, so their counters are exact
+        traces.flush()  # queued trace events (livemem.usage.traces) are written, so their counters are exact
         yield CounterMetricFamily("livemem_cache_hits", "query results answered from the cache", value=cache.hits)
         yield CounterMetricFamily("livemem_cache_misses", "query results computed", value=cache.misses)
         yield GaugeMetricFamily("livemem_cache_entries", "entries in the result cache", value=len(cache))

@@ -10,7 +10,7 @@ read from the environment once by the app factory and the MCP server (``Settings
 ``RAG_TRACE_SECRET``            key signing trace ids (default: one generated once in ``<trace dir>/.trace-secret``)
 ``RAG_CACHE_SIZE``              result cache entries (0 turns the cache off; default 1024)
 ``RAG_RECENCY_HALF_LIFE_DAYS``  half-life of ``recency_bias`` (default 90)
-``RAG_FUSION``                  hybrid fusion: ``linear`` (default), ``rrf``, ``minmax`` or ``zscore`` (``livemem/fusion.py``)
+``RAG_FUSION``                  hybrid fusion: ``linear`` (default), ``rrf``, ``minmax`` or ``zscore`` (``livemem/query/fusion.py``)
 ``RAG_RRF_K``                   reciprocal rank fusion constant (default 10; ``rrf`` only)
 ``RAG_REFRESH_INTERVAL_S``      how often ``CURRENT`` is re-read (default 0: before every request)
 ``RAG_TORCH_THREADS``           torch (or ONNX Runtime) and BLAS threads per serving process (default 1)

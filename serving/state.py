@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 from threadpoolctl import threadpool_limits
 
-from livemem.cache import ResultCache
-from livemem.embedding import Embedder
-from livemem.reader import IndexReader
-from livemem.retrieval import FusionSettings, Retriever
-from livemem.store import IndexHome
-from livemem.traces import PostgresTraceWriter, TraceSigner, TraceWriter, trace_writer
+from livemem.ingest.embedding import Embedder
+from livemem.query.cache import ResultCache
+from livemem.query.retrieval import FusionSettings, Retriever
+from livemem.usage.traces import PostgresTraceWriter, TraceSigner, TraceWriter, trace_writer
+from livemem.version.reader import IndexReader
+from livemem.version.store import IndexHome
 from serving.metrics import Metrics
 from serving.settings import Settings
 

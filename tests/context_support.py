@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from livemem.context import ContextSettings
-from livemem.store import IndexHome
+from livemem.answer.context import ContextSettings
+from livemem.version.store import IndexHome
 
 PROJECT = Path(__file__).resolve().parent.parent
 INTERNAL_KEY = "internal-context-key"

@@ -26,12 +26,12 @@ import hypothesis.strategies as st
 from conftest import GitRepo
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from livemem.build import build_version
-from livemem.checks import check_index_complete
-from livemem.config import load_sources
-from livemem.records import SEAL_MARKER
-from livemem.store import IndexHome
-from livemem.verify import compare_versions
+from livemem.ingest.build import build_version
+from livemem.ingest.checks import check_index_complete
+from livemem.ingest.records import SEAL_MARKER
+from livemem.ingest.verify import compare_versions
+from livemem.sources.config import load_sources
+from livemem.version.store import IndexHome
 
 WORDS = [
     "snap",

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import uvicorn
 
-from livemem.build import build_version
-from livemem.config import load_sources
-from livemem.embedding import Embedder
-from livemem.store import IndexHome
+from livemem.ingest.build import build_version
+from livemem.ingest.embedding import Embedder
+from livemem.sources.config import load_sources
+from livemem.version.store import IndexHome
 
 OLD_DATE = "2020-01-15T12:00:00+00:00"
 INTERNAL_KEY = "internal-test-key"

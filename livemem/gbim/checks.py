@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from livemem.checks import MAX_REPORTED, CheckOutcome
-from livemem.gis_index import (
+from livemem.ingest.checks import MAX_REPORTED, CheckOutcome
+from livemem.query.gis_index import (
     ENTITY_TABLE,
     GIS,
     has_gbim_tables,

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from livemem.config import SourcesConfig
 from livemem.errors import ConfigError
+from livemem.sources.config import SourcesConfig
 
 # Bump when the export's output changes (forces a new export); v2: gbim/counties.geojson; v3: linked_relations.
 EXPORT_VERSION = "gbim-v3"

@@ -15,7 +15,7 @@ from livemem.errors import ConfigError
 from livemem.gbim.config import ENTITY_NAMESPACE, WGS84, ZIP_FIELDS, CountyBoundaries, SpatialConfig, SpatialSource
 from livemem.gbim.read import county_of_points
 from livemem.geo.names import tidy_county, tidy_county_key
-from livemem.gis_index import (
+from livemem.query.gis_index import (
     haversine_km,
 )
 

@@ -14,16 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from livemem.config import SourcesConfig
 from livemem.duck import registered
-from livemem.embed_cache import EmbeddingCache
-from livemem.embedding import Embedder
 from livemem.gbim.config import COUNTIES_FILE, EXPORT_VERSION, GBIM_DIR, PREVIEW_FEATURES, SpatialConfig, load_spatial
 from livemem.gbim.entities import Quarantined, features_to_entities, relations_for
 from livemem.gbim.rdf import rdf_graph, serialize_rdf
 from livemem.gbim.read import read_counties, read_features
 from livemem.gbim.relations import linked_relations
-from livemem.gis_index import (
+from livemem.ingest.embed_cache import EmbeddingCache
+from livemem.ingest.embedding import Embedder
+from livemem.ingest.vectors import delete, open_vectors, upsert
+from livemem.query.gis_index import (
     ENTITY_COLUMNS,
     ENTITY_TABLE,
     FLAG_COLUMNS,
@@ -31,7 +31,9 @@ from livemem.gis_index import (
     RELATION_COLUMNS,
     RELATION_TABLE,
 )
-from livemem.store import (
+from livemem.sources.config import SourcesConfig
+from livemem.version import connect
+from livemem.version.store import (
     CHROMA,
     IndexHome,
     derive_version,
@@ -39,8 +41,6 @@ from livemem.store import (
     utc_now,
     write_manifest,
 )
-from livemem.vectors import delete, open_vectors, upsert
-from livemem.version import connect
 
 COUNTIES_MAX_BYTES = 512 * 1024  # larger boundaries are simplified: a browser draws them on every page
 COUNTIES_TOLERANCE_DEG = 0.002  # ~200 m, under a pixel on a state-wide map of a few hundred pixels
@@ -191,7 +191,7 @@ def embed_text(entity: dict[str, Any]) -> str:
 
 def _empty_manifest(config: SourcesConfig, embedder: Embedder) -> dict[str, Any]:
     """The chunk part of a manifest for a version staged on an empty index (no chunks yet)."""
-    from livemem.build import LAYOUT_VERSION, governance_status
+    from livemem.ingest.build import LAYOUT_VERSION, governance_status
 
     return {
         "layout_version": LAYOUT_VERSION,
@@ -213,7 +213,7 @@ def _empty_manifest(config: SourcesConfig, embedder: Embedder) -> dict[str, Any]
 
 def _write_empty_chunk_parts(staged: Path, dim: int) -> None:
     """Empty chunk tables and retrieval snapshot, so the version is complete for serving and chunk builds."""
-    from livemem.build import init_chunk_tables
+    from livemem.ingest.build import init_chunk_tables
 
     con = connect(staged, read_only=False)
     try:

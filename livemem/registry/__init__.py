@@ -46,7 +46,7 @@ from livemem.registry.verification import (
     _fast_validator,  # bench/registry_bench.py warms it before timing
     verify,
 )
-from livemem.store import iso
+from livemem.version.store import iso
 
 __all__ = [
     "FIELDS",

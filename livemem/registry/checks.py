@@ -8,7 +8,7 @@ from typing import Any
 
 import duckdb
 
-from livemem.checks import MAX_REPORTED, CheckOutcome
+from livemem.ingest.checks import MAX_REPORTED, CheckOutcome
 from livemem.version import connect
 
 

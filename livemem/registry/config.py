@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from livemem.config import SourcesConfig
+from livemem.sources.config import SourcesConfig
 
 LOGIC_VERSION = "registry-v1"  # bump when verification logic changes: the next run re-verifies and re-stages
 

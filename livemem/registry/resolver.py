@@ -20,8 +20,8 @@ from livemem.errors import LivingMemoryError
 from livemem.geo.names import county_key
 from livemem.geo.zips import state_counties, zip_data
 from livemem.registry.fields import DAY_S, FIELDS, RESOURCE_TYPES
-from livemem.store import utc_now
 from livemem.version import connect
+from livemem.version.store import utc_now
 
 
 class RegistryQueryError(LivingMemoryError):

@@ -14,14 +14,14 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from livemem.checks import MAX_REPORTED
 from livemem.duck import registered
+from livemem.ingest.checks import MAX_REPORTED
 from livemem.registry.config import LOGIC_VERSION, RegistryConfig
 from livemem.registry.fields import FIELDS, HISTORY_CHANGES, HISTORY_COLUMNS, ISSUE_COLUMNS, REGISTRY_COLUMNS
 from livemem.registry.load import load_rows
 from livemem.registry.verification import Verification, verify
-from livemem.store import IndexHome, derive_version, iso, utc_now, write_manifest
 from livemem.version import connect
+from livemem.version.store import IndexHome, derive_version, iso, utc_now, write_manifest
 
 REGISTRY_SQL = """
 CREATE TABLE registry (
@@ -111,7 +111,7 @@ def run_verification(
         history = _write_tables(staged, result, version_id, stamp)
         section["history"] = history
         now_iso = iso(utc_now())
-        from livemem.build import LAYOUT_VERSION
+        from livemem.ingest.build import LAYOUT_VERSION
 
         manifest = {
             "layout_version": LAYOUT_VERSION,
@@ -138,7 +138,7 @@ def _write_tables(staged: Path, result: Verification, version_id: str, stamp: st
         tables = {t for (t,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         if "chunks" not in tables:
             # an index that so far holds only the registry: the chunk step later builds on this version
-            from livemem.build import init_chunk_tables
+            from livemem.ingest.build import init_chunk_tables
 
             init_chunk_tables(con)
         con.execute("DROP TABLE IF EXISTS registry; DROP TABLE IF EXISTS registry_issues")

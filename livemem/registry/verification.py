@@ -22,7 +22,7 @@ from livemem.registry.config import RegistryConfig
 from livemem.registry.fields import CONTENT_FIELDS, DAY_S, FIELDS, ISSUE_COLUMNS, STATUSES, VERIFICATION_FIELDS
 from livemem.registry.load import LoadedRows
 from livemem.schemas import errors_for, load_schema
-from livemem.store import utc_now
+from livemem.version.store import utc_now
 
 PHONE_EXT = re.compile(r"\s*(?:x|ext\.?|extension)\s*(\d{1,6})\s*$", re.IGNORECASE)
 EMAIL = (

@@ -41,7 +41,7 @@ def use_parts(con: duckdb.DuckDBPyConnection, *version_dirs: Path) -> None:
 
 def connect(version_dir: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
     """Open a version's ``tables.duckdb`` with its segments resolvable."""
-    from livemem.store import TABLES
+    from livemem.version.store import TABLES
 
     # 16 KiB blocks for a file created here (DuckDB's default is 256 KiB): a version's tables are small (a table of
     # a few rows took a whole block), and every version and attention publish writes its own file

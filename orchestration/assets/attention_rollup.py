@@ -7,7 +7,7 @@
 - ``attention_valid`` (blocking) checks the staged attention; ``attention_published`` then switches CURRENT.
 - ``nightly_attention_rollup`` runs yesterday's partition every night.
 
-The formula is in ``livemem/attention.py`` and ``docs/attention.md``.
+The formula is in ``livemem/usage/attention.py`` and ``docs/attention.md``.
 """
 
 import warnings
@@ -29,10 +29,10 @@ from dagster import (
     define_asset_job,
 )
 
-from livemem import checks
-from livemem.attention import attention_config, rollup_day
-from livemem.build import read_breath
-from livemem.config import SourcesConfig
+from livemem.ingest import checks
+from livemem.ingest.build import read_breath
+from livemem.sources.config import SourcesConfig
+from livemem.usage.attention import attention_config, rollup_day
 from orchestration.assets.publishing import (
     blocking_check_names,
     check_result,

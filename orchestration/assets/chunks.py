@@ -27,11 +27,11 @@ from dagster import (
     observable_source_asset,
 )
 
-from livemem import checks
-from livemem.build import BuildResult, build_version
-from livemem.config import SourcesConfig
-from livemem.gitsource import GitSource
-from livemem.verify import rebuild_and_compare
+from livemem.ingest import checks
+from livemem.ingest.build import BuildResult, build_version
+from livemem.ingest.verify import rebuild_and_compare
+from livemem.sources.config import SourcesConfig
+from livemem.sources.gitsource import GitSource
 from orchestration.assets.publishing import (
     blocking_check_names,
     check_result,

@@ -24,9 +24,9 @@ from dagster import (
     asset_check,
 )
 
-from livemem.checks import CheckOutcome
-from livemem.config import SourcesConfig
 from livemem.gbim import EXPORT_VERSION, GbimResult, check_entities_valid, check_entity_flags, export_gbim
+from livemem.ingest.checks import CheckOutcome
+from livemem.sources.config import SourcesConfig
 from orchestration.assets.publishing import (
     blocking_check_names,
     check_result,

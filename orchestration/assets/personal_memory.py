@@ -3,7 +3,7 @@
 ``personal_memory`` applies deletions (tombstones), drops what is past retention, merges duplicates, embeds the
 cards and exchanges with the project's embedder (reusing the previous snapshot's vectors), writes the snapshot
 (temp + rename, then ``CURRENT``), and only then purges the covered rows from the log and deletes older snapshots.
-``personal_memory_readable`` checks what readers will load. The logic is ``livemem.personal.consolidate``;
+``personal_memory_readable`` checks what readers will load. The logic is ``livemem.answer.personal.consolidate``;
 docs/personal-memory.md.
 """
 
@@ -23,7 +23,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from livemem import personal
+from livemem.answer import personal
 from orchestration.resources import EmbedderResource, IndexStoreResource
 
 GROUP = "personal_memory"

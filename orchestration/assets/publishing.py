@@ -24,9 +24,9 @@ from dagster import (
     asset,
 )
 
-from livemem.checks import CheckOutcome
 from livemem.errors import LivingMemoryError
-from livemem.store import IndexHome
+from livemem.ingest.checks import CheckOutcome
+from livemem.version.store import IndexHome
 from orchestration.resources.staged import StagedVersionIOManager
 
 

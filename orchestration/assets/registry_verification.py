@@ -31,8 +31,8 @@ from dagster import (
 )
 
 from livemem import registry
-from livemem.checks import CheckOutcome
-from livemem.config import SourcesConfig
+from livemem.ingest.checks import CheckOutcome
+from livemem.sources.config import SourcesConfig
 from orchestration.assets.publishing import (
     blocking_check_names,
     check_result,

@@ -12,11 +12,11 @@ from pathlib import Path
 from dagster import ConfigurableResource, DagsterInstance, EnvVar, InitResourceContext
 from pydantic import Field, PrivateAttr
 
-from livemem.config import SourcesConfig, index_dir_from_env, load_sources, sources_file_from_env
-from livemem.embedding import Embedder
-from livemem.owners import Owner
+from livemem.ingest.embedding import Embedder
 from livemem.settings import TraceSettings
-from livemem.store import IndexHome
+from livemem.sources.config import SourcesConfig, index_dir_from_env, load_sources, sources_file_from_env
+from livemem.version.owners import Owner
+from livemem.version.store import IndexHome
 
 
 def from_env(variable: str, default: object = "") -> str:

@@ -5,9 +5,9 @@ from pathlib import Path
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from livemem.config import SourcesConfig, load_sources, sources_file_from_env
 from livemem.errors import ConfigError
 from livemem.registry import RegistryConfig
+from livemem.sources.config import SourcesConfig, load_sources, sources_file_from_env
 
 
 class RegistrySourceResource(ConfigurableResource):

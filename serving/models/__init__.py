@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from livemem.retrieval import DEFAULT_ATTENTION_BOOST, Filters
-from livemem.traces import TRACE_ID_PATTERN
+from livemem.query.retrieval import DEFAULT_ATTENTION_BOOST, Filters
+from livemem.usage.traces import TRACE_ID_PATTERN
 
 UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 # Every list and string a caller sends is bounded: they end up in cache keys and in every trace event.
@@ -152,7 +152,7 @@ class QueryResult(ChunkRecord):
     score: float
     score_normalized: float | None = Field(
         None,
-        description="the score on one scale whatever the mode, 0..1 (livemem.fusion.normalized_score): hybrid "
+        description="the score on one scale whatever the mode, 0..1 (livemem.query.fusion.normalized_score): hybrid "
         "relative to the most the fusion can give, dense the cosine, sparse relative to the query's best BM25",
     )
     collection: str

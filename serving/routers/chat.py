@@ -20,17 +20,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 
-from livemem.chat import (
+from livemem.answer.chat import (
     SAMPLING,
     OpenAICompatibleBackend,
     count_tokens,
     generate,
     stream_answer,
 )
-from livemem.context import ContextRequest as Message
+from livemem.answer.context import ContextRequest as Message
 from livemem.errors import LivingMemoryError
-from livemem.reader import IndexUnavailable, without_paths
-from livemem.results import chat_body
+from livemem.query.results import chat_body
+from livemem.version.reader import IndexUnavailable, without_paths
 from serving.context_service import ContextService, context_service
 from serving.deps import CallerRole, CurrentSnapshot, State, with_persona
 from serving.models import ErrorBody

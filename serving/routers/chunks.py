@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
-from livemem.provenance import verify_chunk
-from livemem.reader import without_paths
+from livemem.ingest.provenance import verify_chunk
+from livemem.version.reader import without_paths
 from serving.deps import CallerRole, CurrentSnapshot
 from serving.models import UUID_PATTERN, ChunkResponse, ErrorBody
 

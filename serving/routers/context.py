@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from livemem.context import ContextRequest as Message
-from livemem.conversation import caller_scope
-from livemem.reader import Snapshot
+from livemem.answer.context import ContextRequest as Message
+from livemem.answer.conversation import caller_scope
+from livemem.version.reader import Snapshot
 from serving.context_service import context_service
 from serving.deps import CallerRole, CurrentSnapshot, State, with_persona
 from serving.models import ErrorBody

@@ -5,7 +5,7 @@ All of them see only the entities the caller's role may read (a triple is visibl
 from the version the request's snapshot serves, and answer in the media type the ``Accept`` header prefers:
 facts as JSON, Turtle, N-Triples, JSON-LD or RDF/XML; SPARQL results as the SPARQL JSON, XML or CSV results
 formats (or this API's own JSON for a JSON body), CONSTRUCT and DESCRIBE as RDF. SPARQL runs in worker
-processes (``livemem.sparql_worker``) that are killed when a query overruns its time limit: no update, SERVICE
+processes (``livemem.gbim.sparql_worker``) that are killed when a query overruns its time limit: no update, SERVICE
 or remote loading, rows and memory capped (``docs/security.md``, ``docs/sparql.md``).
 """
 
@@ -23,9 +23,7 @@ from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header
 
 from livemem.gbim import RDF_MEDIA_TYPES, find_entities, rdf_graph, serialize_rdf
-from livemem.geo.names import lower_without_county
-from livemem.gis_index import GisIndex
-from livemem.sparql_worker import (
+from livemem.gbim.sparql_worker import (
     LEGACY_JSON,
     ResultFormats,
     SparqlBusy,
@@ -36,6 +34,8 @@ from livemem.sparql_worker import (
     SparqlTimeout,
     SparqlUnavailable,
 )
+from livemem.geo.names import lower_without_county
+from livemem.query.gis_index import GisIndex
 from serving.deps import CallerRole, CurrentSnapshot
 from serving.models import UUID_PATTERN, ErrorBody
 from serving.models.facts import (

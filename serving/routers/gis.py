@@ -13,11 +13,11 @@ import numpy as np
 from fastapi import APIRouter, HTTPException, Path, Query
 from fastapi.responses import JSONResponse
 
-from livemem.gis_index import GisIndex, cached_gis_index
-from livemem.reader import Snapshot
-from livemem.results import gis_hit
-from livemem.retrieval import top_order
-from livemem.traces import retrieval_events
+from livemem.query.gis_index import GisIndex, cached_gis_index
+from livemem.query.results import gis_hit
+from livemem.query.retrieval import top_order
+from livemem.usage.traces import retrieval_events
+from livemem.version.reader import Snapshot
 from serving.deps import CallerRole, CurrentSnapshot, State
 from serving.models import UUID_PATTERN, ErrorBody, Values
 from serving.models.gis import (

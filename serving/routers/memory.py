@@ -1,7 +1,7 @@
 """/memory: the caller's personal memory (cards, remembered exchanges, feedback), and what /context, /chat and
 /feedback take from it (docs/personal-memory.md).
 
-Personal memory is a store of its own (``livemem.personal``): the routes append to its log and read the user's
+Personal memory is a store of its own (``livemem.answer.personal``): the routes append to its log and read the user's
 view; the index is never written. Every use needs an API key: the user is the key (only its hash is kept), or a
 ``user_id`` within it, so no caller can read or delete another key's memory.
 """
@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, HTTPException, Query, Request
 
-from livemem import personal
-from livemem.context import ContextRequest as Message
-from livemem.conversation import ANONYMOUS_SCOPE, caller_scope
+from livemem.answer import personal
+from livemem.answer.context import ContextRequest as Message
+from livemem.answer.conversation import ANONYMOUS_SCOPE, caller_scope
 from serving.deps import CallerRole, State
 from serving.models import ErrorBody
 from serving.models.context import USER_ID_PATTERN
@@ -75,7 +75,7 @@ def remember_exchange(state: ServingState, message: Message, result: dict[str, A
 
 
 def record_feedback(state: ServingState, request: Request, user_id: str | None, chunk_ids: list[str], useful: bool):
-    """/feedback with ``personal: true``: the chunks are nudged for this user only (``livemem.personal``)."""
+    """/feedback with ``personal: true``: the chunks are nudged for this user only (``livemem.answer.personal``)."""
     user = user_of(state, request_scope(request), user_id)
     return personal.add_feedback(store_dir(state), user, chunk_ids, useful)
 

@@ -7,10 +7,10 @@ import logging
 from anyio import to_thread
 from fastapi import APIRouter, HTTPException, Request, Response
 
-from livemem.cache import cache_key
-from livemem.fusion import normalized_score
-from livemem.retrieval import Query, chunk_result, document_results, suggestion_result
-from livemem.traces import feedback_events, retrieval_events
+from livemem.query.cache import cache_key
+from livemem.query.fusion import normalized_score
+from livemem.query.retrieval import Query, chunk_result, document_results, suggestion_result
+from livemem.usage.traces import feedback_events, retrieval_events
 from serving.deps import CallerRole, CurrentSnapshot, State
 from serving.models import ErrorBody, FeedbackRequest, FeedbackResponse, QueryRequest, QueryResponse
 from serving.routers.memory import record_feedback

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from livemem.build import build_version
-from livemem.config import load_sources
-from livemem.store import IndexHome
+from livemem.ingest.build import build_version
+from livemem.sources.config import load_sources
+from livemem.version.store import IndexHome
 from orchestration.cli import app
 
 runner = CliRunner()

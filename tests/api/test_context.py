@@ -11,9 +11,9 @@ from context_support import INTERNAL_KEY, example_index, make_app
 from fastapi.testclient import TestClient
 from serving_support import build_and_publish, make_workspace
 
-from livemem.context import ContextRequest, ContextSettings, route_intents, self_query, time_filters
-from livemem.store import IndexHome
-from livemem.web import LocalProvider, WebGateway, WebPolicy
+from livemem.answer.context import ContextRequest, ContextSettings, route_intents, self_query, time_filters
+from livemem.answer.web import LocalProvider, WebGateway, WebPolicy
+from livemem.version.store import IndexHome
 
 PLAYBOOK_WORDS = "Do not copy passages from this document into public guides"
 
@@ -303,7 +303,7 @@ def test_recency_bias_on_context_and_chat(tmp_path, embedder):
 
 
 def test_normalised_score_is_one_scale_for_every_fusion_method():
-    from livemem.fusion import FusionSettings, normalized_score
+    from livemem.query.fusion import FusionSettings, normalized_score
 
     rrf = FusionSettings(method="rrf", k=60.0)
     assert normalized_score(2 / 61, rrf, 0.0) == 1.0 and normalized_score(1 / 61, rrf, 0.0) == 0.5

@@ -11,7 +11,15 @@ import pytest
 from context_support import INTERNAL_KEY, example_index, make_app
 from fastapi.testclient import TestClient
 
-from livemem.conversation import HISTORY_TURNS, ThreadState, ThreadStore, advance, caller_scope, carry, from_history
+from livemem.answer.conversation import (
+    HISTORY_TURNS,
+    ThreadState,
+    ThreadStore,
+    advance,
+    caller_scope,
+    carry,
+    from_history,
+)
 
 WIC_ROWS = {"fay-wic-oakhill", "ral-wic-beckley"}
 

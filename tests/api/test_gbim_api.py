@@ -10,11 +10,11 @@ import pytest
 from fastapi.testclient import TestClient
 from serving_support import API_KEYS, build_and_publish, make_workspace
 
-from livemem.config import load_sources
 from livemem.gbim import entity_id, export_gbim
-from livemem.gis_index import haversine_km
+from livemem.query.gis_index import haversine_km
 from livemem.schemas import errors_for
-from livemem.store import IndexHome
+from livemem.sources.config import load_sources
+from livemem.version.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
 

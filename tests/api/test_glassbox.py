@@ -25,10 +25,10 @@ import pytest
 from context_support import INTERNAL_KEY, make_app
 from serving_support import build_and_publish, commit_files, git, serve
 
-from livemem.config import load_sources
 from livemem.gbim import COUNTIES_FILE, export_gbim
 from livemem.registry import RegistryConfig, run_verification
-from livemem.store import IndexHome
+from livemem.sources.config import load_sources
+from livemem.version.store import IndexHome
 
 PROJECT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")

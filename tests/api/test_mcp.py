@@ -15,7 +15,7 @@ import anyio
 import pytest
 from context_support import PROJECT, example_index
 
-from livemem.context import ContextSettings
+from livemem.answer.context import ContextSettings
 
 TOOLS = {
     "query", "gis_query", "resources", "context", "chat", "feedback", "facts", "sparql", "verify_chunk",
@@ -186,7 +186,7 @@ def test_errors_are_mcp_errors(server, state) -> None:
 
 
 def test_every_answering_tool_writes_usage_traces_that_feedback_accepts(server, state) -> None:
-    from livemem.attention import read_day
+    from livemem.usage.attention import read_day
 
     hits = call(server, "query", {"query": "heating bill help", "top_k": 2})
     chosen = hits["results"][0]["chunk_id"]
@@ -361,7 +361,7 @@ def test_server_process_over_each_transport(tmp_path_factory, tmp_path, transpor
 def test_tools_without_chunks_write_one_usage_event_each_that_the_rollup_ignores(server, state) -> None:
     """Registry, stats and cache tools answer with no chunk: each call is one usage event (chunk_id null,
     context.kind naming the tool), read by the nightly rollup without error and counted as no chunk use."""
-    from livemem.attention import read_day
+    from livemem.usage.attention import read_day
 
     call(server, "resources", {"county": "Fayette", "limit": 2})
     call(server, "index_stats", {})

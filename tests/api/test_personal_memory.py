@@ -14,9 +14,9 @@ from dagster import materialize
 from fastapi.testclient import TestClient
 from serving_support import build_and_publish, make_workspace
 
-from livemem import personal
-from livemem.context import ContextSettings
-from livemem.store import IndexHome
+from livemem.answer import personal
+from livemem.answer.context import ContextSettings
+from livemem.version.store import IndexHome
 from orchestration.assets.personal_memory import personal_memory, personal_memory_readable
 from orchestration.resources import EmbedderResource, IndexStoreResource
 from serving.app import create_app

@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 from serving_support import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
 
-from livemem.store import IndexHome
-from livemem.traces import TRACE_SECRET_ENV, TRACE_SECRET_FILE, TraceSigner, TraceWriter, retrieval_events
+from livemem.usage.traces import TRACE_SECRET_ENV, TRACE_SECRET_FILE, TraceSigner, TraceWriter, retrieval_events
+from livemem.version.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
 

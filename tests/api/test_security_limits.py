@@ -14,7 +14,7 @@ import pytest
 from serving_support import build_and_publish, make_workspace
 from test_faults import uvicorn
 
-from livemem.store import IndexHome
+from livemem.version.store import IndexHome
 
 MAX_BODY = 2**20  # the default of RAG_MAX_BODY_BYTES
 BIG = 50 * 2**20

@@ -17,7 +17,7 @@ from serving_support import publish_with_gbim
 from test_faults import uvicorn
 from test_gbim_api import SPATIAL
 
-from livemem.store import IndexHome
+from livemem.version.store import IndexHome
 
 REGEX_BOMB = (
     'SELECT ?x WHERE { BIND(CONCAT("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","!") AS ?x) FILTER(regex(?x, "^(a+)+$")) }'

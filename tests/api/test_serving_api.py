@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from serving_support import API_KEYS, FILES, INTERNAL_KEY, build_and_publish, make_workspace
 
 from livemem.schemas import errors_for
-from livemem.store import IndexHome
+from livemem.version.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
 

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from livemem import dense as dense_module
-from livemem import reader
-from livemem.build import build_version
-from livemem.config import load_sources
-from livemem.dense import first_stage_kernel
-from livemem.reader import load_snapshot
-from livemem.retrieval import Query, Retriever
-from livemem.store import IndexHome
-from livemem.version import connect, mapped, segments
+from livemem.ingest.build import build_version
+from livemem.query import dense as dense_module
+from livemem.query.dense import first_stage_kernel
+from livemem.query.retrieval import Query, Retriever
+from livemem.sources.config import load_sources
+from livemem.version import connect, mapped, reader, segments
+from livemem.version.reader import load_snapshot
+from livemem.version.store import IndexHome
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from test_faults import uvicorn
 from test_gbim_api import LIEAP, OAK_HILL, SPATIAL
 
 from livemem.gbim import GBIM_DIR, GBIM_IRI, RDF_MEDIA_TYPES
-from livemem.store import IndexHome
+from livemem.version.store import IndexHome
 
 GEO = "http://www.w3.org/2003/01/geo/wgs84_pos#"
 LABELS_IN_RALEIGH = (

@@ -11,9 +11,9 @@ from dagster import AssetKey, DagsterInstance
 from fastapi.testclient import TestClient
 from serving_support import build_and_publish, make_workspace
 
-import livemem.traces
-from livemem.config import trace_dir_from_env
-from livemem.store import IndexHome
+import livemem.usage.traces
+from livemem.sources.config import trace_dir_from_env
+from livemem.version.store import IndexHome
 from orchestration.definitions import build_definitions
 from serving.app import create_app
 from serving.settings import Settings
@@ -46,7 +46,7 @@ def test_rollup_counts_usage_written_under_rag_trace_dir(
     trace_dir = tmp_path / "writable-traces"
     monkeypatch.setenv("RAG_TRACE_DIR", str(trace_dir))
     monkeypatch.delenv("RAG_TRACE_DSN", raising=False)
-    monkeypatch.setattr(livemem.traces, "datetime", Yesterday)
+    monkeypatch.setattr(livemem.usage.traces, "datetime", Yesterday)
 
     settings = Settings.from_env(index_dir=home.root, warm_up=False, cache_size=0)
     with TestClient(create_app(settings, embedder)) as client:

@@ -20,8 +20,8 @@ import pytest
 from context_support import INTERNAL_KEY, example_index
 from fastapi.testclient import TestClient
 
+from livemem.answer.web import gateway_from_env
 from livemem.errors import ConfigError
-from livemem.web import gateway_from_env
 
 KEY = "sk-web-9f8e7d6c5b4a"
 OPEN_QUESTION = "How does SNAP food assistance eligibility work?"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from livemem.build import build_version
-from livemem.config import load_sources
-from livemem.store import IndexHome, derive_version, write_manifest
-from livemem.vectors import SERVER_FILE, _http_client
+from livemem.ingest.build import build_version
+from livemem.ingest.vectors import SERVER_FILE, _http_client
+from livemem.sources.config import load_sources
+from livemem.version.store import IndexHome, derive_version, write_manifest
 
 CHROMA_CLI = Path(sys.executable).parent / "chroma"
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from livemem.store import IndexHome
+from livemem.version.store import IndexHome
 from orchestration.definitions import build_definitions
 
 PROJECT = Path(__file__).resolve().parents[2]

@@ -16,11 +16,11 @@ from pathlib import Path
 import pyproj
 import pytest
 
-from livemem.config import load_sources
 from livemem.errors import SourceError
 from livemem.gbim import entity_id, export_gbim, load_spatial, read_features
-from livemem.store import IndexHome
+from livemem.sources.config import load_sources
 from livemem.version import connect
+from livemem.version.store import IndexHome
 
 DSN = os.environ.get("LIVEMEM_TEST_PG_DSN", "postgresql://livemem:livemem@127.0.0.1:5432/livemem_test")
 DSN_ENV = "LIVEMEM_TEST_GBIM_POSTGIS_DSN"  # the variable the configured sources name (dsn_env)

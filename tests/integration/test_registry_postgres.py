@@ -15,7 +15,7 @@ from registry_support import NOW, good_row
 
 from livemem import registry
 from livemem.registry import RegistryConfig
-from livemem.store import IndexHome
+from livemem.version.store import IndexHome
 
 DSN = os.environ.get("LIVEMEM_TEST_PG_DSN", "postgresql://livemem:livemem@127.0.0.1:5432/livemem_test")
 

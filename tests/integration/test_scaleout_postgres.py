@@ -20,7 +20,7 @@ import pytest
 import yaml
 from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus
 
-from livemem.store import IndexHome
+from livemem.version.store import IndexHome
 
 PROJECT = Path(__file__).resolve().parents[2]
 DSN = os.environ.get("LIVEMEM_TEST_PG_DSN", "postgresql://livemem:livemem@127.0.0.1:5432/livemem_test")

@@ -16,10 +16,10 @@ import pytest
 from fastapi.testclient import TestClient
 from serving_support import build_and_publish, make_workspace
 
-from livemem.attention import AttentionConfig, rollup_day
-from livemem.breath import Breath
-from livemem.store import IndexHome
-from livemem.traces import TRACE_TABLE, PostgresTraceWriter, retrieval_events
+from livemem.ingest.breath import Breath
+from livemem.usage.attention import AttentionConfig, rollup_day
+from livemem.usage.traces import TRACE_TABLE, PostgresTraceWriter, retrieval_events
+from livemem.version.store import IndexHome
 
 psycopg = pytest.importorskip("psycopg")
 DSN = os.environ.get("LIVEMEM_TEST_PG_DSN", "postgresql://livemem:livemem@127.0.0.1:5432/livemem_test")

@@ -10,8 +10,8 @@ import pytest
 from dagster import AssetKey, DagsterInstance
 
 from livemem.errors import ConfigError
-from livemem.store import IndexHome
 from livemem.version import connect
+from livemem.version.store import IndexHome
 from orchestration.definitions import build_definitions
 
 PROJECT = Path(__file__).resolve().parents[2]

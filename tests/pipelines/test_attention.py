@@ -11,14 +11,14 @@ from zoneinfo import ZoneInfo
 import pytest
 from dagster import DagsterInstance, build_schedule_context
 
-from livemem.attention import AttentionConfig, rollup_day, signals_dir, state_dir
-from livemem.breath import Breath
-from livemem.build import build_version
-from livemem.checks import check_attention
-from livemem.config import load_sources
+from livemem.ingest.breath import Breath
+from livemem.ingest.build import build_version
+from livemem.ingest.checks import check_attention
 from livemem.schemas import errors_for
-from livemem.store import IndexHome
+from livemem.sources.config import load_sources
+from livemem.usage.attention import AttentionConfig, rollup_day, signals_dir, state_dir
 from livemem.version import connect
+from livemem.version.store import IndexHome
 from orchestration.definitions import build_definitions
 
 DOCS = {

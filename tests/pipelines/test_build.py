@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from livemem import checks, records
-from livemem.build import build_version
-from livemem.config import load_sources
 from livemem.errors import PublishConflict, SourceError
-from livemem.reader import IndexUnavailable, load_snapshot
+from livemem.ingest import checks, records
+from livemem.ingest.build import build_version
 from livemem.schemas import errors_for
-from livemem.store import IndexHome, close_chroma, open_chroma
+from livemem.sources.config import load_sources
 from livemem.version import connect
+from livemem.version.reader import IndexUnavailable, load_snapshot
+from livemem.version.store import IndexHome, close_chroma, open_chroma
 
 CHARTER = "# Charter\n\n## Purpose\n\nWe keep the memory of the valley.\n\n## Roles\n\nStewards tend the index.\n"
 CONSTITUTION = "# Constitution\n\nSeal: ∞Δ∞\n\n## Article I\n\nSealed records never decay.\n"
@@ -270,7 +270,7 @@ def test_single_query_fast_path_gives_the_same_vector(embedder) -> None:
 
 
 def test_parts_owned_by_other_steps_survive_a_chunk_rebuild(tmp_path: Path, repo, embedder) -> None:
-    from livemem.store import derive_version, write_manifest
+    from livemem.version.store import derive_version, write_manifest
 
     config = load_sources(sources_file(tmp_path, repo.path))
     home = IndexHome(tmp_path / "index")
@@ -295,7 +295,7 @@ def test_parts_owned_by_other_steps_survive_a_chunk_rebuild(tmp_path: Path, repo
 
 
 def test_edited_chunk_inherits_attention_of_the_chunk_it_replaced(tmp_path: Path, repo, embedder) -> None:
-    from livemem.store import derive_version, write_manifest
+    from livemem.version.store import derive_version, write_manifest
 
     config = load_sources(sources_file(tmp_path, repo.path))
     home = IndexHome(tmp_path / "index")
@@ -374,8 +374,8 @@ def test_default_build_writes_no_vector_store_and_switching_it_on_rebuilds_it(
 def test_files_chunked_in_batches_are_chunked_as_one_by_one(monkeypatch) -> None:
     """A build chunks its files in batches (one tokenizer call for a batch's new words); the chunks are exactly
     those of each file chunked alone, with the configured word-piece limit."""
-    from livemem import build as build_module
-    from livemem.chunking import chunk_file
+    from livemem.ingest import build as build_module
+    from livemem.ingest.chunking import chunk_file
 
     files = [
         (f"docs/page-{i}.md", f"# Page {i}\n\n## Part\n\n" + " ".join(f"word{j} text{i * j}" for j in range(150)))
@@ -388,7 +388,7 @@ def test_files_chunked_in_batches_are_chunked_as_one_by_one(monkeypatch) -> None
 
 
 def test_the_configured_word_piece_limit_holds_for_every_embedded_chunk(tmp_path: Path, repo, embedder) -> None:
-    from livemem.chunking import count_tokens
+    from livemem.ingest.chunking import count_tokens
 
     config = load_sources(sources_file(tmp_path, repo.path, index="  chunk_tokens: 24\n"))
     home = IndexHome(tmp_path / "index")

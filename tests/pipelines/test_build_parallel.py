@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from livemem import build as build_module
-from livemem.build import build_version
-from livemem.config import load_sources
 from livemem.errors import LivingMemoryError
-from livemem.gitsource import FileHistory, GitSource, TreeEntry
-from livemem.store import IndexHome
+from livemem.ingest import build as build_module
+from livemem.ingest.build import build_version
+from livemem.sources.config import load_sources
+from livemem.sources.gitsource import FileHistory, GitSource, TreeEntry
 from livemem.version import connect
+from livemem.version.store import IndexHome
 
 
 def corpus() -> dict[str, str | bytes]:
@@ -151,7 +151,7 @@ def _die_in_second_batch_of_real_files(job, batch):
 def test_postings_of_batches_tokenized_apart_merge_into_those_of_all_texts() -> None:
     import numpy as np
 
-    from livemem.sparse import Postings
+    from livemem.query.sparse import Postings
 
     texts = [f"Seal {i}: the stewards' records of item{i % 5} and item{i % 3}, kept." for i in range(30)]
     texts += ["", "the and of", "Σίσυφος café naïve ĳssel"]
@@ -174,8 +174,8 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_build_parallel import _report_and_wait, task
-from livemem import build
-from livemem.config import SourceConfig
+from livemem.ingest import build
+from livemem.sources.config import SourceConfig
 job = build._ReadJob(SourceConfig("docs", Path("."), "docs"), ".", "model", 1000, 2000, 254)
 list(build._in_workers(_report_and_wait, job, [[task({a!r})], [task({b!r})]], 2))
 """

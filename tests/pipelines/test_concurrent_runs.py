@@ -23,11 +23,11 @@ from dagster import (
     define_asset_job,
 )
 
-from livemem.build import build_version
-from livemem.config import load_sources
 from livemem.errors import LivingMemoryError
-from livemem.owners import Owner
-from livemem.store import MANIFEST, IndexHome
+from livemem.ingest.build import build_version
+from livemem.sources.config import load_sources
+from livemem.version.owners import Owner
+from livemem.version.store import MANIFEST, IndexHome
 from orchestration.definitions import build_definitions
 from orchestration.runs import run_tags
 

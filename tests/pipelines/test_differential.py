@@ -22,13 +22,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 from typer.testing import CliRunner
 
-from livemem import build as build_module
-from livemem.build import build_version
-from livemem.checks import check_index_complete
-from livemem.config import PROJECT_ROOT, load_sources
-from livemem.store import IndexHome
-from livemem.verify import compare_versions, rebuild_and_compare
+from livemem.ingest import build as build_module
+from livemem.ingest.build import build_version
+from livemem.ingest.checks import check_index_complete
+from livemem.ingest.verify import compare_versions, rebuild_and_compare
+from livemem.sources.config import PROJECT_ROOT, load_sources
 from livemem.version import connect
+from livemem.version.store import IndexHome
 
 
 def copy_bundled_example(tmp_path: Path) -> tuple[GitRepo, Path]:

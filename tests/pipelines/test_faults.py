@@ -19,17 +19,17 @@ import httpx
 import pytest
 from serving_support import build_and_publish, commit_files, make_workspace
 
-from livemem.store import IndexHome
+from livemem.version.store import IndexHome
 
 PROJECT = Path(__file__).resolve().parents[2]
 SOAK_SECONDS = float(os.environ.get("LIVEMEM_SOAK_S", "30"))
 
 BUILD_SCRIPT = """
 import sys
-from livemem.build import build_version
-from livemem.config import load_sources
-from livemem.embedding import Embedder
-from livemem.store import IndexHome
+from livemem.ingest.build import build_version
+from livemem.sources.config import load_sources
+from livemem.ingest.embedding import Embedder
+from livemem.version.store import IndexHome
 config = load_sources(sys.argv[1])
 home = IndexHome(sys.argv[2])
 result = build_version(config, home, Embedder())

@@ -12,14 +12,14 @@ import pytest
 import shapely
 from dagster import AssetKey, DagsterInstance, Definitions, define_asset_job, in_process_executor
 
-from livemem.build import build_version
-from livemem.config import load_sources
 from livemem.gbim import COUNTIES_FILE, export_gbim
 from livemem.gbim import export as gbim  # COUNTIES_MAX_BYTES is read there
-from livemem.reader import verify_files
+from livemem.ingest.build import build_version
 from livemem.schemas import errors_for
-from livemem.store import IndexHome, close_chroma, open_chroma
+from livemem.sources.config import load_sources
 from livemem.version import connect
+from livemem.version.reader import verify_files
+from livemem.version.store import IndexHome, close_chroma, open_chroma
 from orchestration.assets.gbim_export import build_gbim_assets
 from orchestration.resources import (
     EmbedderResource,

@@ -13,12 +13,12 @@ from conftest import SHARED_DATA
 from fastapi.testclient import TestClient
 from serving_support import build_and_publish, make_workspace
 
-from livemem.build import build_version
-from livemem.config import load_sources
-from livemem.embedding import Embedder, default_model_path
 from livemem.errors import ConfigError
-from livemem.onnx_encoder import OnnxEncoder, fingerprint
-from livemem.store import IndexHome
+from livemem.ingest.build import build_version
+from livemem.ingest.embedding import Embedder, default_model_path
+from livemem.ingest.onnx_encoder import OnnxEncoder, fingerprint
+from livemem.sources.config import load_sources
+from livemem.version.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
 

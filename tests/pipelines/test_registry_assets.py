@@ -11,9 +11,9 @@ from registry_support import good_row, write_csv, write_registry_sources
 from serving_support import build_and_publish, make_workspace
 
 from livemem import registry
-from livemem.config import load_sources
 from livemem.registry import RegistryConfig
-from livemem.store import IndexHome
+from livemem.sources.config import load_sources
+from livemem.version.store import IndexHome
 from orchestration.definitions import build_definitions
 from serving.app import create_app
 from serving.settings import Settings

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from test_differential import copy_bundled_example
 
-from livemem.build import build_version
-from livemem.config import load_sources
 from livemem.gbim import export_gbim
+from livemem.ingest.build import build_version
+from livemem.ingest.verify import compare_versions, read_collections, table_fingerprints
 from livemem.registry import RegistryConfig, run_verification
-from livemem.store import IndexHome
-from livemem.verify import compare_versions, read_collections, table_fingerprints
+from livemem.sources.config import load_sources
+from livemem.version.store import IndexHome
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 

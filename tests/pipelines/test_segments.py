@@ -10,14 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from livemem import reader
-from livemem.build import build_version
-from livemem.config import load_sources
-from livemem.reader import load_snapshot
-from livemem.store import IndexHome
-from livemem.verify import compare_versions
-from livemem.version import connect
+from livemem.ingest.build import build_version
+from livemem.ingest.verify import compare_versions
+from livemem.sources.config import load_sources
+from livemem.version import connect, reader
+from livemem.version.reader import load_snapshot
 from livemem.version.segments import MAX_SEGMENTS, merge_plan
+from livemem.version.store import IndexHome
 
 
 def sources_file(tmp_path: Path, repo: Path) -> Path:

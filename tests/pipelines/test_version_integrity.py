@@ -13,10 +13,10 @@ import pytest
 from serving_support import build_and_publish, make_workspace
 from test_faults import uvicorn
 
-from livemem import records
-from livemem.store import MANIFEST, IndexHome, write_manifest
+from livemem.ingest import records
 from livemem.version import connect
 from livemem.version.segments import create_views, hold_segment, release_segments, write_segment
+from livemem.version.store import MANIFEST, IndexHome, write_manifest
 
 BROKEN = "20990101T000000000000Z"
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from livemem import chunking
-from livemem.chunking import (
+from livemem.errors import ConfigError
+from livemem.ingest import chunking
+from livemem.ingest.chunking import (
     CHUNKER_VERSION,
     DEFAULT_CHUNK_TOKENS,
     MODEL_MAX_TOKENS,
@@ -19,9 +20,8 @@ from livemem.chunking import (
     split_text,
     tokenizer,
 )
-from livemem.config import load_sources
-from livemem.errors import ConfigError
-from livemem.records import embed_text
+from livemem.ingest.records import embed_text
+from livemem.sources.config import load_sources
 
 GUIDE = """# Fayette County Guide
 

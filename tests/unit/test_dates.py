@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from serving_support import OLD_DATE, build_and_publish, commit_files, make_workspace
 
 from livemem.dates import document_date, question_dates
-from livemem.store import IndexHome
+from livemem.version.store import IndexHome
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 

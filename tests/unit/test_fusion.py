@@ -1,4 +1,4 @@
-"""Hybrid fusion (livemem.fusion): each method equals a plain reference, RRF equals the fusion serving used before,
+"""Hybrid fusion (livemem.query.fusion): each method equals a plain reference, RRF equals the fusion serving used before,
 and fusing only the union of the two lists equals fusing every candidate."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from livemem.fusion import METHODS, FusionSettings, fuse
+from livemem.query.fusion import METHODS, FusionSettings, fuse
 
 
 def old_rrf(candidates, dense, sparse, fusion):
-    """The weighted RRF serving used before livemem.fusion (retrieval.fuse at 7a9c722), verbatim but for top_order."""
+    """The weighted RRF serving used before livemem.query.fusion (retrieval.fuse at 7a9c722), verbatim but for top_order."""
 
     def top_order(scores, k):
         return np.argsort(-scores, kind="stable")[:k]

@@ -1,4 +1,4 @@
-"""Pseudo-relevance feedback in hybrid fusion (livemem.fusion: ``feedback_query``, ``fuse(..., feedback=)``):
+"""Pseudo-relevance feedback in hybrid fusion (livemem.query.fusion: ``feedback_query``, ``fuse(..., feedback=)``):
 Rocchio on hand-made vectors, the rescoring of the first ``feedback_depth`` fused chunks against a plain
 definition, and, through the real app, that hybrid answers carry the feedback term."""
 
@@ -9,9 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 from serving_support import API_KEYS, build_and_publish, make_workspace
 
-from livemem.dense import DenseRows
-from livemem.fusion import METHODS, FusionSettings, feedback_query, fuse
-from livemem.store import IndexHome
+from livemem.query.dense import DenseRows
+from livemem.query.fusion import METHODS, FusionSettings, feedback_query, fuse
+from livemem.version.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
 

@@ -13,7 +13,6 @@ import pytest
 import shapely
 from rdflib import Graph, URIRef
 
-from livemem.config import load_sources
 from livemem.errors import ConfigError
 from livemem.gbim import (
     GBIM_IRI,
@@ -32,8 +31,9 @@ from livemem.gbim import (
     relations_for,
     zip_codes,
 )
-from livemem.gis_index import haversine_km
+from livemem.query.gis_index import haversine_km
 from livemem.schemas import errors_for
+from livemem.sources.config import load_sources
 
 PROJECT = Path(__file__).resolve().parents[2]
 GEO = PROJECT.parent / "shared" / "data" / "geo"

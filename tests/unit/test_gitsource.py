@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from livemem.errors import SourceError
-from livemem.gitsource import GitSource
+from livemem.sources.gitsource import GitSource
 
 
 def test_history_gives_last_change_and_first_add(make_repo) -> None:

@@ -9,8 +9,8 @@ import pytest
 from context_support import example_index, make_app
 from fastapi.testclient import TestClient
 
+from livemem.answer.graph import relationship_terms
 from livemem.gbim import linked_relations
-from livemem.graph import relationship_terms
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,9 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from livemem import hsds
-from livemem.config import load_sources
-from livemem.registry import FIELDS, RegistryConfig, load_csv, run_verification, verify
-from livemem.store import IndexHome
+from livemem.registry import FIELDS, RegistryConfig, hsds, load_csv, run_verification, verify
+from livemem.sources.config import load_sources
+from livemem.version.store import IndexHome
 from orchestration.cli import app
 from tests.registry_support import NOW, good_row, write_csv, write_registry_sources
 

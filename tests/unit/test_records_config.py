@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from livemem import records
-from livemem.breath import parse_breath
-from livemem.config import load_sources
 from livemem.errors import ConfigError
+from livemem.ingest import records
+from livemem.ingest.breath import parse_breath
+from livemem.sources.config import load_sources
 
 PROJECT = Path(__file__).resolve().parents[2]
 

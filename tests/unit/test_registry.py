@@ -11,12 +11,12 @@ import pytest
 from registry_support import NOW, RECENT, good_row, write_csv, write_json, write_registry_sources
 
 from livemem import registry
-from livemem.config import load_sources
 from livemem.errors import ConfigError
 from livemem.registry import RegistryConfig, RegistryIndex, RegistryQueryError, resolve, verify
-from livemem.store import IndexHome
+from livemem.sources.config import load_sources
 from livemem.version import connect
 from livemem.version.segments import append_rows
+from livemem.version.store import IndexHome
 
 PROJECT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from livemem.traces import TraceWriter, retrieval_events
+from livemem.usage.traces import TraceWriter, retrieval_events
 
 PROCESSES = 6
 BATCHES = 150
@@ -91,7 +91,7 @@ def test_queued_events_are_written_soon_and_a_direct_write_comes_after_them(tmp_
 def test_queued_events_are_on_disk_when_the_process_exits(tmp_path: Path):
     """A process that queues events and exits at once (no flush, no shutdown hook) still writes them all."""
     script = (
-        "import sys; from livemem.traces import TraceWriter\n"
+        "import sys; from livemem.usage.traces import TraceWriter\n"
         "writer = TraceWriter(sys.argv[1])\n"
         "for i in range(100): writer.submit([{'event': 'retrieval', 'n': i}])\n"
     )

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from livemem.attention import AttentionConfig, rollup_day
-from livemem.breath import Breath
-from livemem.config import trace_dir_from_env
+from livemem.answer.personal import personal_dir_from_env, retention_days_from_env
 from livemem.errors import ConfigError
-from livemem.personal import personal_dir_from_env, retention_days_from_env
+from livemem.ingest.breath import Breath
+from livemem.ingest.vectors import server_address
 from livemem.settings import (
     DEFAULT_INDEX_DIR,
     DEFAULT_SOURCES_FILE,
@@ -21,9 +20,10 @@ from livemem.settings import (
     LivingMemorySettings,
     ServingSettings,
 )
-from livemem.store import IndexHome
-from livemem.traces import feedback_events, retrieval_events
-from livemem.vectors import server_address
+from livemem.sources.config import trace_dir_from_env
+from livemem.usage.attention import AttentionConfig, rollup_day
+from livemem.usage.traces import feedback_events, retrieval_events
+from livemem.version.store import IndexHome
 
 VARIABLES = (
     "RAG_SOURCES", "RAG_INDEX_DIR", "DAGSTER_HOME", "RAG_TRACE_DIR", "RAG_TRACE_DSN", "CHROMA_HOST", "CHROMA_PORT",
@@ -128,8 +128,8 @@ def test_the_cli_query_reads_what_the_serving_roles_allow(clean_env, tmp_path: P
     """``livemem query --role R`` searches the collections role R reads in the serving app (``RAG_ROLES``)."""
     from typer.testing import CliRunner
 
-    from livemem.build import build_version
-    from livemem.config import load_sources
+    from livemem.ingest.build import build_version
+    from livemem.sources.config import load_sources
     from orchestration.cli import app
 
     open_repo = make_repo(files={"open.md": "# Heating\n\nHeating bill help in Beckley.\n"})
@@ -193,9 +193,9 @@ def test_dagster_resources_name_the_variables_set_and_show_defaults_for_the_rest
 def test_the_typed_sources_file_sections_default_as_their_schemas_say() -> None:
     """The attention and registry sections are typed models; a value the file leaves out is the schema's default
     (the schema is what users read and what locates mistakes)."""
-    from livemem.attention import AttentionConfig
     from livemem.registry import RegistryConfig
     from livemem.schemas import load_schema
+    from livemem.usage.attention import AttentionConfig
 
     for model, schema in ((AttentionConfig, "attention_config"), (RegistryConfig, "registry_config")):
         for name, spec in load_schema(schema)["properties"].items():

@@ -18,8 +18,8 @@ from typing import Any
 import pathspec
 import yaml
 
-from livemem.chunking import CHUNKER_VERSION, DEFAULT_CHUNK_TOKENS
 from livemem.errors import ConfigError
+from livemem.ingest.chunking import CHUNKER_VERSION, DEFAULT_CHUNK_TOKENS
 from livemem.schemas import load_schema, validator
 from livemem.settings import PROJECT_ROOT as PROJECT_ROOT  # benchmarks import it from here
 from livemem.settings import ChromaSettings, PathSettings, TraceSettings
@@ -121,7 +121,7 @@ class SourcesConfig:
     path: Path
     sources: tuple[SourceConfig, ...]
     max_chunk_chars: int = 2000
-    chunk_tokens: int = DEFAULT_CHUNK_TOKENS  # word pieces per embedded chunk (livemem/chunking.py)
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS  # word pieces per embedded chunk (livemem/ingest/chunking.py)
     max_file_bytes: int = 1_000_000
     retention: int = 5
     vector_store: str = "none"  # "none" | "chroma"; see ``uses_chroma``

@@ -13,12 +13,12 @@ Plain functions, each a visible step of ``route`` (docs/context.md has the rules
    authoritative and excludes web context.
 5. Retrieval per source, kept apart (``unstructured``, ``structured_facts``, ``spatial``, ``registry``, ``web``;
    population hints steer the registry's program types; the GBIM graph answers relationship questions and adds the
-   facts of entities the passages name, ``livemem.graph``), then ``response_class`` (answer, negotiate, clarify,
+   facts of entities the passages name, ``livemem.answer.graph``), then ``response_class`` (answer, negotiate, clarify,
    refuse, redirect), the response ``budget`` (answer length, hedging) and ``assemble_prompt`` within a size budget.
 
 Passage scores are also given on one documented scale, ``score_normalized`` in [0, 1] (``normalized_score``);
 the request's ``min_score`` applies to it. What a conversation carries into a message (place, persona, topic) is
-decided before, in ``livemem.conversation``.
+decided before, in ``livemem.answer.conversation``.
 """
 
 from __future__ import annotations
@@ -32,15 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from livemem import graph
+from livemem.answer import graph
 from livemem.dates import passage_date, question_dates
-from livemem.fusion import normalized_score
-from livemem.gis_index import GisIndex, cached_gis_index
-from livemem.places import STATE, Place, county_name, find_places, zip_place
-from livemem.reader import Snapshot
+from livemem.geo.places import STATE, Place, county_name, find_places, zip_place
+from livemem.query.fusion import normalized_score
+from livemem.query.gis_index import GisIndex, cached_gis_index
+from livemem.query.retrieval import Filters, Query, Retriever, chunk_result, top_order
 from livemem.registry import RegistryQueryError, load_registry_index, resolve
-from livemem.retrieval import Filters, Query, Retriever, chunk_result, top_order
 from livemem.settings import ContextSettings
+from livemem.version.reader import Snapshot
 
 REGISTRY_NAME = "local_resources"
 
@@ -53,18 +53,20 @@ class ContextRequest:
     profile: dict[str, Any] = field(default_factory=dict)
     top_k: int | None = None
     thread_id: str | None = None
-    # A persona (livemem.chat.resolve_persona) narrows the searched collections and frames the prompt.
+    # A persona (livemem.answer.chat.resolve_persona) narrows the searched collections and frames the prompt.
     persona: str | None = None
     collections: tuple[str, ...] = ()  # () : every collection the caller may read
     framing: str = ""
-    # Where county / zip came from when not from this request ("conversation: town Oak Hill"; livemem.conversation).
+    # Where county / zip came from when not from this request ("conversation: town Oak Hill"; livemem.answer.conversation).
     place_from: str | None = None
     min_score: float | None = None  # on the normalised scale [0, 1] (``normalized_score``)
     recency_bias: float = 0.0
     recency_half_life_days: float | None = None
     max_words: int | None = None  # the answer budget (None: the persona's, else ``answer_words``)
     conversation: dict[str, Any] | None = None  # what the conversation carried (route.conversation)
-    personal: Any = None  # livemem.personal.PersonalView: the caller's own memory, its mix and nudges (None: unused)
+    personal: Any = (
+        None  # livemem.answer.personal.PersonalView: the caller's own memory, its mix and nudges (None: unused)
+    )
 
 
 @dataclass(frozen=True)
@@ -477,7 +479,7 @@ def refine_passages(
     settings: Any,
     sections: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """A second text search with the graph's terms added to the message (``livemem.graph.refinement_terms``): the
+    """A second text search with the graph's terms added to the message (``livemem.answer.graph.refinement_terms``): the
     passages it finds that the first did not replace the first search's last ones (at most a third of them), so
     the evidence stays within ``top_k``. Returns the passages added."""
     refined = replace(request, message=f"{request.message} {' '.join(terms)}")
@@ -930,7 +932,7 @@ def build_context(
         if pool:
             found, candidates = text_search(snap, retriever, request, vector, collections, sq, pool, settings.min_dense)
         if mine:
-            found = mine.nudge(found, sq.counties, corpus_k)  # this user's feedback, bounded (livemem.personal)
+            found = mine.nudge(found, sq.counties, corpus_k)  # this user's feedback, bounded (livemem.answer.personal)
         sections["unstructured"] = [passage(r) for r in found]
         queried.extend(collections)
         tick("text")
@@ -943,7 +945,7 @@ def build_context(
             queried.append("gbim")
             tick("spatial")
         if gis is not None and elig.spatial_datasets and not sq.collections:
-            # The graph beside the passages: relationship questions, and entities the passages name (livemem.graph)
+            # The graph beside the passages: relationship questions, and entities the passages name (livemem.answer.graph)
             graph_facts, graph_route = graph.fuse(gis, caller.access, request.message, sections["unstructured"])
             if graph_facts:
                 sections["structured_facts"] = merge_facts(graph_facts, sections["structured_facts"])

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from livemem.errors import SourceError
-from livemem.gitsource import GitSource
+from livemem.sources.gitsource import GitSource
 
 
 def verify_chunk(record: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:

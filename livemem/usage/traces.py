@@ -323,7 +323,7 @@ class PostgresTraceWriter(_QueuedWrites):
     One row per event (``ts``, ``trace_id``, ``event`` as jsonb); a block of events (one request's, or what was
     queued together) goes in one transaction, so they land together or not at all. Like the file writer, a failure
     is logged and counted, never raised. The nightly rollup reads the table when ``RAG_TRACE_DSN`` is set
-    (``livemem.attention``).
+    (``livemem.usage.attention``).
     """
 
     def __init__(self, dsn: str, table: str = TRACE_TABLE) -> None:

@@ -1,10 +1,10 @@
 """Audit records of /context and /chat: one structured JSONL line per call.
 
 Written to ``<index home>/traces/audit-YYYY-MM-DD-<host>-<pid>.jsonl`` with the same safe append as the usage
-traces (``livemem.traces.TraceWriter``: one ``write`` under ``O_APPEND`` and an exclusive ``flock``). The
+traces (``livemem.usage.traces.TraceWriter``: one ``write`` under ``O_APPEND`` and an exclusive ``flock``). The
 attention rollup reads only ``YYYY-MM-DD*.jsonl``, so audit files never count as usage. A failed write is
 logged and counted and never fails the request. Audit files, like traces, are created 0600 (the service's user
-only), and record bounded summaries of what the caller sent (``livemem.traces.bounded``).
+only), and record bounded summaries of what the caller sent (``livemem.usage.traces.bounded``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from livemem.traces import QUERY_CHARS, TraceWriter, bounded, utc_timestamp
+from livemem.usage.traces import QUERY_CHARS, TraceWriter, bounded, utc_timestamp
 
 
 class AuditWriter(TraceWriter):

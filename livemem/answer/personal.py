@@ -80,7 +80,7 @@ def retention_days_from_env() -> int:
 
 
 def user_key(scope: str, user_id: str | None) -> str:
-    """The user: the caller's key scope (``livemem.conversation.caller_scope``), or a ``user_id`` inside it."""
+    """The user: the caller's key scope (``livemem.answer.conversation.caller_scope``), or a ``user_id`` inside it."""
     return f"{scope}/{user_id}" if user_id else scope
 
 

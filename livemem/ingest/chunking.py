@@ -73,7 +73,7 @@ class Chunk:
 @cache
 def tokenizer() -> Tokenizer:
     """The embedding model's word-piece tokenizer (no truncation, no padding, no special tokens added here)."""
-    from livemem.embedding import default_model_path
+    from livemem.ingest.embedding import default_model_path
 
     tok = Tokenizer.from_file(str(Path(default_model_path()) / "tokenizer.json"))
     tok.no_truncation()

@@ -14,13 +14,13 @@ from typing import Any
 
 import duckdb
 
-from livemem import records
-from livemem.config import SourcesConfig
 from livemem.errors import SourceError
-from livemem.gitsource import GitSource
+from livemem.ingest import records
 from livemem.schemas import errors_for, validator
-from livemem.store import TABLES
+from livemem.sources.config import SourcesConfig
+from livemem.sources.gitsource import GitSource
 from livemem.version import connect
+from livemem.version.store import TABLES
 
 MAX_REPORTED = 20
 

@@ -248,7 +248,7 @@ def serve(conn: Any, memory_mb: int, max_result_chars: int) -> None:
 def facts_graph(version_dir: str, access: frozenset[str]):
     """The rdflib graph of the entities ``access`` may read and of their relations."""
     from livemem.gbim import rdf_graph
-    from livemem.gis_index import cached_gis_index
+    from livemem.query.gis_index import cached_gis_index
 
     index = cached_gis_index(version_dir)
     if index is None:

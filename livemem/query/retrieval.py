@@ -6,7 +6,7 @@ applied *before* ranking, so ``top_k`` results come back whenever that many chun
 
 BM25 uses the index of the access levels of the collections searched (``Snapshot.sparse_for``), so a role's scores
 never reflect term statistics of chunks it may not read. Hybrid fuses the two lists (each side's first ``depth``
-chunks) with ``livemem.fusion.fuse``: by default the cosine plus half the BM25 score over the list's best
+chunks) with ``livemem.query.fusion.fuse``: by default the cosine plus half the BM25 score over the list's best
 (``linear``), then pseudo-relevance feedback: the query vector moved towards its first hit's (Rocchio) adds its
 cosine to the first 200 chunks found (``FusionSettings.feedback_*``); reciprocal rank fusion, min-max and z-score
 selectable (see ``docs/serving.md`` for the SciFact numbers behind the defaults).
@@ -28,10 +28,10 @@ from typing import Any, Literal
 import numpy as np
 
 from livemem.dates import date_mask
-from livemem.dense import DenseScan
-from livemem.embedding import Embedder
-from livemem.fusion import FusionSettings, feedback_order, feedback_query, fuse, top_order, with_feedback
-from livemem.reader import Snapshot, breath_number
+from livemem.ingest.embedding import Embedder
+from livemem.query.dense import DenseScan
+from livemem.query.fusion import FusionSettings, feedback_order, feedback_query, fuse, top_order, with_feedback
+from livemem.version.reader import Snapshot, breath_number
 
 Mode = Literal["dense", "sparse", "hybrid"]
 Return = Literal["chunks", "documents"]
@@ -152,7 +152,7 @@ class Retriever:
         if candidates.size and query.mode in ("dense", "hybrid"):
             vector = self.encode(query.text) if vector is None else vector
             t = _tick(timings, "encode", t)
-            # on a large snapshot the first stage runs on the scan pool while BM25 is scored here (livemem.dense)
+            # on a large snapshot the first stage runs on the scan pool while BM25 is scored here (livemem.query.dense)
             scan = snap.dense.scan(vector, mask, candidates)
             t = _tick(timings, "dense", t)
         # Term statistics of only the access levels searched: scores never depend on chunks the caller may not read.
@@ -209,13 +209,13 @@ class Retriever:
         timings: dict[str, float],
     ) -> tuple[np.ndarray, np.ndarray]:
         """Fusion over the union of the two lists only: the dense top ``depth`` and the BM25 top ``sparse_depth``
-        (``livemem.fusion``: every method computes a side's contribution from its own list, so this equals
+        (``livemem.query.fusion``: every method computes a side's contribution from its own list, so this equals
         fusing every candidate). The union holds every row either list would take (ties go to the lower row on
         both sides); rows outside the dense top carry a dense score of -inf, below every score of its list.
 
         With feedback on (``FusionSettings.feedback``), the first fused chunks move the query vector (Rocchio) and
         the first ``feedback_depth`` fused chunks gain their cosine to the moved query
-        (``livemem.fusion.with_feedback``): exact scores of those rows only, no second scan
+        (``livemem.query.fusion.with_feedback``): exact scores of those rows only, no second scan
         (``timings["feedback"]``)."""
         top_rows, top_scores = dense_top
         sparse_rows = top_rows[:0]

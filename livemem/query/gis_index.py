@@ -4,7 +4,7 @@ The GBIM export (``livemem.gbim``) writes, inside a version directory, the table
 ``gbim_relations`` in ``tables.duckdb`` and the snapshot ``gis/`` (``ids.json``: entity ids; ``dense.npy``: their
 L2-normalised description vectors, same order). ``load_gis_index`` reads them once; spatial and metadata
 constraints are boolean masks over all entities computed *before* ranking, like the chunk filters in
-``livemem.retrieval``. This module imports numpy and DuckDB only, so the serving app stays light.
+``livemem.query.retrieval``. This module imports numpy and DuckDB only, so the serving app stays light.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from livemem.settings import ChromaSettings
-from livemem.store import CHROMA, close_chroma, open_chroma
+from livemem.version.store import CHROMA, close_chroma, open_chroma
 
 SERVER_FILE = "SERVER.json"
 PAGE = 2000

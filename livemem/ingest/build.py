@@ -31,31 +31,20 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from livemem import records
-from livemem.attention import attention_stats
-from livemem.breath import Breath, parse_breath
-from livemem.chunking import Chunk, chunk_files, file_type
-from livemem.config import Governance, SourceConfig, SourcesConfig
 from livemem.dates import document_date
 from livemem.duck import registered, sql_literal, sql_literals
-from livemem.embed_cache import EmbeddingCache
-from livemem.embedding import Embedder, cache_key
 from livemem.errors import LivingMemoryError, SourceError
-from livemem.gitsource import FileHistory, GitSource, TreeEntry
+from livemem.ingest import records
+from livemem.ingest.breath import Breath, parse_breath
+from livemem.ingest.chunking import Chunk, chunk_files, file_type
+from livemem.ingest.embed_cache import EmbeddingCache
+from livemem.ingest.embedding import Embedder, cache_key
+from livemem.ingest.vectors import delete, open_vectors, server_address, upsert
+from livemem.query.sparse import Postings, TermIds
 from livemem.settings import BuildSettings
-from livemem.sparse import Postings, TermIds
-from livemem.store import (
-    CHROMA,
-    MANIFEST,
-    TABLES,
-    IndexHome,
-    dir_size_mb,
-    iso,
-    segments_mb,
-    utc_now,
-    write_manifest,
-)
-from livemem.vectors import delete, open_vectors, server_address, upsert
+from livemem.sources.config import Governance, SourceConfig, SourcesConfig
+from livemem.sources.gitsource import FileHistory, GitSource, TreeEntry
+from livemem.usage.attention import attention_stats
 from livemem.version import PARTS, connect, use_parts
 from livemem.version.segments import (
     MEMBERS_SQL,
@@ -68,6 +57,17 @@ from livemem.version.segments import (
     segment_meta,
     version_segments,
     write_segment,
+)
+from livemem.version.store import (
+    CHROMA,
+    MANIFEST,
+    TABLES,
+    IndexHome,
+    dir_size_mb,
+    iso,
+    segments_mb,
+    utc_now,
+    write_manifest,
 )
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ each chunk c of the current index version:
 
 So being shown earns nothing (retrieval weight 0): a chunk retrieved a thousand times that nobody confirmed keeps
 decaying like an unused one, and negative feedback takes confirmed attention back. Serving turns attention into
-a capped ranking multiplier (``livemem.retrieval.attention_multiplier``).
+a capped ranking multiplier (``livemem.query.retrieval.attention_multiplier``).
 
 ``last_breath_seen`` becomes the latest (highest) Δ-phase among the day's retrievals of c, else stays.
 
@@ -49,13 +49,13 @@ import orjson
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from livemem.breath import TONES, Breath
-from livemem.config import SourcesConfig
 from livemem.duck import registered
 from livemem.errors import ConfigError
+from livemem.ingest.breath import TONES, Breath
 from livemem.settings import TraceSettings
-from livemem.store import TABLES, IndexHome, derive_version, iso, utc_now, write_manifest
+from livemem.sources.config import SourcesConfig
 from livemem.version import connect
+from livemem.version.store import TABLES, IndexHome, derive_version, iso, utc_now, write_manifest
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ def read_day(trace_dir: Path, day: date, tz: ZoneInfo, dsn: str | None = None) -
 def _read_day_postgres(dsn: str, start: datetime, end: datetime) -> DayEvents:
     import psycopg
 
-    from livemem.traces import TRACE_TABLE, ensure_trace_table
+    from livemem.usage.traces import TRACE_TABLE, ensure_trace_table
 
     out = DayEvents(files=[f"postgres:{TRACE_TABLE}"])
     lo, hi = start.timestamp(), end.timestamp()
@@ -460,7 +460,7 @@ def apply_questions(
     """Replace the ``attention_questions`` table: per chunk, the questions it was confirmed useful for, as
     vectors of the serving model with a weight (the evidence, decayed like attention; sealed chunks' do not decay).
 
-    Serving lifts a chunk only for questions like these (``livemem.retrieval.attention_multiplier``): a chunk
+    Serving lifts a chunk only for questions like these (``livemem.query.retrieval.attention_multiplier``): a chunk
     confirmed for one question is not pushed into the answers of unrelated ones. Edited chunks inherit their
     predecessor's questions (``chunk_lineage``); the 16 strongest per chunk above 0.01 are kept.
     """
@@ -582,7 +582,7 @@ def rollup_day(
 ) -> RollupResult:  # fmt: skip
     """Roll up one day: write its signals and attention state, and stage a version with the new attention.
 
-    ``embedder`` (a ``livemem.embedding.Embedder``, loaded when needed if None) embeds the questions chunks
+    ``embedder`` (a ``livemem.ingest.embedding.Embedder``, loaded when needed if None) embeds the questions chunks
     were confirmed useful for; it must be the model the version was built with. Traces are read from
     ``trace_dir``, else where ``traces`` (default: the environment's ``TraceSettings``) puts them for this index
     home, the directory the serving app writes to; or from the Postgres table its DSN names.
@@ -699,7 +699,7 @@ def _embed_with(embedder: Any, found: list, model: str | None) -> Any:
     def embed(texts: list[str]) -> Any:
         nonlocal embedder
         if embedder is None:
-            from livemem.embedding import MODEL_ID, Embedder
+            from livemem.ingest.embedding import MODEL_ID, Embedder
 
             if model and model != MODEL_ID:  # an index of another model: no vectors to compare questions with
                 log.warning("index model %r is not %r: questions are not remembered", model, MODEL_ID)

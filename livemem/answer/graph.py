@@ -22,8 +22,8 @@ from functools import lru_cache
 from typing import Any
 
 from livemem.gbim import find_entities, normalize_name
-from livemem.gis_index import GisIndex, cached_gis_index
-from livemem.places import county_name
+from livemem.geo.places import county_name
+from livemem.query.gis_index import GisIndex, cached_gis_index
 
 MAX_NAMED = 5  # entities named in passages whose facts are fetched
 MAX_RESOLVED = 3  # nodes one side of a relationship question may resolve to

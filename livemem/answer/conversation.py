@@ -23,8 +23,8 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from livemem.context import RESOURCE_PATTERNS, resource_types, route_intents
-from livemem.places import STATE, find_places, zip_place
+from livemem.answer.context import RESOURCE_PATTERNS, resource_types, route_intents
+from livemem.geo.places import STATE, find_places, zip_place
 
 ANONYMOUS_SCOPE = "anonymous"
 # Only the latest earlier turns, and the start of each, are read: enough for a place or topic named in a chat, and

@@ -36,14 +36,14 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from livemem import records
-from livemem.dense import DenseRows
 from livemem.errors import LivingMemoryError
-from livemem.sparse import SparseScorer
-from livemem.store import CHROMA, MANIFEST, IndexHome
+from livemem.ingest import records
+from livemem.query.dense import DenseRows
+from livemem.query.sparse import SparseScorer
 from livemem.version import connect, mapped, parts_dir
 from livemem.version.mapped import Table
 from livemem.version.segments import Segment, SegmentCache
+from livemem.version.store import CHROMA, MANIFEST, IndexHome
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ PARENT_FIELDS = (
     "seal_state", "type", "size", "truncated", "chunk_count", "content",
 )  # fmt: skip
 MATERIALIZE_HINT = "run `make materialize` to build and publish a new version"
-LAYOUT_VERSION = 3  # livemem.build.LAYOUT_VERSION: versions of older layouts are rebuilt, not served
+LAYOUT_VERSION = 3  # livemem.ingest.build.LAYOUT_VERSION: versions of older layouts are rebuilt, not served
 SEGMENTS = SegmentCache()  # shared by the readers of this process
 
 
@@ -235,7 +235,7 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             offset += seg_rows.size
         dim = int(manifest.get("model", {}).get("dim") or (segments[0][0].dense.shape[1] if segments else 384))
         dense = DenseRows([(segment.dense, seg_rows) for segment, seg_rows in segments], dim)
-        dense.prepare()  # the float16 copies of new segments (``livemem.dense``), now rather than on a first query
+        dense.prepare()  # the float16 copies of new segments (``livemem.query.dense``), now rather than on a first query
         if len(set(ids)) != len(ids):
             raise ValueError(f"the version holds {len(ids) - len(set(ids))} chunk ids twice")
         attention, last_breath = _attention(con, ids)

@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from livemem import records
-from livemem.build import PARENT_COLUMNS, SKIP_COLUMNS, build_version
-from livemem.config import SourcesConfig
-from livemem.embedding import Embedder
 from livemem.errors import LivingMemoryError
-from livemem.store import CHROMA, IndexHome
+from livemem.ingest import records
+from livemem.ingest.build import PARENT_COLUMNS, SKIP_COLUMNS, build_version
+from livemem.ingest.embedding import Embedder
+from livemem.sources.config import SourcesConfig
 from livemem.version import connect
+from livemem.version.store import CHROMA, IndexHome
 
 MAX_LISTED = 50
 VECTOR_TOLERANCE = 1e-6
@@ -147,7 +147,7 @@ def _compare_retrieval(published: Path, reference: Path, result: Comparison) -> 
     """What serving answers from, compared logically (segments may be laid out differently): the same chunk ids,
     the same vector per id, and the same BM25 score per id for sample queries under every access-level scope
     (the term statistics of a version equal those of a from-scratch build)."""
-    from livemem.reader import IndexUnavailable, load_snapshot_at
+    from livemem.version.reader import IndexUnavailable, load_snapshot_at
 
     try:
         got, want = load_snapshot_at(published), load_snapshot_at(reference)
@@ -187,7 +187,7 @@ def _compare_retrieval(published: Path, reference: Path, result: Comparison) -> 
 
 def _sample_queries(snap, count: int = 24) -> list[str]:
     """Words of chunks spread over the version (deterministic), one and two at a time."""
-    from livemem.sparse import tokens
+    from livemem.query.sparse import tokens
 
     words: list[str] = []
     step = max(1, snap.size // count)
@@ -205,7 +205,7 @@ def read_collections(version: Path, names: list[str]) -> dict[str, dict[str, tup
     A persistent Chroma directory is read from a private copy: opening it in place could write to a published
     version.
     """
-    from livemem.vectors import SERVER_FILE, _http_client, server_address
+    from livemem.ingest.vectors import SERVER_FILE, _http_client, server_address
 
     out: dict[str, dict[str, tuple]] = {}
     mapping_file = version / CHROMA / SERVER_FILE
@@ -220,7 +220,7 @@ def read_collections(version: Path, names: list[str]) -> dict[str, dict[str, tup
         for name in names:
             out[name] = _read_collection(client.get_collection(mapping[name])) if name in mapping else {}
         return out
-    from livemem.store import close_chroma, open_chroma
+    from livemem.version.store import close_chroma, open_chroma
 
     with tempfile.TemporaryDirectory(prefix="livemem-verify-") as tmp:
         copy = Path(tmp) / CHROMA

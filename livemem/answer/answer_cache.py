@@ -1,6 +1,6 @@
 """The answer cache of /context and /chat: LRU with a time-to-live in memory, and an optional persistent tier.
 
-Keys come from ``livemem.cache.cache_key`` (normalised message, role, geography, model, index version and the
+Keys come from ``livemem.query.cache.cache_key`` (normalised message, role, geography, model, index version and the
 options that change an answer), so a newly published version or another model can never serve an old answer.
 The persistent tier is a SQLite file (e.g. ``<index home>/cache/answers.sqlite``) shared by the processes of one
 machine and surviving restarts; its entries expire after the same TTL.

@@ -1,4 +1,4 @@
-"""Answers from an evidence set (``livemem.context.build_context``): an LLM backend or an extractive answer,
+"""Answers from an evidence set (``livemem.answer.context.build_context``): an LLM backend or an extractive answer,
 numbered citations, and the guardrail that runs after generation.
 
 - With ``LLM_BASE_URL`` and ``LLM_MODEL`` set, the assembled prompt goes to an OpenAI-compatible
@@ -28,9 +28,9 @@ from typing import Any
 import httpx
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
-from livemem.context import GREETING_REPLY, REDIRECT_EMERGENCY, ContextSettings
-from livemem.graph import connection_sentences
-from livemem.reader import Snapshot
+from livemem.answer.context import GREETING_REPLY, REDIRECT_EMERGENCY, ContextSettings
+from livemem.answer.graph import connection_sentences
+from livemem.version.reader import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -294,7 +294,7 @@ def within_budget(lines: list[str], max_words: int | None) -> list[str]:
 
 def extractive_answer(context: dict[str, Any]) -> str:
     lines: list[str] = []
-    # a relationship question is answered from the graph first (livemem.graph), citing the triples it rests on
+    # a relationship question is answered from the graph first (livemem.answer.graph), citing the triples it rests on
     said = connection_sentences(context["route"].get("graph"))
     refs = [f["ref"] for f in context["structured_facts"] if f.get("ref") and f.get("resolved_from") == "question"]
     if said and refs:

@@ -6,7 +6,7 @@ are normalised to ``title``, ``snippet``, ``url``, ``source`` (the host) and ``p
 (``logging``) and returned as a record (query, provider, admitted and excluded URLs with the reason, rate-limit
 refusals, provider errors) for the audit. ``HttpJsonProvider`` queries a generic JSON search HTTP API (URL, key
 sent in a header, a bounded timeout and answer size); ``LocalProvider`` answers from a fixed list of documents
-(tests, demos, an offline mirror). West-Virginia-scoped questions never reach any provider (``livemem.context``).
+(tests, demos, an offline mirror). West-Virginia-scoped questions never reach any provider (``livemem.answer.context``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Layout (see ``rag_index/README.md``)::
                                        parent rows, vectors, BM25 postings; removed when no kept version names them
     <home>/staging/<id>/               a version being built or checked; moved to versions/ when published
     <home>/staging/<id>.owner.json     who staged it (Dagster run, host, pid): never reclaimed while alive
-    <home>/cache/embeddings.sqlite     embedding cache (content hash + model id; livemem.embed_cache)
+    <home>/cache/embeddings.sqlite     embedding cache (content hash + model id; livemem.ingest.embed_cache)
     <home>/publish_log.jsonl           every switch of CURRENT (publish and rollback)
 
 A version is built in ``staging/``, checked there, then renamed into ``versions/`` and named in ``CURRENT``
@@ -35,8 +35,8 @@ from typing import Any
 from filelock import FileLock
 
 from livemem.errors import LivingMemoryError, PublishConflict
-from livemem.owners import Owner
 from livemem.version import parts_dir
+from livemem.version.owners import Owner
 
 MANIFEST = "manifest.json"
 TABLES = "tables.duckdb"
@@ -216,7 +216,7 @@ class IndexHome:
         return removed
 
     def _gc_vectors(self) -> None:
-        from livemem.vectors import gc_server_collections
+        from livemem.ingest.vectors import gc_server_collections
         from livemem.version.segments import gc_parts
 
         gc_server_collections(self.root)
@@ -322,7 +322,7 @@ def write_manifest(staged: Path, manifest: dict[str, Any]) -> None:
 
     It records the size and SHA-256 of every other file of the version (``files``, by path relative to the
     version directory), so serving can tell a damaged version from a good one before it answers from it
-    (``livemem.reader.verify_files``)."""
+    (``livemem.version.reader.verify_files``)."""
     files = {
         f.relative_to(staged).as_posix(): {"size": f.stat().st_size, "sha256": file_sha256(f)}
         for f in sorted(staged.rglob("*"))
