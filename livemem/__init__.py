@@ -4,8 +4,9 @@ of the data flow (it imports neither FastAPI nor Dagster: tests/unit/test_layers
 - ``sources``   the sources file (YAML, JSON-Schema validated) and reading git objects at a commit
 - ``ingest``    chunking, chunk records, embedding and its cache, building a version, its checks and its proof
 - ``version``   the version format: segments, manifest, the index home (staging, atomic publish, retention), readers
-- ``query``     ranking one snapshot: filters, the dense scan, BM25, fusion, the result cache, result shapes
-- ``answer``    a message → an auditable evidence set → an answer (context, graph, conversation, chat, web, personal)
+- ``query``     ranking one snapshot: filters, the dense scan, BM25, fusion, the result cache, GIS entities
+- ``answer``    a message → an auditable evidence set → an answer (context, graph, conversation, chat, web, personal),
+  and the shapes the front doors return (``results``)
 - ``usage``     usage traces and the nightly attention rollup
 - ``registry``, ``gbim``, ``geo``: the local_resources registry, the GBIM export, places and county names
 - ``settings`` (every environment variable), ``errors``, ``dates``, ``duck``, ``schemas``: shared by every step

@@ -41,11 +41,11 @@ from pydantic import Field
 
 from livemem.answer.chat import PersonaError, persona_collections, personas, resolve_persona
 from livemem.answer.context import ContextRequest, gis_for
+from livemem.answer.results import chat_body, gis_hit
 from livemem.errors import LivingMemoryError
 from livemem.gbim.sparql_worker import SparqlError, SparqlLimits, SparqlPool
 from livemem.geo.places import STATE
 from livemem.ingest.provenance import verify_chunk as verify_chunk_record
-from livemem.query.results import chat_body, gis_hit
 from livemem.query.retrieval import Filters, Query, chunk_result, top_order
 from livemem.registry import RESOURCE_TYPES, RegistryQueryError, load_registry_index, resolve, state_counties
 from livemem.settings import LivingMemorySettings

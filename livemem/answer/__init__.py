@@ -1,1 +1,1 @@
-"""A message to an auditable evidence set and an answer: routing, the graph, conversations, personal memory, the web gateway, the answer cache, chat and audit."""
+"""A message to an auditable evidence set and an answer: routing, the graph, conversations, personal memory, the web gateway, the answer cache, chat and audit, and the shapes the front doors (HTTP, MCP) return."""

@@ -1,1 +1,1 @@
-"""Ranking one snapshot's chunks and entities: filters, the dense scan, BM25, fusion, the result cache and the shapes the front doors return."""
+"""Ranking one snapshot's chunks and entities: filters, the dense scan, BM25, fusion, the result cache and the GIS entities of a version."""

@@ -28,8 +28,8 @@ from livemem.answer.chat import (
     stream_answer,
 )
 from livemem.answer.context import ContextRequest as Message
+from livemem.answer.results import chat_body
 from livemem.errors import LivingMemoryError
-from livemem.query.results import chat_body
 from livemem.version.reader import IndexUnavailable, without_paths
 from serving.context_service import ContextService, context_service
 from serving.deps import CallerRole, CurrentSnapshot, State, with_persona

@@ -13,8 +13,8 @@ import numpy as np
 from fastapi import APIRouter, HTTPException, Path, Query
 from fastapi.responses import JSONResponse
 
+from livemem.answer.results import gis_hit
 from livemem.query.gis_index import GisIndex, cached_gis_index
-from livemem.query.results import gis_hit
 from livemem.query.retrieval import top_order
 from livemem.usage.traces import retrieval_events
 from livemem.version.reader import Snapshot
