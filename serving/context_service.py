@@ -18,11 +18,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from livemem.answer.answer_cache import AnswerCache
 from livemem.answer.audit import AuditWriter, audit_record
 from livemem.answer.chat import OpenAICompatibleBackend, generate
-from livemem.answer.context import Caller, ContextRequest, ContextSettings, build_context
+from livemem.answer.context import build_context
 from livemem.answer.conversation import Carried, ThreadStore, carry, from_history
+from livemem.answer.routing import Caller, ContextRequest
 from livemem.answer.web import WebGateway, gateway_from_env
 from livemem.geo.places import find_places
 from livemem.query.cache import cache_key
+from livemem.settings import ContextSettings
 from livemem.usage.traces import retrieval_events
 from livemem.version.reader import Snapshot
 from serving.state import Role, ServingState

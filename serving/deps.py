@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, HTTPException, Request
 
 from livemem.answer.chat import PersonaError, persona_collections, resolve_persona
-from livemem.answer.context import ContextRequest as Message
+from livemem.answer.routing import ContextRequest as Message
 from livemem.version.reader import Snapshot
 from serving.state import Role, ServingState
 

@@ -40,8 +40,9 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from livemem.answer.chat import PersonaError, persona_collections, personas, resolve_persona
-from livemem.answer.context import ContextRequest, gis_for
+from livemem.answer.evidence import gis_for
 from livemem.answer.results import chat_body, gis_hit
+from livemem.answer.routing import ContextRequest
 from livemem.errors import LivingMemoryError
 from livemem.gbim.sparql_worker import SparqlError, SparqlLimits, SparqlPool
 from livemem.geo.places import STATE

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from livemem.answer.context import ContextSettings
+from livemem.settings import ContextSettings
 from livemem.version.store import IndexHome
 
 PROJECT = Path(__file__).resolve().parent.parent

@@ -28,8 +28,9 @@ from typing import Any
 import httpx
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
-from livemem.answer.context import GREETING_REPLY, REDIRECT_EMERGENCY, ContextSettings
 from livemem.answer.graph import connection_sentences
+from livemem.answer.prompt import GREETING_REPLY, REDIRECT_EMERGENCY
+from livemem.settings import ContextSettings
 from livemem.version.reader import Snapshot
 
 log = logging.getLogger(__name__)

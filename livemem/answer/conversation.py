@@ -23,7 +23,7 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from livemem.answer.context import RESOURCE_PATTERNS, resource_types, route_intents
+from livemem.answer.routing import RESOURCE_PATTERNS, resource_types, route_intents
 from livemem.geo.places import STATE, find_places, zip_place
 
 ANONYMOUS_SCOPE = "anonymous"

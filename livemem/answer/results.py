@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from livemem.answer.context import SECTIONS
+from livemem.answer.prompt import SECTIONS
 
 
 def gis_hit(entity: dict[str, Any], score: float, distance_km: float | None) -> dict[str, Any]:

@@ -27,8 +27,8 @@ from livemem.answer.chat import (
     generate,
     stream_answer,
 )
-from livemem.answer.context import ContextRequest as Message
 from livemem.answer.results import chat_body
+from livemem.answer.routing import ContextRequest as Message
 from livemem.errors import LivingMemoryError
 from livemem.version.reader import IndexUnavailable, without_paths
 from serving.context_service import ContextService, context_service

@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from livemem.answer.context import ContextRequest as Message
 from livemem.answer.conversation import caller_scope
+from livemem.answer.routing import ContextRequest as Message
 from livemem.version.reader import Snapshot
 from serving.context_service import context_service
 from serving.deps import CallerRole, CurrentSnapshot, State, with_persona

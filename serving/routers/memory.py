@@ -15,8 +15,8 @@ import numpy as np
 from fastapi import APIRouter, HTTPException, Query, Request
 
 from livemem.answer import personal
-from livemem.answer.context import ContextRequest as Message
 from livemem.answer.conversation import ANONYMOUS_SCOPE, caller_scope
+from livemem.answer.routing import ContextRequest as Message
 from serving.deps import CallerRole, State
 from serving.models import ErrorBody
 from serving.models.context import USER_ID_PATTERN

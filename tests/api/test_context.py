@@ -11,8 +11,9 @@ from context_support import INTERNAL_KEY, example_index, make_app
 from fastapi.testclient import TestClient
 from serving_support import build_and_publish, make_workspace
 
-from livemem.answer.context import ContextRequest, ContextSettings, route_intents, self_query, time_filters
+from livemem.answer.routing import ContextRequest, route_intents, self_query, time_filters
 from livemem.answer.web import LocalProvider, WebGateway, WebPolicy
+from livemem.settings import ContextSettings
 from livemem.version.store import IndexHome
 
 PLAYBOOK_WORDS = "Do not copy passages from this document into public guides"

@@ -15,7 +15,7 @@ import anyio
 import pytest
 from context_support import PROJECT, example_index
 
-from livemem.answer.context import ContextSettings
+from livemem.settings import ContextSettings
 
 TOOLS = {
     "query", "gis_query", "resources", "context", "chat", "feedback", "facts", "sparql", "verify_chunk",

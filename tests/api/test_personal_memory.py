@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from serving_support import build_and_publish, make_workspace
 
 from livemem.answer import personal
-from livemem.answer.context import ContextSettings
+from livemem.settings import ContextSettings
 from livemem.version.store import IndexHome
 from orchestration.assets.personal_memory import personal_memory, personal_memory_readable
 from orchestration.resources import EmbedderResource, IndexStoreResource

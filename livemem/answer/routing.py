@@ -1,0 +1,393 @@
+"""What a message asks and who asks it: intents, structured filters (self-query), eligibility by role, the
+West-Virginia-first scope. Steps 1-4 of ``livemem.answer.context``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from livemem.dates import question_dates
+from livemem.geo.places import STATE, Place, county_name, find_places, zip_place
+from livemem.query.gis_index import GisIndex
+from livemem.registry import load_registry_index
+from livemem.settings import ContextSettings
+from livemem.version.reader import Snapshot
+
+REGISTRY_NAME = "local_resources"
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+@dataclass(frozen=True)
+class ContextRequest:
+    message: str
+    county: str | None = None
+    zip: str | None = None
+    profile: dict[str, Any] = field(default_factory=dict)
+    top_k: int | None = None
+    thread_id: str | None = None
+    # A persona (livemem.answer.chat.resolve_persona) narrows the searched collections and frames the prompt.
+    persona: str | None = None
+    collections: tuple[str, ...] = ()  # () : every collection the caller may read
+    framing: str = ""
+    # Where county / zip came from when not from this request ("conversation: town Oak Hill"; livemem.answer.conversation).
+    place_from: str | None = None
+    min_score: float | None = None  # on the normalised scale [0, 1] (``normalized_score``)
+    recency_bias: float = 0.0
+    recency_half_life_days: float | None = None
+    max_words: int | None = None  # the answer budget (None: the persona's, else ``answer_words``)
+    conversation: dict[str, Any] | None = None  # what the conversation carried (route.conversation)
+    personal: Any = (
+        None  # livemem.answer.personal.PersonalView: the caller's own memory, its mix and nudges (None: unused)
+    )
+
+
+@dataclass(frozen=True)
+class Caller:
+    role: str
+    access: frozenset[str]
+
+
+# --- 1. intent routing -------------------------------------------------------------------------------------------
+GREETING = re.compile(
+    r"^\s*(?:(?:hi|hello|hey|howdy|hiya|good (?:morning|afternoon|evening)|thanks?|thank you|thx|bye|goodbye|"
+    r"how are you|what'?s up|nice to meet you|ok(?:ay)?|cool)(?:\s+(?:there|again|so much|a lot|all|today|doing))*"
+    r"[\s!.,?]*)+$",
+    re.IGNORECASE,
+)
+RESOURCE_TYPES: dict[str, str] = {
+    "utility_assistance": r"utilit\w*|heating|heat bill|electric\w*|water bill|lieap|liheap|energy assistance|"
+    r"shut-?off",
+    "snap": r"snap|food stamps?|ebt",
+    "wic": r"wic",
+    "medicaid": r"medicaid|wvchip|health coverage|health insurance",
+    "food_pantry": r"pantry|pantries|food bank|groceries|meals?|soup kitchen|hungry",
+    "seasonal_assistance": r"winter coats?|coats?|holiday|christmas|toys|school supplies|cooling cent\w*",
+    "housing": r"housing|rent|rental|shelter|evict\w*|homeless\w*|weatheri\w*",
+    "healthcare": r"clinic|doctor|dental|dentist|pharmac\w*|prescriptions?|primary care",
+    "behavioral_health": r"mental health|counsel(?:ing|or)|addiction|substance use|behavioral health",
+    "transportation": r"rides?|transportation|bus",
+    "childcare": r"child ?care|daycare",
+    "employment": r"jobs?|employment",
+    "legal_aid": r"legal aid|lawyer|attorney|legal help",
+    "senior_services": r"senior services|elderly",
+    "disability_services": r"disability services",
+}
+RESOURCE_PATTERNS = {t: re.compile(rf"\b(?:{p})\b", re.IGNORECASE) for t, p in RESOURCE_TYPES.items()}
+INTENT_RULES: list[tuple[str, str, re.Pattern[str]]] = [
+    (
+        "governance",
+        "governance vocabulary",
+        re.compile(
+            r"\b(governance|council|constitution|charter|stewards?|minutes|decisions?|votes?|voted|bylaws?|"
+            r"breath|sealed|authoritative|policy|policies)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "spatial",
+        "place or proximity words",
+        re.compile(
+            r"\b(near|nearest|closest|where|map|located|location|address|directions?|around|distance|"
+            r"within \d+ ?(?:km|miles?|mi))\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "resource",
+        "help / program vocabulary",
+        re.compile(
+            r"\b(help|assistance|programs?|apply|application|benefits?|referr\w*|office|services?|eligib\w*|"
+            r"qualify|pay(?:ing)?)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "factual",
+        "relation question",
+        re.compile(
+            r"\b(which|what) (county|zip|zips|zip codes?)\b|\b(serves?|serving) (?:zip|the zip|\d{5})|"
+            r"\blocated in\b|\bpart of\b|\bin which county\b|\b(?:relationship|relation|connection) between\b|"
+            r"\b(?:connects?|connected|related|linked) (?:to|with)\b",
+            re.IGNORECASE,
+        ),
+    ),
+]
+EMERGENCY = re.compile(
+    r"\b(911|suicid\w*|kill (?:my|him|her)self|overdos\w*|in danger|being abused|emergency room)\b", re.IGNORECASE
+)
+
+
+def route_intents(message: str) -> tuple[list[str], list[dict[str, str]]]:
+    """The intents of a message and the rules that fired (``general`` when no topical rule did)."""
+    if GREETING.match(message):
+        return ["greeting"], [{"intent": "greeting", "rule": "whole message is small talk", "matched": message}]
+    intents: list[str] = []
+    fired: list[dict[str, str]] = []
+    for intent, rule, pattern in INTENT_RULES:
+        m = pattern.search(message)
+        if m:
+            intents.append(intent)
+            fired.append({"intent": intent, "rule": rule, "matched": m.group(0)})
+    for rtype, pattern in RESOURCE_PATTERNS.items():
+        m = pattern.search(message)
+        if m:
+            if "resource" not in intents:
+                intents.append("resource")
+            fired.append({"intent": "resource", "rule": f"resource type {rtype}", "matched": m.group(0)})
+    if not {"governance", "resource", "factual"} & set(intents):
+        intents.append("general")
+        fired.append({"intent": "general", "rule": "no topical rule matched", "matched": ""})
+    return intents, fired
+
+
+def resource_types(message: str) -> list[str]:
+    return [t for t, p in RESOURCE_PATTERNS.items() if p.search(message)]
+
+
+# Population hints: who the help is for. They steer the registry lookups to the program types that population is
+# usually referred to when the message names none, and rank rows whose eligibility or description mentions that
+# population first (docs/context.md, "Population hints").
+POPULATIONS: list[tuple[str, str, tuple[str, ...], str]] = [
+    (
+        "senior",
+        r"grand(?:mother|father|parents?|ma|pa)|elderly|seniors?|older (?:adults?|people)|aging parents?|"
+        r"retir(?:ed|ees?)",
+        ("senior_services", "medicaid", "utility_assistance", "healthcare", "transportation"),
+        r"senior|elderly|older|aging|long-term care|\b6[05]\+?",
+    ),
+    (
+        "family_with_children",
+        r"famil(?:y|ies) with (?:kids|children|a baby|young children)|my (?:kids|children|baby|son|daughter)|"
+        r"kids|children|infants?|toddlers?|newborns?|babies",
+        ("wic", "snap", "childcare", "seasonal_assistance", "medicaid", "food_pantry"),
+        r"child|famil|infant|kids|baby",
+    ),
+    (
+        "pregnant",
+        r"pregnan\w*|expecting a baby|breastfeed\w*|postpartum",
+        ("wic", "medicaid", "healthcare"),
+        r"pregnan|breastfeed|postpartum",
+    ),
+    (
+        "veteran",
+        r"veterans?|vets|served in the (?:army|navy|military|marines|air force)",
+        ("healthcare", "behavioral_health", "housing", "employment", "disability_services"),
+        r"veteran",
+    ),
+    (
+        "disability",
+        r"disabilit(?:y|ies)|disabled|wheelchair",
+        ("disability_services", "medicaid", "transportation"),
+        r"disabilit|disabled",
+    ),
+]
+POPULATION_PATTERNS = [
+    (name, re.compile(rf"\b(?:{words})\b", re.IGNORECASE), types, re.compile(rows, re.IGNORECASE))
+    for name, words, types, rows in POPULATIONS
+]
+
+
+def population_hints(message: str) -> list[dict[str, Any]]:
+    """The populations a message names, each with the words that named it and the program types it steers to."""
+    found = []
+    for name, pattern, types, _ in POPULATION_PATTERNS:
+        if m := pattern.search(message):
+            found.append({"population": name, "matched": m.group(0), "resource_types": list(types)})
+    return found
+
+
+def serves_population(row: dict[str, Any], populations: list[dict[str, Any]]) -> bool:
+    """Whether a registry row's eligibility or description names one of the populations."""
+    text = f"{row.get('eligibility') or ''} {row.get('description') or ''}"
+    wanted = {p["population"] for p in populations}
+    return any(rows.search(text) for name, _, _, rows in POPULATION_PATTERNS if name in wanted)
+
+
+# --- 2. self-querying --------------------------------------------------------------------------------------------
+SCOPE_RULES: list[tuple[str, re.Pattern[str]]] = [
+    (
+        "governance",
+        re.compile(
+            r"\b(?:in|from|according to|per|within|under|search) (?:the )?(?:governance (?:docs?|documents?|records?|"
+            r"files?|texts?)|council (?:minutes|decisions|records)|charter|constitution)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "wv_benefits",
+        re.compile(
+            r"\b(?:in|from|according to|per|within) (?:the )?(?:county |benefits? |wv )*(?:benefits? )?guides?\b",
+            re.IGNORECASE,
+        ),
+    ),
+    ("code", re.compile(r"\b(?:in|from|within) (?:the )?(?:client |example )?(?:code|source code)\b", re.IGNORECASE)),
+    (
+        "internal_playbooks",
+        re.compile(
+            r"\b(?:in|from|according to|per|within) (?:the )?(?:caseworker |internal )?playbooks?\b|"
+            r"\binternal (?:docs?|documents?|guidance|playbooks?)\b",
+            re.IGNORECASE,
+        ),
+    ),
+]
+COLLECTION_SCOPE = re.compile(r"\b(?:in|from) (?:the )?([a-z0-9_.-]{3,}) collection\b", re.IGNORECASE)
+SEAL_WORDS = re.compile(r"\b(authoritative|sealed)\b", re.IGNORECASE)
+
+
+def time_filters(message: str, now: datetime) -> tuple[dict[str, datetime], list[dict[str, str]]]:
+    """``updated_after`` / ``updated_before`` from the date expressions of the message (``livemem.dates``); they
+    filter on each document's own date, else its commit time (``text_search``)."""
+    found, notes = question_dates(message, now)
+    times = {"updated_after": found.after, "updated_before": found.before}
+    return {k: v for k, v in times.items() if v is not None}, notes
+
+
+@dataclass
+class SelfQuery:
+    counties: list[str] = field(default_factory=list)
+    zip: str | None = None
+    zip_state: str | None = None
+    places: list[Place] = field(default_factory=list)
+    towns: list[str] = field(default_factory=list)
+    collections: list[str] = field(default_factory=list)
+    seal_state: str | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+    resource_types: list[str] = field(default_factory=list)
+    populations: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[dict[str, str]] = field(default_factory=list)
+
+    def steered_types(self) -> list[str]:
+        """The program types of the registry lookups: the message's own, else its populations' (in order)."""
+        if self.resource_types:
+            return self.resource_types
+        return list(dict.fromkeys(t for p in self.populations for t in p["resource_types"]))
+
+    def filters(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "county": self.counties,
+            "zip": self.zip,
+            "collections": self.collections,
+            "seal_state": self.seal_state,
+            "updated_after": iso(self.updated_after),
+            "updated_before": iso(self.updated_before),
+            "resource_type": self.resource_types,
+        }
+        return {k: v for k, v in out.items() if v}
+
+
+def self_query(request: ContextRequest, known_collections: list[str], now: datetime) -> SelfQuery:
+    """Structured filters from the request fields and the message text. Only ``known_collections`` (the ones the
+    caller may read) can become a scope: any other name, hidden or nonexistent, is ignored the same way."""
+    sq = SelfQuery()
+
+    def add_county(county: str | None, source: str) -> None:
+        if county and county not in sq.counties:
+            sq.counties.append(county)
+            sq.notes.append({"field": "county", "value": county, "from": source})
+
+    if request.county:
+        add_county(county_name(request.county) or request.county, request.place_from or "request county")
+    profile = request.profile or {}
+    if isinstance(profile.get("county"), str):
+        add_county(county_name(profile["county"]) or profile["county"], "profile county")
+    zip_code = request.zip or (profile.get("zip") if isinstance(profile.get("zip"), str) else None)
+    if zip_code:
+        place = zip_place(zip_code)
+        sq.zip = zip_code
+        sq.zip_state = place.state if place else None
+        sq.notes.append({"field": "zip", "value": zip_code, "from": request.place_from or "request zip"})
+        if place and place.state == STATE:
+            add_county(
+                place.county, f"{request.place_from}: ZIP {zip_code}" if request.place_from else f"ZIP {zip_code}"
+            )
+    sq.places = find_places(request.message)
+    for place in sq.places:
+        if place.kind == "zip":
+            if sq.zip is None:
+                sq.zip, sq.zip_state = place.text, place.state
+                sq.notes.append({"field": "zip", "value": place.text, "from": f"message ZIP {place.text}"})
+            if place.state == STATE:
+                add_county(place.county, f"ZIP {place.text}")
+        elif place.kind == "county":
+            add_county(place.county, f"county {place.text}")
+        elif place.kind == "town":
+            sq.towns.append(place.text)
+            add_county(place.county, f"town {place.text}")
+    for collection, pattern in SCOPE_RULES:
+        m = pattern.search(request.message)
+        if m and collection in known_collections and collection not in sq.collections:
+            sq.collections.append(collection)
+            sq.notes.append({"field": "collections", "value": collection, "from": m.group(0)})
+    for m in COLLECTION_SCOPE.finditer(request.message):
+        if m.group(1) in known_collections and m.group(1) not in sq.collections:
+            sq.collections.append(m.group(1))
+            sq.notes.append({"field": "collections", "value": m.group(1), "from": m.group(0)})
+    m = SEAL_WORDS.search(request.message)
+    if m:
+        sq.seal_state = "SEALED"
+        sq.notes.append({"field": "seal_state", "value": "SEALED", "from": m.group(0)})
+    times, time_notes = time_filters(request.message, now)
+    sq.updated_after, sq.updated_before = times.get("updated_after"), times.get("updated_before")
+    sq.notes.extend(time_notes)
+    sq.resource_types = resource_types(request.message)
+    sq.populations = population_hints(request.message)
+    return sq
+
+
+# --- 3. role-aware eligibility and WV scope --------------------------------------------------------------------------
+@dataclass
+class Eligibility:
+    collections: list[str]
+    hidden: list[str]
+    registries: list[str]
+    spatial_datasets: list[str]
+    web: bool
+
+    def public(self) -> dict[str, Any]:
+        """What the caller may be told: its own eligible sources, never the names of hidden ones."""
+        return {
+            "collections": self.collections,
+            "registries": self.registries,
+            "spatial_datasets": self.spatial_datasets,
+            "web": self.web,
+        }
+
+
+def eligibility(snap: Snapshot, gis: GisIndex | None, caller: Caller, settings: ContextSettings) -> Eligibility:
+    visible = snap.collections_for(caller.access)
+    hidden = sorted(set(snap.access_of) - set(visible))
+    datasets: list[str] = []
+    if gis is not None:
+        datasets = sorted({str(d) for d, a in zip(gis.dataset, gis.access, strict=True) if a in caller.access})
+    registries = [REGISTRY_NAME] if load_registry_index(snap.path) is not None else []
+    web = settings.web_roles is None or caller.role in settings.web_roles
+    return Eligibility(visible, hidden, registries, datasets, web)
+
+
+def wv_scope(sq: SelfQuery, request: ContextRequest, caller: Caller, settings: ContextSettings) -> list[str]:
+    """Why the message is West-Virginia-scoped (empty: it is not)."""
+    reasons: list[str] = []
+    for county in sq.counties:
+        if county_name(county):
+            reasons.append(f"WV county {county}")
+    if sq.zip and sq.zip_state == STATE:
+        reasons.append(f"WV ZIP {sq.zip}")
+    if caller.role in settings.wv_roles:
+        reasons.append(f"WV role {caller.role}")
+    state = str((request.profile or {}).get("state", "")).strip().lower()
+    if state in ("wv", "west virginia"):
+        reasons.append("profile state WV")
+    for place in sq.places:
+        if place.state == STATE and place.kind in ("state", "town"):
+            reasons.append(f"WV place in the text: {place.text}")
+    return list(dict.fromkeys(reasons))
+
+
+# --- 4. retrieval per source ------------------------------------------------------------------------------------------
