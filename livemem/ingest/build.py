@@ -14,36 +14,27 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
-import os
 import shutil
-import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import numpy as np
 import pandas as pd
 
-from livemem.dates import document_date
 from livemem.duck import registered, sql_literal, sql_literals
 from livemem.errors import LivingMemoryError, SourceError
 from livemem.ingest import records
 from livemem.ingest.breath import Breath, parse_breath
-from livemem.ingest.chunking import Chunk, chunk_files, file_type
 from livemem.ingest.embed_cache import EmbeddingCache
-from livemem.ingest.embedding import Embedder, cache_key
+from livemem.ingest.embedding import Embedder
+from livemem.ingest.read import _FileTask, _ReadJob, read_and_chunk
 from livemem.ingest.vectors import delete, open_vectors, server_address, upsert
 from livemem.query.sparse import Postings, TermIds
-from livemem.settings import BuildSettings
 from livemem.sources.config import Governance, SourceConfig, SourcesConfig
-from livemem.sources.gitsource import FileHistory, GitSource, TreeEntry
+from livemem.sources.gitsource import GitSource, TreeEntry
 from livemem.usage.attention import attention_stats
 from livemem.version import PARTS, connect, use_parts
 from livemem.version.segments import (
@@ -95,11 +86,6 @@ CHUNK_TABLES = (
 )  # fmt: skip
 SKIP_COLUMNS = ("source", "path", "blob_sha", "size", "reason")
 HIGH_ATTENTION = 1.0
-CHUNK_BATCH_FILES = 512  # files chunked together (one tokenizer call for their new words)
-# Files to read and chunk from which worker processes do it (``read_and_chunk``): starting them costs about a second,
-# and small builds (every one-file change, every test) stay in this process.
-POOL_MIN_FILES = 4000
-WORKERS_ENV = "LIVEMEM_BUILD_WORKERS"
 QUICK_PLAN_MAX_PATHS = 2000  # more paths touched since the base: list the whole tree instead (one git call)
 
 
@@ -857,218 +843,6 @@ class _Builder:
                 },
             },
         }
-
-
-def chunk_many(files: list[tuple[str, str]], max_chars: int, max_tokens: int | None) -> list[list[Chunk]]:
-    """Chunks of each ``(path, text)``, as ``chunk_files`` gives them, in batches: the words no earlier file had
-    are counted by the tokenizer in one threaded call per batch."""
-    return [
-        chunks
-        for start in range(0, len(files), CHUNK_BATCH_FILES)
-        for chunks in chunk_files(files[start : start + CHUNK_BATCH_FILES], max_chars, max_tokens)
-    ]
-
-
-@dataclass(frozen=True)
-class _ReadJob:
-    """What turning one source's files into rows needs (sent to worker processes with each batch)."""
-
-    source: SourceConfig
-    repo: str
-    model_id: str
-    max_file_bytes: int
-    max_chunk_chars: int
-    chunk_tokens: int | None
-
-
-@dataclass(frozen=True)
-class _FileTask:
-    """One rebuilt file: its tree entry, its provenance and the ``created_at`` the base kept for it (else None)."""
-
-    path: str
-    entry: TreeEntry
-    history: FileHistory
-    created: str | None
-
-
-@dataclass
-class _BatchRows:
-    rows: list[dict[str, Any]]
-    parents: list[dict[str, Any]]
-    skipped: list[dict[str, Any]]
-    truncated: list[tuple[str, int]]  # (path, bytes) of files indexed up to max_file_bytes
-    terms: TermIds | None = None  # the BM25 tokens of the rows' embedded texts (``Postings.tokenize``)
-
-
-def read_and_chunk(job: _ReadJob, tasks: list[_FileTask], git: GitSource) -> Iterator[_BatchRows]:
-    """The rows of ``tasks`` in batches of ``CHUNK_BATCH_FILES`` files, in order. With ``POOL_MIN_FILES`` files or
-    more, worker processes (``LIVEMEM_BUILD_WORKERS``, default one per core) read and chunk the batches while this
-    process collects them in order; the rows are the same either way (each batch is a pure function of its files).
-
-    The workers are started by the ``forkserver`` method: forking this process (which holds DuckDB's, the
-    tokenizer's and Dagster's threads) could deadlock a worker on a lock another thread held. Like any
-    ``multiprocessing`` start method but ``fork``, it imports the main script in each worker, so a script that
-    builds a large corpus needs the usual ``if __name__ == "__main__":`` guard (console scripts, ``python -m``
-    and Dagster have one); ``LIVEMEM_BUILD_WORKERS=1`` builds in this process."""
-    batches = [tasks[i : i + CHUNK_BATCH_FILES] for i in range(0, len(tasks), CHUNK_BATCH_FILES)]
-    workers = min(build_workers(), len(batches))
-    if len(tasks) < POOL_MIN_FILES or workers < 2:
-        for batch in batches:
-            yield _batch_rows(job, batch, git)
-        return
-    yield from _in_workers(_worker_batch, job, batches, workers)
-
-
-def build_workers() -> int:
-    """Worker processes a large build reads and chunks with: ``LIVEMEM_BUILD_WORKERS``, else one per core."""
-    workers = BuildSettings.from_env().workers  # a bad value: ConfigError naming the variable
-    return (os.cpu_count() or 1) if workers is None else max(1, workers)
-
-
-def _in_workers(function, job: _ReadJob, batches: list[list[_FileTask]], workers: int) -> Iterator[_BatchRows]:
-    """``function(job, batch)`` of every batch in worker processes, yielded in order. A worker that raises or dies
-    stops the build with an error naming the files; nothing has been written by then (segments are written after
-    every file is read)."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])  # workers fork from a server that imported this module once
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_watch_build, initargs=(os.getpid(),))
-    try:
-        futures = [pool.submit(function, job, batch) for batch in batches]
-        for i, future in enumerate(futures):
-            try:
-                yield future.result()
-            except BrokenProcessPool as exc:
-                # which batch the dead worker held is unknown: name the files of every batch left unfinished
-                left = [t.path for batch in batches[i:] for t in batch]
-                named = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
-                raise LivingMemoryError(
-                    f"source {job.source.name!r}: a worker process died while reading and chunking files ({named}): "
-                    f"killed, out of memory, or a main script without an `if __name__ == '__main__':` guard ran "
-                    f"again in it; {WORKERS_ENV}=1 builds in one process"
-                ) from exc
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _watch_build(build_pid: int) -> None:
-    """A worker's watchdog: exit when the build process is gone. A build killed before it could stop its pool
-    (SIGKILL, a run terminated) leaves workers that would otherwise wait forever to hand back their batch."""
-
-    def watch() -> None:
-        while True:
-            time.sleep(1.0)
-            try:
-                os.kill(build_pid, 0)
-            except OSError:  # no such process (or the id now names another user's): the build is gone
-                os._exit(1)
-
-    threading.Thread(target=watch, name="livemem-build-watchdog", daemon=True).start()
-
-
-_WORKER_REPOS: dict[str, GitSource] = {}  # a worker process's open repositories (one `git cat-file` each)
-
-
-def _worker_batch(job: _ReadJob, batch: list[_FileTask]) -> _BatchRows:
-    git = _WORKER_REPOS.get(job.repo)
-    if git is None:
-        git = _WORKER_REPOS[job.repo] = GitSource(Path(job.repo), job.source.name)
-    return _batch_rows(job, batch, git)
-
-
-def _batch_rows(job: _ReadJob, batch: list[_FileTask], git: GitSource) -> _BatchRows:
-    """Read, decode and chunk a batch of files; a file that cannot be read or chunked raises an error naming it."""
-    src = job.source
-    out = _BatchRows([], [], [], [])
-    readable: list[tuple[_FileTask, str, bool]] = []  # task, text, truncated
-    for task in batch:
-        entry = task.entry
-        try:
-            raw = git.read_blob(entry.blob_sha)
-        except Exception as exc:
-            raise SourceError(
-                f"source {src.name!r}: {task.path} (blob {entry.blob_sha}) cannot be read: {exc}"
-            ) from exc
-        reason = None
-        truncated = len(raw) > job.max_file_bytes
-        if b"\0" in raw[:8192]:
-            reason = "binary"
-        else:
-            try:
-                text = raw[: job.max_file_bytes].decode("utf-8", errors="strict" if not truncated else "ignore")
-            except UnicodeDecodeError:
-                reason = "non_utf8"
-            else:
-                if not text.strip():
-                    reason = "empty"
-        if reason:
-            out.skipped.append(
-                {
-                    "source": src.name,
-                    "path": task.path,
-                    "blob_sha": entry.blob_sha,
-                    "size": entry.size,
-                    "reason": reason,
-                }
-            )
-            continue
-        if truncated:
-            out.truncated.append((task.path, len(raw)))
-        readable.append((task, text, truncated))
-    files = [(task.path, text) for task, text, _ in readable]
-    try:
-        chunked = chunk_many(files, job.max_chunk_chars, job.chunk_tokens)
-    except Exception:
-        for path, text in files:  # one by one: name the file that fails
-            try:
-                chunk_files([(path, text)], job.max_chunk_chars, job.chunk_tokens)
-            except Exception as exc:
-                raise LivingMemoryError(f"source {src.name!r}: {path} cannot be chunked: {exc!r}") from exc
-        raise
-    for (task, text, truncated), chunks in zip(readable, chunked, strict=True):
-        try:
-            _file_rows(job, task, text, truncated, chunks, out)
-        except Exception as exc:
-            raise LivingMemoryError(f"source {src.name!r}: {task.path}: {exc!r}") from exc
-    out.terms = Postings.tokenize([row["_embed_text"] for row in out.rows])
-    return out
-
-
-def _file_rows(
-    job: _ReadJob, task: _FileTask, text: str, truncated: bool, chunks: list[Chunk], out: _BatchRows
-) -> None:
-    src, path, prov = job.source, task.path, task.history
-    sealed = records.is_sealed(text, src.is_sealed_path(path))
-    pid = records.parent_id(src.name, path)
-    kind = file_type(path)
-    domain = {**(document_date(path, text) or {}), **src.domain_metadata(path)}  # configured values win
-    domain_json = json.dumps(domain, sort_keys=True, ensure_ascii=False) if domain else None
-    created = task.created or prov.first_time
-    seal_state = "SEALED" if sealed else "OPEN"
-    occurrences: Counter = Counter()
-    for index, chunk in enumerate(chunks):
-        sha = records.content_hash(chunk.content)
-        occurrence = occurrences[sha]
-        occurrences[sha] += 1
-        embed_text = records.embed_text(chunk.content, chunk.heading_path)
-        out.rows.append(
-            {
-                "chunk_id": records.chunk_id(src.name, path, sha, occurrence), "source": src.name,
-                "collection": src.collection, "access": src.access, "content": chunk.content, "content_hash": sha,
-                "embed_hash": cache_key(job.model_id, embed_text), "seal_state": seal_state, "path": path,
-                "commit_sha": prov.last_commit, "timestamp": prov.last_time, "type": kind,
-                "size": len(chunk.content.encode("utf-8")), "created_at": created, "updated_at": prov.last_time,
-                "heading_path": json.dumps(chunk.heading_path, ensure_ascii=False), "chunk_index": index,
-                "parent_id": pid, "domain": domain_json, "_embed_text": embed_text,
-            }
-        )  # fmt: skip
-    out.parents.append(
-        {
-            "parent_id": pid, "source": src.name, "collection": src.collection, "access": src.access, "path": path,
-            "blob_sha": task.entry.blob_sha, "commit_sha": prov.last_commit, "timestamp": prov.last_time,
-            "created_at": created, "updated_at": prov.last_time, "seal_state": seal_state, "type": kind,
-            "size": task.entry.size, "truncated": truncated, "chunk_count": len(chunks), "content": text,
-        }
-    )  # fmt: skip
 
 
 def read_breath(config: SourcesConfig, opened: dict[str, GitSource] | None = None) -> Breath:

@@ -374,15 +374,15 @@ def test_default_build_writes_no_vector_store_and_switching_it_on_rebuilds_it(
 def test_files_chunked_in_batches_are_chunked_as_one_by_one(monkeypatch) -> None:
     """A build chunks its files in batches (one tokenizer call for a batch's new words); the chunks are exactly
     those of each file chunked alone, with the configured word-piece limit."""
-    from livemem.ingest import build as build_module
+    from livemem.ingest import read as read_module
     from livemem.ingest.chunking import chunk_file
 
     files = [
         (f"docs/page-{i}.md", f"# Page {i}\n\n## Part\n\n" + " ".join(f"word{j} text{i * j}" for j in range(150)))
         for i in range(40)
     ] + [("notes.txt", "one line\n\nanother paragraph of plain text")]
-    monkeypatch.setattr(build_module, "CHUNK_BATCH_FILES", 7)
-    batched = build_module.chunk_many(files, 2000, 64)
+    monkeypatch.setattr(read_module, "CHUNK_BATCH_FILES", 7)
+    batched = read_module.chunk_many(files, 2000, 64)
     assert batched == [chunk_file(path, text, 2000, 64) for path, text in files]
     assert sum(len(c) for c in batched) > len(files)  # the pages were split (64 word pieces each at most)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from livemem.errors import LivingMemoryError
-from livemem.ingest import build as build_module
+from livemem.ingest import read as read_module
 from livemem.ingest.build import build_version
 from livemem.sources.config import load_sources
 from livemem.sources.gitsource import FileHistory, GitSource, TreeEntry
@@ -54,19 +54,19 @@ def table(home: IndexHome, version: str, sql: str) -> list[tuple]:
 def test_a_build_in_worker_processes_is_the_build_of_one_process(tmp_path, make_repo, embedder, monkeypatch) -> None:
     repo = make_repo(files=corpus())
     config = config_for(tmp_path, repo.path)
-    monkeypatch.setattr(build_module, "CHUNK_BATCH_FILES", 7)  # 8 batches
+    monkeypatch.setattr(read_module, "CHUNK_BATCH_FILES", 7)  # 8 batches
     pooled: list[int] = []
-    in_workers = build_module._in_workers
+    in_workers = read_module._in_workers
 
     def spy(function, job, batches, workers):
         pooled.append(workers)
         yield from in_workers(function, job, batches, workers)
 
-    monkeypatch.setattr(build_module, "_in_workers", spy)
+    monkeypatch.setattr(read_module, "_in_workers", spy)
     results = {}
     for workers in ("1", "2"):
         monkeypatch.setenv("LIVEMEM_BUILD_WORKERS", workers)
-        monkeypatch.setattr(build_module, "POOL_MIN_FILES", 10)
+        monkeypatch.setattr(read_module, "POOL_MIN_FILES", 10)
         home = IndexHome(tmp_path / f"index-{workers}")
         results[workers] = (home, build_version(config, home, embedder))
     assert pooled == [2]  # only the second build used worker processes
@@ -87,12 +87,12 @@ def test_a_build_in_worker_processes_is_the_build_of_one_process(tmp_path, make_
 def _die_in_second_batch(job, batch):
     if batch[0].path == "b":
         os.kill(os.getpid(), signal.SIGKILL)
-    return build_module._BatchRows([], [], [], [])
+    return read_module._BatchRows([], [], [], [])
 
 
-def job_for(repo: Path) -> build_module._ReadJob:
+def job_for(repo: Path) -> read_module._ReadJob:
     source = load_sources_inline(repo)
-    return build_module._ReadJob(source, str(repo), "model", 1_000_000, 2000, 254)
+    return read_module._ReadJob(source, str(repo), "model", 1_000_000, 2000, 254)
 
 
 def load_sources_inline(repo: Path):
@@ -101,9 +101,9 @@ def load_sources_inline(repo: Path):
     return load_sources(sources).sources[0]
 
 
-def task(path: str, blob: str = "0" * 40) -> build_module._FileTask:
+def task(path: str, blob: str = "0" * 40) -> read_module._FileTask:
     when = "2026-01-01T00:00:00+00:00"
-    return build_module._FileTask(path, TreeEntry(path, blob, 1), FileHistory("c" * 40, when, "c" * 40, when), None)
+    return read_module._FileTask(path, TreeEntry(path, blob, 1), FileHistory("c" * 40, when, "c" * 40, when), None)
 
 
 def test_a_killed_worker_stops_the_build_naming_its_files(tmp_path, make_repo) -> None:
@@ -112,7 +112,7 @@ def test_a_killed_worker_stops_the_build_naming_its_files(tmp_path, make_repo) -
     with pytest.raises(
         LivingMemoryError, match=r"worker process died while reading and chunking files \((a, )?b, b2, c\)"
     ):
-        list(build_module._in_workers(_die_in_second_batch, job_for(repo.path), batches, 2))
+        list(read_module._in_workers(_die_in_second_batch, job_for(repo.path), batches, 2))
 
 
 def test_a_file_a_worker_cannot_read_is_named(tmp_path, make_repo) -> None:
@@ -120,7 +120,7 @@ def test_a_file_a_worker_cannot_read_is_named(tmp_path, make_repo) -> None:
     blob = GitSource(repo.path).list_files(repo.head())[0].blob_sha
     batches = [[task("a.md", blob)], [task("gone.md", "f" * 40)]]
     with pytest.raises(LivingMemoryError, match=r"gone\.md \(blob f{40}\) cannot be read"):
-        list(build_module._in_workers(build_module._worker_batch, job_for(repo.path), batches, 2))
+        list(read_module._in_workers(read_module._worker_batch, job_for(repo.path), batches, 2))
 
 
 def test_a_failed_large_build_leaves_the_published_version_and_no_segment(
@@ -132,10 +132,10 @@ def test_a_failed_large_build_leaves_the_published_version_and_no_segment(
     first = build_version(config, home, embedder)
     home.publish(first.version_id, first.base_version, config.retention)
     repo.commit({f"docs/new-{i}.md": f"# New {i}\n\nfresh text {i}\n" for i in range(20)})
-    monkeypatch.setattr(build_module, "POOL_MIN_FILES", 10)
+    monkeypatch.setattr(read_module, "POOL_MIN_FILES", 10)
     monkeypatch.setenv("LIVEMEM_BUILD_WORKERS", "2")
-    monkeypatch.setattr(build_module, "CHUNK_BATCH_FILES", 5)
-    monkeypatch.setattr(build_module, "_worker_batch", _die_in_second_batch_of_real_files)
+    monkeypatch.setattr(read_module, "CHUNK_BATCH_FILES", 5)
+    monkeypatch.setattr(read_module, "_worker_batch", _die_in_second_batch_of_real_files)
     with pytest.raises(LivingMemoryError, match="worker process died"):
         build_version(config, home, embedder)
     assert home.current() == first.version_id
@@ -145,7 +145,7 @@ def test_a_failed_large_build_leaves_the_published_version_and_no_segment(
 def _die_in_second_batch_of_real_files(job, batch):
     if any(t.path.startswith("docs/new-1") for t in batch):
         os.kill(os.getpid(), signal.SIGKILL)
-    return build_module._BatchRows([], [], [], [])
+    return read_module._BatchRows([], [], [], [])
 
 
 def test_postings_of_batches_tokenized_apart_merge_into_those_of_all_texts() -> None:
@@ -174,10 +174,10 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_build_parallel import _report_and_wait, task
-from livemem.ingest import build
+from livemem.ingest import read
 from livemem.sources.config import SourceConfig
-job = build._ReadJob(SourceConfig("docs", Path("."), "docs"), ".", "model", 1000, 2000, 254)
-list(build._in_workers(_report_and_wait, job, [[task({a!r})], [task({b!r})]], 2))
+job = read._ReadJob(SourceConfig("docs", Path("."), "docs"), ".", "model", 1000, 2000, 254)
+list(read._in_workers(_report_and_wait, job, [[task({a!r})], [task({b!r})]], 2))
 """
 
 
