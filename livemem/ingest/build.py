@@ -30,7 +30,7 @@ from livemem.ingest import records
 from livemem.ingest.breath import Breath, parse_breath
 from livemem.ingest.embed_cache import EmbeddingCache
 from livemem.ingest.embedding import Embedder
-from livemem.ingest.read import _FileTask, _ReadJob, read_and_chunk
+from livemem.ingest.read import FileTask, ReadJob, read_and_chunk
 from livemem.ingest.vectors import delete, open_vectors, server_address, upsert
 from livemem.query.sparse import Postings, TermIds
 from livemem.sources.config import Governance, SourceConfig, SourcesConfig
@@ -486,12 +486,12 @@ class _Builder:
         """Rows, parent rows and skipped-file rows of the rebuilt files, in path order: read and chunked in batches,
         by worker processes when there are many files (``read_and_chunk``)."""
         history = self._history(plan)
-        job = _ReadJob(
+        job = ReadJob(
             plan.source, str(plan.git.path), self.embedder.model_id, self.config.max_file_bytes,
             self.config.max_chunk_chars, self.config.chunk_tokens,
         )  # fmt: skip
         created = {p: None if p in plan.new else plan.base_created.get(p) for p in plan.rebuilt}
-        tasks = [_FileTask(p, plan.tree[p], history[p], created[p]) for p in sorted(plan.rebuilt)]
+        tasks = [FileTask(p, plan.tree[p], history[p], created[p]) for p in sorted(plan.rebuilt)]
         rows: list[dict[str, Any]] = []
         parents: list[dict[str, Any]] = []
         skipped: list[dict[str, Any]] = []

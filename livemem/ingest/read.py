@@ -48,7 +48,7 @@ def chunk_many(files: list[tuple[str, str]], max_chars: int, max_tokens: int | N
 
 
 @dataclass(frozen=True)
-class _ReadJob:
+class ReadJob:
     """What turning one source's files into rows needs (sent to worker processes with each batch)."""
 
     source: SourceConfig
@@ -60,7 +60,7 @@ class _ReadJob:
 
 
 @dataclass(frozen=True)
-class _FileTask:
+class FileTask:
     """One rebuilt file: its tree entry, its provenance and the ``created_at`` the base kept for it (else None)."""
 
     path: str
@@ -70,7 +70,7 @@ class _FileTask:
 
 
 @dataclass
-class _BatchRows:
+class BatchRows:
     rows: list[dict[str, Any]]
     parents: list[dict[str, Any]]
     skipped: list[dict[str, Any]]
@@ -78,7 +78,7 @@ class _BatchRows:
     terms: TermIds | None = None  # the BM25 tokens of the rows' embedded texts (``Postings.tokenize``)
 
 
-def read_and_chunk(job: _ReadJob, tasks: list[_FileTask], git: GitSource) -> Iterator[_BatchRows]:
+def read_and_chunk(job: ReadJob, tasks: list[FileTask], git: GitSource) -> Iterator[BatchRows]:
     """The rows of ``tasks`` in batches of ``CHUNK_BATCH_FILES`` files, in order. With ``POOL_MIN_FILES`` files or
     more, worker processes (``LIVEMEM_BUILD_WORKERS``, default one per core) read and chunk the batches while this
     process collects them in order; the rows are the same either way (each batch is a pure function of its files).
@@ -103,7 +103,7 @@ def build_workers() -> int:
     return (os.cpu_count() or 1) if workers is None else max(1, workers)
 
 
-def _in_workers(function, job: _ReadJob, batches: list[list[_FileTask]], workers: int) -> Iterator[_BatchRows]:
+def _in_workers(function, job: ReadJob, batches: list[list[FileTask]], workers: int) -> Iterator[BatchRows]:
     """``function(job, batch)`` of every batch in worker processes, yielded in order. A worker that raises or dies
     stops the build with an error naming the files; nothing has been written by then (segments are written after
     every file is read)."""
@@ -146,18 +146,18 @@ def _watch_build(build_pid: int) -> None:
 _WORKER_REPOS: dict[str, GitSource] = {}  # a worker process's open repositories (one `git cat-file` each)
 
 
-def _worker_batch(job: _ReadJob, batch: list[_FileTask]) -> _BatchRows:
+def _worker_batch(job: ReadJob, batch: list[FileTask]) -> BatchRows:
     git = _WORKER_REPOS.get(job.repo)
     if git is None:
         git = _WORKER_REPOS[job.repo] = GitSource(Path(job.repo), job.source.name)
     return _batch_rows(job, batch, git)
 
 
-def _batch_rows(job: _ReadJob, batch: list[_FileTask], git: GitSource) -> _BatchRows:
+def _batch_rows(job: ReadJob, batch: list[FileTask], git: GitSource) -> BatchRows:
     """Read, decode and chunk a batch of files; a file that cannot be read or chunked raises an error naming it."""
     src = job.source
-    out = _BatchRows([], [], [], [])
-    readable: list[tuple[_FileTask, str, bool]] = []  # task, text, truncated
+    out = BatchRows([], [], [], [])
+    readable: list[tuple[FileTask, str, bool]] = []  # task, text, truncated
     for task in batch:
         entry = task.entry
         try:
@@ -211,9 +211,7 @@ def _batch_rows(job: _ReadJob, batch: list[_FileTask], git: GitSource) -> _Batch
     return out
 
 
-def _file_rows(
-    job: _ReadJob, task: _FileTask, text: str, truncated: bool, chunks: list[Chunk], out: _BatchRows
-) -> None:
+def _file_rows(job: ReadJob, task: FileTask, text: str, truncated: bool, chunks: list[Chunk], out: BatchRows) -> None:
     src, path, prov = job.source, task.path, task.history
     sealed = records.is_sealed(text, src.is_sealed_path(path))
     pid = records.parent_id(src.name, path)

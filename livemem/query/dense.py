@@ -127,16 +127,6 @@ _EXACT_MATH = {"reassoc", "contract"}
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_EXACT_MATH)
-def _dot_every(vectors, query, out):  # pragma: no cover - compiled
-    for r in range(vectors.shape[0]):
-        row = vectors[r]
-        total = np.float32(0)
-        for i in range(query.size):
-            total += row[i] * query[i]
-        out[r] = total
-
-
-@numba.njit(nogil=True, cache=True, fastmath=_EXACT_MATH)
 def _dot_rows(vectors, rows, query, out):  # pragma: no cover - compiled
     for k in range(rows.size):
         row = vectors[rows[k]]
@@ -159,17 +149,12 @@ def warm_up() -> None:
         vectors = np.zeros((1, 16), dtype=np.float32)
         vectors.flags.writeable = writable
         exact_scores(vectors, query)
-        _gathered_scores(vectors, np.zeros(1, dtype=np.int64), query)
 
 
 def exact_scores(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """The dense score of each row of ``vectors``: a compiled float32 dot product whose order of operations
-    depends on the row alone (``_dot_every``), so it is the same float for a row in any array, at any position."""
-    vectors, query = _float32(vectors, query)
-    out = np.empty(vectors.shape[0], dtype=np.float32)
-    if out.size:
-        _dot_every(vectors, query, out)
-    return out
+    """The dense score of each row of ``vectors``: every row goes through the one compiled loop (``_dot_rows``),
+    so a row's score is the same float in any array, at any position, scored whole or among a few rows."""
+    return _gathered_scores(vectors, np.arange(vectors.shape[0]), query)
 
 
 def _gathered_scores(vectors: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:

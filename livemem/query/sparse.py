@@ -97,19 +97,26 @@ _STEMS: dict[str, str] = {}  # word -> stem, shared by threads; only ever read w
 _STEMS_MAX = 2_000_000  # a bounded memo: words are few, but hostile queries are not
 
 
+def _stems(words: Iterable[str]) -> dict[str, str]:
+    """The stem of each distinct word: remembered ones from the bounded memo (``_STEMS``), the others stemmed in one
+    call and remembered."""
+    found = {w: _STEMS.get(w) for w in set(words)}
+    unknown = [w for w, stem in found.items() if stem is None]
+    if unknown:
+        new = dict(zip(unknown, _stemmer().stemWords(unknown), strict=True))
+        found.update(new)
+        if len(_STEMS) > _STEMS_MAX:
+            _STEMS.clear()
+        _STEMS.update(new)
+    return found
+
+
 def tokens(text: str) -> list[str]:
     """The BM25 tokens of ``text``, in order (repeats kept)."""
     stop = _stopwords()
     words = [w for w in _WORDS.findall(text.lower()) if w not in stop]
-    local = {w: _STEMS.get(w) for w in set(words)}
-    unknown = [w for w, stem in local.items() if stem is None]
-    if unknown:
-        found = dict(zip(unknown, _stemmer().stemWords(unknown), strict=True))
-        local.update(found)
-        if len(_STEMS) > _STEMS_MAX:
-            _STEMS.clear()
-        _STEMS.update(found)
-    return [local[w] for w in words]
+    stems = _stems(words)
+    return [stems[w] for w in words]
 
 
 @dataclass(frozen=True)
@@ -134,7 +141,6 @@ class Postings:
         distinct word is stemmed once. Batches of texts tokenized apart (in a build's worker processes) ``merge``
         into exactly the postings ``build`` gives for all their texts."""
         stop = _stopwords()
-        stemmer = _stemmer()
         word_term: dict[str, int] = {}  # word -> local term id; -1 for a stopword
         stem_term: dict[str, int] = {}
         per_text: list[np.ndarray] = []
@@ -144,15 +150,7 @@ class Postings:
                 ids = np.fromiter(map(word_term.__getitem__, words), dtype=np.int32, count=len(words))
             except KeyError:
                 # stems of words this process stemmed before (earlier batches of a build's worker) are remembered
-                stems = {w: _STEMS.get(w) for w in set(words).difference(word_term)}
-                unknown = [w for w, stem in stems.items() if stem is None]
-                if unknown:
-                    found = dict(zip(unknown, stemmer.stemWords(unknown), strict=True))
-                    stems.update(found)
-                    if len(_STEMS) > _STEMS_MAX:
-                        _STEMS.clear()
-                    _STEMS.update(found)
-                for word, stem in stems.items():
+                for word, stem in _stems(set(words).difference(word_term)).items():
                     word_term[word] = -1 if word in stop else stem_term.setdefault(stem, len(stem_term))
                 ids = np.fromiter(map(word_term.__getitem__, words), dtype=np.int32, count=len(words))
             per_text.append(ids[ids >= 0])

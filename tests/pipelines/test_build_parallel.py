@@ -87,12 +87,12 @@ def test_a_build_in_worker_processes_is_the_build_of_one_process(tmp_path, make_
 def _die_in_second_batch(job, batch):
     if batch[0].path == "b":
         os.kill(os.getpid(), signal.SIGKILL)
-    return read_module._BatchRows([], [], [], [])
+    return read_module.BatchRows([], [], [], [])
 
 
-def job_for(repo: Path) -> read_module._ReadJob:
+def job_for(repo: Path) -> read_module.ReadJob:
     source = load_sources_inline(repo)
-    return read_module._ReadJob(source, str(repo), "model", 1_000_000, 2000, 254)
+    return read_module.ReadJob(source, str(repo), "model", 1_000_000, 2000, 254)
 
 
 def load_sources_inline(repo: Path):
@@ -101,9 +101,9 @@ def load_sources_inline(repo: Path):
     return load_sources(sources).sources[0]
 
 
-def task(path: str, blob: str = "0" * 40) -> read_module._FileTask:
+def task(path: str, blob: str = "0" * 40) -> read_module.FileTask:
     when = "2026-01-01T00:00:00+00:00"
-    return read_module._FileTask(path, TreeEntry(path, blob, 1), FileHistory("c" * 40, when, "c" * 40, when), None)
+    return read_module.FileTask(path, TreeEntry(path, blob, 1), FileHistory("c" * 40, when, "c" * 40, when), None)
 
 
 def test_a_killed_worker_stops_the_build_naming_its_files(tmp_path, make_repo) -> None:
@@ -145,7 +145,7 @@ def test_a_failed_large_build_leaves_the_published_version_and_no_segment(
 def _die_in_second_batch_of_real_files(job, batch):
     if any(t.path.startswith("docs/new-1") for t in batch):
         os.kill(os.getpid(), signal.SIGKILL)
-    return read_module._BatchRows([], [], [], [])
+    return read_module.BatchRows([], [], [], [])
 
 
 def test_postings_of_batches_tokenized_apart_merge_into_those_of_all_texts() -> None:
@@ -176,7 +176,7 @@ sys.path.insert(0, {tests!r})
 from test_build_parallel import _report_and_wait, task
 from livemem.ingest import read
 from livemem.sources.config import SourceConfig
-job = read._ReadJob(SourceConfig("docs", Path("."), "docs"), ".", "model", 1000, 2000, 254)
+job = read.ReadJob(SourceConfig("docs", Path("."), "docs"), ".", "model", 1000, 2000, 254)
 list(read._in_workers(_report_and_wait, job, [[task({a!r})], [task({b!r})]], 2))
 """
 
