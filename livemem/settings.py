@@ -119,7 +119,7 @@ class DenseSettings(Section):
 
     title: ClassVar[str] = "dense scan settings"
     scan_threads: int | None = Field(
-        None, ge=0, validation_alias="LIVEMEM_SCAN_THREADS", description="dense scan threads (default: cores − 1)"
+        None, ge=0, le=64, validation_alias="LIVEMEM_SCAN_THREADS", description="dense scan threads (default: cores − 1)"
     )
     kernel: Literal["int8", "fbgemm", "torch-half"] | None = Field(
         None, validation_alias="LIVEMEM_DENSE_KERNEL", description="the dense first stage's kernel (default: int8)"
@@ -131,7 +131,7 @@ class BuildSettings(Section):
 
     title: ClassVar[str] = "build settings"
     workers: int | None = Field(
-        None, ge=0, validation_alias="LIVEMEM_BUILD_WORKERS", description="build worker processes (default: cores)"
+        None, ge=0, le=256, validation_alias="LIVEMEM_BUILD_WORKERS", description="build worker processes (default: cores)"
     )
 
 

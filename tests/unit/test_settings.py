@@ -16,7 +16,10 @@ from livemem.ingest.vectors import server_address
 from livemem.settings import (
     DEFAULT_INDEX_DIR,
     DEFAULT_SOURCES_FILE,
+    BuildSettings,
+    CacheSettings,
     ContextSettings,
+    DenseSettings,
     LivingMemorySettings,
     ServingSettings,
 )
@@ -29,7 +32,8 @@ VARIABLES = (
     "RAG_SOURCES", "RAG_INDEX_DIR", "DAGSTER_HOME", "RAG_TRACE_DIR", "RAG_TRACE_DSN", "CHROMA_HOST", "CHROMA_PORT",
     "LIVEMEM_PERSONAL_DIR", "LIVEMEM_PERSONAL_RETENTION_DAYS", "LIVEMEM_MCP_ROLE", "LIVEMEM_MCP_OPERATOR_ROLES",
     "RAG_API_KEYS", "RAG_ROLES", "LIVEMEM_WV_ROLES", "LIVEMEM_WEB_ROLES", "LLM_MODEL", "LIVEMEM_WARM_UP_QUESTIONS",
-    "LIVEMEM_ENCODER", "LIVEMEM_QUERY_PRECISION",
+    "LIVEMEM_ENCODER", "LIVEMEM_QUERY_PRECISION", "LIVEMEM_SCAN_THREADS", "LIVEMEM_DENSE_KERNEL",
+    "LIVEMEM_BUILD_WORKERS", "LIVEMEM_SERVING_CACHE", "LIVEMEM_ONNX_CACHE",
 )  # fmt: skip
 
 
@@ -203,3 +207,32 @@ def test_the_typed_sources_file_sections_default_as_their_schemas_say() -> None:
                 assert model.model_fields[name].default == spec["default"], (schema, name)
     weights = load_schema("attention_config")["properties"]["weights"]["properties"]
     assert AttentionConfig().weights.model_dump() == {name: spec["default"] for name, spec in weights.items()}
+
+
+@pytest.mark.parametrize(
+    ("section", "variable", "value", "field"),
+    [
+        (DenseSettings, "LIVEMEM_SCAN_THREADS", "two", "scan_threads"),
+        (DenseSettings, "LIVEMEM_SCAN_THREADS", "-1", "scan_threads"),
+        (DenseSettings, "LIVEMEM_SCAN_THREADS", "100000", "scan_threads"),
+        (DenseSettings, "LIVEMEM_DENSE_KERNEL", "float8", "kernel"),
+        (BuildSettings, "LIVEMEM_BUILD_WORKERS", "1e9", "workers"),
+        (BuildSettings, "LIVEMEM_BUILD_WORKERS", "100000", "workers"),
+    ],
+)
+def test_the_process_knobs_refuse_what_they_cannot_use(clean_env, section, variable, value, field) -> None:
+    """The dense scan's and the build's knobs: a value that is no number, negative, absurdly large or no known
+    kernel is a ConfigError naming the field and its variable, never a crash deep in a worker."""
+    clean_env.setenv(variable, value)
+    with pytest.raises(ConfigError, match=rf"{field} \({variable}\)"):
+        section.from_env()
+
+
+def test_the_process_knobs_default_to_automatic(clean_env) -> None:
+    assert DenseSettings.from_env().scan_threads is None and DenseSettings.from_env().kernel is None
+    assert BuildSettings.from_env().workers is None
+    assert CacheSettings.from_env().serving_cache is None and CacheSettings.from_env().onnx_cache is None
+    clean_env.setenv("LIVEMEM_BUILD_WORKERS", "3")
+    clean_env.setenv("LIVEMEM_SERVING_CACHE", "/tmp/copies")
+    assert BuildSettings.from_env().workers == 3
+    assert CacheSettings.from_env().serving_cache == Path("/tmp/copies")
