@@ -299,3 +299,18 @@ def test_score_normalized_is_one_scale_in_every_mode(client):
         assert [r["chunk_id"] for r in kept["results"]] == [
             r["chunk_id"] for r in data["results"] if r["score_normalized"] >= threshold
         ], mode
+
+
+@pytest.mark.parametrize("return_", ["chunks", "documents"])
+@pytest.mark.parametrize("mode", ["dense", "sparse", "hybrid"])
+def test_query_body_is_exactly_the_response_model(client, mode, return_):
+    """/query writes its JSON itself (not through the response model): the body must hold every field of
+    QueryResponse and nothing else, for fresh and cached answers alike."""
+    from serving.models import QueryResponse
+
+    body = {"query": "food assistance application deadline", "top_k": 5, "mode": mode, "return": return_}
+    for attempt in range(2):  # the second answer comes from the result cache
+        data = ask(client, **body)
+        assert data["results"] and data["cached"] is (attempt == 1)
+        assert data == QueryResponse.model_validate(data).model_dump(mode="json", by_alias=True)
+        assert list(data) == list(QueryResponse.model_json_schema(by_alias=True)["properties"])

@@ -127,3 +127,11 @@ def test_attention_boost_zero_is_the_ranking_without_living_memory(learned: Test
         for old in before["results"]:
             if old["chunk_id"] in now and now[old["chunk_id"]]["attention_score"] == 0:
                 assert now[old["chunk_id"]]["score"] == old["score"]
+
+
+def test_query_body_with_suggestions_is_exactly_the_response_model(learned: TestClient) -> None:
+    from serving.models import QueryResponse
+
+    data = ask(learned, query="Oak Hill office SNAP applications", top_k=1, consider_also=3)
+    assert data["consider_also"]
+    assert data == QueryResponse.model_validate(data).model_dump(mode="json", by_alias=True)
