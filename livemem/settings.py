@@ -13,12 +13,23 @@ The sources file (``RAG_SOURCES``) is the other half: ``livemem.sources.config``
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
+from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from livemem.errors import ConfigError
 
@@ -32,6 +43,20 @@ CommaList = Annotated[list[str], NoDecode]  # "a, b" in the environment (not JSO
 
 def _split_commas(value: Any) -> Any:
     return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+
+_MAPPING: ContextVar[Mapping[str, str] | None] = ContextVar("livemem_settings_mapping", default=None)
+
+
+class _MappingSource(EnvSettingsSource):
+    """The environment source reading a given mapping instead of ``os.environ`` (``Section.from_mapping``)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
+        self._mapping = dict(env)
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return self._mapping
 
 
 class Section(BaseSettings):
@@ -57,8 +82,36 @@ class Section(BaseSettings):
     @classmethod
     def from_env(cls, **overrides: Any) -> Self:
         """The section from the environment, ``overrides`` (field names) taking precedence."""
+        return cls._checked(lambda: cls(**overrides))
+
+    @classmethod
+    def from_mapping(cls, env: Mapping[str, str]) -> Self:
+        """The section from ``env`` (variable -> value) instead of the process environment, parsed and checked the
+        same way; the process environment is not read."""
+        token = _MAPPING.set(env)
         try:
-            return cls(**overrides)
+            return cls._checked(cls)
+        finally:
+            _MAPPING.reset(token)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        env = _MAPPING.get()
+        if env is None:
+            return init_settings, env_settings, dotenv_settings, file_secret_settings
+        return init_settings, _MappingSource(settings_cls, env)
+
+    @classmethod
+    def _checked(cls, build: Any) -> Self:
+        try:
+            return build()
         except ValidationError as exc:
             # Only the messages: the input values may hold API keys.
             problems = "; ".join(f"{cls._named(e['loc'])}: {e['msg']}" for e in exc.errors())
@@ -96,6 +149,13 @@ class TraceSettings(Section):
     dsn: str | None = Field(
         None, validation_alias="RAG_TRACE_DSN", repr=False, description="Postgres: traces in a table there"
     )
+    # checked (at least 16 bytes) where trace ids are signed: ``livemem.usage.traces.TraceSigner``
+    secret: str | None = Field(
+        None,
+        validation_alias="RAG_TRACE_SECRET",
+        repr=False,
+        description="key signing trace ids (default: one generated once in the trace directory)",
+    )
 
     def directory(self, index_dir: str | Path) -> Path:
         """The trace directory of an index home: writers and the rollup resolve it here, so they never disagree."""
@@ -119,7 +179,11 @@ class DenseSettings(Section):
 
     title: ClassVar[str] = "dense scan settings"
     scan_threads: int | None = Field(
-        None, ge=0, le=64, validation_alias="LIVEMEM_SCAN_THREADS", description="dense scan threads (default: cores − 1)"
+        None,
+        ge=0,
+        le=64,
+        validation_alias="LIVEMEM_SCAN_THREADS",
+        description="dense scan threads (default: cores − 1)",
     )
     kernel: Literal["int8", "fbgemm", "torch-half"] | None = Field(
         None, validation_alias="LIVEMEM_DENSE_KERNEL", description="the dense first stage's kernel (default: int8)"
@@ -131,7 +195,11 @@ class BuildSettings(Section):
 
     title: ClassVar[str] = "build settings"
     workers: int | None = Field(
-        None, ge=0, le=256, validation_alias="LIVEMEM_BUILD_WORKERS", description="build worker processes (default: cores)"
+        None,
+        ge=0,
+        le=256,
+        validation_alias="LIVEMEM_BUILD_WORKERS",
+        description="build worker processes (default: cores)",
     )
 
 
@@ -145,6 +213,139 @@ class CacheSettings(Section):
     onnx_cache: Path | None = Field(
         None, validation_alias="LIVEMEM_ONNX_CACHE", description="default: ~/.cache/livemem/onnx"
     )
+
+
+ENCODERS = ("torch", "onnx")
+QUERY_PRECISIONS = ("fp32", "int8")
+
+
+def _one_of(variable: str, choices: tuple[str, ...]) -> Any:
+    """A before-validator: the value stripped and lower-cased (blank: unset), else ``variable=value`` refused."""
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        name = value.strip().lower()
+        if name and name not in choices:
+            raise ValueError(f"{variable}={name!r}: expected one of {', '.join(choices)}")
+        return name or None
+
+    return check
+
+
+class EncoderSettings(Section):
+    """The backend and query precision of an ``Embedder`` made without them (builds, the CLI), read when it is made
+    (docs/encoder.md). The serving section reads the same variables with its own defaults (int8 queries)."""
+
+    title: ClassVar[str] = "encoder settings"
+    encoder: Literal["torch", "onnx"] | None = Field(
+        None, validation_alias="LIVEMEM_ENCODER", description="torch or onnx (default: onnx)"
+    )
+    query_precision: Literal["fp32", "int8"] | None = Field(
+        None, validation_alias="LIVEMEM_QUERY_PRECISION", description="query vectors on onnx (default: fp32)"
+    )
+
+    _encoder = field_validator("encoder", mode="before")(_one_of("LIVEMEM_ENCODER", ENCODERS))
+    _precision = field_validator("query_precision", mode="before")(_one_of("LIVEMEM_QUERY_PRECISION", QUERY_PRECISIONS))
+
+
+class PersonaSpec(BaseModel):
+    """One persona of ``LIVEMEM_PERSONAS``: the access it needs, the collections it searches (patterns), how the
+    answer is framed and headed (``livemem.answer.chat.Persona``)."""
+
+    access: list[str]
+    collections: list[str] = Field(default_factory=lambda: ["*"])
+    framing: str = ""
+    heading: str | None = None
+
+
+class PersonaSettings(Section):
+    """Personas overriding or extending the built-in ones, read whenever a persona is resolved (docs/seed-compat.md)."""
+
+    title: ClassVar[str] = "persona settings"
+    personas: dict[str, PersonaSpec] = Field(
+        default_factory=dict, validation_alias="LIVEMEM_PERSONAS", description='JSON {"name": {"access": [...], ...}}'
+    )
+
+
+WEB_RESULT_FIELDS = ("title", "snippet", "url", "published_at")
+
+
+def _positive(variable: str, kind: type) -> Any:
+    """A before-validator: a positive ``kind`` (int or float) from its text, else refused naming ``variable``."""
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        raw = value.strip()
+        try:
+            number = kind(raw)
+        except ValueError:
+            raise ValueError(f"{variable} must be a {kind.__name__}, not {raw!r}") from None
+        if number <= 0:
+            raise ValueError(f"{variable} must be positive, not {raw!r}")
+        return number
+
+    return check
+
+
+class WebSettings(Section):
+    """The web gateway (``livemem.answer.web.gateway_from_env``, read when the context service starts): off unless
+    ``LIVEMEM_WEB_URL`` names a JSON search API (docs/web.md). Which roles may receive web context is the context
+    section's ``LIVEMEM_WEB_ROLES``."""
+
+    title: ClassVar[str] = "web gateway settings"
+    keep_empty: ClassVar[frozenset[str]] = frozenset({"LIVEMEM_WEB_LIMIT_PARAM"})  # empty: no limit parameter
+
+    url: str | None = Field(None, validation_alias="LIVEMEM_WEB_URL", description="the search endpoint (unset: off)")
+    key: str | None = Field(None, validation_alias="LIVEMEM_WEB_KEY", repr=False, description="sent in a header only")
+    key_header: str = Field("Authorization", validation_alias="LIVEMEM_WEB_KEY_HEADER")
+    query_param: str = Field("q", validation_alias="LIVEMEM_WEB_QUERY_PARAM")
+    limit_param: str | None = Field("count", validation_alias="LIVEMEM_WEB_LIMIT_PARAM", description="empty: none")
+    results_path: str = Field("results", validation_alias="LIVEMEM_WEB_RESULTS_PATH")
+    fields: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, validation_alias="LIVEMEM_WEB_FIELDS", description="JSON: our field -> the API's"
+    )
+    timeout_s: float = Field(5.0, validation_alias="LIVEMEM_WEB_TIMEOUT_S")
+    allowed_domains: CommaList = Field(default_factory=list, validation_alias="LIVEMEM_WEB_ALLOWED_DOMAINS")
+    denied_domains: CommaList = Field(default_factory=list, validation_alias="LIVEMEM_WEB_DENIED_DOMAINS")
+    max_results: int = Field(5, validation_alias="LIVEMEM_WEB_MAX_RESULTS")
+    calls_per_minute: int = Field(30, validation_alias="LIVEMEM_WEB_CALLS_PER_MINUTE")
+
+    _commas = field_validator("allowed_domains", "denied_domains", mode="before")(_split_commas)
+    _timeout = field_validator("timeout_s", mode="before")(_positive("LIVEMEM_WEB_TIMEOUT_S", float))
+    _max_results = field_validator("max_results", mode="before")(_positive("LIVEMEM_WEB_MAX_RESULTS", int))
+    _calls = field_validator("calls_per_minute", mode="before")(_positive("LIVEMEM_WEB_CALLS_PER_MINUTE", int))
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _http_url(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        url = value.strip()
+        parts = urlsplit(url)
+        if url and (parts.scheme not in ("http", "https") or not parts.hostname):
+            raise ValueError(f"LIVEMEM_WEB_URL must be an http(s) URL, not {url!r}")
+        return url or None
+
+    @field_validator("limit_param", mode="before")
+    @classmethod
+    def _no_limit_param(cls, value: Any) -> Any:
+        return value or None
+
+    @field_validator("fields", mode="before")
+    @classmethod
+    def _json_fields(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ValueError(
+                    'LIVEMEM_WEB_FIELDS must be a JSON object such as {"snippet": "description"}'
+                ) from None
+        if not isinstance(value, dict) or not set(value) <= set(WEB_RESULT_FIELDS):
+            raise ValueError(f"LIVEMEM_WEB_FIELDS maps some of {', '.join(WEB_RESULT_FIELDS)} to the API's field names")
+        return value
 
 
 class PersonalSettings(Section):
@@ -322,6 +523,9 @@ class LivingMemorySettings(Section):
     dense: DenseSettings = Field(default_factory=DenseSettings)
     build: BuildSettings = Field(default_factory=BuildSettings)
     caches: CacheSettings = Field(default_factory=CacheSettings)
+    encoders: EncoderSettings = Field(default_factory=EncoderSettings)
+    personas: PersonaSettings = Field(default_factory=PersonaSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
     personal: PersonalSettings = Field(default_factory=PersonalSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     serving: ServingSettings = Field(default_factory=ServingSettings)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 
 from livemem.answer.graph import connection_sentences
 from livemem.answer.prompt import GREETING_REPLY, REDIRECT_EMERGENCY
-from livemem.settings import ContextSettings
+from livemem.settings import ContextSettings, PersonaSettings
 from livemem.version.reader import Snapshot
 
 log = logging.getLogger(__name__)
@@ -212,14 +211,9 @@ def personas() -> dict[str, Persona]:
     """The built-in personas, overridden or extended by ``LIVEMEM_PERSONAS`` (JSON: ``{"name": {"access": [...],
     "collections": [...], "framing": "...", "heading": "..."}}``)."""
     table = dict(PERSONAS)
-    raw = os.environ.get("LIVEMEM_PERSONAS")
-    if raw:
-        for name, spec in json.loads(raw).items():
-            key = persona_key(name)
-            table[key] = Persona(
-                key, frozenset(spec["access"]), tuple(spec.get("collections", ["*"])), spec.get("framing", ""),
-                spec.get("heading"),
-            )  # fmt: skip
+    for name, spec in PersonaSettings.from_env().personas.items():
+        key = persona_key(name)
+        table[key] = Persona(key, frozenset(spec.access), tuple(spec.collections), spec.framing, spec.heading)
     return table
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -26,6 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from livemem.errors import ConfigError
+from livemem.settings import WebSettings
 
 log = logging.getLogger(__name__)
 
@@ -245,50 +245,27 @@ class WebGateway:
         return results, [record]
 
 
-def _domains(value: str | None) -> list[str]:
-    return [d.strip() for d in (value or "").split(",") if d.strip()]
-
-
-def _number(env: Mapping[str, str], name: str, default: float, kind: type = float) -> Any:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a {kind.__name__}, not {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(f"{name} must be positive, not {raw!r}")
-    return value
-
-
 def gateway_from_env(env: Mapping[str, str] | None = None) -> WebGateway | None:
-    """The gateway ``LIVEMEM_WEB_*`` configures, or None (off) when ``LIVEMEM_WEB_URL`` is unset (docs/web.md)."""
-    env = os.environ if env is None else env
-    url = env.get("LIVEMEM_WEB_URL", "").strip()
-    if not url:
+    """The gateway ``LIVEMEM_WEB_*`` (the settings tree's ``WebSettings``; ``env`` instead of the process
+    environment when given) configures, or None (off) when ``LIVEMEM_WEB_URL`` is unset (docs/web.md)."""
+    web = WebSettings.from_env() if env is None else WebSettings.from_mapping(env)
+    if not web.url:
         return None
-    try:
-        fields = json.loads(env.get("LIVEMEM_WEB_FIELDS") or "{}")
-    except ValueError:
-        raise ConfigError('LIVEMEM_WEB_FIELDS must be a JSON object such as {"snippet": "description"}') from None
-    if not isinstance(fields, dict) or not set(fields) <= set(RESULT_FIELDS):
-        raise ConfigError(f"LIVEMEM_WEB_FIELDS maps some of {', '.join(RESULT_FIELDS)} to the API's field names")
     provider = HttpJsonProvider(
-        url,
-        key=env.get("LIVEMEM_WEB_KEY") or None,
-        key_header=env.get("LIVEMEM_WEB_KEY_HEADER") or "Authorization",
-        query_param=env.get("LIVEMEM_WEB_QUERY_PARAM") or "q",
-        limit_param=env.get("LIVEMEM_WEB_LIMIT_PARAM", "count") or None,
-        results_path=env.get("LIVEMEM_WEB_RESULTS_PATH") or "results",
-        fields=fields,
-        timeout_s=_number(env, "LIVEMEM_WEB_TIMEOUT_S", 5.0),
+        web.url,
+        key=web.key,
+        key_header=web.key_header,
+        query_param=web.query_param,
+        limit_param=web.limit_param,
+        results_path=web.results_path,
+        fields=web.fields,
+        timeout_s=web.timeout_s,
     )
     policy = WebPolicy(
-        allowed_domains=_domains(env.get("LIVEMEM_WEB_ALLOWED_DOMAINS")),
-        denied_domains=_domains(env.get("LIVEMEM_WEB_DENIED_DOMAINS")),
-        max_results=_number(env, "LIVEMEM_WEB_MAX_RESULTS", 5, int),
-        calls_per_minute=_number(env, "LIVEMEM_WEB_CALLS_PER_MINUTE", 30, int),
+        allowed_domains=web.allowed_domains,
+        denied_domains=web.denied_domains,
+        max_results=web.max_results,
+        calls_per_minute=web.calls_per_minute,
     )
     log.info("web gateway on: %s (key %s)", provider.name, "set" if provider.key else "not set")
     return WebGateway(provider, policy)

@@ -31,6 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
+from livemem.errors import ConfigError
+from livemem.settings import EncoderSettings
+
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DIM = 384
 
@@ -42,20 +45,23 @@ _MODELS: dict[tuple, object] = {}
 _LOCK = threading.Lock()
 
 
+def _encoder_settings(**other: None) -> EncoderSettings:
+    """The settings tree's encoder section, ``other`` left unread (each function below reads its own variable); a
+    bad value is a ValueError here, as callers of ``Embedder`` expect."""
+    try:
+        return EncoderSettings.from_env(**other)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def encoder_from_env() -> str:
     """The backend named by ``LIVEMEM_ENCODER`` (``torch`` or ``onnx``; default ``onnx``)."""
-    name = os.environ.get("LIVEMEM_ENCODER", "").strip().lower() or DEFAULT_ENCODER
-    if name not in ENCODERS:
-        raise ValueError(f"LIVEMEM_ENCODER={name!r}: expected one of {', '.join(ENCODERS)}")
-    return name
+    return _encoder_settings(query_precision=None).encoder or DEFAULT_ENCODER
 
 
 def query_precision_from_env() -> str:
     """The query-vector precision named by ``LIVEMEM_QUERY_PRECISION`` (``fp32`` or ``int8``; default ``fp32``)."""
-    name = os.environ.get("LIVEMEM_QUERY_PRECISION", "").strip().lower() or "fp32"
-    if name not in QUERY_PRECISIONS:
-        raise ValueError(f"LIVEMEM_QUERY_PRECISION={name!r}: expected one of {', '.join(QUERY_PRECISIONS)}")
-    return name
+    return _encoder_settings(encoder=None).query_precision or "fp32"
 
 
 def default_model_path() -> Path:

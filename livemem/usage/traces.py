@@ -47,6 +47,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from livemem.settings import TraceSettings
+
 log = logging.getLogger(__name__)
 
 
@@ -91,7 +93,7 @@ class TraceSigner:
     def from_env(cls, directory: str | os.PathLike[str]) -> TraceSigner:
         """``RAG_TRACE_SECRET`` when set (replicas on several machines set the same one); otherwise a secret
         generated once under ``directory`` (mode 0600) that every process using that directory shares."""
-        configured = os.environ.get(TRACE_SECRET_ENV)
+        configured = TraceSettings.from_env().secret
         if configured:
             return cls(configured.encode("utf-8"))
         try:

@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from livemem.answer.chat import personas
 from livemem.answer.personal import personal_dir_from_env, retention_days_from_env
+from livemem.answer.web import gateway_from_env
 from livemem.errors import ConfigError
 from livemem.ingest.breath import Breath
+from livemem.ingest.embedding import encoder_from_env, query_precision_from_env
 from livemem.ingest.vectors import server_address
 from livemem.settings import (
     DEFAULT_INDEX_DIR,
@@ -20,12 +23,16 @@ from livemem.settings import (
     CacheSettings,
     ContextSettings,
     DenseSettings,
+    EncoderSettings,
     LivingMemorySettings,
+    PersonaSettings,
     ServingSettings,
+    TraceSettings,
+    WebSettings,
 )
 from livemem.sources.config import trace_dir_from_env
 from livemem.usage.attention import AttentionConfig, rollup_day
-from livemem.usage.traces import feedback_events, retrieval_events
+from livemem.usage.traces import TraceSigner, feedback_events, retrieval_events
 from livemem.version.store import IndexHome
 
 VARIABLES = (
@@ -33,7 +40,10 @@ VARIABLES = (
     "LIVEMEM_PERSONAL_DIR", "LIVEMEM_PERSONAL_RETENTION_DAYS", "LIVEMEM_MCP_ROLE", "LIVEMEM_MCP_OPERATOR_ROLES",
     "RAG_API_KEYS", "RAG_ROLES", "LIVEMEM_WV_ROLES", "LIVEMEM_WEB_ROLES", "LLM_MODEL", "LIVEMEM_WARM_UP_QUESTIONS",
     "LIVEMEM_ENCODER", "LIVEMEM_QUERY_PRECISION", "LIVEMEM_SCAN_THREADS", "LIVEMEM_DENSE_KERNEL",
-    "LIVEMEM_BUILD_WORKERS", "LIVEMEM_SERVING_CACHE", "LIVEMEM_ONNX_CACHE",
+    "LIVEMEM_BUILD_WORKERS", "LIVEMEM_SERVING_CACHE", "LIVEMEM_ONNX_CACHE", "RAG_TRACE_SECRET", "LIVEMEM_PERSONAS",
+    "LIVEMEM_WEB_URL", "LIVEMEM_WEB_KEY", "LIVEMEM_WEB_KEY_HEADER", "LIVEMEM_WEB_QUERY_PARAM", "LIVEMEM_WEB_LIMIT_PARAM",
+    "LIVEMEM_WEB_RESULTS_PATH", "LIVEMEM_WEB_FIELDS", "LIVEMEM_WEB_TIMEOUT_S", "LIVEMEM_WEB_ALLOWED_DOMAINS",
+    "LIVEMEM_WEB_DENIED_DOMAINS", "LIVEMEM_WEB_MAX_RESULTS", "LIVEMEM_WEB_CALLS_PER_MINUTE",
 )  # fmt: skip
 
 
@@ -236,3 +246,102 @@ def test_the_process_knobs_default_to_automatic(clean_env) -> None:
     clean_env.setenv("LIVEMEM_SERVING_CACHE", "/tmp/copies")
     assert BuildSettings.from_env().workers == 3
     assert CacheSettings.from_env().serving_cache == Path("/tmp/copies")
+
+
+def test_the_encoder_knobs_default_read_and_refuse(clean_env) -> None:
+    """``LIVEMEM_ENCODER`` and ``LIVEMEM_QUERY_PRECISION`` as an ``Embedder`` made without them reads them."""
+    assert EncoderSettings.from_env().encoder is None and EncoderSettings.from_env().query_precision is None
+    assert (encoder_from_env(), query_precision_from_env()) == ("onnx", "fp32")  # the library's defaults
+    clean_env.setenv("LIVEMEM_ENCODER", "torch")
+    clean_env.setenv("LIVEMEM_QUERY_PRECISION", "int8")
+    assert LivingMemorySettings.from_env().encoders == EncoderSettings(encoder="torch", query_precision="int8")
+    clean_env.setenv("LIVEMEM_ENCODER", " Torch ")  # as an Embedder always read it (the serving section: exactly)
+    clean_env.setenv("LIVEMEM_QUERY_PRECISION", "INT8")
+    assert (encoder_from_env(), query_precision_from_env()) == ("torch", "int8")
+    clean_env.setenv("LIVEMEM_ENCODER", "tensorflow")
+    with pytest.raises(ConfigError, match=r"encoder \(LIVEMEM_ENCODER\)"):
+        EncoderSettings.from_env()
+    with pytest.raises(ValueError, match="LIVEMEM_ENCODER='tensorflow'"):
+        encoder_from_env()
+    assert query_precision_from_env() == "int8"  # each reads its own variable only
+    clean_env.setenv("LIVEMEM_ENCODER", "onnx")
+    clean_env.setenv("LIVEMEM_QUERY_PRECISION", "int4")
+    with pytest.raises(ConfigError, match=r"query_precision \(LIVEMEM_QUERY_PRECISION\)"):
+        LivingMemorySettings.from_env()
+
+
+def test_the_trace_secret_is_read_from_the_tree(clean_env, tmp_path: Path) -> None:
+    assert TraceSettings.from_env().secret is None
+    generated = TraceSigner.from_env(tmp_path)  # unset: a secret generated once in the trace directory
+    assert (tmp_path / ".trace-secret").exists()
+    clean_env.setenv("RAG_TRACE_SECRET", "one secret for every replica")
+    tree = LivingMemorySettings.from_env()
+    assert tree.traces.secret == "one secret for every replica" and "replica" not in repr(tree.traces)
+    configured = TraceSigner.from_env(tmp_path / "elsewhere")
+    token = configured.issue(role="public", index_version="v1", chunk_ids=["a"])
+    assert TraceSigner(b"one secret for every replica").verify(token, role="public") is not None
+    assert generated.verify(token, role="public") is None
+    clean_env.setenv("RAG_TRACE_SECRET", "too short")
+    with pytest.raises(ValueError, match="at least 16 bytes"):
+        TraceSigner.from_env(tmp_path)
+
+
+def test_personas_default_read_and_refuse(clean_env) -> None:
+    assert PersonaSettings.from_env().personas == {} and "caseworker" in personas()
+    clean_env.setenv("LIVEMEM_PERSONAS", json.dumps({"Field Worker": {"access": ["public"], "framing": "Be brief."}}))
+    worker = personas()["field_worker"]
+    assert (worker.access, worker.collections, worker.framing, worker.heading) == (
+        frozenset({"public"}), ("*",), "Be brief.", None
+    )  # fmt: skip
+    assert LivingMemorySettings.from_env().personas.personas["Field Worker"].access == ["public"]
+    clean_env.setenv("LIVEMEM_PERSONAS", '{"field worker": ')
+    with pytest.raises(ConfigError, match="LIVEMEM_PERSONAS is not valid JSON"):
+        PersonaSettings.from_env()
+    clean_env.setenv("LIVEMEM_PERSONAS", json.dumps({"field worker": {"framing": "no access named"}}))
+    with pytest.raises(ConfigError, match=r"personas \(LIVEMEM_PERSONAS\)\.field worker\.access"):
+        personas()
+
+
+def test_the_web_gateway_knobs_default_read_and_refuse(clean_env) -> None:
+    web = WebSettings.from_env()
+    assert web.url is None and gateway_from_env() is None and LivingMemorySettings.from_env().web == web
+    assert (web.key_header, web.query_param, web.limit_param, web.results_path) == (
+        "Authorization",
+        "q",
+        "count",
+        "results",
+    )
+    assert (web.timeout_s, web.max_results, web.calls_per_minute, web.fields) == (5.0, 5, 30, {})
+    clean_env.setenv("LIVEMEM_WEB_URL", " https://search.example.org/api ")
+    clean_env.setenv("LIVEMEM_WEB_KEY", "sk-secret-web-key")
+    clean_env.setenv("LIVEMEM_WEB_LIMIT_PARAM", "")  # empty: no limit parameter (unset: count)
+    clean_env.setenv("LIVEMEM_WEB_FIELDS", json.dumps({"snippet": "description"}))
+    clean_env.setenv("LIVEMEM_WEB_DENIED_DOMAINS", "example.com, spam.example")
+    clean_env.setenv("LIVEMEM_WEB_MAX_RESULTS", "3")
+    web = WebSettings.from_env()
+    assert web.url == "https://search.example.org/api" and "sk-secret" not in repr(web)
+    assert (web.limit_param, web.fields, web.denied_domains) == (
+        None,
+        {"snippet": "description"},
+        ["example.com", "spam.example"],
+    )
+    gateway = gateway_from_env()
+    assert gateway.provider.key == "sk-secret-web-key" and gateway.policy.max_results == 3
+    assert gateway_from_env({}) is None  # a mapping given: the process environment is not read
+    for variable, value, problem in (
+        ("LIVEMEM_WEB_URL", "ftp://search.example.org", r"must be an http\(s\) URL"),
+        ("LIVEMEM_WEB_TIMEOUT_S", "soon", "must be a float"),
+        ("LIVEMEM_WEB_CALLS_PER_MINUTE", "0", "must be positive"),
+        ("LIVEMEM_WEB_MAX_RESULTS", "2.5", "must be a int"),
+        ("LIVEMEM_WEB_FIELDS", "{", "must be a JSON object"),
+        ("LIVEMEM_WEB_FIELDS", '{"body": "text"}', "maps some of title"),
+    ):
+        with pytest.raises(ConfigError, match=rf"\({variable}\): Value error, {variable} {problem}") as bad:
+            WebSettings.from_mapping(
+                {
+                    "LIVEMEM_WEB_URL": "https://search.example.org",
+                    "LIVEMEM_WEB_KEY": "sk-secret-web-key",
+                    variable: value,
+                }
+            )
+        assert "sk-secret" not in str(bad.value)
