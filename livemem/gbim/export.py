@@ -191,7 +191,8 @@ def embed_text(entity: dict[str, Any]) -> str:
 
 def _empty_manifest(config: SourcesConfig, embedder: Embedder) -> dict[str, Any]:
     """The chunk part of a manifest for a version staged on an empty index (no chunks yet)."""
-    from livemem.ingest.build import LAYOUT_VERSION, governance_status
+    from livemem.ingest.layout import LAYOUT_VERSION
+    from livemem.ingest.manifest import governance_status
 
     return {
         "layout_version": LAYOUT_VERSION,
@@ -213,7 +214,7 @@ def _empty_manifest(config: SourcesConfig, embedder: Embedder) -> dict[str, Any]
 
 def _write_empty_chunk_parts(staged: Path, dim: int) -> None:
     """Empty chunk tables and retrieval snapshot, so the version is complete for serving and chunk builds."""
-    from livemem.ingest.build import init_chunk_tables
+    from livemem.ingest.layout import init_chunk_tables
 
     con = connect(staged, read_only=False)
     try:

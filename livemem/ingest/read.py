@@ -1,6 +1,6 @@
 """Reading and chunking a build's changed files: git blobs → text → chunks → rows, in batches, in worker
 processes when there are many (``read_and_chunk``; forkserver workers, ``LIVEMEM_BUILD_WORKERS``, a watchdog that
-ends them with the build). ``livemem.ingest.build`` plans what to read and writes what comes back."""
+ends them with the build). ``livemem.ingest.plan`` plans what to read, ``livemem.ingest.rechunk`` asks for it."""
 
 from __future__ import annotations
 

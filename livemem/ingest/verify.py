@@ -30,10 +30,12 @@ import numpy as np
 
 from livemem.errors import LivingMemoryError
 from livemem.ingest import records
-from livemem.ingest.build import PARENT_COLUMNS, SKIP_COLUMNS, build_version
+from livemem.ingest.build import build_version
 from livemem.ingest.embedding import Embedder
+from livemem.ingest.layout import SKIP_COLUMNS
 from livemem.sources.config import SourcesConfig
 from livemem.version import connect
+from livemem.version.segments import PARENT_COLUMNS
 from livemem.version.store import CHROMA, IndexHome
 
 MAX_LISTED = 50

@@ -111,7 +111,7 @@ def run_verification(
         history = _write_tables(staged, result, version_id, stamp)
         section["history"] = history
         now_iso = iso(utc_now())
-        from livemem.ingest.build import LAYOUT_VERSION
+        from livemem.ingest.layout import LAYOUT_VERSION
 
         manifest = {
             "layout_version": LAYOUT_VERSION,
@@ -138,7 +138,7 @@ def _write_tables(staged: Path, result: Verification, version_id: str, stamp: st
         tables = {t for (t,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         if "chunks" not in tables:
             # an index that so far holds only the registry: the chunk step later builds on this version
-            from livemem.ingest.build import init_chunk_tables
+            from livemem.ingest.layout import init_chunk_tables
 
             init_chunk_tables(con)
         con.execute("DROP TABLE IF EXISTS registry; DROP TABLE IF EXISTS registry_issues")

@@ -53,7 +53,7 @@ PARENT_FIELDS = (
     "seal_state", "type", "size", "truncated", "chunk_count", "content",
 )  # fmt: skip
 MATERIALIZE_HINT = "run `make materialize` to build and publish a new version"
-LAYOUT_VERSION = 3  # livemem.ingest.build.LAYOUT_VERSION: versions of older layouts are rebuilt, not served
+LAYOUT_VERSION = 3  # livemem.ingest.layout.LAYOUT_VERSION: versions of older layouts are rebuilt, not served
 SEGMENTS = SegmentCache()  # shared by the readers of this process
 
 

@@ -363,8 +363,8 @@ def append_rows(
     dim: int = 384,
 ) -> str:
     """Add rows to a version being written as one more segment, held, with views (for tools and tests that
-    write a version by hand; builds write through ``livemem.ingest.build``). Missing vectors are zeros. The caller lists
-    the returned segment in the version's manifest (``segments``) before publishing it."""
+    write a version by hand; builds write through ``livemem.ingest.segments_writer``). Missing vectors are zeros.
+    The caller lists the returned segment in the version's manifest (``segments``) before publishing it."""
     from livemem.ingest import records
     from livemem.version import parts_dir
 

@@ -30,7 +30,7 @@ from dagster import (
 )
 
 from livemem.ingest import checks
-from livemem.ingest.build import read_breath
+from livemem.ingest.manifest import read_breath
 from livemem.sources.config import SourcesConfig
 from livemem.usage.attention import attention_config, rollup_day
 from orchestration.assets.publishing import (

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 from typer.testing import CliRunner
 
-from livemem.ingest import build as build_module
+from livemem.ingest import carry as carry_module
+from livemem.ingest import plan as plan_module
 from livemem.ingest.build import build_version
 from livemem.ingest.checks import check_index_complete
 from livemem.ingest.verify import compare_versions, rebuild_and_compare
@@ -86,16 +87,16 @@ def test_the_edited_bundled_example_equals_a_from_scratch_build(bundled, embedde
     assert report.comparison.chunks_compared == bundled["home"].current_manifest()["total_chunks"]
 
 
-_CARRY_MEMBERS = build_module._Builder._carry_members
+_CARRY_MEMBERS = carry_module.CarryOver.members
 
 
-def _old_carry(self, con):
+def _old_carry(self, con, base):
     """The defective carry-over this project shipped (in today's membership form): the temp table ``keep``
     shadowed the frame ``keep``, so every source after the first carried the first source's paths."""
     first = self.keep_only_sources[0] if self.keep_only_sources else None
     first_paths = [p for s, p in self.keep_only if s == first]
     self.keep_only = [(s, p) for s in self.keep_only_sources for p in first_paths]
-    return _CARRY_MEMBERS(self, con)
+    return _CARRY_MEMBERS(self, con, base)
 
 
 def test_the_completeness_check_blocks_the_old_defect(tmp_path: Path, embedder, monkeypatch) -> None:
@@ -106,8 +107,8 @@ def test_the_completeness_check_blocks_the_old_defect(tmp_path: Path, embedder, 
     published = home.current()
     path = "examples/corpus/benefits/raleigh-county.md"
     repo.commit({path: (repo.path / path).read_text(encoding="utf-8") + "More text about LIEAP.\n"})
-    monkeypatch.setattr(build_module._Builder, "_carry_members", _old_carry)
-    monkeypatch.setattr(build_module._Builder, "_plan_changes", lambda *a: None)  # the plan that lists every file
+    monkeypatch.setattr(carry_module.CarryOver, "members", _old_carry)
+    monkeypatch.setattr(plan_module, "quick_plan", lambda *a: None)  # the plan that lists every file
     result = build_version(config, home, embedder)
     outcome = check_index_complete(
         home.staged_dir(result.version_id), home.manifest(result.version_id), config, home.version_dir(published)

@@ -1,0 +1,89 @@
+"""The rebuilt files of a build: their provenance (``history``), their chunk, parent and skipped-file rows and
+BM25 tokens (read and chunked by ``livemem.ingest.read``), and the vectors of their texts (``embed_new``: only
+text never embedded before is embedded, the rest comes from the cache)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from livemem.errors import LivingMemoryError
+from livemem.ingest.embed_cache import EmbeddingCache
+from livemem.ingest.embedding import Embedder
+from livemem.ingest.plan import FilePlan
+from livemem.ingest.read import FileTask, ReadJob, read_and_chunk
+from livemem.query.sparse import TermIds
+from livemem.sources.config import SourcesConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Chunked:
+    """What the rebuilt files of one source give, in path order."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    parents: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    terms: list[TermIds] = field(default_factory=list)  # BM25 tokens of ``rows``, batch by batch, in their order
+    truncated: list[tuple[str, int]] = field(default_factory=list)  # (path, size) of files indexed in part
+
+
+def chunk_files(plan: FilePlan, config: SourcesConfig, model_id: str) -> Chunked:
+    """Rows, parent rows and skipped-file rows of the rebuilt files, in path order: read and chunked in batches,
+    by worker processes when there are many files (``read_and_chunk``)."""
+    found = history(plan)
+    job = ReadJob(
+        plan.source, str(plan.git.path), model_id, config.max_file_bytes, config.max_chunk_chars, config.chunk_tokens,
+    )  # fmt: skip
+    created = {p: None if p in plan.new else plan.base_created.get(p) for p in plan.rebuilt}
+    tasks = [FileTask(p, plan.tree[p], found[p], created[p]) for p in sorted(plan.rebuilt)]
+    out = Chunked()
+    for batch in read_and_chunk(job, tasks, plan.git):
+        out.terms.append(batch.terms)
+        out.rows += batch.rows
+        out.parents += batch.parents
+        out.skipped += batch.skipped
+        for path, size in batch.truncated:
+            out.truncated.append((path, size))
+            log.warning("source %s: %s is %d bytes; indexed its first %d", job.source.name, path, size,
+                        job.max_file_bytes)  # fmt: skip
+    return out
+
+
+def history(plan: FilePlan) -> dict:
+    """Provenance of every rebuilt file, as a from-scratch build computes it (one walk of the whole history).
+
+    A file the base indexed with a known ``created_at`` only needs its last change, which lies in the commits
+    since the base when it was touched there; a file new to the source (added, moved in from another source,
+    selected by a changed glob, or skipped before) needs its first add, which may lie before the base.
+    """
+    wanted = set(plan.rebuilt)
+    ranged = {p for p in wanted if p not in plan.new and plan.base_created.get(p)}
+    found: dict = {}
+    if ranged and plan.base_commit and plan.git.is_ancestor(plan.base_commit, plan.head):
+        found = plan.git.history(plan.head, ranged, since=plan.base_commit)
+    missing = wanted - set(found)
+    if missing:
+        found.update(plan.git.history(plan.head, missing))
+    still = wanted - set(found)
+    if still:
+        raise LivingMemoryError(
+            f"source {plan.source.name!r}: no commit in the history of {plan.head} touches {sorted(still)[:5]}"
+        )
+    return found
+
+
+def embed_new(texts: list[str], cache_dir: Path, embedder: Embedder) -> tuple[np.ndarray, int, int]:
+    """The vectors of ``texts`` with how many were computed and how many came from the cache."""
+    total = len(texts)
+
+    def progress(done: int, todo: int) -> None:
+        log.info("embedded %d/%d new texts (%d chunks to store)", done, todo, total)
+
+    with EmbeddingCache(cache_dir, embedder.dim) as cache:
+        return cache.embed(texts, embedder, progress)
