@@ -23,7 +23,6 @@ from dagster import (
     Output,
     PreviewWarning,
     TimeWindowPartitionMapping,
-    asset,
     asset_check,
     build_schedule_from_partitioned_job,
     define_asset_job,
@@ -33,13 +32,7 @@ from livemem.ingest import checks
 from livemem.ingest.manifest import read_breath
 from livemem.sources.config import SourcesConfig
 from livemem.usage.attention import attention_config, rollup_day
-from orchestration.assets.publishing import (
-    blocking_check_names,
-    check_result,
-    publish_staged,
-    staged_output,
-    staging_asset,
-)
+from orchestration.assets.publishing import check_result, publish_asset, staged_output, staging_asset
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource, TraceStoreResource
 
 GROUP = "living_memory"
@@ -116,24 +109,15 @@ def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any],
             description="Every chunk has a finite attention >= 0 and every record stays valid per the chunk schema.",
         )(check_attention_valid)
 
-    @asset(
+    attention_published = publish_asset(
         name="attention_published",
-        pool="index_writer",
-        group_name=GROUP,
-        partitions_def=partitions,
-        kinds={"filesystem"},
+        staging="attention_rollup",
         description="The rolled-up attention made current (atomic switch of CURRENT) once its check passed.",
+        group_name=GROUP,
+        checks=[attention_valid],
+        row_count=lambda m: m["total_chunks"],
+        partitions_def=partitions,
     )
-    def attention_published(
-        context: AssetExecutionContext,
-        attention_rollup: dict[str, Any],
-        git_sources: GitSourcesResource,
-        index_store: IndexStoreResource,
-    ) -> Output[str | None]:
-        return publish_staged(
-            context, attention_rollup, index_store.home(), git_sources.load().retention,
-            blocking_check_names([attention_valid]), lambda m: m["total_chunks"],
-        )  # fmt: skip
 
     job = define_asset_job(
         "attention_rollup_job",

@@ -22,7 +22,6 @@ from dagster import (
     MetadataValue,
     ObserveResult,
     Output,
-    asset,
     asset_check,
     observable_source_asset,
 )
@@ -32,13 +31,7 @@ from livemem.ingest.build import BuildResult, build_version
 from livemem.ingest.verify import rebuild_and_compare
 from livemem.sources.config import SourcesConfig
 from livemem.sources.gitsource import GitSource
-from orchestration.assets.publishing import (
-    blocking_check_names,
-    check_result,
-    publish_staged,
-    staged_output,
-    staging_asset,
-)
+from orchestration.assets.publishing import check_result, publish_asset, staged_output, staging_asset
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 
 GROUP = "living_memory"
@@ -221,24 +214,16 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
             )
         return check_result(checks.check_sources_readable(manifest), AssetCheckSeverity.WARN)
 
-    @asset(
+    # every blocking check of `chunks` (this list, whatever is added to it) must have passed in the publishing run
+    asset_checks = [chunks_schema_valid, sealed_provenance_resolves, governance_caps, index_complete, sources_readable]
+    published_index = publish_asset(
         name="published_index",
-        pool="index_writer",
-        group_name=GROUP,
-        kinds={"filesystem"},
+        staging="chunks",
         description="The index version named by CURRENT: switched atomically to the staged version once checks pass.",
+        group_name=GROUP,
+        checks=asset_checks,
+        row_count=lambda m: m["total_chunks"],
     )
-    def published_index(
-        context: AssetExecutionContext,
-        chunks: dict[str, Any],
-        git_sources: GitSourcesResource,
-        index_store: IndexStoreResource,
-    ) -> Output[str | None]:
-        # every blocking check of `chunks` (the list below, whatever is added to it) must have passed in this run
-        required = blocking_check_names(asset_checks)
-        return publish_staged(
-            context, chunks, index_store.home(), git_sources.load().retention, required, lambda m: m["total_chunks"]
-        )
 
     @asset_check(
         asset=published_index,
@@ -268,5 +253,4 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         return check_result(outcome)
 
     assets = [*source_assets, chunks, published_index]
-    asset_checks = [chunks_schema_valid, sealed_provenance_resolves, governance_caps, index_complete, sources_readable]
     return assets, [*asset_checks, published_index_matches_rebuild]

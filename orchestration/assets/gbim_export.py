@@ -20,20 +20,13 @@ from dagster import (
     AssetExecutionContext,
     MetadataValue,
     Output,
-    asset,
     asset_check,
 )
 
 from livemem.gbim import EXPORT_VERSION, GbimResult, check_entities_valid, check_entity_flags, export_gbim
 from livemem.ingest.checks import CheckOutcome
 from livemem.sources.config import SourcesConfig
-from orchestration.assets.publishing import (
-    blocking_check_names,
-    check_result,
-    publish_staged,
-    staged_output,
-    staging_asset,
-)
+from orchestration.assets.publishing import check_result, publish_asset, staged_output, staging_asset
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource, SpatialDatabasesResource
 
 GROUP = "living_memory"
@@ -154,23 +147,13 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
             return check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.WARN)
         return check_result(check_entity_flags(version_dir), AssetCheckSeverity.WARN)
 
-    @asset(
-        name="gbim_published",
-        pool="index_writer",
-        group_name=GROUP,
-        kinds={"filesystem"},
-        description="The version with the GBIM export, named by CURRENT once the blocking check passed.",
-    )
-    def gbim_published(
-        context: AssetExecutionContext,
-        gbim_export: dict[str, Any],
-        git_sources: GitSourcesResource,
-        index_store: IndexStoreResource,
-    ) -> Output[str | None]:
-        return publish_staged(
-            context, gbim_export, index_store.home(), git_sources.load().retention, blocking_check_names(checks),
-            lambda m: (m.get("gbim") or {}).get("entities", 0),
-        )  # fmt: skip
-
     checks = [gbim_entities_valid, gbim_entity_flags]
+    gbim_published = publish_asset(
+        name="gbim_published",
+        staging="gbim_export",
+        description="The version with the GBIM export, named by CURRENT once the blocking check passed.",
+        group_name=GROUP,
+        checks=checks,
+        row_count=lambda m: (m.get("gbim") or {}).get("entities", 0),
+    )
     return [gbim_export, gbim_published], checks

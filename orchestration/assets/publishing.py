@@ -1,12 +1,13 @@
 """What every step that stages an index version shares: the staged value (run-scoped), turning a check outcome into
 an asset check result, and the publish step (atomic switch of CURRENT, retention) with the metadata an auditor
-wants.
+wants: ``publish_asset`` makes it for a staging asset.
 
 A version is published only by the run that staged it, and only when every blocking check of the staging asset
 evaluated and passed in that run: ``publish_staged`` reads both from the run's own event log, so neither another
 run's output nor a check skipped by an asset selection can slip a version through.
 """
 
+import inspect
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -21,13 +22,22 @@ from dagster import (
     Failure,
     MetadataValue,
     Output,
+    PartitionsDefinition,
     asset,
 )
 
 from livemem.errors import LivingMemoryError
 from livemem.ingest.checks import CheckOutcome
 from livemem.version.store import IndexHome
+from orchestration.resources import GitSourcesResource, IndexStoreResource
+from orchestration.resources.registry import RegistrySourceResource
 from orchestration.resources.staged import StagedVersionIOManager
+
+# the resources whose sources file sets the retention of published versions: name → (class, its sources file)
+_RETENTION_FROM: dict[str, tuple[type, Callable[[Any], Any]]] = {
+    "git_sources": (GitSourcesResource, GitSourcesResource.load),
+    "registry_source": (RegistrySourceResource, RegistrySourceResource.sources),
+}
 
 
 def staging_asset(**kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
@@ -134,3 +144,49 @@ def publish_staged(
     if row_count is not None:
         metadata["dagster/row_count"] = row_count(manifest)
     return Output(version, metadata=metadata)
+
+
+def publish_asset(
+    *,
+    name: str,
+    staging: str,
+    description: str,
+    group_name: str,
+    checks: Iterable[Any],
+    row_count: Callable[[dict[str, Any]], int],
+    retention_from: str = "git_sources",
+    partitions_def: PartitionsDefinition | None = None,
+) -> Any:
+    """The asset that publishes what the staging asset ``staging`` staged in this run (``publish_staged``), once
+    every blocking check among ``checks`` passed; ``row_count``: its ``dagster/row_count`` from the manifest;
+    ``retention_from``: the resource whose sources file sets the retention (``git_sources``, ``registry_source``).
+
+    Its parameters are those a hand-written asset would have (context, the staged value named after ``staging``,
+    the retention resource, ``index_store``), so Dagster sees the same input and resources."""
+    resource_class, sources_of = _RETENTION_FROM[retention_from]
+    required = blocking_check_names(checks)
+
+    def publish(context: AssetExecutionContext, **kwargs: Any) -> Output[str | None]:
+        retention = sources_of(kwargs[retention_from]).retention
+        home = kwargs["index_store"].home()
+        return publish_staged(context, kwargs[staging], home, retention, required, row_count)
+
+    keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    publish.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter("context", keyword, annotation=AssetExecutionContext),
+            inspect.Parameter(staging, keyword, annotation=dict[str, Any]),
+            inspect.Parameter(retention_from, keyword, annotation=resource_class),
+            inspect.Parameter("index_store", keyword, annotation=IndexStoreResource),
+        ],
+        return_annotation=Output[str | None],
+    )
+    publish.__name__ = publish.__qualname__ = name
+    return asset(
+        name=name,
+        pool="index_writer",
+        group_name=group_name,
+        kinds={"filesystem"},
+        description=description,
+        partitions_def=partitions_def,
+    )(publish)

@@ -23,7 +23,6 @@ from dagster import (
     MetadataValue,
     ObserveResult,
     Output,
-    asset,
     asset_check,
     define_asset_job,
     in_process_executor,
@@ -33,13 +32,7 @@ from dagster import (
 from livemem import registry
 from livemem.ingest.checks import CheckOutcome
 from livemem.sources.config import SourcesConfig
-from orchestration.assets.publishing import (
-    blocking_check_names,
-    check_result,
-    publish_staged,
-    staged_output,
-    staging_asset,
-)
+from orchestration.assets.publishing import check_result, publish_asset, staged_output, staging_asset
 from orchestration.resources import IndexStoreResource
 from orchestration.resources.registry import RegistrySourceResource
 
@@ -182,27 +175,18 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
             return check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.WARN)
         return check_result(registry.check_stale(version_dir, section), AssetCheckSeverity.WARN)
 
-    @asset(
+    checks = [registry_invalid_share, registry_references_resolve, registry_rows_fresh]
+    registry_published = publish_asset(
         name="registry_published",
-        pool="index_writer",
-        group_name=GROUP,
-        kinds={"filesystem"},
+        staging="registry_verification",
         description="The index version named by CURRENT after a registry verification: switched atomically to the "
         "staged version once the blocking checks pass.",
+        group_name=GROUP,
+        checks=checks,
+        row_count=lambda m: (m.get("registry") or {}).get("published", 0),
+        retention_from="registry_source",
     )
-    def registry_published(
-        context: AssetExecutionContext,
-        registry_verification: dict[str, Any],
-        registry_source: RegistrySourceResource,
-        index_store: IndexStoreResource,
-    ) -> Output[str | None]:
-        return publish_staged(
-            context, registry_verification, index_store.home(), registry_source.sources().retention,
-            blocking_check_names(checks), lambda m: (m.get("registry") or {}).get("published", 0),
-        )  # fmt: skip
-
     assets = [source_asset, registry_verification, registry_published]
-    checks = [registry_invalid_share, registry_references_resolve, registry_rows_fresh]
     return assets, checks
 
 
