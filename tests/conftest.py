@@ -8,6 +8,10 @@ The tests are in layers, one folder each, and each test is marked with its layer
 - ``integration/``: external services: Postgres (``postgres``), PostGIS, a Chroma server (``chroma_server``) and a
   browser (``browser``, also the glassbox page in ``api/``).
 
+Helpers that tests of several layers share are in the ``support`` package (``from support.servers import uvicorn``,
+``support.gbim_data``, ``support.examples``, ``support.git``, ``support.build_workers``); no test module imports
+another.
+
 Every test that asks for the embedding model (the ``embedder`` fixture) is also marked ``model``: ``make
 test-unit`` runs ``pytest tests/unit -m "not model"``, which loads no model. The summary at the end of a run gives
 the time spent in each layer.
@@ -16,7 +20,6 @@ the time spent in each layer.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -30,11 +33,13 @@ SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 TESTS = Path(__file__).resolve().parent
 LAYERS = ("unit", "pipelines", "api", "integration")
 _LAYER_SECONDS: dict[str, float] = {}
-# a few test modules share helpers with another layer's (``from test_faults import uvicorn``): every layer's folder
-# is importable, as the flat folder was (the support modules beside this file are, through pytest's rootdir)
-for _layer_dir in LAYERS:
-    if str(TESTS / _layer_dir) not in sys.path:
-        sys.path.append(str(TESTS / _layer_dir))
+# helpers shared across layers live in the ``support`` package beside this file (``from support.servers import
+# uvicorn``; a test module never imports another): its parent, this folder, is importable, and no layer's folder is
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+from support.git import GitRepo  # noqa: E402 - importable once this folder is on sys.path
+
 # the external service each module needs, as a marker (``pytest -m "not postgres"``)
 SERVICES = {
     "test_registry_postgres": "postgres",
@@ -79,51 +84,6 @@ def pytest_terminal_summary(terminalreporter) -> None:
     if _LAYER_SECONDS:
         times = ", ".join(f"{layer} {_LAYER_SECONDS[layer]:.1f} s" for layer in LAYERS if layer in _LAYER_SECONDS)
         terminalreporter.write_line(f"time per layer (set-up, test and teardown): {times}")
-
-
-class GitRepo:
-    """A real git repository in a temp dir, committed to with the git command line."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.clock = 1_700_000_000
-        path.mkdir(parents=True, exist_ok=True)
-        self.git("init", "-q", "-b", "main")
-
-    def git(self, *args: str) -> str:
-        env = {
-            **os.environ,
-            "GIT_AUTHOR_NAME": "Test Author",
-            "GIT_AUTHOR_EMAIL": "author@example.org",
-            "GIT_COMMITTER_NAME": "Test Author",
-            "GIT_COMMITTER_EMAIL": "author@example.org",
-            "GIT_AUTHOR_DATE": f"@{self.clock} +0000",
-            "GIT_COMMITTER_DATE": f"@{self.clock} +0000",
-        }
-        return subprocess.run(
-            ["git", *args], cwd=self.path, env=env, check=True, capture_output=True, text=True
-        ).stdout.strip()
-
-    def commit(
-        self, files: dict[str, str | bytes] | None = None, delete: list[str] = (), message: str = "change"
-    ) -> str:
-        """Write and delete files, commit them one hour after the previous commit, return the commit id."""
-        self.clock += 3600
-        for rel, content in (files or {}).items():
-            target = self.path / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                target.write_bytes(content)
-            else:
-                target.write_text(content, encoding="utf-8")
-        for rel in delete:
-            (self.path / rel).unlink()
-        self.git("add", "-A")
-        self.git("commit", "-q", "-m", message)
-        return self.head()
-
-    def head(self) -> str:
-        return self.git("rev-parse", "HEAD")
 
 
 @pytest.fixture

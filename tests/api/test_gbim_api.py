@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pyproj
 import pytest
 from fastapi.testclient import TestClient
 from serving_support import API_KEYS, build_and_publish, make_workspace
+from support.gbim_data import LIEAP, OAK_HILL, SOURCE, SPATIAL
 
 from livemem.gbim import entity_id, export_gbim
 from livemem.query.gis_index import haversine_km
@@ -18,28 +18,7 @@ from livemem.version.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
 
-PROJECT = Path(__file__).resolve().parents[2]
-EXAMPLE = PROJECT / "examples" / "spatial" / "wv_benefits_facilities.geojson"
-SOURCE = "wv-benefits-facilities"
-OAK_HILL = entity_id(SOURCE, "wvb-001")
-LIEAP = entity_id(SOURCE, "wvb-008")
 BECKLEY_BBOX = [-81.25, 37.7, -81.1, 37.85]
-
-SPATIAL = f"""\
-spatial:
-  worldview_id: wv-benefits
-  region: {{name: West Virginia, bbox: [-82.65, 37.2, -77.7, 40.64]}}
-  sources:
-    - name: {SOURCE}
-      path: {EXAMPLE}
-      crs: EPSG:26917
-      dataset: wv_benefits
-      gbim_entity: facility
-      id_field: facility_id
-      label_field: name
-      description_field: description
-      collection: gis_wv_benefits
-"""
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from serving_support import publish_with_gbim
 from shapely.geometry import Point, shape
-from test_gbim_api import SPATIAL
+from support.gbim_data import SPATIAL
 
 from serving.app import create_app
 from serving.settings import Settings

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from serving_support import build_and_publish, make_workspace
-from test_faults import uvicorn
+from support.servers import uvicorn
 
 from livemem.version.store import IndexHome
 

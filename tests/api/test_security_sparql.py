@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 from serving_support import publish_with_gbim
-from test_faults import uvicorn
-from test_gbim_api import SPATIAL
+from support.gbim_data import SPATIAL
+from support.servers import uvicorn
 
 from livemem.version.store import IndexHome
 

@@ -11,12 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
+from support.build_workers import task
 
 from livemem.errors import LivingMemoryError
 from livemem.ingest import read as read_module
 from livemem.ingest.build import build_version
 from livemem.sources.config import load_sources
-from livemem.sources.gitsource import FileHistory, GitSource, TreeEntry
+from livemem.sources.gitsource import GitSource
 from livemem.version import connect
 from livemem.version.store import IndexHome
 
@@ -101,11 +102,6 @@ def load_sources_inline(repo: Path):
     return load_sources(sources).sources[0]
 
 
-def task(path: str, blob: str = "0" * 40) -> read_module.FileTask:
-    when = "2026-01-01T00:00:00+00:00"
-    return read_module.FileTask(path, TreeEntry(path, blob, 1), FileHistory("c" * 40, when, "c" * 40, when), None)
-
-
 def test_a_killed_worker_stops_the_build_naming_its_files(tmp_path, make_repo) -> None:
     repo = make_repo(files={"a.md": "# A\n"})
     batches = [[task("a")], [task("b"), task("b2")], [task("c")]]
@@ -164,27 +160,22 @@ def test_postings_of_batches_tokenized_apart_merge_into_those_of_all_texts() -> 
     assert tf.tolist() == [2.0 if i % 15 == 0 else 1.0 for i in rows.tolist()]
 
 
-def _report_and_wait(job, batch):
-    Path(batch[0].path).write_text(str(os.getpid()), encoding="utf-8")
-    time.sleep(120)
-
-
 KILLED_BUILD = """
 import sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
-from test_build_parallel import _report_and_wait, task
+from support.build_workers import report_and_wait, task
 from livemem.ingest import read
 from livemem.sources.config import SourceConfig
 job = read.ReadJob(SourceConfig("docs", Path("."), "docs"), ".", "model", 1000, 2000, 254)
-list(read._in_workers(_report_and_wait, job, [[task({a!r})], [task({b!r})]], 2))
+list(read._in_workers(report_and_wait, job, [[task({a!r})], [task({b!r})]], 2))
 """
 
 
 def test_workers_of_a_killed_build_exit(tmp_path) -> None:
     """A build killed before it can stop its worker processes (SIGKILL) leaves none behind."""
     a, b = tmp_path / "a.pid", tmp_path / "b.pid"
-    code = KILLED_BUILD.format(tests=str(Path(__file__).resolve().parent), a=str(a), b=str(b))
+    code = KILLED_BUILD.format(tests=str(Path(__file__).resolve().parents[1]), a=str(a), b=str(b))
     build = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2])
     try:
         deadline = time.monotonic() + 60

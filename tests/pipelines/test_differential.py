@@ -12,14 +12,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
-from conftest import GitRepo
 from differential_support import IndexHistory
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
+from support.examples import copy_bundled_example
 from typer.testing import CliRunner
 
 from livemem.ingest import carry as carry_module
@@ -27,17 +26,9 @@ from livemem.ingest import plan as plan_module
 from livemem.ingest.build import build_version
 from livemem.ingest.checks import check_index_complete
 from livemem.ingest.verify import compare_versions, rebuild_and_compare
-from livemem.sources.config import PROJECT_ROOT, load_sources
+from livemem.sources.config import load_sources
 from livemem.version import connect
 from livemem.version.store import IndexHome
-
-
-def copy_bundled_example(tmp_path: Path) -> tuple[GitRepo, Path]:
-    """The bundled example in a git repository of its own (``repo: ..`` resolves to it, as in the project)."""
-    repo = GitRepo(tmp_path / "project")
-    shutil.copytree(PROJECT_ROOT / "examples", repo.path / "examples")
-    repo.commit(message="bundled example")
-    return repo, repo.path / "examples" / "sources.yaml"
 
 
 def publish(config, home: IndexHome, embedder):

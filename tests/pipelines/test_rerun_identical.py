@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from test_differential import copy_bundled_example
+from support.examples import copy_bundled_example
 
 from livemem.gbim import export_gbim
 from livemem.ingest.build import build_version

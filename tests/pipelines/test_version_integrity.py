@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 import pytest
 from serving_support import build_and_publish, make_workspace
-from test_faults import uvicorn
+from support.servers import uvicorn
 
 from livemem.ingest import records
 from livemem.version import connect
