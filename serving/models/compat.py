@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from serving.models.context import ChatResponse, Citation, ContextRequest, Profile
 
@@ -30,6 +30,17 @@ class SeedRequest(BaseModel):
     history: list[Annotated[str, Field(max_length=4000)]] | None = Field(
         None, max_length=50, description="earlier user messages, oldest first (as on /chat)"
     )
+
+    @model_validator(mode="after")
+    def _valid_for_chat(self) -> Self:
+        """Every rule of /chat's body holds for the seed's (e.g. a message of only whitespace): a body /chat would
+        refuse is a 422 naming the field here, never an error inside the route."""
+        try:
+            self.as_context_request()
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+            raise ValueError(problems) from None
+        return self
 
     def as_context_request(self) -> ContextRequest:
         profile = None if self.profile == "auto" else self.profile

@@ -79,3 +79,13 @@ def test_persona_frames_the_prompt(client):
     framed = client.post("/context", json={**ask, "role": "researcher"}).json()["prompt"]["system"]
     plain = client.post("/context", json=ask).json()["prompt"]["system"]
     assert "The reader is a researcher" in framed and "The reader is" not in plain
+
+
+@pytest.mark.parametrize("message", ["\r", "   ", "\n\t"])
+def test_a_blank_seed_message_is_a_422_like_on_chat(client, message):
+    """A body /chat refuses is refused by the seed's routes too, as a 422 naming the field (the API fuzzer found
+    `{"message": "\\r"}` answered with a 500 on /chat/light: the seed body accepted it, /chat's did not)."""
+    for route in ("/chat/sync", "/chat/light", "/gis_rag", "/chat"):
+        refused = client.post(route, json={"message": message})
+        assert refused.status_code == 422, (route, refused.text)
+        assert "message must contain some text" in refused.text
