@@ -131,7 +131,7 @@ def write_traces(home: IndexHome, events: int, files: int, seed: int = 7) -> dic
 
 def run_rollup(root: Path) -> None:
     """Child process: time one rollup and print its numbers as JSON."""
-    from livemem.ingest.breath import Breath
+    from livemem.sources.breath import Breath
     from livemem.usage.attention import AttentionConfig, rollup_day
 
     home = IndexHome(root)

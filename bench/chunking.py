@@ -18,8 +18,8 @@ import statistics
 import time
 
 from bench.serving_index import SCIFACT
+from livemem.index.records import embed_text
 from livemem.ingest import chunking
-from livemem.ingest.records import embed_text
 from livemem.sources.config import PROJECT_ROOT
 
 RESULTS = PROJECT_ROOT / "bench" / "results"

@@ -1,4 +1,4 @@
-"""Dense top-k latency: the float32 scan against the exact two-stage scan (``livemem.query.dense``), and first-stage kernels.
+"""Dense top-k latency: the float32 scan against the exact two-stage scan (``livemem.index.dense``), and first-stage kernels.
 
 Random unit vectors (384 dims) cut into segments of the sizes a version has after a full build and a week of
 one-file changes (one segment of ~97 % of the rows with 0.5 % of them deleted, then 7 small ones, the largest
@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from livemem.query.dense import DenseRows, first_stage_kernel, top_order
+from livemem.index.dense import DenseRows, first_stage_kernel, top_order
 from livemem.sources.config import PROJECT_ROOT
 
 RESULTS = PROJECT_ROOT / "bench" / "results"

@@ -7,7 +7,7 @@ document); queries: the first 200 train claims. Every backend runs with 2 thread
 - ``onnx-plain``: a plain ``torch.onnx.export`` on ONNX Runtime (graph optimisation ALL), unfused.
 - ``onnx-unsorted``: the fused export, batches in input order.
 - ``onnx``: the shipped backend (fused export, batches sorted by token count), ``Embedder(encoder="onnx")``.
-- ``onnx-int8``: the shipped int8 copy of the fused export (``livemem.ingest.onnx_encoder.quantize_model``: dynamic
+- ``onnx-int8``: the shipped int8 copy of the fused export (``livemem.model.onnx_encoder.quantize_model``: dynamic
   quantisation, one weight scale per output channel), which serving uses for query vectors only.
 - ``onnx-int8-tensor``: the same with one weight scale per tensor (the quantisation first tried: too lossy).
 
@@ -42,8 +42,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.serving_quality import load_queries, ndcg_at
-from livemem.ingest.embedding import Embedder, default_model_path
-from livemem.ingest.onnx_encoder import OnnxEncoder, export_model
+from livemem.model.embedding import Embedder, default_model_path
+from livemem.model.onnx_encoder import OnnxEncoder, export_model
 from livemem.sources.config import PROJECT_ROOT
 
 SCIFACT = PROJECT_ROOT.parent / "shared" / "data" / "ir" / "scifact"
@@ -140,7 +140,7 @@ def torch_one_thread_latency(queries: list[str]) -> dict[str, float]:
     import sys
 
     code = (
-        "import json,sys; from bench.encoder import query_latency; from livemem.ingest.embedding import Embedder; "
+        "import json,sys; from bench.encoder import query_latency; from livemem.model.embedding import Embedder; "
         "e=Embedder(encoder='torch', threads=1); e.model; "
         "print(json.dumps(query_latency(e.encode_one, json.loads(sys.stdin.read()))))"
     )

@@ -121,7 +121,7 @@ def main() -> None:
 
     from fastapi.testclient import TestClient
 
-    from livemem.ingest.embedding import Embedder
+    from livemem.model.embedding import Embedder
     from serving.app import create_app
     from serving.settings import Settings
 

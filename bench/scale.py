@@ -90,12 +90,12 @@ WARMUP_QUERIES = 20
 COMMIT_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z: generated repositories are identical on every machine
 IDENTITY = "Living Memory bench <bench@example.invalid>"
 
-KERNEL_ENV = "LIVEMEM_DENSE_KERNEL"  # livemem.query.dense.KERNEL_ENV (read when livemem.query.dense is imported)
+KERNEL_ENV = "LIVEMEM_DENSE_KERNEL"  # livemem.index.dense.KERNEL_ENV (read when livemem.index.dense is imported)
 log = logging.getLogger("bench.scale")
 
 
 class StandInEmbedder:
-    """STAND-IN for ``livemem.ingest.embedding.Embedder``, for this benchmark only (never shipped in ``livemem``).
+    """STAND-IN for ``livemem.model.embedding.Embedder``, for this benchmark only (never shipped in ``livemem``).
 
     Vectors are a SHAKE-256 hash of each text read as 384 signed bytes, L2-normalised: deterministic, distinct
     per text, and about a microsecond each, so a build is timed without the model.
@@ -391,7 +391,7 @@ def _event(day: str, kind: str, trace: str, chunk: str, rank: int | None = None,
 
 
 def attention_publish(home, version_id: str, entry: dict[str, Any]) -> str:
-    from livemem.ingest.breath import Breath
+    from livemem.sources.breath import Breath
     from livemem.usage.attention import AttentionConfig, rollup_day
 
     entry["trace_events"] = write_attention_traces(home, version_id)
@@ -539,7 +539,7 @@ def worker_main(argv: list[str]) -> None:
 
     from threadpoolctl import threadpool_limits
 
-    from livemem.query.dense import first_stage_kernel
+    from livemem.index.dense import first_stage_kernel
     from livemem.query.retrieval import Query, Retriever
     from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome

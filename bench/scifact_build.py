@@ -341,7 +341,7 @@ def setup(args, results) -> tuple[Path, Path, Path, list[dict[str, str]]]:
 
 def embedded_texts(version_dir: Path) -> tuple[list[str], int]:
     """The distinct texts the pipeline embedded for a version (as the embedding cache deduplicates them)."""
-    from livemem.ingest import records
+    from livemem.index import records
 
     rows = chunk_rows(version_dir)
     texts = list(dict.fromkeys(records.embed_text(r["content"], json.loads(r["heading_path"])) for r in rows))
@@ -534,10 +534,10 @@ def verify(
 def import_code_under_test(skip_dagster: bool) -> str | None:
     """Import every module the benchmark exercises now, so all phases run the code as it was at the start
     (the project may be edited while a long run is in progress). Returns the Dagster import error, if any."""
+    import livemem.index.records
     import livemem.ingest.build
     import livemem.ingest.chunking
-    import livemem.ingest.embedding
-    import livemem.ingest.records
+    import livemem.model.embedding
     import livemem.sources.config
     import livemem.version.store  # noqa: F401
 
@@ -557,7 +557,7 @@ def run(args, report: dict[str, Any]) -> None:
     dagster_error = import_code_under_test(args.skip_dagster)
     report["project"] = project_state()
 
-    from livemem.ingest.embedding import Embedder
+    from livemem.model.embedding import Embedder
     from livemem.sources.config import load_sources
     from livemem.version.store import IndexHome
 

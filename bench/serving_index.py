@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from livemem.ingest.build import build_version
-from livemem.ingest.embedding import Embedder
+from livemem.model.embedding import Embedder
 from livemem.sources.config import PROJECT_ROOT, load_sources
 from livemem.version.store import IndexHome
 

@@ -207,7 +207,7 @@ def components(index_dir: Path, texts: list[str], trace_dir: Path) -> dict[str, 
     same texts, in a pass of their own before)."""
     from fastapi.testclient import TestClient
 
-    from livemem.ingest.embedding import Embedder
+    from livemem.model.embedding import Embedder
     from livemem.query.retrieval import Query, chunk_result
     from livemem.usage.traces import retrieval_events
     from serving.app import create_app

@@ -8,7 +8,7 @@ and normalisation serving uses one query at a time).
 
 The sweep (train split only: the test split is never looked at to choose anything) compares fusion methods and
 parameters (``livemem.query.fusion``: RRF k and weights, min-max and z-score weighted sums, per-side depth) and BM25 k1/b
-(``livemem.query.sparse.K1``/``B``, set in this process only). It scores each setting with ``fuse`` + ``top_documents``
+(``livemem.index.sparse.K1``/``B``, set in this process only). It scores each setting with ``fuse`` + ``top_documents``
 over per-query dense and BM25 scores computed once (what ``search`` does for one collection with no filters; the
 modes table, through ``search``, checks that). ``--compare VERSION`` also scores another published version of the
 same index (e.g. one chunked differently) through ``search``.
@@ -44,9 +44,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.serving_index import SCIFACT, WORK, ensure_index
-from livemem.ingest.embedding import Embedder
-from livemem.query import sparse
-from livemem.query.dense import top_order
+from livemem.index import sparse
+from livemem.index.dense import top_order
+from livemem.model.embedding import Embedder
 from livemem.query.fusion import FusionSettings, fuse
 from livemem.query.retrieval import Hit, Query, Retriever, top_documents
 from livemem.sources.config import PROJECT_ROOT

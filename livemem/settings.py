@@ -175,7 +175,7 @@ class ChromaSettings(Section):
 
 
 class DenseSettings(Section):
-    """The dense scan's process knobs, read once at import of ``livemem.query.dense`` (docs/dense-scan.md)."""
+    """The dense scan's process knobs, read once at import of ``livemem.index.dense`` (docs/dense-scan.md)."""
 
     title: ClassVar[str] = "dense scan settings"
     scan_threads: int | None = Field(

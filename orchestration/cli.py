@@ -323,7 +323,7 @@ def query(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Ask the current version directly (no server), as the given role."""
-    from livemem.ingest.embedding import Embedder
+    from livemem.model.embedding import Embedder
     from livemem.query.retrieval import Query, Retriever, chunk_result
     from livemem.version.reader import IndexUnavailable, load_snapshot
 
@@ -379,7 +379,7 @@ def verify_provenance(
 
 
 def load_embedder():
-    from livemem.ingest.embedding import Embedder
+    from livemem.model.embedding import Embedder
 
     return Embedder()
 

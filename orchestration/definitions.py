@@ -21,7 +21,7 @@ from dagster import (
     multi_or_in_process_executor,
 )
 
-from livemem.ingest.embedding import DEFAULT_ENCODER
+from livemem.model.embedding import DEFAULT_ENCODER
 from livemem.registry import RegistryConfig
 from livemem.settings import DEFAULT_INDEX_DIR, DEFAULT_SOURCES_FILE
 from livemem.sources.config import SourcesConfig, load_sources, sources_file_from_env

@@ -17,8 +17,8 @@ from fastapi.responses import JSONResponse
 
 from livemem.errors import LivingMemoryError
 from livemem.gbim.sparql_worker import SparqlLimits, SparqlPool
-from livemem.ingest.embedding import Embedder
-from livemem.query import dense, sparse
+from livemem.index import dense, sparse
+from livemem.model.embedding import Embedder
 from livemem.version.reader import IndexUnavailable, without_paths
 from serving.limits import RequestLimitsMiddleware
 from serving.metrics import MetricsMiddleware

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from threadpoolctl import threadpool_limits
 
-from livemem.ingest.embedding import Embedder
+from livemem.model.embedding import Embedder
 from livemem.query.cache import ResultCache
 from livemem.query.retrieval import FusionSettings, Retriever
 from livemem.usage.traces import PostgresTraceWriter, TraceSigner, TraceWriter, trace_writer

@@ -100,7 +100,7 @@ def make_repo(tmp_path: Path) -> Callable[..., GitRepo]:
 @pytest.fixture(scope="session")
 def embedder():
     """The real all-MiniLM-L6-v2 embedder, loaded once per test session."""
-    from livemem.ingest.embedding import Embedder
+    from livemem.model.embedding import Embedder
 
     emb = Embedder(threads=2)
     emb.model  # noqa: B018 - load now, once

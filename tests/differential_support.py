@@ -26,9 +26,9 @@ import hypothesis.strategies as st
 from conftest import GitRepo
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
+from livemem.index.records import SEAL_MARKER
 from livemem.ingest.build import build_version
 from livemem.ingest.checks import check_index_complete
-from livemem.ingest.records import SEAL_MARKER
 from livemem.ingest.verify import compare_versions
 from livemem.sources.config import load_sources
 from livemem.version.store import IndexHome

@@ -13,7 +13,7 @@ from pathlib import Path
 import uvicorn
 
 from livemem.ingest.build import build_version
-from livemem.ingest.embedding import Embedder
+from livemem.model.embedding import Embedder
 from livemem.sources.config import load_sources
 from livemem.version.store import IndexHome
 

@@ -20,9 +20,8 @@ from livemem.gbim.entities import Quarantined, features_to_entities, relations_f
 from livemem.gbim.rdf import rdf_graph, serialize_rdf
 from livemem.gbim.read import read_counties, read_features
 from livemem.gbim.relations import linked_relations
-from livemem.ingest.embed_cache import EmbeddingCache
-from livemem.ingest.embedding import Embedder
-from livemem.ingest.vectors import delete, open_vectors, upsert
+from livemem.model.embed_cache import EmbeddingCache
+from livemem.model.embedding import Embedder
 from livemem.query.gis_index import (
     ENTITY_COLUMNS,
     ENTITY_TABLE,
@@ -41,6 +40,7 @@ from livemem.version.store import (
     utc_now,
     write_manifest,
 )
+from livemem.version.vectors import delete, open_vectors, upsert
 
 COUNTIES_MAX_BYTES = 512 * 1024  # larger boundaries are simplified: a browser draws them on every page
 COUNTIES_TOLERANCE_DEG = 0.002  # ~200 m, under a pixel on a state-wide map of a few hundred pixels

@@ -23,15 +23,15 @@ from typing import Any
 import duckdb
 
 from livemem.errors import SourceError
+from livemem.index.sparse import TermIds
 from livemem.ingest.carry import CarryOver, carry_other_parts, record_change
 from livemem.ingest.chroma_mirror import update_chroma
-from livemem.ingest.embedding import Embedder
 from livemem.ingest.layout import SCHEMA_SQL
 from livemem.ingest.manifest import count_chunks, governance_status, read_breath, version_manifest
 from livemem.ingest.plan import Base, already_indexed, plan_source, source_fingerprint
 from livemem.ingest.rechunk import chunk_files, embed_new
 from livemem.ingest.segments_writer import write_segments
-from livemem.query.sparse import TermIds
+from livemem.model.embedding import Embedder
 from livemem.sources.config import SourcesConfig
 from livemem.sources.gitsource import GitSource
 from livemem.version import PARTS, connect, use_parts

@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 
 from livemem.errors import SourceError
-from livemem.ingest import records
+from livemem.index import records
 from livemem.schemas import errors_for, validator
 from livemem.sources.config import SourcesConfig
 from livemem.sources.gitsource import GitSource

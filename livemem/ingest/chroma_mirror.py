@@ -12,11 +12,11 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from livemem.ingest import records
-from livemem.ingest.embed_cache import EmbeddingCache
-from livemem.ingest.embedding import Embedder
-from livemem.ingest.vectors import delete, open_vectors, server_address, upsert
+from livemem.index import records
+from livemem.model.embed_cache import EmbeddingCache
+from livemem.model.embedding import Embedder
 from livemem.sources.config import SourcesConfig
+from livemem.version.vectors import delete, open_vectors, server_address, upsert
 
 log = logging.getLogger(__name__)
 

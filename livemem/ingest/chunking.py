@@ -20,8 +20,9 @@ runs of many files in one threaded ``encode_batch``) and remembered; prefix sums
 candidate chunk. Only a single run over the limit is cut inside, at the tokenizer's own piece boundaries.
 
 Every chunk is an exact substring of the file (stripped of surrounding whitespace), so provenance can be checked
-by looking the chunk up in the file at its commit. Chunking is deterministic; ``CHUNKER_VERSION`` is part of the
-source fingerprint (``SourcesConfig.chunking``), so a change to the rules re-chunks every file.
+by looking the chunk up in the file at its commit. Chunking is deterministic; ``CHUNKER_VERSION`` (defined with the
+other chunking defaults in ``livemem.sources.config``) is part of the source fingerprint (``SourcesConfig.chunking``),
+so a change to the rules re-chunks every file.
 """
 
 from __future__ import annotations
@@ -39,11 +40,10 @@ import numpy as np
 from markdown_it import MarkdownIt
 from tokenizers import Tokenizer
 
-# Bump whenever the same file and settings would give different chunks (it forces re-chunking every source).
-# 4: chunks carry the date their document names (``livemem.dates.document_date``) in ``domain``.
-CHUNKER_VERSION = 4
-MODEL_MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length, [CLS] and [SEP] included
-DEFAULT_CHUNK_TOKENS = MODEL_MAX_TOKENS - 2
+# CHUNKER_VERSION (bump it whenever these rules change), MODEL_MAX_TOKENS and DEFAULT_CHUNK_TOKENS are defined with
+# the sources file they are defaults of (livemem/sources/config.py), the lower package
+from livemem.sources.config import DEFAULT_CHUNK_TOKENS
+
 MIN_CHUNK_TOKENS = 16
 
 MARKDOWN_EXTENSIONS = {".md", ".markdown", ".mdx", ".mdown"}
@@ -73,7 +73,7 @@ class Chunk:
 @cache
 def tokenizer() -> Tokenizer:
     """The embedding model's word-piece tokenizer (no truncation, no padding, no special tokens added here)."""
-    from livemem.ingest.embedding import default_model_path
+    from livemem.model.embedding import default_model_path
 
     tok = Tokenizer.from_file(str(Path(default_model_path()) / "tokenizer.json"))
     tok.no_truncation()

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from livemem.errors import SourceError
-from livemem.ingest.breath import Breath, parse_breath
 from livemem.ingest.chroma_mirror import vector_store_mode
-from livemem.ingest.embedding import Embedder
 from livemem.ingest.layout import LAYOUT_VERSION
 from livemem.ingest.plan import Base, source_fingerprint
+from livemem.model.embedding import Embedder
+from livemem.sources.breath import Breath, parse_breath
 from livemem.sources.config import Governance, SourcesConfig
 from livemem.sources.gitsource import GitSource
 from livemem.usage.attention import attention_stats

@@ -20,10 +20,10 @@ from typing import Any
 
 from livemem.dates import document_date
 from livemem.errors import LivingMemoryError, SourceError
-from livemem.ingest import records
+from livemem.index import records
+from livemem.index.sparse import Postings, TermIds
 from livemem.ingest.chunking import Chunk, chunk_files, file_type
-from livemem.ingest.embedding import cache_key
-from livemem.query.sparse import Postings, TermIds
+from livemem.model.embedding import cache_key
 from livemem.settings import BuildSettings
 from livemem.sources.config import SourceConfig
 from livemem.sources.gitsource import FileHistory, GitSource, TreeEntry

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from livemem.errors import LivingMemoryError
-from livemem.ingest.embed_cache import EmbeddingCache
-from livemem.ingest.embedding import Embedder
+from livemem.index.sparse import TermIds
 from livemem.ingest.plan import FilePlan
 from livemem.ingest.read import FileTask, ReadJob, read_and_chunk
-from livemem.query.sparse import TermIds
+from livemem.model.embed_cache import EmbeddingCache
+from livemem.model.embedding import Embedder
 from livemem.sources.config import SourcesConfig
 
 log = logging.getLogger(__name__)

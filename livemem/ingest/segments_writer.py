@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from livemem.duck import sql_literals
-from livemem.ingest import records
-from livemem.query.sparse import Postings, TermIds
+from livemem.index import records
+from livemem.index.sparse import Postings, TermIds
 from livemem.version.segments import (
     PARENT_COLUMNS,
     create_views,

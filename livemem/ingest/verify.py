@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from livemem.errors import LivingMemoryError
-from livemem.ingest import records
+from livemem.index import records
 from livemem.ingest.build import build_version
-from livemem.ingest.embedding import Embedder
 from livemem.ingest.layout import SKIP_COLUMNS
+from livemem.model.embedding import Embedder
 from livemem.sources.config import SourcesConfig
 from livemem.version import connect
 from livemem.version.segments import PARENT_COLUMNS
@@ -189,7 +189,7 @@ def _compare_retrieval(published: Path, reference: Path, result: Comparison) -> 
 
 def _sample_queries(snap, count: int = 24) -> list[str]:
     """Words of chunks spread over the version (deterministic), one and two at a time."""
-    from livemem.query.sparse import tokens
+    from livemem.index.sparse import tokens
 
     words: list[str] = []
     step = max(1, snap.size // count)
@@ -207,7 +207,7 @@ def read_collections(version: Path, names: list[str]) -> dict[str, dict[str, tup
     A persistent Chroma directory is read from a private copy: opening it in place could write to a published
     version.
     """
-    from livemem.ingest.vectors import SERVER_FILE, _http_client, server_address
+    from livemem.version.vectors import SERVER_FILE, _http_client, server_address
 
     out: dict[str, dict[str, tuple]] = {}
     mapping_file = version / CHROMA / SERVER_FILE

@@ -21,7 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
-from livemem.ingest.embedding import DIM, cache_key
+from livemem.model.embedding import DIM, cache_key
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Nothing here downloads weights: the model is loaded from the package's directory
 switched off. The model is loaded once per process (loading takes seconds) and reused.
 
 Two backends run the same model: ``onnx`` (ONNX Runtime on a fused export of the same weights,
-``livemem.ingest.onnx_encoder``; the default: about 4x faster per query and 1.4-1.7x the build throughput) and
+``livemem.model.onnx_encoder``; the default: about 4x faster per query and 1.4-1.7x the build throughput) and
 ``torch`` (sentence-transformers, the reference), chosen by ``Embedder(encoder=...)`` or else the
 ``LIVEMEM_ENCODER`` environment variable; a build follows its sources file's ``index.encoder`` when it names
 one (``Embedder.with_encoder``). Their vectors agree to float32 rounding (cosine > 0.99999 on real texts), so
@@ -18,7 +18,7 @@ embedding cache and the model id never see a quantised vector; serving turns it 
 (``serving.settings.Settings.query_precision``), the library does not.
 
 Vectors are L2-normalised float32, so cosine similarity is a dot product. ``cache_key`` (``sha256(model id,
-text)``) keys the embedding cache (``livemem.ingest.embed_cache``): identical text is never embedded twice.
+text)``) keys the embedding cache (``livemem.model.embed_cache``): identical text is never embedded twice.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class Embedder:
 
     ``encoder`` picks the backend (``torch`` or ``onnx``; None: ``LIVEMEM_ENCODER``). ``onnx`` runs on the CPU
     whatever ``device`` says, and exports the model into ``onnx_cache_dir`` (default
-    ``livemem.ingest.onnx_encoder.default_cache_dir()``) the first time any process needs it. ``query_precision``
+    ``livemem.model.onnx_encoder.default_cache_dir()``) the first time any process needs it. ``query_precision``
     (None: ``LIVEMEM_QUERY_PRECISION``, else ``fp32``) is the precision of ``encode_one``'s vectors on ``onnx``
     (``int8``: the quantised export); ``torch`` queries are float32 whatever it says.
     """
@@ -138,7 +138,7 @@ class Embedder:
 
     @property
     def onnx(self):
-        """The ONNX Runtime encoder (``livemem.ingest.onnx_encoder.OnnxEncoder``), created once per settings."""
+        """The ONNX Runtime encoder (``livemem.model.onnx_encoder.OnnxEncoder``), created once per settings."""
         return self._onnx("fp32")
 
     @property
@@ -151,7 +151,7 @@ class Embedder:
         key = ("onnx", self.model_path, self.threads, self.batch_size, str(self.onnx_cache_dir), precision)
         with _LOCK:
             if key not in _MODELS:
-                from livemem.ingest.onnx_encoder import OnnxEncoder
+                from livemem.model.onnx_encoder import OnnxEncoder
 
                 _MODELS[key] = OnnxEncoder(
                     self.model_path, self.onnx_cache_dir, self.threads, self.batch_size, precision=precision

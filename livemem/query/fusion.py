@@ -31,7 +31,7 @@ from typing import Literal
 
 import numpy as np
 
-from livemem.query.dense import top_order  # ties go to the lower position, chosen as well as ordered
+from livemem.index.dense import top_order  # ties go to the lower position, chosen as well as ordered
 
 Method = Literal["linear", "minmax", "zscore", "rrf"]
 METHODS: tuple[str, ...] = ("linear", "minmax", "zscore", "rrf")

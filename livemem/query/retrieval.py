@@ -29,8 +29,8 @@ from typing import Any, Literal
 import numpy as np
 
 from livemem.dates import date_mask
-from livemem.ingest.embedding import Embedder
-from livemem.query.dense import DenseScan, scan_pool
+from livemem.index.dense import DenseScan, scan_pool
+from livemem.model.embedding import Embedder
 from livemem.query.fusion import FusionSettings, feedback_order, feedback_query, fuse, top_order, with_feedback
 from livemem.version.reader import Snapshot, breath_number
 
@@ -188,7 +188,7 @@ class Retriever:
                     bm25 = pool.submit(index.scores, query.text)
                 vector = self.encode(query.text)
             t = _tick(timings, "encode", t)
-            # on a large snapshot the first stage runs on the scan pool while BM25 is scored here (livemem.query.dense)
+            # on a large snapshot the first stage runs on the scan pool while BM25 is scored here (livemem.index.dense)
             scan = snap.dense.scan(vector, mask, candidates)
             t = _tick(timings, "dense", t)
         if sparse_wanted:

@@ -19,10 +19,16 @@ import pathspec
 import yaml
 
 from livemem.errors import ConfigError
-from livemem.ingest.chunking import CHUNKER_VERSION, DEFAULT_CHUNK_TOKENS
 from livemem.schemas import load_schema, validator
 from livemem.settings import PROJECT_ROOT as PROJECT_ROOT  # benchmarks import it from here
 from livemem.settings import ChromaSettings, PathSettings, TraceSettings
+
+# The chunking defaults a sources file starts from (livemem/ingest/chunking.py applies them).
+# Bump whenever the same file and settings would give different chunks (it forces re-chunking every source).
+# 4: chunks carry the date their document names (``livemem.dates.document_date``) in ``domain``.
+CHUNKER_VERSION = 4
+MODEL_MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length, [CLS] and [SEP] included
+DEFAULT_CHUNK_TOKENS = MODEL_MAX_TOKENS - 2
 
 
 def sources_file_from_env() -> Path:

@@ -51,8 +51,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from livemem.duck import registered
 from livemem.errors import ConfigError
-from livemem.ingest.breath import TONES, Breath
 from livemem.settings import TraceSettings
+from livemem.sources.breath import TONES, Breath
 from livemem.sources.config import SourcesConfig
 from livemem.version import connect
 from livemem.version.store import TABLES, IndexHome, derive_version, iso, utc_now, write_manifest
@@ -582,7 +582,7 @@ def rollup_day(
 ) -> RollupResult:  # fmt: skip
     """Roll up one day: write its signals and attention state, and stage a version with the new attention.
 
-    ``embedder`` (a ``livemem.ingest.embedding.Embedder``, loaded when needed if None) embeds the questions chunks
+    ``embedder`` (a ``livemem.model.embedding.Embedder``, loaded when needed if None) embeds the questions chunks
     were confirmed useful for; it must be the model the version was built with. Traces are read from
     ``trace_dir``, else where ``traces`` (default: the environment's ``TraceSettings``) puts them for this index
     home, the directory the serving app writes to; or from the Postgres table its DSN names.
@@ -699,7 +699,7 @@ def _embed_with(embedder: Any, found: list, model: str | None) -> Any:
     def embed(texts: list[str]) -> Any:
         nonlocal embedder
         if embedder is None:
-            from livemem.ingest.embedding import MODEL_ID, Embedder
+            from livemem.model.embedding import MODEL_ID, Embedder
 
             if model and model != MODEL_ID:  # an index of another model: no vectors to compare questions with
                 log.warning("index model %r is not %r: questions are not remembered", model, MODEL_ID)

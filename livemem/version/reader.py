@@ -37,9 +37,9 @@ import duckdb
 import numpy as np
 
 from livemem.errors import LivingMemoryError
-from livemem.ingest import records
-from livemem.query.dense import DenseRows
-from livemem.query.sparse import SparseScorer
+from livemem.index import records
+from livemem.index.dense import DenseRows
+from livemem.index.sparse import SparseScorer
 from livemem.version import connect, mapped, parts_dir
 from livemem.version.mapped import Table
 from livemem.version.segments import Segment, SegmentCache
@@ -235,7 +235,7 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             offset += seg_rows.size
         dim = int(manifest.get("model", {}).get("dim") or (segments[0][0].dense.shape[1] if segments else 384))
         dense = DenseRows([(segment.dense, seg_rows) for segment, seg_rows in segments], dim)
-        dense.prepare()  # the float16 copies of new segments (``livemem.query.dense``), now rather than on a first query
+        dense.prepare()  # the float16 copies of new segments (``livemem.index.dense``), now rather than on a first query
         if len(set(ids)) != len(ids):
             raise ValueError(f"the version holds {len(ids) - len(set(ids))} chunk ids twice")
         attention, last_breath = _attention(con, ids)

@@ -5,7 +5,7 @@
     chunks.parquet    the segment's chunk rows (``CHUNK_SCHEMA``) with ``_row``, their position in the segment
     parents.parquet   the segment's parent files (``PARENT_SCHEMA``) with ``_row``
     dense.npy         float32 vectors of the chunks, row ``i`` is chunk ``_row = i``
-    postings.npz      BM25 postings of the chunks (``livemem.query.sparse.Postings``)
+    postings.npz      BM25 postings of the chunks (``livemem.index.sparse.Postings``)
     segment.json      counts and the size and SHA-256 of every file above; the segment id is
                       ``seg-`` + the first 32 hex digits of the SHA-256 of those hashes
 
@@ -37,8 +37,8 @@ import pandas as pd
 
 from livemem.duck import registered, sql_literals
 from livemem.errors import LivingMemoryError
-from livemem.query.dense import INT8_MAX_NORM, Int8Codes, max_row_norm, quantize_int8, share_half, share_int8
-from livemem.query.sparse import Postings
+from livemem.index.dense import INT8_MAX_NORM, Int8Codes, max_row_norm, quantize_int8, share_half, share_int8
+from livemem.index.sparse import Postings
 from livemem.version import mapped
 from livemem.version.mapped import Table
 
@@ -297,7 +297,7 @@ def load_segment(parts: Path, segment_id: str) -> Segment:
                 max_norm = max_row_norm(arrays["dense"])
                 extra: dict[str, np.ndarray] = {}
                 meta = {"chunks": size, "dense_max_norm": max_norm}
-                if max_norm < INT8_MAX_NORM:  # finite: the int8 codes the first stage scans (livemem.query.dense)
+                if max_norm < INT8_MAX_NORM:  # finite: the int8 codes the first stage scans (livemem.index.dense)
                     codes = quantize_int8(arrays["dense"])
                     extra = {"dense.i8": codes.codes, "dense.i8scale": codes.scales, "dense.i8error": codes.row_error}
                     meta.update(dense_i8_error=codes.error, dense_i8_max_hat=codes.max_hat)
@@ -365,7 +365,7 @@ def append_rows(
     """Add rows to a version being written as one more segment, held, with views (for tools and tests that
     write a version by hand; builds write through ``livemem.ingest.segments_writer``). Missing vectors are zeros.
     The caller lists the returned segment in the version's manifest (``segments``) before publishing it."""
-    from livemem.ingest import records
+    from livemem.index import records
     from livemem.version import parts_dir
 
     parents = pd.DataFrame(columns=list(PARENT_COLUMNS)) if parents is None else parents

@@ -12,7 +12,7 @@ Layout (see ``rag_index/README.md``)::
                                        parent rows, vectors, BM25 postings; removed when no kept version names them
     <home>/staging/<id>/               a version being built or checked; moved to versions/ when published
     <home>/staging/<id>.owner.json     who staged it (Dagster run, host, pid): never reclaimed while alive
-    <home>/cache/embeddings.sqlite     embedding cache (content hash + model id; livemem.ingest.embed_cache)
+    <home>/cache/embeddings.sqlite     embedding cache (content hash + model id; livemem.model.embed_cache)
     <home>/publish_log.jsonl           every switch of CURRENT (publish and rollback)
 
 A version is built in ``staging/``, checked there, then renamed into ``versions/`` and named in ``CURRENT``
@@ -216,8 +216,8 @@ class IndexHome:
         return removed
 
     def _gc_vectors(self) -> None:
-        from livemem.ingest.vectors import gc_server_collections
         from livemem.version.segments import gc_parts
+        from livemem.version.vectors import gc_server_collections
 
         gc_server_collections(self.root)
         gc_parts(self.root, self.referenced_segments())

@@ -12,7 +12,7 @@ from pathlib import Path
 from dagster import ConfigurableResource, DagsterInstance, EnvVar, InitResourceContext
 from pydantic import Field, PrivateAttr
 
-from livemem.ingest.embedding import Embedder
+from livemem.model.embedding import Embedder
 from livemem.settings import TraceSettings
 from livemem.sources.config import SourcesConfig, index_dir_from_env, load_sources, sources_file_from_env
 from livemem.version.owners import Owner

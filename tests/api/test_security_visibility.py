@@ -13,8 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from serving_support import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
 
-from livemem.ingest import records
-from livemem.query import sparse
+from livemem.index import records, sparse
 from livemem.version.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings

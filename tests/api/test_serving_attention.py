@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 from serving_support import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
 
-from livemem.ingest.breath import Breath
 from livemem.query.retrieval import DEFAULT_ATTENTION_BOOST
+from livemem.sources.breath import Breath
 from livemem.usage.attention import AttentionConfig, rollup_day
 from livemem.version.store import IndexHome
 from serving.app import create_app

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from livemem.index import dense as dense_module
+from livemem.index.dense import first_stage_kernel
 from livemem.ingest.build import build_version
-from livemem.query import dense as dense_module
-from livemem.query.dense import first_stage_kernel
 from livemem.query.retrieval import Query, Retriever
 from livemem.sources.config import load_sources
 from livemem.version import connect, mapped, reader, segments

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from serving_support import FILES, build_and_publish, commit_files, make_workspace
 
-from livemem.ingest.embedding import Embedder
+from livemem.model.embedding import Embedder
 from livemem.version.reader import load_snapshot
 from livemem.version.store import IndexHome
 from serving.app import create_app

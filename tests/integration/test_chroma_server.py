@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from livemem.ingest.build import build_version
-from livemem.ingest.vectors import SERVER_FILE, _http_client
 from livemem.sources.config import load_sources
 from livemem.version.store import IndexHome, derive_version, write_manifest
+from livemem.version.vectors import SERVER_FILE, _http_client
 
 CHROMA_CLI = Path(sys.executable).parent / "chroma"
 

@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from serving_support import build_and_publish, make_workspace
 
-from livemem.ingest.breath import Breath
+from livemem.sources.breath import Breath
 from livemem.usage.attention import AttentionConfig, rollup_day
 from livemem.usage.traces import TRACE_TABLE, PostgresTraceWriter, retrieval_events
 from livemem.version.store import IndexHome

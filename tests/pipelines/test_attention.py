@@ -11,10 +11,10 @@ from zoneinfo import ZoneInfo
 import pytest
 from dagster import DagsterInstance, build_schedule_context
 
-from livemem.ingest.breath import Breath
 from livemem.ingest.build import build_version
 from livemem.ingest.checks import check_attention
 from livemem.schemas import errors_for
+from livemem.sources.breath import Breath
 from livemem.sources.config import load_sources
 from livemem.usage.attention import AttentionConfig, rollup_day, signals_dir, state_dir
 from livemem.version import connect

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from livemem.errors import PublishConflict, SourceError
-from livemem.ingest import checks, records
+from livemem.index import records
+from livemem.ingest import checks
 from livemem.ingest.build import build_version
 from livemem.schemas import errors_for
 from livemem.sources.config import load_sources

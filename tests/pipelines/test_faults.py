@@ -27,7 +27,7 @@ BUILD_SCRIPT = """
 import sys
 from livemem.ingest.build import build_version
 from livemem.sources.config import load_sources
-from livemem.ingest.embedding import Embedder
+from livemem.model.embedding import Embedder
 from livemem.version.store import IndexHome
 config = load_sources(sys.argv[1])
 home = IndexHome(sys.argv[2])

@@ -15,8 +15,8 @@ from serving_support import build_and_publish, make_workspace
 
 from livemem.errors import ConfigError
 from livemem.ingest.build import build_version
-from livemem.ingest.embedding import Embedder, default_model_path
-from livemem.ingest.onnx_encoder import OnnxEncoder, fingerprint
+from livemem.model.embedding import Embedder, default_model_path
+from livemem.model.onnx_encoder import OnnxEncoder, fingerprint
 from livemem.sources.config import load_sources
 from livemem.version.store import IndexHome
 from serving.app import create_app

@@ -13,7 +13,7 @@ import pytest
 from serving_support import build_and_publish, make_workspace
 from support.servers import uvicorn
 
-from livemem.ingest import records
+from livemem.index import records
 from livemem.version import connect
 from livemem.version.segments import create_views, hold_segment, release_segments, write_segment
 from livemem.version.store import MANIFEST, IndexHome, write_manifest

@@ -7,11 +7,9 @@ from pathlib import Path
 import pytest
 
 from livemem.errors import ConfigError
+from livemem.index.records import embed_text
 from livemem.ingest import chunking
 from livemem.ingest.chunking import (
-    CHUNKER_VERSION,
-    DEFAULT_CHUNK_TOKENS,
-    MODEL_MAX_TOKENS,
     chunk_file,
     chunk_files,
     chunk_markdown,
@@ -20,8 +18,7 @@ from livemem.ingest.chunking import (
     split_text,
     tokenizer,
 )
-from livemem.ingest.records import embed_text
-from livemem.sources.config import load_sources
+from livemem.sources.config import CHUNKER_VERSION, DEFAULT_CHUNK_TOKENS, MODEL_MAX_TOKENS, load_sources
 
 GUIDE = """# Fayette County Guide
 

@@ -1,4 +1,4 @@
-"""The exact two-stage dense top-k (livemem.query.dense) and the candidate-only search path (Retriever.search).
+"""The exact two-stage dense top-k (livemem.index.dense) and the candidate-only search path (Retriever.search).
 
 The two-stage scan must give exactly what scoring every row exactly and ranking gives (rows, order, scores), on
 random and adversarial vectors; ``Retriever.search`` must return exactly what the full-scan path returns (kept here
@@ -15,12 +15,12 @@ import pytest
 from fastapi.testclient import TestClient
 from serving_support import API_KEYS, build_and_publish, commit_files, make_workspace
 
-from livemem.ingest.breath import Breath
-from livemem.query import dense as dense_module
+from livemem.index import dense as dense_module
+from livemem.index.dense import DenseRows, exact_scores, top_order
 from livemem.query import retrieval
-from livemem.query.dense import DenseRows, exact_scores, top_order
 from livemem.query.fusion import FusionSettings, feedback_order, feedback_query, fuse, with_feedback
 from livemem.query.retrieval import Filters, Query, Retriever, question_memory
+from livemem.sources.breath import Breath
 from livemem.usage.attention import AttentionConfig, rollup_day
 from livemem.version.reader import load_snapshot
 from livemem.version.store import IndexHome
@@ -111,7 +111,7 @@ def test_a_first_stage_scanned_in_blocks_on_the_pool_gives_the_same_top_k(case, 
     """Large snapshots scan their float16 blocks on threads while the caller scores BM25 (the blocks are collected
     when the first candidates are asked for): the same rows and scores as the exact scan, with either kernel, over
     private packed copies or a shared float16 / int8 copy (``share_half``, ``share_int8``)."""
-    from livemem.query import dense
+    from livemem.index import dense
 
     kernel = next(k for k in dense.KERNELS if k.name == kernel_name)
     assert kernel.available(), f"{kernel_name} is not available in this torch build"
@@ -138,7 +138,7 @@ def test_a_first_stage_scanned_in_blocks_on_the_pool_gives_the_same_top_k(case, 
 
 @pytest.mark.parametrize(("kernel_name", "tight"), [("simsimd int8", 3e-2), ("fbgemm float16", 2e-3)])
 def test_the_bound_holds_for_every_row(kernel_name, tight, monkeypatch) -> None:
-    from livemem.query import dense
+    from livemem.index import dense
 
     monkeypatch.setattr(dense, "_CHOSEN", [next(k for k in dense.KERNELS if k.name == kernel_name)])
     rng = np.random.default_rng(11)
@@ -199,7 +199,7 @@ def test_unusable_vectors_fall_back_to_the_exact_scan() -> None:
     scan = rows.scan(query)
     assert scan.approx is None
     assert np.array_equal(rows.top(query, 50)[0], expected_top(rows, query, 50, None)[0])
-    from livemem.query.dense import first_stage_kernel
+    from livemem.index.dense import first_stage_kernel
 
     huge = DenseRows([(unit(rng, 2000) * np.float32(1e5), np.arange(2000))], DIM)  # beyond float16's range
     assert (huge.scan(query).approx is None) == (not first_stage_kernel().reads_int8)  # int8 codes scale per row

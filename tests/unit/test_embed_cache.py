@@ -1,4 +1,4 @@
-"""The embedding cache (``livemem.ingest.embed_cache``): vectors by key in a SQLite B-tree, each key stored once, a cache
+"""The embedding cache (``livemem.model.embed_cache``): vectors by key in a SQLite B-tree, each key stored once, a cache
 of the earlier DuckDB layout copied in once, and a build that embeds nothing new never encodes."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 
-from livemem.ingest.embed_cache import CACHE_FILE, EmbeddingCache
+from livemem.model.embed_cache import CACHE_FILE, EmbeddingCache
 
 
 class CountingEncoder:

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from serving_support import API_KEYS, build_and_publish, make_workspace
 
-from livemem.query.dense import DenseRows
+from livemem.index.dense import DenseRows
 from livemem.query.fusion import METHODS, FusionSettings, feedback_query, fuse
 from livemem.version.store import IndexHome
 from serving.app import create_app

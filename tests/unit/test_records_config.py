@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from livemem.errors import ConfigError
-from livemem.ingest import records
-from livemem.ingest.breath import parse_breath
+from livemem.index import records
+from livemem.sources.breath import parse_breath
 from livemem.sources.config import load_sources
 
 PROJECT = Path(__file__).resolve().parents[2]

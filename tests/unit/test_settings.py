@@ -13,9 +13,7 @@ from livemem.answer.chat import personas
 from livemem.answer.personal import personal_dir_from_env, retention_days_from_env
 from livemem.answer.web import gateway_from_env
 from livemem.errors import ConfigError
-from livemem.ingest.breath import Breath
-from livemem.ingest.embedding import encoder_from_env, query_precision_from_env
-from livemem.ingest.vectors import server_address
+from livemem.model.embedding import encoder_from_env, query_precision_from_env
 from livemem.settings import (
     DEFAULT_INDEX_DIR,
     DEFAULT_SOURCES_FILE,
@@ -30,10 +28,12 @@ from livemem.settings import (
     TraceSettings,
     WebSettings,
 )
+from livemem.sources.breath import Breath
 from livemem.sources.config import trace_dir_from_env
 from livemem.usage.attention import AttentionConfig, rollup_day
 from livemem.usage.traces import TraceSigner, feedback_events, retrieval_events
 from livemem.version.store import IndexHome
+from livemem.version.vectors import server_address
 
 VARIABLES = (
     "RAG_SOURCES", "RAG_INDEX_DIR", "DAGSTER_HOME", "RAG_TRACE_DIR", "RAG_TRACE_DSN", "CHROMA_HOST", "CHROMA_PORT",
