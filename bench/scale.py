@@ -117,7 +117,7 @@ class StandInEmbedder:
         self.encoded += len(texts)
         return vectors
 
-    def encode_one(self, text: str, threads: int | None = None) -> np.ndarray:
+    def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
 
 

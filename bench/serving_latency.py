@@ -53,9 +53,6 @@ RESULTS = PROJECT_ROOT / "bench" / "results"
 ENCODERS = {
     "onnx": {"LIVEMEM_ENCODER": "onnx", "LIVEMEM_QUERY_PRECISION": "int8"},
     "onnx-fp32": {"LIVEMEM_ENCODER": "onnx", "LIVEMEM_QUERY_PRECISION": "fp32"},
-    # a query alone on an idle machine encoded on one thread, or on two (RAG_QUERY_IDLE_THREADS)
-    "onnx-idle1": {"LIVEMEM_ENCODER": "onnx", "LIVEMEM_QUERY_PRECISION": "int8", "RAG_QUERY_IDLE_THREADS": "1"},
-    "onnx-idle2": {"LIVEMEM_ENCODER": "onnx", "LIVEMEM_QUERY_PRECISION": "int8", "RAG_QUERY_IDLE_THREADS": "2"},
     "torch": {"LIVEMEM_ENCODER": "torch"},
 }
 

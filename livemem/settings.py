@@ -402,14 +402,6 @@ class ServingSettings(Section):
     )
     refresh_interval_s: float = Field(0.0, ge=0, validation_alias="RAG_REFRESH_INTERVAL_S")
     torch_threads: int = Field(1, ge=1, validation_alias="RAG_TORCH_THREADS")
-    query_idle_threads: int = Field(
-        1,
-        ge=1,
-        le=64,
-        validation_alias="RAG_QUERY_IDLE_THREADS",
-        description="threads that encode a query when it is the process's only search and the machine has idle "
-        "cores (onnx; livemem.query.retrieval.Retriever.encode)",
-    )
     encoder: Literal["torch", "onnx"] = Field("onnx", validation_alias="LIVEMEM_ENCODER")
     # docs/encoder.md: index vectors stay float32
     query_precision: Literal["fp32", "int8"] = Field("int8", validation_alias="LIVEMEM_QUERY_PRECISION")

@@ -14,7 +14,6 @@ read from the environment once by the app factory and the MCP server (``Settings
 ``RAG_RRF_K``                   reciprocal rank fusion constant (default 10; ``rrf`` only)
 ``RAG_REFRESH_INTERVAL_S``      how often ``CURRENT`` is re-read (default 0: before every request)
 ``RAG_TORCH_THREADS``           torch (or ONNX Runtime) and BLAS threads per serving process (default 1)
-``RAG_QUERY_IDLE_THREADS``      ONNX Runtime threads for a query alone in its process on a machine with an idle core (default 1)
 ``LIVEMEM_ENCODER``             query encoder backend: ``onnx`` (default; faster) or ``torch`` (the reference; same vectors)
 ``LIVEMEM_QUERY_PRECISION``     query vectors on ``onnx``: ``int8`` (default; 2.2-2.4x faster, nDCG@10 -0.002) or ``fp32``
 ``RAG_MAX_BODY_BYTES``          largest request body accepted (default 1 MiB; bigger: 413, unread)

@@ -61,7 +61,6 @@ class ServingState:
                 ),
                 fusion,
                 settings.recency_half_life_days,
-                idle_threads=settings.query_idle_threads,
             ),
             cache=ResultCache(settings.cache_size),
             traces=trace_writer(settings.traces_path, settings.trace_dsn),

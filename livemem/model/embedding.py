@@ -171,17 +171,16 @@ class Embedder:
         self.encoded += len(texts)
         return np.asarray(vectors, dtype=np.float32)
 
-    def encode_one(self, text: str, threads: int | None = None) -> np.ndarray:
+    def encode_one(self, text: str) -> np.ndarray:
         """One normalised vector, on the latency path of a query.
 
         Runs the model's modules directly (tokenise, transformer, pooling, normalise) without ``encode``'s
         batching machinery, which costs about a fifth of a single short query's time; same vectors (``onnx`` with
-        ``query_precision="int8"``: the quantised model's, 0.99 cosine to them). ``threads`` (``onnx`` only): run
-        this one query on that many threads when it is more than the embedder's own (``OnnxEncoder.encode_one``).
+        ``query_precision="int8"``: the quantised model's, 0.99 cosine to them).
         """
         if self.encoder == "onnx":
             self.encoded += 1
-            return self.onnx_query.encode_one(text, threads)
+            return self.onnx_query.encode_one(text)
         import torch
 
         model = self.model

@@ -34,7 +34,6 @@ import threading
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from filelock import FileLock
@@ -179,6 +178,7 @@ class OnnxEncoder:
     ) -> None:
         """``precision`` picks the cached export (``fp32`` or its ``int8`` copy); ``model_file`` replaces it (the
         benchmark passes its plain variant)."""
+        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         model_path = Path(model_path)
@@ -190,31 +190,15 @@ class OnnxEncoder:
         self.tokenizer = Tokenizer.from_file(str(model_path / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_tokens)
         self.tokenizer.no_padding()  # the file pads every text to 128; batches pad to their longest instead
-        self.threads = threads
-        self.session = self._session(threads, spin=False)
-        self._wide: dict[int, Any] = {}  # query sessions with more threads (``encode_one(threads=...)``)
-        self._wide_lock = threading.Lock()
-
-    def _session(self, threads: int, spin: bool):
-        import onnxruntime as ort
-
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-        if spin:
-            # One short query over several threads: each of its ~50 operators is split between them, so a thread
-            # that sleeps between operators loses what the split gains (2 threads: 3.2 ms, as one thread). Spin
-            # 100 µs at most and stop when the run ends: 1.7 ms, for the same CPU time as one thread.
-            options.add_session_config_entry("session.intra_op.allow_spinning", "1")
-            options.add_session_config_entry("session.intra_op.spin_duration_us", "100")
-            options.add_session_config_entry("session.force_spinning_stop", "1")
-        else:
-            # Idle pool threads sleep instead of spinning: on cores shared with other serving workers (or other
-            # processes) spinning threads steal the time the busy ones need (2 threads: 30 ms per query instead
-            # of 39 ms on the loaded 2-core machine, bench/results/encoder.md).
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        return ort.InferenceSession(str(self.file), options, providers=["CPUExecutionProvider"])
+        # Idle pool threads sleep instead of spinning: on cores shared with other serving workers (or other
+        # processes) spinning threads steal the time the busy ones need (2 threads: 30 ms per query instead
+        # of 39 ms on the loaded 2-core machine, bench/results/encoder.md).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(str(self.file), options, providers=["CPUExecutionProvider"])
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """One normalised float32 vector per text, in order."""
@@ -228,26 +212,15 @@ class OnnxEncoder:
             out[rows] = self._run([encodings[i].ids for i in rows])
         return out
 
-    def encode_one(self, text: str, threads: int | None = None) -> np.ndarray:
-        """One normalised vector, on a query's latency path: no padding, so no mask to build or apply.
-
-        ``threads`` above the encoder's own: run on a second session with that many threads, which spin
-        briefly between operators (for a query when the process has nothing else to do); the same vector."""
+    def encode_one(self, text: str) -> np.ndarray:
+        """One normalised vector, on a query's latency path: no padding, so no mask to build or apply."""
         input_ids = np.array([self.tokenizer.encode(text).ids], dtype=np.int64)
         ones = np.ones_like(input_ids)
-        wider = threads and self.threads and threads > self.threads  # threads=0: ONNX Runtime's default, every core
-        session = self._wide_session(threads) if wider else self.session
-        (hidden,) = session.run(
+        (hidden,) = self.session.run(
             None, {"input_ids": input_ids, "attention_mask": ones, "token_type_ids": np.zeros_like(input_ids)}
         )
         pooled = hidden[0].mean(axis=0)
         return (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
-
-    def _wide_session(self, threads: int):
-        with self._wide_lock:
-            if threads not in self._wide:
-                self._wide[threads] = self._session(threads, spin=True)
-            return self._wide[threads]
 
     def _run(self, ids: list[list[int]]) -> np.ndarray:
         width = max(len(row) for row in ids)

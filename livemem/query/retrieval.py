@@ -18,7 +18,6 @@ like this one (``docs/attention.md``, ``bench/memory_helps.py``).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import weakref
@@ -122,38 +121,20 @@ class Retriever:
     """Answers queries against snapshots with one shared embedder (encoding is serialised: one torch thread)."""
 
     def __init__(
-        self,
-        embedder: Embedder,
-        fusion: FusionSettings | None = None,
-        recency_half_life_days: float = 90.0,
-        idle_threads: int = 1,
+        self, embedder: Embedder, fusion: FusionSettings | None = None, recency_half_life_days: float = 90.0
     ) -> None:
-        """``idle_threads``: the threads that encode a query when it is the only search of this process
-        (``RAG_QUERY_IDLE_THREADS``); 1 keeps every query on the embedder's own threads."""
         self.embedder = embedder
         self.fusion = fusion or FusionSettings()
         self.recency_half_life_days = recency_half_life_days
-        self.idle_threads = idle_threads
         self._encode_lock = threading.Lock()
-        self._searching = 0  # searches running in this process (read without the lock: a hint)
-        self._searching_lock = threading.Lock()
 
     @property
     def model_id(self) -> str:
         return self.embedder.model_id
 
     def encode(self, text: str) -> np.ndarray:
-        """The query's vector. Alone in the process, the query runs on ``idle_threads`` (the other cores would
-        idle meanwhile); beside other searches, on the embedder's own threads (they share the cores already)."""
-        threads = self.idle_threads if self.idle_threads > 1 and self._idle() else None
         with self._encode_lock:
-            return self.embedder.encode_one(text, threads) if threads else self.embedder.encode_one(text)
-
-    def _idle(self) -> bool:
-        """No other search in this process, and fewer tasks runnable on the machine than it has cores (1-minute
-        load average): threads added to a query then run on cores nobody else wants. Busy cores make them wait on
-        each other instead (two spinning threads on a loaded 2-core machine: 8 ms per search instead of 6)."""
-        return self._searching <= 1 and os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
+            return self.embedder.encode_one(text)
 
     def search(
         self, snap: Snapshot, query: Query, collections: list[str], vector: np.ndarray | None = None
@@ -162,15 +143,6 @@ class Retriever:
 
         ``vector`` is the query's embedding when the caller already has it (benchmarks encode in batches).
         """
-        with self._searching_lock:
-            self._searching += 1
-        try:
-            return self._search(snap, query, collections, vector)
-        finally:
-            with self._searching_lock:
-                self._searching -= 1
-
-    def _search(self, snap: Snapshot, query: Query, collections: list[str], vector: np.ndarray | None) -> Retrieval:
         timings: dict[str, float] = {}
         t = time.perf_counter()
         mask = filter_mask(snap, collections, query.filters)

@@ -98,19 +98,6 @@ def test_int8_query_vectors_rank_real_texts_as_float32_ones_do(onnx_embedder, on
         Embedder(query_precision="int4")
 
 
-def test_a_query_on_more_threads_gets_the_same_vector(onnx_cache):
-    """``encode_one(threads=2)`` (a query alone on an idle machine, RAG_QUERY_IDLE_THREADS) runs a second session
-    whose threads spin between operators: the same vector as the embedder's own single-threaded session."""
-    claims = real_texts()[40:60]
-    for precision in ("int8", "fp32"):
-        one = Embedder(encoder="onnx", threads=1, onnx_cache_dir=onnx_cache, query_precision=precision)
-        narrow = np.stack([one.encode_one(t) for t in claims])
-        wide = np.stack([one.encode_one(t, threads=2) for t in claims])
-        assert (wide * narrow).sum(axis=1).min() > 0.99999
-        assert set(one.onnx_query._wide) == {2}  # the wide session is made once, beside the default one
-        np.testing.assert_array_equal(np.stack([one.encode_one(t) for t in claims]), narrow)
-
-
 def test_export_happens_once_and_every_encoder_reuses_it(onnx_embedder, onnx_cache, tmp_path):
     exported = onnx_embedder.onnx.file
     assert exported.parent.parent == onnx_cache

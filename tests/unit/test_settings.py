@@ -228,8 +228,6 @@ def test_the_typed_sources_file_sections_default_as_their_schemas_say() -> None:
         (DenseSettings, "LIVEMEM_DENSE_KERNEL", "float8", "kernel"),
         (BuildSettings, "LIVEMEM_BUILD_WORKERS", "1e9", "workers"),
         (BuildSettings, "LIVEMEM_BUILD_WORKERS", "100000", "workers"),
-        (ServingSettings, "RAG_QUERY_IDLE_THREADS", "0", "query_idle_threads"),
-        (ServingSettings, "RAG_QUERY_IDLE_THREADS", "many", "query_idle_threads"),
     ],
 )
 def test_the_process_knobs_refuse_what_they_cannot_use(clean_env, section, variable, value, field) -> None:
