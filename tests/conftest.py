@@ -29,7 +29,6 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 TESTS = Path(__file__).resolve().parent
 LAYERS = ("unit", "pipelines", "api", "integration")
 _LAYER_SECONDS: dict[str, float] = {}

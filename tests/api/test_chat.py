@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
-from context_support import example_index, make_app, serve_handler
 from fastapi.testclient import TestClient
+from support.context import example_index, make_app, serve_handler
 
 
 @pytest.fixture(scope="module")

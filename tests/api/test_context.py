@@ -7,9 +7,9 @@ import json
 import random
 
 import pytest
-from context_support import INTERNAL_KEY, example_index, make_app
 from fastapi.testclient import TestClient
-from serving_support import build_and_publish, make_workspace
+from support.context import INTERNAL_KEY, example_index, make_app
+from support.serving import build_and_publish, make_workspace
 
 from livemem.answer.routing import ContextRequest, route_intents, self_query, time_filters
 from livemem.answer.web import LocalProvider, WebGateway, WebPolicy

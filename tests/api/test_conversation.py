@@ -8,8 +8,8 @@ import time
 import uuid
 
 import pytest
-from context_support import INTERNAL_KEY, example_index, make_app
 from fastapi.testclient import TestClient
+from support.context import INTERNAL_KEY, example_index, make_app
 
 from livemem.answer.conversation import (
     HISTORY_TURNS,

@@ -7,8 +7,8 @@ import json
 import pyproj
 import pytest
 from fastapi.testclient import TestClient
-from serving_support import API_KEYS, build_and_publish, make_workspace
 from support.gbim_data import LIEAP, OAK_HILL, SOURCE, SPATIAL
+from support.serving import API_KEYS, build_and_publish, make_workspace
 
 from livemem.gbim import entity_id, export_gbim
 from livemem.query.gis_index import haversine_km

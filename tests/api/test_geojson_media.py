@@ -7,9 +7,9 @@ import io
 import geopandas
 import pytest
 from fastapi.testclient import TestClient
-from serving_support import publish_with_gbim
 from shapely.geometry import Point, shape
 from support.gbim_data import SPATIAL
+from support.serving import publish_with_gbim
 
 from serving.app import create_app
 from serving.settings import Settings

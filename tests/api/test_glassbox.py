@@ -22,8 +22,8 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from context_support import INTERNAL_KEY, make_app
-from serving_support import build_and_publish, commit_files, git, serve
+from support.context import INTERNAL_KEY, make_app
+from support.serving import build_and_publish, commit_files, git, serve
 
 from livemem.gbim import COUNTIES_FILE, export_gbim
 from livemem.registry import RegistryConfig, run_verification

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from context_support import PROJECT, example_index
+from support.context import PROJECT, example_index
 
 from livemem.settings import ContextSettings
 

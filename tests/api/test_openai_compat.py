@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler
 import httpx
 import openai
 import pytest
-from context_support import INTERNAL_KEY, example_index, make_app, serve_handler
-from serving_support import serve
+from support.context import INTERNAL_KEY, example_index, make_app, serve_handler
+from support.serving import serve
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from dagster import materialize
 from fastapi.testclient import TestClient
-from serving_support import build_and_publish, make_workspace
+from support.serving import build_and_publish, make_workspace
 
 from livemem.answer import personal
 from livemem.settings import ContextSettings

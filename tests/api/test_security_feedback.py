@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from serving_support import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
+from support.serving import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
 
 from livemem.usage.traces import TRACE_SECRET_ENV, TRACE_SECRET_FILE, TraceSigner, TraceWriter, retrieval_events
 from livemem.version.store import IndexHome

@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from serving_support import build_and_publish, make_workspace
 from support.servers import uvicorn
+from support.serving import build_and_publish, make_workspace
 
 from livemem.version.store import IndexHome
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serving_support import publish_with_gbim
 from support.gbim_data import SPATIAL
 from support.servers import uvicorn
+from support.serving import publish_with_gbim
 
 from livemem.version.store import IndexHome
 

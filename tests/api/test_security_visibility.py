@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from serving_support import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
+from support.serving import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
 
 from livemem.index import records, sparse
 from livemem.version.store import IndexHome

@@ -4,8 +4,8 @@ it chooses collections and framing, and narrows the key's access, never widens i
 from __future__ import annotations
 
 import pytest
-from context_support import INTERNAL_KEY, example_index, make_app
 from fastapi.testclient import TestClient
+from support.context import INTERNAL_KEY, example_index, make_app
 
 SEED_BODY = b'{"message":"Oak Hill WV county benefits","county":"Fayette","role":"community","profile":"auto"}'
 JSON = {"content-type": "application/json"}

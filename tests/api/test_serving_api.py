@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from serving_support import API_KEYS, FILES, INTERNAL_KEY, build_and_publish, make_workspace
+from support.serving import API_KEYS, FILES, INTERNAL_KEY, build_and_publish, make_workspace
 
 from livemem.schemas import errors_for
 from livemem.version.store import IndexHome

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 from fastapi.testclient import TestClient
-from serving_support import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
+from support.serving import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
 
 from livemem.query.retrieval import DEFAULT_ATTENTION_BOOST
 from livemem.sources.breath import Breath

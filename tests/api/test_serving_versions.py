@@ -7,7 +7,7 @@ import time
 
 import pytest
 from fastapi.testclient import TestClient
-from serving_support import FILES, build_and_publish, commit_files, make_workspace
+from support.serving import FILES, build_and_publish, commit_files, make_workspace
 
 from livemem.model.embedding import Embedder
 from livemem.version.reader import load_snapshot

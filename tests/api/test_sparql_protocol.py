@@ -12,11 +12,11 @@ import pytest
 from rdflib import RDFS, XSD, Graph, URIRef
 from rdflib.compare import isomorphic
 from rdflib.query import Result
-from serving_support import publish_with_gbim
 from SPARQLWrapper import CSV, GET, JSON, JSONLD, N3, POST, POSTDIRECTLY, RDFXML, TURTLE, URLENCODED, XML, SPARQLWrapper
 from SPARQLWrapper.SPARQLExceptions import Unauthorized
 from support.gbim_data import LIEAP, OAK_HILL, SPATIAL
 from support.servers import uvicorn
+from support.serving import publish_with_gbim
 
 from livemem.gbim import GBIM_DIR, GBIM_IRI, RDF_MEDIA_TYPES
 from livemem.version.store import IndexHome

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DagsterInstance
 from fastapi.testclient import TestClient
-from serving_support import build_and_publish, make_workspace
+from support.serving import build_and_publish, make_workspace
 
 import livemem.usage.traces
 from livemem.sources.config import trace_dir_from_env

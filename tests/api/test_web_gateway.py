@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from context_support import INTERNAL_KEY, example_index
 from fastapi.testclient import TestClient
+from support.context import INTERNAL_KEY, example_index
 
 from livemem.answer.web import gateway_from_env
 from livemem.errors import ConfigError

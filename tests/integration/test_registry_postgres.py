@@ -11,7 +11,7 @@ import uuid
 from datetime import date, timedelta
 
 import pytest
-from registry_support import NOW, good_row
+from support.registry import NOW, good_row
 
 from livemem import registry
 from livemem.registry import RegistryConfig

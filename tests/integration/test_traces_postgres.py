@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 import pytest
 from fastapi.testclient import TestClient
-from serving_support import build_and_publish, make_workspace
+from support.serving import build_and_publish, make_workspace
 
 from livemem.sources.breath import Breath
 from livemem.usage.attention import AttentionConfig, rollup_day

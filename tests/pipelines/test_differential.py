@@ -2,7 +2,7 @@
 
 - The reproduction of the defect a user hit: the bundled example (four sources in one repository), one line
   appended to one file, built incrementally, lost 61 of 133 chunks and two collections with every check green.
-- The randomized differential test (``differential_support.IndexHistory``): random histories over several sources
+- The randomized differential test (``support.differential.IndexHistory``): random histories over several sources
   in one repository and a second repository, each incremental build compared with a from-scratch build.
   ``LIVEMEM_DIFF_EXAMPLES`` raises the number of histories (``bench/differential.py`` runs many).
 - The blocking completeness check catches lost carried rows (the old defect, reintroduced here) before publish.
@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 
 import pytest
-from differential_support import IndexHistory
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
+from support.differential import IndexHistory
 from support.examples import copy_bundled_example
 from typer.testing import CliRunner
 
@@ -161,7 +161,7 @@ def test_compare_versions_of_one_version_with_itself_is_equal(bundled) -> None:
 
 
 def test_incremental_builds_equal_from_scratch_builds(embedder) -> None:
-    """Random histories over four sources in two repositories (see differential_support)."""
+    """Random histories over four sources in two repositories (see support.differential)."""
     IndexHistory.embedder = embedder
     run_state_machine_as_test(
         IndexHistory,

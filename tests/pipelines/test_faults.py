@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serving_support import build_and_publish, commit_files, make_workspace
 from support.servers import uvicorn
+from support.serving import build_and_publish, commit_files, make_workspace
 
 from livemem.version.store import IndexHome
 

@@ -9,9 +9,9 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import SHARED_DATA
 from fastapi.testclient import TestClient
-from serving_support import build_and_publish, make_workspace
+from support.examples import SHARED_DATA
+from support.serving import build_and_publish, make_workspace
 
 from livemem.errors import ConfigError
 from livemem.ingest.build import build_version

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DagsterInstance
 from fastapi.testclient import TestClient
-from registry_support import good_row, write_csv, write_registry_sources
-from serving_support import build_and_publish, make_workspace
+from support.registry import good_row, write_csv, write_registry_sources
+from support.serving import build_and_publish, make_workspace
 
 from livemem import registry
 from livemem.registry import RegistryConfig

@@ -10,8 +10,8 @@ import shutil
 import httpx
 import numpy as np
 import pytest
-from serving_support import build_and_publish, make_workspace
 from support.servers import uvicorn
+from support.serving import build_and_publish, make_workspace
 
 from livemem.index import records
 from livemem.version import connect

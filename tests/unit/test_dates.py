@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from context_support import make_app
 from fastapi.testclient import TestClient
-from serving_support import OLD_DATE, build_and_publish, commit_files, make_workspace
+from support.context import make_app
+from support.serving import OLD_DATE, build_and_publish, commit_files, make_workspace
 
 from livemem.dates import document_date, question_dates
 from livemem.version.store import IndexHome

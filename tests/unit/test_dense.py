@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from serving_support import API_KEYS, build_and_publish, commit_files, make_workspace
+from support.serving import API_KEYS, build_and_publish, commit_files, make_workspace
 
 from livemem.index import dense as dense_module
 from livemem.index.dense import DenseRows, exact_scores, top_order

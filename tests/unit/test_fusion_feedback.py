@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from serving_support import API_KEYS, build_and_publish, make_workspace
+from support.serving import API_KEYS, build_and_publish, make_workspace
 
 from livemem.index.dense import DenseRows
 from livemem.query.fusion import METHODS, FusionSettings, feedback_query, fuse

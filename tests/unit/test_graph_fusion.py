@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from context_support import example_index, make_app
 from fastapi.testclient import TestClient
+from support.context import example_index, make_app
 
 from livemem.answer.graph import relationship_terms
 from livemem.gbim import linked_relations

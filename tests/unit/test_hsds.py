@@ -9,13 +9,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from support.registry import NOW, good_row, write_csv, write_registry_sources
 from typer.testing import CliRunner
 
 from livemem.registry import FIELDS, RegistryConfig, hsds, load_csv, run_verification, verify
 from livemem.sources.config import load_sources
 from livemem.version.store import IndexHome
 from orchestration.cli import app
-from tests.registry_support import NOW, good_row, write_csv, write_registry_sources
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "hsds_export"
 PANTRY, LIEAP, MEALS, WIC, BAD_STATUS, NO_PLACE = (f"5e000000-0000-4000-8000-00000000000{i}" for i in range(1, 7))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from registry_support import NOW, RECENT, good_row, write_csv, write_json, write_registry_sources
+from support.registry import NOW, RECENT, good_row, write_csv, write_json, write_registry_sources
 
 from livemem import registry
 from livemem.errors import ConfigError

@@ -8,7 +8,7 @@ from pathlib import Path
 from livemem.settings import ContextSettings
 from livemem.version.store import IndexHome
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 INTERNAL_KEY = "internal-context-key"
 _BUILT: dict[str, IndexHome] = {}
 

@@ -23,7 +23,6 @@ import tempfile
 from pathlib import Path
 
 import hypothesis.strategies as st
-from conftest import GitRepo
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from livemem.index.records import SEAL_MARKER
@@ -32,6 +31,7 @@ from livemem.ingest.checks import check_index_complete
 from livemem.ingest.verify import compare_versions
 from livemem.sources.config import load_sources
 from livemem.version.store import IndexHome
+from support.git import GitRepo
 
 WORDS = [
     "snap",
