@@ -1,7 +1,7 @@
 """Serving copies of segments: what retrieval reads of a segment, as plain arrays that every worker maps.
 
 A serving worker needs a segment's chunk rows (for the few results a response returns, and a few columns for
-filters), its vectors and its BM25 postings. Read into each worker's own memory, N workers hold N copies (at 500k
+filters), its parent files (``return: documents``), its vectors and its BM25 postings. Read into each worker's own memory, N workers hold N copies (at 500k
 chunks, 3.3 GB each). Instead the first worker that loads a segment checks its files against the hashes its name
 commits to (``segments.load_segment``) and writes a **serving copy** of what it read: uncompressed arrays in one
 file, ``<serving cache>/<segment id>/arrays.bin`` (``copy.json`` gives each one's dtype, shape and offset), written into a temporary directory and renamed into place (a copy that
@@ -49,7 +49,7 @@ from livemem.settings import CacheSettings
 log = logging.getLogger(__name__)
 
 SERVING_CACHE_ENV = "LIVEMEM_SERVING_CACHE"
-COPY_FORMAT = 4  # 4: int8 codes, scales and errors per row; 3: int8 codes for the first stage, no float16 copy; 2: one file of arrays per segment (1: .npy files)
+COPY_FORMAT = 5  # 5: the parent files too; 4: int8 codes, scales and errors per row; 3: int8 codes for the first stage, no float16 copy; 2: one file of arrays per segment (1: .npy files)
 META = "copy.json"
 STALE_TMP_S = 3600.0  # a temporary directory older than this was left by a worker that died while writing
 _WARNED: set[str] = set()

@@ -104,6 +104,8 @@ class Snapshot:
     collection_masks: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)  # see retrieval.filter_mask
     _con: duckdb.DuckDBPyConnection | None = None
     _sparse_lock: threading.Lock = field(default_factory=threading.Lock)
+    _parents: dict[str, tuple[Table, int]] | None = None  # parent_id -> its row in a segment's serving copy
+    _parents_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def size(self) -> int:
@@ -150,9 +152,22 @@ class Snapshot:
         )
 
     def parents(self, parent_ids: list[str]) -> dict[str, dict[str, Any]]:
-        """Parent documents (whole files) by id, read from the version's tables."""
+        """Parent documents (whole files) by id: rows of the segments' serving copies (``Segment.parents``), found
+        through the version's parent members (read once per snapshot, at the first call); from the version's
+        tables when a segment has no such rows."""
         if not parent_ids or self._con is None:
             return {}
+        located = self._parent_rows()
+        if located is not None:
+            found = {}
+            for parent_id in parent_ids:
+                hit = located.get(parent_id)
+                if hit is not None:
+                    row = hit[0].row(hit[1])
+                    found[parent_id] = {name: row[name] for name in PARENT_FIELDS}
+                    if row["truncated"] is not None:  # kept as 0 / 1 in the copy
+                        found[parent_id]["truncated"] = bool(row["truncated"])
+            return found
         try:
             cursor = self._con.cursor()
             try:
@@ -169,6 +184,38 @@ class Snapshot:
                 f"{MATERIALIZE_HINT}, or roll CURRENT back to an earlier version"
             ) from None
         return {r[0]: dict(zip(PARENT_FIELDS, r, strict=True)) for r in rows}
+
+    def _parent_rows(self) -> dict[str, tuple[Table, int]] | None:
+        """parent_id -> (the parents table of its segment, its row), for the parents this version holds; None when
+        a segment's serving copy has no parents (then ``parents`` reads the version's tables)."""
+        if self._parents is not None:
+            return self._parents or None
+        with self._parents_lock:
+            if self._parents is None:
+                cursor = self._con.cursor()
+                try:
+                    members = cursor.execute("SELECT segment, seg_row FROM parent_members").fetchnumpy()
+                except duckdb.Error as exc:
+                    log.error("index version %s: parent members unreadable at %s: %s", self.version_id, self.path, exc)
+                    raise IndexUnavailable(
+                        f"index version {self.version_id} is damaged (tables.duckdb can no longer be read); "
+                        f"{MATERIALIZE_HINT}, or roll CURRENT back to an earlier version"
+                    ) from None
+                finally:
+                    cursor.close()
+                segments = np.asarray(members["segment"], dtype=object)
+                rows = np.asarray(members["seg_row"], dtype=np.int64)
+                located: dict[str, tuple[Table, int]] = {}
+                for segment_id in dict.fromkeys(segments.tolist()):
+                    table = SEGMENTS.get(parts_dir(self.path), segment_id).parents
+                    if table is None:
+                        located = {}  # an empty map: the tables are read instead
+                        break
+                    held = rows[segments == segment_id]
+                    ids = table.column("parent_id")[held].tolist()
+                    located.update(zip(ids, ((table, int(r)) for r in held.tolist()), strict=True))
+                self._parents = located
+        return self._parents or None
 
     def close(self) -> None:
         if self._con is not None:
