@@ -42,6 +42,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import orjson
 
 from bench.serving_index import WORK, ensure_index
 from bench.serving_quality import load_queries
@@ -133,10 +134,11 @@ def server_cpu_seconds(url: str) -> float:
 
 
 QUERY_MODE = ["hybrid"]  # --mode: sparse leaves out the encoder, so the app's own path weighs more
+QUERY_RETURN = ["chunks"]  # --return documents: each parent file once, with its whole text
 
 
 def query_body(text: str) -> dict:
-    return {"query": text, "top_k": 10, "mode": QUERY_MODE[0]}
+    return {"query": text, "top_k": 10, "mode": QUERY_MODE[0], "return": QUERY_RETURN[0]}
 
 
 def timed_queries(client: httpx.Client, url: str, texts: list[str]) -> tuple[list[float], int]:
@@ -208,7 +210,6 @@ def components(index_dir: Path, texts: list[str], trace_dir: Path) -> dict[str, 
     from livemem.query.retrieval import Query, chunk_result
     from livemem.usage.traces import retrieval_events
     from serving.app import create_app
-    from serving.models import QueryResponse
     from serving.settings import Settings
 
     app = create_app(Settings(index_dir=index_dir, cache_size=0, trace_dir=trace_dir / "traces-components"))
@@ -268,7 +269,7 @@ def components(index_dir: Path, texts: list[str], trace_dir: Path) -> dict[str, 
             body = {"results": results, "results_by_source": by_source, "index_version": snap.version_id,
                     "trace_id": trace_id, "mode": "hybrid", "return": "chunks", "candidates": found.candidates,
                     "cached": False}  # fmt: skip
-            QueryResponse.model_validate(body).model_dump_json(by_alias=True)
+            orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)  # as serving.routers.query writes it
             timed("response_json", started)
     return {
         name: {"p50_ms": round(float(np.median(v)), 3), "mean_ms": round(float(np.mean(v)), 3)}
@@ -318,7 +319,7 @@ def machine() -> dict:
 
 def markdown(report: dict) -> str:
     lines = [
-        f"# Serving latency: {report['request']['mode']} top-10 /query over real HTTP (uvicorn, loopback)",
+        f"# Serving latency: {report['request']['mode']} top-10 (return {report['request']['return']}) /query over real HTTP (uvicorn, loopback)",
         "",
         f"SciFact index `{report['index_version']}`, {report['uvicorn_workers']} uvicorn worker(s), train claims "
         f"(distinct; result cache off unless stated). Machine: {report['machine']['cpus']} CPUs, load average "
@@ -516,9 +517,13 @@ def main() -> None:
         "--no-components", action="store_true", help="skip the in-process steps and the server/client split"
     )
     parser.add_argument("--mode", default="hybrid", choices=["hybrid", "dense", "sparse"], help="the queries' mode")
+    parser.add_argument(
+        "--return", dest="return_", default="chunks", choices=["chunks", "documents"], help="the queries' return"
+    )
     parser.add_argument("--tag", default="", help="suffix of the result files")
     args = parser.parse_args()
     QUERY_MODE[0] = args.mode
+    QUERY_RETURN[0] = args.return_
     encoders = args.encoders.split(",")
     if not set(encoders) <= set(ENCODERS):
         parser.error(f"--encoders: any of {list(ENCODERS)}")
@@ -529,7 +534,7 @@ def main() -> None:
         "machine": machine(),
         "index_version": home.current(),
         "uvicorn_workers": args.workers,
-        "request": {**query_body("..."), "return": "chunks"},
+        "request": query_body("..."),
         "baseline": str(args.baseline) if args.baseline else None,
     }
     if not args.no_components:
