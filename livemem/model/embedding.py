@@ -32,14 +32,12 @@ from pathlib import Path
 import numpy as np
 
 from livemem.errors import ConfigError
-from livemem.settings import EncoderSettings
+from livemem.settings import ENCODERS, QUERY_PRECISIONS, EncoderSettings
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DIM = 384
 
-ENCODERS = ("torch", "onnx")
-DEFAULT_ENCODER = "onnx"
-QUERY_PRECISIONS = ("fp32", "int8")
+DEFAULT_ENCODER = "onnx"  # the names (ENCODERS, QUERY_PRECISIONS) are the settings tree's
 
 _MODELS: dict[tuple, object] = {}
 _LOCK = threading.Lock()
