@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
 
 from livemem.query.retrieval import DEFAULT_ATTENTION_BOOST, Filters
 from livemem.usage.traces import TRACE_ID_PATTERN
@@ -21,6 +21,17 @@ MAX_SCORE = 1e6
 Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
 Values = Name | Annotated[list[Name], Field(max_length=MAX_VALUES)]
 ChunkId = Annotated[str, Field(pattern=UUID_PATTERN)]
+
+
+def _some_text(value: str, info: ValidationInfo) -> str:
+    if not value.strip():
+        raise ValueError(f"{info.field_name} must contain some text")
+    return value
+
+
+# A query or a message: 1 to 4,000 characters, not all whitespace (every body that takes one: /query, /gis/query,
+# /context and /chat, the seed's routes).
+Text = Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(_some_text)]
 
 
 def _as_tuple(value: Values | None) -> tuple[str, ...]:
@@ -85,7 +96,7 @@ class QueryFilters(BaseModel):
 class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
-    query: str = Field(..., min_length=1, max_length=4000)
+    query: Text
     top_k: int = Field(10, ge=1, le=200)
     collections: list[Name] | None = Field(
         None, min_length=1, max_length=MAX_VALUES, description="restrict to these collections"
@@ -115,13 +126,6 @@ class QueryRequest(BaseModel):
     consider_also: int = Field(
         3, ge=0, le=10, description="how many related high-attention chunks to suggest beside the results (0: none)"
     )
-
-    @field_validator("query")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("query must contain some text")
-        return value
 
 
 class Provenance(BaseModel):

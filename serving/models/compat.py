@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from serving.models import Text
 from serving.models.context import ChatResponse, Citation, ContextRequest, Profile
 
 
@@ -14,7 +15,7 @@ class SeedRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    message: str = Field(..., min_length=1, max_length=4000)
+    message: Text
     county: str | None = Field(None, min_length=2, max_length=64)
     zip: str | None = Field(None, pattern=r"^[0-9]{5}$")
     role: str | None = Field(
@@ -33,8 +34,9 @@ class SeedRequest(BaseModel):
 
     @model_validator(mode="after")
     def _valid_for_chat(self) -> Self:
-        """Every rule of /chat's body holds for the seed's (e.g. a message of only whitespace): a body /chat would
-        refuse is a 422 naming the field here, never an error inside the route."""
+        """Every rule of /chat's body holds for the seed's (the message is the same ``Text``; this catches any rule
+        the two bodies do not share): a body /chat would refuse is a 422 naming the field here, never an error
+        inside the route."""
         try:
             self.as_context_request()
         except ValidationError as exc:

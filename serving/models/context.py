@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from serving.models import Text
 
 MAX_PROFILE_EXTRAS = 20
 MAX_EXTRA_CHARS = 200
@@ -53,7 +55,7 @@ USER_ID_PATTERN = r"^[A-Za-z0-9._@:-]{1,128}$"
 class ContextRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    message: str = Field(..., min_length=1, max_length=4000, description="the person's message, as written")
+    message: Text = Field(description="the person's message, as written")
     role: str | None = Field(
         None,
         max_length=64,
@@ -91,13 +93,6 @@ class ContextRequest(BaseModel):
         None, pattern=USER_ID_PATTERN, description="a user within the API key's memory (another key never sees it)"
     )
     remember: bool = Field(False, description="record this exchange in the caller's personal memory (needs a key)")
-
-    @field_validator("message")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("message must contain some text")
-        return value
 
 
 class RouteRule(BaseModel):

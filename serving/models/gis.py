@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from serving.models import Values
+from serving.models import Text, Values
 
 Format = Literal["json", "geojson"]
 
@@ -22,7 +22,7 @@ class Near(BaseModel):
 class GisQueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    query: str = Field(..., min_length=1, max_length=4000)
+    query: Text
     n_results: int = Field(10, ge=1, le=200)
     bbox: list[float] | None = Field(
         None,
@@ -33,13 +33,6 @@ class GisQueryRequest(BaseModel):
     county: Values | None = Field(None, description="county name(s), with or without the word County")
     dataset: Values | None = None
     format: Format = Field("json", description="`geojson`: a FeatureCollection of the hits' centroids")
-
-    @field_validator("query")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("query must contain some text")
-        return value
 
     @field_validator("bbox")
     @classmethod
