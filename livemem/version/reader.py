@@ -168,22 +168,27 @@ class Snapshot:
                     if row["truncated"] is not None:  # kept as 0 / 1 in the copy
                         found[parent_id]["truncated"] = bool(row["truncated"])
             return found
+        placeholders = ", ".join("?" for _ in parent_ids)
+        rows = self._fetch(
+            f"SELECT {', '.join(PARENT_FIELDS)} FROM parents WHERE parent_id IN ({placeholders})", parent_ids
+        )
+        return {r[0]: dict(zip(PARENT_FIELDS, r, strict=True)) for r in rows}
+
+    def _fetch(self, sql: str, parameters: list | None = None, columns: bool = False) -> Any:
+        """The rows of ``sql`` on the version's tables (``columns``: as numpy columns), on a cursor of their own; a
+        version whose file changed on disk since it was verified is an ``IndexUnavailable`` saying so."""
+        cursor = self._con.cursor()
         try:
-            cursor = self._con.cursor()
-            try:
-                placeholders = ", ".join("?" for _ in parent_ids)
-                rows = cursor.execute(
-                    f"SELECT {', '.join(PARENT_FIELDS)} FROM parents WHERE parent_id IN ({placeholders})", parent_ids
-                ).fetchall()
-            finally:
-                cursor.close()
-        except duckdb.Error as exc:  # the file changed on disk since it was verified
+            result = cursor.execute(sql, parameters)
+            return result.fetchnumpy() if columns else result.fetchall()
+        except duckdb.Error as exc:
             log.error("index version %s: tables.duckdb unreadable at %s: %s", self.version_id, self.path, exc)
             raise IndexUnavailable(
                 f"index version {self.version_id} is damaged (tables.duckdb can no longer be read); "
                 f"{MATERIALIZE_HINT}, or roll CURRENT back to an earlier version"
             ) from None
-        return {r[0]: dict(zip(PARENT_FIELDS, r, strict=True)) for r in rows}
+        finally:
+            cursor.close()
 
     def _parent_rows(self) -> dict[str, tuple[Table, int]] | None:
         """parent_id -> (the parents table of its segment, its row), for the parents this version holds; None when
@@ -192,17 +197,7 @@ class Snapshot:
             return self._parents or None
         with self._parents_lock:
             if self._parents is None:
-                cursor = self._con.cursor()
-                try:
-                    members = cursor.execute("SELECT segment, seg_row FROM parent_members").fetchnumpy()
-                except duckdb.Error as exc:
-                    log.error("index version %s: parent members unreadable at %s: %s", self.version_id, self.path, exc)
-                    raise IndexUnavailable(
-                        f"index version {self.version_id} is damaged (tables.duckdb can no longer be read); "
-                        f"{MATERIALIZE_HINT}, or roll CURRENT back to an earlier version"
-                    ) from None
-                finally:
-                    cursor.close()
+                members = self._fetch("SELECT segment, seg_row FROM parent_members", columns=True)
                 segments = np.asarray(members["segment"], dtype=object)
                 rows = np.asarray(members["seg_row"], dtype=np.int64)
                 located: dict[str, tuple[Table, int]] = {}
