@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +26,7 @@ from livemem.index.sparse import TermIds
 from livemem.ingest.carry import CarryOver, carry_other_parts, record_change
 from livemem.ingest.chroma_mirror import update_chroma
 from livemem.ingest.layout import SCHEMA_SQL
-from livemem.ingest.manifest import count_chunks, governance_status, read_breath, version_manifest
+from livemem.ingest.manifest import SourceStats, count_chunks, governance_status, read_breath, version_manifest
 from livemem.ingest.plan import Base, already_indexed, plan_source, source_fingerprint
 from livemem.ingest.rechunk import chunk_files, embed_new
 from livemem.ingest.segments_writer import write_segments
@@ -38,25 +37,6 @@ from livemem.version import PARTS, connect, use_parts
 from livemem.version.store import TABLES, IndexHome, dir_size_mb, segments_mb, write_manifest
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class SourceStats:
-    head_commit: str | None = None
-    base_commit: str | None = None
-    error: str | None = None
-    files_new: int = 0
-    files_changed: int = 0
-    files_unchanged: int = 0
-    files_deleted: int = 0
-    chunks_new: int = 0
-    chunks_changed: int = 0
-    chunks_unchanged: int = 0
-    chunks_deleted: int = 0
-    truncated_files: int = 0
-    skipped: Counter = field(default_factory=Counter)
-    changed_paths: list[str] = field(default_factory=list)
-    deleted_paths: list[str] = field(default_factory=list)
 
 
 @dataclass

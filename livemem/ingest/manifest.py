@@ -3,7 +3,9 @@ was built under (``read_breath``), attention statistics and the governance caps 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 
@@ -18,10 +20,29 @@ from livemem.sources.gitsource import GitSource
 from livemem.usage.attention import attention_stats
 from livemem.version.store import iso, utc_now
 
-if TYPE_CHECKING:
-    from livemem.ingest.build import SourceStats
-
 HIGH_ATTENTION = 1.0
+
+
+@dataclass
+class SourceStats:
+    """One source's part of a build: its commits, what changed, and why it failed if it did (the manifest's
+    ``sources``; ``BuildResult.sources``)."""
+
+    head_commit: str | None = None
+    base_commit: str | None = None
+    error: str | None = None
+    files_new: int = 0
+    files_changed: int = 0
+    files_unchanged: int = 0
+    files_deleted: int = 0
+    chunks_new: int = 0
+    chunks_changed: int = 0
+    chunks_unchanged: int = 0
+    chunks_deleted: int = 0
+    truncated_files: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    changed_paths: list[str] = field(default_factory=list)
+    deleted_paths: list[str] = field(default_factory=list)
 
 
 def count_chunks(con: duckdb.DuckDBPyConnection, stats: dict[str, SourceStats], base: Base) -> None:
