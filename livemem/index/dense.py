@@ -717,11 +717,6 @@ def _query(vector: np.ndarray) -> np.ndarray:
 # scan, which reads every row of every segment (measured here: a row gathered and scored exactly costs about 15 rows
 # of the float16 scan, which also rescores about k rows).
 EXACT_SHARE = 0.05
-# When the list asked for holds at least this share of the allowed rows, they are all scored exactly instead: the
-# first stage would have to rescore about as many rows as the list holds anyway (the crossover measured on the
-# 9,658 SciFact chunks: k ≈ n / 25; at k = 1,000 the exact scores of every row and their top take 0.6 ms where the
-# first stage and its rescoring take 0.85 ms). Hybrid queries ask for the dense top 1,000 of every snapshot.
-EXACT_DEPTH_SHARE = 1 / 20
 
 
 def _scan_block(kernel: Kernel, query: Any, block: Any, out: np.ndarray | None, local: np.ndarray | None) -> np.ndarray:
@@ -753,15 +748,11 @@ class DenseScan:
         self.allowed = allowed
         self._approx: np.ndarray | None = None  # float16 scores as float32, -inf where not allowed
         self._pending: tuple | None = None  # blocks being scanned on the pool (``_settle``)
-        self._bound: tuple[float, float] = (math.inf, 0.0)  # |approx − exact| ≤ b0 + rho·|approx|
+        self.bound: tuple[float, float] = (math.inf, 0.0)  # |approx − exact| ≤ b0 + rho·|approx|
         self._row_bounds: tuple[list[_Packed], float, float] | None = None  # int8: (parts, ‖q‖, rest): int8_terms
         self.exact = np.full(dense.size, np.nan, dtype=np.float32)  # exact scores computed so far (NaN: not yet)
         self.known = np.zeros(dense.size, dtype=bool)
-        # On a large snapshot the first stage starts now, on the scan pool (the caller scores BM25 meanwhile); on
-        # a small one it runs when first needed, so a list deep enough to be scored exactly never pays for it.
-        self._deferred = self.allowed.size > EXACT_SHARE * dense.size
-        if self._deferred and dense.size >= PARALLEL_MIN_ROWS:
-            self._deferred = False
+        if self.allowed.size > EXACT_SHARE * dense.size:
             self._first_stage()
 
     def _first_stage(self) -> None:
@@ -775,7 +766,7 @@ class DenseScan:
         bound = error_bound(kernel, self.query, parts, query)
         if bound is None:
             return
-        self._bound = bound
+        self.bound = bound
         if kernel.reads_int8 and all(p.row_error is not None for p in parts):  # a bound per row, for candidates
             self._row_bounds = (parts, *int8_terms(kernel, self.query, parts, query))
         approx = np.empty(self.dense.size, dtype=np.float32)
@@ -797,20 +788,8 @@ class DenseScan:
     @property
     def approx(self) -> np.ndarray | None:
         """The first stage's scores (float16 products as float32, -inf where not allowed); None: not run."""
-        self._run_deferred()
         self._settle()
         return self._approx
-
-    @property
-    def bound(self) -> tuple[float, float]:
-        """``(b0, rho)``: every allowed row's ``|approx − exact| ≤ b0 + rho·|approx|`` (``(inf, 0)``: no first stage)."""
-        self._run_deferred()
-        return self._bound
-
-    def _run_deferred(self) -> None:
-        if self._deferred:
-            self._deferred = False
-            self._first_stage()
 
     def _settle(self) -> None:
         """Collect the first stage's blocks scanned on the pool, if any. The caller, done with BM25, scans the
@@ -858,8 +837,7 @@ class DenseScan:
         k = min(k, self.allowed.size)
         if k <= 0:
             return self.allowed[:0], np.zeros(0, dtype=np.float32)
-        deep = self._approx is None and k >= EXACT_DEPTH_SHARE * self.allowed.size
-        if deep or self.approx is None or (weight is not None and not _plain(weight)):
+        if self.approx is None or (weight is not None and not _plain(weight)):
             return self.allowed, self._exact(self.allowed)
         a = self.approx
         b0, rho = self.bound

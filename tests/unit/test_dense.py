@@ -485,28 +485,6 @@ def test_int8_bounds_per_row_prune_rows_with_small_errors(monkeypatch) -> None:
     per_row = rows.scan(query)
     got = per_row.candidates(100)[0]
     uniform = rows.scan(query)
-    assert uniform.approx is not None  # a small snapshot's first stage runs when first needed: now
     uniform._row_bounds = None
     assert got.size < uniform.candidates(100)[0].size
     assert np.isin(expected_top(rows, query, 100, None)[0], got).all()
-
-
-def test_a_list_deep_in_the_allowed_rows_is_scored_exactly_without_the_first_stage(monkeypatch) -> None:
-    """A hybrid query's dense list (1,000 rows) on a small snapshot: every allowed row is scored exactly (cheaper
-    than the first stage and its rescoring), the same top as through the first stage, which never runs."""
-    monkeypatch.setattr(dense_module, "_CHOSEN", [next(k for k in dense_module.KERNELS if k.reads_int8)])
-    rng = np.random.default_rng(8)
-    vectors = unit(rng, 3000)
-    rows = segmented(rng, vectors, [2000, 1000])
-    query = near(rng, vectors[7], 1, 0.2)[0]
-    mask = rng.random(rows.size) < 0.9
-    for k in (1000, 200):  # ≥ 1/20 of the allowed rows
-        scan = rows.scan(query, mask)
-        got_rows, got_scores = scan.top(k)
-        assert scan._approx is None and scan.known[mask].all()  # no first stage; every allowed row scored
-        want_rows, want_scores = expected_top(rows, query, k, mask)
-        assert np.array_equal(got_rows, want_rows) and np.array_equal(got_scores, want_scores)
-    shallow = rows.scan(query, mask)
-    got_rows, _ = shallow.top(10)
-    assert shallow._approx is not None and not shallow.known[mask].all()  # the first stage, and few rows rescored
-    assert np.array_equal(got_rows, expected_top(rows, query, 10, mask)[0])
