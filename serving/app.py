@@ -6,7 +6,6 @@ and the embedding model is loaded once per process.
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
 from contextlib import asynccontextmanager
@@ -55,13 +54,6 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
                 state.reader.snapshot()
             except IndexUnavailable as exc:
                 log.warning("%s", exc)
-            # What start-up loaded (libraries, the model, the snapshot: ≈315,000 objects on SciFact) lives as long
-            # as the worker: kept out of the collector's full passes, each of which walked all of it (≈200 ms, a
-            # pause in whichever request triggered it). Objects made later are collected as before. Once per
-            # process (a test session starts many apps).
-            if not gc.get_freeze_count():
-                gc.collect()
-                gc.freeze()
         try:
             yield
         finally:
