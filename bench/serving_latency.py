@@ -416,7 +416,9 @@ def median_row(rows: list[dict]) -> dict:
     for part in ("one_client_uncached", "concurrent_uncached"):
         keys = rows[0][part].keys()
         out[part] = {
-            k: sum(r[part][k] for r in rows) if k == "errors" else float(np.median([r[part][k] for r in rows]))
+            k: sum(r[part][k] for r in rows)
+            if k == "errors"
+            else round(float(np.median([r[part][k] for r in rows])), 3)
             for k in keys
         }
     return out
