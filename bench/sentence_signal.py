@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.serving_index import SCIFACT, WORK, ensure_index
-from bench.serving_quality import RESULTS, Scores, load_queries
+from bench.serving_quality import RESULTS, Scores, load_queries, train_halves
 from livemem.model.embedding import Embedder
 from livemem.version.reader import load_snapshot
 
@@ -100,8 +100,7 @@ class Documents:
                     self.rel[j, i] = grade
         self.idcg = np.array([sum(1 / np.log2(k + 2) for k in range(min(10, len(r)))) for r in qrels])
         self.judged = np.array([len(r) for r in qrels])
-        order = np.random.default_rng(5).permutation(n)
-        self.halves = {"a": order[: n // 2], "b": order[n // 2 :]}
+        self.halves = dict(zip("ab", train_halves(n), strict=True))
 
     def best(self, rows: np.ndarray, owners: np.ndarray) -> np.ndarray:
         """Rows × queries → documents × queries: each document's best row."""

@@ -81,6 +81,13 @@ def load_queries(split: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]
     return {q: t for q, t in queries.items() if q in qrels}, qrels
 
 
+def train_halves(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two fixed random halves (a, b) of ``n`` train questions (seed 5): the check against overfitting, since
+    SciFact ships no test split here. Every idea of every round is scored on these same halves."""
+    order = np.random.default_rng(5).permutation(n)
+    return order[: n // 2], order[n // 2 :]
+
+
 def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
     dcg = sum(relevant.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranked[:k]))
     ideal = sorted(relevant.values(), reverse=True)[:k]
@@ -342,8 +349,7 @@ def feedback_sweep(
     halves of ``Ideas`` (seed 5) and the standard error of the per-query difference to feedback off; then the ms per
     ``search`` (documents, top 10) of the default with and without feedback, interleaved, median of 3 passes."""
     paths = snap.columns["path"]
-    halves = np.random.default_rng(5).permutation(len(queries))
-    halves = (halves[: len(queries) // 2], halves[len(queries) // 2 :])
+    halves = train_halves(len(queries))
     rows, base = [], None
     for label, fusion in _feedback_settings():
         retriever, values, spent = Retriever(embedder, fusion), [], []
@@ -404,8 +410,7 @@ class Ideas:
                     rel[i] = grade
             self.rel.append(rel)
         self.idcg = [sum(1 / math.log2(i + 2) for i in range(min(10, len(r)))) for r in qrels]
-        halves = np.random.default_rng(5).permutation(len(qrels))
-        self.halves = (halves[: len(qrels) // 2], halves[len(qrels) // 2 :])
+        self.halves = train_halves(len(qrels))
         self.matrix = np.asarray(snap.dense.materialize(), dtype=np.float32)
         # PRF and the title field need per-term access: a term x chunk BM25 matrix built in memory from the rows
         records = [snap.record(r) for r in range(snap.size)]

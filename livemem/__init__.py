@@ -11,7 +11,7 @@ packages listed before it and the shared modules listed last (the ``layers`` con
   the breath file
 - ``version``   the version format: segments, manifest, the index home (staging, atomic publish, retention), readers,
   the vector store (Chroma)
-- ``query``     ranking one snapshot: filters, the search over index's scan and BM25, fusion, the result cache, GIS entities
+- ``query``     ranking one snapshot: filters, the search (the index's dense scan and BM25), fusion, the result cache, GIS entities
 - ``usage``     usage traces and the nightly attention rollup
 - ``ingest``    chunking, reading files, building a version (``build`` runs ``plan``, ``carry``, ``rechunk``,
   ``segments_writer``, ``chroma_mirror``, ``manifest``), its checks and its proof
