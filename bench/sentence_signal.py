@@ -24,7 +24,6 @@ import itertools
 import json
 import os
 import platform
-import re
 import time
 from pathlib import Path
 
@@ -32,12 +31,13 @@ import numpy as np
 
 from bench.serving_index import SCIFACT, WORK, ensure_index
 from bench.serving_quality import RESULTS, Scores, load_queries, train_halves
+from livemem.index.sentences import ABBREVIATION, SENTENCE_END
 from livemem.model.embedding import Embedder
 from livemem.version.reader import load_snapshot
 
 CACHE = WORK / "sentences"
-ABBREVIATION = re.compile(r"(\bet al|\be\.g|\bi\.e|\bvs|\bFig|\bFigs|\bapprox|\bca|\bNo|\bref|\bDr|\bcf)\.$", re.I)
-SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
+# the product's rules (livemem.index.sentences, built in round 10), applied here to whole abstracts as in round 9
+SPLIT = SENTENCE_END
 VARIANTS = ("sentences", "titled")
 
 

@@ -140,7 +140,11 @@ def _label(f: FusionSettings) -> str:
         if f.feedback
         else ""
     )
-    return f"{f.method} dense={f.dense_weight:g} sparse={f.sparse_weight:g} depth={f.depth}{sparse_depth}{feedback}"
+    sentences = f" sentences={f.sentence_weight:g} depth={f.sentence_depth}" if f.sentences else ""
+    return (
+        f"{f.method} dense={f.dense_weight:g} sparse={f.sparse_weight:g} depth={f.depth}{sparse_depth}{sentences}"
+        f"{feedback}"
+    )
 
 
 class Scores:
@@ -199,7 +203,7 @@ def main() -> None:
     vectors = embedder.encode(list(queries.values()))
     encode_s = time.perf_counter() - started
     retriever = Retriever(embedder)
-    defaults = retriever.fusion
+    defaults = retriever.fusion_for(snap)  # with sentence vectors: the blend and its BM25 weight
     report = {
         "command": "python -m bench.serving_quality " + " ".join(sys.argv[1:]),
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": _cpus()},

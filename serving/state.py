@@ -48,6 +48,7 @@ class ServingState:
             sparse_weight=settings.rrf_sparse_weight,
             depth=settings.rrf_depth,
             feedback_chunks=1 if settings.fusion_feedback else 0,
+            sentence_weight=None if settings.fusion_sentences else 0.0,
         )
         return cls(
             settings=settings,

@@ -62,7 +62,7 @@ def text_search(
         for hit in found.chunks:
             if (hit.dense or 0.0) < min_dense or len(out) >= top_k:
                 continue
-            normalized = normalized_score(hit.score, retriever.fusion, found.chunks[0].score)
+            normalized = normalized_score(hit.score, retriever.fusion_for(snap), found.chunks[0].score)
             if request.min_score is not None and normalized < request.min_score:
                 continue
             result = {**chunk_result(snap, hit), "score_normalized": normalized}

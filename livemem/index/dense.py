@@ -624,8 +624,11 @@ class DenseRows:
     scores every row (``exact_scores``); ``scan(vector, mask)`` finds the best rows exactly without scoring every
     row in float32; ``materialize()`` is the whole matrix in row order (a copy)."""
 
-    def __init__(self, parts: list[tuple[np.ndarray, np.ndarray]], dim: int) -> None:
+    def __init__(self, parts: list[tuple[np.ndarray, np.ndarray]], dim: int, sentences: list | None = None) -> None:
         self.parts = parts  # (segment vectors, the segment rows this snapshot holds, in order)
+        # per part, its segment's ``livemem.index.sentences.Sentences`` (None: the segment has no sentence vectors)
+        self.sentences = sentences if sentences is not None else [None] * len(parts)
+        self.has_sentences = any(s is not None and s.count for s in self.sentences)
         self.size = sum(int(rows.size) for _, rows in parts)
         self.shape = (self.size, dim)
         sizes = [int(rows.size) for _, rows in parts]
@@ -686,6 +689,27 @@ class DenseRows:
             dense, held = self.parts[p]
             out[where] = _gathered_scores(dense, held[local], query)  # reads only those rows, in place
         return out
+
+    def best_sentences(self, vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Each of snapshot ``rows``' best sentence cosine (float32; NaN for a row without sentence vectors)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.full(rows.size, np.nan, dtype=np.float32)
+        if not self.has_sentences or not rows.size:
+            return out
+        query = _query(vector)
+        for p, where, local in self.by_part(rows):
+            found = self.sentences[p]
+            if found is not None:
+                out[where] = found.best(query, self.parts[p][1][local])
+        return out
+
+    def sentence_vectors(self, row: int) -> np.ndarray:
+        """The sentence vectors of one snapshot row (none: shape ``(0, dim)``)."""
+        ((p, _, local),) = self.by_part(np.array([row], dtype=np.int64))
+        found = self.sentences[p]
+        if found is None:
+            return np.zeros((0, self.shape[1]), dtype=np.float32)
+        return found.of(int(self.parts[p][1][local][0]))
 
     def top(self, vector: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` rows with the highest dense scores among ``mask`` (all rows when None), best first (ties: the

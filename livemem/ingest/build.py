@@ -14,6 +14,7 @@ runs only after the checks (``checks``) pass.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 import duckdb
 
 from livemem.errors import SourceError
+from livemem.index.sentences import Sentences, sentence_texts
 from livemem.index.sparse import TermIds
 from livemem.ingest.carry import CarryOver, carry_other_parts, record_change
 from livemem.ingest.chroma_mirror import update_chroma
@@ -152,11 +154,17 @@ class _Builder:
             carry.members(con, self.base)
             t = self._tick("carry_over_s", t)
             texts = [r.pop("_embed_text") for r in new_rows]
-            vectors, computed, reused = embed_new(texts, self.home.cache_dir, self.embedder)
+            said = self._sentences(new_rows)
+            flat = [s for found in said for s in found]
+            # one pass over the model (and the cache) for both: the chunks first, then their sentences
+            embedded, computed, reused = embed_new(texts + flat, self.home.cache_dir, self.embedder)
+            vectors = embedded[: len(texts)]
+            sentences = Sentences.from_counts(embedded[len(texts) :], [len(f) for f in said], self.embedder.dim)
             t = self._tick("embed_s", t)
             segments = write_segments(
-                con, self.parts, self.embedder.dim, new_rows, new_parents, vectors, texts, terms, self.timings
-            )
+                con, self.parts, self.embedder.dim, new_rows, new_parents, vectors, texts, terms, self.timings,
+                sentences,
+            )  # fmt: skip
             t = self._tick("segment_s", t)
             record_change(con, skips, new_rows, self.base)
             count_chunks(con, stats, self.base)
@@ -183,6 +191,12 @@ class _Builder:
         )  # fmt: skip
         write_manifest(staged, manifest)
         return manifest
+
+    def _sentences(self, rows: list[dict[str, Any]]) -> list[list[str]]:
+        """The sentence texts of each new chunk row (none when ``index.sentences`` is off)."""
+        if not self.config.sentences:
+            return [[] for _ in rows]
+        return [sentence_texts(r["content"], json.loads(r["heading_path"]), r["type"]) for r in rows]
 
     def _collect(
         self, con: duckdb.DuckDBPyConnection, stats: dict[str, SourceStats], opened: dict, carry: CarryOver

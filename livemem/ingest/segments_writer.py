@@ -16,6 +16,7 @@ import pandas as pd
 
 from livemem.duck import sql_literals
 from livemem.index import records
+from livemem.index.sentences import SENTENCES_FILE, Sentences, concat
 from livemem.index.sparse import Postings, TermIds
 from livemem.version.segments import (
     PARENT_COLUMNS,
@@ -42,15 +43,17 @@ def write_segments(
     texts: list[str],
     terms: list[TermIds],
     timings: dict[str, float],
+    sentences: Sentences | None = None,
 ) -> list[dict[str, Any]]:
-    """Write the rebuilt chunks and files (``terms``: the BM25 tokens of ``rows``, batch by batch) as one new
-    segment under ``parts`` (``dim``: the vectors'), name its rows in the membership, merge segments when the version would hold too many
-    or too little of one (``merge_plan``; its time is added to ``timings["merge_s"]``), and define the ``chunks`` /
-    ``parents`` views. Returns the version's segments with the rows it holds of each."""
+    """Write the rebuilt chunks and files (``terms``: the BM25 tokens of ``rows``, batch by batch; ``sentences``:
+    their sentence vectors) as one new segment under ``parts`` (``dim``: the vectors'), name its rows in the
+    membership, merge segments when the version would hold too many or too little of one (``merge_plan``; its time
+    is added to ``timings["merge_s"]``), and define the ``chunks`` / ``parents`` views. Returns the version's
+    segments with the rows it holds of each."""
     if rows or parents:
         segment = write_segment(
             con, parts, pd.DataFrame(rows, columns=list(records.CHUNK_COLUMNS)),
-            pd.DataFrame(parents, columns=list(PARENT_COLUMNS)), vectors, texts, Postings.merge(terms),
+            pd.DataFrame(parents, columns=list(PARENT_COLUMNS)), vectors, texts, Postings.merge(terms), sentences,
         )  # fmt: skip
         hold_segment(con, segment, len(rows), len(parents))
     release_segments(con, [s for s, c, p in live_rows(con) if c == 0 and p == 0])  # nothing of it is held
@@ -77,14 +80,23 @@ def merge_segments(con: duckdb.DuckDBPyConnection, parts: Path, dim: int, plan: 
     parents = con.execute(held.format(kind="parent")).df()
     release_segments(con, plan)
     vectors = np.zeros((len(chunks), dim), dtype=np.float32)
-    for segment, group in chunks.groupby("_seg", sort=False):
+    pieces: list[tuple[np.ndarray, np.ndarray]] = []  # sentence vectors and counts, in the merged rows' order
+    for segment, group in chunks.groupby("_seg", sort=False):  # groups in row order: chunks are sorted by _seg
         dense = np.load(parts / str(segment) / "dense.npy", mmap_mode="r")
-        vectors[group.index.to_numpy()] = dense[group["_row"].to_numpy()]
+        seg_rows = group["_row"].to_numpy()
+        vectors[group.index.to_numpy()] = dense[seg_rows]
+        found = parts / str(segment) / SENTENCES_FILE
+        if found.exists():
+            pieces.append(Sentences.load(found).take(seg_rows))
+        else:  # written before sentences, or none of its rows has any
+            pieces.append((np.zeros((0, dim), dtype=np.float32), np.zeros(seg_rows.size, dtype=np.int64)))
+    sentences = concat(pieces, dim)
     texts = [
         records.embed_text(c, json.loads(h)) for c, h in zip(chunks["content"], chunks["heading_path"], strict=True)
     ]
     segment = write_segment(
         con, parts, chunks.drop(columns=["_seg", "_row"]), parents.drop(columns=["_seg", "_row"]), vectors, texts,
+        sentences=sentences,
     )  # fmt: skip
     hold_segment(con, segment, len(chunks), len(parents))
     log.info("merged %d segments into %s (%d chunks, %d files)", len(plan), segment, len(chunks), len(parents))

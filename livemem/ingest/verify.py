@@ -168,6 +168,7 @@ def _compare_retrieval(published: Path, reference: Path, result: Comparison) -> 
         off = np.abs(got_dense - want_dense).max(axis=1) > VECTOR_TOLERANCE
         for i in np.flatnonzero(off)[:MAX_LISTED]:
             result.general.append(f"retrieval vector of chunk {want.ids[i]} differs")
+        _compare_sentences(got, want, order, result)
         scopes = {frozenset([level]) for level in want.access_levels} | {want.access_levels}
         for query in _sample_queries(want):
             for scope in sorted(scopes, key=sorted):
@@ -185,6 +186,22 @@ def _compare_retrieval(published: Path, reference: Path, result: Comparison) -> 
     finally:
         got.close()
         want.close()
+
+
+def _compare_sentences(got, want, order: np.ndarray, result: Comparison) -> None:
+    """The same sentence vectors (``livemem.index.sentences``) for every chunk id, in the same order."""
+    if not got.dense.has_sentences and not want.dense.has_sentences:
+        return
+    listed = 0
+    for i, row in enumerate(order.tolist()):
+        a, b = got.dense.sentence_vectors(row), want.dense.sentence_vectors(i)
+        if a.shape != b.shape or (a.size and np.abs(a - b).max() > VECTOR_TOLERANCE):
+            result.general.append(
+                f"sentence vectors of chunk {want.ids[i]} differ ({a.shape[0]} sentences, expected {b.shape[0]})"
+            )
+            listed += 1
+            if listed >= MAX_LISTED:
+                return
 
 
 def _sample_queries(snap, count: int = 24) -> list[str]:

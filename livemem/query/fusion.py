@@ -15,6 +15,14 @@ a list gets 0 from that side:
   the list's last chunk is 0, which is what an absent chunk gets).
 - ``rrf``: weighted reciprocal rank fusion, ``w_dense / (k + rank_dense) + w_sparse / (k + rank_sparse)``.
 
+Sentences (on for ``linear`` when the index has sentence vectors, ``livemem.index.sentences``): the first
+``sentence_depth`` fused chunks have the dense part of their score blended with their best sentence's cosine,
+``w_dense · ((1 − sentence_weight) · cosine + sentence_weight · best sentence)`` (both clipped at 0; a chunk not on
+the dense list had 0 for its cosine), so a chunk one of whose sentences states the answer rises (``with_sentences``).
+A chunk without sentence vectors keeps its score. It needs no scan of the sentences, only those of
+``sentence_depth`` chunks. The dense side being the stronger for it, BM25 weighs less on an index with sentence
+vectors: ``sentence_sparse_weight`` (``FusionSettings.for_sentences``, chosen with the blend on SciFact train).
+
 Pseudo-relevance feedback (off by default; ``feedback_chunks=1`` — serving: ``RAG_FUSION_FEEDBACK=1`` — turns it on, with
 weights chosen for ``linear`` on SciFact train; docs/serving.md says why it is off): the query vector moved towards
 the vectors of the first ``feedback_chunks`` hits of that fusion (Rocchio, ``feedback_query``) rescores the first
@@ -26,7 +34,7 @@ cosines; ``fuse(..., feedback=...)`` is the same in one call.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -42,12 +50,21 @@ DEFAULT_SPARSE_WEIGHT = {"linear": 0.5, "minmax": 1.0, "zscore": 1.0, "rrf": 1.0
 # The feedback list's weight when none is given: chosen for ``linear`` on SciFact train (+0.0034 nDCG@10, better on
 # both halves, docs/serving.md); the other methods were not tuned with it, so it is off for them.
 DEFAULT_FEEDBACK_WEIGHT = {"linear": 0.3, "minmax": 0.0, "zscore": 0.0, "rrf": 0.0}
+# The best sentence's share of the dense part when none is given: chosen for ``linear`` on SciFact train
+# (docs/serving.md, Round 10); the other methods were not tuned with it, so it is off for them.
+DEFAULT_SENTENCE_WEIGHT = {"linear": 0.67, "minmax": 0.0, "zscore": 0.0, "rrf": 0.0}
+DEFAULT_SENTENCE_SPARSE_WEIGHT = {"linear": 0.3}  # the BM25 weight with the blend (others: their sparse_weight)
 
 
 @dataclass(frozen=True)
 class FusionSettings:
     """How the dense and the BM25 list are fused. ``k`` is used by ``rrf`` only; ``sparse_depth`` (None: ``depth``)
     is the length of the BM25 list; ``sparse_weight`` None is the method's default (``DEFAULT_SPARSE_WEIGHT``).
+
+    Sentences: the first ``sentence_depth`` fused chunks blend their best sentence's cosine into their dense part,
+    ``sentence_weight`` of it (None: ``DEFAULT_SENTENCE_WEIGHT``; 0 turns it off), and BM25 weighs
+    ``sentence_sparse_weight`` instead of ``sparse_weight`` (None: ``DEFAULT_SENTENCE_SPARSE_WEIGHT``, else the same):
+    ``for_sentences()`` is the fusion used on an index with sentence vectors.
 
     Feedback: the first ``feedback_chunks`` fused hits move the query vector by ``feedback_beta`` × their mean
     vector; each of the first ``feedback_depth`` fused chunks gains ``feedback_weight`` × its cosine to the moved
@@ -63,6 +80,9 @@ class FusionSettings:
     feedback_beta: float = 1.0
     feedback_weight: float | None = None
     feedback_depth: int = 200
+    sentence_weight: float | None = None
+    sentence_depth: int = 200
+    sentence_sparse_weight: float | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -71,6 +91,15 @@ class FusionSettings:
             object.__setattr__(self, "sparse_weight", DEFAULT_SPARSE_WEIGHT[self.method])
         if self.feedback_weight is None:
             object.__setattr__(self, "feedback_weight", DEFAULT_FEEDBACK_WEIGHT[self.method])
+        if self.sentence_weight is None:
+            object.__setattr__(self, "sentence_weight", DEFAULT_SENTENCE_WEIGHT[self.method])
+        if not 0.0 <= self.sentence_weight <= 1.0 or self.sentence_depth < 1:
+            raise ValueError("sentence_weight must be between 0 and 1, sentence_depth at least 1")
+        if self.sentence_sparse_weight is None:
+            default = DEFAULT_SENTENCE_SPARSE_WEIGHT.get(self.method, self.sparse_weight)
+            object.__setattr__(self, "sentence_sparse_weight", default)
+        if self.sentence_sparse_weight < 0:
+            raise ValueError("sentence_sparse_weight must be at least 0")
         if self.feedback_chunks < 0 or self.feedback_weight < 0 or self.feedback_depth < self.feedback_chunks:
             raise ValueError("feedback_chunks and feedback_weight must be at least 0, feedback_depth at least chunks")
 
@@ -78,6 +107,18 @@ class FusionSettings:
     def feedback(self) -> bool:
         """Whether hybrid search moves the query and adds the feedback cosines."""
         return self.feedback_chunks > 0 and self.feedback_weight > 0
+
+    @property
+    def sentences(self) -> bool:
+        """Whether hybrid search blends the first fused chunks' best sentence cosines into their scores."""
+        return self.sentence_weight > 0 and self.dense_weight > 0
+
+    def for_sentences(self) -> FusionSettings:
+        """The fusion on an index with sentence vectors: the blend on, BM25 at ``sentence_sparse_weight`` (itself
+        when the blend is off or the weights are already those)."""
+        if not self.sentences or self.sparse_weight == self.sentence_sparse_weight:
+            return self
+        return replace(self, sparse_weight=self.sentence_sparse_weight)
 
     @property
     def best_score(self) -> float | None:
@@ -117,6 +158,25 @@ def fuse(
         top = feedback_order(scores, fusion)
         scores[top] = with_feedback(scores[top], feedback[listed][top], fusion)
     return rows, scores
+
+
+def sentence_order(fused: np.ndarray, fusion: FusionSettings) -> np.ndarray:
+    """Positions of the first ``sentence_depth`` fused scores, best first (ties: the lower position): the chunks
+    whose sentences are scored."""
+    return top_order(fused, min(fusion.sentence_depth, fused.size))
+
+
+def with_sentences(fused: np.ndarray, cosines: np.ndarray, sentences: np.ndarray, fusion: FusionSettings) -> np.ndarray:
+    """Fused scores with the dense part blended with the best sentence: ``cosines`` are the chunks' cosines where
+    they were on the dense list (-inf or NaN where not: they had 0), ``sentences`` their best sentence cosines (NaN:
+    no sentence vectors, the score is kept)."""
+    if not fusion.sentences:
+        return fused
+    cosines = np.asarray(cosines, dtype=np.float64)
+    had = np.where(np.isfinite(cosines), np.maximum(cosines, 0.0), 0.0)
+    best = np.asarray(sentences, dtype=np.float64)
+    change = fusion.dense_weight * fusion.sentence_weight * (np.maximum(best, 0.0) - had)
+    return np.where(np.isnan(best), fused, fused + np.nan_to_num(change))
 
 
 def feedback_order(fused: np.ndarray, fusion: FusionSettings) -> np.ndarray:

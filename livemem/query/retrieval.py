@@ -30,7 +30,16 @@ import numpy as np
 from livemem.dates import date_mask
 from livemem.index.dense import DenseScan, scan_pool
 from livemem.model.embedding import Embedder
-from livemem.query.fusion import FusionSettings, feedback_order, feedback_query, fuse, top_order, with_feedback
+from livemem.query.fusion import (
+    FusionSettings,
+    feedback_order,
+    feedback_query,
+    fuse,
+    sentence_order,
+    top_order,
+    with_feedback,
+    with_sentences,
+)
 from livemem.version.reader import Snapshot, breath_number
 
 Mode = Literal["dense", "sparse", "hybrid"]
@@ -88,6 +97,7 @@ class Hit:
     score: float
     dense: float | None = None
     sparse: float | None = None
+    sentence: float | None = None  # hybrid: the best sentence's cosine (a chunk with sentence vectors)
 
 
 @dataclass
@@ -131,6 +141,11 @@ class Retriever:
     @property
     def model_id(self) -> str:
         return self.embedder.model_id
+
+    def fusion_for(self, snap: Snapshot) -> FusionSettings:
+        """The fusion hybrid search uses on ``snap``: with sentence vectors, the blend and its BM25 weight
+        (``FusionSettings.for_sentences``); scores are normalised with the same (``normalized_score``)."""
+        return self.fusion.for_sentences() if snap.dense.has_sentences else self.fusion
 
     def encode(self, text: str) -> np.ndarray:
         with self._encode_lock:
@@ -199,8 +214,12 @@ class Retriever:
                 documents = None
                 chunks = [hit(int(rows[i]), float(scores[i])) for i in top_order(scores, query.top_k)]
         if scan is not None and made:  # the exact dense scores of the rows shown (most are known already)
-            for h, dense in zip(made, scan.scores(np.array([h.row for h in made])), strict=True):
+            shown = np.array([h.row for h in made])
+            for h, dense in zip(made, scan.scores(shown), strict=True):
                 h.dense = float(dense)
+            if query.mode == "hybrid" and self.fusion_for(snap).sentences and snap.dense.has_sentences:
+                for h, best in zip(made, snap.dense.best_sentences(vector, shown), strict=True):
+                    h.sentence = None if np.isnan(best) else float(best)
         suggestions = consider_also(snap, [h.row for h in chunks], mask, query.consider_also)
         _tick(timings, "rank", t)
         return Retrieval(chunks, documents, int(candidates.size), timings, suggestions)
@@ -224,10 +243,11 @@ class Retriever:
         the first ``feedback_depth`` fused chunks gain their cosine to the moved query
         (``livemem.query.fusion.with_feedback``): exact scores of those rows only, no second scan
         (``timings["feedback"]``)."""
+        fusion = self.fusion_for(snap)
         top_rows, top_scores = dense_top
         sparse_rows = top_rows[:0]
         if sparse_all is not None:
-            depth = self.fusion.depth if self.fusion.sparse_depth is None else self.fusion.sparse_depth
+            depth = fusion.depth if fusion.sparse_depth is None else fusion.sparse_depth
             # BM25 scores are ≥ 0: the best `depth` of every allowed row, less those at 0, are the best `depth`
             # matching rows (the same ties: the lower row), found without gathering the matching rows first
             allowed = sparse_all if candidates.size == sparse_all.size else np.where(mask, sparse_all, 0)
@@ -237,14 +257,20 @@ class Retriever:
         dense = np.full(union.size, -np.inf, dtype=np.float32)
         dense[np.searchsorted(union, top_rows)] = top_scores
         sparse = sparse_all[union] if sparse_all is not None else np.zeros(union.size)
-        rows, scores = fuse(union, dense, sparse, self.fusion)
-        if not self.fusion.feedback or not rows.size:
+        rows, scores = fuse(union, dense, sparse, fusion)
+        if fusion.sentences and snap.dense.has_sentences and rows.size:
+            started = time.perf_counter()
+            top = sentence_order(scores, fusion)  # ties: the lower row (rows ascend)
+            cosines = dense[np.searchsorted(union, rows[top])]  # -inf: not on the dense list
+            scores[top] = with_sentences(scores[top], cosines, snap.dense.best_sentences(vector, rows[top]), fusion)
+            timings["sentences"] = round((time.perf_counter() - started) * 1000, 3)
+        if not fusion.feedback or not rows.size:
             return rows, scores
         started = time.perf_counter()
-        top = feedback_order(scores, self.fusion)  # ties: the lower row (rows ascend)
-        first = rows[top[: self.fusion.feedback_chunks]]
-        moved = feedback_query(vector, snap.dense.vectors(first), self.fusion.feedback_beta)
-        scores[top] = with_feedback(scores[top], snap.dense.scores(moved, rows[top]), self.fusion)
+        top = feedback_order(scores, fusion)  # ties: the lower row (rows ascend)
+        first = rows[top[: fusion.feedback_chunks]]
+        moved = feedback_query(vector, snap.dense.vectors(first), fusion.feedback_beta)
+        scores[top] = with_feedback(scores[top], snap.dense.scores(moved, rows[top]), fusion)
         timings["feedback"] = round((time.perf_counter() - started) * 1000, 3)
         return rows, scores
 
@@ -546,7 +572,7 @@ def chunk_result(snap: Snapshot, hit: Hit) -> dict[str, Any]:
         **record,
         "score": hit.score,
         "collection": record["metadata"]["collection"],
-        "scores": {"dense": hit.dense, "sparse": hit.sparse},
+        "scores": {"dense": hit.dense, "sparse": hit.sparse, "sentence": hit.sentence},
     }
 
 

@@ -26,7 +26,8 @@ from livemem.settings import ChromaSettings, PathSettings, TraceSettings
 # The chunking defaults a sources file starts from (livemem/ingest/chunking.py applies them).
 # Bump whenever the same file and settings would give different chunks (it forces re-chunking every source).
 # 4: chunks carry the date their document names (``livemem.dates.document_date``) in ``domain``.
-CHUNKER_VERSION = 4
+# 5: sentence vectors of prose chunks (``livemem.index.sentences``; their splitting rule is part of this version).
+CHUNKER_VERSION = 5
 MODEL_MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length, [CLS] and [SEP] included
 DEFAULT_CHUNK_TOKENS = MODEL_MAX_TOKENS - 2
 
@@ -132,6 +133,7 @@ class SourcesConfig:
     retention: int = 5
     vector_store: str = "none"  # "none" | "chroma"; see ``uses_chroma``
     encoder: str | None = None  # "torch" | "onnx": the build's embedding backend; None: the embedder's own
+    sentences: bool = True  # embed each prose chunk's sentences too (livemem/index/sentences.py)
     governance: Governance = field(default_factory=Governance)
     breath_source: str | None = None
     breath_path: str = "BREATH.md"
@@ -169,7 +171,7 @@ class SourcesConfig:
     def chunking(self) -> dict[str, Any]:
         return {
             "max_chunk_chars": self.max_chunk_chars, "max_file_bytes": self.max_file_bytes,
-            "chunk_tokens": self.chunk_tokens, "chunker": CHUNKER_VERSION,
+            "chunk_tokens": self.chunk_tokens, "chunker": CHUNKER_VERSION, "sentences": self.sentences,
         }  # fmt: skip
 
 
@@ -275,6 +277,7 @@ def _resolve(file: Path, data: dict[str, Any]) -> SourcesConfig:
         retention=index.get("retention", 5),
         vector_store=index.get("vector_store", "none"),
         encoder=index.get("encoder"),
+        sentences=index.get("sentences", True),
         governance=Governance(gov.get("max_chunks", 1_000_000), float(gov.get("max_size_mb", 10_240))),
         breath_source=breath["source"] if breath else None,
         breath_path=breath.get("path", "BREATH.md") if breath else "BREATH.md",

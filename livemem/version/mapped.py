@@ -49,7 +49,7 @@ from livemem.settings import CacheSettings
 log = logging.getLogger(__name__)
 
 SERVING_CACHE_ENV = "LIVEMEM_SERVING_CACHE"
-COPY_FORMAT = 5  # 5: the parent files too; 4: int8 codes, scales and errors per row; 3: int8 codes for the first stage, no float16 copy; 2: one file of arrays per segment (1: .npy files)
+COPY_FORMAT = 6  # 6: sentence vectors (when the segment has them); 5: the parent files too; 4: int8 codes, scales and errors per row; 3: int8 codes for the first stage, no float16 copy; 2: one file of arrays per segment (1: .npy files)
 META = "copy.json"
 STALE_TMP_S = 3600.0  # a temporary directory older than this was left by a worker that died while writing
 _WARNED: set[str] = set()

@@ -276,7 +276,9 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             sparse_parts.append((segment.postings, positions))
             offset += seg_rows.size
         dim = int(manifest.get("model", {}).get("dim") or (segments[0][0].dense.shape[1] if segments else 384))
-        dense = DenseRows([(segment.dense, seg_rows) for segment, seg_rows in segments], dim)
+        dense = DenseRows(
+            [(segment.dense, seg_rows) for segment, seg_rows in segments], dim, [s.sentences for s, _ in segments]
+        )
         dense.prepare()  # the float16 copies of new segments (``livemem.index.dense``), now rather than on a first query
         if len(set(ids)) != len(ids):
             raise ValueError(f"the version holds {len(ids) - len(set(ids))} chunk ids twice")

@@ -6,6 +6,8 @@
     parents.parquet   the segment's parent files (``PARENT_SCHEMA``) with ``_row``
     dense.npy         float32 vectors of the chunks, row ``i`` is chunk ``_row = i``
     postings.npz      BM25 postings of the chunks (``livemem.index.sparse.Postings``)
+    sentences.npz     (when any chunk has sentences) the chunks' sentence vectors and where each row's start
+                      (``livemem.index.sentences.Sentences``)
     segment.json      counts and the size and SHA-256 of every file above; the segment id is
                       ``seg-`` + the first 32 hex digits of the SHA-256 of those hashes
 
@@ -38,6 +40,8 @@ import pandas as pd
 from livemem.duck import registered, sql_literals
 from livemem.errors import LivingMemoryError
 from livemem.index.dense import INT8_MAX_NORM, Int8Codes, max_row_norm, quantize_int8, share_half, share_int8
+from livemem.index.sentences import SENTENCES_FILE as SENTENCES
+from livemem.index.sentences import Sentences
 from livemem.index.sparse import Postings
 from livemem.version import mapped
 from livemem.version.mapped import Table
@@ -96,11 +100,15 @@ def write_segment(
     vectors: np.ndarray,
     texts: list[str],
     postings: Postings | None = None,
+    sentences: Sentences | None = None,
 ) -> str:
     """Write one segment (chunk rows in the order of ``vectors`` and ``texts``) and return its id. ``postings``: those
-    of ``texts`` when the caller has them (a build merges the batches its worker processes tokenized)."""
+    of ``texts`` when the caller has them (a build merges the batches its worker processes tokenized);
+    ``sentences``: the rows' sentence vectors (none: no row has any)."""
     if len(chunks) != len(vectors) or len(chunks) != len(texts):
         raise ValueError(f"{len(chunks)} chunk rows, {len(vectors)} vectors, {len(texts)} texts")
+    if sentences is not None:
+        sentences.check(len(chunks), np.asarray(vectors).reshape(len(chunks), -1).shape[1])
     if postings is not None and postings.size != len(chunks):
         raise ValueError(f"{len(chunks)} chunk rows, postings of {postings.size} texts")
     parts.mkdir(parents=True, exist_ok=True)
@@ -118,7 +126,11 @@ def write_segment(
                 )
         np.save(tmp / "dense.npy", np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(chunks), -1))
         (postings if postings is not None else Postings.build(texts)).save(tmp / "postings.npz")
-        files = {name: {"size": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)} for name in FILES}
+        written = FILES
+        if sentences is not None and sentences.count:
+            sentences.save(tmp / SENTENCES)
+            written = (*FILES, SENTENCES)
+        files = {name: {"size": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)} for name in written}
         segment_id = "seg-" + hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:32]
         meta = {"id": segment_id, "format": SEGMENT_FORMAT, "chunks": len(chunks), "parents": len(parents),
                 "files": files}  # fmt: skip
@@ -232,6 +244,7 @@ class Segment:
     postings: Postings
     mapped: bool = False
     parents: Table | None = None  # the segment's parent files by ``_row`` (``PARENT_KINDS``)
+    sentences: Sentences | None = None  # the chunks' sentence vectors, when the segment has any
     derived: dict[str, Any] = field(default_factory=dict)  # what readers compute once per segment (columns)
 
     @property
@@ -247,7 +260,7 @@ def _read_verified(parts: Path, segment_id: str) -> tuple[int, dict[str, np.ndar
     expected = "seg-" + hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:32]
     if meta.get("id") != segment_id or expected != segment_id:
         raise DamagedSegment(f"segment {segment_id}: segment.json does not match its name")
-    for name in FILES:
+    for name in (*FILES, *([SENTENCES] if SENTENCES in files else [])):
         path = directory / name
         try:
             size = path.stat().st_size
@@ -277,6 +290,13 @@ def _read_verified(parts: Path, segment_id: str) -> tuple[int, dict[str, np.ndar
     arrays["dense"] = dense
     arrays.update({f"postings.{name}": getattr(postings, name) for name in POSTING_FIELDS})
     arrays.update({f"parents.{k}": v for k, v in mapped.encode_frame(parents, PARENT_KINDS).items()})
+    if SENTENCES in files:
+        sentences = Sentences.load(directory / SENTENCES)
+        try:
+            sentences.check(len(frame), dense.shape[1])
+        except ValueError as exc:
+            raise DamagedSegment(f"segment {segment_id}: {SENTENCES}: {exc}") from None
+        arrays["sentences"], arrays["sentences.starts"] = sentences.vectors, sentences.starts
     return len(frame), arrays
 
 
@@ -295,7 +315,16 @@ def _segment(segment_id: str, meta: dict[str, Any], arrays: dict[str, np.ndarray
         share_int8(dense, codes, float(meta["dense_max_norm"]))
     held = {k.removeprefix("parents."): v for k, v in arrays.items() if k.startswith("parents.")}
     parents = Table(held, PARENT_KINDS, held["parent_id.codes"].size) if held else None
-    return Segment(segment_id, table.column("chunk_id"), table, dense, postings, is_mapped, parents=parents)
+    sentences = None
+    if "sentences" in arrays:
+        sentences = Sentences(arrays["sentences"], arrays["sentences.starts"])
+        try:
+            sentences.check(size, dense.shape[1])
+        except ValueError as exc:
+            raise DamagedSegment(f"segment {segment_id}: sentences: {exc}") from None
+    return Segment(
+        segment_id, table.column("chunk_id"), table, dense, postings, is_mapped, parents=parents, sentences=sentences
+    )
 
 
 def load_segment(parts: Path, segment_id: str) -> Segment:

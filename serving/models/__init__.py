@@ -150,6 +150,11 @@ class ChunkRecord(BaseModel):
 class ScoreParts(BaseModel):
     dense: float | None = Field(None, description="cosine similarity of the query and chunk vectors")
     sparse: float | None = Field(None, description="BM25 score")
+    sentence: float | None = Field(
+        None,
+        description="hybrid: cosine similarity of the query and the chunk's best sentence, for a chunk with sentence "
+        "vectors (livemem.index.sentences), blended into its dense part",
+    )
 
 
 class QueryResult(ChunkRecord):

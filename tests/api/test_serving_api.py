@@ -65,6 +65,27 @@ def test_each_mode_ranks_the_matching_chunk_first(client, served, mode):
         assert top["scores"]["dense"] is None and top["scores"]["sparse"] > 0
 
 
+def test_hybrid_blends_the_best_sentence_into_chunks_that_have_sentence_vectors(client):
+    """The constitution's chunk has two sentences (livemem.index.sentences): its hybrid score is
+    (1 - 0.67) x its cosine + 0.67 x its best sentence's + 0.3 x its BM25 over the best; chunks without sentence
+    vectors keep cosine + 0.3 x BM25 / best (docs/serving.md: the weights on an index with sentence vectors)."""
+    question = "are sealed decisions authoritative"
+    best_bm25 = ask(client, query=question, mode="sparse", top_k=1)["results"][0]["score"]
+    results = ask(client, query=question, mode="hybrid", top_k=5)["results"]
+    assert results[0]["provenance"]["path"] == "governance/CONSTITUTION.md"
+    assert results[0]["scores"]["sentence"] > results[0]["scores"]["dense"]  # the sentence that says it
+    for result in results:
+        parts = result["scores"]
+        dense, bm25 = max(parts["dense"], 0.0), 0.3 * (parts["sparse"] or 0.0) / best_bm25
+        if parts["sentence"] is not None:
+            dense = 0.33 * dense + 0.67 * max(parts["sentence"], 0.0)
+        assert result["score"] == pytest.approx(dense + bm25, abs=1e-5), result["provenance"]["path"]
+        assert result["score_normalized"] == pytest.approx(result["score"] / 1.3, abs=1e-5)
+    assert sum(r["scores"]["sentence"] is not None for r in results) == 1
+    for mode in ("dense", "sparse"):  # the other modes are what they say
+        assert all(r["scores"]["sentence"] is None for r in ask(client, query=question, mode=mode)["results"])
+
+
 def test_results_by_source_groups_results_by_collection(client):
     data = ask(client, query="SNAP food assistance", top_k=10)
     assert len({r["collection"] for r in data["results"]}) >= 2

@@ -5,7 +5,7 @@ sources (``alpha`` under ``a/`` with switchable include and sealed globs, ``beta
 exclude glob, ``gamma`` selecting ``shared/**`` and ``a/notes/**`` across the others' directories), the second
 one source (``delta``, whole repository, domain metadata by path). Rules add, edit, delete, rename (also across
 sources), revert files to an earlier text, write binary, non-UTF-8, empty and oversize files, toggle the seal
-marker, repeat text inside a file, and change the configuration (chunk size, file size cap, globs, vector store). The ``build``
+marker, repeat text inside a file, and change the configuration (chunk size, file size cap, globs, vector store, sentence vectors on or off). The ``build``
 rule builds incrementally on the previous version, checks it with the blocking completeness check, publishes
 it, and compares the published version with a from-scratch build of the same commits in a fresh home that
 shares the embedding cache (so vectors are comparable and no text is embedded twice).
@@ -65,7 +65,12 @@ REPO1_DIRS = ("a", "a/notes", "a/sealed", "a/drafts", "b", "b/drafts", "shared",
 REPO2_DIRS = ("", "docs", "county")
 EXTENSIONS = (".md", ".md", ".txt", ".py")
 
-paragraph = st.lists(st.sampled_from(WORDS), min_size=3, max_size=25).map(" ".join)
+sentence = st.lists(st.sampled_from(WORDS), min_size=2, max_size=12).map(lambda w: " ".join(w).capitalize() + ".")
+# one to three sentences, or words without a full stop: chunks with and without sentence vectors
+paragraph = st.one_of(
+    st.lists(sentence, min_size=1, max_size=3).map(" ".join),
+    st.lists(st.sampled_from(WORDS), min_size=3, max_size=25).map(" ".join),
+)
 
 
 @st.composite
@@ -92,7 +97,7 @@ class IndexHistory(RuleBasedStateMachine):
         self.previous: dict[tuple[str, str], list[str | bytes]] = {}
         self.knobs = {
             "max_chunk_chars": 300, "max_file_bytes": 100_000, "alpha_include": "all", "alpha_sealed": False,
-            "beta_exclude": False, "vector_store": "chroma",
+            "beta_exclude": False, "vector_store": "chroma", "sentences": True,
         }  # fmt: skip
         self.home = IndexHome(self.root / "index", cache_dir=self.root / "cache")
         self.builds = itertools.count()
@@ -111,6 +116,7 @@ class IndexHistory(RuleBasedStateMachine):
   max_file_bytes: {k["max_file_bytes"]}
   retention: 2
   vector_store: {k["vector_store"]}
+  sentences: {str(k["sentences"]).lower()}
 sources:
   - name: alpha
     repo: {self.repos["one"].path}
@@ -234,7 +240,15 @@ sources:
 
     @rule(
         knob=st.sampled_from(
-            ["max_chunk_chars", "max_file_bytes", "alpha_include", "alpha_sealed", "beta_exclude", "vector_store"]
+            [
+                "max_chunk_chars",
+                "max_file_bytes",
+                "alpha_include",
+                "alpha_sealed",
+                "beta_exclude",
+                "vector_store",
+                "sentences",
+            ]
         ),
         data=st.data(),
     )
@@ -246,6 +260,7 @@ sources:
             "alpha_sealed": [False, True],
             "beta_exclude": [False, True],
             "vector_store": ["chroma", "none"],
+            "sentences": [True, False],
         }[knob]
         self.knobs[knob] = data.draw(st.sampled_from(choices))
 

@@ -18,7 +18,15 @@ from support.serving import API_KEYS, build_and_publish, commit_files, make_work
 from livemem.index import dense as dense_module
 from livemem.index.dense import DenseRows, exact_scores, top_order
 from livemem.query import retrieval
-from livemem.query.fusion import FusionSettings, feedback_order, feedback_query, fuse, with_feedback
+from livemem.query.fusion import (
+    FusionSettings,
+    feedback_order,
+    feedback_query,
+    fuse,
+    sentence_order,
+    with_feedback,
+    with_sentences,
+)
 from livemem.query.retrieval import Filters, Query, Retriever, question_memory
 from livemem.sources.breath import Breath
 from livemem.usage.attention import AttentionConfig, rollup_day
@@ -354,8 +362,15 @@ def reference_search(retriever: Retriever, snap, query: Query, collections: list
         rows, scores = candidates[matched], sparse[matched].astype(np.float64) if sparse is not None else np.zeros(0)
     else:
         sparse = sparse if sparse is not None else np.zeros(candidates.size)
-        rows, scores = fuse(candidates, dense_all[candidates], sparse, retriever.fusion)
-        fusion = retriever.fusion
+        fusion = retriever.fusion_for(snap)
+        rows, scores = fuse(candidates, dense_all[candidates], sparse, fusion)
+        if fusion.sentences and rows.size:  # the first fused chunks blend in their best sentence
+            listed = np.full(snap.size, -np.inf)
+            on_list = candidates[top_order(dense_all[candidates], min(fusion.depth, candidates.size))]
+            listed[on_list] = dense_all[on_list]
+            top = sentence_order(scores, fusion)
+            best = snap.dense.best_sentences(vector, rows[top])
+            scores[top] = with_sentences(scores[top], listed[rows[top]], best, fusion)
         if fusion.feedback and rows.size:  # pseudo-relevance feedback over the fused ranking of every candidate
             top = feedback_order(scores, fusion)
             moved = feedback_query(vector, snap.dense.materialize()[rows[top[: fusion.feedback_chunks]]],

@@ -112,7 +112,10 @@ def client(tmp_path_factory, embedder):
     root = tmp_path_factory.mktemp("feedback-serving")
     home = IndexHome(root / "rag_index")
     build_and_publish(make_workspace(root), home, embedder)
-    settings = Settings(index_dir=home.root, api_keys=API_KEYS, warm_up=False, cache_size=0, fusion_feedback=True)
+    settings = Settings(
+        index_dir=home.root, api_keys=API_KEYS, warm_up=False, cache_size=0, fusion_feedback=True,
+        fusion_sentences=False,  # the feedback term alone (the sentence blend: tests/unit/test_sentences.py)
+    )  # fmt: skip
     with TestClient(create_app(settings, embedder)) as client:
         yield client
 
