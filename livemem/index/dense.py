@@ -704,7 +704,7 @@ class DenseRows:
         return out
 
     def sentence_vectors(self, row: int) -> np.ndarray:
-        """The sentence vectors of one snapshot row (none: shape ``(0, dim)``)."""
+        """The sentence vectors of one snapshot row, float32 from their codes (none: shape ``(0, dim)``)."""
         ((p, _, local),) = self.by_part(np.array([row], dtype=np.int64))
         found = self.sentences[p]
         if found is None:

@@ -80,7 +80,7 @@ def merge_segments(con: duckdb.DuckDBPyConnection, parts: Path, dim: int, plan: 
     parents = con.execute(held.format(kind="parent")).df()
     release_segments(con, plan)
     vectors = np.zeros((len(chunks), dim), dtype=np.float32)
-    pieces: list[tuple[np.ndarray, np.ndarray]] = []  # sentence vectors and counts, in the merged rows' order
+    pieces: list[Sentences] = []  # the merged rows' sentences, in their order
     for segment, group in chunks.groupby("_seg", sort=False):  # groups in row order: chunks are sorted by _seg
         dense = np.load(parts / str(segment) / "dense.npy", mmap_mode="r")
         seg_rows = group["_row"].to_numpy()
@@ -88,8 +88,8 @@ def merge_segments(con: duckdb.DuckDBPyConnection, parts: Path, dim: int, plan: 
         found = parts / str(segment) / SENTENCES_FILE
         if found.exists():
             pieces.append(Sentences.load(found).take(seg_rows))
-        else:  # written before sentences, or none of its rows has any
-            pieces.append((np.zeros((0, dim), dtype=np.float32), np.zeros(seg_rows.size, dtype=np.int64)))
+        else:  # none of its rows has sentences
+            pieces.append(Sentences.empty(seg_rows.size, dim))
     sentences = concat(pieces, dim)
     texts = [
         records.embed_text(c, json.loads(h)) for c, h in zip(chunks["content"], chunks["heading_path"], strict=True)

@@ -296,7 +296,7 @@ def _read_verified(parts: Path, segment_id: str) -> tuple[int, dict[str, np.ndar
             sentences.check(len(frame), dense.shape[1])
         except ValueError as exc:
             raise DamagedSegment(f"segment {segment_id}: {SENTENCES}: {exc}") from None
-        arrays["sentences"], arrays["sentences.starts"] = sentences.vectors, sentences.starts
+        arrays.update({f"sentences.{k}": getattr(sentences, k) for k in ("codes", "scales", "starts")})
     return len(frame), arrays
 
 
@@ -316,8 +316,8 @@ def _segment(segment_id: str, meta: dict[str, Any], arrays: dict[str, np.ndarray
     held = {k.removeprefix("parents."): v for k, v in arrays.items() if k.startswith("parents.")}
     parents = Table(held, PARENT_KINDS, held["parent_id.codes"].size) if held else None
     sentences = None
-    if "sentences" in arrays:
-        sentences = Sentences(arrays["sentences"], arrays["sentences.starts"])
+    if "sentences.codes" in arrays:
+        sentences = Sentences(arrays["sentences.codes"], arrays["sentences.scales"], arrays["sentences.starts"])
         try:
             sentences.check(size, dense.shape[1])
         except ValueError as exc:

@@ -53,7 +53,11 @@ def sentences_of(counts: list[int], dim: int = 8, seed: int = 0) -> tuple[Senten
     rng = np.random.default_rng(seed)
     vectors = rng.normal(size=(sum(counts), dim)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    return Sentences.from_counts(vectors, counts, dim), vectors
+    found = Sentences.from_counts(vectors, counts, dim)
+    assert found.codes.dtype == np.int8 and found.scales.dtype == np.float32  # a quarter of float32's bytes
+    stored = found.codes.astype(np.float32) * found.scales[:, None]
+    np.testing.assert_allclose(stored, vectors, atol=0.01)  # half a step of a scale ≈ max |v| / 127
+    return found, stored
 
 
 def test_best_sentence_is_the_best_cosine_of_each_rows_sentences() -> None:
@@ -66,7 +70,7 @@ def test_best_sentence_is_the_best_cosine_of_each_rows_sentences() -> None:
     for row, got in zip(rows, best, strict=True):
         mine = vectors[starts[row] : starts[row + 1]]
         if mine.size:
-            assert got == pytest.approx(float((mine @ query).max()), abs=1e-6)
+            assert got == pytest.approx(float((mine @ query).max()), abs=1e-5)
         else:
             assert np.isnan(got)
 
@@ -86,8 +90,8 @@ def test_saved_sentences_load_the_same(tmp_path) -> None:
     found, _ = sentences_of([3, 0, 2])
     found.save(tmp_path / "s.npz")
     loaded = Sentences.load(tmp_path / "s.npz")
-    np.testing.assert_array_equal(loaded.vectors, found.vectors)
-    np.testing.assert_array_equal(loaded.starts, found.starts)
+    for name in ("codes", "scales", "starts"):
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(found, name))
 
 
 def test_inconsistent_sentences_are_refused() -> None:
@@ -95,7 +99,9 @@ def test_inconsistent_sentences_are_refused() -> None:
     with pytest.raises(ValueError, match="starts for 2 rows, expected 3"):
         found.check(3, 8)
     with pytest.raises(ValueError, match="do not match"):
-        Sentences(found.vectors[:2], found.starts).check(2, 8)
+        Sentences(found.codes[:2], found.scales[:2], found.starts).check(2, 8)
+    with pytest.raises(ValueError, match="scales"):
+        Sentences(found.codes, found.scales.astype(np.float64), found.starts).check(2, 8)
     with pytest.raises(ValueError, match="dimensions"):
         found.check(2, 16)
 

@@ -59,7 +59,7 @@ def test_prose_chunks_get_their_sentences_and_code_none(tmp_path, prose, embedde
         want = sentence_texts(record["content"], json.loads(record["heading_path"]), record["type"])
         assert got.shape == (len(want), 384), record["path"]
         if want:  # the very vectors of those texts
-            np.testing.assert_allclose(got, embedder.encode(want), atol=1e-5)
+            np.testing.assert_allclose(got, embedder.encode(want), atol=0.01)  # int8 codes, a scale each
     by_path: dict[str, list[int]] = {}
     for r in range(snap.size):
         by_path.setdefault(snap.rows[r]["path"], []).append(snap.dense.sentence_vectors(r).shape[0])
@@ -70,8 +70,9 @@ def test_prose_chunks_get_their_sentences_and_code_none(tmp_path, prose, embedde
     best = snap.dense.best_sentences(query, np.array(opens))
     for r, score in zip(opens, best, strict=True):
         vectors = snap.dense.sentence_vectors(r)
-        assert score == pytest.approx(float((vectors @ query).max()), abs=1e-6)
-        assert int(np.argmax(vectors @ query)) == 1  # "It opens at nine on weekdays."
+        cosines = vectors @ query
+        assert score == pytest.approx(float(cosines.max()), abs=1e-5)
+        assert int(np.argmax(cosines)) == 1  # "It opens at nine on weekdays."
 
 
 def test_switching_sentences_off_changes_the_sentence_vectors_only(tmp_path, prose, embedder) -> None:
