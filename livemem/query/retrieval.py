@@ -7,9 +7,11 @@ applied *before* ranking, so ``top_k`` results come back whenever that many chun
 BM25 uses the index of the access levels of the collections searched (``Snapshot.sparse_for``), so a role's scores
 never reflect term statistics of chunks it may not read. Hybrid fuses the two lists (each side's first ``depth``
 chunks) with ``livemem.query.fusion.fuse``: by default the cosine plus half the BM25 score over the list's best
-(``linear``), then pseudo-relevance feedback: the query vector moved towards its first hit's (Rocchio) adds its
-cosine to the first 200 chunks found (``FusionSettings.feedback_*``); reciprocal rank fusion, min-max and z-score
-selectable (see ``docs/serving.md`` for the SciFact numbers behind the defaults).
+(``linear``). On an index with sentence vectors (``livemem.index.sentences``) BM25 weighs 0.3 instead and the first
+200 fused chunks blend their best sentence's cosine into their dense part (``Retriever.fusion_for``,
+``FusionSettings.sentence_*``). Pseudo-relevance feedback (off by default): the query vector moved towards its first
+hit's (Rocchio) adds its cosine to the first 200 chunks found (``FusionSettings.feedback_*``); reciprocal rank
+fusion, min-max and z-score selectable (see ``docs/serving.md`` for the SciFact numbers behind the defaults).
 
 Living memory then re-weighs the candidates found: each score is multiplied by ``attention_multiplier``, at most
 ``1 + attention_boost`` (default ``DEFAULT_ATTENTION_BOOST``), for chunks people confirmed useful for questions
@@ -137,6 +139,7 @@ class Retriever:
         self.fusion = fusion or FusionSettings()
         self.recency_half_life_days = recency_half_life_days
         self._encode_lock = threading.Lock()
+        self._for_sentences: tuple[FusionSettings, FusionSettings] | None = None  # (fusion, its for_sentences())
 
     @property
     def model_id(self) -> str:
@@ -144,8 +147,14 @@ class Retriever:
 
     def fusion_for(self, snap: Snapshot) -> FusionSettings:
         """The fusion hybrid search uses on ``snap``: with sentence vectors, the blend and its BM25 weight
-        (``FusionSettings.for_sentences``); scores are normalised with the same (``normalized_score``)."""
-        return self.fusion.for_sentences() if snap.dense.has_sentences else self.fusion
+        (``FusionSettings.for_sentences``, made once per fusion: a dataclass ``replace`` costs ≈10 µs, and a
+        request asks once per result); scores are normalised with the same (``normalized_score``)."""
+        if not snap.dense.has_sentences:
+            return self.fusion
+        made = self._for_sentences
+        if made is None or made[0] is not self.fusion:
+            made = self._for_sentences = (self.fusion, self.fusion.for_sentences())
+        return made[1]
 
     def encode(self, text: str) -> np.ndarray:
         with self._encode_lock:
