@@ -192,8 +192,9 @@ def main() -> None:
     parser.add_argument("--ideas", action="store_true", help="measure the round-5 query-side ideas (train only)")
     parser.add_argument("--timing", action="store_true", help="time search per fusion method, interleaved (A/B)")
     parser.add_argument("--feedback", action="store_true", help="sweep hybrid's pseudo-relevance feedback (train)")
+    parser.add_argument("--sentences", action="store_true", help="sweep hybrid's sentence blend (train)")
     args = parser.parse_args()
-    if (not args.no_sweep or args.ideas or args.feedback) and args.split != "train":
+    if (not args.no_sweep or args.ideas or args.feedback or args.sentences) and args.split != "train":
         raise SystemExit("the sweep and the ideas choose settings: run them on the train split only")
     home = IndexHome(WORK / "rag_index") if args.version else ensure_index()
     snap = load_snapshot(home, args.version or home.current())
@@ -240,6 +241,8 @@ def main() -> None:
         report["timing"] = fusion_timing(embedder, snap, queries, vectors)
     if args.feedback:
         report["feedback"] = feedback_sweep(embedder, snap, queries, vectors, qrels)
+    if args.sentences:
+        report["sentences"] = sentence_sweep(embedder, snap, queries, vectors, qrels)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.output}.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     (RESULTS / f"{args.output}.md").write_text(_markdown(report), encoding="utf-8")
@@ -329,6 +332,80 @@ def fusion_timing(embedder: Embedder, snap, queries: dict[str, str], vectors: np
     return out
 
 
+def _settings_table(
+    embedder: Embedder,
+    snap,
+    queries: dict[str, str],
+    vectors: np.ndarray,
+    qrels: dict[str, dict[str, int]],
+    settings: list[tuple[str, FusionSettings]],
+    step: str,
+) -> list[dict]:
+    """Train nDCG@10 of hybrid search (documents, top 10) through ``search`` for each ``(label, fusion)``, on the two
+    fixed halves (seed 5), with the per-query difference to the first setting and its standard error, and the mean
+    ms of the ``step`` timing (``Retrieval.timings_ms``)."""
+    paths = snap.columns["path"]
+    halves = train_halves(len(queries))
+    rows, base = [], None
+    for label, fusion in settings:
+        retriever, values, spent = Retriever(embedder, fusion), [], []
+        for (qid, text), vector in zip(queries.items(), vectors, strict=True):
+            found = retriever.search(snap, Query(text, top_k=10, return_="documents"), ["scifact"], vector=vector)
+            values.append(ndcg_at([Path(paths[d.hits[0].row]).stem for d in found.documents], qrels[qid], 10))
+            spent.append(found.timings_ms.get(step, 0.0))
+        values = np.array(values)
+        base = values if base is None else base
+        delta = values - base
+        rows.append(
+            {
+                "setting": label,
+                "ndcg@10": round(float(values.mean()), 4),
+                **{f"half_{h}": round(float(values[i].mean()), 4) for h, i in zip("ab", halves, strict=True)},
+                "delta": round(float(delta.mean()), 4),
+                "delta_se": round(float(delta.std() / np.sqrt(delta.size)), 4),
+                f"{step}_ms": round(float(np.mean(spent)), 3),
+            }
+        )
+        print(step, rows[-1], flush=True)
+    return rows
+
+
+def _sentence_settings() -> list[tuple[str, FusionSettings]]:
+    """Off (the round-5 fusion), the default, then the blend weight x BM25 weight grid at depth 200, then the depth
+    at the default weights."""
+    out = [
+        ("off (linear 1 : 0.5, no blend)", FusionSettings(sentence_weight=0.0)),
+        ("on (the default)", FusionSettings()),
+    ]
+    default = FusionSettings()
+    for weight in (0.5, 0.6, 0.67, 0.75, 0.85, 1.0):
+        for bm25 in (0.2, 0.25, 0.3, 0.35, 0.4, 0.5):
+            if (weight, bm25) != (default.sentence_weight, default.sentence_sparse_weight):
+                fusion = FusionSettings(sentence_weight=weight, sentence_sparse_weight=bm25)
+                out.append((f"sentences={weight:g} sparse={bm25:g} depth=200", fusion))
+    out += [(f"default, depth={d}", FusionSettings(sentence_depth=d)) for d in (20, 50, 100, 500, 1000)]
+    return out
+
+
+def sentence_sweep(
+    embedder: Embedder, snap, queries: dict[str, str], vectors: np.ndarray, qrels: dict[str, dict[str, int]]
+) -> dict:
+    """The sentence blend's settings (``_sentence_settings``) through ``search``, and the check against overfitting
+    the grid: the setting that is best on one half, scored on the other."""
+    if not snap.dense.has_sentences:
+        raise SystemExit(f"index {snap.version_id} has no sentence vectors (index.sentences: false?)")
+    rows = _settings_table(embedder, snap, queries, vectors, qrels, _sentence_settings(), "sentences")
+    grid = rows[1:]
+    best = max(grid, key=lambda r: r["ndcg@10"])
+    on_a, on_b = max(grid, key=lambda r: r["half_a"]), max(grid, key=lambda r: r["half_b"])
+    return {
+        "settings": rows,
+        "best": best["setting"],
+        "chosen_on_a": {"setting": on_a["setting"], "half_b": on_a["half_b"], "off_half_b": rows[0]["half_b"]},
+        "chosen_on_b": {"setting": on_b["setting"], "half_a": on_b["half_a"], "off_half_a": rows[0]["half_a"]},
+    }
+
+
 def _feedback_settings() -> list[tuple[str, FusionSettings]]:
     """Off, the default, then one knob at a time around it (first chunks m, Rocchio beta, weight, depth)."""
     out = [
@@ -352,29 +429,7 @@ def feedback_sweep(
     """Train nDCG@10 of hybrid search (documents) for each feedback setting, through ``search``, with the two fixed
     halves of ``Ideas`` (seed 5) and the standard error of the per-query difference to feedback off; then the ms per
     ``search`` (documents, top 10) of the default with and without feedback, interleaved, median of 3 passes."""
-    paths = snap.columns["path"]
-    halves = train_halves(len(queries))
-    rows, base = [], None
-    for label, fusion in _feedback_settings():
-        retriever, values, spent = Retriever(embedder, fusion), [], []
-        for (qid, text), vector in zip(queries.items(), vectors, strict=True):
-            found = retriever.search(snap, Query(text, top_k=10, return_="documents"), ["scifact"], vector=vector)
-            values.append(ndcg_at([Path(paths[d.hits[0].row]).stem for d in found.documents], qrels[qid], 10))
-            spent.append(found.timings_ms.get("feedback", 0.0))
-        values = np.array(values)
-        base = values if base is None else base
-        delta = values - base
-        rows.append(
-            {
-                "setting": label,
-                "ndcg@10": round(float(values.mean()), 4),
-                **{f"half_{h}": round(float(values[i].mean()), 4) for h, i in zip("ab", halves, strict=True)},
-                "delta": round(float(delta.mean()), 4),
-                "delta_se": round(float(delta.std() / np.sqrt(delta.size)), 4),
-                "feedback_ms": round(float(np.mean(spent)), 3),
-            }
-        )
-        print("feedback", rows[-1], flush=True)
+    rows = _settings_table(embedder, snap, queries, vectors, qrels, _feedback_settings(), "feedback")
     retrievers = {"off": Retriever(embedder), "on": Retriever(embedder, FusionSettings(feedback_chunks=1))}
     texts, passes = list(queries.values())[:200], {"off": [], "on": []}
     for _ in range(3):
@@ -648,6 +703,27 @@ def _markdown(report: dict) -> str:
             lines.append(
                 f"| {row['setting']} | {row['ndcg@10']:.4f} | {row['half_a']:.4f} | {row['half_b']:.4f} | "
                 f"{row['delta']:+.4f} | {row['delta_se']:.4f} | {row['feedback_ms']:.3f} |"
+            )
+    if "sentences" in report:
+        found = report["sentences"]
+        a, b = found["chosen_on_a"], found["chosen_on_b"]
+        lines += [
+            "",
+            "## Hybrid's sentence blend (train, through `search`, documents, top 10)",
+            "",
+            "sentences: the best sentence's share of the first fused chunks' dense part; sparse: the BM25 weight with",
+            "it; depth: the first fused chunks blended. Delta: per-query nDCG@10 difference to off, with its standard",
+            f"error. Best: {found['best']}. Chosen on half a: {a['setting']}, half b {a['half_b']:.4f} (off "
+            f"{a['off_half_b']:.4f}); chosen on half b: {b['setting']}, half a {b['half_a']:.4f} (off "
+            f"{b['off_half_a']:.4f}).",
+            "",
+            "| setting | nDCG@10 | half a | half b | delta | se | sentences ms |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in found["settings"]:
+            lines.append(
+                f"| {row['setting']} | {row['ndcg@10']:.4f} | {row['half_a']:.4f} | {row['half_b']:.4f} | "
+                f"{row['delta']:+.4f} | {row['delta_se']:.4f} | {row['sentences_ms']:.3f} |"
             )
     if "api" in report:
         lines += [

@@ -23,14 +23,14 @@ from typing import Any
 import duckdb
 
 from livemem.errors import SourceError
-from livemem.index.sentences import Sentences, sentence_texts
+from livemem.index.sentences import sentence_texts
 from livemem.index.sparse import TermIds
 from livemem.ingest.carry import CarryOver, carry_other_parts, record_change
 from livemem.ingest.chroma_mirror import update_chroma
 from livemem.ingest.layout import SCHEMA_SQL
 from livemem.ingest.manifest import SourceStats, count_chunks, governance_status, read_breath, version_manifest
 from livemem.ingest.plan import Base, already_indexed, plan_source, source_fingerprint
-from livemem.ingest.rechunk import chunk_files, embed_new
+from livemem.ingest.rechunk import chunk_files, embed_new, embed_sentences
 from livemem.ingest.segments_writer import write_segments
 from livemem.model.embedding import Embedder
 from livemem.sources.config import SourcesConfig
@@ -154,12 +154,9 @@ class _Builder:
             carry.members(con, self.base)
             t = self._tick("carry_over_s", t)
             texts = [r.pop("_embed_text") for r in new_rows]
-            said = self._sentences(new_rows)
-            flat = [s for found in said for s in found]
-            # one pass over the model (and the cache) for both: the chunks first, then their sentences
-            embedded, computed, reused = embed_new(texts + flat, self.home.cache_dir, self.embedder)
-            vectors = embedded[: len(texts)]
-            sentences = Sentences.from_counts(embedded[len(texts) :], [len(f) for f in said], self.embedder.dim)
+            vectors, computed, reused = embed_new(texts, self.home.cache_dir, self.embedder)
+            sentences, more, again = embed_sentences(self._sentences(new_rows), self.home.cache_dir, self.embedder)
+            computed, reused = computed + more, reused + again  # texts embedded: chunks and sentences
             t = self._tick("embed_s", t)
             segments = write_segments(
                 con, self.parts, self.embedder.dim, new_rows, new_parents, vectors, texts, terms, self.timings,

@@ -7,6 +7,11 @@ embeds one changed chunk looks up and adds a handful of keys, touching a few pag
 one-vector build spent a second closing the file at 123k vectors, and a table without the index had to scan every
 key for each lookup.) A cache written by that layout (``embeddings.duckdb``) is copied in once and removed.
 
+Each table holds one form of vector (``Store``): ``embeddings`` float32 vectors (chunks, GBIM entities), and a
+caller may keep another form in its own table (the build keeps sentence vectors as int8 codes with their scale,
+``livemem.ingest.rechunk.SENTENCE_CODES``: a quarter of the bytes to write, and at 123k chunks the cache's writes were
+most of a full build's time).
+
 One writer at a time: builds hold the index home's write lock.
 """
 
@@ -16,6 +21,7 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -36,6 +42,23 @@ class _Encoder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+@dataclass(frozen=True)
+class Store:
+    """One table of the cache: ``pack`` turns computed float32 vectors (rows) into one blob each, and every blob
+    reads back as a 1-D array of ``width(dim)`` items of ``dtype``."""
+
+    table: str
+    pack: Callable[[np.ndarray], list[bytes]]
+    dtype: type = np.float32
+    extra: int = 0  # items beyond ``dim`` in each blob
+
+    def width(self, dim: int) -> int:
+        return dim + self.extra
+
+
+FLOAT32 = Store("embeddings", lambda vectors: [row.tobytes() for row in np.asarray(vectors, dtype=np.float32)])
+
+
 class EmbeddingCache:
     """Vectors by key in ``<cache_dir>/embeddings.sqlite``; use as a context manager (commits on close)."""
 
@@ -46,9 +69,8 @@ class EmbeddingCache:
         self.con = sqlite3.connect(self.path, isolation_level=None)
         self.con.execute("PRAGMA journal_mode = WAL")
         self.con.execute("PRAGMA synchronous = NORMAL")
-        self.con.execute(
-            "CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID"
-        )
+        self.tables: set[str] = set()
+        self._table(FLOAT32)
         old = cache_dir / _OLD_CACHE_FILE
         if old.exists():
             self._import(old)
@@ -69,6 +91,16 @@ class EmbeddingCache:
             log.warning("the old embedding cache %s could not be read (%s); vectors are recomputed", old.name, exc)
         old.unlink(missing_ok=True)
         old.with_name(old.name + ".wal").unlink(missing_ok=True)
+
+    def _table(self, store: Store) -> str:
+        if store.table not in self.tables:
+            if not store.table.isidentifier():
+                raise ValueError(f"not a table name: {store.table!r}")
+            self.con.execute(
+                f"CREATE TABLE IF NOT EXISTS {store.table} (key TEXT PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID"
+            )
+            self.tables.add(store.table)
+        return store.table
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -93,30 +125,38 @@ class EmbeddingCache:
     def __len__(self) -> int:
         return self.con.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
 
-    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+    def get_many(self, keys: Sequence[str], store: Store = FLOAT32) -> dict[str, np.ndarray]:
+        table = self._table(store)
         unique = list(dict.fromkeys(keys))
         found: dict[str, np.ndarray] = {}
         for part in _batches(unique, _BATCH):
             marks = ",".join("?" * len(part))
-            for key, blob in self.con.execute(f"SELECT key, vector FROM embeddings WHERE key IN ({marks})", part):
-                found[key] = np.frombuffer(blob, dtype=np.float32)
+            for key, blob in self.con.execute(f"SELECT key, vector FROM {table} WHERE key IN ({marks})", part):
+                found[key] = np.frombuffer(blob, dtype=store.dtype)
         return found
 
-    def put_many(self, items: dict[str, np.ndarray]) -> None:
+    def put_many(self, items: dict[str, np.ndarray], store: Store = FLOAT32) -> None:
+        """Store computed float32 vectors by key (as ``store`` packs them)."""
         if not items:
             return
+        self._put_blobs(dict(zip(items, store.pack(np.stack(list(items.values()))), strict=True)), store)
+
+    def _put_blobs(self, blobs: dict[str, bytes], store: Store) -> None:
+        table = self._table(store)
         with self._transaction():
-            self.con.executemany(
-                "INSERT OR IGNORE INTO embeddings VALUES (?, ?)",
-                ((k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()),
-            )
+            self.con.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", blobs.items())
 
     def embed(
-        self, texts: Sequence[str], embedder: _Encoder, progress: Callable[[int, int], None] | None = None
+        self,
+        texts: Sequence[str],
+        embedder: _Encoder,
+        progress: Callable[[int, int], None] | None = None,
+        store: Store = FLOAT32,
     ) -> tuple[np.ndarray, int, int]:
-        """Vectors for ``texts`` (cached or computed), the number computed and the number reused."""
+        """Vectors for ``texts`` (cached or computed; rows of ``store``'s form: float32 vectors by default), the
+        number computed and the number reused."""
         keys = [cache_key(embedder.model_id, t) for t in texts]
-        found = self.get_many(keys)
+        found = self.get_many(keys, store)
         missing: dict[str, str] = {}
         for key, text in zip(keys, texts, strict=True):
             if key not in found and key not in missing:
@@ -126,13 +166,13 @@ class EmbeddingCache:
         step = 2048
         for start in range(0, len(todo), step):
             part = todo[start : start + step]
-            vectors = embedder.encode([t for _, t in part])
-            computed = {k: v for (k, _), v in zip(part, vectors, strict=True)}
-            self.put_many(computed)
-            found.update(computed)
+            blobs = dict(zip((k for k, _ in part), store.pack(embedder.encode([t for _, t in part])), strict=True))
+            self._put_blobs(blobs, store)
+            found.update({k: np.frombuffer(b, dtype=store.dtype) for k, b in blobs.items()})
             if progress:
                 progress(min(start + step, len(todo)), len(todo))
-        out = np.stack([found[k] for k in keys]) if keys else np.zeros((0, self.dim), dtype=np.float32)
+        width = store.width(self.dim)
+        out = np.stack([found[k] for k in keys]) if keys else np.zeros((0, width), dtype=store.dtype)
         return out, len(missing), len(keys) - len(missing)
 
 

@@ -52,3 +52,31 @@ def test_a_cache_of_the_duckdb_layout_is_copied_in_once(tmp_path) -> None:
     with EmbeddingCache(tmp_path, dim=4) as cache:
         assert cache.get_many(["old-key"])["old-key"].tolist() == [0.0, 1.0, 2.0, 3.0]
     assert not (tmp_path / "embeddings.duckdb").exists() and (tmp_path / CACHE_FILE).exists()
+
+
+def test_sentence_codes_are_cached_as_codes_in_their_own_table(tmp_path) -> None:
+    """Sentence vectors are kept as int8 codes and a scale (``SENTENCE_CODES``): the same codes every time, computed
+    once, a quarter of float32's bytes, and apart from the float32 vectors of the same texts."""
+    import sqlite3
+
+    from livemem.index.dense import quantize_int8
+    from livemem.ingest.rechunk import embed_sentences
+
+    encoder = CountingEncoder()
+    encoder.dim = 4
+    rows = [["one", "two"], [], ["three"]]
+    first, computed, reused = embed_sentences(rows, tmp_path, encoder)
+    assert (computed, reused) == (3, 0) and first.starts.tolist() == [0, 2, 2, 3]
+    want = quantize_int8(encoder.encode(["one", "two", "three"]))
+    np.testing.assert_array_equal(first.codes, want.codes)
+    np.testing.assert_array_equal(first.scales, want.scales)
+    again, computed, reused = embed_sentences([["three", "one"]], tmp_path, encoder)
+    assert (computed, reused) == (0, 2)
+    np.testing.assert_array_equal(again.codes, want.codes[[2, 0]])
+    con = sqlite3.connect(tmp_path / CACHE_FILE)
+    try:
+        sizes = {len(blob) for (blob,) in con.execute("SELECT vector FROM sentence_codes")}
+        floats = con.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+    finally:
+        con.close()
+    assert sizes == {4 + 4} and floats == 0
