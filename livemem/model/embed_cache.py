@@ -69,6 +69,10 @@ class EmbeddingCache:
         self.con = sqlite3.connect(self.path, isolation_level=None)
         self.con.execute("PRAGMA journal_mode = WAL")
         self.con.execute("PRAGMA synchronous = NORMAL")
+        # Checkpoint the WAL every ≈100 MB, not every 4 MB (SQLite's default of 1,000 pages): a build's bulk inserts
+        # into a B-tree keyed by hashes dirty pages all over it, and each checkpoint rewrites them (150,000 sentence
+        # codes: 10.5 s → 8.0 s here). The WAL is checkpointed and removed when the cache is closed.
+        self.con.execute("PRAGMA wal_autocheckpoint = 25000")
         self.tables: set[str] = set()
         self._table(FLOAT32)
         old = cache_dir / _OLD_CACHE_FILE
