@@ -85,9 +85,8 @@ def merge_segments(con: duckdb.DuckDBPyConnection, parts: Path, dim: int, plan: 
         dense = np.load(parts / str(segment) / "dense.npy", mmap_mode="r")
         seg_rows = group["_row"].to_numpy()
         vectors[group.index.to_numpy()] = dense[seg_rows]
-        found = parts / str(segment) / SENTENCES_FILE
-        if found.exists():
-            pieces.append(Sentences.load(found).take(seg_rows))
+        if SENTENCES_FILE in segment_meta(parts, str(segment)).get("files", {}):  # recorded: must be there
+            pieces.append(Sentences.load(parts / str(segment) / SENTENCES_FILE).take(seg_rows))
         else:  # none of its rows has sentences
             pieces.append(Sentences.empty(seg_rows.size, dim))
     sentences = concat(pieces, dim)

@@ -63,7 +63,8 @@ class FusionSettings:
 
     Sentences: the first ``sentence_depth`` fused chunks blend their best sentence's cosine into their dense part,
     ``sentence_weight`` of it (None: ``DEFAULT_SENTENCE_WEIGHT``; 0 turns it off), and BM25 weighs
-    ``sentence_sparse_weight`` instead of ``sparse_weight`` (None: ``DEFAULT_SENTENCE_SPARSE_WEIGHT``, else the same):
+    ``sentence_sparse_weight`` instead of ``sparse_weight`` (None: ``sparse_weight`` when that was given, else
+    ``DEFAULT_SENTENCE_SPARSE_WEIGHT``, else the same):
     ``for_sentences()`` is the fusion used on an index with sentence vectors.
 
     Feedback: the first ``feedback_chunks`` fused hits move the query vector by ``feedback_beta`` × their mean
@@ -87,6 +88,7 @@ class FusionSettings:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"fusion method must be one of {', '.join(METHODS)}, not {self.method!r}")
+        chosen = self.sparse_weight  # a BM25 weight given explicitly holds on an index with sentences too
         if self.sparse_weight is None:
             object.__setattr__(self, "sparse_weight", DEFAULT_SPARSE_WEIGHT[self.method])
         if self.feedback_weight is None:
@@ -96,7 +98,7 @@ class FusionSettings:
         if not 0.0 <= self.sentence_weight <= 1.0 or self.sentence_depth < 1:
             raise ValueError("sentence_weight must be between 0 and 1, sentence_depth at least 1")
         if self.sentence_sparse_weight is None:
-            default = DEFAULT_SENTENCE_SPARSE_WEIGHT.get(self.method, self.sparse_weight)
+            default = DEFAULT_SENTENCE_SPARSE_WEIGHT.get(self.method, self.sparse_weight) if chosen is None else chosen
             object.__setattr__(self, "sentence_sparse_weight", default)
         if self.sentence_sparse_weight < 0:
             raise ValueError("sentence_sparse_weight must be at least 0")

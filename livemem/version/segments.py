@@ -6,8 +6,8 @@
     parents.parquet   the segment's parent files (``PARENT_SCHEMA``) with ``_row``
     dense.npy         float32 vectors of the chunks, row ``i`` is chunk ``_row = i``
     postings.npz      BM25 postings of the chunks (``livemem.index.sparse.Postings``)
-    sentences.npz     (when any chunk has sentences) the chunks' sentence vectors and where each row's start
-                      (``livemem.index.sentences.Sentences``)
+    sentences.npz     (when some chunk has sentences) their vectors as int8 codes with a scale each, and where each
+                      chunk row's sentences start (``livemem.index.sentences.Sentences``)
     segment.json      counts and the size and SHA-256 of every file above; the segment id is
                       ``seg-`` + the first 32 hex digits of the SHA-256 of those hashes
 

@@ -122,6 +122,9 @@ def test_the_blend_lifts_a_chunk_whose_sentence_matches_and_keeps_the_rest() -> 
     assert not off.sentences
     np.testing.assert_array_equal(with_sentences(fused, cosines, best, off), fused)
     assert FusionSettings(method="rrf").sentence_weight == 0.0  # tuned for linear only
+    # on an index with sentence vectors BM25 weighs 0.3, unless a weight was chosen explicitly
+    assert fusion.for_sentences().sparse_weight == 0.3 and fusion.for_sentences().best_score == 1.3
+    assert FusionSettings(sparse_weight=0.6).for_sentences().sparse_weight == 0.6
 
 
 def test_only_the_first_fused_chunks_are_rescored() -> None:
