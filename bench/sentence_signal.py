@@ -31,7 +31,7 @@ import numpy as np
 
 from bench.serving_index import SCIFACT, WORK, ensure_index
 from bench.serving_quality import RESULTS, Scores, load_queries, train_halves
-from livemem.index.sentences import ABBREVIATION, SENTENCE_END
+from livemem.index.sentences import SENTENCE_END, rejoin
 from livemem.model.embedding import Embedder
 from livemem.version.reader import load_snapshot
 
@@ -42,15 +42,8 @@ VARIANTS = ("sentences", "titled")
 
 
 def sentences(text: str) -> list[str]:
-    out: list[str] = []
-    for piece in (p.strip() for p in SPLIT.split(text.strip())):
-        if not piece:
-            continue
-        if out and ABBREVIATION.search(out[-1]):
-            out[-1] += " " + piece
-        else:
-            out.append(piece)
-    return out
+    """The sentences of a whole abstract as round 9 split them (no paragraphs, whitespace kept inside)."""
+    return rejoin(p.strip() for p in SPLIT.split(text.strip()))
 
 
 def corpus() -> list[dict]:

@@ -29,6 +29,7 @@ The splitting rule is part of the chunker's version (``CHUNKER_VERSION``): chang
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,17 +52,23 @@ def split_sentences(text: str) -> list[str]:
     """The sentences of a paragraph-structured text, whitespace-normalised, in order."""
     out: list[str] = []
     for paragraph in PARAGRAPH.split(text):
-        joined: list[str] = []
-        for piece in SENTENCE_END.split(paragraph.strip()):
-            piece = " ".join(piece.split())
-            if not piece:
-                continue
-            if joined and ABBREVIATION.search(joined[-1]):
-                joined[-1] += " " + piece
-            else:
-                joined.append(piece)
+        joined = rejoin(" ".join(piece.split()) for piece in SENTENCE_END.split(paragraph.strip()))
         out += [s for s in joined if WORD.search(s)]
     return out
+
+
+def rejoin(pieces: Iterable[str]) -> list[str]:
+    """Pieces split at sentence ends, empty ones dropped, a piece that ends in an abbreviation (``e.g.``, ``Fig.``)
+    joined with the next."""
+    joined: list[str] = []
+    for piece in pieces:
+        if not piece:
+            continue
+        if joined and ABBREVIATION.search(joined[-1]):
+            joined[-1] += " " + piece
+        else:
+            joined.append(piece)
+    return joined
 
 
 def sentence_texts(content: str, heading_path: list[str], kind: str) -> list[str]:
