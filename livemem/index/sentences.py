@@ -64,7 +64,9 @@ def rejoin(pieces: Iterable[str]) -> list[str]:
     for piece in pieces:
         if not piece:
             continue
-        if joined and ABBREVIATION.search(joined[-1]):
+        # the piece's last 9 characters hold any abbreviation with the character before it (\b): the same
+        # matches as searching the whole piece, without scanning it (5x faster splitting on SciFact)
+        if joined and ABBREVIATION.search(joined[-1][-9:]):
             joined[-1] += " " + piece
         else:
             joined.append(piece)
@@ -77,7 +79,10 @@ def sentence_texts(content: str, heading_path: list[str], kind: str) -> list[str
     if kind not in PROSE_TYPES:
         return []
     if kind == "markdown":
-        content = HEADING_LINE.sub("", FENCED.sub("", content))
+        if "```" in content or "~~~" in content:  # (the patterns cannot match without: skipped, half the time)
+            content = FENCED.sub("", content)
+        if "#" in content:
+            content = HEADING_LINE.sub("", content)
     found = split_sentences(content)
     if len(found) < 2:
         return []
@@ -97,10 +102,16 @@ class Sentences:
     @classmethod
     def from_counts(cls, vectors: np.ndarray, counts: list[int] | np.ndarray, dim: int) -> Sentences:
         """Quantize float32 ``vectors`` (``counts[r]`` of them for row ``r``, in order)."""
-        starts = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(np.asarray(counts, dtype=np.int64), out=starts[1:])
+        starts = starts_of(counts)
         quantized = quantize_int8(np.asarray(vectors, dtype=np.float32).reshape(int(starts[-1]), dim))
         return cls(quantized.codes, quantized.scales, starts)
+
+    @classmethod
+    def from_packed(cls, packed: np.ndarray, counts: list[int] | np.ndarray, dim: int) -> Sentences:
+        """The sentences of rows with ``counts[r]`` each, from ``pack_codes``' blobs read as rows of bytes."""
+        packed = np.ascontiguousarray(packed, dtype=np.uint8).reshape(-1, 4 + dim)
+        scales = np.ascontiguousarray(packed[:, :4]).view(np.float32).reshape(-1)
+        return cls(np.ascontiguousarray(packed[:, 4:]).view(np.int8), scales, starts_of(counts))
 
     @classmethod
     def empty(cls, rows: int, dim: int) -> Sentences:
@@ -137,9 +148,7 @@ class Sentences:
         rows = np.asarray(rows, dtype=np.int64)
         counts = self.starts[rows + 1] - self.starts[rows]
         picked = _ranges(self.starts[rows], counts)
-        starts = np.zeros(rows.size + 1, dtype=np.int64)
-        np.cumsum(counts, out=starts[1:])
-        return Sentences(self.codes[picked], self.scales[picked], starts)
+        return Sentences(self.codes[picked], self.scales[picked], starts_of(counts))
 
     def best(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Each chunk row's best sentence cosine to ``query`` (float32), NaN for a row without sentences: one
@@ -158,6 +167,20 @@ class Sentences:
     def load(cls, path: Path) -> Sentences:
         with np.load(path, allow_pickle=False) as data:
             return cls(data["codes"], data["scales"], data["starts"])
+
+
+def starts_of(counts: list[int] | np.ndarray) -> np.ndarray:
+    """``starts`` for rows with ``counts[r]`` sentences each: 0, then their running sum."""
+    starts = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(np.asarray(counts, dtype=np.int64), out=starts[1:])
+    return starts
+
+
+def pack_codes(vectors: np.ndarray) -> list[bytes]:
+    """Each float32 vector as one blob: its scale (float32), then its int8 codes (``quantize_int8``, row by row: a
+    vector's codes do not depend on the others). ``Sentences.from_packed`` reads them back."""
+    quantized = quantize_int8(np.asarray(vectors, dtype=np.float32))
+    return [scale.tobytes() + codes.tobytes() for scale, codes in zip(quantized.scales, quantized.codes, strict=True)]
 
 
 def concat(parts: list[Sentences], dim: int) -> Sentences:

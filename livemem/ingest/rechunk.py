@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 
 from livemem.errors import LivingMemoryError
-from livemem.index.dense import quantize_int8
-from livemem.index.sentences import Sentences
+from livemem.index.sentences import Sentences, pack_codes
 from livemem.index.sparse import TermIds
 from livemem.ingest.plan import FilePlan
 from livemem.ingest.read import FileTask, ReadJob, read_and_chunk
@@ -80,16 +79,9 @@ def history(plan: FilePlan) -> dict:
     return found
 
 
-def _pack_codes(vectors: np.ndarray) -> list[bytes]:
-    """Each vector as its float32 scale then its int8 codes (``quantize_int8``, row by row: a vector's codes do not
-    depend on the others)."""
-    quantized = quantize_int8(np.asarray(vectors, dtype=np.float32))
-    return [scale.tobytes() + codes.tobytes() for scale, codes in zip(quantized.scales, quantized.codes, strict=True)]
-
-
 # Sentence vectors are stored as int8 codes (livemem.index.sentences): the cache keeps them so (a quarter of float32's
 # bytes; at 123k chunks writing 570k float32 sentence vectors took two thirds of a full build).
-SENTENCE_CODES = Store("sentence_codes", _pack_codes, dtype=np.uint8, extra=4)
+SENTENCE_CODES = Store("sentence_codes", pack_codes, dtype=np.uint8, extra=4)
 
 
 def embed_sentences(texts: list[list[str]], cache_dir: Path, embedder: Embedder) -> tuple[Sentences, int, int]:
@@ -102,13 +94,7 @@ def embed_sentences(texts: list[list[str]], cache_dir: Path, embedder: Embedder)
 
     with EmbeddingCache(cache_dir, embedder.dim) as cache:
         packed, computed, reused = cache.embed(flat, embedder, progress, SENTENCE_CODES)
-    packed = np.ascontiguousarray(packed)
-    counts = np.array([len(row) for row in texts], dtype=np.int64)
-    starts = np.zeros(counts.size + 1, dtype=np.int64)
-    np.cumsum(counts, out=starts[1:])
-    scales = np.ascontiguousarray(packed[:, :4]).view(np.float32).reshape(-1)
-    codes = np.ascontiguousarray(packed[:, 4:]).view(np.int8).reshape(len(flat), embedder.dim)
-    return Sentences(codes, scales, starts), computed, reused
+    return Sentences.from_packed(packed, [len(row) for row in texts], embedder.dim), computed, reused
 
 
 def embed_new(texts: list[str], cache_dir: Path, embedder: Embedder) -> tuple[np.ndarray, int, int]:

@@ -139,7 +139,6 @@ class Retriever:
         self.fusion = fusion or FusionSettings()
         self.recency_half_life_days = recency_half_life_days
         self._encode_lock = threading.Lock()
-        self._for_sentences: tuple[FusionSettings, FusionSettings] | None = None  # (fusion, its for_sentences())
 
     @property
     def model_id(self) -> str:
@@ -147,14 +146,8 @@ class Retriever:
 
     def fusion_for(self, snap: Snapshot) -> FusionSettings:
         """The fusion hybrid search uses on ``snap``: with sentence vectors, the blend and its BM25 weight
-        (``FusionSettings.for_sentences``, made once per fusion: a dataclass ``replace`` costs ≈10 µs, and a
-        request asks once per result); scores are normalised with the same (``normalized_score``)."""
-        if not snap.dense.has_sentences:
-            return self.fusion
-        made = self._for_sentences
-        if made is None or made[0] is not self.fusion:
-            made = self._for_sentences = (self.fusion, self.fusion.for_sentences())
-        return made[1]
+        (``FusionSettings.for_sentences``); scores are normalised with the same (``normalized_score``)."""
+        return self.fusion.for_sentences() if snap.dense.has_sentences else self.fusion
 
     def encode(self, text: str) -> np.ndarray:
         with self._encode_lock:

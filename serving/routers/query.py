@@ -89,10 +89,9 @@ def answer_query(body: QueryRequest, state: ServingState, role: Role) -> Respons
         else:
             results = [chunk_result(snap, hit) for hit in found.chunks]
         best = results[0]["score"] if results else 0.0
+        fusion = state.retriever.fusion_for(snap)
         for result in results:
-            result["score_normalized"] = normalized_score(
-                result["score"], state.retriever.fusion_for(snap), best, body.mode
-            )
+            result["score_normalized"] = normalized_score(result["score"], fusion, best, body.mode)
             result.setdefault("parent_id", None)  # every field of QueryResult, as its model would give it
             result.setdefault("matched_chunk_ids", None)
         if body.min_score_normalized is not None:
