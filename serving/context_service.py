@@ -212,7 +212,7 @@ class ContextService:
         )
         for event in events:
             event["context"]["kind"] = "context"
-        self.state.traces.write(events)
+        self.state.traces.submit(events)  # queued: the answer does not wait for the trace file
 
     def maybe_warm_up(self, snap: Snapshot) -> threading.Thread | None:
         """The first time a version is served, answer the warm-up questions in the background (public role)."""

@@ -162,13 +162,13 @@ def build_server(
             event["agent"] = "mcp"
             if kind:
                 event["context"]["kind"] = kind
-        state.traces.write(events)
+        state.traces.submit(events)  # queued, as the HTTP routes do: the answer does not wait for the file
 
     def used(tool: str, text: str, version: str | None) -> None:
         """A usage trace for a tool that answers with no chunk (registry, facts, SPARQL, stats, cache, reindex):
         one ``retrieval`` event with ``chunk_id`` null and ``context.kind`` naming the tool, so every call is
         counted while the attention rollup (which counts chunks) is unaffected."""
-        state.traces.write(
+        state.traces.submit(
             [
                 {
                     "timestamp": utc_timestamp(), "event": "retrieval", "trace_id": str(uuid.uuid4()),

@@ -6,10 +6,11 @@ exclusive ``flock`` on it, so several processes (or threads) sharing one file ne
 Writing a trace never fails a query: errors are logged and counted, and the caller carries on. Trace files are
 created readable and writable by the service's user only (0600): they hold what people asked.
 
-A query's events need not be written before it is answered: ``submit`` queues them and one background thread per
-process (``_FLUSHER``) appends everything queued within ``FLUSH_DELAY_S`` in one block, so requests share one write
-(and one open, lock and close), no request waits for the file, and the thread does not compete with the request
-that queued the events while it is being answered. ``write`` (what ``/feedback`` uses: its answer says
+A query's events need not be written before it is answered: ``submit`` (what ``/query``, ``/gis``, ``/context``,
+``/chat`` and the MCP tools use) queues them and one background thread per process (``_FLUSHER``) appends
+everything queued within ``FLUSH_DELAY_S`` in one block, so requests share one write (and one open, lock and
+close), no request waits for the file (a slow disk or a lock held elsewhere delays the trace, not the answer), and
+the thread does not compete with the request that queued the events while it is being answered. ``write`` (what ``/feedback`` uses: its answer says
 what was recorded) writes at once, after whatever was queued before it, so traces stay in the order the requests
 were answered. The queue is emptied by ``flush`` (the app calls it at shutdown) and, whatever else happens, before
 the interpreter exits: the flusher is a ``concurrent.futures`` thread, which Python finishes before exiting.

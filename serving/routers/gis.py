@@ -120,7 +120,7 @@ def gis_query(
     )
     for event in events:
         event["context"]["kind"] = "gis"  # ids are GBIM entity ids, not chunk ids
-    state.traces.write(events)
+    state.traces.submit(events)  # queued: the answer does not wait for the trace file
     common = {"index_version": snap.version_id, "trace_id": trace_id, "candidates": int(rows.size)}
     if (format or body.format) == "geojson":
         collection = GisFeatureCollection.model_validate({"features": [_feature(h) for h in hits], **common})

@@ -9,7 +9,7 @@ import random
 import pytest
 from fastapi.testclient import TestClient
 from support.context import INTERNAL_KEY, example_index, make_app
-from support.serving import build_and_publish, make_workspace
+from support.serving import answered_while_trace_file_locked, build_and_publish, make_workspace
 
 from livemem.answer.routing import ContextRequest, route_intents, self_query, time_filters
 from livemem.answer.web import LocalProvider, WebGateway, WebPolicy
@@ -105,6 +105,21 @@ def test_oak_hill_evidence_kept_apart_with_facts_and_citations(client):
                 assert refs[item["ref"]]["id"] == item[id_key]
                 assert f"[{item['ref']}]" in body["prompt"]["context"]
     assert body["prompt"]["context"].index("Places") < body["prompt"]["context"].index("Verified programs")
+
+
+def test_context_does_not_wait_for_the_trace_file(client):
+    """/context (and /chat, which answers through it) queues its usage events: a trace file locked elsewhere delays
+    the trace, not the answer, and the events land once the file is free."""
+    traces = client.app.state.serving.traces
+    message = {"message": "heating bill help in Fayette County"}
+    response, held, path = answered_while_trace_file_locked(traces, lambda: client.post("/context", json=message))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["unstructured"] and body["trace_id"] not in held
+    assert traces.flush()
+    written = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    mine = [e for e in written if e.get("trace_id") == body["trace_id"]]
+    assert sorted(e["chunk_id"] for e in mine) == sorted(p["chunk_id"] for p in body["unstructured"])
 
 
 def test_role_leakage_over_generated_messages(client):

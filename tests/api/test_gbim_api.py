@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pyproj
 import pytest
 from fastapi.testclient import TestClient
 from support.gbim_data import LIEAP, OAK_HILL, SOURCE, SPATIAL
-from support.serving import API_KEYS, build_and_publish, make_workspace
+from support.serving import API_KEYS, answered_while_trace_file_locked, build_and_publish, make_workspace
 
 from livemem.gbim import entity_id, export_gbim
 from livemem.query.gis_index import haversine_km
@@ -147,11 +148,26 @@ def test_bad_input_is_a_422_naming_the_field(client, body, message) -> None:
 
 def test_queries_are_traced(client, served) -> None:
     data = gis(client, query="Medicaid enrollment help", n_results=2)
+    client.app.state.serving.traces.flush()  # queued (livemem.usage.traces.submit): on disk now
     home: IndexHome = served[1]
     events = [json.loads(line) for f in sorted(home.traces.glob("*.jsonl")) for line in f.read_text().splitlines()]
     mine = [e for e in events if e["trace_id"] == data["trace_id"]]
     assert [e["chunk_id"] for e in mine] == [r["entity_id"] for r in data["results"]]
     assert all(e["context"]["kind"] == "gis" and errors_for("trace", e) == [] for e in mine)
+
+
+def test_answers_do_not_wait_for_the_trace_file(client) -> None:
+    """A trace file locked elsewhere (a stuck writer, a slow disk) delays the trace, not the answer: /gis/query and
+    /query answer while it is locked, and their events are written once it is free, nothing lost."""
+    traces = client.app.state.serving.traces
+    for route, body in (("/gis/query", {"query": "benefits hub"}), ("/query", {"query": "Medicaid enrollment"})):
+        response, held, path = answered_while_trace_file_locked(traces, partial(client.post, route, json=body))
+        assert response.status_code == 200, response.text
+        trace_id = response.json()["trace_id"]
+        assert trace_id not in held
+        assert traces.flush()
+        written = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        assert any(e["trace_id"] == trace_id for e in written), route
 
 
 def test_facts_match_triple_patterns(served) -> None:

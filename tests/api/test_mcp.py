@@ -86,6 +86,7 @@ def error_of(server, name: str, arguments: dict) -> str:
 
 
 def trace_events(state, trace_id: str) -> list[dict]:
+    state.traces.flush()  # the tools queue their events (livemem.usage.traces.submit): on disk now
     events = []
     for path in Path(state.settings.traces_path).glob("*.jsonl"):
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -367,6 +368,7 @@ def test_tools_without_chunks_write_one_usage_event_each_that_the_rollup_ignores
     call(server, "index_stats", {})
     call(server, "answer_cache_stats", {})
     day = datetime.now(UTC).date()
+    state.traces.flush()  # queued by the tools: on disk now
     kinds = []
     for path in Path(state.settings.traces_path).glob("*.jsonl"):
         for line in path.read_text(encoding="utf-8").splitlines():

@@ -153,3 +153,37 @@ def serve(app) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextmanager
+def trace_file_locked(traces) -> Iterator[Path]:
+    """Hold the exclusive lock on today's trace file of ``traces`` (a ``TraceWriter``) from another open file, as
+    a slow or stuck writer elsewhere would: anything that writes a trace now waits until the block ends."""
+    import fcntl
+    from datetime import UTC, datetime
+
+    traces.directory.mkdir(parents=True, exist_ok=True)
+    path = traces.path_for(datetime.now(UTC).strftime("%Y-%m-%d"))
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield path
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def answered_while_trace_file_locked(traces, request) -> tuple[object, str, Path]:
+    """``request()``'s result, called while the trace file is locked (``trace_file_locked``), and what the file held
+    when the answer came, and its path; fails, rather than hangs, when the request waits for the file."""
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as Timeout
+
+    # the pool shuts down last, after the lock is released, so a request that waits for the file can finish
+    with ThreadPoolExecutor(1) as pool, trace_file_locked(traces) as path:
+        pending = pool.submit(request)
+        try:
+            result = pending.result(timeout=60)
+        except Timeout:
+            raise AssertionError("the request waited for the locked trace file") from None
+        held = path.read_text(encoding="utf-8")
+    return result, held, path
