@@ -59,6 +59,9 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
         finally:
             sparql_pool.close()
             state.traces.flush()  # the traces of the last requests, queued (livemem.usage.traces): on disk before exit
+            service = getattr(state, "context_service", None)
+            if service is not None:
+                service.audit.flush()  # and the audit records of /context and /chat, queued the same way
 
     app = FastAPI(
         title="Living Memory",

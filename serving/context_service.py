@@ -38,6 +38,7 @@ class _Collector:
 
     def collect(self):
         s = self.service
+        s.audit.flush()  # queued audit records are written, so their counters are exact
         hits = CounterMetricFamily("livemem_answer_cache_hits", "answers served from the answer cache", labels=["kind"])
         misses = CounterMetricFamily("livemem_answer_cache_misses", "answers computed", labels=["kind"])
         ratio = GaugeMetricFamily("livemem_answer_cache_hit_ratio", "hits / lookups per kind", labels=["kind"])
@@ -176,7 +177,7 @@ class ContextService:
         if audit:
             self._trace(trace_id, caller, result, snap, hit)
             if self.settings.audit:
-                self.audit.write(
+                self.audit.submit(  # queued like the usage traces: the answer does not wait for the file
                     [
                         audit_record(
                             event=kind,

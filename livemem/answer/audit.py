@@ -1,9 +1,11 @@
 """Audit records of /context and /chat: one structured JSONL line per call.
 
 Written to ``<index home>/traces/audit-YYYY-MM-DD-<host>-<pid>.jsonl`` with the same safe append as the usage
-traces (``livemem.usage.traces.TraceWriter``: one ``write`` under ``O_APPEND`` and an exclusive ``flock``). The
-attention rollup reads only ``YYYY-MM-DD*.jsonl``, so audit files never count as usage. A failed write is
-logged and counted and never fails the request. Audit files, like traces, are created 0600 (the service's user
+traces (``livemem.usage.traces.TraceWriter``: one ``write`` under ``O_APPEND`` and an exclusive ``flock``), and
+queued the same way (``submit``: the process's trace thread appends them, flushed at shutdown and before a
+``/metrics`` scrape), so a locked or slow audit file never holds up an answer. The attention rollup reads only
+``YYYY-MM-DD*.jsonl``, so audit files never count as usage. A failed write is logged and counted and never fails
+the request. Audit files, like traces, are created 0600 (the service's user
 only), and record bounded summaries of what the caller sent (``livemem.usage.traces.bounded``).
 """
 

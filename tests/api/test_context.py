@@ -107,19 +107,25 @@ def test_oak_hill_evidence_kept_apart_with_facts_and_citations(client):
     assert body["prompt"]["context"].index("Places") < body["prompt"]["context"].index("Verified programs")
 
 
-def test_context_does_not_wait_for_the_trace_file(client):
-    """/context (and /chat, which answers through it) queues its usage events: a trace file locked elsewhere delays
-    the trace, not the answer, and the events land once the file is free."""
-    traces = client.app.state.serving.traces
+def test_context_does_not_wait_for_the_trace_or_audit_file(client):
+    """/context (and /chat, which answers through it) queues its usage events and its audit record: trace and audit
+    files locked elsewhere delay them, not the answer, and both land once the files are free."""
+    from serving.context_service import context_service
+
+    state = client.app.state.serving
+    writers = [state.traces, context_service(state).audit]
     message = {"message": "heating bill help in Fayette County"}
-    response, held, path = answered_while_trace_file_locked(traces, lambda: client.post("/context", json=message))
+    response, held = answered_while_trace_file_locked(writers, lambda: client.post("/context", json=message))
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["unstructured"] and body["trace_id"] not in held
-    assert traces.flush()
-    written = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert body["unstructured"] and not any(body["trace_id"] in text for text in held.values())
+    assert all(writer.flush() for writer in writers)
+    trace_file, audit_file = held
+    written = [json.loads(line) for line in trace_file.read_text(encoding="utf-8").splitlines()]
     mine = [e for e in written if e.get("trace_id") == body["trace_id"]]
     assert sorted(e["chunk_id"] for e in mine) == sorted(p["chunk_id"] for p in body["unstructured"])
+    audited = [json.loads(line) for line in audit_file.read_text(encoding="utf-8").splitlines()]
+    assert [r["event"] for r in audited if r["trace_id"] == body["trace_id"]] == ["context"]
 
 
 def test_role_leakage_over_generated_messages(client):

@@ -161,10 +161,11 @@ def test_answers_do_not_wait_for_the_trace_file(client) -> None:
     /query answer while it is locked, and their events are written once it is free, nothing lost."""
     traces = client.app.state.serving.traces
     for route, body in (("/gis/query", {"query": "benefits hub"}), ("/query", {"query": "Medicaid enrollment"})):
-        response, held, path = answered_while_trace_file_locked(traces, partial(client.post, route, json=body))
+        response, held = answered_while_trace_file_locked([traces], partial(client.post, route, json=body))
         assert response.status_code == 200, response.text
         trace_id = response.json()["trace_id"]
-        assert trace_id not in held
+        [(path, text)] = held.items()
+        assert trace_id not in text
         assert traces.flush()
         written = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
         assert any(e["trace_id"] == trace_id for e in written), route

@@ -172,18 +172,21 @@ def trace_file_locked(traces) -> Iterator[Path]:
         os.close(fd)  # releases the lock
 
 
-def answered_while_trace_file_locked(traces, request) -> tuple[object, str, Path]:
-    """``request()``'s result, called while the trace file is locked (``trace_file_locked``), and what the file held
-    when the answer came, and its path; fails, rather than hangs, when the request waits for the file."""
+def answered_while_trace_file_locked(writers, request) -> tuple[object, dict[Path, str]]:
+    """``request()``'s result, called while today's file of each of ``writers`` (``TraceWriter``s: usage traces,
+    audit records) is locked (``trace_file_locked``), and what each file held when the answer came; fails, rather
+    than hangs, when the request waits for a file."""
     from concurrent.futures import ThreadPoolExecutor
     from concurrent.futures import TimeoutError as Timeout
+    from contextlib import ExitStack
 
-    # the pool shuts down last, after the lock is released, so a request that waits for the file can finish
-    with ThreadPoolExecutor(1) as pool, trace_file_locked(traces) as path:
+    # the pool shuts down last, after the locks are released, so a request that waits for a file can finish
+    with ThreadPoolExecutor(1) as pool, ExitStack() as locks:
+        paths = [locks.enter_context(trace_file_locked(writer)) for writer in writers]
         pending = pool.submit(request)
         try:
             result = pending.result(timeout=60)
         except Timeout:
-            raise AssertionError("the request waited for the locked trace file") from None
-        held = path.read_text(encoding="utf-8")
-    return result, held, path
+            raise AssertionError("the request waited for a locked trace or audit file") from None
+        held = {path: path.read_text(encoding="utf-8") for path in paths}
+    return result, held
