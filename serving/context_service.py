@@ -16,7 +16,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from livemem.answer.answer_cache import AnswerCache
-from livemem.answer.audit import AuditWriter, audit_record
+from livemem.answer.audit import AUDIT_WAIT_S, AuditWriter, audit_record
 from livemem.answer.chat import OpenAICompatibleBackend, generate
 from livemem.answer.context import build_context
 from livemem.answer.conversation import Carried, ThreadStore, carry, from_history
@@ -177,7 +177,7 @@ class ContextService:
         if audit:
             self._trace(trace_id, caller, result, snap, hit)
             if self.settings.audit:
-                self.audit.submit(  # queued like the usage traces: the answer does not wait for the file
+                self.audit.write_through(  # on disk before the answer, unless the file stays locked
                     [
                         audit_record(
                             event=kind,
@@ -188,7 +188,8 @@ class ContextService:
                             latency_ms=latency,
                             answer=result.get("answer"),
                         )
-                    ]
+                    ],
+                    wait_s=AUDIT_WAIT_S,
                 )
         return {**result, "trace_id": trace_id, "cached": hit}
 

@@ -1,11 +1,12 @@
 """Audit records of /context and /chat: one structured JSONL line per call.
 
 Written to ``<index home>/traces/audit-YYYY-MM-DD-<host>-<pid>.jsonl`` with the same safe append as the usage
-traces (``livemem.usage.traces.TraceWriter``: one ``write`` under ``O_APPEND`` and an exclusive ``flock``), and
-queued the same way (``submit``: the process's trace thread appends them, flushed at shutdown and before a
-``/metrics`` scrape), so a locked or slow audit file never holds up an answer. The attention rollup reads only
-``YYYY-MM-DD*.jsonl``, so audit files never count as usage. A failed write is logged and counted and never fails
-the request. Audit files, like traces, are created 0600 (the service's user
+traces (``livemem.usage.traces.TraceWriter``: one ``write`` under ``O_APPEND`` and an exclusive ``flock``). A
+record is on disk before the answer it describes is sent (``write_through``), unless the file stays locked by
+another holder for ``AUDIT_WAIT_S``: then it is queued like the usage traces (the process's trace thread appends
+it when the file is free; flushed at shutdown and before a ``/metrics`` scrape), so an audit file locked elsewhere
+delays an answer by at most that, never hangs it. The attention rollup reads only ``YYYY-MM-DD*.jsonl``, so audit
+files never count as usage. A failed write is logged and counted and never fails the request. Audit files, like traces, are created 0600 (the service's user
 only), and record bounded summaries of what the caller sent (``livemem.usage.traces.bounded``).
 """
 
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from livemem.usage.traces import QUERY_CHARS, TraceWriter, bounded, utc_timestamp
+
+AUDIT_WAIT_S = 0.2  # the longest an answer waits for its audit file's lock (other writers hold it for µs)
 
 
 class AuditWriter(TraceWriter):

@@ -233,7 +233,9 @@ class _QueuedWrites:
         self._write_lock = threading.Lock()  # held while taking from the queue and appending: keeps the order
         self._scheduled = False
 
-    def _append(self, events: list[dict[str, Any]]) -> bool:
+    def _append(self, events: list[dict[str, Any]], deadline: float | None = None) -> bool | None:
+        """Write one block; True / False: written or failed; None: the target stayed busy past ``deadline``
+        (``time.monotonic()``; None waits as long as it takes) and nothing was written."""
         raise NotImplementedError
 
     def submit(self, events: Iterable[dict[str, Any]]) -> None:
@@ -249,6 +251,25 @@ class _QueuedWrites:
         """Append events now, after any queued before them; False (and logged) when the write failed."""
         with self._write_lock:
             return self._append([*self._take_pending(), *events])
+
+    def write_through(self, events: Iterable[dict[str, Any]], wait_s: float) -> bool | None:
+        """Append events now, as ``write`` does, if the file can be had within ``wait_s``; else queue them
+        (``submit``) and return None. For records that should be on disk before the answer they describe leaves
+        (audit records), without letting a file locked elsewhere hold the answer up for longer than ``wait_s``."""
+        events = list(events)
+        deadline = time.monotonic() + wait_s
+        if self._write_lock.acquire(timeout=wait_s):  # the flusher may hold it, itself waiting for the file
+            try:
+                pending = self._take_pending()
+                done = self._append([*pending, *events], deadline=deadline)
+                if done is not None:
+                    return done
+                if pending:
+                    self._pending.appendleft(pending)  # back in front of what was queued meanwhile, in order
+            finally:
+                self._write_lock.release()
+        self.submit(events)
+        return None
 
     def _flush_soon(self) -> None:
         time.sleep(FLUSH_DELAY_S)  # what other requests queue meanwhile goes in the same write
@@ -288,8 +309,9 @@ class TraceWriter(_QueuedWrites):
         suffix = self.name or f"{self.host}-{os.getpid()}"
         return self.directory / f"{day}-{suffix}.jsonl"
 
-    def _append(self, events: list[dict[str, Any]]) -> bool:
-        """Append events as one block of lines; returns False (and logs) when the write failed."""
+    def _append(self, events: list[dict[str, Any]], deadline: float | None = None) -> bool | None:
+        """Append events as one block of lines; returns False (and logs) when the write failed, None (nothing
+        written) when another holder kept the file locked past ``deadline``."""
         lines = "".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in events)
         if not lines:
             return True
@@ -301,7 +323,8 @@ class TraceWriter(_QueuedWrites):
             try:
                 if os.fstat(fd).st_mode & 0o077:  # a file from before traces were private
                     os.fchmod(fd, 0o600)
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                if not _lock(fd, deadline):
+                    return None
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
@@ -315,6 +338,22 @@ class TraceWriter(_QueuedWrites):
         with self._count_lock:
             self.written += lines.count("\n")
         return True
+
+
+def _lock(fd: int, deadline: float | None) -> bool:
+    """Take the exclusive ``flock`` on ``fd``: waiting as long as it takes (``deadline`` None), or until
+    ``deadline`` (``time.monotonic()``), then False."""
+    if deadline is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return True
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.002)
 
 
 TRACE_TABLE = "living_memory_traces"
@@ -348,7 +387,9 @@ class PostgresTraceWriter(_QueuedWrites):
             self._local.conn = conn
         return conn
 
-    def _append(self, events: list[dict[str, Any]]) -> bool:
+    def _append(self, events: list[dict[str, Any]], deadline: float | None = None) -> bool | None:
+        """One transaction per block (``deadline`` is for file locks; a database write is bounded by its
+        connection's own timeouts)."""
         rows = [(e["timestamp"], e.get("trace_id"), json.dumps(e, ensure_ascii=False)) for e in events]
         if not rows:
             return True

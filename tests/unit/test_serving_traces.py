@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import multiprocessing
 import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from livemem.usage.traces import TraceWriter, retrieval_events
@@ -97,3 +99,27 @@ def test_queued_events_are_on_disk_when_the_process_exits(tmp_path: Path):
     )
     subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, timeout=60)
     assert [e["n"] for e in _lines(tmp_path)] == list(range(100))
+
+
+def test_write_through_writes_at_once_and_queues_only_behind_a_held_lock(tmp_path: Path):
+    """Audit records (``write_through``): on disk when the call returns if the file is free; when another holder
+    keeps it locked, the call gives up after ``wait_s`` and queues them, and they land, in order, once it is free."""
+    writer = TraceWriter(tmp_path)
+    writer.submit([{"n": 1}])
+    assert writer.write_through([{"n": 2}], wait_s=0.2) is True
+    assert [e["n"] for e in _lines(tmp_path)] == [1, 2]  # what was queued first, then the record, no flush needed
+
+    path = writer.path_for(time.strftime("%Y-%m-%d", time.gmtime()))
+    holder = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        writer.submit([{"n": 3}])  # the flusher thread takes it and waits for the file, holding the writer's lock
+        with ThreadPoolExecutor(1) as pool:  # a call that waited for the file would fail here, not hang the test
+            assert pool.submit(writer.write_through, [{"n": 4}], 0.2).result(timeout=60) is None  # queued
+            time.sleep(0.1)
+            assert pool.submit(writer.write_through, [{"n": 5}], 0.2).result(timeout=60) is None
+        assert [e["n"] for e in _lines(tmp_path)] == [1, 2]
+    finally:
+        os.close(holder)  # releases the lock
+    assert writer.flush()
+    assert [e["n"] for e in _lines(tmp_path)] == [1, 2, 3, 4, 5] and writer.failures == 0
