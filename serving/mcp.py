@@ -50,7 +50,14 @@ from livemem.ingest.provenance import verify_chunk as verify_chunk_record
 from livemem.query.retrieval import Filters, Query, chunk_result, top_order
 from livemem.registry import RESOURCE_TYPES, RegistryQueryError, load_registry_index, resolve, state_counties
 from livemem.settings import LivingMemorySettings
-from livemem.usage.traces import QUERY_CHARS, TRACE_ID_PATTERN, feedback_events, retrieval_events, utc_timestamp
+from livemem.usage.traces import (
+    FEEDBACK_WAIT_S,
+    QUERY_CHARS,
+    TRACE_ID_PATTERN,
+    feedback_events,
+    retrieval_events,
+    utc_timestamp,
+)
 from livemem.version.reader import Snapshot, without_paths
 from serving.models import UUID_PATTERN, ChunkResponse, FeedbackResponse
 from serving.models.context import ChatResponse, ContextResponse
@@ -324,7 +331,7 @@ def build_server(
         )  # fmt: skip
         for event in events:
             event["agent"] = "mcp"
-        if not state.traces.write(events):
+        if not state.traces.write_through(events, FEEDBACK_WAIT_S, queue=False):  # as /feedback: bounded, no retry twin
             raise ToolError("feedback could not be recorded; try again later")
         return FeedbackResponse(trace_id=issued.trace_id, recorded=len(events))
 

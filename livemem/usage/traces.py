@@ -12,7 +12,8 @@ everything queued within ``FLUSH_DELAY_S`` in one block, so requests share one w
 close), no request waits for the file (a slow disk or a lock held elsewhere delays the trace, not the answer), and
 the thread does not compete with the request that queued the events while it is being answered. ``write`` (what ``/feedback`` uses: its answer says
 what was recorded) writes at once, after whatever was queued before it, so traces stay in the order the requests
-were answered. The queue is emptied by ``flush`` (the app calls it at shutdown) and, whatever else happens, before
+were answered; it waits for the file at most ``FEEDBACK_WAIT_S`` (``write_through``), then answers 503 and writes
+nothing, so a retry records the feedback once. The queue is emptied by ``flush`` (the app calls it at shutdown) and, whatever else happens, before
 the interpreter exits: the flusher is a ``concurrent.futures`` thread, which Python finishes before exiting.
 
 Trace ids are signed (``TraceSigner``): ``<uuid>.<index version>.<signature>``, where the signature binds the
@@ -205,6 +206,7 @@ def utc_timestamp() -> str:
 
 
 FLUSH_DELAY_S = 0.05
+FEEDBACK_WAIT_S = 2.0  # the longest /feedback waits for the trace file's lock (other writers hold it for µs)
 
 # One thread per process appends what every writer queued; its queue is FIFO, so each writer's blocks keep their
 # order. concurrent.futures finishes the queued work of its threads before the interpreter exits.
@@ -252,10 +254,11 @@ class _QueuedWrites:
         with self._write_lock:
             return self._append([*self._take_pending(), *events])
 
-    def write_through(self, events: Iterable[dict[str, Any]], wait_s: float) -> bool | None:
+    def write_through(self, events: Iterable[dict[str, Any]], wait_s: float, queue: bool = True) -> bool | None:
         """Append events now, as ``write`` does, if the file can be had within ``wait_s``; else queue them
-        (``submit``) and return None. For records that should be on disk before the answer they describe leaves
-        (audit records), without letting a file locked elsewhere hold the answer up for longer than ``wait_s``."""
+        (``submit``; with ``queue`` false: drop them, for the caller to say so) and return None. For records that
+        should be on disk before the answer they describe leaves (audit records, feedback), without letting a file
+        locked elsewhere hold the answer up for longer than ``wait_s``."""
         events = list(events)
         deadline = time.monotonic() + wait_s
         if self._write_lock.acquire(timeout=wait_s):  # the flusher may hold it, itself waiting for the file
@@ -268,7 +271,8 @@ class _QueuedWrites:
                     self._pending.appendleft(pending)  # back in front of what was queued meanwhile, in order
             finally:
                 self._write_lock.release()
-        self.submit(events)
+        if queue:
+            self.submit(events)
         return None
 
     def _flush_soon(self) -> None:

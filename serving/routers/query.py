@@ -11,7 +11,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from livemem.query.cache import cache_key
 from livemem.query.fusion import normalized_score
 from livemem.query.retrieval import Query, chunk_result, document_results, suggestion_result
-from livemem.usage.traces import feedback_events, retrieval_events
+from livemem.usage.traces import FEEDBACK_WAIT_S, feedback_events, retrieval_events
 from serving.deps import CallerRole, CurrentSnapshot, State
 from serving.models import ErrorBody, FeedbackRequest, FeedbackResponse, QueryRequest, QueryResponse
 from serving.routers.memory import record_feedback
@@ -179,7 +179,8 @@ def feedback(
         index_version=issued.index_version,
         comment=body.comment,
     )
-    if not state.traces.write(events):
+    written = state.traces.write_through(events, FEEDBACK_WAIT_S, queue=False)
+    if not written:  # False: the write failed; None: the file stayed locked elsewhere, nothing was written
         log.error("feedback on trace %s could not be written to %s", issued.trace_id, state.traces.directory)
         raise HTTPException(503, "feedback could not be recorded; try again later")
     return FeedbackResponse(trace_id=issued.trace_id, recorded=len(events))

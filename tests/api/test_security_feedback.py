@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from support.serving import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
+from support.serving import (
+    API_KEYS,
+    INTERNAL_KEY,
+    answered_while_trace_file_locked,
+    build_and_publish,
+    make_workspace,
+)
 
 from livemem.usage.traces import TRACE_SECRET_ENV, TRACE_SECRET_FILE, TraceSigner, TraceWriter, retrieval_events
 from livemem.version.store import IndexHome
@@ -132,6 +138,21 @@ def test_context_and_chat_trace_ids_are_accepted_for_their_passages(client, home
         _, playbook = playbook_chunk(client)
         widened = {"trace_id": body["trace_id"], "chunk_ids": [playbook], "useful": True}
         assert client.post("/feedback", json=widened).status_code == 400
+
+
+def test_feedback_on_a_locked_trace_file_is_a_503_and_a_retry_records_it_once(client, home):
+    """/feedback says what it recorded, so it writes before answering, but waits for a trace file locked elsewhere
+    only so long (``FEEDBACK_WAIT_S``): then 503 and nothing written, and the client's retry records it once."""
+    data = client.post("/query", json={"query": "Beckley LIHEAP heating help", "top_k": 2}).json()
+    ids = [r["chunk_id"] for r in data["results"]]
+    body = {"trace_id": data["trace_id"], "chunk_ids": ids, "useful": True, "comment": "locked-file retry"}
+    traces = client.app.state.serving.traces
+    refused, _ = answered_while_trace_file_locked([traces], lambda: client.post("/feedback", json=body))
+    assert refused.status_code == 503 and "try again" in refused.json()["detail"], refused.text
+    retried = client.post("/feedback", json=body)
+    assert retried.status_code == 200 and retried.json()["recorded"] == 2, retried.text
+    mine = [e for e in feedback_events(home.traces) if e["trace_id"] == data["trace_id"]]
+    assert sorted(e["chunk_id"] for e in mine) == sorted(ids)  # once each: the refused call wrote nothing
 
 
 def test_trace_and_audit_files_are_private_to_the_service_user(client, home):
