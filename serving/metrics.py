@@ -33,6 +33,9 @@ class _StateCollector:
         yield GaugeMetricFamily("livemem_cache_entries", "entries in the result cache", value=len(cache))
         yield CounterMetricFamily("livemem_trace_events", "trace events written", value=traces.written)
         yield CounterMetricFamily("livemem_trace_write_failures", "trace writes that failed", value=traces.failures)
+        yield CounterMetricFamily(
+            "livemem_trace_events_dropped", "trace events dropped: the queue was full", value=traces.dropped
+        )
         yield CounterMetricFamily("livemem_index_swaps", "switches to a newly published version", value=reader.swaps)
         snap = reader.loaded
         info = GaugeMetricFamily("livemem_index_info", "the index version being served", labels=["version", "model"])

@@ -206,6 +206,7 @@ def utc_timestamp() -> str:
 
 
 FLUSH_DELAY_S = 0.05
+MAX_QUEUED_EVENTS = 100_000  # ≈ 100 MB of events waiting for an unwritable target; beyond it, blocks are dropped
 FEEDBACK_WAIT_S = 2.0  # the longest /feedback waits for the trace file's lock (other writers hold it for µs)
 
 # One thread per process appends what every writer queued; its queue is FIFO, so each writer's blocks keep their
@@ -227,9 +228,12 @@ class _QueuedWrites:
 
     directory: Path | str  # where the events go, as logs name it
 
-    def __init__(self) -> None:
+    def __init__(self, max_queued: int = MAX_QUEUED_EVENTS) -> None:
         self.written = 0
         self.failures = 0
+        self.dropped = 0  # events not queued because the queue was full (also counted in ``failures``, per block)
+        self.max_queued = max_queued
+        self._queued = 0  # events in ``_pending``
         self._count_lock = threading.Lock()
         self._pending: collections.deque[list[dict[str, Any]]] = collections.deque()
         self._write_lock = threading.Lock()  # held while taking from the queue and appending: keeps the order
@@ -241,9 +245,20 @@ class _QueuedWrites:
         raise NotImplementedError
 
     def submit(self, events: Iterable[dict[str, Any]]) -> None:
-        """Queue events to be appended soon, off the caller's thread (a failure is logged and counted)."""
-        self._pending.append(list(events))
+        """Queue events to be appended soon, off the caller's thread (a failure is logged and counted). When the
+        target has been unwritable for so long that ``max_queued`` events wait, further blocks are dropped and
+        counted (``dropped``, ``failures``) instead of growing the process without bound."""
+        block = list(events)
         with self._count_lock:
+            if self._queued + len(block) > self.max_queued:
+                self.dropped += len(block)
+                self.failures += 1
+                if self.failures == 1 or self.failures % 1000 == 0:
+                    log.warning("trace queue full (%d events waiting for %s): %d events dropped so far",
+                                self._queued, self.directory, self.dropped)  # fmt: skip
+                return
+            self._queued += len(block)
+            self._pending.append(block)
             if self._scheduled:  # the flush already scheduled takes these too
                 return
             self._scheduled = True
@@ -268,7 +283,9 @@ class _QueuedWrites:
                 if done is not None:
                     return done
                 if pending:
-                    self._pending.appendleft(pending)  # back in front of what was queued meanwhile, in order
+                    with self._count_lock:
+                        self._queued += len(pending)
+                        self._pending.appendleft(pending)  # back in front of what was queued meanwhile, in order
             finally:
                 self._write_lock.release()
         if queue:
@@ -295,8 +312,10 @@ class _QueuedWrites:
 
     def _take_pending(self) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
-        while self._pending:
-            events.extend(self._pending.popleft())
+        with self._count_lock:
+            while self._pending:
+                events.extend(self._pending.popleft())
+            self._queued = 0
         return events
 
 

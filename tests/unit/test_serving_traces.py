@@ -123,3 +123,24 @@ def test_write_through_writes_at_once_and_queues_only_behind_a_held_lock(tmp_pat
         os.close(holder)  # releases the lock
     assert writer.flush()
     assert [e["n"] for e in _lines(tmp_path)] == [1, 2, 3, 4, 5] and writer.failures == 0
+
+
+def test_a_full_queue_drops_and_counts_instead_of_growing_without_bound(tmp_path: Path):
+    """A trace target that stays unwritable (here: its file locked elsewhere) must not grow the process without
+    bound: past ``max_queued`` waiting events, blocks are dropped and counted; what was queued lands later, whole."""
+    writer = TraceWriter(tmp_path)
+    writer.max_queued = 5
+    assert writer.write([{"n": 0}])
+    holder = os.open(writer.path_for(time.strftime("%Y-%m-%d", time.gmtime())), os.O_WRONLY | os.O_APPEND)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        for n in range(1, 9, 2):  # blocks of two events: two fit, the rest are dropped
+            writer.submit([{"n": n}, {"n": n + 1}])
+            time.sleep(0.1)  # the flusher may take a block meanwhile and wait for the file with it
+        assert writer.dropped >= 2 and writer.failures >= 1
+    finally:
+        os.close(holder)
+    assert writer.flush()
+    written = [e["n"] for e in _lines(tmp_path)]
+    assert written[0] == 0 and len(written) - 1 + writer.dropped == 8  # every event written or counted as dropped
+    assert written == sorted(written)  # in order, blocks whole
