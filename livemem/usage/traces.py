@@ -380,6 +380,7 @@ def _lock(fd: int, deadline: float | None) -> bool:
 
 
 TRACE_TABLE = "living_memory_traces"
+POSTGRES_STATEMENT_TIMEOUT_S = 5.0
 
 
 class PostgresTraceWriter(_QueuedWrites):
@@ -398,6 +399,7 @@ class PostgresTraceWriter(_QueuedWrites):
         self.dsn = dsn
         self.table = table
         self.directory = f"postgres table {table}"
+        self.statement_timeout_s = POSTGRES_STATEMENT_TIMEOUT_S
         self._local = threading.local()
 
     def _connection(self):
@@ -406,13 +408,16 @@ class PostgresTraceWriter(_QueuedWrites):
         conn = getattr(self._local, "conn", None)
         if conn is None or conn.closed:
             conn = psycopg.connect(self.dsn, connect_timeout=5)
+            # a table locked elsewhere fails the write after this long instead of blocking the writer for good
+            conn.execute(f"SET statement_timeout = {int(self.statement_timeout_s * 1000)}")
+            conn.commit()
             ensure_trace_table(conn, self.table)
             self._local.conn = conn
         return conn
 
     def _append(self, events: list[dict[str, Any]], deadline: float | None = None) -> bool | None:
-        """One transaction per block (``deadline`` is for file locks; a database write is bounded by its
-        connection's own timeouts)."""
+        """One transaction per block (``deadline`` is for file locks; a database write is bounded by the
+        connection's ``statement_timeout``, ``POSTGRES_STATEMENT_TIMEOUT_S``)."""
         rows = [(e["timestamp"], e.get("trace_id"), json.dumps(e, ensure_ascii=False)) for e in events]
         if not rows:
             return True

@@ -101,3 +101,31 @@ def test_serving_writes_to_postgres_and_the_rollup_reads_it(trace_table, tmp_pat
     top = data["results"][0]["chunk_id"]
     with TestClient(create_app(Settings(index_dir=home.root, warm_up=False), embedder)) as client:
         assert client.get(f"/chunks/{top}").json()["attention_score"] == pytest.approx(2.0)  # confirmed twice
+
+
+def test_a_locked_table_fails_a_write_after_the_statement_timeout_instead_of_blocking(trace_table) -> None:
+    """A trace table locked elsewhere (a migration, a stuck session) must not block the writer for good: the write
+    fails after the connection's ``statement_timeout`` (counted, as a failed write), and the next one succeeds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def events(query: str) -> list[dict]:
+        return retrieval_events(
+            trace_id=str(uuid.uuid4()), query=query, chunk_ids=[str(uuid.uuid4())], scores=[0.5], role="public",
+            breath_phase=None, index_version="v", mode="hybrid", return_="chunks", filters={}, collections=["docs"],
+            cache_hit=False,
+        )  # fmt: skip
+
+    writer = PostgresTraceWriter(DSN)
+    writer.statement_timeout_s = 0.5
+    assert writer.write(events("before"))  # creates the table
+    with ThreadPoolExecutor(1) as pool:  # shut down after the lock is released below, so a blocked write ends
+        locker = psycopg.connect(DSN, connect_timeout=3)
+        try:
+            locker.execute(f"LOCK TABLE {TRACE_TABLE} IN ACCESS EXCLUSIVE MODE")
+            assert pool.submit(writer.write, events("locked")).result(timeout=60) is False
+        finally:
+            locker.rollback()  # releases the lock
+            locker.close()
+    assert writer.failures == 1 and writer.write(events("after"))
+    queries = [row[0]["query"] for row in trace_table.execute(f"SELECT event FROM {TRACE_TABLE} ORDER BY id")]
+    assert queries == ["before", "after"]
