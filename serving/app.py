@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import math
+import sqlite3
 from contextlib import asynccontextmanager
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -93,6 +95,18 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
     async def living_memory_error(_request: Request, exc: LivingMemoryError) -> JSONResponse:
         log.error("%s", exc)  # with server paths, for operators; the caller gets the message without them
         return JSONResponse({"detail": without_paths(str(exc))}, status_code=503)
+
+    @app.exception_handler(sqlite3.OperationalError)
+    @app.exception_handler(psycopg.OperationalError)
+    async def storage_busy(_request: Request, exc: Exception) -> JSONResponse:
+        # a store of this service (personal memory, the answer cache's tier) locked or unreachable past its timeout
+        # (SQLite's busy timeout, Postgres' statement_timeout / connect_timeout): transient, so 503, not a crash
+        log.warning("storage busy or unreachable: %s", exc)
+        return JSONResponse(
+            {"detail": "storage is busy or unreachable; try again shortly"},
+            status_code=503,
+            headers={"Retry-After": "1"},
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:

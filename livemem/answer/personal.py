@@ -202,6 +202,7 @@ class PostgresPersonalLog:
             raise ValueError(f"personal memory table name {table!r} must be letters, digits and underscores")
         self.dsn = dsn
         self.table = table
+        self.statement_timeout_s = 5.0
         self._local = threading.local()
 
     def _execute(self, sql: str, args: Iterable[Any] = (), fetch: bool = True) -> list[dict[str, Any]]:
@@ -212,6 +213,8 @@ class PostgresPersonalLog:
         try:
             if conn is None or conn.closed:
                 conn = psycopg.connect(self.dsn, connect_timeout=5, autocommit=True, row_factory=dict_row)
+                # a table locked elsewhere fails the call after this long (the route answers 503), never hangs it
+                conn.execute(f"SET statement_timeout = {int(self.statement_timeout_s * 1000)}")
                 with conn.transaction(), conn.cursor() as cur:  # serialised: CREATE IF NOT EXISTS races otherwise
                     cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"living-memory:{self.table}"])
                     cur.execute(
@@ -262,7 +265,11 @@ class PostgresPersonalLog:
         if not ids:
             return 0
         self._execute("DELETE FROM {table} WHERE id = ANY(%s)", [ids], fetch=False)
-        self._execute("VACUUM {table}", fetch=False)
+        self._execute("SET statement_timeout = 0", fetch=False)  # the vacuum takes what it takes: purged is gone
+        try:
+            self._execute("VACUUM {table}", fetch=False)
+        finally:
+            self._execute(f"SET statement_timeout = {int(self.statement_timeout_s * 1000)}", fetch=False)
         return len(ids)
 
 
