@@ -63,7 +63,7 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
             state.traces.flush()  # the traces of the last requests, queued (livemem.usage.traces): on disk before exit
             service = getattr(state, "context_service", None)
             if service is not None:
-                service.audit.flush()  # and the audit records of /context and /chat, queued the same way
+                service.audit.flush()  # and the audit records queued behind an audit file that was locked
 
     app = FastAPI(
         title="Living Memory",

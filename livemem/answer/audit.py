@@ -6,8 +6,9 @@ record is on disk before the answer it describes is sent (``write_through``), un
 another holder for ``AUDIT_WAIT_S``: then it is queued like the usage traces (the process's trace thread appends
 it when the file is free; flushed at shutdown and before a ``/metrics`` scrape), so an audit file locked elsewhere
 delays an answer by at most that, never hangs it. The attention rollup reads only ``YYYY-MM-DD*.jsonl``, so audit
-files never count as usage. A failed write is logged and counted and never fails the request. Audit files, like traces, are created 0600 (the service's user
-only), and record bounded summaries of what the caller sent (``livemem.usage.traces.bounded``).
+files never count as usage. A failed write is logged and counted and never fails the request. Audit files, like
+traces, are created 0600 (the service's user only), and record bounded summaries of what the caller sent
+(``livemem.usage.traces.bounded``).
 """
 
 from __future__ import annotations

@@ -10,11 +10,15 @@ A query's events need not be written before it is answered: ``submit`` (what ``/
 ``/chat`` and the MCP tools use) queues them and one background thread per process (``_FLUSHER``) appends
 everything queued within ``FLUSH_DELAY_S`` in one block, so requests share one write (and one open, lock and
 close), no request waits for the file (a slow disk or a lock held elsewhere delays the trace, not the answer), and
-the thread does not compete with the request that queued the events while it is being answered. ``write`` (what ``/feedback`` uses: its answer says
-what was recorded) writes at once, after whatever was queued before it, so traces stay in the order the requests
-were answered; it waits for the file at most ``FEEDBACK_WAIT_S`` (``write_through``), then answers 503 and writes
-nothing, so a retry records the feedback once. The queue is emptied by ``flush`` (the app calls it at shutdown) and, whatever else happens, before
+the thread does not compete with the request that queued the events while it is being answered. At most
+``MAX_QUEUED_EVENTS`` wait: a target that stays unwritable drops (and counts) further blocks rather than growing
+the process. The queue is emptied by ``flush`` (the app calls it at shutdown) and, whatever else happens, before
 the interpreter exits: the flusher is a ``concurrent.futures`` thread, which Python finishes before exiting.
+
+``write`` appends at once, after whatever was queued before it, so traces stay in the order the requests were
+answered. ``write_through`` does the same but waits for the file at most ``wait_s``; then it queues the events
+(audit records: on disk before the answer unless the file is locked elsewhere) or drops them and says so
+(``/feedback``, whose answer says what was recorded: a 503 after ``FEEDBACK_WAIT_S``, so a retry records it once).
 
 Trace ids are signed (``TraceSigner``): ``<uuid>.<index version>.<signature>``, where the signature binds the
 uuid, the caller's role, the version and a short keyed tag of every chunk the answer returned. ``/feedback`` accepts
