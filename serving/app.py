@@ -21,6 +21,7 @@ from livemem.errors import LivingMemoryError
 from livemem.gbim.sparql_worker import SparqlLimits, SparqlPool
 from livemem.index import dense, sparse
 from livemem.model.embedding import Embedder
+from livemem.usage.traces import SHUTDOWN_FLUSH_WAIT_S
 from livemem.version.reader import IndexUnavailable, without_paths
 from serving.limits import RequestLimitsMiddleware
 from serving.metrics import MetricsMiddleware
@@ -60,10 +61,12 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
             yield
         finally:
             sparql_pool.close()
-            state.traces.flush()  # the traces of the last requests, queued (livemem.usage.traces): on disk before exit
+            # the traces of the last requests, queued (livemem.usage.traces), and any audit records queued behind a
+            # locked audit file: on disk before exit, unless a file stays locked elsewhere (then not waited for)
             service = getattr(state, "context_service", None)
-            if service is not None:
-                service.audit.flush()  # and the audit records queued behind an audit file that was locked
+            for writer in (state.traces, *([service.audit] if service is not None else [])):
+                if not writer.flush(wait_s=SHUTDOWN_FLUSH_WAIT_S):
+                    log.warning("queued traces not all written to %s at shutdown", writer.directory)
 
     app = FastAPI(
         title="Living Memory",

@@ -25,7 +25,7 @@ from livemem.answer.web import WebGateway, gateway_from_env
 from livemem.geo.places import find_places
 from livemem.query.cache import cache_key
 from livemem.settings import ContextSettings
-from livemem.usage.traces import retrieval_events
+from livemem.usage.traces import SCRAPE_FLUSH_WAIT_S, retrieval_events
 from livemem.version.reader import Snapshot
 from serving.state import Role, ServingState
 
@@ -38,7 +38,7 @@ class _Collector:
 
     def collect(self):
         s = self.service
-        s.audit.flush()  # queued audit records are written, so their counters are exact
+        s.audit.flush(wait_s=SCRAPE_FLUSH_WAIT_S)  # queued audit records are written (unless their file is locked)
         hits = CounterMetricFamily("livemem_answer_cache_hits", "answers served from the answer cache", labels=["kind"])
         misses = CounterMetricFamily("livemem_answer_cache_misses", "answers computed", labels=["kind"])
         ratio = GaugeMetricFamily("livemem_answer_cache_hit_ratio", "hits / lookups per kind", labels=["kind"])

@@ -13,6 +13,8 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from livemem.usage.traces import SCRAPE_FLUSH_WAIT_S
+
 if TYPE_CHECKING:
     from serving.state import ServingState
 
@@ -27,7 +29,9 @@ class _StateCollector:
 
     def collect(self):
         cache, reader, traces = self.state.cache, self.state.reader, self.state.traces
-        traces.flush()  # queued trace events (livemem.usage.traces) are written, so their counters are exact
+        # queued trace events (livemem.usage.traces) are written, so their counters are exact, unless the trace
+        # file is locked elsewhere: then the scrape answers with the counts so far instead of waiting
+        traces.flush(wait_s=SCRAPE_FLUSH_WAIT_S)
         yield CounterMetricFamily("livemem_cache_hits", "query results answered from the cache", value=cache.hits)
         yield CounterMetricFamily("livemem_cache_misses", "query results computed", value=cache.misses)
         yield GaugeMetricFamily("livemem_cache_entries", "entries in the result cache", value=len(cache))

@@ -212,6 +212,8 @@ def utc_timestamp() -> str:
 FLUSH_DELAY_S = 0.05
 MAX_QUEUED_EVENTS = 100_000  # ≈ 100 MB of events waiting for an unwritable target; beyond it, blocks are dropped
 FEEDBACK_WAIT_S = 2.0  # the longest /feedback waits for the trace file's lock (other writers hold it for µs)
+SCRAPE_FLUSH_WAIT_S = 1.0  # the longest a /metrics scrape waits to flush the queue before reporting
+SHUTDOWN_FLUSH_WAIT_S = 5.0  # the longest a stopping app waits to flush the queue (then the flusher thread may still)
 
 # One thread per process appends what every writer queued; its queue is FIFO, so each writer's blocks keep their
 # order. concurrent.futures finishes the queued work of its threads before the interpreter exits.
@@ -263,10 +265,7 @@ class _QueuedWrites:
                 return
             self._queued += len(block)
             self._pending.append(block)
-            if self._scheduled:  # the flush already scheduled takes these too
-                return
-            self._scheduled = True
-        _FLUSHER.submit(self._flush_soon)
+        self._schedule()
 
     def write(self, events: Iterable[dict[str, Any]]) -> bool:
         """Append events now, after any queued before them; False (and logged) when the write failed."""
@@ -286,10 +285,7 @@ class _QueuedWrites:
                 done = self._append([*pending, *events], deadline=deadline)
                 if done is not None:
                     return done
-                if pending:
-                    with self._count_lock:
-                        self._queued += len(pending)
-                        self._pending.appendleft(pending)  # back in front of what was queued meanwhile, in order
+                self._put_back(pending)
             finally:
                 self._write_lock.release()
         if queue:
@@ -300,19 +296,47 @@ class _QueuedWrites:
         time.sleep(FLUSH_DELAY_S)  # what other requests queue meanwhile goes in the same write
         self.flush()
 
-    def flush(self) -> bool:
-        """Append everything queued so far; False when that write failed (the events are counted as failed)."""
+    def flush(self, wait_s: float | None = None) -> bool:
+        """Append everything queued so far; False when that write failed (the events are counted as failed) or,
+        with ``wait_s``, when the target stayed busy that long (then the events stay queued for the flusher
+        thread: a ``/metrics`` scrape or a shutdown does not hang on a file locked elsewhere)."""
         with self._count_lock:
             self._scheduled = False
-        with self._write_lock:
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        if not self._write_lock.acquire(timeout=-1 if wait_s is None else wait_s):
+            self._schedule()  # the flusher holds the lock, waiting for the file: it or the next flush writes them
+            return False
+        try:
             pending = self._take_pending()
             try:
-                return self._append(pending) if pending else True
+                done = self._append(pending, deadline=deadline) if pending else True
             except Exception:  # on the flusher thread nobody would see it: say so, count it
                 log.exception("could not write %d queued trace events to %s", len(pending), self.directory)
                 with self._count_lock:
                     self.failures += 1
                 return False
+            if done is None:
+                self._put_back(pending)
+                return False
+            return done
+        finally:
+            self._write_lock.release()
+
+    def _put_back(self, events: list[dict[str, Any]]) -> None:
+        """Return taken events to the front of the queue (in order, before what was queued meanwhile) and make
+        sure a flush will take them."""
+        if events:
+            with self._count_lock:
+                self._queued += len(events)
+                self._pending.appendleft(events)
+            self._schedule()
+
+    def _schedule(self) -> None:
+        with self._count_lock:
+            if self._scheduled:  # the flush already scheduled takes what is queued
+                return
+            self._scheduled = True
+        _FLUSHER.submit(self._flush_soon)
 
     def _take_pending(self) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []

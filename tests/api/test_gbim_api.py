@@ -158,7 +158,8 @@ def test_queries_are_traced(client, served) -> None:
 
 def test_answers_do_not_wait_for_the_trace_file(client) -> None:
     """A trace file locked elsewhere (a stuck writer, a slow disk) delays the trace, not the answer: /gis/query and
-    /query answer while it is locked, and their events are written once it is free, nothing lost."""
+    /query answer while it is locked, and their events are written once it is free, nothing lost; a /metrics
+    scrape, which flushes the queue first, answers too."""
     traces = client.app.state.serving.traces
     for route, body in (("/gis/query", {"query": "benefits hub"}), ("/query", {"query": "Medicaid enrollment"})):
         response, held = answered_while_trace_file_locked([traces], partial(client.post, route, json=body))
@@ -169,6 +170,8 @@ def test_answers_do_not_wait_for_the_trace_file(client) -> None:
         assert traces.flush()
         written = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
         assert any(e["trace_id"] == trace_id for e in written), route
+    scrape, _ = answered_while_trace_file_locked([traces], partial(client.get, "/metrics"))  # flushes, bounded
+    assert scrape.status_code == 200 and "livemem_trace_events_total" in scrape.text
 
 
 def test_facts_match_triple_patterns(served) -> None:
