@@ -38,6 +38,7 @@ import numpy as np
 from cachetools import LRUCache
 
 from livemem.settings import PersonalSettings, TraceSettings
+from livemem.usage.traces import POSTGRES_STATEMENT_TIMEOUT_S
 
 PERSONAL_DIR_ENV = "LIVEMEM_PERSONAL_DIR"
 RETENTION_ENV = "LIVEMEM_PERSONAL_RETENTION_DAYS"
@@ -202,7 +203,7 @@ class PostgresPersonalLog:
             raise ValueError(f"personal memory table name {table!r} must be letters, digits and underscores")
         self.dsn = dsn
         self.table = table
-        self.statement_timeout_s = 5.0
+        self.statement_timeout_s = POSTGRES_STATEMENT_TIMEOUT_S  # as the traces' table, on the same server
         self._local = threading.local()
 
     def _execute(self, sql: str, args: Iterable[Any] = (), fetch: bool = True) -> list[dict[str, Any]]:

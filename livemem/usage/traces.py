@@ -269,8 +269,7 @@ class _QueuedWrites:
 
     def write(self, events: Iterable[dict[str, Any]]) -> bool:
         """Append events now, after any queued before them; False (and logged) when the write failed."""
-        with self._write_lock:
-            return self._append([*self._take_pending(), *events])
+        return bool(self._write_queue_and(list(events), None))
 
     def write_through(self, events: Iterable[dict[str, Any]], wait_s: float, queue: bool = True) -> bool | None:
         """Append events now, as ``write`` does, if the file can be had within ``wait_s``; else queue them
@@ -278,19 +277,10 @@ class _QueuedWrites:
         should be on disk before the answer they describe leaves (audit records, feedback), without letting a file
         locked elsewhere hold the answer up for longer than ``wait_s``."""
         events = list(events)
-        deadline = time.monotonic() + wait_s
-        if self._write_lock.acquire(timeout=wait_s):  # the flusher may hold it, itself waiting for the file
-            try:
-                pending = self._take_pending()
-                done = self._append([*pending, *events], deadline=deadline)
-                if done is not None:
-                    return done
-                self._put_back(pending)
-            finally:
-                self._write_lock.release()
-        if queue:
+        done = self._write_queue_and(events, wait_s)
+        if done is None and queue:
             self.submit(events)
-        return None
+        return done
 
     def _flush_soon(self) -> None:
         time.sleep(FLUSH_DELAY_S)  # what other requests queue meanwhile goes in the same write
@@ -302,22 +292,31 @@ class _QueuedWrites:
         thread: a ``/metrics`` scrape or a shutdown does not hang on a file locked elsewhere)."""
         with self._count_lock:
             self._scheduled = False
+        try:
+            done = self._write_queue_and([], wait_s)
+        except Exception:  # on the flusher thread nobody would see it: say so, count it
+            log.exception("could not write queued trace events to %s", self.directory)
+            with self._count_lock:
+                self.failures += 1
+            return False
+        if done is None:
+            self._schedule()  # still queued: the flusher (perhaps waiting for the file right now) writes them
+        return bool(done)
+
+    def _write_queue_and(self, events: list[dict[str, Any]], wait_s: float | None) -> bool | None:
+        """Append what is queued, then ``events``, as one block: True / False, written or failed; None when the
+        writer's lock or the target could not be had within ``wait_s`` (None: as long as it takes), with the queue
+        as it was and ``events`` not written. The writer's lock keeps blocks in order; the flusher may hold it
+        while it waits for the file itself."""
         deadline = None if wait_s is None else time.monotonic() + wait_s
         if not self._write_lock.acquire(timeout=-1 if wait_s is None else wait_s):
-            self._schedule()  # the flusher holds the lock, waiting for the file: it or the next flush writes them
-            return False
+            return None
         try:
             pending = self._take_pending()
-            try:
-                done = self._append(pending, deadline=deadline) if pending else True
-            except Exception:  # on the flusher thread nobody would see it: say so, count it
-                log.exception("could not write %d queued trace events to %s", len(pending), self.directory)
-                with self._count_lock:
-                    self.failures += 1
-                return False
+            block = [*pending, *events]
+            done = self._append(block, deadline=deadline) if block else True
             if done is None:
                 self._put_back(pending)
-                return False
             return done
         finally:
             self._write_lock.release()

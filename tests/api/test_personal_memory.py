@@ -5,14 +5,15 @@ ranking only, remembered exchanges, deletion hiding at once and removing physica
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
 from dagster import materialize
 from fastapi.testclient import TestClient
+from support.locks import locks_held, postgres_table_locked, sqlite_locked
 from support.serving import build_and_publish, make_workspace
 
 from livemem.answer import personal
@@ -240,26 +241,15 @@ def test_a_store_locked_elsewhere_is_a_503_then_works_again(client, any_store) -
     """Personal memory whose store another holder keeps locked (SQLite: an exclusive transaction; Postgres: a table
     lock) answers 503 with Retry-After once the store's own timeout passes (SQLite's busy timeout, Postgres'
     statement_timeout), never hangs or crashes, and takes the card once the lock is gone."""
-    from concurrent.futures import ThreadPoolExecutor
-
     assert client.post("/memory", json={"text": CARD}, headers=ALICE).status_code == 201  # the store exists
     log = personal.log_for(any_store)
-    with ThreadPoolExecutor(1) as pool:  # shut down after the lock is released, so a request that waits can end
-        if isinstance(log, personal.PostgresPersonalLog):
-            import psycopg
-
-            log.statement_timeout_s = 0.5  # for connections opened from now on
-            holder = psycopg.connect(PG_DSN, connect_timeout=3)  # in a transaction until the rollback
-            holder.execute(f"LOCK TABLE {personal.PERSONAL_TABLE} IN ACCESS EXCLUSIVE MODE")
-        else:
-            holder = sqlite3.connect(any_store / personal.LOG_FILE)  # in a transaction until the rollback
-            holder.execute("BEGIN EXCLUSIVE")
-        try:
-            pending = pool.submit(client.post, "/memory", json={"text": "Ask about the LIHEAP letter."}, headers=ALICE)
-            refused = pending.result(timeout=120)
-        finally:
-            holder.rollback()
-            holder.close()
+    if isinstance(log, personal.PostgresPersonalLog):
+        log.statement_timeout_s = 0.5  # for connections opened from now on
+        hold = postgres_table_locked(PG_DSN, personal.PERSONAL_TABLE)
+    else:
+        hold = sqlite_locked(any_store / personal.LOG_FILE)
+    with locks_held(hold) as (answer, _):  # a request that waits for good fails the test instead of hanging it
+        refused = answer(partial(client.post, "/memory", json={"text": "Ask about the LIHEAP letter."}, headers=ALICE))
     assert refused.status_code == 503 and refused.headers["retry-after"] == "1", refused.text
     assert "try again" in refused.json()["detail"]
     later = client.post("/memory", json={"text": "Ask about the LIHEAP letter."}, headers=ALICE)

@@ -11,9 +11,11 @@ import multiprocessing
 import os
 import uuid
 from datetime import UTC, datetime
+from functools import partial
 
 import pytest
 from fastapi.testclient import TestClient
+from support.locks import locks_held, postgres_table_locked
 from support.serving import build_and_publish, make_workspace
 
 from livemem.sources.breath import Breath
@@ -106,7 +108,6 @@ def test_serving_writes_to_postgres_and_the_rollup_reads_it(trace_table, tmp_pat
 def test_a_locked_table_fails_a_write_after_the_statement_timeout_instead_of_blocking(trace_table) -> None:
     """A trace table locked elsewhere (a migration, a stuck session) must not block the writer for good: the write
     fails after the connection's ``statement_timeout`` (counted, as a failed write), and the next one succeeds."""
-    from concurrent.futures import ThreadPoolExecutor
 
     def events(query: str) -> list[dict]:
         return retrieval_events(
@@ -118,14 +119,8 @@ def test_a_locked_table_fails_a_write_after_the_statement_timeout_instead_of_blo
     writer = PostgresTraceWriter(DSN)
     writer.statement_timeout_s = 0.5
     assert writer.write(events("before"))  # creates the table
-    with ThreadPoolExecutor(1) as pool:  # shut down after the lock is released below, so a blocked write ends
-        locker = psycopg.connect(DSN, connect_timeout=3)
-        try:
-            locker.execute(f"LOCK TABLE {TRACE_TABLE} IN ACCESS EXCLUSIVE MODE")
-            assert pool.submit(writer.write, events("locked")).result(timeout=60) is False
-        finally:
-            locker.rollback()  # releases the lock
-            locker.close()
+    with locks_held(postgres_table_locked(DSN, TRACE_TABLE)) as (answer, _):  # a write that waits fails the test
+        assert answer(partial(writer.write, events("locked"))) is False
     assert writer.failures == 1 and writer.write(events("after"))
     queries = [row[0]["query"] for row in trace_table.execute(f"SELECT event FROM {TRACE_TABLE} ORDER BY id")]
     assert queries == ["before", "after"]

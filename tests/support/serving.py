@@ -16,6 +16,7 @@ from livemem.ingest.build import build_version
 from livemem.model.embedding import Embedder
 from livemem.sources.config import load_sources
 from livemem.version.store import IndexHome
+from support.locks import locks_held, trace_file_locked
 
 OLD_DATE = "2020-01-15T12:00:00+00:00"
 INTERNAL_KEY = "internal-test-key"
@@ -155,38 +156,11 @@ def serve(app) -> Iterator[str]:
         thread.join(timeout=10)
 
 
-@contextmanager
-def trace_file_locked(traces) -> Iterator[Path]:
-    """Hold the exclusive lock on today's trace file of ``traces`` (a ``TraceWriter``) from another open file, as
-    a slow or stuck writer elsewhere would: anything that writes a trace now waits until the block ends."""
-    import fcntl
-    from datetime import UTC, datetime
-
-    traces.directory.mkdir(parents=True, exist_ok=True)
-    path = traces.path_for(datetime.now(UTC).strftime("%Y-%m-%d"))
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield path
-    finally:
-        os.close(fd)  # releases the lock
-
-
 def answered_while_trace_file_locked(writers, request) -> tuple[object, dict[Path, str]]:
     """``request()``'s result, called while today's file of each of ``writers`` (``TraceWriter``s: usage traces,
-    audit records) is locked (``trace_file_locked``), and what each file held when the answer came; fails, rather
-    than hangs, when the request waits for a file."""
-    from concurrent.futures import ThreadPoolExecutor
-    from concurrent.futures import TimeoutError as Timeout
-    from contextlib import ExitStack
-
-    # the pool shuts down last, after the locks are released, so a request that waits for a file can finish
-    with ThreadPoolExecutor(1) as pool, ExitStack() as locks:
-        paths = [locks.enter_context(trace_file_locked(writer)) for writer in writers]
-        pending = pool.submit(request)
-        try:
-            result = pending.result(timeout=60)
-        except Timeout:
-            raise AssertionError("the request waited for a locked trace or audit file") from None
+    audit records) is locked (``support.locks.trace_file_locked``), and what each file held when the answer came;
+    fails, rather than hangs, when the request waits for a file."""
+    with locks_held(*(trace_file_locked(writer) for writer in writers)) as (answer, paths):
+        result = answer(request)
         held = {path: path.read_text(encoding="utf-8") for path in paths}
     return result, held

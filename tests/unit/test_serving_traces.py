@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import multiprocessing
 import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+
+from support.locks import locks_held, trace_file_locked
 
 from livemem.usage.traces import TraceWriter, retrieval_events
 
@@ -109,19 +110,13 @@ def test_write_through_writes_at_once_and_queues_only_behind_a_held_lock(tmp_pat
     assert writer.write_through([{"n": 2}], wait_s=0.2) is True
     assert [e["n"] for e in _lines(tmp_path)] == [1, 2]  # what was queued first, then the record, no flush needed
 
-    path = writer.path_for(time.strftime("%Y-%m-%d", time.gmtime()))
-    holder = os.open(path, os.O_WRONLY | os.O_APPEND)
-    try:
-        fcntl.flock(holder, fcntl.LOCK_EX)
+    with locks_held(trace_file_locked(writer)) as (answer, _):  # a call waiting for the file fails, not hangs
         writer.submit([{"n": 3}])  # the flusher thread takes it and waits for the file, holding the writer's lock
-        with ThreadPoolExecutor(1) as pool:  # a call that waited for the file would fail here, not hang the test
-            assert pool.submit(writer.write_through, [{"n": 4}], 0.2).result(timeout=60) is None  # queued
-            time.sleep(0.1)
-            assert pool.submit(writer.write_through, [{"n": 5}], 0.2).result(timeout=60) is None
-            assert pool.submit(writer.flush, 0.2).result(timeout=60) is False  # a bounded flush gives up, keeps them
+        assert answer(partial(writer.write_through, [{"n": 4}], 0.2)) is None  # queued
+        time.sleep(0.1)
+        assert answer(partial(writer.write_through, [{"n": 5}], 0.2)) is None
+        assert answer(partial(writer.flush, 0.2)) is False  # a bounded flush gives up, keeps them
         assert [e["n"] for e in _lines(tmp_path)] == [1, 2]
-    finally:
-        os.close(holder)  # releases the lock
     assert writer.flush()
     assert [e["n"] for e in _lines(tmp_path)] == [1, 2, 3, 4, 5] and writer.failures == 0
 
@@ -132,16 +127,12 @@ def test_a_full_queue_drops_and_counts_instead_of_growing_without_bound(tmp_path
     writer = TraceWriter(tmp_path)
     writer.max_queued = 5
     assert writer.write([{"n": 0}])
-    holder = os.open(writer.path_for(time.strftime("%Y-%m-%d", time.gmtime())), os.O_WRONLY | os.O_APPEND)
-    try:
-        fcntl.flock(holder, fcntl.LOCK_EX)
+    with trace_file_locked(writer):
         for n in range(1, 17, 2):  # 16 events in blocks of two
             writer.submit([{"n": n}, {"n": n + 1}])
             time.sleep(0.05)  # the flusher may take what is queued, once, and wait for the file with it
         # at most 5 taken by the flusher (the queue never held more) and 5 queued: at least 6 dropped
         assert writer.dropped >= 6 and writer.failures >= 3
-    finally:
-        os.close(holder)
     assert writer.flush()
     written = [e["n"] for e in _lines(tmp_path)]
     assert written[0] == 0 and len(written) - 1 + writer.dropped == 16  # every event written or counted as dropped
