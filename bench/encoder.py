@@ -6,9 +6,12 @@ document); queries: the first 200 train claims. Every backend runs with 2 thread
 - ``torch``: ``Embedder(encoder="torch")`` (sentence-transformers ``encode``; ``encode_one`` for a query).
 - ``onnx-plain``: a plain ``torch.onnx.export`` on ONNX Runtime (graph optimisation ALL), unfused.
 - ``onnx-unsorted``: the fused export, batches in input order.
-- ``onnx``: the shipped backend (fused export, batches sorted by token count), ``Embedder(encoder="onnx")``.
+- ``onnx``: the shipped backend in float32 (fused export, batches sorted by token count),
+  ``Embedder(encoder="onnx", precision="fp32")``.
 - ``onnx-int8``: the shipped int8 copy of the fused export (``livemem.model.onnx_encoder.quantize_model``: dynamic
   quantisation, one weight scale per output channel), which serving uses for query vectors only.
+- ``onnx-int8-block``: the shipped int8-block copy (8-bit ``MatMulNBits``, one scale per 64 weights, float32
+  attention), which builds use for index vectors by default (``Embedder(encoder="onnx")``).
 - ``onnx-int8-tensor``: the same with one weight scale per tensor (the quantisation first tried: too lossy).
 
 Quality of the int8 copy (it ships only where nDCG@10 stays within 0.005 of fp32): ``--ndcg`` embeds a SciFact
@@ -25,6 +28,8 @@ throughput (texts/s over the 400 texts), and the cosine of each vector to torch'
     .venv/bin/python -m bench.encoder --variants torch,onnx --name encoder-core   # the two that matter
     .venv/bin/python -m bench.encoder --runs 3 --texts 192 --queries 100 --variants torch,onnx,onnx-int8 \
         --serving-ndcg --name encoder-r5       # round 5: int8 query vectors, their cost in nDCG@10
+    .venv/bin/python -m bench.encoder --runs 3 --texts 400 --queries 200 \
+        --variants torch,onnx,onnx-int8,onnx-int8-block --name encoder-r12   # round 12: int8-block builds
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ RESULTS = PROJECT_ROOT / "bench" / "results"
 WORK = PROJECT_ROOT / "bench" / ".work" / "encoder"
 THREADS = 2
 BATCH = 64
-VARIANTS = ("torch", "onnx-plain", "onnx-unsorted", "onnx", "onnx-int8", "onnx-int8-tensor")
+VARIANTS = ("torch", "onnx-plain", "onnx-unsorted", "onnx", "onnx-int8", "onnx-int8-tensor", "onnx-int8-block")
 
 
 def corpus() -> dict[str, str]:
@@ -102,7 +107,7 @@ def variants(model: Path, names: list[str]) -> dict[str, tuple]:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    shipped = Embedder(encoder="onnx", threads=THREADS, batch_size=BATCH)
+    shipped = Embedder(encoder="onnx", threads=THREADS, batch_size=BATCH, precision="fp32")
     plain, int8 = WORK / "plain.onnx", WORK / "int8-tensor.onnx"
     if "onnx-plain" in names:
         export_model(model, plain, fuse=False)
@@ -130,6 +135,11 @@ def variants(model: Path, names: list[str]) -> dict[str, tuple]:
             onnx(None, 2, "int8").encode_one,
         ),
         "onnx-int8-tensor": lambda: (onnx(int8, 2).encode, onnx(int8, 1).encode_one, onnx(int8, 2).encode_one),
+        "onnx-int8-block": lambda: (
+            onnx(None, 2, "int8-block").encode,
+            onnx(None, 1, "int8-block").encode_one,
+            onnx(None, 2, "int8-block").encode_one,
+        ),
     }
     return {name: makers[name]() for name in names}
 
@@ -179,7 +189,7 @@ def dense_ndcg(found: dict[str, tuple], docs: dict[str, str], size: int) -> dict
     wanted = {d for rel in qrels.values() for d in rel}
     ids = sorted(wanted) + [d for d in docs if d not in wanted][: max(0, size - len(wanted))]
     out = {}
-    for name in ("torch", "onnx", "onnx-int8"):
+    for name in [n for n in ("torch", "onnx", "onnx-int8", "onnx-int8-block") if n in found]:
         batch = found[name][0]
         matrix = batch([docs[d] for d in ids])
         qvecs = batch(list(queries.values()))
@@ -194,8 +204,8 @@ def dense_ndcg(found: dict[str, tuple], docs: dict[str, str], size: int) -> dict
 
 
 def serving_ndcg() -> dict[str, dict[str, float]]:
-    """nDCG@10 of the train claims on the published SciFact serving index, as serving ranks them (float32 index
-    vectors, one query at a time) with float32 and with int8 query vectors."""
+    """nDCG@10 of the train claims on the published SciFact serving index, as serving ranks them (its index
+    vectors, float32 or int8-block as it was built; one query at a time) with float32 and with int8 query vectors."""
     from bench.serving_index import WORK as SERVING_WORK
     from bench.serving_quality import evaluate
     from livemem.query.retrieval import Retriever
@@ -313,7 +323,7 @@ def markdown(report: dict) -> str:
         lines += [
             "",
             f"nDCG@10 as serving ranks ({q['queries']} train claims, SciFact serving index `{q['index_version']}`, "
-            f"float32 index vectors, `return: documents`), by query-vector precision: {scores}",
+            f"index vectors as built, `return: documents`), by query-vector precision: {scores}",
         ]
     lines += ["", f"Reproduce: `.venv/bin/{report['command']}`", ""]
     return "\n".join(lines)

@@ -199,7 +199,9 @@ def main() -> None:
     home = IndexHome(WORK / "rag_index") if args.version else ensure_index()
     snap = load_snapshot(home, args.version or home.current())
     queries, qrels = load_queries(args.split)
-    embedder = Embedder()
+    # Query vectors in float32 whatever the index's precision (int8-block by default), as in every round before:
+    # the modes table compares indexes with the same queries; --api measures serving's own (int8) query vectors.
+    embedder = Embedder(precision="fp32")
     started = time.perf_counter()
     vectors = embedder.encode(list(queries.values()))
     encode_s = time.perf_counter() - started

@@ -59,6 +59,7 @@ class ServingState:
                     threads=settings.torch_threads,
                     encoder=settings.encoder,
                     query_precision=settings.query_precision,
+                    precision=settings.index_precision,
                 ),
                 fusion,
                 settings.recency_half_life_days,

@@ -73,7 +73,8 @@ def build_version(
     home.ensure()
     with home.write_lock():
         home.clear_staging()
-        embedder = embedder.with_encoder(config.encoder) if config.encoder else embedder  # index.encoder
+        if config.encoder or config.precision:  # index.encoder, index.precision
+            embedder = embedder.with_encoder(config.encoder, config.precision)
         return _Builder(config, home, embedder, commits).run(force)
 
 

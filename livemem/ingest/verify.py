@@ -360,6 +360,12 @@ def rebuild_and_compare(
             raise LivingMemoryError(f"rebuild of {version} staged nothing: {built.reason}")
         reference = scratch.staged_dir(built.version_id)
         fresh = json.loads((reference / "manifest.json").read_text(encoding="utf-8"))
+        was, now = (m.get("model", {}).get("id") for m in (manifest, fresh))
+        if was != now:
+            notes.append(
+                f"{version} was embedded with {was!r}, the rebuild with {now!r} "
+                "(index.precision, LIVEMEM_INDEX_PRECISION, index.encoder or LIVEMEM_ENCODER differ)"
+            )
         for name, entry in fresh["sources"].items():
             mine = manifest["sources"].get(name, {})
             if mine and mine.get("config_fingerprint") != entry.get("config_fingerprint"):

@@ -4,18 +4,23 @@ Nothing here downloads weights: the model is loaded from the package's directory
 switched off. The model is loaded once per process (loading takes seconds) and reused.
 
 Two backends run the same model: ``onnx`` (ONNX Runtime on a fused export of the same weights,
-``livemem.model.onnx_encoder``; the default: about 4x faster per query and 1.4-1.7x the build throughput) and
-``torch`` (sentence-transformers, the reference), chosen by ``Embedder(encoder=...)`` or else the
-``LIVEMEM_ENCODER`` environment variable; a build follows its sources file's ``index.encoder`` when it names
-one (``Embedder.with_encoder``). Their vectors agree to float32 rounding (cosine > 0.99999 on real texts), so
-they share the model id, the cache keys below and the vectors of an index: a version built with one backend is
-served with the other. A backend whose vectors did not agree (a quantised model, say) would need its own model id.
+``livemem.model.onnx_encoder``; the default: about 4x faster per query) and ``torch`` (sentence-transformers, the
+reference), chosen by ``Embedder(encoder=...)`` or else the ``LIVEMEM_ENCODER`` environment variable; a build
+follows its sources file's ``index.encoder`` and ``index.precision`` when it names them (``Embedder.with_encoder``).
+
+Index vectors (``encode``) on ``onnx`` come from the 8-bit block-quantised export by default (``precision``:
+``int8-block``, or ``LIVEMEM_INDEX_PRECISION``): 1.5x the float32 throughput, 0.9997 cosine to float32 at worst,
+dense nDCG@10 on SciFact no lower. ``precision="fp32"`` (and ``torch``, always float32) give the float32 vectors;
+``onnx`` and ``torch`` agree on those to float32 rounding (cosine > 0.99999), so they share one model id. The
+vectors of each precision have their own model id (``model_id``: ``MODEL_ID``, or ``MODEL_ID:int8-block``), which
+keys the embedding cache, names the index's model in its manifest and decides what a build may carry over: a
+build in another precision embeds everything again instead of mixing vectors. ``precision_of`` reads a model id
+back (the attention rollup embeds questions like the index it belongs to).
 
 Query vectors (``encode_one``) may come from the int8-quantised export instead (``query_precision="int8"``, or
 ``LIVEMEM_QUERY_PRECISION=int8``; ``onnx`` backend only): 2.2-2.4x less time per query, 0.99 cosine to the float32
-vector, dense nDCG@10 on SciFact train 0.0009 lower. Index vectors (``encode``) are always float32, so the
-embedding cache and the model id never see a quantised vector; serving turns it on by default
-(``serving.settings.Settings.query_precision``), the library does not.
+vector, dense nDCG@10 on SciFact train 0.0009 lower. Serving turns it on by default
+(``serving.settings.Settings.query_precision``), the library does not. No cache keeps query vectors.
 
 Vectors are L2-normalised float32, so cosine similarity is a dot product. ``cache_key`` (``sha256(model id,
 text)``) keys the embedding cache (``livemem.model.embed_cache``): identical text is never embedded twice.
@@ -32,12 +37,13 @@ from pathlib import Path
 import numpy as np
 
 from livemem.errors import ConfigError
-from livemem.settings import ENCODERS, QUERY_PRECISIONS, EncoderSettings
+from livemem.settings import ENCODERS, INDEX_PRECISIONS, QUERY_PRECISIONS, EncoderSettings
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DIM = 384
 
-DEFAULT_ENCODER = "onnx"  # the names (ENCODERS, QUERY_PRECISIONS) are the settings tree's
+DEFAULT_ENCODER = "onnx"  # the names (ENCODERS, QUERY_PRECISIONS, INDEX_PRECISIONS) are the settings tree's
+DEFAULT_INDEX_PRECISION = INDEX_PRECISIONS[0]
 
 _MODELS: dict[tuple, object] = {}
 _LOCK = threading.Lock()
@@ -54,12 +60,32 @@ def _encoder_settings(**other: None) -> EncoderSettings:
 
 def encoder_from_env() -> str:
     """The backend named by ``LIVEMEM_ENCODER`` (``torch`` or ``onnx``; default ``onnx``)."""
-    return _encoder_settings(query_precision=None).encoder or DEFAULT_ENCODER
+    return _encoder_settings(query_precision=None, index_precision=None).encoder or DEFAULT_ENCODER
 
 
 def query_precision_from_env() -> str:
     """The query-vector precision named by ``LIVEMEM_QUERY_PRECISION`` (``fp32`` or ``int8``; default ``fp32``)."""
-    return _encoder_settings(encoder=None).query_precision or "fp32"
+    return _encoder_settings(encoder=None, index_precision=None).query_precision or "fp32"
+
+
+def index_precision_from_env() -> str:
+    """The index-vector precision named by ``LIVEMEM_INDEX_PRECISION`` (``int8-block`` or ``fp32``; default
+    ``int8-block``)."""
+    return _encoder_settings(encoder=None, query_precision=None).index_precision or DEFAULT_INDEX_PRECISION
+
+
+def model_id_for(encoder: str, precision: str) -> str:
+    """The model id of the vectors ``encode`` gives on ``encoder`` in ``precision`` (torch: always float32)."""
+    return MODEL_ID if encoder == "torch" or precision == "fp32" else f"{MODEL_ID}:{precision}"
+
+
+def precision_of(model_id: str) -> str | None:
+    """The index precision whose vectors ``model_id`` names (``fp32`` for the plain model id); None for another
+    model's id."""
+    if model_id == MODEL_ID:
+        return "fp32"
+    model, _, precision = model_id.rpartition(":")
+    return precision if model == MODEL_ID and precision in INDEX_PRECISIONS else None
 
 
 def default_model_path() -> Path:
@@ -73,12 +99,12 @@ class Embedder:
 
     ``encoder`` picks the backend (``torch`` or ``onnx``; None: ``LIVEMEM_ENCODER``). ``onnx`` runs on the CPU
     whatever ``device`` says, and exports the model into ``onnx_cache_dir`` (default
-    ``livemem.model.onnx_encoder.default_cache_dir()``) the first time any process needs it. ``query_precision``
-    (None: ``LIVEMEM_QUERY_PRECISION``, else ``fp32``) is the precision of ``encode_one``'s vectors on ``onnx``
-    (``int8``: the quantised export); ``torch`` queries are float32 whatever it says.
+    ``livemem.model.onnx_encoder.default_cache_dir()``) the first time any process needs it. ``precision`` (None:
+    ``LIVEMEM_INDEX_PRECISION``, else ``int8-block``) is the precision of ``encode``'s vectors on ``onnx``, and with
+    it ``model_id``; ``query_precision`` (None: ``LIVEMEM_QUERY_PRECISION``, else ``fp32``) that of
+    ``encode_one``'s (``int8``: the dynamically quantised export). ``torch`` is float32 whatever they say.
     """
 
-    model_id = MODEL_ID
     dim = DIM
 
     def __init__(
@@ -90,6 +116,7 @@ class Embedder:
         encoder: str | None = None,
         onnx_cache_dir: str | Path | None = None,
         query_precision: str | None = None,
+        precision: str | None = None,
     ) -> None:
         self.model_path = str(model_path or default_model_path())
         self.device = device
@@ -102,12 +129,22 @@ class Embedder:
         self.query_precision = query_precision or query_precision_from_env()
         if self.query_precision not in QUERY_PRECISIONS:
             raise ValueError(f"query precision {self.query_precision!r}: expected one of {', '.join(QUERY_PRECISIONS)}")
+        self.precision = precision or index_precision_from_env()
+        if self.precision not in INDEX_PRECISIONS:
+            raise ValueError(f"index precision {self.precision!r}: expected one of {', '.join(INDEX_PRECISIONS)}")
         self.encoded = 0
 
-    def with_encoder(self, encoder: str | None) -> Embedder:
-        """This embedder on the ``encoder`` backend (itself when ``encoder`` is None or already its own): how a
-        build applies its sources file's ``index.encoder``. Loaded models are shared per process either way."""
-        if encoder is None or encoder == self.encoder:
+    @property
+    def model_id(self) -> str:
+        """What ``encode``'s vectors are: the model, and its precision unless float32 (``model_id_for``)."""
+        return model_id_for(self.encoder, self.precision)
+
+    def with_encoder(self, encoder: str | None, precision: str | None = None) -> Embedder:
+        """This embedder on the ``encoder`` backend in ``precision`` (None: its own; itself when nothing changes):
+        how a build applies its sources file's ``index.encoder`` and ``index.precision``. Loaded models are shared
+        per process either way."""
+        encoder, precision = encoder or self.encoder, precision or self.precision
+        if encoder == self.encoder and precision == self.precision:
             return self
         return Embedder(
             self.model_path,
@@ -117,6 +154,7 @@ class Embedder:
             encoder,
             onnx_cache_dir=self.onnx_cache_dir,
             query_precision=self.query_precision,
+            precision=precision,
         )
 
     @property
@@ -136,8 +174,14 @@ class Embedder:
 
     @property
     def onnx(self):
-        """The ONNX Runtime encoder (``livemem.model.onnx_encoder.OnnxEncoder``), created once per settings."""
+        """The float32 ONNX Runtime encoder (``livemem.model.onnx_encoder.OnnxEncoder``), created once per
+        settings."""
         return self._onnx("fp32")
+
+    @property
+    def onnx_index(self):
+        """The ONNX Runtime encoder of ``encode``: ``onnx`` itself, or its int8-block copy (``precision``)."""
+        return self._onnx(self.precision)
 
     @property
     def onnx_query(self):
@@ -157,11 +201,11 @@ class Embedder:
             return _MODELS[key]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Normalised float32 vectors, one row per text."""
+        """Normalised float32 vectors, one row per text (the model of ``model_id``)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         if self.encoder == "onnx":
-            vectors = self.onnx.encode(texts)
+            vectors = self.onnx_index.encode(texts)
         else:
             vectors = self.model.encode(
                 list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True

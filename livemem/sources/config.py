@@ -133,6 +133,7 @@ class SourcesConfig:
     retention: int = 5
     vector_store: str = "none"  # "none" | "chroma"; see ``uses_chroma``
     encoder: str | None = None  # "torch" | "onnx": the build's embedding backend; None: the embedder's own
+    precision: str | None = None  # "int8-block" | "fp32": the index vectors' precision on onnx; None: the embedder's
     sentences: bool = True  # embed each prose chunk's sentences too (livemem/index/sentences.py)
     governance: Governance = field(default_factory=Governance)
     breath_source: str | None = None
@@ -277,6 +278,7 @@ def _resolve(file: Path, data: dict[str, Any]) -> SourcesConfig:
         retention=index.get("retention", 5),
         vector_store=index.get("vector_store", "none"),
         encoder=index.get("encoder"),
+        precision=index.get("precision"),
         sentences=index.get("sentences", True),
         governance=Governance(gov.get("max_chunks", 1_000_000), float(gov.get("max_size_mb", 10_240))),
         breath_source=breath["source"] if breath else None,

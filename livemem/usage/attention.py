@@ -698,13 +698,16 @@ def _embed_with(embedder: Any, found: list, model: str | None) -> Any:
 
     def embed(texts: list[str]) -> Any:
         nonlocal embedder
-        if embedder is None:
-            from livemem.model.embedding import MODEL_ID, Embedder
+        from livemem.model.embedding import MODEL_ID, Embedder, precision_of
 
-            if model and model != MODEL_ID:  # an index of another model: no vectors to compare questions with
+        precision = precision_of(model) if model else None
+        if embedder is None:
+            if model and precision is None:  # an index of another model: no vectors to compare questions with
                 log.warning("index model %r is not %r: questions are not remembered", model, MODEL_ID)
                 return None
-            embedder = Embedder()
+            embedder = Embedder(precision=precision)  # the index's own vectors (float32 or int8-block)
+        elif precision is not None and embedder.model_id != model:  # the given one, in the index's precision
+            embedder = embedder.with_encoder(None if precision == "fp32" else "onnx", precision)  # (onnx: int8-block)
         if model and embedder.model_id != model:
             raise ConfigError(
                 f"the attention rollup embeds questions with {embedder.model_id!r} but the index was built with "

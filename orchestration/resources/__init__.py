@@ -71,10 +71,19 @@ class EmbedderResource(ConfigurableResource):
     device: str = Field(default="cpu", description="torch device, e.g. cpu or cuda.")
     batch_size: int = Field(default=64, description="Texts per forward pass.")
     encoder: str = Field(default="", description="torch or onnx (same vectors); empty: $LIVEMEM_ENCODER, else onnx.")
+    precision: str = Field(
+        default="",
+        description="index vectors on onnx: int8-block or fp32 (each its own model id); "
+        "empty: $LIVEMEM_INDEX_PRECISION, else int8-block. A sources file's index.precision wins for builds.",
+    )
 
     def embedder(self) -> Embedder:
         return Embedder(
-            self.model_path or None, device=self.device, batch_size=self.batch_size, encoder=self.encoder or None
+            self.model_path or None,
+            device=self.device,
+            batch_size=self.batch_size,
+            encoder=self.encoder or None,
+            precision=self.precision or None,
         )
 
 

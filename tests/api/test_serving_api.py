@@ -234,7 +234,9 @@ def test_healthz_and_metrics(client, served):
     assert 'livemem_http_requests_total{method="POST",route="/query",status="200"}' in text
     assert "livemem_http_request_duration_seconds_bucket" in text
     assert "livemem_cache_hits_total" in text and "livemem_cache_misses_total" in text
-    assert f'livemem_index_info{{model="sentence-transformers/all-MiniLM-L6-v2",version="{served[2]}"}} 1.0' in text
+    # the index's vectors, named with their precision (docs/encoder.md)
+    model = "sentence-transformers/all-MiniLM-L6-v2:int8-block"
+    assert f'livemem_index_info{{model="{model}",version="{served[2]}"}} 1.0' in text
 
 
 def test_query_and_feedback_write_schema_valid_traces(client, served):

@@ -8,6 +8,7 @@ from datetime import date, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import numpy as np
 import pytest
 from dagster import DagsterInstance, build_schedule_context
 
@@ -337,3 +338,33 @@ def questions(home: IndexHome) -> dict[str, list[tuple[float, list[float]]]]:
     for chunk, weight, vector in rows:
         out.setdefault(chunk, []).append((round(weight, 9), vector))
     return out
+
+
+def test_questions_are_embedded_in_the_precision_the_index_was_built_in(tmp_path: Path, make_repo, embedder) -> None:
+    """An index built in float32 (``index.precision: fp32``) and a rollup given the default (int8-block) embedder:
+    the questions are embedded in float32, under the index's model id, so serving still compares them."""
+    repo = make_repo(files=DOCS)
+    sources = tmp_path / "sources.yaml"
+    sources.write_text(
+        f"index:\n  precision: fp32\nsources:\n  - {{name: docs, repo: {repo.path}, collection: docs}}\n",
+        encoding="utf-8",
+    )
+    home = IndexHome(tmp_path / "index")
+    result = build_version(load_sources(sources), home, embedder)
+    home.publish(result.version_id, None, 10)
+    assert embedder.model_id.endswith(":int8-block")
+    assert home.current_manifest()["model"]["id"] == "sentence-transformers/all-MiniLM-L6-v2"
+    con = connect(home.version_dir(home.current()))
+    chunk = con.execute("SELECT chunk_id FROM chunks ORDER BY chunk_id LIMIT 1").fetchone()[0]
+    con.close()
+    day = "2026-03-12"
+    trace = str(uuid.uuid4())
+    write_traces(home, day, [
+        event(day, "retrieval", trace, chunk, query="where do I apply for food help"),
+        event(day, "feedback", trace, chunk, useful=True),
+    ])  # fmt: skip
+    roll(home, day, embedder=embedder)
+    assert home.current_manifest()["attention"]["question_model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    ((_, vector),) = questions(home)[chunk]
+    exact = embedder.with_encoder(None, "fp32").encode(["where do I apply for food help"])[0]
+    np.testing.assert_allclose(vector, exact, atol=1e-6)

@@ -1,6 +1,8 @@
 """The ONNX Runtime encoder (the default): the same vectors as torch on real texts, on the batch and the single-query
 path; exported once; selectable in serving (``LIVEMEM_ENCODER``) and for builds (``index.encoder``); int8 query
-vectors (serving's default) close to the float32 ones and ranking as they do, never used to embed an index."""
+vectors (serving's default) close to the float32 ones and ranking as they do, never used to embed an index;
+int8-block index vectors (the default for builds) close to float32, the same whatever a text is batched with, under
+their own model id (``index.precision``)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,13 @@ def onnx_cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def onnx_embedder(onnx_cache) -> Embedder:
+    """ONNX Runtime with float32 index vectors: torch's vectors."""
+    return Embedder(encoder="onnx", threads=2, onnx_cache_dir=onnx_cache, precision="fp32")
+
+
+@pytest.fixture(scope="module")
+def block_embedder(onnx_cache) -> Embedder:
+    """ONNX Runtime with int8-block index vectors (the default)."""
     return Embedder(encoder="onnx", threads=2, onnx_cache_dir=onnx_cache)
 
 
@@ -73,14 +82,14 @@ def test_onnx_vectors_match_torch_on_real_texts(torch_embedder, onnx_embedder):
 def test_int8_query_vectors_rank_real_texts_as_float32_ones_do(onnx_embedder, onnx_cache):
     texts = real_texts()
     abstracts, claims = texts[:40], texts[40:60]
-    int8 = Embedder(encoder="onnx", threads=1, onnx_cache_dir=onnx_cache, query_precision="int8")
+    int8 = Embedder(encoder="onnx", threads=1, onnx_cache_dir=onnx_cache, query_precision="int8", precision="fp32")
     quantised = np.stack([int8.encode_one(t) for t in claims])
     exact = np.stack([onnx_embedder.encode_one(t) for t in claims])
     assert quantised.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(quantised, axis=1), 1.0, atol=1e-5)
     cosine = (quantised * exact).sum(axis=1)
     assert cosine.min() >= 0.98 and cosine.max() < 0.99999  # close, and really the quantised model
-    # Index vectors stay float32 whatever the query precision: the embedding cache never holds an int8 vector.
+    # Index vectors are not the query precision's: the embedding cache never holds a dynamically quantised vector.
     documents = int8.encode(abstracts)
     np.testing.assert_allclose(documents, onnx_embedder.encode(abstracts), atol=1e-6)
     # Ranking: each claim's first abstract under int8 is among its first three under float32 (most claims' judged
@@ -108,7 +117,8 @@ def test_export_happens_once_and_every_encoder_reuses_it(onnx_embedder, onnx_cac
     quantised = OnnxEncoder(default_model_path(), cache_dir=onnx_cache, threads=1, precision="int8").file
     stamp = quantised.stat().st_mtime_ns
     assert OnnxEncoder(default_model_path(), cache_dir=onnx_cache, precision="int8").file.stat().st_mtime_ns == stamp
-    assert sorted(p.name for p in exported.parent.glob("*.onnx")) == ["model.int8.onnx", "model.onnx"]
+    assert {"model.int8.onnx", "model.onnx"} <= {p.name for p in exported.parent.glob("*.onnx")} <= {
+        "model.int8.onnx", "model.onnx", "model.int8-block.onnx"}  # fmt: skip
     # Other weights (here: another config) name another export, so a changed model is never served stale.
     changed = tmp_path / "model"
     shutil.copytree(default_model_path(), changed, ignore=shutil.ignore_patterns("model.safetensors"))
@@ -118,7 +128,7 @@ def test_export_happens_once_and_every_encoder_reuses_it(onnx_embedder, onnx_cac
 
 
 def test_serving_with_the_onnx_encoder_answers_as_torch_does(
-    tmp_path_factory, torch_embedder, onnx_embedder, onnx_cache, monkeypatch
+    tmp_path_factory, torch_embedder, onnx_embedder, block_embedder, onnx_cache, monkeypatch
 ):
     root = tmp_path_factory.mktemp("onnx-serving")
     home = IndexHome(root / "rag_index")
@@ -159,6 +169,14 @@ def test_serving_with_the_onnx_encoder_answers_as_torch_does(
     shutil.copy(home.cache_dir / "embeddings.sqlite", fresh.cache_dir / "embeddings.sqlite")
     rebuilt = build_version(load_sources(sources), fresh, onnx_embedder)
     assert rebuilt.embeddings_computed == 0 and rebuilt.embeddings_reused > 0
+    # int8-block vectors have their own model id, so their keys: given the same cache, such a build embeds every
+    # text itself (none of the float32 vectors is taken for its own) and names the precision in its manifest.
+    blocked = IndexHome(root / "block_index")
+    blocked.cache_dir.mkdir(parents=True)
+    shutil.copy(home.cache_dir / "embeddings.sqlite", blocked.cache_dir / "embeddings.sqlite")
+    built = build_version(load_sources(sources), blocked, block_embedder)
+    assert built.embeddings_reused == 0 and built.embeddings_computed == rebuilt.embeddings_reused
+    assert blocked.manifest(built.version_id)["model"]["id"] == "sentence-transformers/all-MiniLM-L6-v2:int8-block"
 
 
 def test_an_unknown_encoder_is_refused_by_name(monkeypatch):
@@ -175,11 +193,25 @@ def test_an_unknown_encoder_is_refused_by_name(monkeypatch):
         Settings.from_env()
     with pytest.raises(ValueError, match="LIVEMEM_QUERY_PRECISION='int4'"):
         Embedder()
+    monkeypatch.setenv("LIVEMEM_QUERY_PRECISION", "int8")
+    monkeypatch.setenv("LIVEMEM_INDEX_PRECISION", "int4")
+    with pytest.raises(ConfigError, match="index_precision"):
+        Settings.from_env()
+    with pytest.raises(ValueError, match="LIVEMEM_INDEX_PRECISION='int4'"):
+        Embedder()
+    with pytest.raises(ValueError, match="expected one of int8-block, fp32"):
+        Embedder(precision="int8")  # the dynamic int8 copy is for queries only
 
 
 def test_onnx_is_the_default_and_a_sources_file_picks_the_build_backend(tmp_path, monkeypatch, onnx_cache):
     monkeypatch.delenv("LIVEMEM_ENCODER", raising=False)
-    assert Embedder().encoder == "onnx"
+    monkeypatch.delenv("LIVEMEM_INDEX_PRECISION", raising=False)
+    assert Embedder().encoder == "onnx" and Embedder().precision == "int8-block"
+    assert Settings(index_dir=tmp_path).index_precision == "int8-block"
+    monkeypatch.setenv("LIVEMEM_INDEX_PRECISION", "fp32")
+    assert Embedder().model_id == "sentence-transformers/all-MiniLM-L6-v2"
+    assert Settings.from_env(index_dir=tmp_path).index_precision == "fp32"
+    monkeypatch.delenv("LIVEMEM_INDEX_PRECISION")
     assert Settings(index_dir=tmp_path).encoder == "onnx"
     monkeypatch.setenv("LIVEMEM_ENCODER", "torch")
     assert Settings.from_env(index_dir=tmp_path).encoder == "torch" and Embedder().encoder == "torch"
@@ -193,6 +225,15 @@ def test_onnx_is_the_default_and_a_sources_file_picks_the_build_backend(tmp_path
     chosen = base.with_encoder(config.encoder)
     assert (chosen.encoder, chosen.threads, chosen.batch_size, chosen.onnx_cache_dir) == ("onnx", 1, 16, onnx_cache)
     assert base.with_encoder(None) is base and chosen.with_encoder("onnx") is chosen
+    assert base.model_id == "sentence-transformers/all-MiniLM-L6-v2"  # torch: float32 whatever the precision
+    assert chosen.model_id == "sentence-transformers/all-MiniLM-L6-v2:int8-block"
+    exact = chosen.with_encoder(None, "fp32")
+    assert (exact.encoder, exact.precision, exact.model_id) == ("onnx", "fp32", base.model_id)
+    sources.write_text(text.replace("  retention: 3\n", "  retention: 3\n  precision: fp32\n"), encoding="utf-8")
+    assert load_sources(sources).precision == "fp32"
+    sources.write_text(text.replace("  retention: 3\n", "  retention: 3\n  precision: int8\n"), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"sources.yaml:\d+:\d+: index.precision: 'int8' is not one of"):
+        load_sources(sources)
     sources.write_text(text.replace("  retention: 3\n", "  retention: 3\n  encoder: int8\n"), encoding="utf-8")
     with pytest.raises(ConfigError, match=r"sources.yaml:\d+:\d+: index.encoder: 'int8' is not one of"):
         load_sources(sources)
@@ -208,3 +249,28 @@ def test_a_build_embeds_with_the_backend_its_sources_file_names(tmp_path, onnx_c
     sources.write_text(text, encoding="utf-8")
     built = build_version(load_sources(sources), IndexHome(tmp_path / "unnamed"), given)
     assert built.embeddings_computed > 0 and given.encoded == built.embeddings_computed  # not named: its own
+
+
+def test_int8_block_index_vectors_are_close_to_float32_and_the_same_in_any_batch(block_embedder, onnx_embedder):
+    texts = real_texts()  # 40 abstracts, 20 claims, 4 odd texts
+    vectors = block_embedder.encode(texts)
+    exact = onnx_embedder.encode(texts)
+    assert block_embedder.onnx_index.file.name == "model.int8-block.onnx"
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    cosine = (vectors * exact).sum(axis=1)
+    assert cosine[:60].min() >= 0.999 and cosine.max() < 0.9999999  # close, and really the quantised model
+    assert cosine.min() >= 0.998  # the empty text ([CLS] [SEP] only) is the farthest
+    # A text's vector does not depend on the texts batched with it, to the bit: an incremental build (a few
+    # changed texts) and a from-scratch build (all of them) give the same vector (tests/pipelines/test_differential.py).
+    rng = np.random.default_rng(15)
+    for size in (1, 2, 3, 7, 16, 33, 64):
+        picked = rng.permutation(len(texts))[:size]
+        np.testing.assert_array_equal(block_embedder.encode([texts[i] for i in picked]), vectors[picked])
+    # Ranking: each claim's first abstract under int8-block is among its first three under float32 (most claims'
+    # judged abstracts are not among these 40), and no similarity moves by more than a hundredth.
+    blocked_scores = vectors[40:60] @ vectors[:40].T
+    exact_scores = exact[40:60] @ exact[:40].T
+    exact_top3 = np.argsort(-exact_scores, axis=1)[:, :3]
+    assert all(first in top3 for first, top3 in zip(np.argmax(blocked_scores, axis=1), exact_top3, strict=True))
+    assert np.abs(blocked_scores - exact_scores).max() < 0.01

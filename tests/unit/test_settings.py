@@ -13,7 +13,7 @@ from livemem.answer.chat import personas
 from livemem.answer.personal import personal_dir_from_env, retention_days_from_env
 from livemem.answer.web import gateway_from_env
 from livemem.errors import ConfigError
-from livemem.model.embedding import encoder_from_env, query_precision_from_env
+from livemem.model.embedding import encoder_from_env, index_precision_from_env, query_precision_from_env
 from livemem.settings import (
     DEFAULT_INDEX_DIR,
     DEFAULT_SOURCES_FILE,
@@ -39,7 +39,7 @@ VARIABLES = (
     "RAG_SOURCES", "RAG_INDEX_DIR", "DAGSTER_HOME", "RAG_TRACE_DIR", "RAG_TRACE_DSN", "CHROMA_HOST", "CHROMA_PORT",
     "LIVEMEM_PERSONAL_DIR", "LIVEMEM_PERSONAL_RETENTION_DAYS", "LIVEMEM_MCP_ROLE", "LIVEMEM_MCP_OPERATOR_ROLES",
     "RAG_API_KEYS", "RAG_ROLES", "LIVEMEM_WV_ROLES", "LIVEMEM_WEB_ROLES", "LLM_MODEL", "LIVEMEM_WARM_UP_QUESTIONS",
-    "LIVEMEM_ENCODER", "LIVEMEM_QUERY_PRECISION", "LIVEMEM_SCAN_THREADS", "LIVEMEM_DENSE_KERNEL",
+    "LIVEMEM_ENCODER", "LIVEMEM_QUERY_PRECISION", "LIVEMEM_INDEX_PRECISION", "LIVEMEM_SCAN_THREADS", "LIVEMEM_DENSE_KERNEL",
     "LIVEMEM_BUILD_WORKERS", "LIVEMEM_SERVING_CACHE", "LIVEMEM_ONNX_CACHE", "RAG_TRACE_SECRET", "LIVEMEM_PERSONAS",
     "LIVEMEM_WEB_URL", "LIVEMEM_WEB_KEY", "LIVEMEM_WEB_KEY_HEADER", "LIVEMEM_WEB_QUERY_PARAM", "LIVEMEM_WEB_LIMIT_PARAM",
     "LIVEMEM_WEB_RESULTS_PATH", "LIVEMEM_WEB_FIELDS", "LIVEMEM_WEB_TIMEOUT_S", "LIVEMEM_WEB_ALLOWED_DOMAINS",
@@ -268,6 +268,23 @@ def test_the_encoder_knobs_default_read_and_refuse(clean_env) -> None:
     clean_env.setenv("LIVEMEM_QUERY_PRECISION", "int4")
     with pytest.raises(ConfigError, match=r"query_precision \(LIVEMEM_QUERY_PRECISION\)"):
         LivingMemorySettings.from_env()
+
+
+def test_the_index_precision_defaults_reads_and_refuses(clean_env) -> None:
+    """``LIVEMEM_INDEX_PRECISION``: the precision (and with it the model id) of an ``Embedder``'s index vectors."""
+    assert EncoderSettings.from_env().index_precision is None
+    assert index_precision_from_env() == "int8-block"  # the library's default
+    clean_env.setenv("LIVEMEM_INDEX_PRECISION", "fp32")
+    tree = LivingMemorySettings.from_env()
+    assert tree.encoders.index_precision == tree.serving.index_precision == "fp32"
+    clean_env.setenv("LIVEMEM_INDEX_PRECISION", " FP32 ")  # as an Embedder always read it (the serving section: exactly)
+    assert index_precision_from_env() == "fp32"
+    clean_env.setenv("LIVEMEM_INDEX_PRECISION", "int8")  # the dynamic int8 copy embeds queries only
+    with pytest.raises(ConfigError, match=r"index_precision \(LIVEMEM_INDEX_PRECISION\)"):
+        EncoderSettings.from_env()
+    with pytest.raises(ValueError, match="LIVEMEM_INDEX_PRECISION='int8'"):
+        index_precision_from_env()
+    assert query_precision_from_env() == "fp32"  # each reads its own variable only
 
 
 def test_the_trace_secret_is_read_from_the_tree(clean_env, tmp_path: Path) -> None:
