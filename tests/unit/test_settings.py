@@ -277,7 +277,9 @@ def test_the_index_precision_defaults_reads_and_refuses(clean_env) -> None:
     clean_env.setenv("LIVEMEM_INDEX_PRECISION", "fp32")
     tree = LivingMemorySettings.from_env()
     assert tree.encoders.index_precision == tree.serving.index_precision == "fp32"
-    clean_env.setenv("LIVEMEM_INDEX_PRECISION", " FP32 ")  # as an Embedder always read it (the serving section: exactly)
+    clean_env.setenv(
+        "LIVEMEM_INDEX_PRECISION", " FP32 "
+    )  # as an Embedder always read it (the serving section: exactly)
     assert index_precision_from_env() == "fp32"
     clean_env.setenv("LIVEMEM_INDEX_PRECISION", "int8")  # the dynamic int8 copy embeds queries only
     with pytest.raises(ConfigError, match=r"index_precision \(LIVEMEM_INDEX_PRECISION\)"):
