@@ -180,25 +180,19 @@ def test_serving_with_the_onnx_encoder_answers_as_torch_does(
 
 
 def test_an_unknown_encoder_is_refused_by_name(monkeypatch):
-    monkeypatch.setenv("LIVEMEM_ENCODER", "tensorflow")
-    with pytest.raises(ConfigError, match="encoder"):
-        Settings.from_env()
-    with pytest.raises(ValueError, match="LIVEMEM_ENCODER='tensorflow'"):
-        Embedder()
+    for variable, value, field in (
+        ("LIVEMEM_ENCODER", "tensorflow", "encoder"),
+        ("LIVEMEM_QUERY_PRECISION", "int4", "query_precision"),
+        ("LIVEMEM_INDEX_PRECISION", "int4", "index_precision"),
+    ):
+        monkeypatch.setenv(variable, value)  # the others unset (their defaults) or valid
+        with pytest.raises(ConfigError, match=field):
+            Settings.from_env()
+        with pytest.raises(ValueError, match=f"{variable}='{value}'"):
+            Embedder()
+        monkeypatch.delenv(variable)
     with pytest.raises(ValueError, match="expected one of torch, onnx"):
         Embedder(encoder="int8")
-    monkeypatch.setenv("LIVEMEM_ENCODER", "onnx")
-    monkeypatch.setenv("LIVEMEM_QUERY_PRECISION", "int4")
-    with pytest.raises(ConfigError, match="query_precision"):
-        Settings.from_env()
-    with pytest.raises(ValueError, match="LIVEMEM_QUERY_PRECISION='int4'"):
-        Embedder()
-    monkeypatch.setenv("LIVEMEM_QUERY_PRECISION", "int8")
-    monkeypatch.setenv("LIVEMEM_INDEX_PRECISION", "int4")
-    with pytest.raises(ConfigError, match="index_precision"):
-        Settings.from_env()
-    with pytest.raises(ValueError, match="LIVEMEM_INDEX_PRECISION='int4'"):
-        Embedder()
     with pytest.raises(ValueError, match="expected one of int8-block, fp32"):
         Embedder(precision="int8")  # the dynamic int8 copy is for queries only
 
