@@ -267,7 +267,10 @@ def test_sealed_provenance_check_catches_rewritten_history(tmp_path: Path, repo,
 
 def test_single_query_fast_path_gives_the_same_vector(embedder) -> None:
     text = "Where can I get help paying my heating bill in Beckley?"
-    assert np.allclose(embedder.encode_one(text), embedder.encode([text])[0], atol=1e-5)
+    exact = embedder.with_encoder(None, "fp32")  # the batch path in the query's (float32) precision
+    assert np.allclose(embedder.encode_one(text), exact.encode([text])[0], atol=1e-5)
+    # The index's vector of the same text (int8-block by default) is that vector to quantisation.
+    assert float(embedder.encode_one(text) @ embedder.encode([text])[0]) > 0.999
 
 
 def test_parts_owned_by_other_steps_survive_a_chunk_rebuild(tmp_path: Path, repo, embedder) -> None:
