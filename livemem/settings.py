@@ -418,7 +418,7 @@ class ServingSettings(Section):
     encoder: Literal["torch", "onnx"] = Field("onnx", validation_alias="LIVEMEM_ENCODER")
     # docs/encoder.md: query vectors in int8 (2.4x faster), whatever precision the index was embedded in
     query_precision: Literal["fp32", "int8"] = Field("int8", validation_alias="LIVEMEM_QUERY_PRECISION")
-    # what serving embeds itself (personal memory, remembered questions): the index's vectors by default
+    # the model id serving files its personal-memory vectors under (match the builds' to share their snapshots)
     index_precision: Literal["int8-block", "fp32"] = Field("int8-block", validation_alias="LIVEMEM_INDEX_PRECISION")
     max_body_bytes: int = Field(
         2**20, ge=1024, validation_alias="RAG_MAX_BODY_BYTES", description="bigger request bodies: 413"

@@ -157,6 +157,14 @@ class Embedder:
             precision=precision,
         )
 
+    def for_model_id(self, model_id: str) -> Embedder | None:
+        """This embedder giving the vectors ``model_id`` names (its precision; int8-block runs on onnx), or None
+        when no precision of this model gives them (another model's id)."""
+        precision = precision_of(model_id)
+        if precision is None:
+            return None
+        return self.with_encoder(None if precision == "fp32" else "onnx", precision)
+
     @property
     def model(self):
         key = (self.model_path, self.device)

@@ -694,20 +694,20 @@ def rollup_day(
 
 
 def _embed_with(embedder: Any, found: list, model: str | None) -> Any:
-    """A function embedding question texts with the serving model (loaded only when there is something to embed)."""
+    """A function embedding question texts as the index's chunks were (``model``: its model id, so its precision),
+    the model loaded only when there is something to embed."""
 
     def embed(texts: list[str]) -> Any:
         nonlocal embedder
-        from livemem.model.embedding import MODEL_ID, Embedder, precision_of
-
-        precision = precision_of(model) if model else None
         if embedder is None:
-            if model and precision is None:  # an index of another model: no vectors to compare questions with
+            from livemem.model.embedding import MODEL_ID, Embedder, precision_of
+
+            if model and precision_of(model) is None:  # an index of another model: no vectors to compare with
                 log.warning("index model %r is not %r: questions are not remembered", model, MODEL_ID)
                 return None
-            embedder = Embedder(precision=precision)  # the index's own vectors (float32 or int8-block)
-        elif precision is not None and embedder.model_id != model:  # the given one, in the index's precision
-            embedder = embedder.with_encoder(None if precision == "fp32" else "onnx", precision)  # (onnx: int8-block)
+            embedder = Embedder()
+        if model and embedder.model_id != model:  # the index's precision (float32 or int8-block), if it is this model
+            embedder = embedder.for_model_id(model) or embedder
         if model and embedder.model_id != model:
             raise ConfigError(
                 f"the attention rollup embeds questions with {embedder.model_id!r} but the index was built with "

@@ -223,6 +223,9 @@ def test_onnx_is_the_default_and_a_sources_file_picks_the_build_backend(tmp_path
     assert chosen.model_id == "sentence-transformers/all-MiniLM-L6-v2:int8-block"
     exact = chosen.with_encoder(None, "fp32")
     assert (exact.encoder, exact.precision, exact.model_id) == ("onnx", "fp32", base.model_id)
+    assert base.for_model_id(chosen.model_id).encoder == "onnx"  # int8-block vectors: on onnx, whatever the base
+    assert chosen.for_model_id(base.model_id).model_id == base.model_id
+    assert chosen.for_model_id(chosen.model_id) is chosen and base.for_model_id("other/model") is None
     sources.write_text(text.replace("  retention: 3\n", "  retention: 3\n  precision: fp32\n"), encoding="utf-8")
     assert load_sources(sources).precision == "fp32"
     sources.write_text(text.replace("  retention: 3\n", "  retention: 3\n  precision: int8\n"), encoding="utf-8")
