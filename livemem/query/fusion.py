@@ -23,6 +23,10 @@ A chunk without sentence vectors keeps its score. It needs no scan of the senten
 ``sentence_depth`` chunks. The dense side being the stronger for it, BM25 weighs less on an index with sentence
 vectors: ``sentence_sparse_weight`` (``FusionSettings.for_sentences``, chosen with the blend on SciFact train).
 
+Dense mode blends the same way (``dense_with_sentences``): its first ``sentence_depth`` chunks by cosine score
+``(1 − sentence_weight) · cosine + sentence_weight · best sentence``, the others their cosine (SciFact train: dense
+0.6728 → 0.6984, docs/serving.md, Round 13).
+
 Pseudo-relevance feedback (off by default; ``feedback_chunks=1`` — serving: ``RAG_FUSION_FEEDBACK=1`` — turns it on, with
 weights chosen for ``linear`` on SciFact train; docs/serving.md says why it is off): the query vector moved towards
 the vectors of the first ``feedback_chunks`` hits of that fusion (Rocchio, ``feedback_query``) rescores the first
@@ -185,6 +189,18 @@ def with_sentences(fused: np.ndarray, cosines: np.ndarray, sentences: np.ndarray
     best = np.asarray(sentences, dtype=np.float64)
     change = fusion.dense_weight * fusion.sentence_weight * (np.maximum(best, 0.0) - had)
     return np.where(np.isnan(best), fused, fused + np.nan_to_num(change))
+
+
+def dense_with_sentences(cosines: np.ndarray, sentences: np.ndarray, fusion: FusionSettings) -> np.ndarray:
+    """Dense mode's scores of its first ``sentence_depth`` chunks by cosine: the cosine blended with the best
+    sentence's as hybrid blends its dense part, ``cosine + sentence_weight · (best sentence − cosine)`` (both clipped
+    at 0 in the difference; NaN: no sentence vectors, the cosine is kept). Float64."""
+    cosines = np.asarray(cosines, dtype=np.float64)
+    if fusion.sentence_weight <= 0:
+        return cosines
+    best = np.asarray(sentences, dtype=np.float64)
+    change = fusion.sentence_weight * (np.maximum(best, 0.0) - np.maximum(cosines, 0.0))
+    return np.where(np.isnan(best), cosines, cosines + np.nan_to_num(change))
 
 
 def feedback_order(fused: np.ndarray, fusion: FusionSettings) -> np.ndarray:

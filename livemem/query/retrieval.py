@@ -34,6 +34,7 @@ from livemem.index.dense import DenseScan, scan_pool
 from livemem.model.embedding import Embedder
 from livemem.query.fusion import (
     FusionSettings,
+    dense_with_sentences,
     feedback_order,
     feedback_query,
     fuse,
@@ -99,7 +100,7 @@ class Hit:
     score: float
     dense: float | None = None
     sparse: float | None = None
-    sentence: float | None = None  # hybrid: the best sentence's cosine (a chunk with sentence vectors)
+    sentence: float | None = None  # hybrid and dense: the best sentence's cosine (a chunk with sentence vectors)
 
 
 @dataclass
@@ -196,7 +197,7 @@ class Retriever:
             return made[-1]
 
         if query.mode == "dense" and scan is not None:
-            chunks, documents = self._dense_ranking(snap, query, scan, vector, candidates.size, hit)
+            chunks, documents = self._dense_ranking(snap, query, scan, vector, candidates.size, hit, timings)
             t = _tick(timings, "score", t)
         else:
             if dense_top is not None:
@@ -219,7 +220,8 @@ class Retriever:
             shown = np.array([h.row for h in made])
             for h, dense in zip(made, scan.scores(shown), strict=True):
                 h.dense = float(dense)
-            if query.mode == "hybrid" and self.fusion_for(snap).sentences and snap.dense.has_sentences:
+            blends = self.dense_blend(snap) if query.mode == "dense" else self.fusion_for(snap).sentences
+            if blends and snap.dense.has_sentences:
                 for h, best in zip(made, snap.dense.best_sentences(vector, shown), strict=True):
                     h.sentence = None if np.isnan(best) else float(best)
         suggestions = consider_also(snap, [h.row for h in chunks], mask, query.consider_also)
@@ -291,15 +293,32 @@ class Retriever:
             scores = scores * attention_multiplier(snap, rows, query.attention_boost, vector)
         return scores
 
+    def dense_blend(self, snap: Snapshot) -> bool:
+        """Whether dense mode blends the best sentence into its first chunks (``dense_with_sentences``): on an index
+        with sentence vectors, unless the blend is off (``sentence_weight`` 0, ``RAG_FUSION_SENTENCES=0``)."""
+        return snap.dense.has_sentences and self.fusion.sentence_weight > 0
+
     def _dense_ranking(
-        self, snap: Snapshot, query: Query, scan: DenseScan, vector: np.ndarray, allowed: int, hit
+        self,
+        snap: Snapshot,
+        query: Query,
+        scan: DenseScan,
+        vector: np.ndarray,
+        allowed: int,
+        hit,
+        timings: dict[str, float],
     ) -> tuple[list[Hit], list[DocumentHit] | None]:
         """Dense mode: the ranking of every allowed row, found from the candidates of the best ``depth``
         (``DenseScan.candidates``), looking deeper until it is settled.
 
         Recency and attention can lift a row past better dense scores, so candidates are chosen on the reweighed
         score: each row's multiplier (computed for every row: one vector operation each) scales the bounds of its
-        dense score, so a row left out can never reach the ``depth`` best."""
+        dense score, so a row left out can never reach the ``depth`` best.
+
+        With sentence vectors (``dense_blend``), the first ``sentence_depth`` allowed rows by cosine score their
+        cosine blended with their best sentence's (``dense_with_sentences``), the others their cosine. Those rows
+        are always candidates, and each round takes ``sentence_depth`` more candidates than it needs: a blended row
+        may score below its cosine, so only the unblended candidates bound the rows left out."""
         every = np.arange(snap.size)
         recency = attention = weight = None
         if query.recency_bias:
@@ -309,9 +328,24 @@ class Retriever:
             attention = attention_multiplier(snap, every, query.attention_boost, vector)
             weight = attention if weight is None else weight * attention
         depth = query.top_k if query.return_ == "chunks" else max(query.top_k * 4, 50)
+        blended_rows = blended = None
+        if self.dense_blend(snap):
+            started = time.perf_counter()
+            top_rows, cosines = scan.top(min(self.fusion.sentence_depth, allowed))  # ties: the lower row
+            order = np.argsort(top_rows)
+            blended_rows = top_rows[order]
+            best = snap.dense.best_sentences(vector, blended_rows)
+            blended = dense_with_sentences(cosines[order], best, self.fusion)
+            timings["sentences"] = round((time.perf_counter() - started) * 1000, 3)
         while True:
-            rows, dense = scan.candidates(depth, weight)
-            scores = dense.astype(np.float64)
+            if blended_rows is None:
+                rows, dense = scan.candidates(depth, weight)
+                scores = dense.astype(np.float64)
+            else:
+                rows, _ = scan.candidates(min(depth + blended_rows.size, allowed), weight)
+                rows = sorted_union(rows, blended_rows)
+                scores = scan.scores(rows).astype(np.float64)
+                scores[np.searchsorted(rows, blended_rows)] = blended
             # the operations of _reweigh, in its order, on the same multipliers
             if recency is not None:
                 scores = scores * recency[rows]

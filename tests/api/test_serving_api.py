@@ -68,7 +68,8 @@ def test_each_mode_ranks_the_matching_chunk_first(client, served, mode):
 def test_hybrid_blends_the_best_sentence_into_chunks_that_have_sentence_vectors(client):
     """The constitution's chunk has two sentences (livemem.index.sentences): its hybrid score is
     (1 - 0.67) x its cosine + 0.67 x its best sentence's + 0.3 x its BM25 over the best; chunks without sentence
-    vectors keep cosine + 0.3 x BM25 / best (docs/serving.md: the weights on an index with sentence vectors)."""
+    vectors keep cosine + 0.3 x BM25 / best (docs/serving.md: the weights on an index with sentence vectors). Dense
+    mode blends the same way, without BM25."""
     question = "are sealed decisions authoritative"
     best_bm25 = ask(client, query=question, mode="sparse", top_k=1)["results"][0]["score"]
     results = ask(client, query=question, mode="hybrid", top_k=5)["results"]
@@ -82,8 +83,18 @@ def test_hybrid_blends_the_best_sentence_into_chunks_that_have_sentence_vectors(
         assert result["score"] == pytest.approx(dense + bm25, abs=1e-5), result["provenance"]["path"]
         assert result["score_normalized"] == pytest.approx(result["score"] / 1.3, abs=1e-5)
     assert sum(r["scores"]["sentence"] is not None for r in results) == 1
-    for mode in ("dense", "sparse"):  # the other modes are what they say
-        assert all(r["scores"]["sentence"] is None for r in ask(client, query=question, mode=mode)["results"])
+    # dense mode blends its first chunks by cosine the same way, without BM25; sparse mode is BM25 alone
+    dense_results = ask(client, query=question, mode="dense")["results"]
+    assert dense_results[0]["provenance"]["path"] == "governance/CONSTITUTION.md"
+    assert dense_results[0]["scores"]["sentence"] is not None
+    for result in dense_results:
+        parts = result["scores"]
+        want = parts["dense"]
+        if parts["sentence"] is not None:
+            want = 0.33 * max(parts["dense"], 0.0) + 0.67 * max(parts["sentence"], 0.0)
+        assert result["score"] == pytest.approx(want, abs=1e-5), result["provenance"]["path"]
+        assert result["score_normalized"] == pytest.approx(max(result["score"], 0.0), abs=1e-5)
+    assert all(r["scores"]["sentence"] is None for r in ask(client, query=question, mode="sparse")["results"])
 
 
 def test_results_by_source_groups_results_by_collection(client):

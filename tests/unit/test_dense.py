@@ -20,6 +20,7 @@ from livemem.index.dense import DenseRows, exact_scores, top_order
 from livemem.query import retrieval
 from livemem.query.fusion import (
     FusionSettings,
+    dense_with_sentences,
     feedback_order,
     feedback_query,
     fuse,
@@ -357,6 +358,10 @@ def reference_search(retriever: Retriever, snap, query: Query, collections: list
         rows, scores = candidates, np.zeros(0)
     elif query.mode == "dense":
         rows, scores = candidates, dense_all[candidates].astype(np.float64)
+        if retriever.dense_blend(snap) and rows.size:  # the first chunks by cosine blend in their best sentence
+            top = top_order(scores, min(retriever.fusion.sentence_depth, rows.size))
+            best = snap.dense.best_sentences(vector, rows[top])
+            scores[top] = dense_with_sentences(scores[top], best, retriever.fusion)
     elif query.mode == "sparse":
         matched = sparse > 0 if sparse is not None else np.zeros(candidates.size, dtype=bool)
         rows, scores = candidates[matched], sparse[matched].astype(np.float64) if sparse is not None else np.zeros(0)
@@ -421,7 +426,8 @@ def test_search_returns_what_the_full_scan_returns(used_index, embedder, monkeyp
     vectors = {t: embedder.encode_one(t) for t in texts}
     retrievers = [Retriever(embedder), Retriever(embedder, FusionSettings(method="rrf", depth=4)),
                   Retriever(embedder, FusionSettings(method="minmax", depth=6, sparse_depth=3)),
-                  Retriever(embedder, FusionSettings(method="zscore", depth=5, sparse_depth=8))]  # fmt: skip
+                  Retriever(embedder, FusionSettings(method="zscore", depth=5, sparse_depth=8, sentence_weight=0.5,
+                                                     sentence_depth=3))]  # fmt: skip
     roles = [snap.collections_for(frozenset({"public"})), snap.collections_for(frozenset({"public", "internal"}))]
     deeper = []  # dense rankings that had to look past their first candidates
     original = retrieval.top_documents
@@ -470,7 +476,37 @@ def test_attention_and_recency_change_the_dense_ranking(used_index, embedder) ->
     first = [h.row for h in retriever.search(snap, plain, collections, vector).chunks]
     second = retriever.search(snap, lifted, collections, vector).chunks
     assert first != [h.row for h in second]
-    assert all(h.score > h.dense for h in second)  # every shown row gained from recency or attention
+    everything = Query("heating assistance in Fayette", snap.size, "dense", attention_boost=0.0)
+    before = {h.row: h.score for h in retriever.search(snap, everything, collections, vector).chunks}
+    assert all(h.score > before[h.row] for h in second)  # every shown row gained from recency or attention
+
+
+def test_dense_mode_blends_each_first_chunks_best_sentence(used_index, embedder) -> None:
+    """On an index with sentence vectors, dense mode scores its first ``sentence_depth`` chunks by cosine as hybrid
+    blends its dense part: ``(1 - w) * cosine + w * best sentence``; the others keep their cosine, and
+    ``sentence_weight=0`` gives the plain cosine ranking back."""
+    snap = used_index
+    assert snap.dense.has_sentences
+    collections = snap.collections_for(frozenset({"public", "internal"}))
+    changed = 0
+    for text in ("SNAP food assistance", "heating help Fayette County", "legal questions desk", "housing help"):
+        vector = embedder.encode_one(text)
+        query = Query(text, snap.size, "dense", attention_boost=0.0)
+        plain = Retriever(embedder, FusionSettings(sentence_weight=0.0)).search(snap, query, collections, vector)
+        assert all(h.score == h.dense and h.sentence is None for h in plain.chunks)
+        shallow = Retriever(embedder, FusionSettings(sentence_depth=20))
+        found = shallow.search(snap, query, collections, vector)
+        assert "sentences" in found.timings_ms
+        first = {h.row for h in plain.chunks[:20]}  # the first 20 by cosine are blended, no other
+        w = shallow.fusion.sentence_weight
+        for h in found.chunks:
+            if h.row in first and h.sentence is not None:
+                assert h.score == pytest.approx((1 - w) * max(h.dense, 0) + w * max(h.sentence, 0), abs=1e-9)
+            else:
+                assert h.score == h.dense
+        assert sum(h.row in first and h.sentence is not None for h in found.chunks) >= 3
+        changed += [h.row for h in found.chunks] != [h.row for h in plain.chunks]
+    assert changed  # the blend reorders some ranking
 
 
 def test_top_order_on_large_arrays_equals_a_full_sort_ties_and_nan_included() -> None:
