@@ -20,8 +20,8 @@ fusion of the chunk cosine and BM25 did.
 - **Scoring** (``Sentences.best``): the best sentence's cosine per chunk, NaN for a chunk without sentences, in one
   compiled pass over those chunks' codes (no gather, no conversion; a fixed order per sentence, so a sentence scores
   the same float in any segment layout). Retrieval uses it for the first fused
-  chunks only (``livemem.query.fusion``: ``sentence_weight``, ``sentence_depth``), so a query scores a few hundred
-  sentences, never all of them.
+  chunks only (``livemem.query.fusion``: ``sentence_weight``, ``sentence_depth``), and in dense mode for the first
+  chunks by cosine (``dense_with_sentences``), so a query scores a few hundred sentences, never all of them.
 
 The splitting rule is part of the chunker's version (``CHUNKER_VERSION``): changing it re-chunks every source.
 """

@@ -12,6 +12,9 @@ chunks) with ``livemem.query.fusion.fuse``: by default the cosine plus half the 
 ``FusionSettings.sentence_*``). Pseudo-relevance feedback (off by default): the query vector moved towards its first
 hit's (Rocchio) adds its cosine to the first 200 chunks found (``FusionSettings.feedback_*``); reciprocal rank
 fusion, min-max and z-score selectable (see ``docs/serving.md`` for the SciFact numbers behind the defaults).
+Dense mode blends the same way: its first 200 chunks by cosine score ``0.33 · cosine + 0.67 · best sentence``
+(``Retriever.dense_blend``). Sparse mode adds BM25 over each chunk's heading path, a second field at 0.2
+(``LevelSparse.field_scores``); hybrid's BM25 side is the chunk text alone.
 
 Living memory then re-weighs the candidates found: each score is multiplied by ``attention_multiplier``, at most
 ``1 + attention_boost`` (default ``DEFAULT_ATTENTION_BOOST``), for chunks people confirmed useful for questions
@@ -183,7 +186,10 @@ class Retriever:
             t = _tick(timings, "dense", t)
         if sparse_wanted:
             # not started yet (the pool is busy): scored here instead of waiting for it
-            sparse_all = bm25.result() if bm25 is not None and not bm25.cancel() else index.scores(query.text)
+            if query.mode == "sparse":  # BM25 of the chunk text and of its heading path (LevelSparse.field_scores)
+                sparse_all = index.field_scores(query.text)
+            else:
+                sparse_all = bm25.result() if bm25 is not None and not bm25.cancel() else index.scores(query.text)
             t = _tick(timings, "sparse", t)
         if scan is not None and query.mode == "hybrid":
             dense_top = scan.top(min(self.fusion.depth, candidates.size))

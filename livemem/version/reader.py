@@ -26,7 +26,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -39,7 +39,7 @@ import numpy as np
 from livemem.errors import LivingMemoryError
 from livemem.index import records
 from livemem.index.dense import DenseRows
-from livemem.index.sparse import SparseScorer
+from livemem.index.sparse import HEADINGS_WEIGHT, Postings, SparseScorer, heading_text
 from livemem.version import connect, mapped, parts_dir
 from livemem.version.mapped import Table
 from livemem.version.segments import Segment, SegmentCache
@@ -104,6 +104,9 @@ class Snapshot:
     collection_masks: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)  # see retrieval.filter_mask
     _con: duckdb.DuckDBPyConnection | None = None
     _sparse_lock: threading.Lock = field(default_factory=threading.Lock)
+    sparse_parts: list[tuple[Segment, np.ndarray]] = field(default_factory=list)  # segments, their version rows
+    _headings: SparseScorer | None = None
+    _headings_lock: threading.Lock = field(default_factory=threading.Lock)
     _parents: dict[str, tuple[Table, int]] | None = None  # parent_id -> its row in a segment's serving copy
     _parents_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -140,8 +143,18 @@ class Snapshot:
                 found = self.sparse_levels.get(wanted)
                 if found is None:
                     corpus = np.isin(self.columns["access"], np.array(sorted(wanted), dtype=object))
-                    found = self.sparse_levels[wanted] = LevelSparse(self.sparse, corpus)
+                    found = self.sparse_levels[wanted] = LevelSparse(self.sparse, corpus, self.headings)
         return found
+
+    def headings(self) -> SparseScorer:
+        """BM25 over the chunks' heading paths (``mode: sparse``'s second field), built at the first call from each
+        segment's ``heading_postings``."""
+        if self._headings is None:
+            with self._headings_lock:  # not the sparse lock: hybrid queries never wait for this build
+                if self._headings is None:
+                    parts = [(heading_postings(segment), positions) for segment, positions in self.sparse_parts]
+                    self._headings = SparseScorer(parts, self.size)
+        return self._headings
 
     def record(self, row: int) -> dict[str, Any]:
         """The chunk record (``schemas/chunk.schema.json``) of the chunk at ``row``."""
@@ -220,13 +233,49 @@ class Snapshot:
 
 @dataclass
 class LevelSparse:
-    """BM25 over a snapshot with the statistics of the rows in ``corpus`` (one set of access levels)."""
+    """BM25 over a snapshot with the statistics of the rows in ``corpus`` (one set of access levels). ``headings``
+    gives the scorer of the heading-path field (built on first use; None: no field)."""
 
     scorer: SparseScorer
     corpus: np.ndarray
+    headings: Callable[[], SparseScorer] | None = None
 
     def scores(self, query: str) -> np.ndarray:
+        """BM25 of the chunk text (hybrid's BM25 side)."""
         return self.scorer.scores(query, self.corpus)
+
+    def field_scores(self, query: str) -> np.ndarray:
+        """``mode: sparse``: BM25 of the chunk text plus ``HEADINGS_WEIGHT`` × BM25 of its heading path (float32;
+        zero outside the corpus)."""
+        body = self.scores(query)
+        if self.headings is None:
+            return body
+        return body + np.float32(HEADINGS_WEIGHT) * self.headings().scores(query, self.corpus)
+
+
+def _derive_headings(snap: Snapshot) -> None:
+    try:
+        snap.headings()
+    except Exception as exc:  # best effort: a sparse query builds it again, and reports what is wrong
+        log.warning("index version %s: the heading field could not be derived: %r", snap.version_id, exc)
+
+
+def heading_postings(segment: Segment) -> Postings:
+    """The postings of a segment's heading-path field (``sparse.heading_text`` of each row), derived from its rows
+    once per segment (segments are immutable and shared by the versions that keep them)."""
+    found = segment.derived.get("heading_postings")
+    if found is None:
+        # each distinct heading path tokenized once (a section's chunks share theirs), then gathered per row
+        codes = np.asarray(segment.table.codes("heading_path"), dtype=np.int64)
+        texts = [heading_text(json.loads(h)) if h else "" for h in segment.table.dictionary("heading_path")]
+        stems, ids, counts = Postings.tokenize(texts)
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        counts = counts[codes]  # codes -1 (NULL) read the last text: the empty one
+        first = np.repeat(starts[codes] - (np.cumsum(counts) - counts), counts)
+        found = segment.derived["heading_postings"] = Postings.merge(
+            [(stems, ids[first + np.arange(first.size)], counts)]
+        )
+    return found
 
 
 def load_snapshot(home: IndexHome, version_id: str) -> Snapshot:
@@ -273,7 +322,7 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             per_segment.append({k: v[seg_rows] for k, v in _segment_columns(segment).items()})
             positions = np.full(segment.size, -1, dtype=np.int64)
             positions[seg_rows] = np.arange(offset, offset + seg_rows.size)
-            sparse_parts.append((segment.postings, positions))
+            sparse_parts.append((segment, positions))
             offset += seg_rows.size
         dim = int(manifest.get("model", {}).get("dim") or (segments[0][0].dense.shape[1] if segments else 384))
         dense = DenseRows(
@@ -290,7 +339,7 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
         columns["attention"] = attention
         columns["breath"] = np.array([breath_number(b) for b in last_breath], dtype=np.float64)
         related = _related(con, {cid: i for i, cid in enumerate(ids)})
-        sparse = SparseScorer(sparse_parts, len(ids)) if ids else None
+        sparse = SparseScorer([(s.postings, positions) for s, positions in sparse_parts], len(ids)) if ids else None
     except IndexUnavailable:
         if con is not None:
             con.close()
@@ -320,6 +369,7 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
         related=related,
         segments=tuple(order),
         last_breath=last_breath,
+        sparse_parts=sparse_parts,
         _con=con,
     )
     _HELD.add(snap)
@@ -548,6 +598,8 @@ class IndexReader:
                 raise
             self._failure = None
             self._snapshot = fresh
+            # the heading field's postings (mode: sparse) are derived now, in the background, not on a first query
+            threading.Thread(target=_derive_headings, args=(fresh,), name="heading-field", daemon=True).start()
             if current is not None:
                 self.swaps += 1
                 log.info("now serving index version %s (was %s)", named, current.version_id)

@@ -74,8 +74,12 @@ def test_public_bm25_scores_use_only_public_term_statistics(client):
     public_rows = np.flatnonzero(snap.columns["access"] == "public")
     assert 0 < public_rows.size < snap.size
     texts = [records.embed_text(snap.rows[r]["content"], json.loads(snap.rows[r]["heading_path"])) for r in public_rows]
-    public_only = bm25s_scores(texts, "SNAP food assistance", public_rows, snap.size)
-    everything = snap.sparse_for(snap.access_levels).scores("SNAP food assistance")
+    headings = [sparse.heading_text(json.loads(snap.rows[r]["heading_path"])) for r in public_rows]
+    # sparse mode: the chunk text's BM25 plus 0.2 x its heading path's, each with the public chunks' statistics alone
+    public_only = bm25s_scores(texts, "SNAP food assistance", public_rows, snap.size) + np.float32(
+        sparse.HEADINGS_WEIGHT
+    ) * bm25s_scores(headings, "SNAP food assistance", public_rows, snap.size)
+    everything = snap.sparse_for(snap.access_levels).field_scores("SNAP food assistance")
     body = {"query": "SNAP food assistance", "mode": "sparse", "top_k": 20}
     results = client.post("/query", json=body).json()["results"]
     assert results and all(r["collection"] != "internal_playbooks" for r in results)

@@ -352,7 +352,9 @@ def reference_search(retriever: Retriever, snap, query: Query, collections: list
     candidates = np.flatnonzero(mask)
     dense_all = snap.dense @ vector if query.mode != "sparse" else None
     index = snap.sparse_for(frozenset(snap.access_of[c] for c in collections if c in snap.access_of))
-    sparse_all = index.scores(query.text) if query.mode != "dense" and index is not None else None
+    sparse_all = None
+    if query.mode != "dense" and index is not None:  # sparse mode: the chunk text and its heading-path field
+        sparse_all = index.field_scores(query.text) if query.mode == "sparse" else index.scores(query.text)
     sparse = None if sparse_all is None else sparse_all[candidates]
     if not candidates.size:
         rows, scores = candidates, np.zeros(0)
