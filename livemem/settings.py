@@ -411,7 +411,7 @@ class ServingSettings(Section):
     fusion_sentences: bool = Field(
         True,
         validation_alias="RAG_FUSION_SENTENCES",
-        description="hybrid blends the best sentence of the first fused chunks in (indexes with sentence vectors)",
+        description="hybrid and dense blend the best sentence of their first chunks in (indexes with sentence vectors)",
     )
     refresh_interval_s: float = Field(0.0, ge=0, validation_alias="RAG_REFRESH_INTERVAL_S")
     torch_threads: int = Field(1, ge=1, validation_alias="RAG_TORCH_THREADS")
