@@ -16,7 +16,7 @@ read from the environment once by the app factory and the MCP server (``Settings
 ``RAG_TORCH_THREADS``           torch (or ONNX Runtime) and BLAS threads per serving process (default 1)
 ``LIVEMEM_ENCODER``             query encoder backend: ``onnx`` (default; faster) or ``torch`` (the reference; same vectors)
 ``LIVEMEM_QUERY_PRECISION``     query vectors on ``onnx``: ``int8`` (default; 2.2-2.4x faster, nDCG@10 -0.002) or ``fp32``
-``LIVEMEM_INDEX_PRECISION``     what serving embeds itself (personal memory): ``int8-block`` (default) or ``fp32``
+``LIVEMEM_INDEX_PRECISION``     the model id personal-memory vectors are filed under: ``int8-block`` (default) or ``fp32``
 ``RAG_MAX_BODY_BYTES``          largest request body accepted (default 1 MiB; bigger: 413, unread)
 ``RAG_SPARQL_WORKERS``          SPARQL worker processes per serving process: queries at once (default 2)
 ``RAG_SPARQL_TIMEOUT_S``        wall-clock limit of one SPARQL query; its worker is killed after it (default 2)

@@ -184,23 +184,26 @@ def with_sentences(fused: np.ndarray, cosines: np.ndarray, sentences: np.ndarray
     no sentence vectors, the score is kept)."""
     if not fusion.sentences:
         return fused
-    cosines = np.asarray(cosines, dtype=np.float64)
-    had = np.where(np.isfinite(cosines), np.maximum(cosines, 0.0), 0.0)
-    best = np.asarray(sentences, dtype=np.float64)
-    change = fusion.dense_weight * fusion.sentence_weight * (np.maximum(best, 0.0) - had)
-    return np.where(np.isnan(best), fused, fused + np.nan_to_num(change))
+    return fused + _sentence_change(cosines, sentences, fusion.dense_weight * fusion.sentence_weight)
 
 
 def dense_with_sentences(cosines: np.ndarray, sentences: np.ndarray, fusion: FusionSettings) -> np.ndarray:
     """Dense mode's scores of its first ``sentence_depth`` chunks by cosine: the cosine blended with the best
-    sentence's as hybrid blends its dense part, ``cosine + sentence_weight · (best sentence − cosine)`` (both clipped
-    at 0 in the difference; NaN: no sentence vectors, the cosine is kept). Float64."""
+    sentence's as hybrid blends its dense part (``with_sentences`` with a dense weight of 1),
+    ``cosine + sentence_weight · (best sentence − cosine)``. Float64."""
     cosines = np.asarray(cosines, dtype=np.float64)
     if fusion.sentence_weight <= 0:
         return cosines
+    return cosines + _sentence_change(cosines, sentences, fusion.sentence_weight)
+
+
+def _sentence_change(cosines: np.ndarray, sentences: np.ndarray, weight: float) -> np.ndarray:
+    """What the blend adds to a score: ``weight · (best sentence − cosine)``, both clipped at 0 (a cosine of -inf or
+    NaN: not on the dense list, it had 0); 0 for a chunk without sentence vectors (NaN)."""
+    cosines = np.asarray(cosines, dtype=np.float64)
+    had = np.where(np.isfinite(cosines), np.maximum(cosines, 0.0), 0.0)
     best = np.asarray(sentences, dtype=np.float64)
-    change = fusion.sentence_weight * (np.maximum(best, 0.0) - np.maximum(cosines, 0.0))
-    return np.where(np.isnan(best), cosines, cosines + np.nan_to_num(change))
+    return np.where(np.isnan(best), 0.0, np.nan_to_num(weight * (np.maximum(best, 0.0) - had)))
 
 
 def feedback_order(fused: np.ndarray, fusion: FusionSettings) -> np.ndarray:
