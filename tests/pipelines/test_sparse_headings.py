@@ -77,3 +77,29 @@ def test_heading_field_through_the_api_and_its_postings_per_segment(snap, embedd
         want = Postings.build(texts)
         for name in ("terms", "starts", "rows", "tf", "lengths"):
             assert np.array_equal(getattr(first, name), getattr(want, name)), name
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        " ".join(f"w{i}x" for i in range(60_000)),  # ~400 KB: over the 4,000-character limit, a short 422
+        " ".join(f"w{i}x" for i in range(650))[:3990],  # the most distinct words a query may hold, in both fields
+        "the of and is a",  # stopwords only: no BM25 term at all
+        "!!! ??? ... >>> ---",  # punctuation only
+        "東京都 👩‍👩‍👧‍👦 e\u0301te\u0301 \u200b\u200b \x00 \ufeff",  # CJK, ZWJ emoji, combining marks, NUL, BOM
+        ("Quarrier " * 450)[:3990],  # one heading word repeated: a large query-term weight in both fields
+    ],
+)
+def test_hostile_queries_in_dense_and_sparse_mode_answer_and_stay_finite(snap, embedder, query: str) -> None:
+    """The modes this round changed, on hostile text: an answer (never a 5xx), finite scores, within the limits."""
+    settings = Settings(index_dir=snap.path.parent.parent, api_keys=API_KEYS, warm_up=False, cache_size=0)
+    with TestClient(create_app(settings, embedder)) as client:
+        for mode in ("sparse", "dense", "hybrid"):
+            answer = client.post("/query", json={"query": query, "mode": mode, "top_k": 5})
+            assert answer.status_code in (200, 422), (mode, answer.status_code, answer.text[:300])
+            assert (answer.status_code == 422) is (len(query) > 4000), mode
+            if answer.status_code == 200:
+                for result in answer.json()["results"]:
+                    assert np.isfinite(result["score"]) and 0.0 <= result["score_normalized"] <= 1.0, mode
+            else:
+                assert len(answer.text) < 5_000 and "query" in answer.text, mode
