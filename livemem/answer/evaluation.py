@@ -1,0 +1,509 @@
+"""Answers measured like retrieval is: a question suite (YAML, ``schemas/answer_suite.schema.json``), run through the
+code path ``/chat`` answers with, and checked against what a resident would expect (docs/answers-eval.md).
+
+- ``load_suite``: read and validate a suite; every mistake is reported at once with its file, line and column, as
+  the sources file's are (``livemem.sources.config``), and ids must be unique.
+- ``SnapshotAsker``: one case as ``POST /chat`` would answer it in process: the API role (or key) gives the access,
+  the case's ``persona`` narrows it (``resolve_persona``), the conversation is carried (``carry``), then
+  ``build_context`` and ``generate`` with no language model (extractive: deterministic). Nothing is cached,
+  traced or audited. ``HttpAsker`` (bench/answers.py, tests) asks a real app instead, over HTTP.
+- ``check_case``: the expectations of one case against the answer body (the ``/chat`` response shape), each
+  failure spelled out ("county: resolved [Raleigh], expected [Fayette]").
+- ``run_suite``: every case, accuracy per category and overall (``SuiteResult``); ``compare`` two results (the
+  publish gate: orchestration/assets/answer_gate.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from livemem.answer.chat import PersonaError, generate, persona_collections, resolve_persona
+from livemem.answer.context import build_context
+from livemem.answer.conversation import carry, from_history
+from livemem.answer.prompt import SECTIONS
+from livemem.answer.routing import Caller, ContextRequest
+from livemem.errors import ConfigError
+from livemem.query.retrieval import FusionSettings, Retriever
+from livemem.settings import ContextSettings, ServingSettings
+from livemem.sources.config import SourcesConfig, _located_errors
+from livemem.version.reader import Snapshot
+
+SUITE_SCHEMA = "answer_suite"
+EVAL_SCHEMA = "eval_config"
+
+
+# --- the suite ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Case:
+    """One question and what its answer must show (``expect``: the schema's expectations, all optional)."""
+
+    id: str
+    category: str
+    question: str
+    expect: dict[str, Any] = field(default_factory=dict)
+    role: str | None = None
+    key: str | None = None
+    persona: str | None = None
+    county: str | None = None
+    zip: str | None = None
+    history: tuple[str, ...] = ()
+    line: int = 0  # where the case starts in its file (1-based; 0: unknown)
+
+    def body(self) -> dict[str, Any]:
+        """The ``POST /chat`` body asking this case."""
+        out: dict[str, Any] = {"message": self.question}
+        for name in ("county", "zip"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.persona is not None:
+            out["role"] = self.persona
+        if self.history:
+            out["history"] = list(self.history)
+        return out
+
+
+@dataclass(frozen=True)
+class Suite:
+    path: Path
+    name: str
+    cases: tuple[Case, ...]
+
+    @property
+    def categories(self) -> list[str]:
+        return sorted({c.category for c in self.cases})
+
+    def only(self, categories: Iterable[str] | None = None, ids: Iterable[str] | None = None) -> Suite:
+        """The cases of ``categories`` (and / or with ``ids``); None: no restriction."""
+        cats, wanted = set(categories or ()), set(ids or ())
+        kept = tuple(c for c in self.cases if (not cats or c.category in cats) and (not wanted or c.id in wanted))
+        return replace(self, cases=kept)
+
+
+def _yaml(file: Path) -> tuple[Any, yaml.Node | None]:
+    if not file.is_file():
+        raise ConfigError(f"answer suite {file} does not exist")
+    text = file.read_text(encoding="utf-8")
+    try:
+        return yaml.safe_load(text), yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else str(file)
+        raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+
+
+def load_suite(path: str | os.PathLike[str]) -> Suite:
+    """Read and validate a suite file. Raises ConfigError listing every problem with its file, line and column."""
+    file = Path(path)
+    data, root = _yaml(file)
+    problems = _located_errors(file, root, data, SUITE_SCHEMA, [])
+    if problems:
+        raise ConfigError("invalid answer suite:\n  " + "\n  ".join(problems))
+    nodes = _case_nodes(root)
+    seen: dict[str, int] = {}
+    cases = []
+    for i, raw in enumerate(data["cases"]):
+        line = nodes[i].start_mark.line + 1 if i < len(nodes) else 0
+        if raw["id"] in seen:
+            problems.append(
+                f"{file}:{line}: cases[{i}].id: {raw['id']!r} is also the id of the case at line {seen[raw['id']]}"
+            )
+        seen.setdefault(raw["id"], line)
+        cases.append(
+            Case(
+                id=raw["id"], category=raw["category"], question=raw["question"], expect=raw.get("expect") or {},
+                role=raw.get("role"), key=raw.get("key"), persona=raw.get("persona"), county=raw.get("county"),
+                zip=raw.get("zip"), history=tuple(raw.get("history") or ()), line=line,
+            )
+        )  # fmt: skip
+    if problems:
+        raise ConfigError("invalid answer suite:\n  " + "\n  ".join(problems))
+    return Suite(file.resolve(), data.get("name") or file.stem, tuple(cases))
+
+
+def _case_nodes(root: yaml.Node | None) -> list[yaml.Node]:
+    if isinstance(root, yaml.MappingNode):
+        for key, value in root.value:
+            if key.value == "cases" and isinstance(value, yaml.SequenceNode):
+                return list(value.value)
+    return []
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """The sources file's ``eval`` section: the suite (resolved against the sources file) and the gate."""
+
+    suite: Path
+    gate: bool = True
+    min_accuracy: float | None = None
+
+    @classmethod
+    def from_sources(cls, config: SourcesConfig) -> EvalConfig | None:
+        raw = config.section("eval", EVAL_SCHEMA)
+        if raw is None:
+            return None
+        suite = Path(os.path.expanduser(raw["suite"]))
+        suite = suite if suite.is_absolute() else (config.path.parent / suite).resolve()
+        return cls(suite, raw.get("gate", True), raw.get("min_accuracy"))
+
+
+# --- asking ------------------------------------------------------------------------------------------------------------
+Answer = tuple[int, dict[str, Any]]  # (HTTP status, the /chat response body or {"detail": ...})
+Asker = Callable[[Case], Answer]
+
+
+def retriever_for(settings: ServingSettings, embedder: Any) -> Retriever:
+    """The retriever a serving process builds from its settings (serving/state.py): the same fusion."""
+    fusion = FusionSettings(
+        method=settings.fusion_method,
+        k=settings.rrf_k,
+        dense_weight=settings.rrf_dense_weight,
+        sparse_weight=settings.rrf_sparse_weight,
+        depth=settings.rrf_depth,
+        feedback_chunks=1 if settings.fusion_feedback else 0,
+        sentence_weight=None if settings.fusion_sentences else 0.0,
+    )
+    return Retriever(embedder, fusion, settings.recency_half_life_days)
+
+
+class SnapshotAsker:
+    """Ask cases of one version in process, as ``POST /chat`` answers them with the extractive backend."""
+
+    def __init__(
+        self,
+        snap: Snapshot,
+        retriever: Retriever,
+        settings: ContextSettings | None = None,
+        serving: ServingSettings | None = None,
+    ) -> None:
+        self.snap = snap
+        self.retriever = retriever
+        self.settings = settings or ContextSettings(warm_up=False, audit=False)
+        self.serving = serving or ServingSettings()
+
+    def role_of(self, case: Case) -> tuple[str | None, str]:
+        """The API role a case asks as (None: refused), and why."""
+        if case.key is not None:
+            role = self.serving.api_keys.get(case.key)
+            return role, "" if role else f"unknown API key ...{case.key[-4:]}"
+        role = case.role or self.serving.public_role
+        return (role, "") if role in self.serving.roles else (None, f"unknown role {role!r} (RAG_ROLES)")
+
+    def __call__(self, case: Case) -> Answer:
+        role, why = self.role_of(case)
+        if role is None:
+            return 401, {"detail": why}
+        access = frozenset(self.serving.roles[role])
+        carried = carry(
+            from_history(list(case.history)), case.question, county=case.county, zip_code=case.zip, profile={},
+            persona=case.persona, source="history",
+        )  # fmt: skip
+        request = ContextRequest(
+            carried.message, carried.county, carried.zip, {}, None, None, place_from=carried.place_from,
+            conversation=carried.notes,
+        )  # fmt: skip
+        try:  # as serving.deps.with_persona
+            chosen = resolve_persona(carried.persona, role, access, self.serving.roles)
+        except PersonaError as exc:
+            return exc.status, {"detail": str(exc)}
+        collections = persona_collections(chosen, self.snap.collections_for(chosen.access))
+        named = None if carried.persona is None else chosen.name
+        request = replace(request, persona=named, collections=collections, framing=chosen.framing)
+        result = build_context(self.snap, self.retriever, Caller(role, chosen.access), request, self.settings)
+        answer = generate(result, self.snap, self.settings, None)
+        return 200, {**answer, "route": result["route"], "evidence": {s: result[s] for s in SECTIONS}}
+
+
+class HttpAsker:
+    """Ask cases of a running app: ``client`` is an httpx-like client (a FastAPI TestClient, ``httpx.Client``)
+    whose base URL is the app; ``keys``: role → an API key with that role (``RAG_API_KEYS``)."""
+
+    def __init__(self, client: Any, keys: dict[str, str] | None = None, path: str = "/chat") -> None:
+        self.client = client
+        self.keys = keys or {}
+        self.path = path
+
+    def __call__(self, case: Case) -> Answer:
+        headers = {}
+        key = case.key if case.key is not None else self.keys.get(case.role) if case.role else None
+        if case.role and key is None:
+            return 401, {"detail": f"no API key for role {case.role!r} was given to the asker"}
+        if key is not None:
+            headers["X-API-Key"] = key
+        response = self.client.post(self.path, json=case.body(), headers=headers)
+        try:
+            body = response.json()
+        except ValueError:
+            body = {"detail": response.text[:300]}
+        return response.status_code, body if isinstance(body, dict) else {"detail": body}
+
+
+# --- checking ----------------------------------------------------------------------------------------------------------
+def _county_key(name: str) -> str:
+    return re.sub(r"\s+county$", "", " ".join(str(name).split()).lower())
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _phrase(text: str) -> re.Pattern[str]:
+    """``text`` as a case-insensitive phrase: whole words where it begins or ends with one ("No" is not "not")."""
+    start = r"\b" if re.match(r"\w", text) else ""
+    end = r"\b" if re.search(r"\w$", text) else ""
+    return re.compile(start + r"\s+".join(re.escape(w) for w in text.split()) + end, re.IGNORECASE)
+
+
+def citation_names(citation: dict[str, Any]) -> set[str]:
+    """Every name a citation can be asked for by: its id, a place's key (its source's id), a passage's path and
+    collection (``collection:NAME``)."""
+    names = {str(citation.get("id"))}
+    provenance = citation.get("provenance") or {}
+    if citation.get("kind") == "entity" and provenance.get("pk"):
+        names.add(str(provenance["pk"]))
+    if citation.get("kind") == "chunk":
+        if provenance.get("path"):
+            names.add(str(provenance["path"]))
+        if citation.get("collection"):
+            names.add(f"collection:{citation['collection']}")
+    return names
+
+
+def cites(citation: dict[str, Any], ref: str) -> bool:
+    """Whether ``citation`` is the one ``ref`` names (a path matches by its last parts: ``fayette-county.md``)."""
+    names = citation_names(citation)
+    if ref in names:
+        return True
+    path = (citation.get("provenance") or {}).get("path") if citation.get("kind") == "chunk" else None
+    return bool(path) and str(path).endswith("/" + ref.lstrip("/"))
+
+
+def _short(citation: dict[str, Any]) -> str:
+    provenance = citation.get("provenance") or {}
+    if citation.get("kind") == "entity":
+        return f"place {provenance.get('pk') or citation.get('id')}"
+    if citation.get("kind") == "chunk":
+        return f"passage {provenance.get('path') or citation.get('id')}"
+    return f"{citation.get('kind')} {citation.get('id')}"
+
+
+def _detected_needs(route: dict[str, Any]) -> list[str]:
+    if isinstance(route.get("resource_types"), list):
+        return list(route["resource_types"])
+    return list((route.get("filters") or {}).get("resource_type") or [])
+
+
+def check_case(case: Case, status: int, body: dict[str, Any]) -> list[str]:
+    """What of ``case.expect`` the answer (``status``, ``body``: the /chat response) does not show; [] passes."""
+    expect = case.expect
+    wanted_status = expect.get("status", 200)
+    if status != wanted_status:
+        return [
+            f"status: HTTP {status} ({str(body.get('detail') or body.get('message') or '')[:200]}), expected {wanted_status}"
+        ]
+    if status != 200:
+        return []
+    failures: list[str] = []
+    route = body.get("route") or {}
+    answer = str(body.get("answer") or "")
+    cited = list(body.get("citations") or [])
+    if "state" in expect:
+        if "state" not in route:
+            failures.append(f"state: route has no state (expected {expect['state']})")
+        else:
+            states = {str(s).upper() for s in _as_list(route["state"]) if s}
+            if states != {expect["state"]}:
+                failures.append(f"state: resolved {sorted(states) or 'none'}, expected {expect['state']}")
+    if "county" in expect:
+        resolved = route.get("counties") if isinstance(route.get("counties"), list) else None
+        if resolved is None:
+            resolved = list((route.get("filters") or {}).get("county") or [])
+        wanted = [c for c in _as_list(expect["county"])]
+        if {_county_key(c) for c in resolved} != {_county_key(c) for c in wanted}:
+            failures.append(f"county: resolved {resolved or 'none'}, expected {wanted or 'none'}")
+    if "wv_scope" in expect and bool(route.get("wv_scoped")) is not expect["wv_scope"]:
+        why = "; ".join(route.get("wv_reasons") or []) or "no WV reason"
+        failures.append(f"wv_scope: {bool(route.get('wv_scoped'))} ({why}), expected {expect['wv_scope']}")
+    if "response_class" in expect:
+        accepted = _as_list(expect["response_class"])
+        if route.get("response_class") not in accepted:
+            failures.append(
+                f"response_class: {route.get('response_class')} ({route.get('reason', '')}), expected "
+                f"{' or '.join(accepted)}"
+            )
+    shown = ", ".join(_short(c) for c in cited) or "nothing"
+    for ref in expect.get("must_cite", []):
+        if not any(cites(c, ref) for c in cited):
+            failures.append(f"must_cite {ref}: not cited (cited: {shown})")
+    for ref in expect.get("must_not_cite", []):
+        hits = [_short(c) for c in cited if cites(c, ref)]
+        if hits:
+            failures.append(f"must_not_cite {ref}: cited as {', '.join(hits)}")
+    for words in expect.get("answer_contains", []):
+        if not _phrase(words).search(answer):
+            failures.append(f"answer_contains {words!r}: not in the answer")
+    for words in expect.get("answer_not_contains", []):
+        if _phrase(words).search(answer):
+            failures.append(f"answer_not_contains {words!r}: in the answer")
+    if "first_program" in expect:
+        failures.extend(_first_program(expect["first_program"], cited, body))
+    if "resource_types" in expect:
+        detected = _detected_needs(route)
+        missing = [t for t in expect["resource_types"] if t not in detected]
+        if missing:
+            failures.append(f"resource_types: {', '.join(missing)} not detected (detected: {detected or 'none'})")
+    return failures
+
+
+def _first_program(wanted: str, cited: list[dict[str, Any]], body: dict[str, Any]) -> list[str]:
+    programs = [c for c in cited if c.get("kind") == "registry"]
+    if not programs:
+        return [f"first_program: the answer cites no program (expected {wanted})"]
+    first = programs[0]
+    rows = {r.get("local_resource_id"): r for r in (body.get("evidence") or {}).get("registry") or []}
+    kind = (rows.get(first.get("id")) or {}).get("resource_type")
+    if wanted in (first.get("id"), kind):
+        return []
+    return [
+        f"first_program: the first program cited is {first.get('id')} ({kind or 'type unknown'}), expected {wanted}"
+    ]
+
+
+# --- running -----------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CaseResult:
+    id: str
+    category: str
+    question: str
+    passed: bool
+    failures: tuple[str, ...]
+    answer: str
+    response_class: str | None
+    elapsed_ms: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "category": self.category, "question": self.question, "passed": self.passed,
+            "failures": list(self.failures), "answer": self.answer, "response_class": self.response_class,
+            "elapsed_ms": self.elapsed_ms,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SuiteResult:
+    suite: str
+    version: str | None
+    cases: tuple[CaseResult, ...]
+
+    @property
+    def passed(self) -> int:
+        return sum(c.passed for c in self.cases)
+
+    @property
+    def total(self) -> int:
+        return len(self.cases)
+
+    @property
+    def accuracy(self) -> float:
+        return self.passed / self.total if self.total else 1.0
+
+    @property
+    def failed(self) -> list[CaseResult]:
+        return [c for c in self.cases if not c.passed]
+
+    def by_category(self) -> dict[str, dict[str, Any]]:
+        """category → passed, total, accuracy (categories in name order)."""
+        out: dict[str, dict[str, Any]] = {}
+        for category in sorted({c.category for c in self.cases}):
+            mine = [c for c in self.cases if c.category == category]
+            passed = sum(c.passed for c in mine)
+            out[category] = {"passed": passed, "total": len(mine), "accuracy": round(passed / len(mine), 4)}
+        return out
+
+    def passing_ids(self) -> set[str]:
+        return {c.id for c in self.cases if c.passed}
+
+    def as_dict(self, cases: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "suite": self.suite, "version": self.version, "passed": self.passed, "total": self.total,
+            "accuracy": round(self.accuracy, 4), "categories": self.by_category(),
+        }  # fmt: skip
+        if cases:
+            out["cases"] = [c.as_dict() for c in self.cases]
+        return out
+
+    def summary(self) -> str:
+        return f"{self.passed}/{self.total} cases pass ({self.accuracy:.1%})"
+
+
+def run_case(case: Case, ask: Asker) -> CaseResult:
+    started = time.perf_counter()
+    status, body = ask(case)
+    elapsed = round((time.perf_counter() - started) * 1000, 3)
+    failures = check_case(case, status, body)
+    route = body.get("route") or {}
+    return CaseResult(
+        case.id, case.category, case.question, not failures, tuple(failures), str(body.get("answer") or ""),
+        route.get("response_class"), elapsed,
+    )  # fmt: skip
+
+
+def run_suite(suite: Suite, ask: Asker, version: str | None = None) -> SuiteResult:
+    """Every case of ``suite`` asked with ``ask``, in the suite's order."""
+    return SuiteResult(suite.name, version, tuple(run_case(case, ask) for case in suite.cases))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A staged version's result against the published one's, for the publish gate."""
+
+    staged: SuiteResult
+    published: SuiteResult | None
+    min_accuracy: float | None = None
+
+    @property
+    def regressed(self) -> list[str]:
+        """Cases the published version passes and the staged one fails (suite order)."""
+        if self.published is None:
+            return []
+        before = self.published.passing_ids()
+        return [c.id for c in self.staged.cases if c.id in before and not c.passed]
+
+    @property
+    def improved(self) -> list[str]:
+        if self.published is None:
+            return []
+        before = self.published.passing_ids()
+        return [c.id for c in self.staged.cases if c.passed and c.id not in before]
+
+    @property
+    def worse(self) -> bool:
+        """Fewer cases pass than on the published version, or fewer than ``min_accuracy`` of them."""
+        below = self.min_accuracy is not None and self.staged.accuracy < self.min_accuracy
+        fewer = self.published is not None and self.staged.passed < self.published.passed
+        return below or fewer
+
+    def summary(self) -> str:
+        staged = f"staged {self.staged.version}: {self.staged.summary()}"
+        if self.published is None:
+            text = f"{staged}; nothing published yet: recorded as the first score"
+        else:
+            text = f"{staged}; published {self.published.version}: {self.published.summary()}"
+            if self.regressed:
+                text += f"; {len(self.regressed)} regressed"
+            if self.improved:
+                text += f"; {len(self.improved)} improved"
+        if self.min_accuracy is not None and self.staged.accuracy < self.min_accuracy:
+            text += f"; below min_accuracy {self.min_accuracy:.1%}"
+        return text
+
+
+def compare(staged: SuiteResult, published: SuiteResult | None, min_accuracy: float | None = None) -> Comparison:
+    return Comparison(staged, published, min_accuracy)
