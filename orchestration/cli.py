@@ -9,6 +9,8 @@
     livemem query "text" [--top-k N] [--mode hybrid] [--json]
     livemem verify-provenance [--all]    do the indexed commits still hold the chunks?
     livemem verify [--rebuild]           is the index exactly its sources at their commits?
+    livemem eval [SUITE] [--category C] [--show-failures] [--json]
+                                         ask an answer suite, accuracy per category (docs/answers-eval.md)
     livemem registry import-hsds DIR OUT turn an Open Referral HSDS 3.0 export into a registry file
     livemem registry export-hsds DIR     write the registry as HSDS 3.0 services (services.json)
 
@@ -428,6 +430,84 @@ def verify(
             console.print(f"  [yellow]note:[/yellow] {note}")
         for line in lines:
             console.print(f"  [red]✗[/red] {line}", soft_wrap=True)
+    if not passed:
+        raise typer.Exit(1)
+
+
+@app.command("eval")
+def eval_answers(
+    suite: Annotated[
+        Path | None, typer.Argument(help="answer suite YAML [default: the sources file's eval.suite]")
+    ] = None,
+    version: Annotated[str | None, typer.Option(help="a published version (default: the current one)")] = None,
+    category: Annotated[list[str] | None, typer.Option(help="only this category (repeatable)")] = None,
+    show_failures: Annotated[bool, typer.Option("--show-failures", help="list every failing case and why")] = False,
+    min_accuracy: Annotated[
+        float | None, typer.Option(min=0.0, max=1.0, help="exit 1 only below this share of passing cases")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="every case, its failures and answer, as JSON")] = False,
+) -> None:
+    """Ask a question suite through /chat's code path (extractive answers, no server) and print accuracy per category.
+
+    Roles and API keys of the cases are the serving settings' (RAG_ROLES, RAG_API_KEYS). Exits 1 when any case
+    fails, or with ``--min-accuracy`` when fewer than that share pass (docs/answers-eval.md)."""
+    from livemem.answer.evaluation import EvalConfig, SnapshotAsker, load_suite, retriever_for, run_suite
+    from livemem.settings import ContextSettings
+    from livemem.sources.config import load_sources
+    from livemem.version.reader import IndexUnavailable, load_snapshot
+
+    try:
+        if suite is None:
+            config = EvalConfig.from_sources(load_sources(CTX.paths.sources_file))
+            if config is None:
+                fail(f"name a suite, or add `eval: {{suite: ...}}` to the sources file {CTX.paths.sources_file}")
+            suite = config.suite
+        questions = load_suite(suite)
+    except LivingMemoryError as exc:
+        fail(str(exc))
+    if category:
+        unknown = sorted(set(category) - set(questions.categories))
+        if unknown:
+            fail(f"no case of category {', '.join(unknown)} in {suite} (categories: {', '.join(questions.categories)})")
+        questions = questions.only(category)
+    h = home()
+    target = version or h.current()
+    if target is None:
+        fail(f"no index published under {h.root} yet: run `livemem materialize`")
+    try:
+        snap = load_snapshot(h, target)
+    except IndexUnavailable as exc:
+        fail(str(exc))
+    serving = ServingSettings.from_env()
+    from livemem.model.embedding import Embedder
+
+    embedder = Embedder(
+        threads=serving.torch_threads, encoder=serving.encoder, query_precision=serving.query_precision,
+        precision=serving.index_precision,
+    )  # fmt: skip
+    settings = ContextSettings.from_env(warm_up=False, audit=False)
+    try:
+        result = run_suite(questions, SnapshotAsker(snap, retriever_for(serving, embedder), settings, serving), target)
+    finally:
+        snap.close()
+    passed = result.accuracy >= min_accuracy if min_accuracy is not None else not result.failed
+    if as_json:
+        console.print_json(json.dumps(result.as_dict()))
+        raise typer.Exit(0 if passed else 1)
+    table = Table(title=f"{questions.name} on {target}")
+    for column in ("category", "passed", "total", "accuracy"):
+        table.add_column(column, justify="left" if column == "category" else "right")
+    for name, row in result.by_category().items():
+        table.add_row(name, str(row["passed"]), str(row["total"]), f"{row['accuracy']:.1%}")
+    table.add_row("[bold]all[/bold]", str(result.passed), str(result.total), f"{result.accuracy:.1%}")
+    console.print(table)
+    if result.failed and not show_failures:
+        console.print(f"failing: {', '.join(c.id for c in result.failed)} (--show-failures says why)", soft_wrap=True)
+    if show_failures:
+        for case in result.failed:
+            console.print(f"[red]✗[/red] [bold]{case.id}[/bold] ({case.category}) {case.question}", soft_wrap=True)
+            for failure in case.failures:
+                console.print(f"    {failure}", soft_wrap=True, markup=False)
     if not passed:
         raise typer.Exit(1)
 

@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -264,7 +265,7 @@ def _phrase(text: str) -> re.Pattern[str]:
 def citation_names(citation: dict[str, Any]) -> set[str]:
     """Every name a citation can be asked for by: its id, a place's key (its source's id), a passage's path and
     collection (``collection:NAME``)."""
-    names = {str(citation.get("id"))}
+    names = {str(citation.get("id")), f"kind:{citation.get('kind')}"}
     provenance = citation.get("provenance") or {}
     if citation.get("kind") == "entity" and provenance.get("pk"):
         names.add(str(provenance["pk"]))
@@ -277,10 +278,13 @@ def citation_names(citation: dict[str, Any]) -> set[str]:
 
 
 def cites(citation: dict[str, Any], ref: str) -> bool:
-    """Whether ``citation`` is the one ``ref`` names (a path matches by its last parts: ``fayette-county.md``)."""
+    """Whether ``citation`` is one ``ref`` names (a path matches by its last parts: ``fayette-county.md``; a glob
+    pattern such as ``ral-*`` or ``kind:registry`` matches any of its names)."""
     names = citation_names(citation)
     if ref in names:
         return True
+    if any(ch in ref for ch in "*?["):
+        return any(fnmatchcase(name, ref) for name in names)
     path = (citation.get("provenance") or {}).get("path") if citation.get("kind") == "chunk" else None
     return bool(path) and str(path).endswith("/" + ref.lstrip("/"))
 
@@ -292,6 +296,12 @@ def _short(citation: dict[str, Any]) -> str:
     if citation.get("kind") == "chunk":
         return f"passage {provenance.get('path') or citation.get('id')}"
     return f"{citation.get('kind')} {citation.get('id')}"
+
+
+def _resolved_counties(route: dict[str, Any]) -> list[str]:
+    if isinstance(route.get("counties"), list):
+        return list(route["counties"])
+    return list((route.get("filters") or {}).get("county") or [])
 
 
 def _detected_needs(route: dict[str, Any]) -> list[str]:
@@ -322,12 +332,15 @@ def check_case(case: Case, status: int, body: dict[str, Any]) -> list[str]:
             if states != {expect["state"]}:
                 failures.append(f"state: resolved {sorted(states) or 'none'}, expected {expect['state']}")
     if "county" in expect:
-        resolved = route.get("counties") if isinstance(route.get("counties"), list) else None
-        if resolved is None:
-            resolved = list((route.get("filters") or {}).get("county") or [])
+        resolved = _resolved_counties(route)
         wanted = [c for c in _as_list(expect["county"])]
         if {_county_key(c) for c in resolved} != {_county_key(c) for c in wanted}:
             failures.append(f"county: resolved {resolved or 'none'}, expected {wanted or 'none'}")
+    if "county_includes" in expect:
+        resolved = _resolved_counties(route)
+        missing = [c for c in expect["county_includes"] if _county_key(c) not in {_county_key(r) for r in resolved}]
+        if missing:
+            failures.append(f"county_includes: {', '.join(missing)} not resolved (resolved: {resolved or 'none'})")
     if "wv_scope" in expect and bool(route.get("wv_scoped")) is not expect["wv_scope"]:
         why = "; ".join(route.get("wv_reasons") or []) or "no WV reason"
         failures.append(f"wv_scope: {bool(route.get('wv_scoped'))} ({why}), expected {expect['wv_scope']}")
