@@ -57,11 +57,11 @@ from livemem.answer.routing import (
     SelfQuery,
     eligibility,
     iso,
+    out_of_state,
     route_intents,
     self_query,
     wv_scope,
 )
-from livemem.geo.places import STATE, Place
 from livemem.query.retrieval import Retriever
 from livemem.settings import ContextSettings
 from livemem.version.reader import Snapshot
@@ -106,18 +106,16 @@ def build_context(
     graph_route: dict[str, Any] | None = None
     response_class, reason = "answer", "evidence found"
     web_info: dict[str, Any] = {"admitted": False, "reason": "", "calls": []}
-    out_of_state = [p for p in sq.places if p.state != STATE]
-    if sq.zip and sq.zip_state and sq.zip_state != STATE:
-        out_of_state.append(Place("zip", sq.zip, None, sq.zip_state))
+    elsewhere = out_of_state(sq)
     top_k = request.top_k or settings.top_k
 
     if intents == ["greeting"]:
         response_class, reason = "answer", "small talk: answered without retrieval"
     elif EMERGENCY.search(request.message):
         response_class, reason = "redirect", "emergency words: pointed to 911 / 988"
-    elif out_of_state and not wv_scoped:
+    elif elsewhere:  # named outside West Virginia, and no WV place named: never answered with WV programs
         response_class = "redirect"
-        reason = f"place outside West Virginia ({', '.join(p.text for p in out_of_state)}): this memory covers WV"
+        reason = f"place outside West Virginia ({'; '.join(p.name for p in elsewhere)}): this memory covers WV"
     else:
         collections = sq.collections or elig.collections
         vector = retriever.encode(request.message)
@@ -215,6 +213,8 @@ def build_context(
         "self_query": notes,
         "wv_scoped": wv_scoped,
         "wv_reasons": wv_reasons,
+        "state": elsewhere[0].state if elsewhere else "WV" if wv_scoped else None,
+        "places": [place_route(p) for p in sq.places],
         "eligibility": {"role": caller.role, **elig.public()},
         "persona": request.persona,
         "population": sq.populations,
@@ -250,6 +250,18 @@ def build_context(
         "thread_id": request.thread_id,
         "hidden_collections": elig.hidden,  # for the guardrail and the audit only; never sent to the caller
     }
+
+
+def place_route(place: Any) -> dict[str, Any]:
+    """A place the message named, as ``route.places`` shows it."""
+    out = {"kind": place.kind, "text": place.text, "name": place.name, "state": place.state}
+    if place.counties:
+        out["counties"] = list(place.counties)
+    if place.corrected_from:
+        out["corrected_from"] = place.corrected_from
+    if place.qualified_by:
+        out["qualified_by"] = place.qualified_by
+    return out
 
 
 def date_route(sq: SelfQuery, passages: list[dict[str, Any]]) -> dict[str, Any] | None:

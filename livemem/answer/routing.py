@@ -304,22 +304,29 @@ def self_query(request: ContextRequest, known_collections: list[str], now: datet
         sq.zip_state = place.state if place else None
         sq.notes.append({"field": "zip", "value": zip_code, "from": request.place_from or "request zip"})
         if place and place.state == STATE:
-            add_county(
-                place.county, f"{request.place_from}: ZIP {zip_code}" if request.place_from else f"ZIP {zip_code}"
-            )
+            for county in place.counties:
+                add_county(county, f"{request.place_from}: ZIP {zip_code}" if request.place_from else f"ZIP {zip_code}")
     sq.places = find_places(request.message)
     for place in sq.places:
+        if place.corrected_from:
+            sq.notes.append({"field": "place", "value": place.corrected, "from": f"corrected {place.corrected_from!r}"})
+        if place.state != STATE:
+            continue
         if place.kind == "zip":
             if sq.zip is None:
                 sq.zip, sq.zip_state = place.text, place.state
                 sq.notes.append({"field": "zip", "value": place.text, "from": f"message ZIP {place.text}"})
-            if place.state == STATE:
-                add_county(place.county, f"ZIP {place.text}")
+            for county in place.counties:  # a ZIP spanning counties keeps all of them
+                add_county(county, f"ZIP {place.text}")
         elif place.kind == "county":
             add_county(place.county, f"county {place.text}")
         elif place.kind == "town":
-            sq.towns.append(place.text)
-            add_county(place.county, f"town {place.text}")
+            sq.towns.append(place.corrected)
+            for county in place.counties:
+                add_county(county, f"town {place.corrected}")
+    for place in sq.places:  # a ZIP of another state written in the message
+        if place.kind == "zip" and place.state != STATE and sq.zip is None:
+            sq.zip, sq.zip_state = place.text, place.state
     for collection, pattern in SCOPE_RULES:
         m = pattern.search(request.message)
         if m and collection in known_collections and collection not in sq.collections:
@@ -386,8 +393,22 @@ def wv_scope(sq: SelfQuery, request: ContextRequest, caller: Caller, settings: C
         reasons.append("profile state WV")
     for place in sq.places:
         if place.state == STATE and place.kind in ("state", "town"):
-            reasons.append(f"WV place in the text: {place.text}")
+            reasons.append(f"WV place in the text: {place.corrected}")
     return list(dict.fromkeys(reasons))
+
+
+def out_of_state(sq: SelfQuery) -> list[Place]:
+    """The places outside West Virginia the message names, when it names no West Virginia place (then the message
+    is about them, whatever the caller's role or profile says)."""
+    elsewhere = [p for p in sq.places if p.state != STATE]
+    if sq.zip and sq.zip_state and sq.zip_state != STATE and not any(p.kind == "zip" for p in elsewhere):
+        elsewhere.append(Place("zip", sq.zip, None, sq.zip_state))
+    named_wv = [p for p in sq.places if p.state == STATE]
+    if not elsewhere or named_wv:
+        return []
+    # "Raleigh, North Carolina" is one place: the state qualifying it is not named again
+    qualified = {p.qualified_by for p in elsewhere if p.qualified_by}
+    return [p for p in elsewhere if not (p.kind == "state" and p.text in qualified)]
 
 
 # --- 4. retrieval per source ------------------------------------------------------------------------------------------

@@ -34,3 +34,32 @@ def zip_columns() -> tuple[dict[str, str], dict[str, str], dict[str, bool]]:
 def state_counties(state: str) -> dict[str, str]:
     """county key -> county name, for the counties of a state."""
     return {county_key(c): c for s, c, _ in zip_data().values() if s == state and c}
+
+
+@cache
+def _zip_rows() -> dict[str, dict]:
+    import zipcodes
+
+    return {z["zip_code"]: z for z in zipcodes.list_all()}
+
+
+def zip_city(code: str) -> str | None:
+    """The post office town of a ZIP code (its primary city name), None when unknown."""
+    row = _zip_rows().get(code)
+    return row["city"].title() if row and row.get("city") else None
+
+
+@cache
+def zip_towns(state: str) -> dict[str, tuple[str, ...]]:
+    """lower-case town name (the primary and acceptable city names of the state's ZIP codes) → every county its
+    ZIP codes are filed under, most ZIP codes first (ties: alphabetical)."""
+    from collections import Counter
+
+    counts: dict[str, Counter] = {}
+    for z in _zip_rows().values():
+        if z["state"] != state or not z["county"]:
+            continue
+        county = without_county_word(z["county"])
+        for name in {z["city"], *(z.get("acceptable_cities") or [])}:
+            counts.setdefault(name.lower(), Counter())[county] += 1
+    return {t: tuple(sorted(c, key=lambda k: (-c[k], k))) for t, c in counts.items()}

