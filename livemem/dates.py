@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from livemem import yamlio
+
 # English names, spelled out: calendar.month_name follows the process locale.
 _MONTH_NAMES = [
     "january",
@@ -129,7 +131,7 @@ def _front_matter_date(text: str) -> Period | None:
     if not m:
         return None
     try:
-        meta = yaml.safe_load(m.group(1))
+        meta = yamlio.load(m.group(1), unique_keys=False)  # bounded: a hostile document cannot stop its build
     except yaml.YAMLError:
         return None
     value = meta.get("date") if isinstance(meta, dict) else None
