@@ -18,6 +18,7 @@ from typing import Any
 import pathspec
 import yaml
 
+from livemem import yamlio
 from livemem.errors import ConfigError
 from livemem.schemas import load_schema, validator
 from livemem.settings import PROJECT_ROOT as PROJECT_ROOT  # benchmarks import it from here
@@ -199,14 +200,20 @@ def load_sources(path: str | os.PathLike[str] | None = None) -> SourcesConfig:
     file = Path(path) if path is not None else sources_file_from_env()
     if not file.is_file():
         raise ConfigError(f"sources file {file} does not exist (set RAG_SOURCES to a YAML sources file)")
-    text = file.read_text(encoding="utf-8")
+    size = file.stat().st_size
+    if size > yamlio.MAX_BYTES:
+        raise ConfigError(f"{file}: refused: the sources file is {size} bytes, over the {yamlio.MAX_BYTES} allowed")
     try:
-        root = yaml.compose(text)
-        data = yaml.safe_load(text)
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 (byte {exc.start}): a sources file is UTF-8 text") from exc
+    try:
+        data, root = yamlio.load_node(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else str(file)
-        raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+        what = "refused" if isinstance(exc, yamlio.YAMLLimitError) else "not valid YAML"
+        raise ConfigError(f"{where}: {what}: {getattr(exc, 'problem', exc)}") from exc
     problems = _located_errors(file, root, data, "sources", [])
     if problems:
         raise ConfigError("invalid sources file:\n  " + "\n  ".join(problems))
