@@ -33,9 +33,11 @@ from typing import Any
 from livemem.answer import graph
 from livemem.answer.evidence import (
     gis_for,
+    link_programs,
     merge_facts,
     negotiation,
     passage,
+    rank_programs,
     refine_passages,
     registry_lookup,
     spatial_item,
@@ -159,10 +161,14 @@ def build_context(
                     row = gis.row_of[entity_id]
                     sections["spatial"].append(spatial_item(gis.entities[row], float(gis.dense[row] @ vector), False))
             tick("graph")
-        wants_registry = "resource" in intents or (wv_scoped and sq.counties)
+        # a yes/no place question the graph answered ("is X in Raleigh County?") asks for no program list
+        answered = bool(((graph_route or {}).get("relationship") or {}).get("verdict"))
+        wants_registry = ("resource" in intents or (wv_scoped and sq.counties)) and not answered
         if elig.registries and wants_registry and not sq.collections:
             ids = [p["local_resource_id"] for p in sections["unstructured"] if p.get("local_resource_id")]
-            sections["registry"], registry_lookups = registry_lookup(snap, sq, ids, settings.registry_limit)
+            sections["registry"], registry_lookups = registry_lookup(
+                snap, sq, ids, settings.registry_limit, request.message
+            )
             queried.append(REGISTRY_NAME)
             tick("registry")
         if wv_scoped:
@@ -183,7 +189,7 @@ def build_context(
         if not any(sections[s] for s in ("unstructured", "spatial", "registry", "web")):
             response_class, reason = "clarify", "no eligible evidence passed the thresholds"
             tick("thresholds")
-        elif offers := negotiation(snap, sq, sections["registry"], registry_lookups) if elig.registries else []:
+        elif offers := negotiation(snap, sq, sections, registry_lookups) if elig.registries and not answered else []:
             response_class = "negotiate"
             reason = "only part of the request is answered: " + "; ".join(o["kind"] for o in offers)
             known = {r["local_resource_id"] for r in sections["registry"]}
@@ -194,6 +200,11 @@ def build_context(
                         sections["registry"].append({**row, "match": f"elsewhere: no {offer['resource_type']} "
                                                      f"program in {offer['missing_in']}"})  # fmt: skip
             tick("negotiate")
+    links = link_programs(sections, snap) if sections["registry"] or sections["spatial"] else []
+    programs = rank_programs(sections, sq, request.message) if sections["registry"] or sections["spatial"] else []
+    order = {(p["kind"], p["id"]): p["rank"] for p in programs}
+    sections["registry"].sort(key=lambda r: order.get(("registry", r["local_resource_id"]), 1e9))
+    sections["spatial"].sort(key=lambda e: order.get(("place", e["entity_id"]), 1e9))
     if not web_info["reason"]:
         web_info["reason"] = f"excluded: no retrieval ({response_class})"
     budget = response_budget(response_class, intents, sections, request, settings)
@@ -215,6 +226,8 @@ def build_context(
         "wv_reasons": wv_reasons,
         "state": elsewhere[0].state if elsewhere else "WV" if wv_scoped else None,
         "places": [place_route(p) for p in sq.places],
+        "programs": programs,
+        "links": links,
         "eligibility": {"role": caller.role, **elig.public()},
         "persona": request.persona,
         "population": sq.populations,

@@ -4,6 +4,7 @@ registry programs (with alternatives from other counties) and negotiation. Step 
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -11,11 +12,14 @@ import numpy as np
 
 from livemem.answer import graph
 from livemem.answer.routing import (
+    RESOURCE_PATTERNS,
     ContextRequest,
     SelfQuery,
     serves_population,
 )
 from livemem.dates import passage_date
+from livemem.geo.gazetteer import distance_km, town_point
+from livemem.geo.zips import zip_city
 from livemem.query.fusion import normalized_score
 from livemem.query.gis_index import GisIndex, cached_gis_index
 from livemem.query.retrieval import Filters, Query, Retriever, chunk_result, top_order
@@ -123,16 +127,22 @@ def passage(result: dict[str, Any]) -> dict[str, Any]:
 def spatial_search(
     gis: GisIndex, access: frozenset[str], vector: np.ndarray, sq: SelfQuery, k: int, min_score: float
 ) -> list[dict[str, Any]]:
-    """Entities of the counties (or, without one, similar enough), towns named in the message first."""
+    """Entities of the counties (or, without one, similar enough), towns named in the message first; an entity in
+    a named town is a candidate whatever county it is filed under (a town may span counties)."""
     if k <= 0:
         return []
     mask = gis.mask(access, counties=tuple(sq.counties))
+    towns = {t.lower() for t in sq.towns}
+    if towns and sq.counties:
+        anywhere = gis.mask(access, counties=())
+        for row in np.flatnonzero(anywhere & ~mask):
+            if str(gis.entities[int(row)]["attributes"].get("city", "")).lower() in towns:
+                mask[row] = True
     rows = np.flatnonzero(mask)
     if not rows.size:
         return []
     scores = gis.dense[rows] @ vector
     order = top_order(scores, rows.size)
-    towns = {t.lower() for t in sq.towns}
     picked: list[tuple[int, float, bool]] = []
     for i in order:
         entity = gis.entities[int(rows[i])]
@@ -145,6 +155,7 @@ def spatial_search(
 
 def spatial_item(e: dict[str, Any], score: float, in_town: bool) -> dict[str, Any]:
     """An entity as the ``spatial`` section shows it."""
+    attributes = e["attributes"]
     return {
         "entity_id": e["entity_id"],
         "label": e["label"],
@@ -152,9 +163,13 @@ def spatial_item(e: dict[str, Any], score: float, in_town: bool) -> dict[str, An
         "dataset": e["dataset"],
         "gbim_entity": e["gbim_entity"],
         "county": e["county"],
-        "town": e["attributes"].get("city"),
-        "address": e["attributes"].get("address"),
-        "zip": e["attributes"].get("zip"),
+        "town": attributes.get("city"),
+        "address": attributes.get("address"),
+        "zip": attributes.get("zip"),
+        "type": attributes.get("type"),
+        "programs": attributes.get("programs"),
+        "phone": attributes.get("phone"),
+        "local_resource_id": attributes.get("local_resource_id") or None,
         "lon": e["lon"],
         "lat": e["lat"],
         "score": score,
@@ -184,16 +199,18 @@ MAX_LOOKUP_COUNTIES = 3
 TYPE_LABELS = {"snap": "SNAP", "wic": "WIC", "medicaid": "Medicaid"}
 ALTERNATIVES = 3  # programs of a missing type offered from other counties
 REGISTRY_FIELDS = (
-    "local_resource_id", "name", "resource_type", "county", "zip", "address", "contact_phone", "url", "hours",
-    "eligibility", "description", "verification_status", "last_verified_at", "match",
+    "local_resource_id", "name", "resource_type", "county", "zip", "zip_coverage", "address", "contact_phone", "url",
+    "hours", "eligibility", "description", "verification_status", "last_verified_at", "match",
 )  # fmt: skip
 
 
 def registry_lookup(
-    snap: Snapshot, sq: SelfQuery, ids: list[str], limit: int
+    snap: Snapshot, sq: SelfQuery, ids: list[str], limit: int, message: str = ""
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Verified registry rows for the place (each county named, at most three) and the program types (the
-    message's, else its populations'); rows serving a named population first. Also the lookups made (audit)."""
+    """Verified registry rows for the place (each county named, at most three; rows in a named town whatever
+    county they are filed under) and the program types (the message's, else its populations' or "benefits"'),
+    ranked by need, town, ZIP coverage and distance (``rank_programs``; rows serving a named population first).
+    Also the lookups made (audit)."""
     index = load_registry_index(snap.path)
     if index is None or limit <= 0:
         return [], []
@@ -216,38 +233,84 @@ def registry_lookup(
                 continue
             lookup = {**args, "total": found.total, "returned": [r["local_resource_id"] for r in found.rows]}
             if steered:
-                lookup["steered_by"] = [p["population"] for p in sq.populations if rtype in p["resource_types"]]
+                lookup["steered_by"] = [p["population"] for p in sq.populations if rtype in p["resource_types"]] or [
+                    "benefits in general"
+                ]
             lookups.append(lookup)
             for row in found.rows:
                 rows.setdefault(row["local_resource_id"], {k: row.get(k) for k in REGISTRY_FIELDS})
+    by_town = _rows_by_town(index)
+    for town in sq.towns:  # a town's programs filed under another county (a town spanning counties)
+        town_ids = by_town.get(town.casefold(), [])
+        for rtype in (types or [None]) if town_ids else []:
+            try:
+                found = resolve(index, ids=town_ids, resource_type=rtype, limit=limit)
+            except RegistryQueryError:
+                continue
+            in_town = [r for r in found.rows if r["local_resource_id"] in town_ids]
+            for row in in_town:
+                rows.setdefault(row["local_resource_id"], {k: row.get(k) for k in REGISTRY_FIELDS})
+            if in_town:
+                lookups.append({"town": town, "resource_type": rtype, "total": len(in_town),
+                                "returned": [r["local_resource_id"] for r in in_town]})  # fmt: skip
     ordered = list(rows.values())
+    order = {p["id"]: p["rank"] for p in rank_programs({"registry": ordered, "spatial": []}, sq, message)}
+    ordered.sort(key=lambda row: order[row["local_resource_id"]])
     if sq.populations:
-        ordered.sort(key=lambda row: not serves_population(row, sq.populations))  # stable: resolve's order within
+        ordered.sort(key=lambda row: not serves_population(row, sq.populations))  # stable: the ranking within
     return ordered[:limit], lookups
 
 
+_TOWN_ROWS: dict[str, dict[str, list[str]]] = {}
+
+
+def _rows_by_town(index: Any) -> dict[str, list[str]]:
+    """lower-case town → the ids of the registry rows in it, once per registry version."""
+    if index.version_id not in _TOWN_ROWS:
+        by_town: dict[str, list[str]] = {}
+        for row in index.rows:
+            town = row_town(row)
+            if town:
+                by_town.setdefault(town.casefold(), []).append(row["local_resource_id"])
+        if len(_TOWN_ROWS) > 8:
+            _TOWN_ROWS.clear()
+        _TOWN_ROWS[index.version_id] = by_town
+    return _TOWN_ROWS[index.version_id]
+
+
 def negotiation(
-    snap: Snapshot, sq: SelfQuery, registry: list[dict[str, Any]], lookups: list[dict[str, Any]]
+    snap: Snapshot, sq: SelfQuery, sections: dict[str, list[dict[str, Any]]], lookups: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """What to agree on with the person when the evidence answers only part of the request (response class
-    ``negotiate``): a program type they named with no verified program at their place (up to ``ALTERNATIVES``
-    programs of that type in other counties are offered), or several counties named (which one do they mean?)."""
+    ``negotiate``): a program type they named with no verified program and no place offering it at their place
+    (up to ``ALTERNATIVES`` programs of that type elsewhere are offered, nearest first), or several counties named
+    as counties (which one do they mean?)."""
     offers: list[dict[str, Any]] = []
-    if len(sq.counties) > 1:
-        offers.append({"kind": "choose_county", "counties": sq.counties,
-                       "text": f"You named {' and '.join(sq.counties)} counties: evidence for each is below; "
+    if len(sq.named_counties) > 1:  # several counties named as such (a ZIP or town spanning counties is one place)
+        offers.append({"kind": "choose_county", "counties": sq.named_counties,
+                       "text": f"You named {' and '.join(sq.named_counties)} counties: evidence for each is below; "
                                "which one do you mean?"})  # fmt: skip
     index = load_registry_index(snap.path)
-    place = f"{sq.counties[0]} County" if sq.counties else f"ZIP {sq.zip}" if sq.zip else None
+    place = (
+        sq.towns[0] if sq.towns else f"{sq.counties[0]} County" if sq.counties else f"ZIP {sq.zip}" if sq.zip else None
+    )
     if index is None or place is None or not sq.resource_types:
         return offers
-    have = {row["resource_type"] for row in registry}
+    have = {row["resource_type"] for row in sections["registry"]}
+    local = {t.casefold() for t in sq.towns} | {c.casefold() for c in sq.counties}
+    for e in sections["spatial"]:  # a place at the person's town or county offering it answers the need too
+        if {str(e.get("town") or "").casefold(), str(e.get("county") or "").casefold()} & local:
+            have |= {t for t in sq.resource_types if place_matches_need(e, t)}
+    origin = next((p for p in (_town_point(t) for t in sq.towns) if p), None)
     for rtype in sq.resource_types:
         asked = [lk for lk in lookups if lk.get("resource_type") == rtype and "error" not in lk]
         if rtype in have or not asked or any(lk["total"] for lk in asked):
             continue
         rows = resolve(index, resource_type=rtype).rows
-        elsewhere = [r for r in rows if r["county"] not in sq.counties][:ALTERNATIVES]
+        elsewhere = [r for r in rows if r["county"] not in sq.counties]
+        if origin is not None:  # nearest first
+            elsewhere.sort(key=lambda r: distance_km(origin, _town_point(row_town(r)) or (0.0, 0.0)))
+        elsewhere = elsewhere[:ALTERNATIVES]
         label = TYPE_LABELS.get(rtype, rtype.replace("_", " "))
         missing = f"No verified {label} program is listed for {place}"
         if elsewhere:
@@ -265,3 +328,147 @@ def negotiation(
             }
         )
     return offers
+
+
+# --- programs ranked by need, place and distance; registry rows, places and passages linked ---------------------------
+ROW_TOWN = re.compile(r",\s*([A-Za-z][A-Za-z .'-]+?),\s*(?:WV|W\.\s?Va\.?|West Virginia)\b")
+STREET_WORDS = {"street": "st", "avenue": "ave", "road": "rd", "drive": "dr", "lane": "ln", "boulevard": "blvd",
+                "highway": "hwy", "court": "ct", "place": "pl", "way": "way", "south": "s", "north": "n",
+                "east": "e", "west": "w"}  # fmt: skip
+
+
+def row_town(row: dict[str, Any]) -> str | None:
+    """The town of a registry row (from its address, else its ZIP's post office town) or a place (its city)."""
+    if row.get("town"):
+        return str(row["town"])
+    m = ROW_TOWN.search(str(row.get("address") or ""))
+    if m:
+        return m.group(1).strip()
+    return zip_city(str(row["zip"])) if row.get("zip") else None
+
+
+def street(address: Any) -> str:
+    """The street part of an address, compared without case, punctuation or the spelling of street words."""
+    first = str(address or "").split(",")[0].casefold()
+    return " ".join(STREET_WORDS.get(w, w) for w in re.findall(r"[a-z0-9]+", first))
+
+
+def phone_digits(value: Any) -> str:
+    """The last ten digits of a phone number (without an extension), for comparing two spellings of one."""
+    digits = re.sub(r"\D", "", re.split(r";?\s*ext\.?|;ext=| x", str(value or ""), maxsplit=1)[0])
+    return digits[-10:]
+
+
+def place_matches_need(place: dict[str, Any], need: str) -> bool:
+    """Whether a GBIM place serves a program type (its type, label, programs or description say so)."""
+    text = " ".join(str(place.get(k) or "") for k in ("label", "type", "programs", "description"))
+    return bool(RESOURCE_PATTERNS[need].search(text.replace("_", " ")))
+
+
+def _town_point(town: str | None) -> tuple[float, float] | None:
+    return town_point(town) if town else None
+
+
+def rank_programs(sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, message: str) -> list[dict[str, Any]]:
+    """Registry programs and places, the most useful first (``route.programs``; the answer lists them in this
+    order): first by the need they answer (the message's program types in the order it names them, else the
+    types its population or "benefits" steer to), then in the town the message names, then covering its ZIP,
+    then nearest to the place asked about (gazetteer distance between towns), registry rows before places on a
+    tie (the registry is verified), then by the words they share with the message. A place linked to a registry
+    row (``same_as``) is not listed again."""
+    needs = sq.steered_types()
+    towns = {t.casefold() for t in sq.towns}
+    origin = next((p for p in (_town_point(t) for t in sq.towns) if p), None)
+    if origin is None and sq.zip:
+        origin = _town_point(zip_city(sq.zip))
+    words = {w for w in re.findall(r"[a-z]{4,}", message.casefold())}
+    items: list[tuple[tuple, dict[str, Any]]] = []
+    for kind, section in (("registry", "registry"), ("place", "spatial")):
+        for n, item in enumerate(sections[section]):
+            if kind == "place" and item.get("same_as"):
+                continue
+            if kind == "registry":
+                matched = [i for i, t in enumerate(needs) if item.get("resource_type") == t]
+                covers = bool(sq.zip) and sq.zip in {str(item.get("zip")), *map(str, item.get("zip_coverage") or [])}
+                text = f"{item.get('name')} {item.get('description')}"
+            else:
+                matched = [i for i, t in enumerate(needs) if place_matches_need(item, t)]
+                covers = bool(sq.zip) and sq.zip == str(item.get("zip"))
+                text = f"{item.get('label')} {item.get('description')}"
+            town = row_town(item)
+            in_town = bool(town) and town.casefold() in towns
+            point = _town_point(town)
+            distance = round(distance_km(origin, point), 1) if origin and point else None
+            shared = len(words & set(re.findall(r"[a-z]{4,}", text.casefold())))
+            need_rank = min(matched) if matched else (len(needs) if needs else 0)
+            key = (need_rank, not in_town, not covers, distance if distance is not None else 1e9, kind != "registry",
+                   -shared, n)  # fmt: skip
+            items.append((key, {
+                "kind": kind,
+                "id": item["local_resource_id"] if kind == "registry" else item["entity_id"],
+                "name": item.get("name") if kind == "registry" else item.get("label"),
+                "need": needs[min(matched)] if matched else None,
+                "town": town,
+                "in_town": in_town,
+                "covers_zip": covers,
+                "distance_km": distance,
+            }))  # fmt: skip
+    items.sort(key=lambda pair: pair[0])
+    return [{"rank": i + 1, **item} for i, (_, item) in enumerate(items)]
+
+
+def link_programs(sections: dict[str, list[dict[str, Any]]], snap: Snapshot) -> list[dict[str, Any]]:
+    """Registry rows, places and passages about the same program (``route.links``), each registry row in evidence
+    with what is linked to it: a place whose ``local_resource_id`` names it, or at the same street address in the
+    same town offering that program type; a passage whose metadata names it or whose text names the program.
+    The registry is authoritative for contact facts: where a linked place gives another address or phone, the
+    link records the conflict, the place is marked ``same_as`` the row (so it is not given as a second answer) and
+    the row carries ``conflicts``."""
+    index = load_registry_index(snap.path)
+    rows = {r["local_resource_id"]: r for r in sections["registry"]}
+    if index is not None:  # a place may name a program outside this answer's rows: it is still the same program
+        for place in sections["spatial"]:
+            rid = place.get("local_resource_id")
+            if rid and rid not in rows and rid in index.by_id:
+                rows[rid] = {k: index.rows[index.by_id[rid]].get(k) for k in REGISTRY_FIELDS}
+    links: list[dict[str, Any]] = []
+    for rid, row in rows.items():
+        places, conflicts = [], []
+        for place in sections["spatial"]:
+            explicit = place.get("local_resource_id") == rid
+            same_site = (
+                street(place.get("address")) == street(row.get("address"))
+                and (row_town(place) or "").casefold() == (row_town(row) or "").casefold()
+                and place_matches_need(place, str(row.get("resource_type")))
+            )
+            if not (explicit or same_site):
+                continue
+            places.append(place["entity_id"])
+            place["same_as"] = rid
+            if street(place.get("address")) and street(place.get("address")) != street(row.get("address")):
+                conflicts.append({"field": "address", "registry": row.get("address"), "other": place.get("address"),
+                                  "source": f"place {place['entity_id']}"})  # fmt: skip
+            if phone_digits(place.get("phone")) and phone_digits(place.get("phone")) != phone_digits(
+                row.get("contact_phone")
+            ):
+                conflicts.append({"field": "phone", "registry": row.get("contact_phone"), "other": place.get("phone"),
+                                  "source": f"place {place['entity_id']}"})  # fmt: skip
+        name = _name_key(row.get("name"))
+        passages = [
+            p["chunk_id"]
+            for p in sections["unstructured"]
+            if p.get("local_resource_id") == rid or (name and name in _name_key(p.get("content")))
+        ]
+        if places or passages:
+            link = {"local_resource_id": rid, "name": row.get("name"), "places": places, "passages": passages}
+            if conflicts:
+                link["conflicts"] = conflicts
+                for r in sections["registry"]:
+                    if r["local_resource_id"] == rid:
+                        r["conflicts"] = conflicts
+            links.append(link)
+    return links
+
+
+def _name_key(text: Any) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", str(text or "").casefold()))

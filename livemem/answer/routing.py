@@ -60,24 +60,35 @@ GREETING = re.compile(
     r"[\s!.,?]*)+$",
     re.IGNORECASE,
 )
+# Needs, as people write them: synonyms and plurals of each program type (docs/context.md, "Needs").
 RESOURCE_TYPES: dict[str, str] = {
-    "utility_assistance": r"utilit\w*|heating|heat bill|electric\w*|water bill|lieap|liheap|energy assistance|"
-    r"shut-?off",
-    "snap": r"snap|food stamps?|ebt",
-    "wic": r"wic",
-    "medicaid": r"medicaid|wvchip|health coverage|health insurance",
-    "food_pantry": r"pantry|pantries|food bank|groceries|meals?|soup kitchen|hungry",
-    "seasonal_assistance": r"winter coats?|coats?|holiday|christmas|toys|school supplies|cooling cent\w*",
-    "housing": r"housing|rent|rental|shelter|evict\w*|homeless\w*|weatheri\w*",
-    "healthcare": r"clinic|doctor|dental|dentist|pharmac\w*|prescriptions?|primary care",
-    "behavioral_health": r"mental health|counsel(?:ing|or)|addiction|substance use|behavioral health",
-    "transportation": r"rides?|transportation|bus",
-    "childcare": r"child ?care|daycare",
-    "employment": r"jobs?|employment",
-    "legal_aid": r"legal aid|lawyer|attorney|legal help",
+    "utility_assistance": r"utilit\w*|heat|heating|heater|heat bills?|(?:electric|electricity|power|gas|water|energy|"
+    r"utility|heating|light) bills?|electric\w*|lieap|liheap|energy assistance|shut-?offs?|shut off|disconnect\w*|"
+    r"propane|fuel oil|furnace|keep (?:the )?(?:heat|lights) on",
+    "snap": r"snap|food stamps?|ebt|food benefits?|food assistance",
+    "wic": r"wic|baby formula|formula for (?:my|the) baby",
+    "medicaid": r"medicaid|wvchip|chip|health coverage|health insurance|medical card|insurance card",
+    "food_pantry": r"pantry|pantries|food banks?|groceries|grocery|meals?|soup kitchens?|hungry|free food|food boxes?|"
+    r"something to eat|nothing to eat|food tonight",
+    "seasonal_assistance": r"winter coats?|coats?|jackets?|gloves|blankets?|holiday|christmas|toys|school supplies|"
+    r"cooling cent\w*|coat drives?",
+    "housing": r"housing|rent|rental|shelters?|evict\w*|homeless\w*|weatheri\w*|place to (?:stay|sleep|live)|"
+    r"(?:somewhere|where) to (?:stay|sleep)|sleep tonight|shelter tonight|section 8|vouchers?",
+    "healthcare": r"clinics?|doctors?|dental|dentists?|teeth|pharmac\w*|prescriptions?|primary care|medical care|"
+    r"health care|healthcare|check-?ups?|vaccinations?|vaccines?|shots|sick|nurses?",
+    "behavioral_health": r"mental health|counsel(?:ing|or|ors)|therap(?:y|ist)|addiction|substance use|"
+    r"behavioral health|depress\w*|anxiety",
+    "transportation": r"rides?|transportation|bus(?:es)?|transit|get to (?:my|the) (?:doctor|appointment)",
+    "childcare": r"child ?care|daycare|day care|babysit\w*",
+    "employment": r"jobs?|employment|work search|unemploy\w*",
+    "legal_aid": r"legal aid|lawyers?|attorneys?|legal help|legal advice|benefits denial|denied benefits|appeal",
     "senior_services": r"senior services|elderly",
     "disability_services": r"disability services",
 }
+# A need named only in general ("county benefits", "what help is there") is steered to the public benefits a
+# benefits office handles, in this order (SelfQuery.steered_types).
+GENERAL_BENEFITS = re.compile(r"\b(?:benefits?|public assistance|government (?:help|assistance)|dhhr|aid)\b", re.I)
+GENERAL_BENEFIT_TYPES = ("snap", "medicaid", "wic", "utility_assistance")
 RESOURCE_PATTERNS = {t: re.compile(rf"\b(?:{p})\b", re.IGNORECASE) for t, p in RESOURCE_TYPES.items()}
 INTENT_RULES: list[tuple[str, str, re.Pattern[str]]] = [
     (
@@ -147,7 +158,9 @@ def route_intents(message: str) -> tuple[list[str], list[dict[str, str]]]:
 
 
 def resource_types(message: str) -> list[str]:
-    return [t for t, p in RESOURCE_PATTERNS.items() if p.search(message)]
+    """The program types a message names, in the order it names them ("SNAP and WIC": snap, wic)."""
+    first = {t: m.start() for t, p in RESOURCE_PATTERNS.items() if (m := p.search(message))}
+    return sorted(first, key=lambda t: first[t])
 
 
 # Population hints: who the help is for. They steer the registry lookups to the program types that population is
@@ -261,13 +274,19 @@ class SelfQuery:
     updated_before: datetime | None = None
     resource_types: list[str] = field(default_factory=list)
     populations: list[dict[str, Any]] = field(default_factory=list)
+    general_benefits: bool = False  # "county benefits": no program type named, benefits in general
+    named_counties: list[str] = field(default_factory=list)  # counties named as counties (not a ZIP's or town's)
     notes: list[dict[str, str]] = field(default_factory=list)
 
     def steered_types(self) -> list[str]:
-        """The program types of the registry lookups: the message's own, else its populations' (in order)."""
+        """The program types of the registry lookups: the message's own, else its populations', else the public
+        benefits when it asks for benefits in general (in order)."""
         if self.resource_types:
             return self.resource_types
-        return list(dict.fromkeys(t for p in self.populations for t in p["resource_types"]))
+        steered = list(dict.fromkeys(t for p in self.populations for t in p["resource_types"]))
+        if not steered and self.general_benefits:
+            steered = list(GENERAL_BENEFIT_TYPES)
+        return steered
 
     def filters(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -294,6 +313,7 @@ def self_query(request: ContextRequest, known_collections: list[str], now: datet
 
     if request.county:
         add_county(county_name(request.county) or request.county, request.place_from or "request county")
+        sq.named_counties.append(sq.counties[-1])
     profile = request.profile or {}
     if isinstance(profile.get("county"), str):
         add_county(county_name(profile["county"]) or profile["county"], "profile county")
@@ -320,6 +340,8 @@ def self_query(request: ContextRequest, known_collections: list[str], now: datet
                 add_county(county, f"ZIP {place.text}")
         elif place.kind == "county":
             add_county(place.county, f"county {place.text}")
+            if place.county not in sq.named_counties:
+                sq.named_counties.append(place.county)
         elif place.kind == "town":
             sq.towns.append(place.corrected)
             for county in place.counties:
@@ -345,6 +367,7 @@ def self_query(request: ContextRequest, known_collections: list[str], now: datet
     sq.notes.extend(time_notes)
     sq.resource_types = resource_types(request.message)
     sq.populations = population_hints(request.message)
+    sq.general_benefits = bool(GENERAL_BENEFITS.search(request.message))
     return sq
 
 

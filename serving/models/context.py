@@ -182,6 +182,12 @@ class Route(BaseModel):
         "(every county of a ZIP or town spanning several), corrected_from (a misspelling), qualified_by (the state "
         "written beside it)",
     )
+    programs: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="registry programs and places, most useful first (need, town, ZIP coverage, distance): kind "
+        "(registry, place), id, name, need, town, in_town, covers_zip, distance_km, rank; the answer lists them in "
+        "this order",
+    )
     links: list[dict[str, Any]] = Field(
         default_factory=list,
         description="registry programs and the places and passages about the same program (local_resource_id); "
@@ -271,6 +277,13 @@ class SpatialEntity(BaseModel):
     score: float
     matched_town: bool
     provenance: dict[str, Any]
+    type: str | None = Field(None, description="the place's own type (food_pantry, clinic, benefits_office, ...)")
+    programs: str | None = Field(None, description="the programs the place lists")
+    phone: str | None = None
+    local_resource_id: str | None = Field(None, description="the registry program this place is, when its data says")
+    same_as: str | None = Field(
+        None, description="the registry program in this answer this place is (linked: route.links); not given twice"
+    )
     ref: int | None = None
 
 
@@ -289,6 +302,10 @@ class RegistryRow(BaseModel):
     verification_status: str
     last_verified_at: str | None = None
     match: str
+    zip_coverage: list[str] | None = None
+    conflicts: list[dict[str, Any]] | None = Field(
+        None, description="where a linked place or passage disagrees with this row (the registry is authoritative)"
+    )
     ref: int | None = None
 
 
