@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from livemem import yamlio
 from livemem.answer.chat import PersonaError, generate, persona_collections, resolve_persona
 from livemem.answer.context import build_context
 from livemem.answer.conversation import carry, from_history
@@ -93,7 +94,7 @@ def _yaml(file: Path) -> tuple[Any, yaml.Node | None]:
         raise ConfigError(f"answer suite {file} does not exist")
     text = file.read_text(encoding="utf-8")
     try:
-        return yaml.safe_load(text), yaml.compose(text)
+        return yamlio.load_node(text)  # duplicate keys, alias bombs, over-deep or oversize: refused
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else str(file)

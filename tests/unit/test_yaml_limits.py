@@ -45,7 +45,9 @@ def test_a_key_given_twice_is_refused_at_its_line_and_column(tmp_path: Path) -> 
         err.value
     )
 
-    nested = sources(tmp_path, "index:\n  max_file_bytes: 2000\n  retention: 3\n  max_file_bytes: 9000000\nsources: []\n")
+    nested = sources(
+        tmp_path, "index:\n  max_file_bytes: 2000\n  retention: 3\n  max_file_bytes: 9000000\nsources: []\n"
+    )
     with pytest.raises(ConfigError, match=r"sources\.yaml:4:3: not valid YAML: found duplicate key 'max_file_bytes'"):
         load_sources(nested)
 
@@ -117,13 +119,21 @@ def test_hostile_front_matter_never_stops_a_build() -> None:
     start = time.perf_counter()
     deep = "---\ntags: " + "[" * 5000 + "]" * 5000 + "\n---\n# Report of March 2021\n"
     assert document_date("notes.md", deep)["date_source"] == "heading"  # was RecursionError
-    bomb = "---\n" + "\n".join(
-        ["a: &a [x, x, x, x, x, x, x, x, x]"] + [f"a{i}: &a{i} [{', '.join(['*a' if i == 1 else f'*a{i - 1}'] * 9)}]"
-                                                  for i in range(1, 9)]  # fmt: skip
-    ) + "\ndate: 2021-04-05\n---\n# Notes\n"
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    bomb = "---\n" + "\n".join(levels) + "\ndate: 2021-04-05\n---\n# Notes\n"
     assert document_date("notes.md", bomb) is None
     assert time.perf_counter() - start < 2.0
     repeated = "---\ndate: 2020-01-01\ndate: 2021-06-07\n---\n# Notes\n"
     assert document_date("notes.md", repeated) == {
         "document_date": "2021-06-07", "date_source": "front_matter", "date_precision": "day",
     }  # fmt: skip
+
+
+def test_an_answer_suite_with_a_key_given_twice_is_refused(tmp_path: Path) -> None:
+    from livemem.answer.evaluation import load_suite
+
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("cases:\n  - id: a\n    question: Where is WIC?\n    question: Where is SNAP?\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"suite\.yaml:4:5: not valid YAML: found duplicate key 'question'"):
+        load_suite(suite)
