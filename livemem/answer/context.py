@@ -40,6 +40,8 @@ from livemem.answer.evidence import (
     rank_programs,
     refine_passages,
     registry_lookup,
+    registry_rows,
+    registry_verdict,
     spatial_item,
     spatial_search,
     structured_facts,
@@ -115,6 +117,9 @@ def build_context(
         response_class, reason = "answer", "small talk: answered without retrieval"
     elif EMERGENCY.search(request.message):
         response_class, reason = "redirect", "emergency words: pointed to 911 / 988"
+    elif sq.invalid_zips and not sq.counties:
+        response_class = "clarify"
+        reason = f"ZIP {', '.join(sq.invalid_zips)} is not a ZIP code: which town, county or ZIP is meant?"
     elif elsewhere:  # named outside West Virginia, and no WV place named: never answered with WV programs
         response_class = "redirect"
         reason = f"place outside West Virginia ({'; '.join(p.name for p in elsewhere)}): this memory covers WV"
@@ -161,8 +166,19 @@ def build_context(
                     row = gis.row_of[entity_id]
                     sections["spatial"].append(spatial_item(gis.entities[row], float(gis.dense[row] @ vector), False))
             tick("graph")
-        # a yes/no place question the graph answered ("is X in Raleigh County?") asks for no program list
+        # a yes/no question the graph or the registry answers ("is X in Raleigh County?", "is X still open?") asks
+        # for no program list: the verdict, and the program it is about
         answered = bool(((graph_route or {}).get("relationship") or {}).get("verdict"))
+        if not answered and elig.registries and not sq.collections:
+            said, rests_on = registry_verdict(snap, request.message)
+            if said:
+                answered = True
+                graph_route = graph_route or {}
+                graph_route.setdefault("relationship", {"terms": [], "resolved": [], "connections": []})
+                graph_route["relationship"]["verdict"] = {**said, "from": "registry"}
+                sections["structured_facts"] = merge_facts(rests_on, sections["structured_facts"])
+                sections["registry"] = registry_rows(snap, [said["local_resource_id"]])
+                queried.append(REGISTRY_NAME)
         wants_registry = ("resource" in intents or (wv_scoped and sq.counties)) and not answered
         if elig.registries and wants_registry and not sq.collections:
             ids = [p["local_resource_id"] for p in sections["unstructured"] if p.get("local_resource_id")]

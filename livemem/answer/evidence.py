@@ -8,6 +8,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+import duckdb
 import numpy as np
 
 from livemem.answer import graph
@@ -19,7 +20,9 @@ from livemem.answer.routing import (
 )
 from livemem.dates import passage_date
 from livemem.geo.gazetteer import distance_km, town_point
-from livemem.geo.zips import zip_city
+from livemem.geo.names import county_key
+from livemem.geo.places import county_name
+from livemem.geo.zips import zip_city, zip_data
 from livemem.query.fusion import normalized_score
 from livemem.query.gis_index import GisIndex, cached_gis_index
 from livemem.query.retrieval import Filters, Query, Retriever, chunk_result, top_order
@@ -254,11 +257,26 @@ def registry_lookup(
                 lookups.append({"town": town, "resource_type": rtype, "total": len(in_town),
                                 "returned": [r["local_resource_id"] for r in in_town]})  # fmt: skip
     ordered = list(rows.values())
+    if place_zip and not sq.named_counties and not sq.towns:  # "near me" with a ZIP: programs serving that ZIP
+        covering = {r["resource_type"] for r in ordered if _covers(r, place_zip)}
+        ordered = [r for r in ordered if _covers(r, place_zip) or r["resource_type"] not in covering]
     order = {p["id"]: p["rank"] for p in rank_programs({"registry": ordered, "spatial": []}, sq, message)}
     ordered.sort(key=lambda row: order[row["local_resource_id"]])
     if sq.populations:
         ordered.sort(key=lambda row: not serves_population(row, sq.populations))  # stable: the ranking within
     return ordered[:limit], lookups
+
+
+def registry_rows(snap: Snapshot, ids: list[str]) -> list[dict[str, Any]]:
+    """The verified registry rows of these ids, as the registry section shows them."""
+    index = load_registry_index(snap.path)
+    if index is None:
+        return []
+    return [{k: r.get(k) for k in REGISTRY_FIELDS} for r in resolve(index, ids=ids).rows]
+
+
+def _covers(row: dict[str, Any], code: str) -> bool:
+    return code == str(row.get("zip")) or code in {str(z) for z in row.get("zip_coverage") or []}
 
 
 _TOWN_ROWS: dict[str, dict[str, list[str]]] = {}
@@ -389,7 +407,7 @@ def rank_programs(sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, mess
                 continue
             if kind == "registry":
                 matched = [i for i, t in enumerate(needs) if item.get("resource_type") == t]
-                covers = bool(sq.zip) and sq.zip in {str(item.get("zip")), *map(str, item.get("zip_coverage") or [])}
+                covers = bool(sq.zip) and _covers(item, str(sq.zip))
                 text = f"{item.get('name')} {item.get('description')}"
             else:
                 matched = [i for i, t in enumerate(needs) if place_matches_need(item, t)]
@@ -472,3 +490,127 @@ def link_programs(sections: dict[str, list[dict[str, Any]]], snap: Snapshot) -> 
 
 def _name_key(text: Any) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", str(text or "").casefold()))
+
+
+# --- yes/no questions about a registry program ------------------------------------------------------------------------
+OPEN_QUESTION = re.compile(
+    r"^\s*(?:is|are)\s+(?P<a>.+?)\s+(?:still\s+)?(?P<state>open|closed|operating|running|in business)"
+    r"(?P<rest>.*?)\s*[?.!]*\s*$",
+    re.I,
+)
+YES_NO = re.compile(r"^\s*(?:is|are|does|do|can)\b", re.I)
+NAME_STOPWORDS = {"the", "a", "an", "of", "in", "at", "for", "and", "program", "office"}
+
+
+def _closed_programs(snap: Snapshot) -> list[dict[str, Any]]:
+    """Programs the registry lists as closed (deprecated), from its history: their last data and closing date."""
+    import json
+
+    from livemem.version import connect
+
+    key = str(snap.path)
+    if key not in _CLOSED:
+        rows: dict[str, dict[str, Any]] = {}
+        con = connect(snap.path)
+        try:
+            found = con.execute(
+                "SELECT local_resource_id, deprecated_at, data FROM registry_history WHERE deprecated_at IS NOT NULL "
+                "ORDER BY valid_from"
+            ).fetchall()
+        except duckdb.Error:  # a version without a registry history has no closed programs
+            found = []
+        finally:
+            con.close()
+        for rid, closed, data in found:
+            rows[rid] = {**json.loads(data), "deprecated_at": str(closed)[:10]}
+        if len(_CLOSED) > 8:
+            _CLOSED.clear()
+        _CLOSED[key] = list(rows.values())
+    return _CLOSED[key]
+
+
+_CLOSED: dict[str, list[dict[str, Any]]] = {}
+
+
+def find_program(rows: list[dict[str, Any]], term: str) -> dict[str, Any] | None:
+    """The registry row a question names: every word of the term (bar a few) in the row's name, the shortest
+    such name first."""
+    words = set(re.findall(r"[a-z0-9]+", term.casefold())) - NAME_STOPWORDS
+    if not words:
+        return None
+    hits = [r for r in rows if words <= set(re.findall(r"[a-z0-9]+", str(r.get("name", "")).casefold()))]
+    return min(hits, key=lambda r: len(str(r["name"]))) if hits else None
+
+
+def _registry_fact(row: dict[str, Any], predicate: str, obj: str, kind: str) -> dict[str, Any]:
+    return {
+        "subject": row["local_resource_id"], "subject_label": row["name"], "predicate": predicate, "object": obj,
+        "object_kind": kind, "object_label": None, "resolved_from": "question",
+        "provenance": {"source": "local_resources registry", "local_resource_id": row["local_resource_id"]},
+    }  # fmt: skip
+
+
+def registry_verdict(snap: Snapshot, message: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The yes/no answer to a question about one registry program: "is X still open?" (a closed program from the
+    registry's history says no, and why), "is X open 24 hours?" (its hours), "does X serve ZIP / town / county
+    Y?" (its ZIP coverage, town or county). ``{"answer", "sentence", "local_resource_id"}`` and the registry facts
+    it rests on; None when the question is no such question or names no program."""
+    index = load_registry_index(snap.path)
+    if index is None or not YES_NO.match(message) or len(message) > graph.MAX_RELATIONSHIP_CHARS:
+        return None, []
+    if m := OPEN_QUESTION.match(message):
+        closed = find_program(_closed_programs(snap), m.group("a"))
+        row = find_program(index.rows, m.group("a"))
+        if closed and (row is None or len(str(closed["name"])) <= len(str(row["name"]))):
+            said = f"No — {closed['name']} closed on {closed['deprecated_at']}."
+            if closed.get("description"):
+                said += f" {closed['description']}"
+            fact = _registry_fact(closed, "closed_on", closed["deprecated_at"], "date")
+            return {"answer": "no", "sentence": said, "local_resource_id": closed["local_resource_id"]}, [fact]
+        if row is None:
+            return None, []
+        hours = str(row.get("hours") or "")
+        asked = m.group("rest").strip(" ?.!").casefold()
+        fact = _registry_fact(row, "hours", hours or "not listed", "hours")
+        if m.group("state").casefold() == "closed":
+            said = f"No — {row['name']} is listed as open (hours: {hours or 'not listed'})."
+            return {"answer": "no", "sentence": said, "local_resource_id": row["local_resource_id"]}, [fact]
+        if asked and hours:
+            wanted = [w for w in re.findall(r"[a-z0-9]+", asked) if w not in {"on", "at", "the", "a", "all", "day"}]
+            yes = all(w in hours.casefold() or w.rstrip("s")[:3] in hours.casefold() for w in wanted)
+            lead = "Yes" if yes else "Not by its listed hours"
+            said = f"{lead} — {row['name']}: hours {hours}."
+            return {"answer": "yes" if yes else "no", "sentence": said,
+                    "local_resource_id": row["local_resource_id"]}, [fact]  # fmt: skip
+        said = f"Yes — {row['name']} is listed as open" + (f" (hours: {hours})." if hours else ".")
+        return {"answer": "yes", "sentence": said, "local_resource_id": row["local_resource_id"]}, [fact]
+    terms = graph.relationship_terms(message)
+    if not terms or terms[1] is None:
+        return None, []
+    row = find_program(index.rows, terms[0])
+    if row is None:
+        return None, []
+    b = terms[1].strip()
+    covered = [str(z) for z in (row.get("zip") or "", *(row.get("zip_coverage") or [])) if z]
+    code = re.fullmatch(r"(?:zip(?: code)?\s*)?(\d{5})", b, re.I)
+    county = county_name(b)
+    town_zips = [z for z, city in ((z, zip_city(z)) for z in zip_data()) if city and city.casefold() == b.casefold()]
+    if code:
+        yes, target = code.group(1) in covered, f"ZIP {code.group(1)}"
+        fact = _registry_fact(row, "serves_zip", ", ".join(covered), "zip")
+    elif county:
+        yes, target = county_key(str(row.get("county"))) == county_key(county), f"{county} County"
+        fact = _registry_fact(row, "located_in", str(row.get("county")), "county")
+    elif town_zips or (row_town(row) or "").casefold() == b.casefold():
+        yes = (row_town(row) or "").casefold() == b.casefold() or bool(set(town_zips) & set(covered))
+        target = b.title()
+        fact = _registry_fact(row, "serves_zip", ", ".join(covered), "zip")
+    else:
+        return None, []
+    if yes:
+        said = f"Yes — {row['name']} serves {target} (it covers ZIP {', '.join(covered)})."
+    else:
+        said = (
+            f"No — {row['name']} does not list {target}; it covers ZIP {', '.join(covered)} ({row['county']} County)."
+        )
+    return {"answer": "yes" if yes else "no", "sentence": said, "local_resource_id": row["local_resource_id"]}, [fact]

@@ -65,8 +65,9 @@ RESOURCE_TYPES: dict[str, str] = {
     "utility_assistance": r"utilit\w*|heat|heating|heater|heat bills?|(?:electric|electricity|power|gas|water|energy|"
     r"utility|heating|light) bills?|electric\w*|lieap|liheap|energy assistance|shut-?offs?|shut off|disconnect\w*|"
     r"propane|fuel oil|furnace|keep (?:the )?(?:heat|lights) on",
-    "snap": r"snap|food stamps?|ebt|food benefits?|food assistance",
-    "wic": r"wic|baby formula|formula for (?:my|the) baby",
+    "snap": r"snap|food stamps?|ebt|food benefits?|food assistance|(?:need|needs|afford|buy|buying) (?:\w+ )?food|"
+    r"help (?:with|buying|paying for) food",
+    "wic": r"wic|(?:baby|infant) formula|formula for (?:my|the) baby|nutrition|healthy food",
     "medicaid": r"medicaid|wvchip|chip|health coverage|health insurance|medical card|insurance card",
     "food_pantry": r"pantry|pantries|food banks?|groceries|grocery|meals?|soup kitchens?|hungry|free food|food boxes?|"
     r"something to eat|nothing to eat|food tonight",
@@ -276,13 +277,15 @@ class SelfQuery:
     populations: list[dict[str, Any]] = field(default_factory=list)
     general_benefits: bool = False  # "county benefits": no program type named, benefits in general
     named_counties: list[str] = field(default_factory=list)  # counties named as counties (not a ZIP's or town's)
+    invalid_zips: list[str] = field(default_factory=list)  # five digits written as a ZIP that is no ZIP code
     notes: list[dict[str, str]] = field(default_factory=list)
 
     def steered_types(self) -> list[str]:
         """The program types of the registry lookups: the message's own, else its populations', else the public
         benefits when it asks for benefits in general (in order)."""
-        if self.resource_types:
-            return self.resource_types
+        if self.resource_types:  # those a named population is referred to first ("pregnant ... food": WIC, then SNAP)
+            wanted = {t for p in self.populations for t in p["resource_types"]}
+            return sorted(self.resource_types, key=lambda t: t not in wanted)
         steered = list(dict.fromkeys(t for p in self.populations for t in p["resource_types"]))
         if not steered and self.general_benefits:
             steered = list(GENERAL_BENEFIT_TYPES)
@@ -346,8 +349,10 @@ def self_query(request: ContextRequest, known_collections: list[str], now: datet
             sq.towns.append(place.corrected)
             for county in place.counties:
                 add_county(county, f"town {place.corrected}")
-    for place in sq.places:  # a ZIP of another state written in the message
-        if place.kind == "zip" and place.state != STATE and sq.zip is None:
+    for place in sq.places:  # a ZIP of another state written in the message, or one that does not exist
+        if place.kind == "zip" and not place.state:
+            sq.invalid_zips.append(place.text)
+        elif place.kind == "zip" and place.state != STATE and sq.zip is None:
             sq.zip, sq.zip_state = place.text, place.state
     for collection, pattern in SCOPE_RULES:
         m = pattern.search(request.message)
@@ -423,7 +428,7 @@ def wv_scope(sq: SelfQuery, request: ContextRequest, caller: Caller, settings: C
 def out_of_state(sq: SelfQuery) -> list[Place]:
     """The places outside West Virginia the message names, when it names no West Virginia place (then the message
     is about them, whatever the caller's role or profile says)."""
-    elsewhere = [p for p in sq.places if p.state != STATE]
+    elsewhere = [p for p in sq.places if p.state and p.state != STATE]
     if sq.zip and sq.zip_state and sq.zip_state != STATE and not any(p.kind == "zip" for p in elsewhere):
         elsewhere.append(Place("zip", sq.zip, None, sq.zip_state))
     named_wv = [p for p in sq.places if p.state == STATE]

@@ -85,19 +85,40 @@ def places_named(name: str, state: str | None = None) -> tuple[GazPlace, ...]:
     return tuple(p for p in places if p.state == state) if state else places
 
 
+STRADDLE_KM = 2.0  # a town whose own ZIP's point lies this close but in another county is cut by the county line
+
+
 @cache
 def wv_towns() -> dict[str, tuple[str, ...]]:
-    """lower-case West Virginia town name → its counties (the gazetteer's one, else every county of its ZIP codes,
-    most ZIP codes first)."""
-    from livemem.geo.zips import zip_towns
+    """lower-case West Virginia town name → its counties: the gazetteer's one, and also the county of the town's
+    own ZIP code when that ZIP's point lies within ``STRADDLE_KM`` of the town's point (the county line runs through
+    the town: Montgomery, Kanawha and Fayette); a town the gazetteer lacks takes every county of its ZIP codes, most
+    ZIP codes first. Names beginning "Mount" are also known as "Mt" and "Mt." ("Mt Hope")."""
+    from livemem.geo.zips import zip_city, zip_data, zip_point, zip_towns
 
-    towns: dict[str, tuple[str, ...]] = {}
-    for name, counties in zip_towns("WV").items():
-        towns[name] = counties
+    towns: dict[str, tuple[str, ...]] = dict(zip_towns("WV"))
+    own_zips: dict[str, list[str]] = defaultdict(list)
+    for code, (state, _, _) in zip_data().items():
+        if state == "WV" and (city := zip_city(code)):
+            own_zips[city.lower()].append(code)
     for name, places in us_places().items():
-        wv = [p.county for p in places if p.state == "WV" and p.county]
-        if wv:
-            towns[name] = tuple(dict.fromkeys(wv))
+        wv = [p for p in places if p.state == "WV" and p.county]
+        if not wv:
+            continue
+        counties = list(dict.fromkeys(p.county for p in wv))
+        for code in own_zips.get(name, []):
+            county, point = zip_data()[code][1], zip_point(code)
+            if (
+                county
+                and county not in counties
+                and point
+                and distance_km(point, (wv[0].lat, wv[0].lon)) <= STRADDLE_KM
+            ):
+                counties.append(county)
+        towns[name] = tuple(counties)
+    for name in [n for n in towns if n.startswith("mount ")]:
+        for short in ("mt ", "mt. "):
+            towns.setdefault(short + name.removeprefix("mount "), towns[name])
     return towns
 
 

@@ -308,16 +308,23 @@ def _exists_in(place: Place, state: str) -> bool:
     return bool(places_named(name, state)) or name in state_county_names(state)
 
 
+NAME_BEFORE_WV = re.compile(r"\b([A-Z][a-z]{3,}(?:\.?\s+[A-Z][a-z]{2,})?)\.?,?\s+(?:WV|W\.\s?Va\.?|West Virginia)\b")
 PREPOSITION_NAME = re.compile(r"\b(?:in|near|around|at|from|to|for)\s+([A-Z][a-z]{3,}(?:\s+[A-Z][a-z]{2,})?)")
 COUNTY_PHRASE = re.compile(r"\b([A-Za-z][a-z]{3,}(?:\s+[A-Za-z][a-z]+)?)\s+(?:county|co\.)(?=\W|$)", re.IGNORECASE)
 MIN_CITY_ELSEWHERE = 20000  # a capitalised unknown name is another state's city only when it is this big
 FUZZY_CUTOFF = 84  # rapidfuzz ratio a misspelling must reach (Fayete / Fayette: 92; Beckly / Beckley: 92)
 
 
+def _sounds(name: str) -> str:
+    """A name as misspellings are compared: lower case, no spaces or dots, "ph" as "f" ("Sofia" / "Sophia",
+    "Oakhill" / "Oak Hill")."""
+    return re.sub(r"[\s.'-]", "", name.lower()).replace("ph", "f")
+
+
 def _closest(word: str, names: list[str]) -> str | None:
     from rapidfuzz import fuzz, process
 
-    found = process.extract(word.lower(), names, scorer=fuzz.ratio, limit=2, score_cutoff=FUZZY_CUTOFF)
+    found = process.extract(word, names, scorer=fuzz.ratio, limit=2, score_cutoff=FUZZY_CUTOFF, processor=_sounds)
     if not found or (len(found) > 1 and found[1][1] == found[0][1]):
         return None  # nothing close, or two names equally close: suggest nothing
     return found[0][0]
@@ -372,6 +379,8 @@ def find_places(message: str) -> list[Place]:
 
     for m in ZIP_PATTERN.finditer(message):
         place = zip_place(m.group(1))
+        if place is None and re.search(r"\b(?:zip(?: code)?|in|near|around)\s*$", message[: m.start()], re.I):
+            place = Place("zip", m.group(1), None, "")  # a ZIP code that does not exist: state unknown ("")
         if place is not None:
             found.append((m.start(), place))
             taken.append(m.span())
@@ -389,12 +398,20 @@ def find_places(message: str) -> list[Place]:
         text = m.group(1)
         if not free(*m.span()):
             continue
+        first_word = not message[: m.start()].strip()
         if " " not in text and (
-            not text[0].isupper() or text.lower() in AMBIGUOUS_NAMES or not message[: m.start()].strip()
+            not text[0].isupper()
+            or text.lower() in AMBIGUOUS_NAMES
+            or (first_word and not places_named(text, STATE))  # a sentence's first word: only a gazetteer town
         ):
             continue
         counties = _towns()[text.lower()]
-        qualify(Place("town", text, counties[0], STATE, counties), *m.span())
+        canonical = re.sub(r"^mt\.?\s+", "mount ", text.lower()).title() if text.lower().startswith("mt") else None
+        if canonical:
+            place = Place("town", canonical, counties[0], STATE, counties, corrected_from=text)
+        else:
+            place = Place("town", text, counties[0], STATE, counties)
+        qualify(place, *m.span())
     for m in re.finditer(r"(?<![A-Za-z])([A-Z]{2})(?![A-Za-z])", message):  # "SNAP in NC": capitals only
         if free(*m.span()) and not message.isupper() and m.group(1).lower() not in WORD_ABBREVIATIONS:
             state = _abbreviations().get(m.group(1).lower())
@@ -413,21 +430,26 @@ def find_places(message: str) -> list[Place]:
             if close:
                 county = county_name(close)
                 start = m.start(1) + len(" ".join(words[:n])) + (1 if n else 0)
-                qualify(Place("county", word, county, STATE, (county,), corrected_from=word), start, m.end())
+                qualify(
+                    Place("county", f"{county} County", county, STATE, (county,), corrected_from=word), start, m.end()
+                )
                 break
-    for m in PREPOSITION_NAME.finditer(message):
-        name = m.group(1)
-        if not free(*m.span(1)) or _state_of(name) or name.lower() in AMBIGUOUS_NAMES:
-            continue
-        close = _closest(name, _county_choices()) or _closest(name, _town_choices())
-        if close in _towns() or county_name(close or ""):
-            counties = (county_name(close),) if county_name(close or "") else _towns()[close]
-            kind = "county" if county_name(close or "") else "town"
-            qualify(Place(kind, name, counties[0], STATE, counties, corrected_from=name), *m.span(1))
-            continue
-        elsewhere = [p for p in places_named(name) if p.state != STATE and p.population >= MIN_CITY_ELSEWHERE]
-        if elsewhere:
-            qualify(Place("town", name, None, elsewhere[0].state, ()), *m.span(1))
+    for pattern in (PREPOSITION_NAME, NAME_BEFORE_WV):  # "in Beckly", "Sofia WV": misspelt towns and counties
+        for m in pattern.finditer(message):
+            name = m.group(1)
+            if not free(*m.span(1)) or _state_of(name) or name.lower() in AMBIGUOUS_NAMES:
+                continue
+            close = _closest(name, _county_choices()) or _closest(name, _town_choices())
+            if close and county_name(close):
+                county = county_name(close)
+                qualify(Place("county", f"{county} County", county, STATE, (county,), corrected_from=name), *m.span(1))
+            elif close:
+                counties = _towns()[close]
+                qualify(Place("town", close.title(), counties[0], STATE, counties, corrected_from=name), *m.span(1))
+            elif pattern is PREPOSITION_NAME:
+                elsewhere = [p for p in places_named(name) if p.state != STATE and p.population >= MIN_CITY_ELSEWHERE]
+                if elsewhere:
+                    qualify(Place("town", name, None, elsewhere[0].state, ()), *m.span(1))
     places = [p for _, p in sorted(found, key=lambda item: item[0])]
     # one other state named, West Virginia not: a West Virginia name that state also has is that state's place
     named_states = {p.state for p in places if p.kind == "state"}

@@ -63,3 +63,12 @@ def zip_towns(state: str) -> dict[str, tuple[str, ...]]:
         for name in {z["city"], *(z.get("acceptable_cities") or [])}:
             counts.setdefault(name.lower(), Counter())[county] += 1
     return {t: tuple(sorted(c, key=lambda k: (-c[k], k))) for t, c in counts.items()}
+
+
+def zip_point(code: str) -> tuple[float, float] | None:
+    """(lat, lon) of a ZIP code's point in the ZIP data, None when unknown."""
+    row = _zip_rows().get(code)
+    try:
+        return (float(row["lat"]), float(row["long"])) if row else None
+    except (KeyError, TypeError, ValueError):
+        return None
