@@ -130,7 +130,7 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         except LivingMemoryError as exc:
             state = f"unreadable: {exc}"
         rows.append({"source": name, "indexed": info["head_commit"], "head": head, "state": state,
-                     "chunks": info["chunks"]})  # fmt: skip
+                     "chunks": info["chunks"], "skipped": info.get("skipped_files", {})})  # fmt: skip
     summary = {
         "version": manifest["version_id"],
         "created_at": manifest["created_at"],
@@ -148,9 +148,10 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         f"[bold]{summary['version']}[/bold] published {summary['age']} ago — {summary['total_chunks']} chunks "
         f"({summary['sealed_chunks']} sealed), {summary['index_size_mb']} MB"
     )
-    table = Table("source", "indexed", "HEAD", "state", "chunks")
+    table = Table("source", "indexed", "HEAD", "state", "chunks", "skipped files")
     for r in rows:
-        table.add_row(r["source"], r["indexed"][:12], (r["head"] or "-")[:12], r["state"], str(r["chunks"]))
+        skipped = ", ".join(f"{reason}: {n}" for reason, n in sorted(r["skipped"].items())) or "-"
+        table.add_row(r["source"], r["indexed"][:12], (r["head"] or "-")[:12], r["state"], str(r["chunks"]), skipped)
     console.print(table)
 
 

@@ -19,7 +19,7 @@ from livemem.duck import sql_literal, sql_literals
 from livemem.ingest.chroma_mirror import vector_store_mode
 from livemem.ingest.layout import LAYOUT_VERSION
 from livemem.sources.config import SourceConfig, SourcesConfig
-from livemem.sources.gitsource import GitSource, TreeEntry
+from livemem.sources.gitsource import GitSource, TreeEntry, name_problem
 from livemem.version.store import IndexHome
 
 QUICK_PLAN_MAX_PATHS = 2000  # more paths touched since the base: list the whole tree instead (one git call)
@@ -178,9 +178,15 @@ def quick_plan(
     touched = repo.touched_since(base_commit, head)
     if touched is None or len(touched) > QUICK_PLAN_MAX_PATHS:
         return None
+    if any(name_problem(p) for p in touched):
+        return None  # a name git gives otherwise than the tree listing shows it: compare the whole tree
     paths = sorted(p for p in touched if src.selects(p))
     tree = {e.path: e for e in repo.entries(head, paths)} if paths else {}
+    if any(e.problem for e in tree.values()):
+        return None
     before_files = base_files(con, base, src.name, paths)
+    if any(p not in tree and p not in before_files for p in paths):
+        return None  # added and deleted since the base, or a crafted name the base shows otherwise: compare all
     new = {p for p in tree if p not in before_files}
     rebuilt = sorted(tree)
     deleted = sorted(set(before_files) - set(tree))

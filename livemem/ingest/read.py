@@ -8,6 +8,7 @@ import json
 import logging
 import multiprocessing
 import os
+import re
 import threading
 import time
 from collections import Counter
@@ -154,43 +155,38 @@ def _worker_batch(job: ReadJob, batch: list[FileTask]) -> BatchRows:
 
 
 def _batch_rows(job: ReadJob, batch: list[FileTask], git: GitSource) -> BatchRows:
-    """Read, decode and chunk a batch of files; a file that cannot be read or chunked raises an error naming it."""
+    """Read, decode and chunk a batch of files; a file that cannot be read or chunked raises an error naming it.
+    Only the first ``max_file_bytes`` of a blob are read (``GitSource.read_blob``), whatever its size."""
     src = job.source
     out = BatchRows([], [], [], [])
     readable: list[tuple[FileTask, str, bool]] = []  # task, text, truncated
     for task in batch:
         entry = task.entry
         try:
-            raw = git.read_blob(entry.blob_sha)
+            raw, size = git.read_blob(entry.blob_sha, job.max_file_bytes)
         except Exception as exc:
             raise SourceError(
                 f"source {src.name!r}: {task.path} (blob {entry.blob_sha}) cannot be read: {exc}"
             ) from exc
         reason = None
-        truncated = len(raw) > job.max_file_bytes
-        if b"\0" in raw[:8192]:
+        truncated = size > job.max_file_bytes
+        if is_lfs_pointer(raw, size):
+            reason = "lfs_pointer"
+        elif b"\0" in raw[:8192]:
             reason = "binary"
         else:
             try:
-                text = raw[: job.max_file_bytes].decode("utf-8", errors="strict" if not truncated else "ignore")
+                text = raw.decode("utf-8", errors="strict" if not truncated else "ignore")
             except UnicodeDecodeError:
                 reason = "non_utf8"
             else:
                 if not text.strip():
                     reason = "empty"
         if reason:
-            out.skipped.append(
-                {
-                    "source": src.name,
-                    "path": task.path,
-                    "blob_sha": entry.blob_sha,
-                    "size": entry.size,
-                    "reason": reason,
-                }
-            )
+            out.skipped.append(skip_row(src.name, task.path, entry, reason))
             continue
         if truncated:
-            out.truncated.append((task.path, len(raw)))
+            out.truncated.append((task.path, size))
         readable.append((task, text, truncated))
     files = [(task.path, text) for task, text, _ in readable]
     try:
@@ -209,6 +205,29 @@ def _batch_rows(job: ReadJob, batch: list[FileTask], git: GitSource) -> BatchRow
             raise LivingMemoryError(f"source {src.name!r}: {task.path}: {exc!r}") from exc
     out.terms = Postings.tokenize([row["_embed_text"] for row in out.rows])
     return out
+
+
+def skip_row(source: str, path: str, entry: TreeEntry, reason: str) -> dict[str, Any]:
+    """A ``skipped_files`` row: a file of the source that is reported, not indexed."""
+    return {"source": source, "path": path, "blob_sha": entry.blob_sha, "size": entry.size, "reason": reason}
+
+
+# A Git LFS pointer (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md): the text git holds in place of a
+# file kept in LFS storage, under 1024 bytes; indexing it would index an object id, never the file.
+LFS_POINTER_MAX_BYTES = 1024
+_LFS_VERSION = re.compile(rb"version https://(git-lfs\.github\.com|hawser\.github\.com)/spec/v1\r?\n")
+_LFS_OID = re.compile(rb"^oid sha256:[0-9a-f]{64}\r?$", re.MULTILINE)
+_LFS_SIZE = re.compile(rb"^size [0-9]+\r?$", re.MULTILINE)
+
+
+def is_lfs_pointer(raw: bytes, size: int) -> bool:
+    """Whether a blob (``raw``: its bytes, ``size``: its whole size) is a Git LFS pointer file."""
+    return (
+        size < LFS_POINTER_MAX_BYTES
+        and _LFS_VERSION.match(raw) is not None
+        and _LFS_OID.search(raw) is not None
+        and _LFS_SIZE.search(raw) is not None
+    )
 
 
 def _file_rows(job: ReadJob, task: FileTask, text: str, truncated: bool, chunks: list[Chunk], out: BatchRows) -> None:

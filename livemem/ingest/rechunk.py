@@ -15,7 +15,7 @@ from livemem.errors import LivingMemoryError
 from livemem.index.sentences import Sentences, pack_codes
 from livemem.index.sparse import TermIds
 from livemem.ingest.plan import FilePlan
-from livemem.ingest.read import FileTask, ReadJob, read_and_chunk
+from livemem.ingest.read import FileTask, ReadJob, read_and_chunk, skip_row
 from livemem.model.embed_cache import EmbeddingCache, Store
 from livemem.model.embedding import Embedder
 from livemem.sources.config import SourcesConfig
@@ -36,14 +36,21 @@ class Chunked:
 
 def chunk_files(plan: FilePlan, config: SourcesConfig, model_id: str) -> Chunked:
     """Rows, parent rows and skipped-file rows of the rebuilt files, in path order: read and chunked in batches,
-    by worker processes when there are many files (``read_and_chunk``)."""
-    found = history(plan)
+    by worker processes when there are many files (``read_and_chunk``). A file whose path cannot be indexed (a
+    name that is not UTF-8, or ``..``, ``.git``, a ``/`` inside a name: ``TreeEntry.problem``) is reported as
+    skipped for that reason without being read."""
+    named = [p for p in plan.rebuilt if plan.tree[p].problem is None]
+    found = history(plan, named)
     job = ReadJob(
         plan.source, str(plan.git.path), model_id, config.max_file_bytes, config.max_chunk_chars, config.chunk_tokens,
     )  # fmt: skip
-    created = {p: None if p in plan.new else plan.base_created.get(p) for p in plan.rebuilt}
-    tasks = [FileTask(p, plan.tree[p], found[p], created[p]) for p in sorted(plan.rebuilt)]
+    created = {p: None if p in plan.new else plan.base_created.get(p) for p in named}
+    tasks = [FileTask(p, plan.tree[p], found[p], created[p]) for p in sorted(named)]
     out = Chunked()
+    for path in sorted(set(plan.rebuilt) - set(named)):
+        entry = plan.tree[path]
+        out.skipped.append(skip_row(plan.source.name, path, entry, entry.problem or ""))
+        log.warning("source %s: %s skipped (%s)", plan.source.name, path, entry.problem)
     for batch in read_and_chunk(job, tasks, plan.git):
         out.terms.append(batch.terms)
         out.rows += batch.rows
@@ -56,14 +63,15 @@ def chunk_files(plan: FilePlan, config: SourcesConfig, model_id: str) -> Chunked
     return out
 
 
-def history(plan: FilePlan) -> dict:
-    """Provenance of every rebuilt file, as a from-scratch build computes it (one walk of the whole history).
+def history(plan: FilePlan, paths: list[str] | None = None) -> dict:
+    """Provenance of every rebuilt file (of ``paths`` when given), as a from-scratch build computes it (one walk
+    of the whole history).
 
     A file the base indexed with a known ``created_at`` only needs its last change, which lies in the commits
     since the base when it was touched there; a file new to the source (added, moved in from another source,
     selected by a changed glob, or skipped before) needs its first add, which may lie before the base.
     """
-    wanted = set(plan.rebuilt)
+    wanted = set(plan.rebuilt if paths is None else paths)
     ranged = {p for p in wanted if p not in plan.new and plan.base_created.get(p)}
     found: dict = {}
     if ranged and plan.base_commit and plan.git.is_ancestor(plan.base_commit, plan.head):

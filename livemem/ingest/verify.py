@@ -28,12 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from livemem.errors import LivingMemoryError
+from livemem.errors import LivingMemoryError, SourceError
 from livemem.index import records
 from livemem.ingest.build import build_version
 from livemem.ingest.layout import SKIP_COLUMNS
 from livemem.model.embedding import Embedder
 from livemem.sources.config import SourcesConfig
+from livemem.sources.gitsource import GitSource
 from livemem.version import connect
 from livemem.version.segments import PARENT_COLUMNS
 from livemem.version.store import CHROMA, IndexHome
@@ -51,10 +52,11 @@ class Comparison:
     general: list[str] = field(default_factory=list)
     files_compared: int = 0
     chunks_compared: int = 0
+    unrebuildable: list[str] = field(default_factory=list)  # why the version cannot be rebuilt (nothing compared)
 
     @property
     def equal(self) -> bool:
-        return not self.differences and not self.general
+        return not self.differences and not self.general and not self.unrebuildable
 
     def add(self, source: str, path: str, what: str) -> None:
         self.differences[(source, path)].append(what)
@@ -64,6 +66,7 @@ class Comparison:
         out = [f"{source}: {path}: {'; '.join(dict.fromkeys(whats))}" for (source, path), whats in sorted(
             self.differences.items())]  # fmt: skip
         out += self.general
+        out = self.unrebuildable + out
         return out[:limit] + ([f"... and {len(out) - limit} more"] if len(out) > limit else [])
 
     def by_source(self) -> dict[str, int]:
@@ -73,6 +76,8 @@ class Comparison:
         return dict(counts)
 
     def summary(self) -> str:
+        if self.unrebuildable:
+            return f"cannot be rebuilt from its sources: {len(self.unrebuildable)} source(s) lost the indexed commit"
         if self.equal:
             return f"identical: {self.files_compared} files, {self.chunks_compared} chunks"
         per_source = ", ".join(f"{s}: {n} file(s)" for s, n in sorted(self.by_source().items()))
@@ -353,6 +358,9 @@ def rebuild_and_compare(
     for name in sorted(configured ^ set(commits)):
         where = "the sources file" if name in configured else f"version {version}"
         notes.append(f"source {name} is only in {where}")
+    gone = _lost_commits(config, manifest, version)
+    if gone:  # rebuilding without them would list every file of theirs as a difference
+        return RebuildReport(version, Comparison(unrebuildable=gone), notes, {})
     with tempfile.TemporaryDirectory(prefix="livemem-rebuild-", dir=home.root) as tmp, home.write_lock():
         scratch = IndexHome(Path(tmp) / "home", cache_dir=home.cache_dir)
         built = build_version(config, scratch, embedder, force=True, commits=commits)
@@ -379,6 +387,29 @@ def rebuild_and_compare(
             shutil.rmtree(scratch.staging, ignore_errors=True)
             scratch._gc_vectors()  # a Chroma server keeps collections until no version of the home names them
     return RebuildReport(version, comparison, notes, built.timings)
+
+
+def _lost_commits(config: SourcesConfig, manifest: dict[str, Any], version: str) -> list[str]:
+    """One line per configured source whose indexed commit its repository no longer holds (history rewritten and
+    the commit garbage-collected, or the repository gone)."""
+    lost = []
+    for name, entry in sorted(manifest["sources"].items()):
+        if name not in config.names:
+            continue
+        repo, commit = config.source(name).repo, entry["head_commit"]
+        try:
+            with GitSource(repo, name) as git:
+                present = git.has_commit(commit)
+        except SourceError as exc:
+            lost.append(f"source {name}: the commit {version} indexed ({commit[:12]}) cannot be read: {exc}")
+            continue
+        if not present:
+            lost.append(
+                f"source {name}: commit {commit[:12]}, which {version} indexed, is no longer in repository {repo} "
+                "(history rewritten and the commit garbage-collected); the version cannot be rebuilt from its "
+                "sources: build a new one from the current commits (`livemem materialize`)"
+            )
+    return lost
 
 
 def table_fingerprints(version: Path) -> dict[str, tuple[int, str]]:

@@ -28,7 +28,8 @@ from livemem.settings import ChromaSettings, PathSettings, TraceSettings
 # Bump whenever the same file and settings would give different chunks (it forces re-chunking every source).
 # 4: chunks carry the date their document names (``livemem.dates.document_date``) in ``domain``.
 # 5: sentence vectors of prose chunks (``livemem.index.sentences``; their splitting rule is part of this version).
-CHUNKER_VERSION = 5
+# 6: Git LFS pointer files are reported skipped (``lfs_pointer``), not indexed.
+CHUNKER_VERSION = 6
 MODEL_MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length, [CLS] and [SEP] included
 DEFAULT_CHUNK_TOKENS = MODEL_MAX_TOKENS - 2
 

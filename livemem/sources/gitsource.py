@@ -7,6 +7,8 @@ first commit that added it) comes from one pass over ``git log``.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,12 +16,20 @@ import git
 
 from livemem.errors import SourceError
 
+READ_PIECE = 1 << 20  # bytes of a blob read at a time past what is kept (``GitSource.read_blob``)
+
 
 @dataclass(frozen=True)
 class TreeEntry:
+    """A blob of a commit's tree. ``problem`` names why its path cannot be indexed (``non_utf8_name``: not UTF-8;
+    ``unsafe_name``: a ``.``/``..``/``.git`` component, an empty one, a ``/`` inside one name, a control character),
+    and ``path`` is then a printable form of it (``caf\\xe9.md``, ``a\\x2fb.md``): the build reports such a file as
+    skipped instead of reading it."""
+
     path: str
     blob_sha: str
     size: int
+    problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,23 +83,41 @@ class GitSource:
         return self.has_commit(older) and self.repo.is_ancestor(older, newer)
 
     def list_files(self, commit: str) -> list[TreeEntry]:
-        """Every blob in the commit's tree with its id and size (submodules and symlinks excluded)."""
-        return _parse_tree(self.repo.git.ls_tree("-r", "-z", "--long", "--full-tree", commit))
+        """Every blob in the commit's tree with its id and size (submodules and symlinks excluded); a blob whose
+        path cannot be indexed carries its ``problem`` (``TreeEntry``)."""
+        try:
+            out = self.repo.git.ls_tree("-r", "-t", "-z", "--long", "--full-tree", commit)
+        except git.GitCommandError as exc:
+            if not self.has_commit(commit):
+                raise SourceError(
+                    f"source {self.name!r}: commit {commit} is not in repository {self.path} (history rewritten "
+                    "and the commit garbage-collected?)"
+                ) from exc
+            raise
+        return [entry for _, entry in _parse_tree(out)]
 
     def entries(self, commit: str, paths: list[str]) -> list[TreeEntry]:
-        """The blobs at ``paths`` in the commit's tree (paths absent there are left out), as ``list_files``."""
-        entries: list[TreeEntry] = []
+        """The blobs at ``paths`` (as ``git log`` names them) in the commit's tree (paths absent there are left
+        out), as ``list_files``."""
+        found: list[tuple[str, TreeEntry]] = []
         with self.repo.git.custom_environment(GIT_LITERAL_PATHSPECS="1"):
             for start in range(0, len(paths), 500):
                 out = self.repo.git.ls_tree(
-                    "-r", "-z", "--long", "--full-tree", commit, "--", *paths[start : start + 500]
+                    "-r", "-t", "-z", "--long", "--full-tree", commit, "--", *paths[start : start + 500]
                 )
-                entries += _parse_tree(out)
+                found += _parse_tree(out)
         wanted = set(paths)
-        return [e for e in entries if e.path in wanted]
+        return [entry for raw, entry in found if raw in wanted]
 
-    def read_blob(self, blob_sha: str) -> bytes:
-        return self.repo.odb.stream(bytes.fromhex(blob_sha)).read()
+    def read_blob(self, blob_sha: str, limit: int | None = None) -> tuple[bytes, int]:
+        """A blob's bytes (its first ``limit`` bytes when given) and its whole size. Only what is returned is held
+        in memory: the rest is streamed past in ``READ_PIECE`` pieces (``git cat-file --batch`` hands it over)."""
+        stream = self.repo.odb.stream(bytes.fromhex(blob_sha))
+        size = stream.size
+        data = stream.read(size if limit is None else min(size, limit))
+        while stream.read(READ_PIECE):  # drained here: GitPython would read the rest in one piece
+            pass
+        return data, size
 
     def read_file(self, commit: str, path: str) -> bytes | None:
         """The file's bytes at a commit, or None when the commit or the path does not exist."""
@@ -105,12 +133,8 @@ class GitSource:
             return None
         if base == head:
             return set()
-        out = self.repo.git.log("-z", "--name-only", "--no-renames", "--format=\x01%H", f"{base}..{head}")
-        touched: set[str] = set()
-        for record in out.split("\x01"):
-            _, _, files = record.partition("\0")
-            touched.update(p for p in files.lstrip("\n").split("\0") if p)
-        return touched
+        out = self.repo.git.log("-z", "--name-only", "--no-renames", "--format=%x00%H", f"{base}..{head}")
+        return {path for _, paths in _log_records(out) for path in paths}
 
     def history(self, head: str, paths: set[str], since: str | None = None) -> dict[str, FileHistory]:
         """Provenance of ``paths`` from one walk of ``git log`` (``since..head`` when ``since`` is given).
@@ -120,14 +144,11 @@ class GitSource:
         if not paths:
             return {}
         rev = f"{since}..{head}" if since else head
-        out = self.repo.git.log("-z", "--name-only", "--no-renames", "--format=\x01%H %cI", rev)
+        out = self.repo.git.log("-z", "--name-only", "--no-renames", "--format=%x00%H %cI", rev)
         found: dict[str, FileHistory] = {}
-        for record in out.split("\x01"):
-            if not record:
-                continue
-            header, _, files = record.partition("\0")
+        for header, files in _log_records(out):
             commit, when = header.split(" ", 1)
-            for path in files.lstrip("\n").split("\0"):
+            for path in files:
                 if path not in paths:
                     continue
                 seen = found.get(path)
@@ -140,14 +161,75 @@ class GitSource:
         return found
 
 
-def _parse_tree(out: str) -> list[TreeEntry]:
-    """Blobs of ``git ls-tree -r -z --long`` output (submodules and symlinks excluded)."""
-    entries = []
+def _log_records(out: str) -> Iterator[tuple[str, list[str]]]:
+    """(header, paths) of each commit of ``git log -z --name-only --format=%x00<header>`` output. A header follows
+    an empty field (a path is never empty), so no byte a file name may hold (``\\x01``, newlines) can split a
+    record; the first path of a commit follows a newline."""
+    fields = out.split("\0")
+    i = 0
+    while i < len(fields):
+        if fields[i]:  # nothing but the output's end comes outside a record
+            i += 1
+            continue
+        if i + 1 >= len(fields) or not fields[i + 1]:
+            i += 1
+            continue
+        header, paths, i = fields[i + 1], [], i + 2
+        while i < len(fields) and fields[i]:
+            paths.append(fields[i][1:] if not paths and fields[i].startswith("\n") else fields[i])
+            i += 1
+        yield header, paths
+
+
+def name_problem(path: str) -> str | None:
+    """Why a path (as git names it) cannot be indexed, else None: ``non_utf8_name`` when it is not UTF-8 (it then
+    holds surrogate escapes), ``unsafe_name`` when a component is empty, ``.``, ``..`` or ``.git`` (any case) or it
+    holds a control character."""
+    if any("\udc80" <= c <= "\udcff" for c in path):
+        return "non_utf8_name"
+    if _CONTROL.search(path) or any(part in ("", ".", "..") or part.lower() == ".git" for part in path.split("/")):
+        return "unsafe_name"
+    return None
+
+
+def printable(path: str) -> str:
+    """A path as it can be stored, logged and shown: bytes that are not UTF-8 and control characters as
+    ``\\xNN``."""
+    text = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def _parse_tree(out: str) -> list[tuple[str, TreeEntry]]:
+    """(path as git names it, entry) of each blob of ``git ls-tree -r -t -z --long`` output (submodules and
+    symlinks excluded), first come first kept when two show the same path.
+
+    A tree entry whose name holds a ``/`` (only a crafted tree object can) shows up under a directory that was
+    never listed as a tree: its name is what follows the nearest listed one (``/`` in it is shown as ``\\x2f``).
+    Everything under a tree that cannot be indexed cannot be either."""
+    trees: dict[str, tuple[str, str | None]] = {"": ("", None)}  # path -> (shown path, problem)
+    entries: list[tuple[str, TreeEntry]] = []
+    seen: set[str] = set()
     for record in out.split("\0"):
         if not record:
             continue
         meta, path = record.split("\t", 1)
         mode, kind, sha, size = meta.split()
-        if kind == "blob" and mode != "120000":
-            entries.append(TreeEntry(path, sha, int(size)))
+        parent = path.rpartition("/")[0]
+        while parent not in trees:  # a name holding "/": its tree is the nearest listed prefix
+            parent = parent.rpartition("/")[0]
+        name = path[len(parent) + 1 :] if parent else path
+        parent_shown, parent_problem = trees[parent]
+        problem = parent_problem or name_problem(path) or ("unsafe_name" if "/" in name else None)
+        shown = path
+        if problem is not None:
+            shown = printable(name).replace("/", "\\x2f")
+            shown = f"{parent_shown}/{shown}" if parent else shown
+        if kind == "tree":
+            trees[path] = (shown, problem)
+        elif kind == "blob" and mode != "120000" and shown not in seen:
+            seen.add(shown)
+            entries.append((path, TreeEntry(shown, sha, int(size), problem)))
     return entries
