@@ -156,14 +156,14 @@ def _worker_batch(job: ReadJob, batch: list[FileTask]) -> BatchRows:
 
 def _batch_rows(job: ReadJob, batch: list[FileTask], git: GitSource) -> BatchRows:
     """Read, decode and chunk a batch of files; a file that cannot be read or chunked raises an error naming it.
-    Only the first ``max_file_bytes`` of a blob are read (``GitSource.read_blob``), whatever its size."""
+    Only the first ``max_file_bytes`` of a blob are read (``GitSource.read_prefix``), whatever its size."""
     src = job.source
     out = BatchRows([], [], [], [])
     readable: list[tuple[FileTask, str, bool]] = []  # task, text, truncated
     for task in batch:
         entry = task.entry
         try:
-            raw, size = git.read_blob(entry.blob_sha, job.max_file_bytes)
+            raw, size = git.read_prefix(entry.blob_sha, job.max_file_bytes)
         except Exception as exc:
             raise SourceError(
                 f"source {src.name!r}: {task.path} (blob {entry.blob_sha}) cannot be read: {exc}"

@@ -16,7 +16,7 @@ import git
 
 from livemem.errors import SourceError
 
-READ_PIECE = 1 << 20  # bytes of a blob read at a time past what is kept (``GitSource.read_blob``)
+READ_PIECE = 1 << 20  # bytes of a blob read at a time past what is kept (``GitSource.read_prefix``)
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,11 @@ class GitSource:
         wanted = set(paths)
         return [entry for raw, entry in found if raw in wanted]
 
-    def read_blob(self, blob_sha: str, limit: int | None = None) -> tuple[bytes, int]:
-        """A blob's bytes (its first ``limit`` bytes when given) and its whole size. Only what is returned is held
+    def read_blob(self, blob_sha: str) -> bytes:
+        return self.read_prefix(blob_sha)[0]
+
+    def read_prefix(self, blob_sha: str, limit: int | None = None) -> tuple[bytes, int]:
+        """A blob's first ``limit`` bytes (all of it when None) and its whole size. Only what is returned is held
         in memory: the rest is streamed past in ``READ_PIECE`` pieces (``git cat-file --batch`` hands it over)."""
         stream = self.repo.odb.stream(bytes.fromhex(blob_sha))
         size = stream.size
