@@ -14,15 +14,18 @@ from contextlib import asynccontextmanager
 import psycopg
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from livemem.errors import LivingMemoryError
 from livemem.gbim.sparql_worker import SparqlLimits, SparqlPool
 from livemem.index import dense, sparse
 from livemem.model.embedding import Embedder
 from livemem.usage.traces import SHUTDOWN_FLUSH_WAIT_S
-from livemem.version.reader import IndexUnavailable, without_paths
+from livemem.version.reader import IndexUnavailable
+from serving.deps import without_server_paths
 from serving.limits import RequestLimitsMiddleware
 from serving.metrics import MetricsMiddleware
 from serving.routers import chat, chunks, compat, context, facts, gis, glassbox, memory, query, resources, system
@@ -87,17 +90,27 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
     app.include_router(compat.router)
     app.include_router(glassbox.router)  # GET /glassbox: the explanation page (docs/glassbox.md)
     app.include_router(memory.router)  # /memory: per-user personal memory (docs/personal-memory.md)
-    app.add_middleware(RequestLimitsMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        RequestLimitsMiddleware, max_body_bytes=settings.max_body_bytes, body_timeout_s=settings.body_timeout_s
+    )
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)  # outermost: it also counts the 413s
 
     @app.exception_handler(IndexUnavailable)
     async def index_unavailable(_request: Request, exc: IndexUnavailable) -> JSONResponse:
-        return JSONResponse({"detail": without_paths(str(exc))}, status_code=503)
+        return JSONResponse({"detail": without_server_paths(str(exc))}, status_code=503)
 
     @app.exception_handler(LivingMemoryError)
     async def living_memory_error(_request: Request, exc: LivingMemoryError) -> JSONResponse:
         log.error("%s", exc)  # with server paths, for operators; the caller gets the message without them
-        return JSONResponse({"detail": without_paths(str(exc))}, status_code=503)
+        return JSONResponse({"detail": without_server_paths(str(exc))}, status_code=503)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # a 5xx says what failed on the server (a damaged version on /healthz, a store): never where it lives. 4xx
+        # details are about the request (and may name routes such as /v1/models), so they are left as written.
+        if exc.status_code >= 500:
+            exc = StarletteHTTPException(exc.status_code, without_server_paths(exc.detail), exc.headers)
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(sqlite3.OperationalError)
     @app.exception_handler(psycopg.OperationalError)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import replace
 from pathlib import PurePosixPath
@@ -82,14 +83,29 @@ def visible_manifest(snap: Snapshot, role: Role) -> dict:
 
 
 def without_server_paths(value: Any) -> Any:
-    """``value`` with every absolute path (or ``file://`` URL) string replaced by its last part."""
+    """``value`` with every absolute path and ``file://`` URL, anywhere inside its strings, replaced by its last part
+    (``"csv file /srv/x/local_resources.csv"`` -> ``"csv file local_resources.csv"``); dicts and lists walked."""
     if isinstance(value, dict):
         return {k: without_server_paths(v) for k, v in value.items()}
     if isinstance(value, list):
         return [without_server_paths(v) for v in value]
-    if isinstance(value, str) and (value.startswith("file://") or PurePosixPath(value).is_absolute()):
-        return PurePosixPath(value.removeprefix("file://")).name or "/"
+    if isinstance(value, str) and "/" in value:
+        return _SERVER_PATH.sub(_last_part, value)
     return value
+
+
+# A file:// URL, or an absolute POSIX path: a "/" that starts a word (not inside "a/b", "../b", "http://h/b" or a
+# later "//"), then its parts up to a space, quote, colon, comma or bracket. Relative paths and URLs of other schemes
+# stay as they are.
+_SERVER_PATH = re.compile(
+    r"file://[^\s'\"<>()\[\]{},;]*"
+    r"|(?<![\w.~/-])/(?:[^\s'\"/:<>()\[\]{},;]+/)*[^\s'\"/:<>()\[\]{},;]+/?"
+)
+
+
+def _last_part(match: re.Match[str]) -> str:
+    path = match.group(0).removeprefix("file://").rstrip("/")
+    return PurePosixPath(path).name or "/"
 
 
 def _visible_sections(snap: Snapshot, role: Role) -> dict:

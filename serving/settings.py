@@ -18,6 +18,7 @@ read from the environment once by the app factory and the MCP server (``Settings
 ``LIVEMEM_QUERY_PRECISION``     query vectors on ``onnx``: ``int8`` (default; 2.2-2.4x faster, nDCG@10 -0.002) or ``fp32``
 ``LIVEMEM_INDEX_PRECISION``     the model id personal-memory vectors are filed under: ``int8-block`` (default) or ``fp32``
 ``RAG_MAX_BODY_BYTES``          largest request body accepted (default 1 MiB; bigger: 413, unread)
+``RAG_BODY_TIMEOUT_S``          seconds a request body may take to arrive whole (default 10; slower: 408, closed)
 ``RAG_SPARQL_WORKERS``          SPARQL worker processes per serving process: queries at once (default 2)
 ``RAG_SPARQL_TIMEOUT_S``        wall-clock limit of one SPARQL query; its worker is killed after it (default 2)
 ``RAG_SPARQL_MEMORY_MB``        memory one SPARQL query may use in its worker (default 256)

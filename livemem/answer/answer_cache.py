@@ -3,13 +3,16 @@
 Keys come from ``livemem.query.cache.cache_key`` (normalised message, role, geography, model, index version and the
 options that change an answer), so a newly published version or another model can never serve an old answer.
 The persistent tier is a SQLite file (e.g. ``<index home>/cache/answers.sqlite``) shared by the processes of one
-machine and surviving restarts; its entries expire after the same TTL.
+machine and surviving restarts; its entries expire after the same TTL. Its answers may hold internal text, so the
+file (and SQLite's ``-wal`` / ``-shm`` beside it, which SQLite creates with the database file's mode) is readable by
+the service's user only: created 0600 in a folder created 0700; an older, wider file is narrowed when it is opened.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -33,7 +36,7 @@ class AnswerCache:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         if path is not None and max_entries > 0:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            _private_file(path)
             self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=5.0)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, value TEXT, stored_at REAL)")
@@ -92,3 +95,22 @@ class AnswerCache:
 
     def __len__(self) -> int:
         return len(self._memory)
+
+
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+
+
+def _private_file(path: Path) -> None:
+    """``path`` exists and is 0600, as are its ``-wal`` / ``-shm`` files if there are any; a missing folder is created
+    0700 (an existing one, such as the index home's ``cache/``, is left as it is)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            if file.stat().st_mode & 0o777 != PRIVATE_FILE:
+                os.chmod(file, PRIVATE_FILE)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # another user's file: said, not fatal (SQLite then reports what it cannot do)
+            log.warning("answer cache: could not make %s private (0600): %s", file, exc)
