@@ -423,6 +423,13 @@ class ServingSettings(Section):
     max_body_bytes: int = Field(
         2**20, ge=1024, validation_alias="RAG_MAX_BODY_BYTES", description="bigger request bodies: 413"
     )
+    body_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        validation_alias="RAG_BODY_TIMEOUT_S",
+        description="a request body not whole this long after its headers: 408, connection closed",
+    )
     sparql_workers: int = Field(2, ge=1, le=64, validation_alias="RAG_SPARQL_WORKERS")
     sparql_timeout_s: float = Field(2.0, gt=0, le=600, validation_alias="RAG_SPARQL_TIMEOUT_S")
     sparql_memory_mb: int = Field(256, ge=16, validation_alias="RAG_SPARQL_MEMORY_MB")
