@@ -28,7 +28,7 @@ import httpx
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from livemem.answer.graph import connection_sentences
-from livemem.answer.prompt import GREETING_REPLY, REDIRECT_EMERGENCY
+from livemem.answer.prompt import GREETING_REPLY, REDIRECT_EMERGENCY, display_phone, plain_lines, tidy
 from livemem.settings import ContextSettings, PersonaSettings
 from livemem.version.reader import Snapshot
 
@@ -256,14 +256,21 @@ def _words(text: str) -> set[str]:
 
 
 def best_sentences(content: str, message: str, n: int = 2) -> str:
-    """The ``n`` sentences of a passage sharing most words with the message, in their original order."""
-    text = " ".join(line.strip("-*#> ") for line in content.splitlines() if line.strip() and not line.startswith("#"))
-    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.strip()) > 20]
+    """The ``n`` sentences of a passage sharing most words with the message, in their original order, as plain
+    text (``plain_lines``: no markdown emphasis, heading marks or table pipes; a list item or table row is a
+    sentence of its own)."""
+    lines = plain_lines(content)
+    sentences = [s.strip() for line in lines for s in re.split(r"(?<=[.!?])\s+", line) if len(s.strip()) > 20]
     if not sentences:
-        return text[:300]
+        return " ".join(lines)[:300]
     wanted = _words(message)
     ranked = sorted(range(len(sentences)), key=lambda i: (-len(_words(sentences[i]) & wanted), i))[:n]
-    return " ".join(sentences[i] for i in sorted(ranked))
+    return " ".join(_ended(sentences[i]) for i in sorted(ranked))
+
+
+def _ended(sentence: str) -> str:
+    """A sentence quoted beside others ends with a stop (a list item or table row has none of its own)."""
+    return sentence if sentence[-1] in ".!?:;)" else sentence + "."
 
 
 HEDGES = {
@@ -296,7 +303,8 @@ def extractive_answer(context: dict[str, Any]) -> str:
         lines.append(f"- {' '.join(said)} {' '.join(f'[{r}]' for r in refs[:4])}")
     for row in [r for r in context["registry"] if r.get("ref")][:3]:
         details = "; ".join(
-            p for p in (row.get("address"), f"phone {row['contact_phone']}" if row.get("contact_phone") else None,
+            p for p in (row.get("address"),
+                        f"phone {display_phone(row['contact_phone'])}" if row.get("contact_phone") else None,
                         f"hours {row['hours']}" if row.get("hours") else None) if p
         )  # fmt: skip
         lines.append(
@@ -323,7 +331,7 @@ def extractive_answer(context: dict[str, Any]) -> str:
         else "From the West Virginia evidence in Living Memory:" if context["route"]["wv_scoped"]
         else "From Living Memory:"
     )  # fmt: skip
-    return head + "\n" + "\n".join(" ".join(line.split()) for line in lines)
+    return head + "\n" + "\n".join(tidy(line) for line in lines)
 
 
 def canned_answer(context: dict[str, Any]) -> str | None:
@@ -371,30 +379,75 @@ def hidden_shingles(snap: Snapshot, hidden: tuple[str, ...]) -> frozenset:
     return found
 
 
-def leaks(snap: Snapshot, hidden: list[str], text: str) -> bool:
-    """Whether ``text`` holds 8 consecutive words that only a hidden collection contains."""
-    return bool(hidden) and bool(hidden_shingles(snap, tuple(sorted(hidden))) & _shingles(text))
+def supplied_text(context: dict[str, Any]) -> str:
+    """What the caller wrote that the model was shown: the message (as carried into the prompt's question) and the
+    caller's own personal memory (their cards and earlier exchanges). A model repeating these is not a leak,
+    whatever they match: the caller already had them."""
+    return "\n".join([context.get("message") or "", *(p.get("content") or "" for p in context.get("personal") or [])])
+
+
+def leaks(snap: Snapshot, hidden: list[str], text: str, supplied: str | set[tuple[str, ...]] = "") -> bool:
+    """Whether ``text`` holds 8 consecutive words that only a hidden collection contains and that the caller did not
+    write themselves (``supplied``: the caller's text, or its shingles).
+
+    The guard must not be an oracle: were words the caller supplied counted, "repeat exactly '<guess>'" would be
+    refused when the guess is internal text and echoed when it is not, confirming internal text 8 words at a time.
+    Discounting them makes an echo of the caller's words look the same whatever they match; a model that adds
+    internal words the caller did not write is still stopped."""
+    if not hidden:
+        return False
+    found = hidden_shingles(snap, tuple(sorted(hidden))) & _shingles(text)
+    if not found:
+        return False
+    own = supplied if isinstance(supplied, set) else _shingles(supplied)
+    return bool(found - own)
+
+
+BLOCKED = "blocked: the answer held text the caller's role may not read"
+
+
+def refused_route(context: dict[str, Any], report: dict[str, Any]) -> None:
+    """An answer the guardrail replaced by a refusal is a ``refuse``: its route says so (and why), not ``answer``.
+    Sets ``context["route"]`` to a new dict (the route of a cached result is shared, never changed in place)."""
+    action = report.get("action", "")
+    if action.startswith(("blocked", "refused")):
+        context["route"] = {**context["route"], "response_class": "refuse", "reason": f"guardrail {action}"}
 
 
 def guard(answer: str, context: dict[str, Any], snap: Snapshot, mode: str) -> tuple[str, list[dict], dict[str, Any]]:
-    """Apply the guardrail; returns the answer, the citations it uses and what the guardrail did."""
+    """Apply the guardrail; returns the answer, the citations it uses and what the guardrail did
+    (``unmatched_citations``: the numbers the answer cites that match no evidence item, e.g. ``[99]``)."""
     by_n = {c["n"]: c for c in context["citations"]}
-    cited = [by_n[n] for n in dict.fromkeys(int(m) for m in CITATION.findall(answer)) if n in by_n]
+    numbers = list(dict.fromkeys(int(m) for m in CITATION.findall(answer)))
+    cited = [by_n[n] for n in numbers if n in by_n]
+    unmatched = [n for n in numbers if n not in by_n]
     hidden = context.get("hidden_collections", [])
-    report: dict[str, Any] = {"mode": mode, "action": "none", "cited": len(cited)}
-    if leaks(snap, hidden, answer) or any(c.get("collection") in hidden for c in cited):
-        report["action"] = "blocked: the answer held text the caller's role may not read"
+    report: dict[str, Any] = {"mode": mode, "action": "none", "cited": len(cited), "unmatched_citations": unmatched}
+    if leaks(snap, hidden, answer, supplied_text(context)) or any(c.get("collection") in hidden for c in cited):
+        report["action"] = BLOCKED
         return REFUSE_TEXT, [], report
     evidence_answer = context["route"]["response_class"] in ("answer", "negotiate") and context["route"]["intents"] != [
         "greeting"
     ]
     if evidence_answer and not cited and mode != "off":
+        why = "the answer cites no evidence"
+        if unmatched:
+            why += f" (its citation{'s' if len(unmatched) > 1 else ''} {' '.join(f'[{n}]' for n in unmatched)} "
+            why += f"match{'' if len(unmatched) > 1 else 'es'} no evidence item)"
         if mode == "refuse":
-            report["action"] = "refused: the answer cites no evidence"
+            report["action"] = f"refused: {why}"
             return UNGROUNDED_TEXT, [], report
-        report["action"] = "annotated: the answer cites no evidence"
-        return answer + UNGROUNDED_NOTE, [], report
+        report["action"] = f"annotated: {why}"
+        return answer + (UNGROUNDED_NOTE if not unmatched else unmatched_note(unmatched)), [], report
     return answer, cited, report
+
+
+def unmatched_note(unmatched: list[int]) -> str:
+    refs = " ".join(f"[{n}]" for n in unmatched)
+    return (
+        f"\n\n(Note: this answer cites no Living Memory evidence: {refs} "
+        f"match{'' if len(unmatched) > 1 else 'es'} none of it; check it before relying on it.)"
+    )
 
 
 def generate(
@@ -432,6 +485,7 @@ def generate(
     else:
         text, used, model = extractive_answer(context), "extractive", "extractive"
     text, cited, report = guard(text, context, snap, settings.guardrail)
+    refused_route(context, report)
     max_tokens = (options or {}).get("max_tokens")
     if used != "llm" and max_tokens and count_tokens(text) > max_tokens:
         text, finish = cut_tokens(text, max_tokens), "length"
@@ -493,16 +547,20 @@ def stream_answer(
     live = backend is not None and canned_answer(context) is None and settings.guardrail != "refuse"
     if live:
         hidden = context.get("hidden_collections", [])
+        own = _shingles(supplied_text(context))
         sent, finish = "", "stop"
         try:
             for item in backend.stream(context["prompt"]["system"], context["prompt"]["context"], options):
                 if "finish_reason" in item:
                     finish = item["finish_reason"]
                     break
-                if leaks(snap, hidden, sent + item["delta"]):
+                if leaks(snap, hidden, sent + item["delta"], own):
                     yield {"delta": "\n\n" + REFUSE_TEXT, "model": backend.model}
-                    report = {"mode": settings.guardrail, "action": "blocked: the answer held text the caller's role "
-                              "may not read", "cited": 0}  # fmt: skip
+                    numbers = list(dict.fromkeys(int(m) for m in CITATION.findall(sent)))
+                    known = {c["n"] for c in context["citations"]}
+                    report = {"mode": settings.guardrail, "action": BLOCKED, "cited": 0,
+                              "unmatched_citations": [n for n in numbers if n not in known]}  # fmt: skip
+                    refused_route(context, report)
                     yield {"answer": {"answer": REFUSE_TEXT, "citations": [], "backend": "llm", "model": backend.model,
                                       "fallback": None, "note": None, "guardrail": report,
                                       "finish_reason": "content_filter"}}  # fmt: skip
@@ -515,6 +573,7 @@ def stream_answer(
         else:
             error = finish.removeprefix("error: ") if finish.startswith("error: ") else None
             text, cited, report = guard(sent, context, snap, settings.guardrail)
+            refused_route(context, report)
             if text.startswith(sent) and text != sent:
                 yield {"delta": text[len(sent) :], "model": backend.model}  # the annotation, after the rest
             yield {"answer": {"answer": text, "citations": cited, "backend": "llm", "model": backend.model,

@@ -4,12 +4,126 @@
 
 from __future__ import annotations
 
+import re
+from itertools import zip_longest
 from typing import Any
+
+import phonenumbers
+from markdown_it import MarkdownIt
 
 from livemem.answer.routing import (
     ContextRequest,
 )
 from livemem.settings import ContextSettings
+
+# --- display: phones and plain text ----------------------------------------------------------------------------------
+# E.164 as verification publishes registry numbers (``+13045550104;ext=2``), or its RFC 3966 ``tel:`` form.
+E164 = re.compile(r"(?:tel:)?\+1[\d-]{10,14}(?:;ext=\d{1,6})?")
+
+
+def display_phone(phone: str) -> str:
+    """A stored number as people write it: ``+13045550104;ext=2`` -> ``(304) 555-0104 ext. 2`` (US numbers in
+    national form, others in international form; text that is no possible number is given back unchanged). The
+    data keeps E.164; only what an answer shows is formatted."""
+    try:
+        number = phonenumbers.parse(phone, "US")
+    except phonenumbers.NumberParseException:
+        return phone
+    if not phonenumbers.is_possible_number(number):
+        return phone
+    form = (
+        phonenumbers.PhoneNumberFormat.NATIONAL
+        if number.country_code == 1
+        else phonenumbers.PhoneNumberFormat.INTERNATIONAL
+    )
+    return phonenumbers.format_number(number, form)
+
+
+def human_phones(text: str) -> str:
+    """``text`` with every E.164 number in it written as ``display_phone`` writes it."""
+    return E164.sub(lambda m: display_phone(m.group(0)), text)
+
+
+_MD = MarkdownIt("commonmark").enable("table")
+TABLE_ROW = re.compile(r"^\s*\|(.*)\|?\s*$")
+TABLE_RULE = re.compile(r"^[\s|:\-]+$")
+DEBRIS = re.compile(r"\*\*+|__+|(?<!\w)[*_](?=\s|$)|`+|^\s*#{1,6}\s+|^\s*>\s?")
+
+
+def tidy(text: str) -> str:
+    """One line without markdown debris (``**``, ``__``, stray ``*``, backticks, heading and quote marks) and with
+    human phone numbers, its spaces collapsed."""
+    return " ".join(human_phones(DEBRIS.sub("", text)).split())
+
+
+def _inline(token: Any) -> str:
+    parts = []
+    for child in token.children or []:
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append("\n")
+        elif child.type == "image":
+            parts.append(child.content)
+    return "".join(parts)
+
+
+def _loose_lines(text: str) -> list[str]:
+    """A paragraph as one line, except table rows that lost their header (a chunk cut mid-table): each is a line
+    ``cell; cell``, and rule rows go."""
+    out: list[str] = []
+    words: list[str] = []
+    for line in text.split("\n"):
+        row = TABLE_ROW.match(line)
+        if not (row and line.count("|") >= 2):
+            words.append(line)
+            continue
+        if words:
+            out.append(" ".join(words))
+            words = []
+        if not (TABLE_RULE.fullmatch(line) and "-" in line):
+            out.append("; ".join(c.strip() for c in row.group(1).split("|") if c.strip()))
+    if words:
+        out.append(" ".join(words))
+    return out
+
+
+def plain_lines(markdown: str, headings: bool = False) -> list[str]:
+    """Markdown as plain text lines, one a block (paragraph, list item, table row), for quoting in an answer:
+    emphasis, code marks, link syntax, heading and quote marks gone (their text kept), a table row as
+    ``Header: cell; Header: cell``, leftover ``**`` removed, phones in human form. Headings only when asked."""
+    lines: list[str] = []
+    header: list[str] = []
+    row: list[str] = []
+    in_head = in_cell = in_heading = False
+    for token in _MD.parse(markdown):
+        kind = token.type
+        if kind in ("thead_open", "thead_close"):
+            in_head = kind == "thead_open"
+        elif kind in ("th_open", "td_open", "th_close", "td_close"):
+            in_cell = kind.endswith("_open")
+        elif kind in ("heading_open", "heading_close"):
+            in_heading = kind == "heading_open"
+        elif kind == "tr_open":
+            row = []
+        elif kind == "tr_close":
+            if in_head:
+                header = row
+            else:
+                cells = [f"{h}: {c}" if h and c else c for h, c in zip_longest(header, row, fillvalue="") if c]
+                lines.append("; ".join(cells))
+        elif kind == "inline":
+            text = _inline(token)
+            if in_cell:
+                row.append(tidy(text))
+            elif not in_heading:
+                lines.extend(_loose_lines(text))
+            elif headings:
+                lines.append(text)
+        elif kind in ("fence", "code_block"):
+            lines.extend(token.content.splitlines())
+    return [t for t in (tidy(line) for line in lines) if t]
+
 
 # --- 5. prompt assembly ------------------------------------------------------------------------------------------------
 GROUNDING_WV = (
@@ -64,7 +178,7 @@ def evidence_line(section: str, item: dict[str, Any], max_chars: int) -> str:
             f"{item['verification_status']}]",
             item.get("description"),
             item.get("address"),
-            f"phone {item['contact_phone']}" if item.get("contact_phone") else None,
+            f"phone {display_phone(item['contact_phone'])}" if item.get("contact_phone") else None,
             f"hours {item['hours']}" if item.get("hours") else None,
             f"eligibility {item['eligibility']}" if item.get("eligibility") else None,
             item.get("url"),
