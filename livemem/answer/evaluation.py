@@ -10,7 +10,7 @@ code path ``/chat`` answers with, and checked against what a resident would expe
 - ``check_case``: the expectations of one case against the answer body (the ``/chat`` response shape), each
   failure spelled out ("county: resolved [Raleigh], expected [Fayette]").
 - ``run_suite``: every case, accuracy per category and overall (``SuiteResult``); ``compare`` two results (the
-  publish gate: orchestration/assets/answer_gate.py).
+  publish gate: ``gate``, run by a blocking asset check, orchestration/assets/answer_gate.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from livemem.errors import ConfigError
 from livemem.query.retrieval import FusionSettings, Retriever
 from livemem.settings import ContextSettings, ServingSettings
 from livemem.sources.config import SourcesConfig, _located_errors
-from livemem.version.reader import Snapshot
+from livemem.version.reader import IndexUnavailable, Snapshot, load_snapshot_at
+from livemem.version.store import IndexHome
 
 SUITE_SCHEMA = "answer_suite"
 EVAL_SCHEMA = "eval_config"
@@ -521,3 +522,59 @@ class Comparison:
 
 def compare(staged: SuiteResult, published: SuiteResult | None, min_accuracy: float | None = None) -> Comparison:
     return Comparison(staged, published, min_accuracy)
+
+
+# --- the publish gate --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GateOutcome:
+    """What the publish gate found: whether the staged version may be published, why, and the two results."""
+
+    passed: bool
+    summary: str
+    comparison: Comparison | None = None
+    notes: tuple[str, ...] = ()
+
+
+def evaluate_version(
+    path: Path, version_id: str, suite: Suite, retriever: Retriever, settings: ContextSettings,
+    serving: ServingSettings,
+) -> SuiteResult:  # fmt: skip
+    """The suite asked of the version in directory ``path`` (published or staged)."""
+    snap = load_snapshot_at(path, version_id)
+    try:
+        return run_suite(suite, SnapshotAsker(snap, retriever, settings, serving), version_id)
+    finally:
+        snap.close()
+
+
+def gate(config: SourcesConfig, home: IndexHome, staged: str | None, embedder: Any) -> GateOutcome:
+    """The publish gate of the sources file's ``eval`` section: the staged version must pass at least as many of
+    the suite's cases as the published one (and ``min_accuracy`` of them when set). Nothing published yet: it
+    passes, and its score is the first. No suite named, ``gate: false`` or nothing staged: passes, saying so.
+    An invalid suite or section fails, naming the problem (a gate that cannot run is not a gate that passed)."""
+    try:
+        wanted = EvalConfig.from_sources(config)
+        if wanted is None:
+            return GateOutcome(True, "no answer suite in the sources file (eval.suite): nothing to compare")
+        if not wanted.gate:
+            return GateOutcome(True, f"the answer gate is off (eval.gate: false in {config.path.name})")
+        if staged is None:
+            return GateOutcome(True, "nothing staged: the current version was checked when published")
+        suite = load_suite(wanted.suite)
+    except ConfigError as exc:
+        return GateOutcome(False, f"the answer suite cannot be read: {exc}")
+    serving = ServingSettings.from_env()
+    settings = ContextSettings.from_env(warm_up=False, audit=False)
+    retriever = retriever_for(serving, embedder)
+    staged_result = evaluate_version(home.locate(staged), staged, suite, retriever, settings, serving)
+    published, notes = home.current(), []
+    published_result = None
+    if published is not None and published != staged:
+        try:
+            published_result = evaluate_version(
+                home.version_dir(published), published, suite, retriever, settings, serving
+            )
+        except IndexUnavailable as exc:  # a damaged published version must not stop its replacement
+            notes.append(f"the published version {published} could not be asked ({exc}); compared with nothing")
+    comparison = compare(staged_result, published_result, wanted.min_accuracy)
+    return GateOutcome(not comparison.worse, comparison.summary(), comparison, tuple(notes))

@@ -31,6 +31,7 @@ from livemem.ingest.build import BuildResult, build_version
 from livemem.ingest.verify import rebuild_and_compare
 from livemem.sources.config import SourcesConfig
 from livemem.sources.gitsource import GitSource
+from orchestration.assets.answer_gate import answer_gate_check
 from orchestration.assets.publishing import check_result, publish_asset, staged_output, staging_asset
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 
@@ -216,6 +217,7 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
 
     # every blocking check of `chunks` (this list, whatever is added to it) must have passed in the publishing run
     asset_checks = [chunks_schema_valid, sealed_provenance_resolves, governance_caps, index_complete, sources_readable]
+    asset_checks.append(answer_gate_check(chunks, "chunks"))  # the answer suite (eval.suite): no worse than published
     published_index = publish_asset(
         name="published_index",
         staging="chunks",

@@ -74,6 +74,7 @@ def test_definitions_list_every_asset_and_check() -> None:
         "governance_caps",
         "sources_readable",
         "index_complete",
+        "answers_not_worse",
         "published_index_matches_rebuild",
         "attention_valid",
         "gbim_entities_valid",
@@ -134,6 +135,7 @@ def test_materialize_publishes_and_reports_to_the_ui(tmp_path: Path, make_repo, 
         "governance_caps": True,
         "index_complete": True,
         "sources_readable": True,
+        "answers_not_worse": True,  # no answer suite in this sources file: nothing to compare
     }  # the rebuild comparison is not part of build_index: it runs in verify_index
 
     again = run_build(defs, instance)
