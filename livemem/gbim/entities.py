@@ -13,7 +13,7 @@ import numpy as np
 
 from livemem.errors import ConfigError
 from livemem.gbim.config import ENTITY_NAMESPACE, WGS84, ZIP_FIELDS, CountyBoundaries, SpatialConfig, SpatialSource
-from livemem.gbim.read import county_of_points
+from livemem.gbim.read import READ_PROBLEM, county_of_points
 from livemem.geo.names import tidy_county, tidy_county_key
 from livemem.query.gis_index import (
     haversine_km,
@@ -93,13 +93,14 @@ def features_to_entities(
     source: SpatialSource, frame, spatial: SpatialConfig, counties=None
 ) -> tuple[list[dict[str, Any]], list[Quarantined]]:
     """Entities (``schemas/gbim_entity.schema.json``) of one source's features, and the features quarantined."""
-    import geopandas as gpd
     import pyproj
     import shapely
     from shapely.validation import explain_validity
 
     geometry_name = frame.geometry.name
-    fields = [c for c in frame.columns if c != geometry_name]
+    read_problems = frame[READ_PROBLEM].tolist() if READ_PROBLEM in frame.columns else [None] * len(frame)
+    fields = [c for c in frame.columns if c not in (geometry_name, READ_PROBLEM)]
+    source_crs = pyproj.CRS.from_user_input(frame.crs or source.crs)
     wanted = {source.id_field, source.label_field, source.description_field, source.county_field, source.zip_field}
     for template in (source.label_template, source.description_template):
         wanted |= _template_fields(template or "")
@@ -118,6 +119,7 @@ def features_to_entities(
     keep: list[int] = []
     repaired: dict[int, str] = {}
     seen_pks: set[str] = set()
+    out_of_range: dict[int, str] = {}  # features whose coordinates lie outside their CRS (quarantined below)
     for i, attrs in enumerate(attributes):
         raw_pk = attrs.get(source.id_field)
         pk = None if raw_pk is None or str(raw_pk).strip() == "" else str(raw_pk).strip()
@@ -126,11 +128,17 @@ def features_to_entities(
             quarantined.append(Quarantined(source.name, None, f"feature {i}: no value in id field {source.id_field!r}"))
         elif pk in seen_pks:
             quarantined.append(Quarantined(source.name, pk, f"duplicate id {pk!r} (the first feature is kept)"))
+        elif read_problems[i]:
+            quarantined.append(Quarantined(source.name, pk, read_problems[i]))
         elif geom is None:
             quarantined.append(Quarantined(source.name, pk, "null geometry"))
         elif geom.is_empty:
             quarantined.append(Quarantined(source.name, pk, f"empty geometry ({geom.geom_type} EMPTY)"))
+        elif (problem := coordinate_problem(geom)) is not None:
+            quarantined.append(Quarantined(source.name, pk, problem))  # GEOS cannot repair or project these
         else:
+            if source_crs.is_geographic and (problem := _outside_degrees(geom)) is not None:
+                out_of_range[i] = f"{problem} for {source.crs}"
             if not geom.is_valid:
                 problem = explain_validity(geom)
                 fixed = shapely.make_valid(geom)
@@ -146,16 +154,23 @@ def features_to_entities(
     if not keep:
         return [], quarantined
 
-    kept = gpd.GeoSeries(geoms[keep], crs=frame.crs)
     working = pyproj.CRS.from_user_input(spatial.working_crs)
-    projected = kept if kept.crs.equals(working) else kept.to_crs(working)
-    with np.errstate(invalid="ignore"):  # a CRS that does not fit the data yields infinite coordinates
-        centroids = shapely.centroid(projected.to_numpy())
-    located = ~shapely.is_empty(centroids)
-    cx, cy = np.full(len(keep), np.nan), np.full(len(keep), np.nan)
-    cx[located], cy[located] = shapely.get_x(centroids[located]), shapely.get_y(centroids[located])
-    to_wgs84 = pyproj.Transformer.from_crs(working, WGS84, always_xy=True)
-    lon, lat = (np.asarray(a, dtype=np.float64) for a in to_wgs84.transform(cx, cy))
+    cx, cy, lon, lat = _positions(geoms[keep], frame.crs, working)
+    for j, i in enumerate(keep):
+        if i not in out_of_range and not _in_degrees(lon[j], lat[j]):
+            out_of_range[i] = (
+                f"its position lies outside EPSG:4326 once projected from {source.crs} (lon {lon[j]}, lat {lat[j]})"
+            )
+    # One feature out of range is a bad feature; every feature out of range is a CRS that does not fit the layer:
+    # those are kept, so the blocking check refuses the version naming them, rather than exporting an empty layer.
+    if out_of_range and len(out_of_range) < len(keep):
+        for i in keep:
+            if i in out_of_range:
+                pk = str(attributes[i][source.id_field]).strip()
+                quarantined.append(Quarantined(source.name, pk, f"coordinates out of range: {out_of_range[i]}"))
+        stay = [j for j, i in enumerate(keep) if i not in out_of_range]
+        keep = [keep[j] for j in stay]
+        cx, cy, lon, lat = cx[stay], cy[stay], lon[stay], lat[stay]
     srid = working.to_epsg() or 0
 
     spatial_county = county_of_points(lon, lat, counties) if counties is not None else [None] * len(keep)
@@ -208,6 +223,48 @@ def features_to_entities(
             }
         )
     return entities, quarantined
+
+
+def coordinate_problem(geom) -> str | None:
+    """Why ``geom``'s coordinates cannot be used (Infinity, NaN: GEOS fails on them), or None."""
+    import shapely
+
+    coords = shapely.get_coordinates(geom, include_z=bool(shapely.has_z(geom)))
+    if coords.size and not np.isfinite(coords).all():
+        bad = coords[~np.isfinite(coords).all(axis=1)][0]
+        return f"non-finite coordinate ({', '.join(str(float(v)) for v in bad)}): Infinity or NaN"
+    return None
+
+
+def _outside_degrees(geom) -> str | None:
+    import shapely
+
+    coords = shapely.get_coordinates(geom)
+    bad = coords[(np.abs(coords[:, 0]) > 180) | (np.abs(coords[:, 1]) > 90)]
+    return f"coordinate ({bad[0, 0]}, {bad[0, 1]}) is beyond ±180° / ±90°" if len(bad) else None
+
+
+def _in_degrees(lon: float, lat: float) -> bool:
+    return bool(np.isfinite(lon) and np.isfinite(lat) and abs(lon) <= 180 and abs(lat) <= 90)
+
+
+def _positions(geoms: np.ndarray, crs, working) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Centroids of ``geoms`` (in ``crs``) in the working CRS, and as EPSG:4326 lon / lat (NaN or infinite where
+    the CRS does not fit)."""
+    import geopandas as gpd
+    import pyproj
+    import shapely
+
+    kept = gpd.GeoSeries(geoms, crs=crs)
+    projected = kept if kept.crs.equals(working) else kept.to_crs(working)
+    with np.errstate(invalid="ignore", over="ignore"):  # a CRS that does not fit the data yields infinite coordinates
+        centroids = shapely.centroid(projected.to_numpy())
+    located = ~shapely.is_empty(centroids)
+    cx, cy = np.full(len(geoms), np.nan), np.full(len(geoms), np.nan)
+    cx[located], cy[located] = shapely.get_x(centroids[located]), shapely.get_y(centroids[located])
+    to_wgs84 = pyproj.Transformer.from_crs(working, WGS84, always_xy=True)
+    lon, lat = (np.asarray(a, dtype=np.float64) for a in to_wgs84.transform(cx, cy))
+    return cx, cy, lon, lat
 
 
 def _finite(value: float) -> float | None:

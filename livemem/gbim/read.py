@@ -51,7 +51,11 @@ def read_features(source: SpatialSource, dsns: Mapping[str, str] | None = None):
         try:
             frame = gpd.read_file(source.path, layer=source.layer) if source.layer else gpd.read_file(source.path)
         except Exception as exc:  # pyogrio raises its own error types for unreadable files
-            raise SourceError(f"spatial source {source.name!r}: cannot read {source.path}: {exc}") from exc
+            frame = _read_geojson_features(source) if source.path.suffix.lower() in GEOJSON_SUFFIXES else None
+            if frame is None:
+                raise SourceError(f"spatial source {source.name!r}: cannot read {source.path}: {exc}") from exc
+            log.warning("spatial source %r: GDAL cannot read %s (%s): read feature by feature", source.name,
+                        source.path, exc)  # fmt: skip
         content_hash = _file_hash(source.path)
     else:
         frame = _read_postgis(source, dsns)
@@ -63,6 +67,43 @@ def read_features(source: SpatialSource, dsns: Mapping[str, str] | None = None):
             "spatial source %r: declared crs %s overrides the file's %s", source.name, source.crs, file_crs.to_string()
         )
     return frame, content_hash
+
+
+GEOJSON_SUFFIXES = (".geojson", ".json")
+READ_PROBLEM = "__read_problem__"  # a column of the frame: why a feature could not be read (it is quarantined)
+
+
+def _read_geojson_features(source: SpatialSource):
+    """A GeoJSON file GDAL refuses as a whole (one number it cannot parse, such as ``1e999``), read by Python's JSON
+    parser one feature at a time: each feature whose geometry cannot be built keeps its properties, no geometry and
+    the reason in ``READ_PROBLEM`` (``features_to_entities`` quarantines it); None when the file is not a GeoJSON
+    FeatureCollection at all."""
+    import json
+
+    import geopandas as gpd
+    import shapely.geometry
+
+    try:
+        data = json.loads(source.path.read_text(encoding="utf-8"))  # Infinity, NaN and 1e999 become floats
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    features = data.get("features") if isinstance(data, dict) else None
+    if not isinstance(features, list):
+        return None
+    rows, geometries = [], []
+    for i, feature in enumerate(features):
+        properties = feature.get("properties") if isinstance(feature, dict) else None
+        row = dict(properties) if isinstance(properties, dict) else {}
+        geometry, problem = None, None
+        try:
+            raw = feature.get("geometry") if isinstance(feature, dict) else None
+            geometry = shapely.geometry.shape(raw) if raw else None
+        except Exception as exc:  # shapely raises several types for malformed geometry objects
+            problem = f"feature {i}: geometry cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
+        row[READ_PROBLEM] = problem
+        rows.append(row)
+        geometries.append(geometry)
+    return gpd.GeoDataFrame(rows, geometry=geometries, crs=source.crs)
 
 
 def _read_postgis(source: SpatialSource, dsns: Mapping[str, str] | None = None):

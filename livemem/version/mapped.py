@@ -15,6 +15,17 @@ ends the process with SIGBUS). The copy is the serving side's own, written from 
 it. A segment id names its content, so a copy never goes stale; copies of segments that no kept version names are
 removed with them (``gc``), and by readers (``prune``).
 
+A copy must never end a worker: a file truncated under a mapping ends the process with SIGBUS at the first access
+past its new end (issue 33: ``truncate -s 0 .../arrays.bin`` took every worker down), and Python cannot catch that.
+So a copy is written read-only (``FILE_MODE`` 0440) into a directory only the service's user enters (``ROOT_MODE``
+0700); it is mapped only after checking the open file (``_checked``: a regular file this user owns, writable by
+nobody else, of its recorded size, ending with the random marker ``copy.json`` records); and every request checks
+the size of each mapped copy before reading it (``Guard.intact``: one ``fstat`` of the mapping's descriptor, about a
+microsecond). A copy that changed is dropped, removed and written again from the index's verified files, and the
+request answered from the new one (``IndexReader.snapshot``). What remains: a process with the service's own rights
+that truncates a copy while a request is between that check and its reads (milliseconds) still ends that worker;
+such a process can end it anyway (``kill``), and uvicorn starts a new one.
+
 Where: ``LIVEMEM_SERVING_CACHE`` if set (for example a local directory or tmpfs shared by the workers of one
 machine when the index home is mounted read-only), else ``<home>/cache/serving``. When the directory cannot be
 written, a worker keeps what it read in its own memory, as before, and says so once in its log.
@@ -33,6 +44,7 @@ import logging
 import mmap
 import os
 import shutil
+import stat
 import threading
 import time
 import uuid
@@ -49,7 +61,7 @@ from livemem.settings import CacheSettings
 log = logging.getLogger(__name__)
 
 SERVING_CACHE_ENV = "LIVEMEM_SERVING_CACHE"
-COPY_FORMAT = 6  # 6: sentence vectors (when the segment has them); 5: the parent files too; 4: int8 codes, scales and errors per row; 3: int8 codes for the first stage, no float16 copy; 2: one file of arrays per segment (1: .npy files)
+COPY_FORMAT = 7  # 7: a marker ends the file; 6: sentence vectors (when the segment has them); 5: the parent files too; 4: int8 codes, scales and errors per row; 3: int8 codes for the first stage, no float16 copy; 2: one file of arrays per segment (1: .npy files)
 META = "copy.json"
 STALE_TMP_S = 3600.0  # a temporary directory older than this was left by a worker that died while writing
 _WARNED: set[str] = set()
@@ -163,20 +175,44 @@ ARRAYS = "arrays.bin"
 ALIGN = 64  # every array starts at a multiple of 64 bytes (a cache line; any dtype's alignment)
 
 
+MARKER_BYTES = 32  # every copy ends with a random marker its copy.json records (a regrown or foreign file lacks it)
+FILE_MODE = 0o440  # a copy is read-only, readable by the service's user and group only
+ROOT_MODE = 0o700  # the directory of a home's copies: only the service's user enters it
+
+
+class Guard:
+    """The mapping of one serving copy and the size it was verified at. ``intact()`` asks the kernel for the size of
+    the mapped file now (``fstat`` on the mapping's own descriptor, about a microsecond): a file truncated under a
+    mapping ends the process with SIGBUS at the first access past its new end, so a reader checks before it reads
+    (``IndexReader.snapshot``) and maps a fresh copy instead. A copy replaced or removed by name is harmless (the
+    mapping keeps the old file); only truncating the very file mapped is."""
+
+    def __init__(self, view: mmap.mmap, size: int, device: int, inode: int) -> None:
+        self.view, self.size, self.device, self.inode = view, size, device, inode
+
+    def intact(self) -> bool:
+        try:
+            return self.view.size() == self.size
+        except (OSError, ValueError):  # closed
+            return False
+
+
 def write_copy(root: Path, segment_id: str, arrays: Mapping[str, np.ndarray], meta: dict[str, Any]) -> Path:
     """Write a serving copy (temporary directory, then one rename); a copy already there is kept as it is.
 
     All arrays go into one file (``arrays.bin``, described by ``copy.json``: dtype, shape and offset of each), so a
     worker maps one file per segment: a mapping holds a file descriptor, and one per array (tens per segment)
-    exhausted a process's descriptors."""
+    exhausted a process's descriptors. The file ends with a random marker ``copy.json`` records; both files are
+    made read-only (``FILE_MODE``) before the rename."""
     target = root / segment_id
     if (target / META).is_file():
         return target
-    root.mkdir(parents=True, exist_ok=True)
+    make_root(root)
     tmp = root / f".tmp-{segment_id}-{uuid.uuid4().hex}"
     tmp.mkdir()
     try:
         layout: dict[str, dict[str, Any]] = {}
+        marker = uuid.uuid4().hex[:MARKER_BYTES].ljust(MARKER_BYTES, "0")
         with open(tmp / ARRAYS, "wb") as fh:
             for name, array in arrays.items():
                 array = np.ascontiguousarray(array)
@@ -184,9 +220,13 @@ def write_copy(root: Path, segment_id: str, arrays: Mapping[str, np.ndarray], me
                 layout[name] = {"dtype": array.dtype.str, "shape": list(array.shape), "offset": fh.tell()}
                 if array.size:
                     fh.write(memoryview(array.reshape(-1)).cast("B"))  # no copy of a large array
+            fh.write(marker.encode("ascii"))
             size = fh.tell()
-        body = {**meta, "format": COPY_FORMAT, "segment": segment_id, "size": size, "arrays": layout}
+        body = {**meta, "format": COPY_FORMAT, "segment": segment_id, "size": size, "marker": marker,
+                "arrays": layout}  # fmt: skip
         (tmp / META).write_text(json.dumps(body, indent=1), encoding="utf-8")
+        for name in (ARRAYS, META):
+            (tmp / name).chmod(FILE_MODE)
         try:
             os.rename(tmp, target)
         except OSError:
@@ -199,9 +239,26 @@ def write_copy(root: Path, segment_id: str, arrays: Mapping[str, np.ndarray], me
     return target
 
 
+def _checked(fh: Any, meta: dict[str, Any]) -> int:
+    """The size of the open copy ``fh`` after checking it is the file ``meta`` describes: a regular file of its
+    recorded size, owned by this user and writable by nobody else, ending with its marker."""
+    status = os.fstat(fh.fileno())
+    if not stat.S_ISREG(status.st_mode):
+        raise ValueError(f"{ARRAYS} is not a regular file")
+    if status.st_uid != os.geteuid() or status.st_mode & 0o022:
+        raise ValueError(f"{ARRAYS} is owned by uid {status.st_uid} or writable by others")
+    if status.st_size != meta["size"]:
+        raise ValueError(f"{ARRAYS} has {status.st_size} bytes, the copy recorded {meta['size']}")
+    marker = str(meta["marker"]).encode("ascii")
+    if len(marker) != MARKER_BYTES or os.pread(fh.fileno(), MARKER_BYTES, status.st_size - MARKER_BYTES) != marker:
+        raise ValueError(f"{ARRAYS} does not end with the marker its copy recorded")
+    return status.st_size
+
+
 def open_copy(root: Path, segment_id: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
     """The metadata and mapped arrays of the serving copy of ``segment_id`` (one read-only mapping of its file);
-    None when there is none (or it is not the size it recorded: then it is removed, to be written again)."""
+    None when there is none (or it is not the file it recorded: then it is removed, to be written again). The
+    metadata's ``guard`` (a ``Guard``) tells later whether the mapped file is still whole."""
     directory = root / segment_id
     try:
         meta = json.loads((directory / META).read_text(encoding="utf-8"))
@@ -209,16 +266,18 @@ def open_copy(root: Path, segment_id: str) -> tuple[dict[str, Any], dict[str, np
         return None
     arrays: dict[str, np.ndarray] = {}
     try:
-        if meta.get("format") != COPY_FORMAT or meta.get("segment") != segment_id:
+        if not isinstance(meta, dict) or meta.get("format") != COPY_FORMAT or meta.get("segment") != segment_id:
             raise ValueError("another format")
         with open(directory / ARRAYS, "rb") as fh:
-            found = os.fstat(fh.fileno()).st_size
-            if found != meta["size"]:
-                raise ValueError(f"{ARRAYS} has {found} bytes, the copy recorded {meta['size']}")
-            view = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if found else b""
+            found = _checked(fh, meta)
+            view = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            status = os.fstat(fh.fileno())
+        guard = Guard(view, found, status.st_dev, status.st_ino)
         for name, entry in meta["arrays"].items():
             dtype = np.dtype(entry["dtype"])
             count = int(np.prod(entry["shape"], dtype=np.int64))
+            if count and entry["offset"] + count * dtype.itemsize > found - MARKER_BYTES:
+                raise ValueError(f"array {name} lies beyond the end of {ARRAYS}")
             array = np.frombuffer(view, dtype=dtype, count=count, offset=entry["offset"]) if count else (
                 np.zeros(0, dtype=dtype))  # fmt: skip
             arrays[name] = array.reshape(entry["shape"])
@@ -226,13 +285,35 @@ def open_copy(root: Path, segment_id: str) -> tuple[dict[str, Any], dict[str, np
         log.warning("serving copy of %s at %s unusable (%s): written again", segment_id, directory, exc)
         remove(root, [segment_id])
         return None
-    return meta, arrays
+    return {**meta, "guard": guard}, arrays
+
+
+def discard(root: Path, segment_id: str, guard: Guard) -> None:
+    """Remove the copy of ``segment_id`` if it is still the file ``guard`` maps (found damaged under it); a copy
+    another worker has written again since is left alone."""
+    try:
+        status = os.stat(root / segment_id / ARRAYS)
+    except OSError:
+        return
+    if (status.st_dev, status.st_ino) == (guard.device, guard.inode):
+        remove(root, [segment_id])
+
+
+def make_root(root: Path) -> None:
+    """Create the directory of a home's copies, entered by the service's user only (``ROOT_MODE``)."""
+    root.mkdir(mode=ROOT_MODE, parents=True, exist_ok=True)
+    status = root.stat()
+    if status.st_uid == os.geteuid() and stat.S_IMODE(status.st_mode) != ROOT_MODE:
+        root.chmod(ROOT_MODE)
 
 
 def writable(root: Path) -> bool:
     """Whether serving copies can be written under ``root`` (warns once per directory when not)."""
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        make_root(root)
+        owner = root.stat().st_uid
+        if owner != os.geteuid():  # another user's directory (a shared LIVEMEM_SERVING_CACHE): its copies are theirs
+            raise PermissionError(f"the directory belongs to uid {owner}")
         probe = root / f".probe-{uuid.uuid4().hex}"
         probe.touch()
         probe.unlink()

@@ -109,10 +109,17 @@ class Snapshot:
     _headings_lock: threading.Lock = field(default_factory=threading.Lock)
     _parents: dict[str, tuple[Table, int]] | None = None  # parent_id -> its row in a segment's serving copy
     _parents_lock: threading.Lock = field(default_factory=threading.Lock)
+    _parent_segments: list[Segment] = field(default_factory=list)  # segments ``_parents`` reads
 
     @property
     def size(self) -> int:
         return len(self.ids)
+
+    def damaged_segments(self) -> list[Segment]:
+        """The segments whose mapped serving copy is no longer the size it was verified at (``Segment.intact``:
+        one ``fstat`` each); reading them could end the process with SIGBUS."""
+        held = {id(s): s for s, _ in self.sparse_parts} | {id(s): s for s in self._parent_segments}
+        return [s for s in held.values() if not s.intact()]
 
     @property
     def model_id(self) -> str:
@@ -215,7 +222,9 @@ class Snapshot:
                 rows = np.asarray(members["seg_row"], dtype=np.int64)
                 located: dict[str, tuple[Table, int]] = {}
                 for segment_id in dict.fromkeys(segments.tolist()):
-                    table = SEGMENTS.get(parts_dir(self.path), segment_id).parents
+                    segment = SEGMENTS.get(parts_dir(self.path), segment_id)
+                    self._parent_segments.append(segment)
+                    table = segment.parents
                     if table is None:
                         located = {}  # an empty map: the tables are read instead
                         break
@@ -574,6 +583,8 @@ class IndexReader:
         if named is None:
             raise IndexUnavailable("no index published yet: run `make materialize`")
         current = self._snapshot
+        if current is not None and current.damaged_segments():
+            current = self._drop_damaged(current)
         if current is not None and current.version_id == named:
             return current
         failure = self._failure
@@ -606,3 +617,21 @@ class IndexReader:
             return fresh
         finally:
             self._load_lock.release()
+
+    def _drop_damaged(self, snap: Snapshot) -> Snapshot | None:
+        """Stop serving ``snap``, some of whose serving copies changed under their mappings (truncated on disk):
+        its damaged segments are forgotten and their copies removed, so the version is loaded again (from its
+        verified files, into new copies) before this request reads anything. Returns what to serve meanwhile:
+        nothing (the caller loads the version again, or answers 503 when its files are damaged too)."""
+        with self._load_lock:
+            if self._snapshot is not snap:
+                return self._snapshot  # another thread already replaced it
+            damaged = snap.damaged_segments()
+            log.error(
+                "index version %s: the serving copies of %s changed on disk under this worker; loading it again",
+                snap.version_id, ", ".join(s.id for s in damaged),
+            )  # fmt: skip
+            SEGMENTS.discard(parts_dir(snap.path), damaged)
+            self._snapshot = None
+            self._failure = None
+        return None

@@ -246,10 +246,16 @@ class Segment:
     parents: Table | None = None  # the segment's parent files by ``_row`` (``PARENT_KINDS``)
     sentences: Sentences | None = None  # the chunks' sentence vectors, when the segment has any
     derived: dict[str, Any] = field(default_factory=dict)  # what readers compute once per segment (columns)
+    guard: mapped.Guard | None = None  # the mapped serving copy's file (None: held in this process's memory)
 
     @property
     def size(self) -> int:
         return len(self.table)
+
+    def intact(self) -> bool:
+        """Whether the memory this segment reads is still all there: a serving copy truncated under its mapping
+        would end the process with SIGBUS at the next access past its new end (``mapped.Guard``)."""
+        return self.guard is None or self.guard.intact()
 
 
 def _read_verified(parts: Path, segment_id: str) -> tuple[int, dict[str, np.ndarray]]:
@@ -352,7 +358,9 @@ def load_segment(parts: Path, segment_id: str) -> Segment:
         if found is None:
             return _segment(segment_id, {"chunks": size}, arrays, False)
     meta, arrays = found
-    return _segment(segment_id, meta, arrays, True)
+    segment = _segment(segment_id, meta, arrays, True)
+    segment.guard = meta["guard"]
+    return segment
 
 
 class SegmentCache:
@@ -374,6 +382,18 @@ class SegmentCache:
         with self._lock:
             self._loaded[key] = segment
         return segment
+
+    def discard(self, parts: Path, segments: list[Segment]) -> None:
+        """Forget ``segments`` (their serving copies changed under them) and remove those copies, unless another
+        worker has already written them again: the next ``get`` loads each from its verified files."""
+        root = mapped.cache_root(parts)
+        with self._lock:
+            for segment in segments:
+                if self._loaded.get((str(parts), segment.id)) is segment:
+                    del self._loaded[(str(parts), segment.id)]
+        for segment in segments:
+            if segment.guard is not None:
+                mapped.discard(root, segment.id, segment.guard)
 
     def retain(self, parts: Path, wanted: set[str]) -> None:
         """Drop loaded segments of ``parts`` not in ``wanted`` (the segments of the snapshots still held)."""
