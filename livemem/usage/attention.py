@@ -54,6 +54,7 @@ from livemem.errors import ConfigError
 from livemem.settings import TraceSettings
 from livemem.sources.breath import TONES, Breath
 from livemem.sources.config import SourcesConfig
+from livemem.usage.traces import trace_key
 from livemem.version import connect
 from livemem.version.store import TABLES, IndexHome, derive_version, iso, utc_now, write_manifest
 
@@ -117,7 +118,9 @@ class DayEvents:
 
     retrievals: list[tuple[str, str, str | None, int]] = field(default_factory=list)  # (trace, chunk, phase, rank)
     feedback: list[tuple[str, str | None, bool]] = field(default_factory=list)  # (trace, chunk or None, useful)
+    callers: list[str | None] = field(default_factory=list)  # who gave each ``feedback`` (None: not recorded)
     questions: dict[str, str] = field(default_factory=dict)  # trace → the question it answered
+    repeats: dict[str, str] = field(default_factory=dict)  # a repeated answer's trace → the trace it repeated
     malformed: int = 0
     examples: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
@@ -125,7 +128,11 @@ class DayEvents:
 
     @property
     def count(self) -> int:
-        return len(self.retrievals) + len(self.feedback)
+        return len(self.retrievals) + len(self.feedback) + len(self.repeats)
+
+    def original(self, trace: str) -> str:
+        """The trace whose answer ``trace`` gave: itself, or the first one a repeat names."""
+        return self.repeats.get(trace, trace)
 
     def bad(self, where: str, why: str) -> None:
         self.malformed += 1
@@ -176,12 +183,24 @@ def _read_day_postgres(dsn: str, start: datetime, end: datetime) -> DayEvents:
     return out
 
 
+_RECORD_START = b'{"timestamp":'
+
+
 def _parse_line(line: bytes, where: str, lo: float, hi: float, out: DayEvents) -> None:
     try:
         event = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        out.bad(where, f"not JSON ({exc})")
-        return
+        # A torn line (a write cut short by a full disk or a killed process, before the writer repaired such
+        # tails) may have the next whole event glued to it: the torn part is counted, the event is kept.
+        start = line.rfind(_RECORD_START)
+        try:
+            event = orjson.loads(line[start:]) if start > 0 else None
+        except orjson.JSONDecodeError:
+            event = None
+        if event is None:
+            out.bad(where, f"not JSON ({exc})")
+            return
+        out.bad(where, f"a torn line ({start} bytes) before an event: the event is kept")
     if not isinstance(event, dict):
         out.bad(where, "not a JSON object")
         return
@@ -194,6 +213,7 @@ def _parse_line(line: bytes, where: str, lo: float, hi: float, out: DayEvents) -
     if not isinstance(trace, str) or not (chunk is None or isinstance(chunk, str)):
         out.bad(where, "trace_id must be a string and chunk_id a string or null")
         return
+    trace = trace_key(trace)  # lines written before issue 33 carry the whole signed id
     if not lo <= when < hi:
         out.other_days += 1
         return
@@ -209,12 +229,16 @@ def _parse_line(line: bytes, where: str, lo: float, hi: float, out: DayEvents) -
             question = event.get("query")
             if isinstance(question, str) and question.strip():
                 out.questions.setdefault(trace, question)
+        elif isinstance(context, dict) and isinstance(context.get("repeat_of"), str):
+            out.repeats[trace] = trace_key(context["repeat_of"])
     elif kind == "feedback":
         useful = event.get("useful")
         if not isinstance(useful, bool):
             out.bad(where, "feedback without a boolean 'useful'")
             return
         out.feedback.append((trace, chunk, useful))
+        caller = event.get("caller")
+        out.callers.append(caller if isinstance(caller, str) else None)
     else:
         out.bad(where, f"unknown event {kind!r}")
 
@@ -222,11 +246,39 @@ def _parse_line(line: bytes, where: str, lo: float, hi: float, out: DayEvents) -
 def verdicts(events: DayEvents) -> list[tuple[str, str | None, bool]]:
     """The day's feedback, one verdict per (trace, chunk) — the last one given: replaying a valid feedback call
     (the trace is signed, the chunk was returned by it) must not pump a chunk's attention."""
-    last: dict[tuple[str, str | None], bool] = {}
-    for trace, chunk, verdict in events.feedback:
+    return [(trace, chunk, verdict) for trace, chunk, verdict, _ in _last_per_trace(events)]
+
+
+def _last_per_trace(events: DayEvents) -> list[tuple[str, str | None, bool, str | None]]:
+    last: dict[tuple[str, str | None], tuple[bool, str | None]] = {}
+    callers = events.callers if len(events.callers) == len(events.feedback) else [None] * len(events.feedback)
+    for (trace, chunk, verdict), caller in zip(events.feedback, callers, strict=True):
         last.pop((trace, chunk), None)
-        last[(trace, chunk)] = verdict
-    return [(trace, chunk, verdict) for (trace, chunk), verdict in last.items()]
+        last[(trace, chunk)] = (verdict, caller)
+    return [(trace, chunk, verdict, caller) for (trace, chunk), (verdict, caller) in last.items()]
+
+
+def judgements(events: DayEvents) -> list[tuple[str, str, bool, float]]:
+    """(trace, chunk, useful, evidence): what the day's feedback says about each chunk, one judgement per caller
+    and chunk — the last one that caller gave that day.
+
+    A verdict naming a chunk is worth 1 to it; one on a whole answer (no chunk) is shared by the n chunks that
+    answer returned (1/n each), so judging an answer never says more about a chunk than judging the chunk itself.
+    A caller (``caller`` of the event: a keyed tag of its API key, or of its address without one; events without
+    it, from before issue 33 or from MCP, count as one caller per trace) who asks again and again, each time with a
+    new signed trace, and judges the same chunk each time, still gives one judgement: 50 anonymous query and
+    feedback pairs move a chunk as one verdict does."""
+    retrieved_in: dict[str, set[str]] = defaultdict(set)
+    for trace, chunk, _, _ in events.retrievals:
+        retrieved_in[trace].add(chunk)
+    last: dict[tuple[str, str], tuple[str, bool, float]] = {}
+    for trace, chunk, verdict, caller in _last_per_trace(events):
+        judged = [chunk] if chunk is not None else sorted(retrieved_in.get(events.original(trace), ()))
+        who = caller if caller is not None else f"trace:{trace}"
+        for c in judged:
+            last.pop((who, c), None)
+            last[(who, c)] = (events.original(trace), verdict, 1.0 / len(judged))
+    return [(trace, c, verdict, share) for (_, c), (trace, verdict, share) in last.items()]
 
 
 def compute_signals(events: DayEvents, day: date, timezone: str) -> dict[str, Any]:
@@ -239,24 +291,23 @@ def compute_signals(events: DayEvents, day: date, timezone: str) -> dict[str, An
         retrieved_in[trace].add(chunk)
         if phase:
             phases[chunk][phase] += 1
+    for original in events.repeats.values():  # a repeated answer was shown again: its chunks count as retrieved
+        for chunk in retrieved_in.get(original, ()):
+            retrievals[chunk] += 1
     useful: Counter = Counter()
     not_useful: Counter = Counter()
-    # Evidence: a verdict naming a chunk is worth 1 to it; a verdict on a whole answer is shared among its n
-    # chunks (1/n each), so judging an answer never says more about a chunk than judging the chunk itself.
+    # Evidence: 1 per judgement naming a chunk, 1/n per judgement on a whole answer of n chunks (``judgements``).
     useful_evidence: Counter = Counter()
     not_useful_evidence: Counter = Counter()
     useful_in: dict[str, set[str]] = defaultdict(set)
-    for trace, chunk, verdict in verdicts(events):
-        judged = [chunk] if chunk is not None else sorted(retrieved_in.get(trace, ()))
-        share = 1.0 / len(judged) if judged else 0.0
-        for c in judged:
-            if verdict:
-                useful[c] += 1
-                useful_evidence[c] += share
-                useful_in[trace].add(c)
-            else:
-                not_useful[c] += 1
-                not_useful_evidence[c] += share
+    for trace, c, verdict, share in judgements(events):
+        if verdict:
+            useful[c] += 1
+            useful_evidence[c] += share
+            useful_in[trace].add(c)
+        else:
+            not_useful[c] += 1
+            not_useful_evidence[c] += share
     co_occurred: dict[str, Counter] = defaultdict(Counter)
     for trace, good in useful_in.items():
         for c in retrieved_in.get(trace, ()):
@@ -440,16 +491,11 @@ QUESTION_MIN_WEIGHT = 0.01
 def confirmations(events: DayEvents) -> list[tuple[str, str, float]]:
     """(chunk, question, evidence) for every useful verdict of the day whose question is known: the questions
     a chunk was confirmed useful for (a whole-answer verdict shares 1 among the answer's chunks, as in ``U``)."""
-    retrieved_in: dict[str, list[str]] = defaultdict(list)
-    for trace, chunk, _, _ in events.retrievals:
-        retrieved_in[trace].append(chunk)
     out = []
-    for trace, chunk, verdict in verdicts(events):
+    for trace, c, verdict, share in judgements(events):
         question = events.questions.get(trace)
-        if not verdict or question is None:
-            continue
-        judged = [chunk] if chunk is not None else sorted(set(retrieved_in.get(trace, ())))
-        out += [(c, question, 1.0 / len(judged)) for c in judged]
+        if verdict and question is not None:
+            out.append((c, question, share))
     return out
 
 

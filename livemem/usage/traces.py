@@ -27,7 +27,18 @@ every worker and replica sharing the secret (``RAG_TRACE_SECRET``, or one genera
 directory) can check it.
 
 Events record bounded summaries of what a caller sent (``bounded``): a huge filter list is counted, hashed and
-shortened to its first values instead of being repeated in every event.
+shortened to its first values instead of being repeated in every event. A request's trace costs at most one line
+per result plus one (issue 33): the first event of a request (its *record*) carries the query (cut to
+``QUERY_CHARS`` characters and ``QUERY_BYTES`` bytes), the summaries and the shared fields once; every other
+returned chunk gets one small *hit* line (``HIT_FIELDS``). Events name a trace by its key (``trace_key``: the
+uuid of the signed id), never by the signed id, whose per-chunk tags would make every line grow with ``top_k``.
+The same answer given again to the same caller within ``REPEAT_WINDOW_S`` (``RepeatWindow``) is written as one
+small line naming the first (``context.repeat_of``), so repeats cost a line each, not a full trace.
+
+A block of events either lands whole or not at all: an append that fails part way (a full disk) cuts the file
+back to where the block began, and each append first makes sure the file ends with a complete line (a process
+killed mid-write leaves a torn one: it is cut off), so a later line is never glued to a torn one. ``/feedback``
+writes with ``sync``: its answer says what was recorded, so it is on disk (``fdatasync``) before it is given.
 """
 
 from __future__ import annotations
@@ -70,6 +81,13 @@ _TRACE_ID = re.compile(TRACE_ID_PATTERN)
 
 def new_trace_id() -> str:
     return str(uuid.uuid4())
+
+
+def trace_key(trace_id: str) -> str:
+    """How trace events name a trace: the uuid of a signed id (``<uuid>.<version>.<signature>``), any other id as
+    it is. The signature carries a tag per returned chunk (over a kilobyte for 200 results): it stays with the
+    caller, who needs it for ``/feedback``; the events of one request share the key."""
+    return trace_id.split(".", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -139,6 +157,13 @@ class TraceSigner:
             return None
         found = frozenset(tags[i : i + TAG_BYTES] for i in range(0, len(tags), TAG_BYTES))
         return IssuedTrace(trace_id, index_version, trace_uuid, found, self)
+
+    def caller_tag(self, identity: str) -> str:
+        """A short keyed tag of a caller's identity (its API key's scope, or its network address) for trace events:
+        the same caller gets the same tag from every worker and replica sharing the key, and the tag does not give
+        the address or key back (a plain hash of an IPv4 address could be reversed by trying them all)."""
+        digest = hmac.digest(self._secret, b"caller\0" + identity.encode("utf-8", "surrogatepass"), "sha256")
+        return base64.urlsafe_b64encode(digest[:12]).decode("ascii")
 
     def _mac(self, trace_uuid: str, role: str, index_version: str, tags: bytes) -> bytes:
         head = "\0".join(("trace", trace_uuid, role, index_version)).encode("utf-8") + b"\0"
@@ -244,10 +269,12 @@ class _QueuedWrites:
         self._pending: collections.deque[list[dict[str, Any]]] = collections.deque()
         self._write_lock = threading.Lock()  # held while taking from the queue and appending: keeps the order
         self._scheduled = False
+        self.repeats = RepeatWindow()  # answers written lately, so a repeat is one line (``retrieval_events``)
 
-    def _append(self, events: list[dict[str, Any]], deadline: float | None = None) -> bool | None:
-        """Write one block; True / False: written or failed; None: the target stayed busy past ``deadline``
-        (``time.monotonic()``; None waits as long as it takes) and nothing was written."""
+    def _append(self, events: list[dict[str, Any]], deadline: float | None = None, sync: bool = False) -> bool | None:
+        """Write one block, whole or not at all (``sync``: and on stable storage before returning); True / False:
+        written or failed; None: the target stayed busy past ``deadline`` (``time.monotonic()``; None waits as long
+        as it takes) and nothing was written."""
         raise NotImplementedError
 
     def submit(self, events: Iterable[dict[str, Any]]) -> None:
@@ -271,13 +298,16 @@ class _QueuedWrites:
         """Append events now, after any queued before them; False (and logged) when the write failed."""
         return bool(self._write_queue_and(list(events), None))
 
-    def write_through(self, events: Iterable[dict[str, Any]], wait_s: float, queue: bool = True) -> bool | None:
+    def write_through(
+        self, events: Iterable[dict[str, Any]], wait_s: float, queue: bool = True, sync: bool = False
+    ) -> bool | None:
         """Append events now, as ``write`` does, if the file can be had within ``wait_s``; else queue them
         (``submit``; with ``queue`` false: drop them, for the caller to say so) and return None. For records that
         should be on disk before the answer they describe leaves (audit records, feedback), without letting a file
-        locked elsewhere hold the answer up for longer than ``wait_s``."""
+        locked elsewhere hold the answer up for longer than ``wait_s``. ``sync``: True only once the block is on
+        stable storage (``fdatasync``; a full disk often says so only then), for answers that say it was recorded."""
         events = list(events)
-        done = self._write_queue_and(events, wait_s)
+        done = self._write_queue_and(events, wait_s, sync)
         if done is None and queue:
             self.submit(events)
         return done
@@ -303,7 +333,7 @@ class _QueuedWrites:
             self._schedule()  # still queued: the flusher (perhaps waiting for the file right now) writes them
         return bool(done)
 
-    def _write_queue_and(self, events: list[dict[str, Any]], wait_s: float | None) -> bool | None:
+    def _write_queue_and(self, events: list[dict[str, Any]], wait_s: float | None, sync: bool = False) -> bool | None:
         """Append what is queued, then ``events``, as one block: True / False, written or failed; None when the
         writer's lock or the target could not be had within ``wait_s`` (None: as long as it takes), with the queue
         as it was and ``events`` not written. The writer's lock keeps blocks in order; the flusher may hold it
@@ -314,7 +344,7 @@ class _QueuedWrites:
         try:
             pending = self._take_pending()
             block = [*pending, *events]
-            done = self._append(block, deadline=deadline) if block else True
+            done = self._append(block, deadline=deadline, sync=sync) if block else True
             if done is None:
                 self._put_back(pending)
             return done
@@ -359,9 +389,12 @@ class TraceWriter(_QueuedWrites):
         suffix = self.name or f"{self.host}-{os.getpid()}"
         return self.directory / f"{day}-{suffix}.jsonl"
 
-    def _append(self, events: list[dict[str, Any]], deadline: float | None = None) -> bool | None:
+    def _append(self, events: list[dict[str, Any]], deadline: float | None = None, sync: bool = False) -> bool | None:
         """Append events as one block of lines; returns False (and logs) when the write failed, None (nothing
-        written) when another holder kept the file locked past ``deadline``."""
+        written) when another holder kept the file locked past ``deadline``. A write that fails part way (``ENOSPC``,
+        ``EFBIG``, ``EIO``) is taken back: the file is cut to where the block began (``_take_back``), so it never
+        ends in a torn line; and a torn line left by someone else (a process killed mid-write) is cut off before the
+        block is appended (``_complete_lines``), so no line is ever glued to one."""
         lines = "".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in events)
         if not lines:
             return True
@@ -369,15 +402,22 @@ class TraceWriter(_QueuedWrites):
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             path = self.path_for(datetime.now(UTC).strftime("%Y-%m-%d"))
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)  # read: its last line is checked
             try:
                 if os.fstat(fd).st_mode & 0o077:  # a file from before traces were private
                     os.fchmod(fd, 0o600)
                 if not _lock(fd, deadline):
                     return None
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                start = _complete_lines(fd, path)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    if sync:
+                        os.fdatasync(fd)
+                except OSError:
+                    _take_back(fd, start, path)
+                    raise
             finally:
                 os.close(fd)  # closing releases the lock
         except OSError as exc:
@@ -388,6 +428,45 @@ class TraceWriter(_QueuedWrites):
         with self._count_lock:
             self.written += lines.count("\n")
         return True
+
+
+TAIL_READ_BYTES = 65536
+
+
+def _complete_lines(fd: int, path: Path) -> int:
+    """Make the locked file ``fd`` end with a complete line and return its size: a torn last line (no newline: a
+    writer killed mid-write, or a failed write that could not be taken back) is cut off, back to the last newline,
+    and logged; when the file cannot be cut, a newline ends the torn line instead (the rollup skips it as
+    malformed and reads on). One ``fstat`` and a one-byte ``pread`` when the file is whole, as it nearly always is."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    end = size
+    cut = 0
+    while end > 0:
+        begin = max(0, end - TAIL_READ_BYTES)
+        found = os.pread(fd, end - begin, begin).rfind(b"\n")
+        if found >= 0:
+            cut = begin + found + 1
+            break
+        end = begin
+    try:
+        os.ftruncate(fd, cut)
+    except OSError as exc:
+        log.warning("%s ends in a torn line that could not be cut (%s): ending it with a newline", path, exc)
+        os.write(fd, b"\n")
+        return size + 1
+    log.warning("%s ended in a torn line (%d bytes, no newline): cut off before appending", path, size - cut)
+    return cut
+
+
+def _take_back(fd: int, start: int, path: Path) -> None:
+    """After a failed append, cut the file back to ``start`` (its size before the block): shrinking needs no free
+    space. If even that fails, the next append cuts the torn line (``_complete_lines``)."""
+    try:
+        os.ftruncate(fd, start)
+    except OSError as exc:
+        log.warning("could not take a failed append back from %s: %s", path, exc)
 
 
 def _lock(fd: int, deadline: float | None) -> bool:
@@ -442,9 +521,10 @@ class PostgresTraceWriter(_QueuedWrites):
             self._local.conn = conn
         return conn
 
-    def _append(self, events: list[dict[str, Any]], deadline: float | None = None) -> bool | None:
+    def _append(self, events: list[dict[str, Any]], deadline: float | None = None, sync: bool = False) -> bool | None:
         """One transaction per block (``deadline`` is for file locks; a database write is bounded by the
-        connection's ``statement_timeout``, ``POSTGRES_STATEMENT_TIMEOUT_S``)."""
+        connection's ``statement_timeout``, ``POSTGRES_STATEMENT_TIMEOUT_S``; a committed transaction is durable,
+        so ``sync`` asks nothing more)."""
         rows = [(e["timestamp"], e.get("trace_id"), json.dumps(e, ensure_ascii=False)) for e in events]
         if not rows:
             return True
@@ -480,6 +560,28 @@ def trace_writer(directory: str | os.PathLike[str], dsn: str | None = None) -> T
     return PostgresTraceWriter(dsn) if dsn else TraceWriter(directory)
 
 
+HIT_FIELDS = ("timestamp", "event", "trace_id", "chunk_id", "rank", "score", "breath_phase", "context")
+QUERY_BYTES = 8192  # the most a stored query takes as JSON (4,000 characters of control codes escape to 24 kB)
+SUMMARY_BYTES = 4096  # the most a request's filters and collections take in its record (else only their hash)
+REPEAT_WINDOW_S = 60.0  # the same answer to the same caller within this long is written as a one-line repeat
+REPEAT_KEYS = 10_000  # answers remembered per process for that (least recently used forgotten first)
+
+
+def _stored_query(query: str) -> str:
+    """The query as a request record keeps it: at most ``QUERY_CHARS`` characters and ``QUERY_BYTES`` of JSON."""
+    text = query[:QUERY_CHARS]
+    while len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) > QUERY_BYTES:
+        text = text[: len(text) * 3 // 4]
+    return text
+
+
+def _summary(filters: dict[str, Any], collections: list[str]) -> dict[str, Any]:
+    summary = {"filters": bounded(filters), "collections": bounded(collections)}
+    if len(json.dumps(summary, ensure_ascii=False, default=str)) > SUMMARY_BYTES:
+        return {"filters": {"sha256": _digest(filters)}, "collections": {"sha256": _digest(collections)}}
+    return summary
+
+
 def retrieval_events(
     *,
     trace_id: str,
@@ -494,44 +596,64 @@ def retrieval_events(
     filters: dict[str, Any],
     collections: list[str],
     cache_hit: bool,
+    repeat_of: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One ``retrieval`` event per returned chunk (one with ``chunk_id`` null when nothing was returned)."""
+    """A request's ``retrieval`` events: its record (the first returned chunk, or ``chunk_id`` null when nothing
+    was returned), which alone carries the query, the caller's summaries and the shared fields, then one small hit
+    event (``HIT_FIELDS``) per further chunk. So a request writes one line per result plus a bounded record,
+    linear in ``top_k``. ``repeat_of``: the key of an earlier trace that gave this caller this same answer
+    (``RepeatWindow``): then only one line is written, naming it.
+
+    Every event has its own ``context`` dict (callers mark them, e.g. ``kind``)."""
+    key = trace_key(trace_id)
     timestamp = utc_timestamp()
-    summary = {"filters": bounded(filters), "collections": bounded(collections)}  # once, not once per event
-    common = {
+    record: dict[str, Any] = {
         "timestamp": timestamp,
         "event": "retrieval",
-        "trace_id": trace_id,
-        "query": query[:QUERY_CHARS],
+        "trace_id": key,
+        "chunk_id": None,
+        "query": None if repeat_of else _stored_query(query),
         "breath_phase": breath_phase,
         "agent": "serving",
         "role": role,
         "useful": None,
         "index_version": index_version,
     }
+    if repeat_of:
+        context = {"repeat_of": trace_key(repeat_of), "results": len(chunk_ids), "mode": mode, "return": return_,
+                   "cache_hit": cache_hit}  # fmt: skip
+        return [{**record, "context": context}]
+    context = {"mode": mode, "return": return_, **_summary(filters, collections), "cache_hit": cache_hit}
     if not chunk_ids:
-        return [{**common, "chunk_id": None, "context": _context([], mode, return_, summary, cache_hit)}]
-    return [
+        return [{**record, "context": context}]
+    events = [{**record, "chunk_id": chunk_ids[0], "rank": 1, "score": scores[0], "context": context}]
+    events += [
         {
-            **common,
+            "timestamp": timestamp,
+            "event": "retrieval",
+            "trace_id": key,
             "chunk_id": cid,
             "rank": rank,
             "score": score,
-            "context": _context([c for c in chunk_ids if c != cid], mode, return_, summary, cache_hit),
+            "breath_phase": breath_phase,
+            "context": {},
         }
-        for rank, (cid, score) in enumerate(zip(chunk_ids, scores, strict=True), start=1)
+        for rank, (cid, score) in enumerate(zip(chunk_ids[1:], scores[1:], strict=True), start=2)
     ]
+    return events
 
 
 def feedback_events(
     *, trace_id: str, chunk_ids: list[str], useful: bool, role: str, breath_phase: str | None, index_version: str,
-    comment: str | None = None,
+    comment: str | None = None, caller: str | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """One ``feedback`` event per chunk judged (one with ``chunk_id`` null for the whole answer)."""
+    """One ``feedback`` event per chunk judged (one with ``chunk_id`` null for the whole answer). The first carries
+    the chunks judged together and the comment, once; ``caller`` (``TraceSigner.caller_tag``) is who judged: the
+    rollup counts one verdict per caller and chunk a day (``livemem.usage.attention.judgements``)."""
     common = {
         "timestamp": utc_timestamp(),
         "event": "feedback",
-        "trace_id": trace_id,
+        "trace_id": trace_key(trace_id),
         "query": None,
         "breath_phase": breath_phase,
         "agent": "serving",
@@ -539,18 +661,35 @@ def feedback_events(
         "useful": useful,
         "index_version": index_version,
     }
-    context: dict[str, Any] = {"related_chunks": list(chunk_ids)}
+    if caller:
+        common["caller"] = caller
+    first: dict[str, Any] = {"related_chunks": list(chunk_ids)}
     if comment:
-        context["comment"] = comment
-    return [{**common, "chunk_id": cid, "context": context} for cid in (chunk_ids or [None])]
+        first["comment"] = comment
+    return [
+        {**common, "chunk_id": cid, "context": first if n == 0 else {}} for n, cid in enumerate(chunk_ids or [None])
+    ]
 
 
-def _context(related: list[str], mode: str, return_: str, summary: dict[str, Any], cache_hit: bool) -> dict[str, Any]:
-    return {
-        "related_chunks": related,
-        "mode": mode,
-        "return": return_,
-        "filters": summary["filters"],
-        "collections": summary["collections"],
-        "cache_hit": cache_hit,
-    }
+class RepeatWindow:
+    """The answers one process gave lately, by caller: the same answer (same request, same results) to the same
+    caller within ``window_s`` of the first is a repeat, traced as one line naming the first trace instead of a
+    full trace (``retrieval_events(repeat_of=...)``). At most ``max_keys`` answers are remembered (the least
+    recently used forgotten first); the window runs from the first, so an answer is traced in full at least once
+    per window and caller."""
+
+    def __init__(self, window_s: float = REPEAT_WINDOW_S, max_keys: int = REPEAT_KEYS, timer=time.monotonic) -> None:
+        from cachetools import TTLCache
+
+        self._seen: TTLCache = TTLCache(max_keys, window_s, timer=timer)
+        self._lock = threading.Lock()
+
+    def first(self, caller: str, request: str, chunk_ids: list[str], trace_id: str) -> str | None:
+        """The key of the trace that first gave ``caller`` this answer within the window; None (and ``trace_id``
+        remembered as the first) when this is the first."""
+        answer = hashlib.sha256("\0".join((caller, request, *chunk_ids)).encode("utf-8", "surrogatepass")).digest()
+        with self._lock:
+            found = self._seen.get(answer)
+            if found is None:
+                self._seen[answer] = trace_key(trace_id)
+            return found

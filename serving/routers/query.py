@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 
 import orjson
 from anyio import to_thread
 from fastapi import APIRouter, HTTPException, Request, Response
 
+from livemem.answer.conversation import ANONYMOUS_SCOPE
 from livemem.query.cache import cache_key
 from livemem.query.fusion import normalized_score
 from livemem.query.retrieval import Query, chunk_result, document_results, suggestion_result
 from livemem.usage.traces import FEEDBACK_WAIT_S, feedback_events, retrieval_events
 from serving.deps import CallerRole, CurrentSnapshot, State
 from serving.models import ErrorBody, FeedbackRequest, FeedbackResponse, QueryRequest, QueryResponse
-from serving.routers.memory import record_feedback
+from serving.routers.memory import record_feedback, request_scope
 from serving.state import Role, ServingState
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["retrieval"])
+FEEDBACK_RETRY_S = 5  # Retry-After of a /feedback that could not be written (a full disk, a file locked elsewhere)
 
 
 @router.post(
@@ -26,18 +29,37 @@ router = APIRouter(tags=["retrieval"])
     response_model=QueryResponse,
     responses={400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 503: {"model": ErrorBody}},
 )
-async def query(body: QueryRequest, state: State, role: CallerRole) -> Response:
+async def query(body: QueryRequest, state: State, role: CallerRole, request: Request) -> Response:
     """Rank chunks (or whole parent documents) for a query, from one published version.
 
     Its trace events are queued and appended by a background thread: the caller does not wait for the file (a
     failed write is logged and counted, never the caller's error; /feedback, whose answer says what was recorded,
-    writes before answering)."""
+    writes before answering). The same answer to the same caller again within a minute is traced as one line
+    naming the first (``livemem.usage.traces.RepeatWindow``)."""
     # One trip to the thread pool for the whole request (the version, the search, the JSON), instead of one for
     # a sync dependency, one for the endpoint, one for response validation and one for the trace (issue 15).
-    return await to_thread.run_sync(answer_query, body, state, role)
+    return await to_thread.run_sync(answer_query, body, state, role, caller_identity(request))
 
 
-def answer_query(body: QueryRequest, state: ServingState, role: Role) -> Response:
+def caller_identity(request: Request) -> str:
+    """Who is asking, to bound what one caller can write to the traces: its API key's scope (the key's hash), or,
+    without a key, its network address (as uvicorn gives it, behind a trusted proxy the client's), an IPv6 address
+    by its /64 (the block one host is usually given). Only a keyed tag of it is ever written
+    (``TraceSigner.caller_tag``)."""
+    scope = request_scope(request)
+    if scope != ANONYMOUS_SCOPE:
+        return f"key:{scope}"
+    host = request.client.host if request.client else ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return f"addr:{host}"
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is None:
+        return f"net:{ipaddress.ip_network((address, 64), strict=False)}"
+    return f"addr:{getattr(address, 'ipv4_mapped', None) or address}"
+
+
+def answer_query(body: QueryRequest, state: ServingState, role: Role, caller: str = "") -> Response:
     """The /query response: the JSON of a ``QueryResponse`` (by alias)."""
     snap = state.reader.snapshot()  # IndexUnavailable becomes a 503 in the app
     visible = snap.collections_for(role.access)
@@ -114,6 +136,7 @@ def answer_query(body: QueryRequest, state: ServingState, role: Role) -> Respons
         hit = True
     chunk_ids = [r["chunk_id"] for r in cached["results"]]
     trace_id = state.signer.issue(role=role.name, index_version=snap.version_id, chunk_ids=chunk_ids)
+    repeat_of = state.traces.repeats.first(caller, key, chunk_ids, trace_id)
     state.traces.submit(
         retrieval_events(
             trace_id=trace_id,
@@ -128,6 +151,7 @@ def answer_query(body: QueryRequest, state: ServingState, role: Role) -> Respons
             filters=filters,
             collections=collections,
             cache_hit=hit,
+            repeat_of=repeat_of,
         )
     )
     # The body has every field of QueryResponse (by alias, in its order) and nothing else: orjson writes it in
@@ -150,7 +174,12 @@ def answer_query(body: QueryRequest, state: ServingState, role: Role) -> Respons
 @router.post(
     "/feedback",
     response_model=FeedbackResponse,
-    responses={400: {"model": ErrorBody}, 404: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+    responses={
+        400: {"model": ErrorBody},
+        403: {"model": ErrorBody},
+        404: {"model": ErrorBody},
+        503: {"model": ErrorBody},
+    },
 )
 def feedback(
     body: FeedbackRequest, state: State, role: CallerRole, snap: CurrentSnapshot, request: Request
@@ -178,9 +207,22 @@ def feedback(
         breath_phase=snap.breath_phase,
         index_version=issued.index_version,
         comment=body.comment,
+        caller=state.signer.caller_tag(verdict_caller(request, body.user_id)),
     )
-    written = state.traces.write_through(events, FEEDBACK_WAIT_S, queue=False)
+    # On disk (fdatasync) before 200: a full disk fails the write whole (nothing torn is left behind), and the
+    # caller is told to retry.
+    written = state.traces.write_through(events, FEEDBACK_WAIT_S, queue=False, sync=True)
     if not written:  # False: the write failed; None: the file stayed locked elsewhere, nothing was written
         log.error("feedback on trace %s could not be written to %s", issued.trace_id, state.traces.directory)
-        raise HTTPException(503, "feedback could not be recorded; try again later")
+        raise HTTPException(
+            503, "feedback could not be recorded; try again later", headers={"Retry-After": str(FEEDBACK_RETRY_S)}
+        )
     return FeedbackResponse(trace_id=issued.trace_id, recorded=len(events))
+
+
+def verdict_caller(request: Request, user_id: str | None) -> str:
+    """Whose verdict a /feedback is, for the rollup's one verdict per caller, chunk and day: the caller
+    (``caller_identity``), and within an API key the ``user_id`` it names (a service answering many people with one
+    key tells them apart so; an anonymous caller's ``user_id`` changes nothing: anyone may send any)."""
+    caller = caller_identity(request)
+    return f"{caller}/{user_id}" if user_id and caller.startswith("key:") else caller

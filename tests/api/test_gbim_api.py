@@ -15,6 +15,7 @@ from livemem.gbim import entity_id, export_gbim
 from livemem.query.gis_index import haversine_km
 from livemem.schemas import errors_for
 from livemem.sources.config import load_sources
+from livemem.usage.traces import trace_key
 from livemem.version.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
@@ -151,7 +152,7 @@ def test_queries_are_traced(client, served) -> None:
     client.app.state.serving.traces.flush()  # queued (livemem.usage.traces.submit): on disk now
     home: IndexHome = served[1]
     events = [json.loads(line) for f in sorted(home.traces.glob("*.jsonl")) for line in f.read_text().splitlines()]
-    mine = [e for e in events if e["trace_id"] == data["trace_id"]]
+    mine = [e for e in events if e["trace_id"] == trace_key(data["trace_id"])]
     assert [e["chunk_id"] for e in mine] == [r["entity_id"] for r in data["results"]]
     assert all(e["context"]["kind"] == "gis" and errors_for("trace", e) == [] for e in mine)
 
@@ -169,7 +170,7 @@ def test_answers_do_not_wait_for_the_trace_file(client) -> None:
         assert trace_id not in text
         assert traces.flush()
         written = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-        assert any(e["trace_id"] == trace_id for e in written), route
+        assert any(e["trace_id"] == trace_key(trace_id) for e in written), route
     scrape, _ = answered_while_trace_file_locked([traces], partial(client.get, "/metrics"))  # flushes, bounded
     assert scrape.status_code == 200 and "livemem_trace_events_total" in scrape.text
 

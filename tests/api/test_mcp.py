@@ -16,6 +16,7 @@ import pytest
 from support.context import PROJECT, example_index
 
 from livemem.settings import ContextSettings
+from livemem.usage.traces import trace_key
 
 TOOLS = {
     "query", "gis_query", "resources", "context", "chat", "feedback", "facts", "sparql", "verify_chunk",
@@ -87,11 +88,11 @@ def error_of(server, name: str, arguments: dict) -> str:
 
 def trace_events(state, trace_id: str) -> list[dict]:
     state.traces.flush()  # the tools queue their events (livemem.usage.traces.submit): on disk now
-    events = []
+    events, key = [], trace_key(trace_id)  # events name a trace by its key
     for path in Path(state.settings.traces_path).glob("*.jsonl"):
         for line in path.read_text(encoding="utf-8").splitlines():
             event = json.loads(line)
-            if event.get("trace_id") == trace_id and event.get("event") == "retrieval":  # not the audit records
+            if event.get("trace_id") == key and event.get("event") == "retrieval":  # not the audit records
                 events.append(event)
     return events
 
@@ -204,7 +205,7 @@ def test_every_answering_tool_writes_usage_traces_that_feedback_accepts(server, 
     foreign = error_of(server, "feedback", {"trace_id": hits["trace_id"], "useful": True, "chunk_ids": [other]})
     assert "not returned by this trace" in foreign and other in foreign
     events = read_day(state.settings.traces_path, datetime.now(UTC).date(), UTC)
-    trace = hits["trace_id"]
+    trace = trace_key(hits["trace_id"])  # events name a trace by its key
     assert sorted(c for t, c, _, _ in events.retrievals if t == trace) == sorted(shown)
     assert (trace, chosen, True) in events.feedback
 

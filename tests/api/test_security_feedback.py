@@ -17,7 +17,14 @@ from support.serving import (
     make_workspace,
 )
 
-from livemem.usage.traces import TRACE_SECRET_ENV, TRACE_SECRET_FILE, TraceSigner, TraceWriter, retrieval_events
+from livemem.usage.traces import (
+    TRACE_SECRET_ENV,
+    TRACE_SECRET_FILE,
+    TraceSigner,
+    TraceWriter,
+    retrieval_events,
+    trace_key,
+)
 from livemem.version.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
@@ -64,7 +71,7 @@ def test_feedback_on_a_real_trace_is_recorded_against_its_version(client, home):
     ids = [r["chunk_id"] for r in data["results"]]
     response = client.post("/feedback", json={"trace_id": data["trace_id"], "chunk_ids": ids, "useful": True})
     assert response.status_code == 200 and response.json() == {"trace_id": data["trace_id"], "recorded": 2}
-    mine = [e for e in feedback_events(home.traces) if e["trace_id"] == data["trace_id"]]
+    mine = [e for e in feedback_events(home.traces) if e["trace_id"] == trace_key(data["trace_id"])]
     assert sorted(e["chunk_id"] for e in mine) == sorted(ids)
     assert {e["index_version"] for e in mine} == {data["index_version"]} and {e["role"] for e in mine} == {"public"}
     whole = client.post("/feedback", json={"trace_id": data["trace_id"], "useful": False})
@@ -151,7 +158,7 @@ def test_feedback_on_a_locked_trace_file_is_a_503_and_a_retry_records_it_once(cl
     assert refused.status_code == 503 and "try again" in refused.json()["detail"], refused.text
     retried = client.post("/feedback", json=body)
     assert retried.status_code == 200 and retried.json()["recorded"] == 2, retried.text
-    mine = [e for e in feedback_events(home.traces) if e["trace_id"] == data["trace_id"]]
+    mine = [e for e in feedback_events(home.traces) if e["trace_id"] == trace_key(data["trace_id"])]
     assert sorted(e["chunk_id"] for e in mine) == sorted(ids)  # once each: the refused call wrote nothing
 
 

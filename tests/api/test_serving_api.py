@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from support.serving import API_KEYS, FILES, INTERNAL_KEY, build_and_publish, make_workspace
 
 from livemem.schemas import errors_for
+from livemem.usage.traces import trace_key
 from livemem.version.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
@@ -261,11 +262,11 @@ def test_query_and_feedback_write_schema_valid_traces(client, served):
     ]
     for event in events:
         assert errors_for("trace", event) == []
-    mine = [e for e in events if e["trace_id"] == data["trace_id"]]
+    mine = [e for e in events if e["trace_id"] == trace_key(data["trace_id"])]
     retrieval = [e for e in mine if e["event"] == "retrieval"]
     assert [e["chunk_id"] for e in retrieval] == ids
     assert retrieval[0]["breath_phase"] == "Δ3" and retrieval[0]["role"] == "public"
-    assert retrieval[0]["context"]["related_chunks"] == ids[1:]
+    assert retrieval[0]["query"] == "Beckley LIHEAP" and "query" not in retrieval[1]  # the query once
     assert [(e["chunk_id"], e["useful"]) for e in mine if e["event"] == "feedback"] == [(ids[0], True)]
 
 
