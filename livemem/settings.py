@@ -215,6 +215,24 @@ class CacheSettings(Section):
     )
 
 
+class RegistrySettings(Section):
+    """Bounds on the registry input (``livemem.registry.load``), checked before its rows are held in memory."""
+
+    title: ClassVar[str] = "registry settings"
+    max_rows: int = Field(
+        100_000,
+        ge=1,
+        validation_alias="RAG_REGISTRY_MAX_ROWS",
+        description="rows a registry source may hold; more: the verification is refused, naming the limit",
+    )
+    max_bytes: int = Field(
+        128 * 1024 * 1024,
+        ge=1,
+        validation_alias="RAG_REGISTRY_MAX_BYTES",
+        description="size of a registry CSV / JSON file; bigger: refused before it is read",
+    )
+
+
 ENCODERS = ("torch", "onnx")
 QUERY_PRECISIONS = ("fp32", "int8")
 INDEX_PRECISIONS = ("int8-block", "fp32")  # the first is the default (docs/encoder.md)
@@ -364,6 +382,12 @@ class PersonalSettings(Section):
         None, validation_alias="LIVEMEM_PERSONAL_DIR", description="default: <index home>/personal"
     )
     retention_days: int = Field(365, ge=1, validation_alias="LIVEMEM_PERSONAL_RETENTION_DAYS")
+    max_users_per_key: int = Field(
+        1000,
+        ge=1,
+        validation_alias="LIVEMEM_PERSONAL_MAX_USERS_PER_KEY",
+        description="users (user_id values, and the key itself) one API key may keep memory for; beyond: 403",
+    )
 
     def directory(self, index_dir: str | Path) -> Path:
         return self.dir or Path(index_dir) / "personal"
@@ -545,6 +569,7 @@ class LivingMemorySettings(Section):
     dense: DenseSettings = Field(default_factory=DenseSettings)
     build: BuildSettings = Field(default_factory=BuildSettings)
     caches: CacheSettings = Field(default_factory=CacheSettings)
+    registry: RegistrySettings = Field(default_factory=RegistrySettings)
     encoders: EncoderSettings = Field(default_factory=EncoderSettings)
     personas: PersonaSettings = Field(default_factory=PersonaSettings)
     web: WebSettings = Field(default_factory=WebSettings)

@@ -69,6 +69,10 @@ class MemoryFull(Exception):
     """The user already holds ``MAX_ITEMS`` cards and exchanges."""
 
 
+class TooManyUsers(Exception):
+    """The API key already keeps memory for ``LIVEMEM_PERSONAL_MAX_USERS_PER_KEY`` users, and this is a new one."""
+
+
 def personal_dir_from_env(index_dir: str | os.PathLike[str]) -> Path:
     """Where personal memory lives: ``LIVEMEM_PERSONAL_DIR``, else ``<index home>/personal`` (serving and the
     asset resolve it with this one function)."""
@@ -78,6 +82,11 @@ def personal_dir_from_env(index_dir: str | os.PathLike[str]) -> Path:
 def retention_days_from_env() -> int:
     """How long personal memory is kept: ``LIVEMEM_PERSONAL_RETENTION_DAYS`` (default 365)."""
     return PersonalSettings.from_env().retention_days
+
+
+def max_users_from_env() -> int:
+    """How many users one API key may keep memory for: ``LIVEMEM_PERSONAL_MAX_USERS_PER_KEY`` (default 1000)."""
+    return PersonalSettings.from_env().max_users_per_key
 
 
 def user_key(scope: str, user_id: str | None) -> str:
@@ -169,6 +178,18 @@ class PersonalLog:
             conn.close()
         return [{**dict(r), "body": json.loads(r["body"])} for r in found]
 
+    def users_of(self, scope: str) -> dict[str, tuple[int, int]]:
+        """The users of one key's ``scope`` that have log rows: user → (last id of a row that adds memory, last id
+        of a tombstone for all of it; 0 for none)."""
+        if not self.path.exists():
+            return {}
+        conn = self._connect()
+        try:
+            found = conn.execute(_USERS_SQL.format(table="events", owner="user", p="?"), _scope_range(scope))
+            return {r[0]: (r[1] or 0, r[2] or 0) for r in found.fetchall()}
+        finally:
+            conn.close()
+
     def max_id(self) -> int:
         if not self.path.exists():
             return 0
@@ -250,6 +271,10 @@ class PostgresPersonalLog:
             sql, args = sql + " AND id <= %s", [*args, through]
         return [{**r, "user": r.pop("owner")} for r in self._execute(sql + " ORDER BY id", args)]
 
+    def users_of(self, scope: str) -> dict[str, tuple[int, int]]:
+        found = self._execute(_USERS_SQL.format(table="{table}", owner="owner", p="%s"), _scope_range(scope))
+        return {r["owner"]: (r["kept"] or 0, r["wiped"] or 0) for r in found}
+
     def max_id(self) -> int:
         """The last id, once every insert that took a smaller one has committed (ids are drawn before commit, so
         without the lock a consolidation could pass over a row committed late)."""
@@ -272,6 +297,18 @@ class PostgresPersonalLog:
         finally:
             self._execute(f"SET statement_timeout = {int(self.statement_timeout_s * 1000)}", fetch=False)
         return len(ids)
+
+
+# a user's rows are ``user = <scope>`` or ``user = <scope>/<user_id>``: a range of the (user, id) index
+_USERS_SQL = (
+    "SELECT {owner}, max(CASE WHEN kind <> 'delete' THEN id END) AS kept, "
+    "max(CASE WHEN kind = 'delete' AND item_id IS NULL THEN id END) AS wiped FROM {table} "
+    "WHERE {owner} = {p} OR ({owner} >= {p} AND {owner} < {p}) GROUP BY {owner}"
+)
+
+
+def _scope_range(scope: str) -> tuple[str, str, str]:
+    return scope, scope + "/", scope + "0"  # "0" is the character after "/"
 
 
 _LOGS: dict[tuple[str, str | None], PersonalLog | PostgresPersonalLog] = {}
@@ -552,9 +589,38 @@ def encoded(texts: list[str], encode: Callable[[list[str]], np.ndarray], model_i
 
 
 # --- writes from the API ----------------------------------------------------------------------------------------------
-def add_card(directory: Path, user: str, text: str, now: datetime | None = None) -> dict[str, Any]:
+def users_holding(directory: Path, scope: str) -> set[str]:
+    """The users of the key ``scope`` (its own, and each ``user_id`` within it) whose memory holds something now: a
+    row after their last delete-all in the log, or a part of the current snapshot no delete-all has covered since."""
+    rows = log_for(directory).users_of(scope)
+    snapshot = cached_snapshot(directory)
+    through = snapshot.through_id if snapshot else 0
+    consolidated = set(snapshot.by_user) | set(snapshot.votes_by_user) if snapshot else set()
+    mine = {u for u in consolidated if u == scope or u.startswith(scope + "/")}
+    holding = {u for u, (kept, wiped) in rows.items() if kept > wiped}
+    return holding | {u for u in mine if rows.get(u, (0, 0))[1] <= through}
+
+
+def admit_user(directory: Path, user: str, max_users: int | None = None) -> None:
+    """``TooManyUsers`` when ``user`` would be a new user of its key (holding nothing yet) and the key already
+    keeps memory for ``max_users`` (default ``LIVEMEM_PERSONAL_MAX_USERS_PER_KEY``). A user whose memory was
+    deleted whole frees its place at once."""
+    limit = max_users_from_env() if max_users is None else max_users
+    scope = user.split("/", 1)[0]
+    holding = users_holding(directory, scope)
+    if user not in holding and len(holding) >= limit:
+        raise TooManyUsers(
+            f"this API key keeps personal memory for {len(holding)} users, the most it may "
+            f"(LIVEMEM_PERSONAL_MAX_USERS_PER_KEY): delete one (DELETE /memory?user_id=...) or use an existing user_id"
+        )
+
+
+def add_card(
+    directory: Path, user: str, text: str, now: datetime | None = None, max_users: int | None = None
+) -> dict[str, Any]:
     """Append a memory card, or return the user's identical visible card (same words, any case and spacing).
-    ``MemoryFull`` when the user already holds ``MAX_ITEMS``."""
+    ``MemoryFull`` when the user already holds ``MAX_ITEMS``; ``TooManyUsers`` when the user is new and its key
+    already has the most users it may (``admit_user``)."""
     view = read_view(directory, user)
     same = normalized_text(text)
     for item in view.items:
@@ -562,6 +628,8 @@ def add_card(directory: Path, user: str, text: str, now: datetime | None = None)
             return {"memory_id": item["item_id"], "created_at": item["created_at"], "duplicate": True}
     if len(view.items) >= MAX_ITEMS:
         raise MemoryFull(f"this memory holds {len(view.items)} items, the most it may: delete some first")
+    if not view.items and not view.votes:
+        admit_user(directory, user, max_users)
     row = log_for(directory).append(user, "card", str(uuid.uuid4()), {"text": text}, now)
     return {"memory_id": row["item_id"], "created_at": row["created_at"], "duplicate": False}
 
@@ -569,15 +637,26 @@ def add_card(directory: Path, user: str, text: str, now: datetime | None = None)
 def add_exchange(
     directory: Path, user: str, message: str, answer: str | None, chunk_ids: list[str], endpoint: str
 ) -> dict[str, Any] | None:
-    """Append a remembered exchange (None, and nothing written, when the user's memory is full)."""
-    if len(read_view(directory, user).items) >= MAX_ITEMS:
+    """Append a remembered exchange (None, and nothing written, when the user's memory is full or the user would
+    be one too many for its key)."""
+    view = read_view(directory, user)
+    if len(view.items) >= MAX_ITEMS:
         return None
+    if not view.items and not view.votes:
+        try:
+            admit_user(directory, user)
+        except TooManyUsers:
+            return None
     body = {"message": message, "answer": answer, "chunk_ids": chunk_ids[:20], "endpoint": endpoint}
     row = log_for(directory).append(user, "exchange", str(uuid.uuid4()), body)
     return {"memory_id": row["item_id"], "created_at": row["created_at"]}
 
 
-def add_feedback(directory: Path, user: str, chunk_ids: list[str], useful: bool) -> int:
+def add_feedback(directory: Path, user: str, chunk_ids: list[str], useful: bool, max_users: int | None = None) -> int:
+    """A vote per chunk (``TooManyUsers`` when the user is new and its key has the most users it may)."""
+    view = read_view(directory, user)
+    if not view.items and not view.votes:
+        admit_user(directory, user, max_users)
     log = log_for(directory)
     for chunk_id in chunk_ids:
         log.append(user, "feedback", chunk_id, {"useful": useful})

@@ -24,7 +24,13 @@ from serving.models.memory import Card, CardRequest, Deleted, Memory, MemoryItem
 from serving.state import ServingState
 
 router = APIRouter(tags=["memory"])
-ERRORS = {401: {"model": ErrorBody}, 404: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody}}
+ERRORS = {
+    401: {"model": ErrorBody},
+    403: {"model": ErrorBody, "description": "a new user_id beyond the key's LIVEMEM_PERSONAL_MAX_USERS_PER_KEY"},
+    404: {"model": ErrorBody},
+    409: {"model": ErrorBody},
+    422: {"model": ErrorBody},
+}
 NEEDS_KEY = (
     "personal memory needs an API key (X-API-Key or Authorization: Bearer): it is kept per key, and a caller "
     "without one cannot be told apart from any other"
@@ -55,6 +61,8 @@ def personal_view(state: ServingState, scope: str, body: Any) -> personal.Person
     if body.mix is None and body.user_id is None and not body.remember:
         return None
     user = user_of(state, scope, body.user_id)
+    if body.remember:  # refused before answering, not after: the exchange could not be remembered
+        admitted(lambda: personal.admit_user(store_dir(state), user))
     share = body.mix.personal if body.mix else 0.0
     retriever = state.retriever
     return personal.read_view(
@@ -77,7 +85,15 @@ def remember_exchange(state: ServingState, message: Message, result: dict[str, A
 def record_feedback(state: ServingState, request: Request, user_id: str | None, chunk_ids: list[str], useful: bool):
     """/feedback with ``personal: true``: the chunks are nudged for this user only (``livemem.answer.personal``)."""
     user = user_of(state, request_scope(request), user_id)
-    return personal.add_feedback(store_dir(state), user, chunk_ids, useful)
+    return admitted(lambda: personal.add_feedback(store_dir(state), user, chunk_ids, useful))
+
+
+def admitted(write: Any) -> Any:
+    """``write()``, with a new user beyond the key's ``LIVEMEM_PERSONAL_MAX_USERS_PER_KEY`` a 403."""
+    try:
+        return write()
+    except personal.TooManyUsers as exc:
+        raise HTTPException(403, str(exc)) from None
 
 
 def cleaned(text: str) -> str:
@@ -91,7 +107,7 @@ def add_card(body: CardRequest, request: Request, state: State, role: CallerRole
     """Remember a card for the caller (or its `user_id`): searchable at once, consolidated nightly."""
     user = user_of(state, request_scope(request), body.user_id)
     try:
-        return Card(**personal.add_card(store_dir(state), user, cleaned(body.text)))
+        return Card(**admitted(lambda: personal.add_card(store_dir(state), user, cleaned(body.text))))
     except personal.MemoryFull as exc:
         raise HTTPException(409, str(exc)) from None
 
