@@ -570,6 +570,8 @@ REPEAT_KEYS = 10_000  # answers remembered per process for that (least recently 
 def _stored_query(query: str) -> str:
     """The query as a request record keeps it: at most ``QUERY_CHARS`` characters and ``QUERY_BYTES`` of JSON."""
     text = query[:QUERY_CHARS]
+    if len(text) <= QUERY_BYTES // 6:  # no character takes more than 6 bytes as JSON (\u0000)
+        return text
     while len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) > QUERY_BYTES:
         text = text[: len(text) * 3 // 4]
     return text

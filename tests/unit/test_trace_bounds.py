@@ -78,6 +78,7 @@ def test_a_long_top_200_request_writes_a_bounded_trace_linear_in_its_results(tmp
         record, *hits = lines(directory)
         assert record["query"].strip("\x00w") == "" and record["chunk_id"] == ids[0]
         assert [h["chunk_id"] for h in hits] == ids[1:] and all(h["context"] == {} for h in hits)
+        assert len(text.splitlines()[0].encode()) <= 14 * 1024  # the record: query, summaries, shared fields
         assert max(len(x.encode()) for x in text.splitlines()[1:]) <= 256
     # linear: 100 more results cost 100 small lines
     small, large = tmp_path / "small", tmp_path / "large"
