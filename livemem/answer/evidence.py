@@ -262,8 +262,6 @@ def registry_lookup(
         ordered = [r for r in ordered if _covers(r, place_zip) or r["resource_type"] not in covering]
     order = {p["id"]: p["rank"] for p in rank_programs({"registry": ordered, "spatial": []}, sq, message)}
     ordered.sort(key=lambda row: order[row["local_resource_id"]])
-    if sq.populations:
-        ordered.sort(key=lambda row: not serves_population(row, sq.populations))  # stable: the ranking within
     return ordered[:limit], lookups
 
 
@@ -389,7 +387,7 @@ def _town_point(town: str | None) -> tuple[float, float] | None:
 
 def rank_programs(sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, message: str) -> list[dict[str, Any]]:
     """Registry programs and places, the most useful first (``route.programs``; the answer lists them in this
-    order): first by the need they answer (the message's program types in the order it names them, else the
+    order): those serving a population the message names first, then by the need they answer (the message's program types in the order it names them, else the
     types its population or "benefits" steer to), then in the town the message names, then covering its ZIP,
     then nearest to the place asked about (gazetteer distance between towns), registry rows before places on a
     tie (the registry is verified), then by the words they share with the message. A place linked to a registry
@@ -419,8 +417,11 @@ def rank_programs(sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, mess
             distance = round(distance_km(origin, point), 1) if origin and point else None
             shared = len(words & set(re.findall(r"[a-z]{4,}", text.casefold())))
             need_rank = min(matched) if matched else (len(needs) if needs else 0)
-            key = (need_rank, not in_town, not covers, distance if distance is not None else 1e9, kind != "registry",
-                   -shared, n)  # fmt: skip
+            serves = bool(sq.populations) and serves_population(
+                {"eligibility": item.get("eligibility"), "description": item.get("description")}, sq.populations
+            )
+            key = (not serves, need_rank, not in_town, not covers, distance if distance is not None else 1e9,
+                   kind != "registry", -shared, n)  # fmt: skip
             items.append((key, {
                 "kind": kind,
                 "id": item["local_resource_id"] if kind == "registry" else item["entity_id"],

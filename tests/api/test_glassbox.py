@@ -150,6 +150,13 @@ def test_a_person_sees_answer_provenance_currency_registry_and_map(base_url):
             SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SCREENSHOT), full_page=True)
 
+            # One program in two stores: the map place disagrees with the registry, and the page says so.
+            page.fill("#question", "heating help in Raleigh County")
+            page.click("#ask")
+            expect(page.locator("body")).to_have_attribute("data-state", "done")
+            expect(page.locator("#route")).to_contain_text("conflict: Raleigh LIEAP Intake")
+            expect(page.locator("#route")).to_contain_text('registry "200 Prince Street, Beckley, WV 25801"')
+
             # The page with HTML in it: shown as text, nothing runs, and its source has changed since.
             page.fill("#question", "winter coat drive free coats")
             page.click("#ask")

@@ -104,11 +104,19 @@ function renderAnswer(chat) {
     ["why", route.reason],
     ["intents", route.intents.join(", ")],
     ["place", (route.filters.county || []).join(", ") || "none"],
+    ["places named", (route.places || []).map((p) => p.name + (p.corrected_from ? ` (corrected "${p.corrected_from}")` : "")
+      + (p.counties && p.counties.length > 1 ? ` (spans ${p.counties.join(", ")})` : "")).join("; ") || "none"],
     ["West-Virginia-scoped", route.wv_scoped ? "yes: " + route.wv_reasons.join("; ") : "no"],
     ["sources queried", route.sources_queried.join(", ")],
     ["web", route.web.reason],
     ["index version", chat.index_version],
   ];
+  // one program, two stores: where a map place or passage disagrees with the registry (authoritative for contacts)
+  for (const link of route.links || []) {
+    for (const c of link.conflicts || []) {
+      rows.push([`conflict: ${link.name}`, `${c.field}: registry "${c.registry}"; ${c.source} says "${c.other}" (the registry is used)`]);
+    }
+  }
   for (const [term, value] of rows) {
     $("route").append(el("dt", term), el("dd", value));
   }
