@@ -26,6 +26,7 @@ from dagster import (
 from livemem.gbim import EXPORT_VERSION, GbimResult, check_entities_valid, check_entity_flags, export_gbim
 from livemem.ingest.checks import CheckOutcome
 from livemem.sources.config import SourcesConfig
+from orchestration.assets.answer_gate import answer_gate_check
 from orchestration.assets.publishing import check_result, publish_asset, staged_output, staging_asset
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource, SpatialDatabasesResource
 
@@ -148,6 +149,7 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         return check_result(check_entity_flags(version_dir), AssetCheckSeverity.WARN)
 
     checks = [gbim_entities_valid, gbim_entity_flags]
+    checks.append(answer_gate_check(gbim_export, "gbim_export"))  # the answer suite (eval.suite): no worse
     gbim_published = publish_asset(
         name="gbim_published",
         staging="gbim_export",

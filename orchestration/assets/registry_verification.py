@@ -32,6 +32,7 @@ from dagster import (
 from livemem import registry
 from livemem.ingest.checks import CheckOutcome
 from livemem.sources.config import SourcesConfig
+from orchestration.assets.answer_gate import answer_gate_check
 from orchestration.assets.publishing import check_result, publish_asset, staged_output, staging_asset
 from orchestration.resources import IndexStoreResource
 from orchestration.resources.registry import RegistrySourceResource
@@ -176,6 +177,7 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         return check_result(registry.check_stale(version_dir, section), AssetCheckSeverity.WARN)
 
     checks = [registry_invalid_share, registry_references_resolve, registry_rows_fresh]
+    checks.append(answer_gate_check(registry_verification, "registry_verification"))  # eval.suite: no worse
     registry_published = publish_asset(
         name="registry_published",
         staging="registry_verification",

@@ -56,7 +56,12 @@ def test_verify_registry_publishes_reports_and_skips_unchanged_input(tmp_path: P
     assert "| 21 | res-00020 | phone | error |" in meta["issues_preview"].value
     assert meta["history_changes"].value["created"] == 20
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    assert checks == {"registry_invalid_share": True, "registry_references_resolve": True, "registry_rows_fresh": True}
+    assert checks == {
+        "registry_invalid_share": True,
+        "registry_references_resolve": True,
+        "registry_rows_fresh": True,
+        "answers_not_worse": True,  # no answer suite in this sources file
+    }
     home = IndexHome(tmp_path / "index")
     assert materialization(result, "registry_published").metadata["current_version"].value == home.current()
     assert home.current() == meta["version_id"].value
