@@ -44,7 +44,8 @@ def checks_of(result) -> dict:
 
 def test_a_version_that_answers_worse_is_refused_and_a_harmless_one_publishes(tmp_path: Path) -> None:
     repo, sources = copy_bundled_example(tmp_path)
-    sources.write_text(sources.read_text() + "\neval: {suite: eval/gate-suite.yaml, gate: true}\n", encoding="utf-8")
+    example = sources.read_text().split("\neval:")[0]  # the bundled example names its suite with the gate off
+    sources.write_text(example + "\neval: {suite: eval/gate-suite.yaml, gate: true}\n", encoding="utf-8")
     (sources.parent / "eval" / "gate-suite.yaml").write_text(SUITE, encoding="utf-8")
     home = IndexHome(tmp_path / "rag_index")
     defs = build_definitions(sources, home.root)
