@@ -36,3 +36,21 @@ HISTORY_COLUMNS = (
     "local_resource_id", "change", "valid_from", "valid_to", "version_id", "content_hash", "verification_hash",
     "status", "last_verified_at", "deprecated_at", "note", "data",
 )  # fmt: skip
+
+
+# CSV cells a spreadsheet would run as a formula (OWASP "CSV injection"): a cell starting with one of these is
+# written with a leading ``'`` (``csv_cell``), which spreadsheets show as text and hide; reading a registry CSV takes
+# it off again (``csv_text``), so a file the project writes reads back exactly. Phone numbers in E.164 form
+# (``+13045550101``) are prefixed too: a spreadsheet reads ``+1304...`` as a formula or a number, never as the text.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: str) -> str:
+    """``value`` as a CSV cell no spreadsheet runs: prefixed with ``'`` when it starts (after any ``'``) with a
+    formula character; ``csv_text(csv_cell(v)) == v`` for every string."""
+    return "'" + value if value.lstrip("'")[:1] in FORMULA_STARTS else value
+
+
+def csv_text(cell: str) -> str:
+    """The value of a CSV cell written by ``csv_cell`` (a cell a spreadsheet saved with the same ``'`` too)."""
+    return cell[1:] if cell.startswith("'") and cell.lstrip("'")[:1] in FORMULA_STARTS else cell

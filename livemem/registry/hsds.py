@@ -38,6 +38,7 @@ from livemem.errors import LivingMemoryError
 from livemem.geo.names import without_county_word
 from livemem.geo.zips import zip_data
 from livemem.registry import FIELDS, RESOURCE_TYPES
+from livemem.registry.fields import csv_cell
 from livemem.schemas import SCHEMA_DIR
 
 HSDS_DIR = SCHEMA_DIR / "hsds"
@@ -491,7 +492,8 @@ def import_export(directory: str | Path, *, now: datetime | None = None) -> Hsds
 
 
 def write_registry_file(rows: list[dict[str, Any]], path: str | Path) -> Path:
-    """The rows as a registry input file: CSV (``zip_coverage`` space-separated) or JSON, by the file's suffix."""
+    """The rows as a registry input file: CSV (``zip_coverage`` space-separated; a cell starting with ``=``, ``+``,
+    ``-``, ``@``, tab or CR prefixed with ``'``, ``fields.csv_cell``) or JSON, by the file's suffix."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".json":
@@ -504,7 +506,7 @@ def write_registry_file(rows: list[dict[str, Any]], path: str | Path) -> Path:
         for row in rows:
             out = {k: row.get(k) or "" for k in FIELDS}
             out["zip_coverage"] = " ".join(row.get("zip_coverage") or [])
-            writer.writerow(out)
+            writer.writerow({k: csv_cell(str(v)) for k, v in out.items()})  # no cell a spreadsheet runs
     return path
 
 

@@ -14,7 +14,8 @@ import pandas as pd
 
 from livemem.errors import LivingMemoryError
 from livemem.registry.config import RegistryConfig
-from livemem.registry.fields import FIELDS
+from livemem.registry.fields import FIELDS, csv_text
+from livemem.settings import RegistrySettings
 
 
 class RegistryError(LivingMemoryError):
@@ -34,40 +35,84 @@ class LoadedRows:
         return len(self.frame)
 
 
-def load_rows(cfg: RegistryConfig) -> LoadedRows:
-    """Read the configured source. Raises RegistryError when it cannot be read at all."""
+def load_rows(cfg: RegistryConfig, limits: RegistrySettings | None = None) -> LoadedRows:
+    """Read the configured source. Raises RegistryError when it cannot be read at all, or holds more rows (or, a
+    file, more bytes) than ``limits`` allow (default: ``RAG_REGISTRY_MAX_ROWS`` / ``RAG_REGISTRY_MAX_BYTES``)."""
+    limits = limits or RegistrySettings.from_env()
     if cfg.kind == "postgres":
-        return load_postgres(cfg.table, postgres_dsn(cfg))
+        return load_postgres(cfg.table, postgres_dsn(cfg), max_rows=limits.max_rows)
     assert cfg.path is not None
-    return load_csv(cfg.path) if cfg.kind == "csv" else load_json(cfg.path)
+    load = load_csv if cfg.kind == "csv" else load_json
+    return load(cfg.path, max_rows=limits.max_rows, max_bytes=limits.max_bytes)
 
 
 def file_hash(path: Path) -> str:
     try:
-        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+        with open(path, "rb") as fh:
+            return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
     except OSError as exc:
         raise RegistryError(f"registry file {path} cannot be read: {exc}") from exc
 
 
-def load_csv(path: Path) -> LoadedRows:
+def _too_many_rows(where: str, max_rows: int) -> RegistryError:
+    return RegistryError(
+        f"{where} holds more than {max_rows:,} rows, the limit (RAG_REGISTRY_MAX_ROWS): refused before its rows "
+        "are held; split the registry, or raise the limit where the machine has the memory (about 5 kB a row)"
+    )
+
+
+def _check_size(path: Path, max_bytes: int | None) -> None:
+    """Refuse a file bigger than ``max_bytes`` before reading it."""
+    if max_bytes is None:
+        return
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise RegistryError(f"registry file {path} cannot be read: {exc}") from exc
+    if size > max_bytes:
+        raise RegistryError(
+            f"registry file {path} is {size:,} bytes, over the limit of {max_bytes:,} (RAG_REGISTRY_MAX_BYTES): "
+            "refused before it is read"
+        )
+
+
+def load_csv(path: Path, *, max_rows: int | None = None, max_bytes: int | None = None) -> LoadedRows:
+    """The rows of a CSV file (a cell a spreadsheet-safe writer prefixed with ``'`` is read without it:
+    ``fields.csv_text``); at most ``max_rows`` of them, from a file of at most ``max_bytes``."""
+    _check_size(path, max_bytes)
     digest = file_hash(path)
     try:
-        raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[], encoding="utf-8")
+        raw = pd.read_csv(
+            path, dtype=str, keep_default_na=False, na_values=[], encoding="utf-8",
+            nrows=None if max_rows is None else max_rows + 1,
+        )  # fmt: skip
     except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise RegistryError(f"registry file {path} is not a readable UTF-8 CSV file: {exc}") from exc
+    if max_rows is not None and len(raw) > max_rows:
+        raise _too_many_rows(f"registry file {path}", max_rows)
+    for name in raw.columns:
+        column = raw[name]
+        quoted = column.str.startswith("'", na=False)
+        if quoted.any():
+            raw.loc[quoted, name] = column[quoted].map(csv_text)
     return _loaded(raw, f"csv file {path}", digest)
 
 
-def load_json(path: Path) -> LoadedRows:
+def load_json(path: Path, *, max_rows: int | None = None, max_bytes: int | None = None) -> LoadedRows:
+    """The rows of a JSON file (a list, or ``{"local_resources": [...]}``); at most ``max_rows`` of them, from a
+    file of at most ``max_bytes``."""
+    _check_size(path, max_bytes)
     digest = file_hash(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise RegistryError(f"registry file {path} is not valid JSON: {exc}") from exc
     if isinstance(data, dict) and isinstance(data.get("local_resources"), list):
         data = data["local_resources"]
     if not isinstance(data, list):
         raise RegistryError(f"registry file {path}: expected a list of rows or {{'local_resources': [...]}}")
+    if max_rows is not None and len(data) > max_rows:
+        raise _too_many_rows(f"registry file {path}", max_rows)
     # A non-object item keeps its place (so row numbers match the file) and fails the schema rule.
     items = [item if isinstance(item, dict) else {"__not_an_object__": type(item).__name__} for item in data]
     return _loaded(pd.DataFrame.from_records(items) if items else pd.DataFrame(), f"json file {path}", digest)
@@ -83,8 +128,9 @@ def _split_table(table: str) -> tuple[str, ...]:
     return tuple(table.split("."))
 
 
-def load_postgres(table: str, dsn: str) -> LoadedRows:
-    """Read ``table`` (only the schema's columns; others are reported as ignored)."""
+def load_postgres(table: str, dsn: str, *, max_rows: int | None = None) -> LoadedRows:
+    """Read ``table`` (only the schema's columns; others are reported as ignored); a table of more than
+    ``max_rows`` rows is refused before its rows are fetched."""
     import psycopg
     from psycopg import sql
 
@@ -95,6 +141,8 @@ def load_postgres(table: str, dsn: str) -> LoadedRows:
             present = [d.name for d in cur.description or []]
             wanted = [c for c in FIELDS if c in present]
             checksum = _postgres_checksum(cur, ident)
+            if max_rows is not None and int(checksum.rsplit(":", 1)[1]) > max_rows:
+                raise _too_many_rows(f"registry table {table}", max_rows)
             cur.execute(
                 sql.SQL("SELECT {} FROM {}").format(sql.SQL(", ").join(map(sql.Identifier, wanted)), ident)
                 if wanted

@@ -263,6 +263,8 @@ class LevelSparse:
 
 
 def _derive_headings(snap: Snapshot) -> None:
+    if snap.damaged_segments():  # a copy changed under it: the next request loads the version again
+        return
     try:
         snap.headings()
     except Exception as exc:  # best effort: a sparse query builds it again, and reports what is wrong

@@ -53,6 +53,27 @@ def server_pids(url: str) -> set[int]:
     return top | workers
 
 
+def settled(pids: set[int], found: list[Path], timeout: float = 120.0) -> None:
+    """Wait until every serving process maps every copy and is idle (its CPU time still for half a second): a worker
+    still warming up, or deriving the heading field in the background, reads copies outside any request (the race
+    the module docstring of ``livemem.version.mapped`` documents)."""
+    import time
+
+    def ticks(pid: int) -> int:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+
+    workers = {p for p in pids if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()} or pids
+    deadline = time.monotonic() + timeout
+    while True:
+        mapped_all = all({str(c) for c in found} <= set(Path(f"/proc/{p}/maps").read_text().split()) for p in workers)
+        before = {p: ticks(p) for p in workers}
+        time.sleep(0.5)
+        if mapped_all and before == {p: ticks(p) for p in workers}:
+            return
+        assert time.monotonic() < deadline, "the workers did not settle"
+
+
 def truncate(path: Path, size: int = 0) -> None:
     """What an operator's ``truncate -s 0`` does (as root, or after a ``chmod``: the copy is written read-only)."""
     path.chmod(0o640)
@@ -72,6 +93,7 @@ def test_truncating_the_serving_copy_under_running_workers_never_kills_them(serv
         assert len(pids) == (1 if workers == 1 else 1 + workers)
         found = copies(home)
         assert found
+        settled(pids, found)
         for path in found:
             truncate(path)
         for n, query in enumerate(("SNAP food assistance", "heating bill help Beckley", "zebra protocol") * workers):
