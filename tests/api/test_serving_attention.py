@@ -41,11 +41,13 @@ def learned(tmp_path_factory, embedder):
     with TestClient(create_app(settings, embedder)) as client:
         client.before = {q: ask(client, query=q, top_k=3) for q in BEFORE_QUESTIONS}  # the ranking before any use
         # SNAP questions return the Fayette SNAP section together with the statewide FAQ; people find the FAQ useful
-        for _ in range(3):
-            data = ask(client, query="SNAP food assistance applications", top_k=2, mode="sparse")
+        # (three people: one caller's verdicts on a chunk count once a day, docs/attention.md)
+        for n in range(3):
+            person = TestClient(client.app, client=(f"203.0.113.{n + 1}", 50000))
+            data = ask(person, query="SNAP food assistance applications", top_k=2, mode="sparse")
             assert set(paths(data)) == {"benefits/fayette-county.md", "benefits/statewide-faq.md"}
             faq = next(r["chunk_id"] for r in data["results"] if r["provenance"]["path"].endswith("faq.md"))
-            client.post("/feedback", json={"trace_id": data["trace_id"], "chunk_ids": [faq], "useful": True})
+            person.post("/feedback", json={"trace_id": data["trace_id"], "chunk_ids": [faq], "useful": True})
         # caseworkers see the internal playbook beside the FAQ and find the playbook useful
         data = ask(client, INTERNAL, query="SNAP food assistance emergencies zebra protocol", top_k=3, mode="sparse")
         playbook = next(r["chunk_id"] for r in data["results"] if "internal/" in r["provenance"]["path"])

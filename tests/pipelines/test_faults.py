@@ -18,6 +18,7 @@ import pytest
 from support.servers import uvicorn
 from support.serving import build_and_publish, commit_files, make_workspace
 
+from livemem.usage.traces import trace_key
 from livemem.version.store import IndexHome
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -132,7 +133,7 @@ def test_four_server_processes_lose_no_trace_line(served_home) -> None:
     assert load.failures == []
     expected = {}
     for response in load.responses:
-        expected[response["trace_id"]] = max(1, len(response["results"]))
+        expected[trace_key(response["trace_id"])] = max(1, len(response["results"]))  # events name it by its key
     lines = []
     for path in sorted(home.traces.glob("*.jsonl")):
         lines.extend(path.read_text(encoding="utf-8").splitlines())
