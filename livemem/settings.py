@@ -233,24 +233,6 @@ class RegistrySettings(Section):
     )
 
 
-class RegistrySettings(Section):
-    """Bounds on the registry input (``livemem.registry.load``), checked before its rows are held in memory."""
-
-    title: ClassVar[str] = "registry settings"
-    max_rows: int = Field(
-        100_000,
-        ge=1,
-        validation_alias="RAG_REGISTRY_MAX_ROWS",
-        description="rows a registry source may hold; more: the verification is refused, naming the limit",
-    )
-    max_bytes: int = Field(
-        128 * 1024 * 1024,
-        ge=1,
-        validation_alias="RAG_REGISTRY_MAX_BYTES",
-        description="size of a registry CSV / JSON file; bigger: refused before it is read",
-    )
-
-
 ENCODERS = ("torch", "onnx")
 QUERY_PRECISIONS = ("fp32", "int8")
 INDEX_PRECISIONS = ("int8-block", "fp32")  # the first is the default (docs/encoder.md)
@@ -587,7 +569,6 @@ class LivingMemorySettings(Section):
     dense: DenseSettings = Field(default_factory=DenseSettings)
     build: BuildSettings = Field(default_factory=BuildSettings)
     caches: CacheSettings = Field(default_factory=CacheSettings)
-    registry: RegistrySettings = Field(default_factory=RegistrySettings)
     registry: RegistrySettings = Field(default_factory=RegistrySettings)
     encoders: EncoderSettings = Field(default_factory=EncoderSettings)
     personas: PersonaSettings = Field(default_factory=PersonaSettings)
