@@ -268,17 +268,26 @@ def judgements(events: DayEvents) -> list[tuple[str, str, bool, float]]:
     it, from before issue 33 or from MCP, count as one caller per trace) who asks again and again, each time with a
     new signed trace, and judges the same chunk each time, still gives one judgement: 50 anonymous query and
     feedback pairs move a chunk as one verdict does."""
+    return [(trace, c, verdict, share) for _, trace, c, verdict, share, _ in _judgements(events)]
+
+
+def _judgements(events: DayEvents) -> list[tuple[str, str, str, bool, float, list[str]]]:
+    """``judgements`` with who gave each, and every trace that caller found the chunk useful in that day."""
     retrieved_in: dict[str, set[str]] = defaultdict(set)
     for trace, chunk, _, _ in events.retrievals:
         retrieved_in[trace].add(chunk)
     last: dict[tuple[str, str], tuple[str, bool, float]] = {}
+    useful_in: dict[tuple[str, str], list[str]] = defaultdict(list)
     for trace, chunk, verdict, caller in _last_per_trace(events):
-        judged = [chunk] if chunk is not None else sorted(retrieved_in.get(events.original(trace), ()))
+        original = events.original(trace)
+        judged = [chunk] if chunk is not None else sorted(retrieved_in.get(original, ()))
         who = caller if caller is not None else f"trace:{trace}"
         for c in judged:
             last.pop((who, c), None)
-            last[(who, c)] = (events.original(trace), verdict, 1.0 / len(judged))
-    return [(trace, c, verdict, share) for (_, c), (trace, verdict, share) in last.items()]
+            last[(who, c)] = (original, verdict, 1.0 / len(judged))
+            if verdict:
+                useful_in[(who, c)].append(original)
+    return [(who, trace, c, verdict, share, useful_in[(who, c)]) for (who, c), (trace, verdict, share) in last.items()]
 
 
 def compute_signals(events: DayEvents, day: date, timezone: str) -> dict[str, Any]:
@@ -489,13 +498,15 @@ QUESTION_MIN_WEIGHT = 0.01
 
 
 def confirmations(events: DayEvents) -> list[tuple[str, str, float]]:
-    """(chunk, question, evidence) for every useful verdict of the day whose question is known: the questions
-    a chunk was confirmed useful for (a whole-answer verdict shares 1 among the answer's chunks, as in ``U``)."""
+    """(chunk, question, evidence) for every useful judgement of the day (``judgements``) whose questions are known:
+    the questions a chunk was confirmed useful for. A caller who found a chunk useful for several questions that day
+    (and did not change its mind last) shares its one judgement's evidence among them, so each is remembered and
+    the caller's evidence stays what ``U`` counts."""
     out = []
-    for trace, c, verdict, share in judgements(events):
-        question = events.questions.get(trace)
-        if verdict and question is not None:
-            out.append((c, question, share))
+    for _, _, c, verdict, share, traces in _judgements(events):
+        questions = dict.fromkeys(q for t in traces if (q := events.questions.get(t)) is not None)
+        if verdict and questions:
+            out += [(c, question, share / len(questions)) for question in questions]
     return out
 
 

@@ -232,9 +232,13 @@ def test_fifty_query_and_feedback_pairs_from_one_caller_are_one_verdict(tmp_path
         trace_id, events = request_events(ids, query=f"heating help {n}")
         writer.write(events)
         writer.write(verdict(trace_id, [ids[2]], "anonymous-a"))
-    _, signals = day(tmp_path)
+    events, signals = day(tmp_path)
     assert signals["chunk_usage"][ids[2]]["useful_evidence"] == 1.0
     assert signals["chunk_usage"][ids[2]]["confirmed_useful"] == 1
+    # every question it was confirmed for is remembered, sharing the one judgement's evidence
+    found = confirmations(events)
+    assert {q for _, q, _ in found} == {f"heating help {n}" for n in range(50)}
+    assert sum(w for _, _, w in found) == pytest.approx(1.0)
     trace_id, events = request_events(ids)
     writer.write(events)
     for useful in (False, True):  # another caller changes its mind: its last verdict counts
