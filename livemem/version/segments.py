@@ -136,7 +136,8 @@ def write_segment(
                 "files": files}  # fmt: skip
         (tmp / "segment.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
         for f in tmp.iterdir():
-            f.chmod(0o444)
+            f.chmod(0o440)  # read-only, never readable by others (livemem.version.store.HOME_MODE)
+        tmp.chmod(0o750)
         target_dir = parts / segment_id
         if target_dir.is_dir():
             shutil.rmtree(tmp)  # same content written before: shared

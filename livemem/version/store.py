@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -44,6 +45,14 @@ CHROMA = "chroma"
 RETRIEVAL = "retrieval"
 OWNER_SUFFIX = ".owner.json"
 STALE_STAGING_S = 24 * 3600  # a staged version this old is reclaimable whoever owns it (e.g. a lost host)
+# Who may read the index home (issue 33: its files were 0644, and versions, segments and caches hold internal
+# text): the home directory is 0750 (the service's user, and a group it chooses, e.g. a serving user's), so nothing
+# under it is reachable by other users whatever their own modes; a version's files and directories lose every
+# permission for others and write for the group when its manifest is written (``private_tree``: 0640 / 0750),
+# segments are 0440 (``livemem.version.segments``), serving copies 0440 under a 0700 directory
+# (``livemem.version.mapped``).
+HOME_MODE = 0o750
+NOT_SHARED = 0o027  # permission bits a version's files never keep: group write, everything for others
 
 
 def utc_now() -> datetime:
@@ -74,13 +83,25 @@ class IndexHome:
         self.log_file = self.root / "publish_log.jsonl"
 
     def ensure(self) -> IndexHome:
+        self._make_root()
         for d in (self.versions, self.staging, self.cache_dir, self.traces):
-            d.mkdir(parents=True, exist_ok=True)
+            d.mkdir(mode=HOME_MODE, parents=True, exist_ok=True)
         return self
+
+    def _make_root(self) -> None:
+        """Create the home directory, or narrow it, to ``HOME_MODE`` (a directory another user owns is left as it
+        is: it is theirs to set)."""
+        self.root.mkdir(mode=HOME_MODE, parents=True, exist_ok=True)
+        try:
+            status = self.root.stat()
+            if status.st_uid == os.geteuid() and stat.S_IMODE(status.st_mode) & ~HOME_MODE:
+                self.root.chmod(stat.S_IMODE(status.st_mode) & HOME_MODE)
+        except OSError:  # a read-only mount: nothing this process writes there anyway
+            pass
 
     def write_lock(self, timeout: float = 600) -> FileLock:
         """Held while staging or publishing: one writer per index home (DuckDB files have one writer)."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        self._make_root()
         return FileLock(str(self.root / ".write.lock"), timeout=timeout)
 
     # --- reading -------------------------------------------------------------------------------------------
@@ -153,6 +174,7 @@ class IndexHome:
         manifest["staged_by"] = {"run_id": run_id}
         tmp = path.with_name(MANIFEST + ".tmp")
         tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+        tmp.chmod(0o640)
         os.replace(tmp, path)
 
     def publish(
@@ -322,7 +344,9 @@ def write_manifest(staged: Path, manifest: dict[str, Any]) -> None:
 
     It records the size and SHA-256 of every other file of the version (``files``, by path relative to the
     version directory), so serving can tell a damaged version from a good one before it answers from it
-    (``livemem.version.reader.verify_files``)."""
+    (``livemem.version.reader.verify_files``). Every file and directory of the version is made private first
+    (``private_tree``)."""
+    private_tree(staged)
     files = {
         f.relative_to(staged).as_posix(): {"size": f.stat().st_size, "sha256": file_sha256(f)}
         for f in sorted(staged.rglob("*"))
@@ -334,7 +358,23 @@ def write_manifest(staged: Path, manifest: dict[str, Any]) -> None:
     manifest["index_size_mb"] = round(own + segments_mb(parts_dir(staged), manifest.get("segments") or []), 3)
     tmp = staged / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+    tmp.chmod(0o640)
     os.replace(tmp, staged / MANIFEST)
+
+
+def private_tree(root: Path) -> None:
+    """Take ``NOT_SHARED`` permissions off ``root`` and everything under it (files this user owns): a version's
+    tables, RDF, GIS snapshot and Chroma files hold internal text."""
+    for path in [root, *root.rglob("*")]:
+        try:
+            status = path.lstat()
+            if stat.S_ISLNK(status.st_mode) or status.st_uid != os.geteuid():
+                continue
+            mode = stat.S_IMODE(status.st_mode)
+            if mode & NOT_SHARED:
+                path.chmod(mode & ~NOT_SHARED)
+        except OSError:
+            continue
 
 
 def segments_mb(parts: Path, segments: list[dict[str, Any]]) -> float:
