@@ -265,12 +265,13 @@ def _phrase(text: str) -> re.Pattern[str]:
 
 
 def citation_names(citation: dict[str, Any]) -> set[str]:
-    """Every name a citation can be asked for by: its id, a place's key (its source's id), a passage's path and
-    collection (``collection:NAME``)."""
+    """Every name a citation can be asked for by: its id and ``kind:KIND``, a place's key (its spatial source's id;
+    also for a fact whose subject it is), a passage's path and collection (``collection:NAME``)."""
     names = {str(citation.get("id")), f"kind:{citation.get('kind')}"}
     provenance = citation.get("provenance") or {}
-    if citation.get("kind") == "entity" and provenance.get("pk"):
-        names.add(str(provenance["pk"]))
+    place_key = provenance.get("pk") or provenance.get("source_pk")  # a place, or a fact about one (its subject)
+    if citation.get("kind") in ("entity", "fact") and place_key:
+        names.add(str(place_key))
     if citation.get("kind") == "chunk":
         if provenance.get("path"):
             names.add(str(provenance["path"]))
@@ -295,6 +296,8 @@ def _short(citation: dict[str, Any]) -> str:
     provenance = citation.get("provenance") or {}
     if citation.get("kind") == "entity":
         return f"place {provenance.get('pk') or citation.get('id')}"
+    if citation.get("kind") == "fact":
+        return f"fact {provenance.get('source_pk') or citation.get('id')} {citation.get('predicate', '')}".rstrip()
     if citation.get("kind") == "chunk":
         return f"passage {provenance.get('path') or citation.get('id')}"
     return f"{citation.get('kind')} {citation.get('id')}"

@@ -161,6 +161,12 @@ def test_citations_are_named_by_registry_id_place_key_path_collection_kind_or_gl
     assert failures({"must_not_cite": ["ral-*"]}) == ["must_not_cite ral-*: cited as registry ral-pantry-sophia"]
     assert failures({"must_not_cite": ["kind:entity"]}) == ["must_not_cite kind:entity: cited as place wvb-006"]
     assert failures({"must_not_cite": ["collection:internal_playbooks", "wvb-005"]}) == []
+    fact = {"n": 5, "kind": "fact", "id": "af250ef0", "predicate": "located_in", "provenance": {"source_pk": "wvb-008"}}
+    with_fact = {**BODY, "citations": [fact]}
+    assert failures({"must_cite": ["wvb-008", "af250ef0"]}, with_fact) == []  # a fact about a place cites the place
+    assert failures({"must_not_cite": ["kind:fact"]}, with_fact) == [
+        "must_not_cite kind:fact: cited as fact wvb-008 located_in"
+    ]
 
 
 def test_answer_words_are_whole_words_any_case() -> None:
