@@ -9,12 +9,14 @@ from livemem.answer.evaluation import (
     Case,
     CaseResult,
     EvalConfig,
+    SnapshotAsker,
     SuiteResult,
     check_case,
     compare,
     load_suite,
 )
 from livemem.errors import ConfigError
+from livemem.settings import ServingSettings
 from livemem.sources.config import load_sources
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -224,3 +226,19 @@ def test_accuracy_per_category_and_the_gate_comparison() -> None:
     first = compare(result("v1", {"zip-a": True, "zip-b": False}), None)
     assert not first.worse and "nothing published yet" in first.summary()
     assert compare(result("v1", {"zip-a": True, "zip-b": False}), None, min_accuracy=0.9).worse
+
+
+def test_a_case_asks_as_its_role_or_the_role_of_its_key() -> None:
+    serving = ServingSettings(api_keys={"k-internal": "internal"})
+    ask = SnapshotAsker(None, None, None, serving)  # role_of reads the settings only
+    assert ask.role_of(Case("a", "role", "q")) == ("public", "")
+    assert ask.role_of(Case("a", "role", "q", role="internal")) == ("internal", "")
+    assert ask.role_of(Case("a", "role", "q", key="k-internal")) == ("internal", "")
+    assert ask.role_of(Case("a", "role", "q", key="nope-1234")) == (None, "unknown API key ...1234")
+    assert ask.role_of(Case("a", "role", "q", role="admin")) == (None, "unknown role 'admin' (RAG_ROLES)")
+    assert ask(Case("a", "role", "q", role="admin")) == (401, {"detail": "unknown role 'admin' (RAG_ROLES)"})
+    assert Case("a", "seed", "Oak Hill WV county benefits", county="Fayette", persona="community").body() == {
+        "message": "Oak Hill WV county benefits",
+        "county": "Fayette",
+        "role": "community",
+    }
