@@ -45,7 +45,6 @@ def human_phones(text: str) -> str:
 
 
 _MD = MarkdownIt("commonmark").enable("table")
-TABLE_ROW = re.compile(r"^\s*\|(.*)\|?\s*$")
 TABLE_RULE = re.compile(r"^[\s|:\-]+$")
 DEBRIS = re.compile(r"\*\*+|__+|(?<!\w)[*_](?=\s|$)|`+|^\s*#{1,6}\s+|^\s*>\s?")
 
@@ -74,15 +73,15 @@ def _loose_lines(text: str) -> list[str]:
     out: list[str] = []
     words: list[str] = []
     for line in text.split("\n"):
-        row = TABLE_ROW.match(line)
-        if not (row and line.count("|") >= 2):
+        row = line.strip()
+        if not (row.startswith("|") or row.endswith("|")):
             words.append(line)
             continue
         if words:
             out.append(" ".join(words))
             words = []
-        if not (TABLE_RULE.fullmatch(line) and "-" in line):
-            out.append("; ".join(c.strip() for c in row.group(1).split("|") if c.strip()))
+        if not (TABLE_RULE.fullmatch(row) and "-" in row):
+            out.append("; ".join(c.strip() for c in row.strip("|").split("|") if c.strip()))
     if words:
         out.append(" ".join(words))
     return out

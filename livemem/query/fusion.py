@@ -248,17 +248,19 @@ def side_scores(ranked: np.ndarray, fusion: FusionSettings, side: str = "dense")
 
 
 def normalized_score(score: float, fusion: FusionSettings, query_best: float, mode: str = "hybrid") -> float:
-    """A score on the one documented scale [0, 1], whatever the mode (``score_normalized`` in responses; the
-    ``min_score`` of /context and ``min_score_normalized`` of /query apply to it):
+    """A relevance score on the one documented scale [0, 1], whatever the mode (``score_normalized`` in responses;
+    the ``min_score`` of /context and ``min_score_normalized`` of /query apply to it):
 
     - hybrid: relative to ``FusionSettings.best_score``, the most the fusion can give a chunk (first in both
       lists; linear 1 : 0.5 with feedback 0.3: a cosine of 1 on both dense lists and the best BM25 hit, 1.8); z-score
-      has no fixed maximum: relative to
-      the query's best score (``query_best``);
+      has no fixed maximum: relative to the query's best score (``query_best``);
     - dense: the cosine itself;
     - sparse: relative to the query's best BM25 score (BM25 has no fixed scale).
 
-    Capped to [0, 1]: attention and recency multiply scores and may lift one past the maximum."""
+    ``score`` and ``query_best`` are the relevance part of a score, before recency and attention multiply it
+    (``Hit.relevant``, ``Retrieval.best_relevance``): those boosts reorder results but are not evidence of
+    relevance, so a threshold means the same with and without them (multiplied in, they lifted every hit to the
+    cap of 1.0 and ``min_score`` stopped filtering anything). Capped to [0, 1]."""
     if mode == "dense":
         best = 1.0
     elif mode == "sparse":

@@ -104,6 +104,12 @@ class Hit:
     dense: float | None = None
     sparse: float | None = None
     sentence: float | None = None  # hybrid and dense: the best sentence's cosine (a chunk with sentence vectors)
+    relevance: float | None = None  # the score before recency and attention multiplied it (None: nothing did)
+
+    @property
+    def relevant(self) -> float:
+        """The score's relevance part, before recency and attention: what ``normalized_score`` scales."""
+        return self.score if self.relevance is None else self.relevance
 
 
 @dataclass
@@ -131,6 +137,7 @@ class Retrieval:
     candidates: int
     timings_ms: dict[str, float]
     suggestions: list[Suggestion] = field(default_factory=list)
+    best_relevance: float | None = None  # the best relevance score of the query's matches (before boosts)
 
 
 class Retriever:
@@ -202,8 +209,12 @@ class Retriever:
             made.append(Hit(row, score, None, None if sparse_all is None else float(sparse_all[row])))
             return made[-1]
 
+        best_relevance = None
         if query.mode == "dense" and scan is not None:
-            chunks, documents = self._dense_ranking(snap, query, scan, vector, candidates.size, hit, timings)
+            chunks, documents, weight = self._dense_ranking(snap, query, scan, vector, candidates.size, hit, timings)
+            if weight is not None:  # recency and attention multiplied each row's score by its weight
+                for h in made:
+                    h.relevance = h.score / float(weight[h.row])
             t = _tick(timings, "score", t)
         else:
             if dense_top is not None:
@@ -211,6 +222,8 @@ class Retriever:
             else:
                 sparse = None if sparse_all is None else sparse_all[candidates]
                 rows, scores = self._score(query, candidates, None, sparse)
+            relevance, rows_scored = scores, rows
+            best_relevance = float(relevance.max()) if relevance.size else None
             scores = self._reweigh(snap, query, rows, scores, vector)
             if query.min_score is not None:
                 keep = scores >= query.min_score
@@ -222,6 +235,10 @@ class Retriever:
             else:
                 documents = None
                 chunks = [hit(int(rows[i]), float(scores[i])) for i in top_order(scores, query.top_k)]
+            if scores is not relevance and made:  # boosted: each hit keeps its relevance part (rows ascend)
+                found = relevance[np.searchsorted(rows_scored, [h.row for h in made])]
+                for h, value in zip(made, found, strict=True):
+                    h.relevance = float(value)
         if scan is not None and made:  # the exact dense scores of the rows shown (most are known already)
             shown = np.array([h.row for h in made])
             for h, dense in zip(made, scan.scores(shown), strict=True):
@@ -232,7 +249,7 @@ class Retriever:
                     h.sentence = None if np.isnan(best) else float(best)
         suggestions = consider_also(snap, [h.row for h in chunks], mask, query.consider_also)
         _tick(timings, "rank", t)
-        return Retrieval(chunks, documents, int(candidates.size), timings, suggestions)
+        return Retrieval(chunks, documents, int(candidates.size), timings, suggestions, best_relevance)
 
     def _hybrid(
         self,
@@ -313,8 +330,9 @@ class Retriever:
         allowed: int,
         hit,
         timings: dict[str, float],
-    ) -> tuple[list[Hit], list[DocumentHit] | None]:
-        """Dense mode: the ranking of every allowed row, found from the candidates of the best ``depth``
+    ) -> tuple[list[Hit], list[DocumentHit] | None, np.ndarray | None]:
+        """Dense mode: the ranking of every allowed row (and each row's recency × attention weight, None when
+        neither applies), found from the candidates of the best ``depth``
         (``DenseScan.candidates``), looking deeper until it is settled.
 
         Recency and attention can lift a row past better dense scores, so candidates are chosen on the reweighed
@@ -366,9 +384,9 @@ class Retriever:
             if query.return_ == "documents":
                 documents = top_documents(snap, rows, scores, query.top_k, hit, known)
                 if documents is not None:
-                    return [d.hits[0] for d in documents], documents
+                    return [d.hits[0] for d in documents], documents, weight
             elif known is None or known >= query.top_k:
-                return [hit(int(rows[i]), float(scores[i])) for i in top_order(scores, query.top_k)], None
+                return [hit(int(rows[i]), float(scores[i])) for i in top_order(scores, query.top_k)], None, weight
             depth *= 4
 
     def _score(

@@ -110,10 +110,15 @@ def answer_query(body: QueryRequest, state: ServingState, role: Role, caller: st
             results = document_results(snap, found.documents)
         else:
             results = [chunk_result(snap, hit) for hit in found.chunks]
-        best = results[0]["score"] if results else 0.0
+        # the relevance part, before recency and attention: the threshold scale they do not move (fusion.py)
+        best = (
+            found.best_relevance
+            if found.best_relevance is not None
+            else max((h.relevant for h in found.chunks), default=0.0)
+        )
         fusion = state.retriever.fusion_for(snap)
-        for result in results:
-            result["score_normalized"] = normalized_score(result["score"], fusion, best, body.mode)
+        for result, found_hit in zip(results, found.chunks, strict=True):
+            result["score_normalized"] = normalized_score(found_hit.relevant, fusion, best, body.mode)
             result.setdefault("parent_id", None)  # every field of QueryResult, as its model would give it
             result.setdefault("matched_chunk_ids", None)
         if body.min_score_normalized is not None:

@@ -210,3 +210,36 @@ def test_citations_that_match_nothing_are_reported(client, echo):
         json={"model": "living-memory", "messages": [{"role": "user", "content": ask("See [99].") + " " + question}]},
     ).json()
     assert completion["living_memory"]["guardrail"]["unmatched_citations"] == [99]
+
+
+@pytest.fixture(scope="module")
+def extractive(home, embedder):
+    with TestClient(make_app(home, embedder)) as c:
+        yield c
+
+
+DEBRIS = re.compile(r"\*\*|__|\||^#|\+1\d{10}|;ext=", re.M)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Oak Hill WV county benefits",
+        "heating bill help for ZIP 25840",
+        "food pantry days in Mount Hope, Fayette County",
+        "What did the council decide on 14 March 2026?",
+    ],
+)
+def test_extractive_answers_read_as_plain_text_with_human_phone_numbers(extractive, message):
+    """Issue 32: extractive answers carried markdown debris (`**Oak Hill benefits hub**`, `Date:**`, table pipes)
+    and registry phones as `+13045550104;ext=2`. The evidence keeps E.164; the answer shows `(304) 555-0104
+    ext. 2`."""
+    body = extractive.post("/chat", json={"message": message}).json()
+    assert body["backend"] == "extractive" and body["citations"]
+    assert not DEBRIS.search(body["answer"]), body["answer"]
+    for row in body["evidence"]["registry"]:
+        if row.get("ref") and row["ref"] in {c["n"] for c in body["citations"]}:
+            assert row["contact_phone"].startswith("+1")  # the data keeps E.164
+    if "heating" in message:
+        assert "(304) 555-0104 ext. 2" in body["answer"]
+        assert any(r["contact_phone"] == "+13045550104;ext=2" for r in body["evidence"]["registry"])
