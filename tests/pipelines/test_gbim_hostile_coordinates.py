@@ -28,8 +28,7 @@ def hostile_layer(path: Path, extra: dict[str, str]) -> Path:
     lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
     index, template = next((i, line) for i, line in enumerate(lines) if '"wvb-002"' in line)
     added = [
-        template.replace('"wvb-002"', f'"{pk}"').replace("483673.77", x).rstrip(",") + ","
-        for pk, x in extra.items()
+        template.replace('"wvb-002"', f'"{pk}"').replace("483673.77", x).rstrip(",") + "," for pk, x in extra.items()
     ]
     path.write_text("\n".join([*lines[:index], *added, *lines[index:]]) + "\n", encoding="utf-8")
     return path
