@@ -9,10 +9,12 @@ from livemem.answer.evaluation import (
     Case,
     CaseResult,
     EvalConfig,
+    GateOutcome,
     SnapshotAsker,
     SuiteResult,
     check_case,
     compare,
+    gate,
     load_suite,
 )
 from livemem.errors import ConfigError
@@ -242,3 +244,24 @@ def test_a_case_asks_as_its_role_or_the_role_of_its_key() -> None:
         "county": "Fayette",
         "role": "community",
     }
+
+
+def test_the_gate_passes_only_what_it_can_judge_and_fails_an_unreadable_suite(tmp_path: Path) -> None:
+    sources = tmp_path / "sources.yaml"
+
+    def outcome(eval_section: str, staged: str | None = "20261126T000000000000Z"):
+        sources.write_text(f"sources:\n  - {{name: docs, repo: ., collection: docs}}\n{eval_section}", encoding="utf-8")
+        return gate(load_sources(sources), None, staged, None)  # these outcomes open no version and no model
+
+    assert outcome("") == GateOutcome(True, "no answer suite in the sources file (eval.suite): nothing to compare")
+    assert outcome("eval: {suite: s.yaml, gate: false}\n").summary.startswith("the answer gate is off")
+    assert outcome("eval: {suite: s.yaml}\n", staged=None).passed
+    write(tmp_path, "version: 1\ncases:\n  - {id: a, category: Zip, question: q}\n")
+    refused = outcome("eval: {suite: suite.yaml}\n")
+    assert not refused.passed
+    assert (
+        f"the answer suite cannot be read: invalid answer suite:\n  {tmp_path / 'suite.yaml'}:3:23: cases[0].category"
+        in refused.summary
+    )
+    missing = outcome("eval: {suite: nowhere.yaml}\n")
+    assert not missing.passed and "nowhere.yaml does not exist" in missing.summary
