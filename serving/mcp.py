@@ -328,10 +328,12 @@ def build_server(
         events = feedback_events(
             trace_id=issued.trace_id, chunk_ids=chosen, useful=useful, role=caller_role.name,
             breath_phase=snap.breath_phase, index_version=issued.index_version, comment=comment,
+            caller=state.signer.caller_tag(f"mcp:{caller_role.name}"),  # one MCP server, one caller: its role's
         )  # fmt: skip
         for event in events:
             event["agent"] = "mcp"
-        if not state.traces.write_through(events, FEEDBACK_WAIT_S, queue=False):  # as /feedback: bounded, no retry twin
+        # as /feedback: bounded, no retry twin, on disk before it is acknowledged
+        if not state.traces.write_through(events, FEEDBACK_WAIT_S, queue=False, sync=True):
             raise ToolError("feedback could not be recorded; try again later")
         return FeedbackResponse(trace_id=issued.trace_id, recorded=len(events))
 
