@@ -301,18 +301,7 @@ def extractive_answer(context: dict[str, Any]) -> str:
     refs = [f["ref"] for f in context["structured_facts"] if f.get("ref") and f.get("resolved_from") == "question"]
     if said and refs:
         lines.append(f"- {' '.join(said)} {' '.join(f'[{r}]' for r in refs[:4])}")
-    for row in [r for r in context["registry"] if r.get("ref")][:3]:
-        details = "; ".join(
-            p for p in (row.get("address"),
-                        f"phone {display_phone(row['contact_phone'])}" if row.get("contact_phone") else None,
-                        f"hours {row['hours']}" if row.get("hours") else None) if p
-        )  # fmt: skip
-        lines.append(
-            f"- {row['name']} ({row['county']} County): {row.get('description') or ''} {details} [{row['ref']}]"
-        )
-    for place in [e for e in context["spatial"] if e.get("ref")][:2]:
-        where = ", ".join(str(v) for v in (place.get("address"), place.get("town")) if v)
-        lines.append(f"- {place['label']}{f' ({where})' if where else ''}: {place['description']} [{place['ref']}]")
+    lines += program_lines(context)
     for item in [p for p in context["unstructured"] if p.get("ref")][:2]:
         lines.append(f"- {best_sentences(item['content'], context['message'])} [{item['ref']}]")
     for item in [w for w in context["web"] if w.get("ref")][:2]:
@@ -334,6 +323,52 @@ def extractive_answer(context: dict[str, Any]) -> str:
     return head + "\n" + "\n".join(tidy(line) for line in lines)
 
 
+MAX_PROGRAMS = 5  # registry programs and places an extractive answer lists
+
+
+def program_lines(context: dict[str, Any]) -> list[str]:
+    """The registry programs and places in evidence, in the order ``route.programs`` ranks them (need, town, ZIP,
+    distance): a place that is a listed registry program (``same_as``) is not given again, and a disagreement
+    between them is said on the program's line (the registry's contact facts are the ones given)."""
+    rows = {r["local_resource_id"]: r for r in context["registry"] if r.get("ref")}
+    places = {e["entity_id"]: e for e in context["spatial"] if e.get("ref")}
+    order = context["route"].get("programs") or [
+        *({"kind": "registry", "id": i} for i in rows),
+        *({"kind": "place", "id": i} for i in places),
+    ]
+    lines: list[str] = []
+    for item in order:
+        if len(lines) >= MAX_PROGRAMS:
+            break
+        if item["kind"] == "registry" and (row := rows.get(item["id"])):
+            details = "; ".join(
+                p for p in (row.get("address"),
+                            f"phone {display_phone(row['contact_phone'])}" if row.get("contact_phone") else None,
+                            f"hours {row['hours']}" if row.get("hours") else None) if p
+            )  # fmt: skip
+            note = conflict_note(row.get("conflicts") or [])
+            lines.append(
+                f"- {row['name']} ({row['county']} County): {row.get('description') or ''} {details}{note} [{row['ref']}]"
+            )
+        elif item["kind"] == "place" and (place := places.get(item["id"])):
+            if place.get("same_as") in rows:
+                continue
+            where = ", ".join(str(v) for v in (place.get("address"), place.get("town")) if v)
+            lines.append(f"- {place['label']}{f' ({where})' if where else ''}: {place['description']} [{place['ref']}]")
+    return lines
+
+
+def conflict_note(conflicts: list[dict[str, Any]]) -> str:
+    """' (a map place gives 1000 Stanaford Road and phone 555-0108; the registry's verified details are given)'."""
+    if not conflicts:
+        return ""
+    said = " and ".join(
+        f"phone {display_phone(c['other'])}" if c["field"] == "phone" else str(c["other"]) for c in conflicts
+    )
+    who = "a map place" if all(c["source"].startswith("place") for c in conflicts) else "another source"
+    return f" (Note: {who} gives {said}; the registry's verified details are given here.)"
+
+
 def canned_answer(context: dict[str, Any]) -> str | None:
     """The fixed reply of a message that is not answered from evidence (None: it is)."""
     route = context["route"]
@@ -342,8 +377,10 @@ def canned_answer(context: dict[str, Any]) -> str | None:
     if route["response_class"] == "redirect":
         if "emergency" in route["reason"]:
             return REDIRECT_EMERGENCY
+        elsewhere = [p for p in route.get("places") or [] if p.get("state") and p["state"] != "WV"]
+        where = f"{elsewhere[0]['name']} is outside West Virginia. " if elsewhere else ""
         return (
-            "Living Memory covers West Virginia programs only. For other states, call 211 or the state's own "
+            f"{where}Living Memory covers West Virginia programs only. For other states, call 211 or the state's own "
             "benefits agency."
         )
     if route["response_class"] == "refuse":

@@ -433,7 +433,15 @@ def rank_programs(sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, mess
                 "distance_km": distance,
             }))  # fmt: skip
     items.sort(key=lambda pair: pair[0])
-    return [{"rank": i + 1, **item} for i, (_, item) in enumerate(items)]
+    # several needs: the best of each first, then the second of each, ... ("SNAP and WIC": a SNAP office, a WIC
+    # clinic, then the next SNAP office); a named population's programs stay ahead
+    seen: dict[Any, int] = {}
+    nth = []
+    for _, item in items:
+        nth.append(seen.get(item["need"], 0) + (0 if item["need"] else len(items)))  # those of no need last
+        seen[item["need"]] = seen.get(item["need"], 0) + 1
+    ranked = sorted(zip(nth, items, strict=True), key=lambda x: (x[1][0][0], x[0] if len(needs) > 1 else 0))
+    return [{"rank": i + 1, **item} for i, (_, (_, item)) in enumerate(ranked)]
 
 
 def link_programs(sections: dict[str, list[dict[str, Any]]], snap: Snapshot) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from support.serving import answered_while_trace_file_locked, build_and_publish,
 from livemem.answer.routing import ContextRequest, route_intents, self_query, time_filters
 from livemem.answer.web import LocalProvider, WebGateway, WebPolicy
 from livemem.settings import ContextSettings
+from livemem.usage.traces import trace_key
 from livemem.version.store import IndexHome
 
 PLAYBOOK_WORDS = "Do not copy passages from this document into public guides"
@@ -118,11 +119,12 @@ def test_context_does_not_wait_for_the_trace_or_audit_file(client):
     response, held = answered_while_trace_file_locked(writers, lambda: client.post("/context", json=message))
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["unstructured"] and not any(body["trace_id"] in text for text in held.values())
+    key = trace_key(body["trace_id"])  # events name a trace by its uuid (issue 33: bounded traces)
+    assert body["unstructured"] and not any(key in text for text in held.values())
     assert all(writer.flush() for writer in writers)
     trace_file, audit_file = held
     written = [json.loads(line) for line in trace_file.read_text(encoding="utf-8").splitlines()]
-    mine = [e for e in written if e.get("trace_id") == body["trace_id"]]
+    mine = [e for e in written if e.get("trace_id") == key]
     assert sorted(e["chunk_id"] for e in mine) == sorted(p["chunk_id"] for p in body["unstructured"])
     audited = [json.loads(line) for line in audit_file.read_text(encoding="utf-8").splitlines()]
     assert [r["event"] for r in audited if r["trace_id"] == body["trace_id"]] == ["context"]
