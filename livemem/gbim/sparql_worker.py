@@ -21,6 +21,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -100,8 +101,19 @@ class SparqlLimits:
 
 
 # --- the serving side -------------------------------------------------------------------------------------------
+Key = tuple[str, tuple[str, ...]]  # (version directory, access levels): one facts graph in a worker
+
+
+class SparqlWarming(SparqlTimeout):
+    """The time limit passed before the query could start: its worker was still loading the facts graph (a
+    replacement for a worker that was killed). The worker is kept, loading, for the next query."""
+
+
 class _Worker:
-    def __init__(self, limits: SparqlLimits) -> None:
+    """One worker process. ``loaded`` mirrors the graphs it holds (the same first-in, first-out rule over
+    ``GRAPHS_KEPT`` as ``serve``); ``pending`` are the loads it was asked for whose replies are not read yet."""
+
+    def __init__(self, limits: SparqlLimits, warm: Iterable[Key] = ()) -> None:
         context = multiprocessing.get_context("spawn")  # never fork a process that holds threads and torch
         self.conn, child = context.Pipe()
         self.process = context.Process(
@@ -109,48 +121,103 @@ class _Worker:
         )
         self.process.start()
         child.close()
+        self.loaded: list[Key] = []
+        self.pending: list[Key] = []
+        self.problem: str | None = None  # why the last load failed
+        for key in warm:
+            self._load(key)
 
-    def run(self, request: tuple, timeout_s: float) -> dict[str, Any]:
-        try:
-            self.conn.send(request)
-        except OSError as exc:  # it ended while idle (its CPU backstop, or killed from outside)
-            raise SparqlUnavailable("the SPARQL worker had ended; retry") from exc
-        loaded = self._receive(LOAD_TIMEOUT_S)
-        if loaded[0] != "loaded":
-            raise SparqlUnavailable(loaded[1])
-        if not self.conn.poll(timeout_s):
-            raise SparqlTimeout(f"the query ran longer than {timeout_s:g} s and was stopped; narrow it down")
-        reply = self._receive(0)
-        if reply[0] == "refused":
-            raise SparqlRefused(reply[1], retire_worker=reply[2])
-        if reply[0] == "not_acceptable":
-            raise SparqlNotAcceptable(reply[1])
-        return reply[1]
+    def _load(self, key: Key) -> None:
+        self.conn.send(("load", *key))
+        self.pending.append(key)
 
-    def _receive(self, timeout_s: float) -> tuple:
+    def settle(self, deadline: float) -> bool:
+        """Read the replies to the loads asked for, waiting until ``deadline`` (``time.monotonic``) at most;
+        whether none is left."""
         try:
-            if not self.conn.poll(timeout_s):
-                raise SparqlUnavailable(f"the facts graph was not loaded within {timeout_s:g} s")
-            return self.conn.recv()
+            while self.pending:
+                if not self.conn.poll(max(0.0, deadline - time.monotonic())):
+                    return False
+                reply = self.conn.recv()
+                key = self.pending.pop(0)
+                if reply[0] == "loaded":
+                    if key not in self.loaded:
+                        if len(self.loaded) >= GRAPHS_KEPT:
+                            self.loaded.pop(0)
+                        self.loaded.append(key)
+                else:
+                    self.problem = reply[1]
         except (EOFError, OSError) as exc:
             self.process.join(1)
             raise SparqlUnavailable(
                 f"the SPARQL worker ended without an answer (exit code {self.process.exitcode})"
             ) from exc
+        return True
 
-    def kill(self) -> None:
+    def run(self, key: Key, request: tuple, timeout_s: float, started: float) -> dict[str, Any]:
+        """The answer to ``request`` (query, limit, formats) over the graph ``key``. The limit counts from
+        ``started`` (the query's arrival), so waiting for this worker to finish loading a graph the pool asked
+        for (a replacement warming up) is part of it. A graph nobody asked for yet is built first, bounded by
+        the data (``LOAD_TIMEOUT_S``), and the limit then starts."""
+        deadline = started + timeout_s
+        try:
+            if not self.settle(deadline):
+                raise SparqlWarming(
+                    f"the query could not start within the {timeout_s:g} s limit: the SPARQL worker was still "
+                    "loading the facts graph; retry in a moment"
+                )
+            if key not in self.loaded:
+                self._load(key)
+                if not self.settle(time.monotonic() + LOAD_TIMEOUT_S):
+                    raise SparqlUnavailable(f"the facts graph was not loaded within {LOAD_TIMEOUT_S:g} s")
+                if key not in self.loaded:
+                    raise SparqlUnavailable(self.problem or "the facts graph could not be loaded")
+                deadline = time.monotonic() + timeout_s
+            self.conn.send(("query", *key, *request))
+        except OSError as exc:  # it ended while idle (its CPU backstop, or killed from outside)
+            raise SparqlUnavailable("the SPARQL worker had ended; retry") from exc
+        if not self.conn.poll(max(0.0, deadline - time.monotonic())):
+            raise SparqlTimeout(f"the query ran longer than {timeout_s:g} s and was stopped; narrow it down")
+        try:
+            reply = self.conn.recv()
+        except (EOFError, OSError) as exc:
+            self.process.join(1)
+            raise SparqlUnavailable(
+                f"the SPARQL worker ended without an answer (exit code {self.process.exitcode})"
+            ) from exc
+        if reply[0] == "refused":
+            raise SparqlRefused(reply[1], retire_worker=reply[2])
+        if reply[0] == "not_acceptable":
+            raise SparqlNotAcceptable(reply[1])
+        if reply[0] == "unavailable":
+            raise SparqlUnavailable(reply[1])
+        return reply[1]
+
+    def stop(self) -> None:
+        """SIGKILL now: whatever it computes ends at once."""
         self.process.kill()
+
+    def reap(self) -> None:
         self.process.join(5)
         self.conn.close()
 
+    def kill(self) -> None:
+        self.stop()
+        self.reap()
+
 
 class SparqlPool:
-    """At most ``limits.workers`` queries at once, each in its own worker process; more are refused, not queued."""
+    """At most ``limits.workers`` queries at once, each in its own worker process; more are refused, not queued.
+
+    A worker that overran (or died, or ran out of memory) is killed without waiting for it to be reaped, and its
+    replacement is started in the background, loading the graphs most recently asked for, so the next query
+    finds it ready or nearly so; the time limit counts from a query's arrival (``_Worker.run``)."""
 
     def __init__(self, limits: SparqlLimits) -> None:
         self.limits = limits
         self._slots = threading.BoundedSemaphore(limits.workers)
         self._idle: list[_Worker] = []
+        self._recent: list[Key] = []  # the graphs last asked for, most recent last
         self._lock = threading.Lock()
         self._closed = False
 
@@ -161,26 +228,28 @@ class SparqlPool:
 
         In ``LEGACY_JSON``: ``{"variables", "rows", "boolean", "truncated"}``; in a media type of ``formats``:
         ``{"media_type", "body", "truncated"}`` (``body`` is the serialized result)."""
+        started = time.monotonic()
         if not self._slots.acquire(blocking=False):
             raise SparqlBusy(f"{self.limits.workers} SPARQL queries are already running; retry in a moment")
         try:
+            key: Key = (version_dir, tuple(sorted(access)))
+            with self._lock:
+                self._recent = [*[k for k in self._recent if k != key][1 - GRAPHS_KEPT :], key]
             worker = self._checkout()
             try:
-                result = worker.run((version_dir, sorted(access), query, limit, formats), self.limits.timeout_s)
-            except SparqlNotAcceptable:
+                result = worker.run(key, (query, limit, formats), self.limits.timeout_s, started)
+            except (SparqlNotAcceptable, SparqlWarming):  # nothing runs in it: a warming worker goes on loading
                 self._checkin(worker)
                 raise
             except SparqlRefused as exc:
                 if exc.retire_worker:  # ran out of memory: a fresh process is the clean state
-                    worker.kill()
-                    self._replace()
+                    self._retire(worker)
                 else:
                     self._checkin(worker)
                 raise
             except BaseException:
                 # Overran, died, or this thread was interrupted: the worker may still be computing, so it goes.
-                worker.kill()
-                self._replace()
+                self._retire(worker)
                 raise
             self._checkin(worker)
             return result
@@ -188,12 +257,25 @@ class SparqlPool:
             self._slots.release()
 
     def _checkout(self) -> _Worker:
+        """An idle worker, one whose loads are done first; a new one when none is idle."""
         with self._lock:
-            while self._idle:
-                worker = self._idle.pop()
+            alive = []
+            for worker in self._idle:
                 if worker.process.is_alive():
+                    alive.append(worker)
+                else:
+                    threading.Thread(target=worker.reap, daemon=True).start()
+            self._idle = alive
+            for worker in reversed(alive):
+                try:
+                    ready = worker.settle(time.monotonic())
+                except SparqlUnavailable:
+                    ready = True  # it died: its query will say so (and it is replaced)
+                if ready:
+                    alive.remove(worker)
                     return worker
-                worker.kill()
+            if alive:
+                return alive.pop()
         return _Worker(self.limits)
 
     def _checkin(self, worker: _Worker) -> None:
@@ -203,11 +285,30 @@ class SparqlPool:
                 return
         worker.kill()
 
-    def _replace(self) -> None:
-        """Start a fresh worker now, so that it has imported rdflib by the time the next query comes."""
+    def _retire(self, worker: _Worker) -> None:
+        """Kill ``worker`` now, reap it and start its replacement in the background: the caller's answer (408,
+        400, 503) is not delayed by either."""
+        worker.stop()
+        threading.Thread(target=self._replace, args=(worker,), name="sparql-replace", daemon=True).start()
+
+    def _replace(self, retired: _Worker | None = None) -> None:
+        """Start a fresh worker, loading the graphs last asked for, so that it is ready when the next query comes."""
+        if retired is not None:
+            retired.reap()
+        with self._lock:
+            if self._closed or len(self._idle) >= self.limits.workers:
+                return
+            recent = list(self._recent)
+        try:
+            fresh = _Worker(self.limits, warm=recent)
+        except OSError:
+            log.exception("SPARQL: a replacement worker could not be started")
+            return
         with self._lock:
             if not self._closed and len(self._idle) < self.limits.workers:
-                self._idle.append(_Worker(self.limits))
+                self._idle.append(fresh)
+                return
+        fresh.kill()
 
     def close(self) -> None:
         with self._lock:
@@ -225,11 +326,9 @@ def serve(conn: Any, memory_mb: int, max_result_chars: int) -> None:
 
     rdflib.plugins.sparql.SPARQL_LOAD_GRAPHS = False  # GRAPH <iri> would otherwise fetch <iri> from the web
     graphs: dict[tuple[str, tuple[str, ...]], Any] = {}
-    while True:
-        try:
-            version_dir, access, query, limit, formats = conn.recv()
-        except (EOFError, OSError):
-            return
+
+    def load(version_dir: str, access: list[str] | tuple[str, ...]) -> tuple | None:
+        """None once the graph is held; else the ``("unavailable", why)`` reply."""
         key = (version_dir, tuple(access))
         try:
             if key not in graphs:
@@ -239,10 +338,23 @@ def serve(conn: Any, memory_mb: int, max_result_chars: int) -> None:
         except Exception as exc:  # a damaged or missing GBIM export: the serving side answers 503
             # The details (with server paths) go to the log only, never to the caller.
             log.exception("SPARQL worker: the facts graph of %s could not be loaded", version_dir)
-            conn.send(("unavailable", f"the facts graph of this version could not be loaded ({type(exc).__name__})"))
+            return ("unavailable", f"the facts graph of this version could not be loaded ({type(exc).__name__})")
+        return None
+
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "load":  # ("load", version_dir, access): build the graph ahead of its queries
+            conn.send(load(message[1], message[2]) or ("loaded",))
             continue
-        conn.send(("loaded",))
-        conn.send(answer(graphs[key], query, limit, memory_mb, max_result_chars, formats))
+        _, version_dir, access, query, limit, formats = message  # ("query", version_dir, access, query, ...)
+        failed = load(version_dir, access)
+        if failed is not None:
+            conn.send(failed)
+            continue
+        conn.send(answer(graphs[(version_dir, tuple(access))], query, limit, memory_mb, max_result_chars, formats))
 
 
 def facts_graph(version_dir: str, access: frozenset[str]):

@@ -33,6 +33,7 @@ from livemem.gbim.sparql_worker import (
     SparqlRefused,
     SparqlTimeout,
     SparqlUnavailable,
+    SparqlWarming,
 )
 from livemem.geo.names import lower_without_county
 from livemem.query.gis_index import GisIndex
@@ -165,10 +166,16 @@ def sparql_pool(request: Request) -> SparqlPool:
 
 
 _STATUS = {SparqlRefused: 400, SparqlNotAcceptable: 406, SparqlTimeout: 408, SparqlBusy: 429, SparqlUnavailable: 503}
+_STATUS[SparqlWarming] = 408  # the limit passed while a replacement worker loaded the graph: retry in a moment
+RETRY = (SparqlBusy, SparqlWarming)
 SPARQL_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "not a valid, supported read-only query, or over its limits"},
     406: {"model": ErrorBody, "description": "the Accept header allows no format this kind of query is answered in"},
-    408: {"model": ErrorBody, "description": "ran past the time limit (and was stopped)"},
+    408: {
+        "model": ErrorBody,
+        "description": "ran past the time limit (and was stopped), or could not start within it while a worker "
+        "was replaced (then with Retry-After: 1)",
+    },
     415: {"model": ErrorBody, "description": "a body that is not JSON, a form or application/sparql-query"},
     429: {"model": ErrorBody, "description": "every SPARQL worker is busy"},
     503: {"model": ErrorBody},
@@ -258,7 +265,7 @@ def _run_sparql(call: SparqlCall, request: Request, role: Any, snap: Any, pool: 
         result = pool.run(str(snap.path), role.access, call.query, call.limit, formats)
     except SparqlError as exc:
         status = _STATUS[type(exc)]
-        raise HTTPException(status, str(exc), headers={"Retry-After": "1"} if status == 429 else None) from exc
+        raise HTTPException(status, str(exc), headers={"Retry-After": "1"} if isinstance(exc, RETRY) else None) from exc
     headers = {"Vary": "Accept", VERSION_HEADER: snap.version_id}
     if result["truncated"]:
         headers[TRUNCATED_HEADER] = "true"
