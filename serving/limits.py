@@ -85,10 +85,13 @@ def json_problem(body: bytes) -> str | None:
     return None
 
 
+COMMON_JSON_TYPES = frozenset({b"application/json", b"application/json; charset=utf-8"})  # no parsing needed
+
+
 def _is_json(content_type: bytes | None) -> bool:
     """Whether FastAPI would parse a body with this ``Content-Type`` as JSON (``fastapi.routing``: an ``application``
     type whose subtype is ``json`` or ends in ``+json``); a body without one is checked as JSON too (stricter)."""
-    if not content_type:
+    if not content_type or content_type in COMMON_JSON_TYPES:
         return True
     message = email.message.Message()
     message["content-type"] = content_type.decode("latin-1")
