@@ -77,7 +77,7 @@ def read_response(sock: socket.socket, timeout: float) -> tuple[bytes, bool]:
 
 def test_no_public_answer_names_a_server_path(example, server):
     root, repo, home = example
-    machine = (str(root), str(repo), str(home.root))
+    machine = (f"/{root.parts[1]}/", str(root), str(repo), str(home.root))  # e.g. "/tmp/": not even the top folder
     for headers in ({}, INTERNAL):
         manifest = httpx.get(server + "/manifest", headers=headers, timeout=30)
         assert manifest.status_code == 200, manifest.text
