@@ -29,6 +29,7 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 
 from livemem.answer.graph import connection_sentences
 from livemem.answer.prompt import GREETING_REPLY, REDIRECT_EMERGENCY, display_phone, plain_lines, tidy
+from livemem.index.sparse import tokens
 from livemem.settings import ContextSettings, PersonaSettings
 from livemem.version.reader import Snapshot
 
@@ -252,7 +253,9 @@ def persona_collections(persona: Persona, readable: list[str]) -> tuple[str, ...
 
 # --- extractive answers -------------------------------------------------------------------------------------------
 def _words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9]{3,}", text.lower())}
+    """The words a sentence is matched on: BM25's tokens (stopwords out, Snowball stems: "amended" and
+    "amendment" are one word)."""
+    return set(tokens(text))
 
 
 def best_sentences(content: str, message: str, n: int = 2) -> str:
@@ -301,8 +304,10 @@ def extractive_answer(context: dict[str, Any]) -> str:
     refs = [f["ref"] for f in context["structured_facts"] if f.get("ref") and f.get("resolved_from") == "question"]
     if said and refs:
         lines.append(f"- {' '.join(said)} {' '.join(f'[{r}]' for r in refs[:4])}")
-    lines += program_lines(context)
-    for item in [p for p in context["unstructured"] if p.get("ref")][:2]:
+    programs = program_lines(context)
+    lines += programs
+    # passages: two beside programs; three when they are the whole answer (a governance or general question)
+    for item in [p for p in context["unstructured"] if p.get("ref")][: 2 if programs else 3]:
         lines.append(f"- {best_sentences(item['content'], context['message'])} [{item['ref']}]")
     for item in [w for w in context["web"] if w.get("ref")][:2]:
         lines.append(f"- Web ({item['source']}, not authoritative): {item['title']}: {item['snippet']} [{item['ref']}]")

@@ -40,6 +40,7 @@ class ThreadState:
     county: str | None = None
     zip: str | None = None
     place: str | None = None  # the words that named the place ("Oak Hill", "25840", "Fayette County")
+    elsewhere: str | None = None  # a place outside West Virginia the conversation is about ("Raleigh, NC")
     persona: str | None = None
     topic: str | None = None
     turns: int = 0
@@ -104,12 +105,13 @@ def advance(
     else:
         places = [p for p in find_places(message) if p.kind != "state" or p.state != STATE]
         if places:
-            place = places[-1]
+            place = next((p for p in reversed(places) if p.kind != "state"), places[-1])
             in_wv = place.state == STATE
             changes |= {
                 "county": place.county if in_wv else None,
                 "zip": place.text if place.kind == "zip" and in_wv else None,
                 "place": place.text if in_wv else None,
+                "elsewhere": None if in_wv or not place.state else place.name,
             }
     if persona:
         changes["persona"] = persona
@@ -155,6 +157,11 @@ def carry(
         county, zip_code = state.county, state.zip
         place_from = f"conversation: {state.place}"
         carried["place"] = {"county": state.county, "zip": state.zip, "from": state.place}
+    elif not names_place(message, county, zip_code, profile) and state.elsewhere:
+        # a conversation about a place outside West Virginia stays there: the place is named again, so the
+        # message is routed (redirected) as its first turn was, never answered with WV programs
+        message = f"{message} (in {state.elsewhere})"[:max_chars]
+        carried["place"] = {"county": None, "zip": None, "from": state.elsewhere}
     if state.topic and not resource_types(message) and set(intents) <= {"general", "spatial"}:
         message = f"{message} (about: {state.topic})"[:max_chars]
         carried["topic"] = state.topic

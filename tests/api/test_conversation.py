@@ -77,7 +77,11 @@ def test_latest_place_wins_and_a_place_in_the_message_is_not_overridden(client):
     out_of_state = ask(client, "now I live in Columbus, Ohio", thread_id=t)
     assert out_of_state["route"]["response_class"] == "redirect"
     after = ask(client, "where can I get WIC?", thread_id=t)["route"]
-    assert not after["filters"]["county"] and "place" not in after["conversation"]["carried"]
+    # the conversation is about Columbus now: no West Virginia county, and never West Virginia's WIC (issue 32)
+    assert not after["filters"]["county"] and after["response_class"] == "redirect"
+    assert after["conversation"]["carried"]["place"] == {"county": None, "zip": None, "from": "Columbus, OH"}
+    back = ask(client, "I'm back in Beckley. where can I get WIC?", thread_id=t)["route"]
+    assert back["filters"]["county"] == ["Raleigh"] and back["response_class"] == "answer"
 
 
 def test_topic_and_persona_carry_forward_on_chat_and_chat_sync(client):
