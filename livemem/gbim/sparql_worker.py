@@ -210,8 +210,8 @@ class SparqlPool:
     """At most ``limits.workers`` queries at once, each in its own worker process; more are refused, not queued.
 
     A worker that overran (or died, or ran out of memory) is killed without waiting for it to be reaped, and its
-    replacement is started in the background, loading the graphs most recently asked for, so the next query
-    finds it ready or nearly so; the time limit counts from a query's arrival (``_Worker.run``)."""
+    replacement starts loading the graphs most recently asked for in the background, so the next query finds it
+    ready or nearly so; the time limit counts from a query's arrival (``_Worker.run``)."""
 
     def __init__(self, limits: SparqlLimits) -> None:
         self.limits = limits
@@ -280,35 +280,28 @@ class SparqlPool:
 
     def _checkin(self, worker: _Worker) -> None:
         with self._lock:
-            if not self._closed and worker.process.is_alive():
+            if not self._closed and worker.process.is_alive() and len(self._idle) < self.limits.workers:
                 self._idle.append(worker)
                 return
         worker.kill()
 
     def _retire(self, worker: _Worker) -> None:
-        """Kill ``worker`` now, reap it and start its replacement in the background: the caller's answer (408,
-        400, 503) is not delayed by either."""
+        """Kill ``worker`` now and reap it in the background; start its replacement now (a spawn takes
+        milliseconds), which imports rdflib and loads the graphs last asked for in its own process while the
+        caller's answer (408, 400, 503) goes out. Registered at once, so the next query finds it, ready or loading
+        (then it waits at most until its limit), rather than starting a cold worker of its own."""
         worker.stop()
-        threading.Thread(target=self._replace, args=(worker,), name="sparql-replace", daemon=True).start()
+        threading.Thread(target=worker.reap, name="sparql-reap", daemon=True).start()
+        self._replace()
 
-    def _replace(self, retired: _Worker | None = None) -> None:
-        """Start a fresh worker, loading the graphs last asked for, so that it is ready when the next query comes."""
-        if retired is not None:
-            retired.reap()
+    def _replace(self) -> None:
         with self._lock:
             if self._closed or len(self._idle) >= self.limits.workers:
                 return
-            recent = list(self._recent)
-        try:
-            fresh = _Worker(self.limits, warm=recent)
-        except OSError:
-            log.exception("SPARQL: a replacement worker could not be started")
-            return
-        with self._lock:
-            if not self._closed and len(self._idle) < self.limits.workers:
-                self._idle.append(fresh)
-                return
-        fresh.kill()
+            try:
+                self._idle.append(_Worker(self.limits, warm=self._recent))
+            except OSError:
+                log.exception("SPARQL: a replacement worker could not be started")
 
     def close(self) -> None:
         with self._lock:

@@ -249,3 +249,32 @@ def test_a_runaway_query_is_answered_at_the_limit_while_workers_respawn(server) 
         assert time.monotonic() < deadline, "no worker was ready again"
         time.sleep(0.2)
     assert labels.json()["rows"]
+
+
+def test_a_query_on_a_replacement_still_loading_gets_its_408_at_the_limit(facts_home) -> None:
+    """The pool itself, one worker, a 0.3 s limit: after a runaway query the replacement is registered at once
+    and loads in the background; a query that comes meanwhile waits no longer than its limit (408, retry),
+    and the replacement, which went on loading, answers soon after."""
+    from livemem.gbim.sparql_worker import SparqlLimits, SparqlPool, SparqlTimeout, SparqlWarming
+
+    version = str(facts_home.version_dir(facts_home.current()))
+    pool = SparqlPool(SparqlLimits(workers=1, timeout_s=0.3))
+    try:
+        assert pool.run(version, ["public"], LABELS, 10)["rows"]  # a graph nobody asked for yet: built, then run
+        with pytest.raises(SparqlTimeout):
+            pool.run(version, ["public"], REGEX_BOMB, 10)
+        started = time.monotonic()
+        with pytest.raises(SparqlWarming, match="still loading"):  # a fresh process cannot import rdflib in 0.3 s
+            pool.run(version, ["public"], LABELS, 10)
+        assert time.monotonic() - started < 0.3 + 0.5
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                assert pool.run(version, ["public"], LABELS, 10)["rows"]
+                break
+            except SparqlWarming:
+                assert time.monotonic() < deadline, "the replacement never finished loading"
+                time.sleep(0.1)
+        assert len(pool._idle) == 1  # never more workers than the pool's size
+    finally:
+        pool.close()
