@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from itertools import zip_longest
 from typing import Any
 
@@ -90,7 +91,13 @@ def _loose_lines(text: str) -> list[str]:
 def plain_lines(markdown: str, headings: bool = False) -> list[str]:
     """Markdown as plain text lines, one a block (paragraph, list item, table row), for quoting in an answer:
     emphasis, code marks, link syntax, heading and quote marks gone (their text kept), a table row as
-    ``Header: cell; Header: cell``, leftover ``**`` removed, phones in human form. Headings only when asked."""
+    ``Header: cell; Header: cell``, leftover ``**`` removed, phones in human form. Headings only when asked.
+    Kept for the passages most recently quoted (a parse is ≈0.9 ms for a 2,000-character chunk)."""
+    return list(_plain_lines(markdown, headings))
+
+
+@lru_cache(maxsize=1024)
+def _plain_lines(markdown: str, headings: bool) -> tuple[str, ...]:
     lines: list[str] = []
     header: list[str] = []
     row: list[str] = []
@@ -121,7 +128,7 @@ def plain_lines(markdown: str, headings: bool = False) -> list[str]:
                 lines.append(text)
         elif kind in ("fence", "code_block"):
             lines.extend(token.content.splitlines())
-    return [t for t in (tidy(line) for line in lines) if t]
+    return tuple(t for t in (tidy(line) for line in lines) if t)
 
 
 # --- 5. prompt assembly ------------------------------------------------------------------------------------------------
