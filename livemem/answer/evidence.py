@@ -69,7 +69,9 @@ def text_search(
         for hit in found.chunks:
             if (hit.dense or 0.0) < min_dense or len(out) >= top_k:
                 continue
-            normalized = normalized_score(hit.score, retriever.fusion_for(snap), found.chunks[0].score)
+            # the relevance part on the one scale, before recency and attention (they reorder, never move it)
+            best = found.best_relevance if found.best_relevance is not None else found.chunks[0].relevant
+            normalized = normalized_score(hit.relevant, retriever.fusion_for(snap), best)
             if request.min_score is not None and normalized < request.min_score:
                 continue
             result = {**chunk_result(snap, hit), "score_normalized": normalized}

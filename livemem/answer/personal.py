@@ -485,8 +485,8 @@ class PersonalView:
         for result in found:
             factor = factors.get(result["chunk_id"], 1.0)
             if factor != 1.0:
-                result = {**result, "score": result["score"] * factor,
-                          "score_normalized": round(min(1.0, result["score_normalized"] * factor), 6)}  # fmt: skip
+                # a nudge is a boost like attention: it reorders, never moves the normalised (relevance) scale
+                result = {**result, "score": result["score"] * factor}
             out.append(result)
         wanted = set(counties)
         out.sort(key=lambda r: (not (wanted and r["metadata"].get("county") in wanted), -r["score"]))

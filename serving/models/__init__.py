@@ -162,7 +162,8 @@ class QueryResult(ChunkRecord):
     score_normalized: float | None = Field(
         None,
         description="the score on one scale whatever the mode, 0..1 (livemem.query.fusion.normalized_score): hybrid "
-        "relative to the most the fusion can give, dense the cosine, sparse relative to the query's best BM25",
+        "relative to the most the fusion can give, dense the cosine, sparse relative to the query's best BM25; the "
+        "relevance part, before recency and attention (they reorder results, never move this scale)",
     )
     collection: str
     scores: ScoreParts

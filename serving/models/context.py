@@ -229,7 +229,8 @@ class Passage(BaseModel):
     score: float = Field(description="the raw hybrid score (min-max fusion: 0-2; RRF: ≈0.03 at best)")
     score_normalized: float = Field(
         description="the score on the documented 0..1 scale: relative to the best possible fused score "
-        "(first in both rankings), capped at 1; `min_score` applies to it"
+        "(first in both rankings), capped at 1; the relevance part, before recency and attention; `min_score` "
+        "applies to it"
     )
     scores: dict[str, float | None]
     provenance: dict[str, Any]

@@ -142,6 +142,7 @@ def test_a_person_sees_answer_provenance_currency_registry_and_map(base_url):
             rows = page.locator("#registry tbody tr")
             expect(rows.first).to_contain_text("Fayette")
             expect(rows.first).to_contain_text(" days")
+            expect(rows.first).to_contain_text("(304) 555-")  # phones as people write them, not E.164
             expect(page.locator("#map path.county")).to_have_count(55)
             expect(page.locator("#map path.county.asked")).to_have_count(1)
             expect(page.locator("#map path.county.asked title")).to_have_text("Fayette County")

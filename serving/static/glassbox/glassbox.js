@@ -91,6 +91,13 @@ function shortCommit(commit) {
   return commit ? String(commit).slice(0, 12) : "?";
 }
 
+// "+13045550104;ext=2" (E.164 in the registry's data) as people write it: "(304) 555-0104 ext. 2"
+function displayPhone(value) {
+  const m = /^\+1(\d{3})(\d{3})(\d{4})(?:;ext=(\d+))?$/.exec(value || "");
+  if (!m) return value || "";
+  return `(${m[1]}) ${m[2]}-${m[3]}${m[4] ? " ext. " + m[4] : ""}`;
+}
+
 function ageDays(iso) {
   const t = Date.parse(iso || "");
   return Number.isNaN(t) ? null : Math.max(0, Math.floor((Date.now() - t) / DAY_MS));
@@ -217,7 +224,7 @@ function renderRegistry(rows) {
     tr.append(
       el("td", row.name), el("td", row.resource_type), el("td", row.county), status,
       el("td", row.last_verified_at ? row.last_verified_at.slice(0, 10) : "never"),
-      el("td", age === null ? "—" : `${age} days`), el("td", row.contact_phone || ""),
+      el("td", age === null ? "—" : `${age} days`), el("td", displayPhone(row.contact_phone)),
     );
     body.append(tr);
   }
