@@ -82,12 +82,17 @@ def test_serving_writes_to_postgres_and_the_rollup_reads_it(trace_table, tmp_pat
 
     home = IndexHome(tmp_path / "rag_index")
     build_and_publish(make_workspace(tmp_path), home, embedder)
-    settings = Settings(index_dir=home.root, warm_up=False, trace_dsn=DSN)
+    # two callers (one verdict per caller, chunk and day counts; a caller's repeat is one line: issue 33)
+    keys = {"caller-one": "public", "caller-two": "public"}
+    settings = Settings(index_dir=home.root, warm_up=False, trace_dsn=DSN, api_keys=keys)
     with TestClient(create_app(settings, embedder)) as client:
-        for _ in range(2):
-            data = client.post("/query", json={"query": "SNAP food assistance", "top_k": 2, "mode": "sparse"}).json()
+        for key in keys:
+            headers = {"X-API-Key": key}
+            body = {"query": "SNAP food assistance", "top_k": 2, "mode": "sparse"}
+            data = client.post("/query", json=body, headers=headers).json()
             top = data["results"][0]["chunk_id"]
-            client.post("/feedback", json={"trace_id": data["trace_id"], "chunk_ids": [top], "useful": True})
+            verdict = {"trace_id": data["trace_id"], "chunk_ids": [top], "useful": True}
+            assert client.post("/feedback", json=verdict, headers=headers).status_code == 200
     assert not list(home.traces.glob("*.jsonl"))  # nothing went to files
     stored = trace_table.execute(f"SELECT count(*) FROM {TRACE_TABLE}").fetchone()[0]
     assert stored == 6

@@ -97,8 +97,8 @@ def test_a_version_whose_blocking_checks_did_not_run_is_never_published(tmp_path
     assert not result.success
     message = failure_messages(result)
     assert (
-        "not evaluated in this run: chunks_schema_valid, governance_caps, index_complete, sealed_provenance_resolves"
-        in message
+        "not evaluated in this run: answers_not_worse, chunks_schema_valid, governance_caps, index_complete, "
+        "sealed_provenance_resolves" in message
     )
     assert IndexHome(tmp_path / "index").current() is None
 
