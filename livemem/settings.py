@@ -201,6 +201,20 @@ class BuildSettings(Section):
         validation_alias="LIVEMEM_BUILD_WORKERS",
         description="build worker processes (default: cores)",
     )
+    document_timeout: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        validation_alias="LIVEMEM_DOCUMENT_TIMEOUT",
+        description="seconds one PDF/DOCX/ODT/HTML document may take to extract (docs/documents.md)",
+    )
+    document_memory_mb: int = Field(
+        2048,
+        ge=64,
+        le=65536,
+        validation_alias="LIVEMEM_DOCUMENT_MEMORY_MB",
+        description="address space (MiB) the document extraction worker may add (docs/documents.md)",
+    )
 
 
 class CacheSettings(Section):

@@ -16,6 +16,7 @@ import duckdb
 
 from livemem.errors import SourceError
 from livemem.index import records
+from livemem.ingest.documents import blob_text
 from livemem.schemas import errors_for, validator
 from livemem.sources.config import SourcesConfig
 from livemem.sources.gitsource import GitSource
@@ -95,7 +96,7 @@ def check_provenance(version_dir: Path, manifest: dict[str, Any], sealed_only: b
             if raw is None:
                 failures.extend(f"{r['chunk_id']}: {path} does not exist at {commit[:12]}" for r in recs)
                 continue
-            text = raw.decode("utf-8", errors="replace")
+            text = blob_text(path, raw)  # a document: its extracted text
             failures.extend(
                 f"{r['chunk_id']}: {path} at {commit[:12]} does not contain the chunk"
                 for r in recs

@@ -53,6 +53,7 @@ CODE_EXTENSIONS = {
     ".json", ".ini", ".cfg", ".mk", ".dockerfile",
 }  # fmt: skip
 CODE_FILENAMES = {"Makefile", "Dockerfile", "Justfile"}
+DOCUMENT_EXTENSIONS = {".pdf", ".docx", ".odt", ".html", ".htm"}  # extracted first (livemem.ingest.documents)
 
 # Split points are the END of each match, so pieces concatenate back to the original text.
 _TEXT_SEPARATORS = (r"\n[ \t]*\n", r"\n", r"(?<=[.!?])\s+", r"\s+")
@@ -87,11 +88,11 @@ def count_tokens(text: str) -> int:
 
 
 def file_type(path: str) -> str:
-    """``markdown``, ``code`` or ``text``, from the file name."""
+    """``markdown``, ``code`` or ``text``, from the file name (documents: ``markdown``, their extracted text's)."""
     p = PurePosixPath(path)
     suffix = p.suffix.lower()
-    if suffix in MARKDOWN_EXTENSIONS:
-        return "markdown"
+    if suffix in MARKDOWN_EXTENSIONS or suffix in DOCUMENT_EXTENSIONS:
+        return "markdown"  # a document is chunked as the markdown-ish text it is extracted to (documents.py)
     if suffix in CODE_EXTENSIONS or p.name in CODE_FILENAMES:
         return "code"
     return "text"

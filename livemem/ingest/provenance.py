@@ -1,6 +1,6 @@
 """Checking a chunk's provenance against its source repository as it is now.
 
-Every chunk is an exact substring of its file (``chunking``), so a chunk is ``current`` when the file at the
+Every chunk is an exact substring of its file (``chunking``; of a document's extracted text, ``documents``), so a chunk is ``current`` when the file at the
 source's configured ref still contains its text, ``changed`` when the file is there but no longer does, and
 ``missing`` when the file, the repository or the ref is gone.
 """
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from livemem.errors import SourceError
+from livemem.ingest.documents import blob_text
 from livemem.sources.gitsource import GitSource
 
 
@@ -31,7 +32,7 @@ def verify_chunk(record: dict[str, Any], manifest: dict[str, Any]) -> dict[str, 
     out["checked_commit"] = head
     if raw is None:
         return {**out, "status": "missing", "detail": f"{prov['path']} no longer exists at {ref} ({head[:12]})"}
-    if record["content"] in raw.decode("utf-8", errors="replace"):
+    if record["content"] in blob_text(prov["path"], raw):  # a document: its extracted text
         same = "unchanged since" if head == prov["commit"] else "still contains the chunk since"
         return {**out, "status": "current", "detail": f"{prov['path']} at {ref} ({head[:12]}) {same} the index"}
     return {

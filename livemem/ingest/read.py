@@ -24,6 +24,14 @@ from livemem.errors import LivingMemoryError, SourceError
 from livemem.index import records
 from livemem.index.sparse import Postings, TermIds
 from livemem.ingest.chunking import Chunk, chunk_files, file_type
+from livemem.ingest.documents import (
+    DOCUMENT_MAX_BYTES,
+    LIBRARIES,
+    DocumentError,
+    Extracted,
+    document_format,
+    extract_isolated,
+)
 from livemem.model.embedding import cache_key
 from livemem.settings import BuildSettings
 from livemem.sources.config import SourceConfig
@@ -160,10 +168,13 @@ def _batch_rows(job: ReadJob, batch: list[FileTask], git: GitSource) -> BatchRow
     src = job.source
     out = BatchRows([], [], [], [])
     readable: list[tuple[FileTask, str, bool]] = []  # task, text, truncated
+    extracted: dict[str, Extracted] = {}  # path -> a document's extraction
     for task in batch:
         entry = task.entry
+        document = document_format(task.path) is not None
         try:
-            raw, size = git.read_prefix(entry.blob_sha, job.max_file_bytes)
+            # a document is parsed whole (up to DOCUMENT_MAX_BYTES); its extracted text is capped at max_file_bytes
+            raw, size = git.read_prefix(entry.blob_sha, DOCUMENT_MAX_BYTES + 1 if document else job.max_file_bytes)
         except Exception as exc:
             raise SourceError(
                 f"source {src.name!r}: {task.path} (blob {entry.blob_sha}) cannot be read: {exc}"
@@ -172,6 +183,15 @@ def _batch_rows(job: ReadJob, batch: list[FileTask], git: GitSource) -> BatchRow
         truncated = size > job.max_file_bytes
         if is_lfs_pointer(raw, size):
             reason = "lfs_pointer"
+        elif document:
+            try:
+                doc = extract_isolated(task.path, raw)
+            except DocumentError as exc:
+                reason = exc.reason
+                log.warning("source %s: %s skipped (%s)", src.name, task.path, exc)
+            else:
+                text, truncated = _cap_text(doc.text, job.max_file_bytes)
+                extracted[task.path] = doc
         elif b"\0" in raw[:8192]:
             reason = "binary"
         else:
@@ -200,7 +220,7 @@ def _batch_rows(job: ReadJob, batch: list[FileTask], git: GitSource) -> BatchRow
         raise
     for (task, text, truncated), chunks in zip(readable, chunked, strict=True):
         try:
-            _file_rows(job, task, text, truncated, chunks, out)
+            _file_rows(job, task, text, truncated, chunks, out, extracted.get(task.path))
         except Exception as exc:
             raise LivingMemoryError(f"source {src.name!r}: {task.path}: {exc!r}") from exc
     out.terms = Postings.tokenize([row["_embed_text"] for row in out.rows])
@@ -230,17 +250,65 @@ def is_lfs_pointer(raw: bytes, size: int) -> bool:
     )
 
 
-def _file_rows(job: ReadJob, task: FileTask, text: str, truncated: bool, chunks: list[Chunk], out: BatchRows) -> None:
+def _cap_text(text: str, max_bytes: int) -> tuple[str, bool]:
+    """A document's extracted text up to ``max_bytes`` UTF-8 bytes (cut at a character), and whether it was cut."""
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text, False
+    return data[:max_bytes].decode("utf-8", errors="ignore"), True
+
+
+def _chunk_pages(text: str, chunks: list[Chunk], doc: Extracted) -> list[dict[str, Any]]:
+    """What each chunk of a document adds to its metadata: its format and extractor and, for a PDF, the page it
+    starts on (``page``) and the one it ends on (``page_end``, only when another). Chunks are substrings of the text
+    in order, so each is found after the previous one's start."""
+    fmt = document_format_of(doc)
+    out: list[dict[str, Any]] = []
+    cursor = 0
+    for chunk in chunks:
+        start = text.find(chunk.content, cursor)
+        if start < 0:
+            raise LivingMemoryError(f"chunk {len(out)} is not a substring of the extracted text")
+        cursor = start + 1
+        extra: dict[str, Any] = {"format": fmt, "extractor": doc.extractor}
+        first = doc.page_of(start)
+        if first is not None:
+            last = doc.page_of(start + len(chunk.content) - 1)
+            extra["page"] = first
+            if last != first:
+                extra["page_end"] = last
+        out.append(extra)
+    return out
+
+
+def document_format_of(doc: Extracted) -> str:
+    """The format an extractor reads (``pdf`` for ``pypdfium2 …``)."""
+    library = doc.extractor.split(" ", 1)[0]
+    return next(fmt for fmt, lib in LIBRARIES.items() if lib == library)
+
+
+def _file_rows(
+    job: ReadJob,
+    task: FileTask,
+    text: str,
+    truncated: bool,
+    chunks: list[Chunk],
+    out: BatchRows,
+    doc: Extracted | None = None,
+) -> None:
     src, path, prov = job.source, task.path, task.history
     sealed = records.is_sealed(text, src.is_sealed_path(path))
     pid = records.parent_id(src.name, path)
     kind = file_type(path)
     domain = {**(document_date(path, text) or {}), **src.domain_metadata(path)}  # configured values win
     domain_json = json.dumps(domain, sort_keys=True, ensure_ascii=False) if domain else None
+    pages = _chunk_pages(text, chunks, doc) if doc is not None else None
     created = task.created or prov.first_time
     seal_state = "SEALED" if sealed else "OPEN"
     occurrences: Counter = Counter()
     for index, chunk in enumerate(chunks):
+        if pages is not None:  # a document's chunk: its format, extractor and page with the file's domain values
+            domain_json = json.dumps({**pages[index], **domain}, sort_keys=True, ensure_ascii=False)
         sha = records.content_hash(chunk.content)
         occurrence = occurrences[sha]
         occurrences[sha] += 1
