@@ -217,6 +217,19 @@ class BuildSettings(Section):
     )
 
 
+class ScheduleSettings(Section):
+    """Which Dagster schedules start running by themselves, read when the code location loads (docs/attention.md)."""
+
+    title: ClassVar[str] = "schedule settings"
+    off: CommaList = Field(
+        default_factory=list,
+        validation_alias="LIVEMEM_SCHEDULES_OFF",
+        description="schedules that start stopped instead of running (names, or all)",
+    )
+
+    _commas = field_validator("off", mode="before")(_split_commas)
+
+
 class CacheSettings(Section):
     """Where derived files are kept, read when they are first needed."""
 
@@ -582,6 +595,7 @@ class LivingMemorySettings(Section):
     chroma: ChromaSettings = Field(default_factory=ChromaSettings)
     dense: DenseSettings = Field(default_factory=DenseSettings)
     build: BuildSettings = Field(default_factory=BuildSettings)
+    schedules: ScheduleSettings = Field(default_factory=ScheduleSettings)
     caches: CacheSettings = Field(default_factory=CacheSettings)
     registry: RegistrySettings = Field(default_factory=RegistrySettings)
     encoders: EncoderSettings = Field(default_factory=EncoderSettings)

@@ -39,21 +39,26 @@ from orchestration.resources import (
     from_env,
 )
 from orchestration.resources.registry import RegistrySourceResource
+from orchestration.schedules import ScheduleStatus
 
 # One process by default: the model loads once and the light check steps do not each pay for a fresh interpreter.
 # Scale-out deployments pick the multiprocess executor by run config: execution: {config: {multiprocess: {}}}.
 IN_PROCESS_BY_DEFAULT = {"execution": {"config": {"in_process": {}}}}
 
 
-def build_definitions(sources_file: str | Path | None = None, index_dir: str | Path | None = None) -> Definitions:
-    """Definitions for a sources file (default ``$RAG_SOURCES``) and index home (default ``$RAG_INDEX_DIR``)."""
+def build_definitions(
+    sources_file: str | Path | None = None, index_dir: str | Path | None = None, schedules_off: list[str] | None = None
+) -> Definitions:
+    """Definitions for a sources file (default ``$RAG_SOURCES``) and index home (default ``$RAG_INDEX_DIR``);
+    ``schedules_off``: schedules that start stopped (default ``$LIVEMEM_SCHEDULES_OFF``; orchestration/schedules.py)."""
     path = Path(sources_file) if sources_file else sources_file_from_env()
     config = load_sources(path)
+    status = ScheduleStatus(schedules_off)
     chunk_assets, chunk_checks = build_chunk_assets(config)
-    attention_assets, attention_checks, attention_jobs, attention_schedules = build_attention_assets(config)
+    attention_assets, attention_checks, attention_jobs, attention_schedules = build_attention_assets(config, status)
     gbim_assets, gbim_checks = build_gbim_assets(config)
     reg_assets, reg_checks = build_registry_assets(config)
-    personal_assets, personal_checks, personal_jobs, personal_schedules = build_personal_memory_assets()
+    personal_assets, personal_checks, personal_jobs, personal_schedules = build_personal_memory_assets(status)
     rebuild_check = AssetSelection.checks(AssetCheckKey(AssetKey("published_index"), REBUILD_CHECK))
     verify_index = define_asset_job(
         "verify_index",
@@ -90,7 +95,8 @@ def build_definitions(sources_file: str | Path | None = None, index_dir: str | P
                 job=verify_index,
                 cron_schedule="0 4 * * 0",
                 execution_timezone="UTC",
-                description="Sundays 04:00 UTC: prove the published index equals a from-scratch build (turn on in the UI).",
+                description="Sundays 04:00 UTC: prove the published index equals a from-scratch build (stopped by default: orchestration/schedules.py).",
+                default_status=status("weekly_verify_index"),
             ),
             *personal_schedules,
         ],

@@ -11,6 +11,7 @@ The formula is in ``livemem/usage/attention.py`` and ``docs/attention.md``.
 """
 
 import warnings
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
@@ -19,6 +20,7 @@ from dagster import (
     AssetDep,
     AssetExecutionContext,
     DailyPartitionsDefinition,
+    DefaultScheduleStatus,
     MetadataValue,
     Output,
     PreviewWarning,
@@ -38,8 +40,11 @@ from orchestration.resources import EmbedderResource, GitSourcesResource, IndexS
 GROUP = "living_memory"
 
 
-def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
-    """Assets, checks, jobs and schedules of the attention rollup."""
+def build_attention_assets(
+    config: SourcesConfig, status: Callable[[str], DefaultScheduleStatus] | None = None
+) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """Assets, checks, jobs and schedules of the attention rollup (``status``: a schedule's default status by name,
+    ``orchestration.schedules.ScheduleStatus``; default RUNNING)."""
     cfg = attention_config(config)
     partitions = DailyPartitionsDefinition(start_date=cfg.start_date, timezone=cfg.timezone)
 
@@ -129,6 +134,7 @@ def build_attention_assets(config: SourcesConfig) -> tuple[list[Any], list[Any],
         job,
         name="nightly_attention_rollup",
         hour_of_day=cfg.schedule_hour,
+        default_status=status("nightly_attention_rollup") if status else DefaultScheduleStatus.RUNNING,
         description=f"Every night at {cfg.schedule_hour:02d}:00 {cfg.timezone}: roll up yesterday's traces.",
     )
     return [attention_rollup, attention_published], [attention_valid], [job], [schedule]

@@ -7,6 +7,7 @@ cards and exchanges with the project's embedder (reusing the previous snapshot's
 docs/personal-memory.md.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from dagster import (
@@ -14,6 +15,7 @@ from dagster import (
     AssetExecutionContext,
     AssetSelection,
     Config,
+    DefaultScheduleStatus,
     MaterializeResult,
     MetadataValue,
     ScheduleDefinition,
@@ -100,8 +102,11 @@ def personal_memory_readable(index_store: IndexStoreResource) -> AssetCheckResul
     return AssetCheckResult(passed=not problems, description="; ".join(problems) or "readable", metadata=meta)
 
 
-def build_personal_memory_assets() -> tuple[list[Any], list[Any], list[Any], list[Any]]:
-    """Assets, checks, jobs and schedules of personal memory."""
+def build_personal_memory_assets(
+    status: Callable[[str], DefaultScheduleStatus] | None = None,
+) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """Assets, checks, jobs and schedules of personal memory (``status``: a schedule's default status by name,
+    ``orchestration.schedules.ScheduleStatus``; default RUNNING)."""
     job = define_asset_job(
         "personal_memory_job",
         selection=AssetSelection.assets(personal_memory),
@@ -113,5 +118,6 @@ def build_personal_memory_assets() -> tuple[list[Any], list[Any], list[Any], lis
         cron_schedule="30 3 * * *",
         execution_timezone="UTC",
         description="Every day at 03:30 UTC: consolidate personal memory (deletions become physical).",
+        default_status=status("daily_personal_memory") if status else DefaultScheduleStatus.RUNNING,
     )
     return [personal_memory], [personal_memory_readable], [job], [schedule]
