@@ -16,7 +16,8 @@ import duckdb
 
 from livemem.errors import SourceError
 from livemem.index import records
-from livemem.ingest.documents import blob_text
+from livemem.ingest.documents import blob_text, document_format
+from livemem.ingest.plan import stale_formats
 from livemem.schemas import errors_for, validator
 from livemem.sources.config import SourcesConfig
 from livemem.sources.gitsource import GitSource
@@ -279,7 +280,11 @@ def _check_carried(
         ).fetchall()
     finally:
         con.execute("DETACH carried_base")
+    base_sources = base_manifest.get("sources", {})
+    stale = {name: stale_formats(base_sources.get(name)) for name in same_config}
     for source, path, mine, theirs, same in rows:
+        if document_format(path) in stale[source]:
+            continue  # extracted again by a new extractor (``plan.stale_formats``)
         if not same:
             failures.append(
                 f"{source}: {path} is unchanged since the base version but has {mine} chunk rows "

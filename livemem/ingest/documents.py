@@ -34,7 +34,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import version as package_version
 from pathlib import PurePosixPath
 
@@ -424,7 +424,8 @@ def extract_isolated(path: str, raw: bytes) -> Extracted:
     timeout, memory_mb = _limits()
     future = _pool(memory_mb).submit(_extract_text, path, raw)
     try:
-        return future.result(timeout=timeout)
+        # named by this process's extractor id: the one its build's plan compared with the base
+        return replace(future.result(timeout=timeout), extractor=extractor_id(document_format(path) or ""))
     except FutureTimeout as exc:
         _discard_pool()
         raise DocumentError("timeout", f"extraction took over {timeout:g} s") from exc

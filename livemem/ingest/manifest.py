@@ -11,6 +11,7 @@ import duckdb
 
 from livemem.errors import SourceError
 from livemem.ingest.chroma_mirror import vector_store_mode
+from livemem.ingest.documents import extractors
 from livemem.ingest.layout import LAYOUT_VERSION
 from livemem.ingest.plan import Base, source_fingerprint
 from livemem.model.embedding import Embedder
@@ -109,6 +110,7 @@ def version_manifest(
             "access": src.access, "files": files.get(src.name, 0), "chunks": n, "sealed_chunks": sealed,
             "skipped_files": skipped.get(src.name, {}),
             "config_fingerprint": source_fingerprint(config, src, embedder.model_id),
+            "extractors": extractors(),
         }  # fmt: skip
     return {
         "version_id": version_id,

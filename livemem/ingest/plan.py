@@ -3,7 +3,7 @@ carried over unchanged, which are rebuilt (new or changed), which are deleted; a
 build at all.
 
 A file is carried when its blob and its provenance are the same as in the base and the source's configuration
-(and the model) did not change. With the base commit an ancestor of the head, only the paths the commits since the
+(and the model) did not change; a document also needs the same extractor (``stale_formats``). With the base commit an ancestor of the head, only the paths the commits since the
 base touched are looked at (``quick_plan``, O(change)); otherwise the whole tree is compared (``plan_source``).
 """
 
@@ -17,6 +17,7 @@ import duckdb
 
 from livemem.duck import sql_literal, sql_literals
 from livemem.ingest.chroma_mirror import vector_store_mode
+from livemem.ingest.documents import document_format, extractors
 from livemem.ingest.layout import LAYOUT_VERSION
 from livemem.sources.config import SourceConfig, SourcesConfig
 from livemem.sources.gitsource import GitSource, TreeEntry, name_problem
@@ -83,6 +84,14 @@ def source_fingerprint(config: SourcesConfig, src: SourceConfig, model_id: str) 
     return src.fingerprint({**config.chunking, "model": model_id})
 
 
+def stale_formats(base_entry: dict[str, Any] | None) -> set[str]:
+    """The document formats whose extractor (library, version, rules: ``documents.extractor_id``) is not the one the
+    base source entry was built with: their files are extracted again, every other file is carried. A base that
+    names no extractors (built before documents were extracted: they were skipped as binary) has all formats stale."""
+    before = (base_entry or {}).get("extractors") or {}
+    return {fmt for fmt, ident in extractors().items() if before.get(fmt) != ident}
+
+
 def already_indexed(base: Base, config: SourcesConfig, model_id: str, heads: dict[str, str | None]) -> bool:
     """Whether the base indexes every source at ``heads`` (source → head commit) with this configuration and model:
     then there is nothing to build."""
@@ -101,6 +110,8 @@ def already_indexed(base: Base, config: SourcesConfig, model_id: str, heads: dic
             return False
         if entry.get("config_fingerprint") != source_fingerprint(config, src, model_id):
             return False
+        if stale_formats(entry):
+            return False  # an extractor changed: its documents are extracted again
     return True
 
 
@@ -142,13 +153,20 @@ def plan_source(
     # provenance (the last commit that changed it) moved, so it is rebuilt too. Without a usable range
     # (history rewritten, base commit gone) nothing can be carried.
     touched = repo.touched_since(base_commit, head) if before_files else set()
+    stale = stale_formats(base_entry)
     carried, rebuilt, new = [], [], set()
     for path, entry in tree.items():
         before = before_files.get(path)
         if before is None:
             new.add(path)
             rebuilt.append(path)
-        elif before[0] == entry.blob_sha and same_config and touched is not None and path not in touched:
+        elif (
+            before[0] == entry.blob_sha
+            and same_config
+            and touched is not None
+            and path not in touched
+            and document_format(path) not in stale
+        ):
             carried.append(path)
         else:
             rebuilt.append(path)
@@ -174,6 +192,8 @@ def quick_plan(
     many paths were touched that listing the whole tree is cheaper): ``plan_source`` compares everything."""
     if not (base.segmented and base_entry and base_entry.get("config_fingerprint") == fingerprint):
         return None
+    if stale_formats(base_entry):
+        return None  # an extractor changed: its documents are rebuilt wherever they are, compare the whole tree
     base_commit = base_entry.get("head_commit")
     touched = repo.touched_since(base_commit, head)
     if touched is None or len(touched) > QUICK_PLAN_MAX_PATHS:

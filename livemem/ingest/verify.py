@@ -381,6 +381,11 @@ def rebuild_and_compare(
                     f"source {name}: the sources file changed since {version} was built "
                     "(the rebuild uses the file as it is now)"
                 )
+            if mine and mine.get("extractors") != entry.get("extractors"):
+                notes.append(
+                    f"source {name}: {version} read its documents with {mine.get('extractors')}, the rebuild with "
+                    f"{entry.get('extractors')} (an extractor was upgraded: the next build extracts them again)"
+                )
         try:
             comparison = compare_versions(home.version_dir(version), reference)
         finally:

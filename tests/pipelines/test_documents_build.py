@@ -188,3 +188,43 @@ def test_markdown_chunk_ids_are_unchanged(built) -> None:
     want = records.chunk_id("docs", "guide.md", records.content_hash("# Guide\n\n## SNAP\n\nFood help in Oak Hill."), 0)
     assert [r["chunk_id"] for r in recs] == [want]
     assert "page" not in recs[0]["metadata"] and "format" not in recs[0]["metadata"]
+
+
+def test_extractor_upgrade_reextracts_only_its_documents_and_rebuild_matches(tmp_path, make_repo, embedder,
+                                                                            monkeypatch) -> None:  # fmt: skip
+    from livemem.ingest import documents
+    from livemem.ingest.verify import rebuild_and_compare
+
+    repo = make_repo(
+        files={
+            "guide.md": GUIDE,
+            "flyer.pdf": (PDFS / "004-pdflatex-4-pages/pdflatex-4-pages.pdf").read_bytes(),
+            "notes.odt": (PDFS / "002-trivial-libre-office-writer/source.odt").read_bytes(),
+        }
+    )
+    sources = tmp_path / "sources.yaml"
+    sources.write_text(f"sources:\n  - name: docs\n    repo: {repo.path}\n    collection: docs\n", encoding="utf-8")
+    config = load_sources(sources)
+    home = IndexHome(tmp_path / "index")
+    first = build_version(config, home, embedder)
+    home.publish(first.version_id, first.base_version, config.retention)
+    report = rebuild_and_compare(config, home, embedder)  # verify --rebuild: from scratch gives the same version
+    assert report.equal, report.comparison.lines()
+    before = {r["chunk_id"]: r for r in checks.read_records(home.version_dir(home.current()))}
+
+    original = documents.extractor_id
+    monkeypatch.setattr(documents, "extractor_id", lambda fmt: original(fmt) + (".1" if fmt == "pdf" else ""))
+    again = build_version(config, home, embedder)  # no new commit, but the PDF extractor changed
+    assert again.staged, again.reason
+    stats = again.sources["docs"]
+    assert stats.changed_paths == ["flyer.pdf"] and stats.files_unchanged == 2
+    manifest = again.manifest
+    outcome = checks.check_index_complete(home.staged_dir(again.version_id), manifest, config,
+                                          home.version_dir(home.current()))  # fmt: skip
+    assert outcome.passed, outcome.failures
+    home.publish(again.version_id, again.base_version, config.retention)
+    after = checks.read_records(home.version_dir(home.current()))
+    pdf = [r for r in after if r["provenance"]["path"] == "flyer.pdf"]
+    assert pdf and all(r["metadata"]["extractor"].endswith(".1") for r in pdf)
+    kept = [r for r in after if r["provenance"]["path"] != "flyer.pdf"]
+    assert kept and all(r["chunk_id"] in before for r in kept)  # markdown and ODT rows carried, ids unchanged
