@@ -3,10 +3,11 @@ start of each PDF page, so a chunk knows its page (docs/documents.md).
 
 - PDF (``pypdfium2``, Apache-2.0/BSD): the text layer of each page in reading order (two-column pages column by
   column), soft hyphens at line ends rejoined (``taki-`` / ``mata`` → ``takimata``), ligatures (ﬁ, ﬂ, ﬀ …) spelled
-  out, lines repeated at the top or bottom of most pages (running headers, footers, page numbers) dropped, outline
-  (bookmark) titles made ``##`` headings; pages are joined by a blank line and ``Extracted.pages`` holds the offset
+  out, lines repeated at the top or bottom of 60% of the pages or more (running headers, footers, ``Page 2 of 9``)
+  and bare page numbers dropped, outline
+  (bookmark) titles made ``##`` headings and the first line ``#`` when it is the document's title, bullets ``- ``; pages are joined by a blank line and ``Extracted.pages`` holds the offset
   where each starts. Form field values and link text are part of the text layer pdfium reads.
-- DOCX (``python-docx``, MIT): headings (``Heading N`` / ``Title`` styles) as ``#`` lines, list paragraphs as
+- DOCX (``python-docx``, MIT): headings (``Title`` as ``#``, ``Heading n`` as ``n + 1`` marks), list paragraphs as
   ``- `` items, tables as ``cell | cell`` rows, in body order.
 - ODT (``odfpy``, Apache-2.0): ``text:h`` with its outline level, paragraphs, list items, table rows.
 - HTML (``BeautifulSoup`` over ``lxml``, MIT/BSD): the main content (``<main>`` or ``<article>`` when there is one,
@@ -112,6 +113,7 @@ _LIGATURES = {c: unicodedata.normalize("NFKC", c) for c in "ﬀﬁﬂﬃﬄﬅ�
 _LIGATURE_TABLE = str.maketrans(_LIGATURES)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff]")
 _DIGITS = re.compile(r"\d+")
+_BULLET = re.compile(r"^\s*[•◦▪‣●○■–]\s+")  # a typeset list item: a markdown one
 
 
 def _pdf(raw: bytes) -> tuple[str, list[int]]:
@@ -132,6 +134,7 @@ def _pdf(raw: bytes) -> tuple[str, list[int]]:
             pages.append(_pdf_page_lines(textpage.get_text_bounded()))
             textpage.close()
             page.close()
+        title = (doc.get_metadata_dict().get("Title") or "").strip()
         toc = []
         for item in doc.get_toc(max_depth=6):
             dest = item.get_dest()
@@ -142,6 +145,7 @@ def _pdf(raw: bytes) -> tuple[str, list[int]]:
         doc.close()
     pages = _drop_running_lines(pages)
     _mark_outline(pages, toc)
+    _mark_title(pages, title)
     parts: list[str] = []
     starts: list[int] = []
     offset = 0
@@ -159,7 +163,7 @@ def _pdf_page_lines(text: str) -> list[str]:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = text.replace("\x02\n", "").replace("\x02", "")
     text = _CONTROL.sub("", text.translate(_LIGATURE_TABLE))
-    return [line.rstrip() for line in text.split("\n")]
+    return [_BULLET.sub("- ", line.rstrip(), count=1) for line in text.split("\n")]
 
 
 def _drop_running_lines(pages: list[list[str]]) -> list[list[str]]:
@@ -176,7 +180,8 @@ def _drop_running_lines(pages: list[list[str]]) -> list[list[str]]:
     counts: Counter[str] = Counter()
     for lines in pages:
         counts.update({key(lines[i]) for i in edges(lines)})
-    running = {k for k, n in counts.items() if len(pages) >= 3 and n >= max(3, (len(pages) + 1) // 2)}
+    need = max(2, -(-len(pages) * 3 // 5))  # on at least 60% of the pages, and on two at least
+    running = {k for k, n in counts.items() if len(pages) >= 2 and n >= need}
     out = []
     for lines in pages:
         drop = {i for i in edges(lines) if key(lines[i]) in running}
@@ -186,6 +191,13 @@ def _drop_running_lines(pages: list[list[str]]) -> list[list[str]]:
                 drop.add(i)
         out.append([line for i, line in enumerate(lines) if i not in drop])
     return out
+
+
+def _mark_title(pages: list[list[str]], title: str) -> None:
+    """The first line of the first page becomes the ``#`` heading when it is the document's title (metadata)."""
+    first = next((i for i, line in enumerate(pages[0]) if line.strip()), None) if pages else None
+    if title and first is not None and " ".join(pages[0][first].split()).lower() == " ".join(title.split()).lower():
+        pages[0][first] = "# " + pages[0][first].strip()
 
 
 def _mark_outline(pages: list[list[str]], toc: list[tuple[str, int, int]]) -> None:
@@ -247,10 +259,11 @@ def _docx(raw: bytes) -> str:
 
 
 def _heading_level(style: str) -> int:
+    """``Title`` is the document's ``#``; ``Heading n`` is under it (``n + 1`` marks)."""
     if style == "Title":
         return 1
     found = re.fullmatch(r"Heading (\d)", style)
-    return min(6, int(found.group(1))) if found else 0
+    return min(6, int(found.group(1)) + 1) if found else 0
 
 
 def _join_blocks(blocks: list[str]) -> str:
@@ -312,6 +325,7 @@ def _odt(raw: bytes) -> str:
 # --- HTML --------------------------------------------------------------------------------------------------------
 
 _HTML_CHROME = ("script", "style", "noscript", "template", "nav", "header", "footer", "aside", "form", "svg", "iframe")
+_SPACE_BEFORE_PUNCTUATION = re.compile(r" ([.,;:!?)])")  # "<a>(304) 555-0142</a>." read as "... ." otherwise
 _HTML_BLOCKS = {"p", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "dt", "dd", "figcaption"}
 
 
@@ -333,7 +347,7 @@ def _html(raw: bytes) -> str:
             cells = [" ".join(c.get_text(" ").split()) for c in tag.find_all(["td", "th"])]
             text = " | ".join(cells) if any(cells) else ""
         else:
-            text = " ".join(tag.get_text(" ").split())
+            text = _SPACE_BEFORE_PUNCTUATION.sub(r"\1", " ".join(tag.get_text(" ").split()))
         if not text:
             continue
         if tag.name[0] == "h" and tag.name[1:].isdigit():
