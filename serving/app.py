@@ -106,6 +106,8 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if (openai := chat.openai_http_error(request, exc)) is not None:
+            return openai  # /v1/*: OpenAI's error shape for unknown paths and wrong methods too
         # a 5xx says what failed on the server (a damaged version on /healthz, a store): never where it lives. 4xx
         # details are about the request (and may name routes such as /v1/models), so they are left as written.
         if exc.status_code >= 500:

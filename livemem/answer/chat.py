@@ -9,7 +9,11 @@ numbered citations, and the guardrail that runs after generation.
 - The guardrail (``refuse`` | ``annotate`` | ``off``) acts on an answer that cites nothing; independently of it,
   an answer holding text of a collection the caller may not read is always replaced by a refusal.
 - ``stream_answer`` streams: an LLM backend's tokens are forwarded as they come (each piece is released only after
-  the leak check of everything before it), any other answer is cut into sentence / word-group pieces.
+  the leak check of everything before it), any other answer is cut into sentence / word-group pieces; a backend
+  failing midway ends the stream with ``finish_reason: error``.
+- A ``Dialogue`` (an OpenAI client's system / developer messages and the conversation's earlier turns) goes to an
+  LLM backend with the evidence: the instructions after Living Memory's own system text, the turns before the
+  evidence block, so a multi-turn chat keeps its context.
 - Personas (``community``, ``researcher``, ``governance_engineer``, ``caseworker``, and every role name) choose
   collections and framing; their access must lie within the caller's (``resolve_persona``; docs/seed-compat.md).
 """
@@ -57,6 +61,50 @@ class BackendError(Exception):
     """The language model backend failed (after its retries) or timed out."""
 
 
+MAX_TURNS = 20  # earlier turns given to an LLM backend (the most recent ones)
+MAX_TURN_CHARS = 4000  # each turn and the client's instructions, cut to this many characters
+INSTRUCTIONS = "Instructions from the application (follow them where they do not conflict with the rules above):"
+
+
+@dataclass(frozen=True)
+class Dialogue:
+    """What an OpenAI-style conversation gives an LLM backend besides the evidence: the client's ``system`` /
+    ``developer`` instructions and the earlier ``user`` / ``assistant`` turns, oldest first. The question itself
+    is in the evidence block (``context["prompt"]["context"]``)."""
+
+    instructions: tuple[str, ...] = ()
+    turns: tuple[tuple[str, str], ...] = ()  # (role, text)
+
+    @classmethod
+    def of(cls, instructions: list[str], turns: list[tuple[str, str]]) -> Dialogue:
+        """Bounded: the last ``MAX_TURNS`` turns, each (and the instructions together) cut to ``MAX_TURN_CHARS``."""
+        said = "\n\n".join(i.strip() for i in instructions if i.strip())[:MAX_TURN_CHARS]
+        kept = tuple((role, text[:MAX_TURN_CHARS]) for role, text in turns if text.strip())[-MAX_TURNS:]
+        return cls((said,) if said else (), kept)
+
+    def __bool__(self) -> bool:
+        return bool(self.instructions or self.turns)
+
+    def messages(self, system: str, context: str) -> list[dict[str, str]]:
+        """The backend's messages: one system message (Living Memory's rules, then the client's instructions: some
+        chat templates accept a single system message only), the earlier turns, then the evidence and question."""
+        text = system + (f"\n\n{INSTRUCTIONS}\n{self.instructions[0]}" if self.instructions else "")
+        turns = [{"role": role, "content": said} for role, said in self.turns]
+        return [{"role": "system", "content": text}, *turns, {"role": "user", "content": context}]
+
+    def supplied(self) -> str:
+        """Everything in it came from the caller (a client may write the assistant turns too)."""
+        return "\n".join([*self.instructions, *(said for _, said in self.turns)])
+
+
+def with_supplied(context: dict[str, Any], dialogue: Dialogue | None) -> dict[str, Any]:
+    """``context`` as the guardrail should see it when the model was also shown ``dialogue``: its text is the
+    caller's own, so a model repeating it is no leak (``supplied_text``); a shallow copy, the original unchanged."""
+    if not dialogue:
+        return context
+    return {**context, "message": "\n".join([context.get("message") or "", dialogue.supplied()])}
+
+
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, httpx.HTTPStatusError):
         return exc.response.status_code == 429 or exc.response.status_code >= 500
@@ -91,11 +139,13 @@ class OpenAICompatibleBackend:
         response.raise_for_status()
         return response.json()
 
-    def _body(self, system: str, context: str, options: dict[str, Any] | None) -> dict[str, Any]:
+    def _body(
+        self, system: str, context: str, options: dict[str, Any] | None, dialogue: Dialogue | None = None
+    ) -> dict[str, Any]:
         sampling = {k: v for k, v in (options or {}).items() if k in SAMPLING and v is not None}
         return {
             "model": self.model,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": context}],
+            "messages": (dialogue or Dialogue()).messages(system, context),
             "temperature": 0,  # grounded answers: deterministic unless the caller asks otherwise
             **sampling,
         }
@@ -103,10 +153,12 @@ class OpenAICompatibleBackend:
     def complete(self, system: str, context: str, options: dict[str, Any] | None = None) -> str:
         return self.complete_with_reason(system, context, options)[0]
 
-    def complete_with_reason(self, system: str, context: str, options: dict[str, Any] | None = None) -> tuple[str, str]:
+    def complete_with_reason(
+        self, system: str, context: str, options: dict[str, Any] | None = None, dialogue: Dialogue | None = None
+    ) -> tuple[str, str]:
         """The answer and the backend's ``finish_reason`` (``stop``, ``length``, ...)."""
         try:
-            data = self._post(self._body(system, context, options))
+            data = self._post(self._body(system, context, options, dialogue))
             choice = data["choices"][0]
             return str(choice["message"]["content"] or ""), str(choice.get("finish_reason") or "stop")
         except httpx.TimeoutException as exc:
@@ -116,11 +168,14 @@ class OpenAICompatibleBackend:
         except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
             raise BackendError(f"{type(exc).__name__}: {exc}") from exc
 
-    def stream(self, system: str, context: str, options: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    def stream(
+        self, system: str, context: str, options: dict[str, Any] | None = None, dialogue: Dialogue | None = None
+    ) -> Iterator[dict[str, Any]]:
         """The backend's answer as it is generated (``stream: true``): ``{"delta": text}`` items, then one
         ``{"finish_reason": ...}``. A failure before the first token raises BackendError (the caller falls back);
-        one after it ends the stream with ``finish_reason`` ``error: ...``."""
-        body = {**self._body(system, context, options), "stream": True}
+        one after it ends the stream with ``finish_reason`` ``error: ...``; so does an ``error`` object in the
+        backend's own stream (OpenAI's way of failing mid-stream)."""
+        body = {**self._body(system, context, options, dialogue), "stream": True}
         started = False
         try:
             with self.client.stream("POST", "/chat/completions", json=body) as response:
@@ -133,6 +188,12 @@ class OpenAICompatibleBackend:
                     if data == "[DONE]":
                         break
                     chunk = json.loads(data)
+                    if isinstance(chunk.get("error"), dict):
+                        reason = f"backend error: {chunk['error'].get('message') or 'unknown'}"
+                        if not started:
+                            raise BackendError(reason)
+                        yield {"finish_reason": f"error: {reason}"}
+                        return
                     for choice in chunk.get("choices") or []:
                         content = (choice.get("delta") or {}).get("content")
                         if content:
@@ -499,11 +560,13 @@ def generate(
     backend: OpenAICompatibleBackend | None,
     options: dict[str, Any] | None = None,
     failure: str | None = None,
+    dialogue: Dialogue | None = None,
 ) -> dict[str, Any]:
     """The answer to the message of ``context`` with its citations, backend, fallback, guardrail report and
     ``finish_reason``. ``options``: the caller's sampling fields (``SAMPLING``), given to an LLM backend;
     ``max_tokens`` also cuts a fixed or extractive answer (``finish_reason: length``). ``failure``: the backend
-    already failed (a stream that never started): answer extractively, saying why."""
+    already failed (a stream that never started): answer extractively, saying why. ``dialogue``: the client's
+    instructions and earlier turns, given to an LLM backend (an extractive answer cannot use them)."""
     fixed = canned_answer(context)
     fallback = None
     finish = "stop"
@@ -516,7 +579,7 @@ def generate(
     elif backend is not None:
         try:
             text, finish = backend.complete_with_reason(
-                context["prompt"]["system"], context["prompt"]["context"], options
+                context["prompt"]["system"], context["prompt"]["context"], options, dialogue
             )
             used, model = "llm", backend.model
         except BackendError as exc:
@@ -526,7 +589,9 @@ def generate(
             used, model = "extractive", "extractive"
     else:
         text, used, model = extractive_answer(context), "extractive", "extractive"
-    text, cited, report = guard(text, context, snap, settings.guardrail)
+    text, cited, report = guard(
+        text, with_supplied(context, dialogue if used == "llm" else None), snap, settings.guardrail
+    )
     refused_route(context, report)
     max_tokens = (options or {}).get("max_tokens")
     if used != "llm" and max_tokens and count_tokens(text) > max_tokens:
@@ -579,20 +644,22 @@ def stream_answer(
     settings: ContextSettings,
     backend: OpenAICompatibleBackend | None,
     options: dict[str, Any] | None = None,
+    dialogue: Dialogue | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The answer as ``{"delta": text, "model": who answers}`` items, then ``{"answer": <generate()'s dict>}``.
 
     With an LLM backend (and a guardrail other than ``refuse``, which must see the whole answer first), its tokens
     are forwarded as they come; before a piece is released, the text so far is checked for 8 words only a hidden
     collection holds, so a leak stops the stream (``finish_reason: content_filter``) before it is complete. Any
-    other answer is generated whole, then sent in ``pieces``."""
+    other answer is generated whole, then sent in ``pieces``. A backend failing after its first token ends the
+    answer with ``finish_reason: error`` and ``fallback`` naming why (the text so far is incomplete)."""
     live = backend is not None and canned_answer(context) is None and settings.guardrail != "refuse"
     if live:
         hidden = context.get("hidden_collections", [])
-        own = _shingles(supplied_text(context))
+        own = _shingles(supplied_text(with_supplied(context, dialogue)))
         sent, finish = "", "stop"
         try:
-            for item in backend.stream(context["prompt"]["system"], context["prompt"]["context"], options):
+            for item in backend.stream(context["prompt"]["system"], context["prompt"]["context"], options, dialogue):
                 if "finish_reason" in item:
                     finish = item["finish_reason"]
                     break
@@ -614,17 +681,17 @@ def stream_answer(
             failure = str(exc)
         else:
             error = finish.removeprefix("error: ") if finish.startswith("error: ") else None
-            text, cited, report = guard(sent, context, snap, settings.guardrail)
+            text, cited, report = guard(sent, with_supplied(context, dialogue), snap, settings.guardrail)
             refused_route(context, report)
-            if text.startswith(sent) and text != sent:
+            if error is None and text.startswith(sent) and text != sent:
                 yield {"delta": text[len(sent) :], "model": backend.model}  # the annotation, after the rest
             yield {"answer": {"answer": text, "citations": cited, "backend": "llm", "model": backend.model,
                               "fallback": error, "note": None, "guardrail": report,
-                              "finish_reason": "stop" if error else finish}}  # fmt: skip
+                              "finish_reason": "error" if error else finish}}  # fmt: skip
             return
         answer = generate(context, snap, settings, None, options, failure=failure)
     else:
-        answer = generate(context, snap, settings, backend, options)
+        answer = generate(context, snap, settings, backend, options, dialogue=dialogue)
     model = "fixed" if answer["backend"] == "fixed" else answer["model"]
     for piece in pieces(answer["answer"]):
         yield {"delta": piece, "model": model}

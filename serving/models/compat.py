@@ -1,4 +1,4 @@
-"""Request and response bodies of serving/routers/compat.py."""
+"""Request and response bodies of serving/routers/compat.py (the seed's routes), and the OpenAI dialect's error body."""
 
 from __future__ import annotations
 
@@ -66,3 +66,22 @@ class GisRagResponse(ChatResponse):
     geojson: dict[str, Any] = Field(
         description="the places of the evidence as a GeoJSON FeatureCollection (EPSG:4326), each with its [n]"
     )
+
+
+# --- the OpenAI dialect's error body (serving/routers/chat.py, /v1/*) ---------------------------------------------------
+class OpenAIError(BaseModel):
+    message: str = Field(description="what was wrong, naming the field or route")
+    type: str = Field(
+        description="invalid_request_error (400, 404 route, 405), authentication_error (401), permission_error "
+        "(403), not_found_error (404 model), api_error (5xx, and a backend failing mid-stream)"
+    )
+    param: str | None = Field(description="the request field at fault (dotted path), or null")
+    code: str | None = Field(
+        description="invalid_api_key, model_not_found, unknown_url, method_not_allowed, backend_error, or null"
+    )
+
+
+class OpenAIErrorBody(BaseModel):
+    """Every error of the /v1 routes, as OpenAI answers it (the `openai` client raises the matching APIError)."""
+
+    error: OpenAIError

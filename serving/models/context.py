@@ -441,7 +441,12 @@ class ChatCompletionRequest(BaseModel):
     messages: list[OpenAIMessage] = Field(..., min_length=1, max_length=200)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    user: str | None = Field(None, max_length=256)
+    user: str | None = Field(
+        None, max_length=256, description="OpenAI's end-user id for abuse monitoring: never the conversation key"
+    )
+    metadata: dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]] | None = Field(
+        None, max_length=16, description="OpenAI's metadata (16 pairs); `conversation_id` names the conversation"
+    )
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, ge=0, le=1)
     max_tokens: int | None = Field(None, ge=1, le=32_768)

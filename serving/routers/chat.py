@@ -19,9 +19,11 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from livemem.answer.chat import (
     SAMPLING,
+    Dialogue,
     OpenAICompatibleBackend,
     count_tokens,
     generate,
@@ -34,6 +36,7 @@ from livemem.version.reader import IndexUnavailable, without_paths
 from serving.context_service import ContextService, context_service
 from serving.deps import CallerRole, CurrentSnapshot, State, with_persona
 from serving.models import ErrorBody
+from serving.models.compat import OpenAIErrorBody
 from serving.models.context import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -86,6 +89,38 @@ def chat(
 # --- the OpenAI API ---------------------------------------------------------------------------------------------------
 ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
 ERROR_CODES = {401: "invalid_api_key", 404: "model_not_found"}
+OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {
+        "model": OpenAIErrorBody,
+        "description": "an invalid or unsupported field (`param` names it), malformed JSON",
+    },
+    401: {"model": OpenAIErrorBody, "description": "an unknown API key"},
+    403: {"model": OpenAIErrorBody, "description": "a persona beyond the key's access"},
+    404: {"model": OpenAIErrorBody, "description": "an unknown model"},
+    503: {"model": OpenAIErrorBody, "description": "no published index version, or a damaged one"},
+    "default": {"model": OpenAIErrorBody, "description": "any other error, in OpenAI's shape"},
+}
+STREAM_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "`stream: false`: the completion (application/json). `stream: true`: Server-Sent Events "
+        "(text/event-stream): `data: <chat.completion.chunk>` lines (the first carries the role only, the last "
+        "choice the finish_reason and `living_memory`), then `data: [DONE]`; a backend failing mid-stream ends it "
+        'with `data: {"error": {...}}` instead (the `openai` client raises APIError)',
+        "content": {
+            "text/event-stream": {
+                "schema": {"type": "string"},
+                "example": 'data: {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": '
+                '"extractive", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, '
+                '"finish_reason": null}]}\n\n...\n\ndata: [DONE]\n\n',
+            }
+        },
+    }
+}
+# Where an OpenAI client names its conversation, first found wins (docs/openai.md, "Conversations"): Living
+# Memory's own field, OpenAI's metadata, then the headers Open WebUI (ENABLE_FORWARD_USER_INFO_HEADERS) and
+# LibreChat (`headers: {X-Conversation-Id: "{{LIBRECHAT_BODY_CONVERSATIONID}}"}`) send.
+CONVERSATION_HEADERS = ("X-Conversation-Id", "X-OpenWebUI-Chat-Id")
+MAX_CONVERSATION_ID = 128
 
 
 def openai_error(status: int, message: str, param: str | None = None, code: str | None = None) -> JSONResponse:
@@ -105,6 +140,10 @@ class OpenAIRoute(APIRoute):
                 return await handler(request)
             except RequestValidationError as exc:
                 errors = exc.errors()
+                if errors and errors[0].get("type") == "json_invalid":  # loc: ("body", <character position>)
+                    at = errors[0]["loc"][-1]
+                    reason = (errors[0].get("ctx") or {}).get("error") or errors[0]["msg"]
+                    return openai_error(400, f"the request body is not valid JSON: {reason} (at character {at})")
                 message = "; ".join(
                     f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in errors[:10]
                 )
@@ -121,12 +160,32 @@ class OpenAIRoute(APIRoute):
 
 
 class OpenAIBadRequest(HTTPException):
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(400, message)
+    def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
+        super().__init__(status, message)
         self.param = param
 
 
 openai_router = APIRouter(tags=["openai"], route_class=OpenAIRoute)
+
+
+def openai_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse | None:
+    """An unknown ``/v1/*`` path (404) or a wrong method (405, with ``Allow``) in OpenAI's error shape, as the
+    app's HTTP error handler answers it (the router raises these before any route runs); None off ``/v1``."""
+    path = request.url.path
+    if path != "/v1" and not path.startswith("/v1/"):
+        return None
+    if exc.status_code == 404:
+        response = openai_error(404, f"unknown URL {request.method} {path}; the OpenAI routes are GET /v1/models, "
+                                "GET /v1/models/{model} and POST /v1/chat/completions", code="unknown_url")  # fmt: skip
+    elif exc.status_code == 405:
+        allowed = (exc.headers or {}).get("Allow", "")
+        response = openai_error(405, f"{request.method} is not allowed on {path} (allowed: {allowed})",
+                                code="method_not_allowed")  # fmt: skip
+    else:
+        detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        response = openai_error(exc.status_code, without_paths(detail) if exc.status_code >= 500 else detail)
+    response.headers.update(exc.headers or {})
+    return response
 
 
 def served_models(service: ContextService) -> list[str]:
@@ -139,13 +198,13 @@ def model_entry(name: str) -> dict[str, Any]:
     return {"id": name, "object": "model", "created": STARTED, "owned_by": "living-memory"}
 
 
-@openai_router.get("/v1/models")
+@openai_router.get("/v1/models", responses=OPENAI_ERRORS)
 def list_models(state: State, role: CallerRole) -> dict[str, Any]:
     """The models that answer (OpenAI's list shape): the configured LLM first, then `extractive`."""
     return {"object": "list", "data": [model_entry(m) for m in served_models(context_service(state))]}
 
 
-@openai_router.get("/v1/models/{model}")
+@openai_router.get("/v1/models/{model}", responses=OPENAI_ERRORS)
 def get_model(model: str, state: State, role: CallerRole) -> dict[str, Any]:
     if model not in served_models(context_service(state)):
         raise HTTPException(404, f"the model {model!r} does not exist; GET /v1/models lists the served ones")
@@ -176,18 +235,47 @@ def refuse_unsupported(body: ChatCompletionRequest) -> None:
         )
 
 
-def conversation(body: ChatCompletionRequest) -> tuple[str, list[str]]:
-    """The question (the last user message) and the earlier user turns, oldest first. Assistant and system turns
-    are not used: answers are grounded in the evidence, not in earlier answers."""
-    users = [m.text() for m in body.messages if m.role == "user" and m.text().strip()]
-    if not users:
-        raise HTTPException(422, "messages must hold at least one user message with text")
-    return users[-1][:MAX_MESSAGE], users[:-1]
+def conversation(body: ChatCompletionRequest) -> tuple[str, list[str], Dialogue]:
+    """The question (the last user message), the earlier user turns (oldest first: they carry place, topic and
+    persona into the question's retrieval) and the ``Dialogue`` an LLM backend is given: the ``system`` /
+    ``developer`` messages as instructions, the ``user`` and ``assistant`` messages before the question as turns
+    (``tool`` messages are not used: tools are refused)."""
+    said = [(i, m) for i, m in enumerate(body.messages) if m.role == "user" and m.text().strip()]
+    if not said:
+        raise OpenAIBadRequest("messages must hold at least one user message with text", "messages", 422)
+    last = said[-1][0]
+    instructions = [m.text() for m in body.messages if m.role in ("system", "developer")]
+    turns = [(m.role, m.text()) for m in body.messages[:last] if m.role in ("user", "assistant")]
+    return said[-1][1].text()[:MAX_MESSAGE], [m.text() for _, m in said[:-1]], Dialogue.of(instructions, turns)
 
 
-def history_report(earlier: list[str], notes: dict[str, Any] | None) -> dict[str, Any]:
-    """How the conversation was used (``living_memory.options.history``)."""
-    report: dict[str, Any] = {"earlier_user_turns": len(earlier)}
+def conversation_key(body: ChatCompletionRequest, request: Request) -> tuple[str | None, str | None]:
+    """The conversation this request continues and where it was named: ``living_memory.thread_id``,
+    ``metadata.conversation_id``, the ``X-Conversation-Id`` or ``X-OpenWebUI-Chat-Id`` header. ``user`` is never
+    one (in OpenAI's API it identifies the end user for abuse monitoring, and Open WebUI / LibreChat send the same
+    one for every chat); without a name, the conversation is the ``messages`` array itself."""
+    options = body.living_memory
+    if options is not None and options.thread_id:
+        return options.thread_id, "living_memory.thread_id"
+    if body.metadata and body.metadata.get("conversation_id", "").strip():
+        return body.metadata["conversation_id"].strip()[:MAX_CONVERSATION_ID], "metadata.conversation_id"
+    for header in CONVERSATION_HEADERS:
+        value = (request.headers.get(header) or "").strip()
+        if value:
+            return value[:MAX_CONVERSATION_ID], header
+    return None, None
+
+
+def history_report(
+    earlier: list[str], notes: dict[str, Any] | None, named_by: str | None, dialogue: Dialogue
+) -> dict[str, Any]:
+    """How the conversation was used (``living_memory.options.history``); ``turns_to_model`` is added once the
+    answer says who answered."""
+    report: dict[str, Any] = {
+        "earlier_user_turns": len(earlier),
+        "earlier_turns": len(dialogue.turns),
+        "conversation_id_from": named_by or "messages",
+    }
     carried = (notes or {}).get("carried", {})
     if "place" in carried:
         report["place_from_earlier_turn"] = carried["place"]["from"]
@@ -198,10 +286,23 @@ def history_report(earlier: list[str], notes: dict[str, Any] | None) -> dict[str
     return report
 
 
-def option_report(body: ChatCompletionRequest, answer: dict[str, Any], sampling: dict[str, Any]) -> dict[str, Any]:
+def option_report(
+    body: ChatCompletionRequest, answer: dict[str, Any], sampling: dict[str, Any], dialogue: Dialogue
+) -> dict[str, Any]:
     """What became of each option the request sent (nothing is dropped silently)."""
     report: dict[str, Any] = {}
     by_llm = answer["backend"] == "llm"
+    systems = sum(1 for m in body.messages if m.role in ("system", "developer"))
+    if systems:
+        report["system"] = (
+            {"messages": systems, "applied": True, "how": "given to the model after Living Memory's own rules"}
+            if by_llm
+            else {"messages": systems, "applied": False,
+                  "why": "not applicable: the extractive answer quotes the evidence and cannot follow instructions"
+                  if answer["backend"] != "fixed" else "not applicable: a fixed reply"}
+        )  # fmt: skip
+    if body.user is not None:
+        report["user"] = {"applied": False, "why": "OpenAI's end-user id for abuse monitoring; not a conversation key"}
     for name, value in sampling.items():
         if name == "max_tokens" or by_llm:
             report[name] = {"value": value, "applied": True}
@@ -210,31 +311,40 @@ def option_report(body: ChatCompletionRequest, answer: dict[str, Any], sampling:
             report[name] = {"value": value, "applied": False, "why": f"not applicable: {why}, nothing is sampled"}
     if body.n is not None:
         report["n"] = {"value": body.n, "applied": True}
-    known = {"stream_options"}
+    known = {"stream_options", "metadata"}
     for name in sorted(set(body.model_extra or {}) - known):
         report[name] = {"applied": False, "why": "ignored: not a field Living Memory uses"}
     return report
 
 
-@openai_router.post("/v1/chat/completions", response_model=ChatCompletion, responses=ERRORS)
+@openai_router.post(
+    "/v1/chat/completions", response_model=ChatCompletion, responses={**STREAM_RESPONSE, **OPENAI_ERRORS}
+)
 def chat_completions(
-    body: ChatCompletionRequest, state: State, role: CallerRole, snap: CurrentSnapshot, scope: ThreadScope
+    body: ChatCompletionRequest,
+    request: Request,
+    state: State,
+    role: CallerRole,
+    snap: CurrentSnapshot,
+    scope: ThreadScope,
 ):
-    """OpenAI-compatible chat completion (streaming too). The last user message is the question, earlier user
-    turns (or, without them, the stored thread) fill in its place, topic and persona; the answer's evidence is in
+    """OpenAI-compatible chat completion (streaming too). The last user message is the question; earlier user
+    turns (or, without them, the stored state of a named conversation: `living_memory.thread_id`,
+    `metadata.conversation_id`, `X-Conversation-Id`, `X-OpenWebUI-Chat-Id`; never `user`) fill in its place, topic
+    and persona; an LLM backend is also given the system messages and the earlier turns. The answer's evidence is in
     the extra field `living_memory`."""
     refuse_unsupported(body)
     service = context_service(state)
     backend = backend_for(body.model, service)
-    text, earlier = conversation(body)
+    text, earlier, dialogue = conversation(body)
     options = body.living_memory or LivingMemoryOptions()
     profile = options.profile.model_dump(exclude_none=True) if options.profile else {}
-    thread = options.thread_id or body.user
+    thread, named_by = conversation_key(body, request)
     carried = service.conversation(
         scope, thread, earlier, text, county=options.county, zip_code=options.zip, profile=profile,
         persona=options.persona,
     )  # fmt: skip
-    history = history_report(earlier, carried.notes)
+    history = history_report(earlier, carried.notes, named_by, dialogue)
     message = Message(
         carried.message, carried.county, carried.zip, profile, options.top_k, thread, place_from=carried.place_from,
         min_score=options.min_score, recency_bias=options.recency_bias,
@@ -252,10 +362,14 @@ def chat_completions(
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
 
     def extra(result: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+        to_model = len(dialogue.turns) if answer["backend"] == "llm" else 0
         living = {
             **chat_body({**result, "answer": answer}),
             "persona": message.persona,
-            "options": {**option_report(body, answer, sampling), "history": history},
+            "options": {
+                **option_report(body, answer, sampling, dialogue),
+                "history": {**history, "turns_to_model": to_model},
+            },
         }
         return LivingMemoryExtra.model_validate(living).model_dump(mode="json", by_alias=True)
 
@@ -267,18 +381,18 @@ def chat_completions(
         result = service.context(snap, caller, message)
         remember_exchange(state, message, result, "chat.completions")  # before the answer exists: the question
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        items = stream_answer(result, snap, service.settings, backend, sampling)
+        items = stream_answer(result, snap, service.settings, backend, sampling, dialogue)
         return StreamingResponse(
             events(items, result, completion_id, created, include_usage, extra, usage),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
-    if backend is service.backend and not sampling:
+    if backend is service.backend and not sampling and (backend is None or not dialogue):
         result = service.chat(snap, caller, message)  # the answer cache serves repeated questions
         answer = result["answer"]
-    else:
+    else:  # the model sees the dialogue too: its answer depends on more than the cache key
         result = service.context(snap, caller, message)
-        answer = generate(result, snap, service.settings, backend, sampling)
+        answer = generate(result, snap, service.settings, backend, sampling, dialogue=dialogue)
     remember_exchange(state, message, {**result, "answer": answer}, "chat.completions")
     return ChatCompletion.model_validate(
         {
@@ -315,8 +429,11 @@ def events(
     extra: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]],
     usage: Callable[[dict[str, Any], dict[str, Any]], dict[str, int]],
 ) -> Iterator[str]:
-    """Server-Sent Events in OpenAI's chunk format: the role, one chunk per piece as it comes, the finish reason
-    with ``living_memory``, the usage chunk when asked for (``stream_options.include_usage``), then ``[DONE]``."""
+    """Server-Sent Events in OpenAI's chunk format: a first chunk with the role only (``content: ""``, as
+    OpenAI's), one chunk per piece as it comes, the finish reason with ``living_memory``, the usage chunk when asked
+    for (``stream_options.include_usage``), then ``[DONE]``. A backend failing midway ends the stream with OpenAI's
+    error event instead (``data: {"error": {...}}``: the ``openai`` client raises ``APIError``), never with
+    ``finish_reason: stop`` on a partial answer."""
     model: str | None = None
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
@@ -327,17 +444,28 @@ def events(
         return f"data: {json.dumps(data)}\n\n"
 
     for item in items:
+        if model is None:
+            model = item["model"] if "delta" in item else answered_by(item["answer"])
+            yield chunk({"role": "assistant", "content": ""})
         if "answer" in item:
             answer = item["answer"]
-            model = model or answered_by(answer)
+            if answer.get("finish_reason") == "error":
+                yield stream_error(answer, extra(result, answer))
+                return
             yield chunk({}, answer.get("finish_reason") or "stop", living_memory=extra(result, answer))
             if include_usage:
                 yield chunk_usage(completion_id, created, model, usage(result, answer))
             break
-        delta = {"content": item["delta"]} if model else {"role": "assistant", "content": item["delta"]}
-        model = model or item["model"]
-        yield chunk(delta)
+        yield chunk({"content": item["delta"]})
     yield "data: [DONE]\n\n"
+
+
+def stream_error(answer: dict[str, Any], living: dict[str, Any]) -> str:
+    """OpenAI's mid-stream error event: the text sent so far is incomplete; ``living_memory`` (citations, route)
+    rides beside it for clients reading the raw stream."""
+    error = {"message": f"the language model failed mid-answer ({answer.get('fallback')}); the text streamed so far "
+             "is incomplete", "type": "api_error", "param": None, "code": "backend_error"}  # fmt: skip
+    return f"data: {json.dumps({'error': error, 'living_memory': living})}\n\n"
 
 
 router.include_router(openai_router)

@@ -134,6 +134,8 @@ def test_llm_tokens_are_forwarded_as_they_come(home, embedder):
                 temperature=0.3,
                 max_tokens=50,
             )
+            role = next(stream)  # the role only, as OpenAI's first chunk
+            assert role.choices[0].delta.role == "assistant" and not role.choices[0].delta.content
             first = next(stream)
             second = next(stream)
             # The backend is still holding the rest of its answer back: these came as it produced them.
@@ -142,7 +144,7 @@ def test_llm_tokens_are_forwarded_as_they_come(home, embedder):
             llm.gate.set()
             rest = list(stream)
         text = "".join(c.choices[0].delta.content or "" for c in [first, second, *rest] if c.choices)
-        assert text == "".join(StreamingLLM.TOKENS) and {c.model for c in [first, *rest]} == {"fake-model"}
+        assert text == "".join(StreamingLLM.TOKENS) and {c.model for c in [role, first, *rest]} == {"fake-model"}
         living = rest[-1].model_extra["living_memory"]
         assert rest[-1].choices[0].finish_reason == "stop" and [c["n"] for c in living["citations"]] == [1]
         assert living["options"]["temperature"] == {"value": 0.3, "applied": True}
