@@ -30,6 +30,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from livemem.errors import LivingMemoryError
@@ -93,7 +94,7 @@ def home() -> IndexHome:
 
 
 def fail(message: str, code: int = 1) -> None:
-    err.print(f"[red]error:[/red] {message}")
+    err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -200,6 +201,28 @@ def _open_instance(dagster_home: Path):
     return instance
 
 
+def check_partition(defs: Any, job_def: Any, keys: list[Any] | None, label: str, partition: str | None) -> None:
+    """Refuse (exit 2), before anything runs, a partition the job does not have, a missing one, or one given to a
+    job that is not partitioned, naming the partitions that exist now."""
+    partitions = job_def.partitions_def
+    if keys:  # a selection runs on the implicit job of every asset: its selected assets say
+        graph = defs.resolve_asset_graph()
+        found = {graph.get(k).partitions_def for k in keys} - {None}
+        partitions = next(iter(found)) if len(found) == 1 else None
+    if partitions is None:
+        if partition is not None:
+            fail(f"{label} is not partitioned: run it without --partition", 2)
+        return
+    first, last = partitions.get_first_partition_key(), partitions.get_last_partition_key()
+    where = f"{first} … {last}" if first and last else "none yet"
+    zone = getattr(partitions, "timezone", None)
+    where += f" ({zone}; a day exists once it has ended there)" if zone else ""
+    if partition is None:
+        fail(f"{label} is partitioned: name one with --partition; partitions: {where}", 2)
+    if not partitions.has_partition_key(partition):
+        fail(f"{label} has no partition {partition!r}; partitions: {where}", 2)
+
+
 @app.command()
 def materialize(
     job: Annotated[str, typer.Option(help="build_index, export_gbim, verify_registry, attention_rollup_job, ...")] = (
@@ -231,12 +254,6 @@ def materialize(
     from orchestration.runs import PoolWait, run_tags
 
     defs = build_definitions(CTX.paths.sources_file, CTX.paths.index_dir)
-    dagster_home = CTX.paths.dagster_home
-    if dagster_home is not None:
-        dagster_home.mkdir(parents=True, exist_ok=True)  # Dagster insists the directory exists
-        instance = _open_instance(dagster_home)
-    else:
-        instance = DagsterInstance.ephemeral()
     if select:
         keys = [AssetKey.from_user_string(k.strip()) for k in select.split(",") if k.strip()]
         known = set(defs.resolve_asset_graph().get_all_asset_keys())
@@ -245,7 +262,18 @@ def materialize(
             fail(f"unknown asset(s) {unknown}; known: {sorted(k.to_user_string() for k in known)}")
         job_def, label = defs.resolve_implicit_global_asset_job_def(), select
     else:
-        keys, job_def, label = None, defs.resolve_job_def(job), job
+        try:
+            keys, job_def, label = None, defs.resolve_job_def(job), job
+        except Exception:  # Dagster's own error is a traceback with a fuzzy match
+            names = sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__"))
+            fail(f"unknown job {job!r}; jobs: {', '.join(names)}", 2)
+    check_partition(defs, job_def, keys, label, partition)
+    dagster_home = CTX.paths.dagster_home
+    if dagster_home is not None:
+        dagster_home.mkdir(parents=True, exist_ok=True)  # Dagster insists the directory exists
+        instance = _open_instance(dagster_home)
+    else:
+        instance = DagsterInstance.ephemeral()
     pools = {node.pool for node in job_def.all_node_defs if getattr(node, "pool", None)}
     wait = PoolWait(instance, pools, wait_timeout, lambda msg: err.print(f"[yellow]{msg}[/yellow]", soft_wrap=True))
     run_id = run_id or str(uuid.uuid4())

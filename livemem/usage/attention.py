@@ -620,6 +620,36 @@ def signals_dir(home: IndexHome) -> Path:
     return home.root / "signals"
 
 
+def staged_state_dir(home: IndexHome, version_id: str) -> Path:
+    """Where the state after a day waits while the version carrying it is staged (``settle_staged_state``)."""
+    return state_dir(home) / ".staged" / version_id
+
+
+def settle_staged_state(home: IndexHome) -> list[str]:
+    """Move the state of every published staged version into ``attention_state/`` (and ``signals.json`` when its
+    day is the latest), and drop the state of versions that were never published and are no longer staged (their
+    check or publish failed and the staging area was cleared). A state counts as rolled up only once its version is
+    published: a failed rollup never leaves a day that blocks the days before it. Returns the days settled."""
+    settled = []
+    root = state_dir(home) / ".staged"
+    for pending in sorted(root.iterdir()) if root.is_dir() else []:
+        version = pending.name
+        if (home.version_dir(version) / "manifest.json").is_file():
+            for path in sorted(pending.glob("????-??-??*.parquet")):
+                os.replace(path, state_dir(home) / path.name)
+            signals = pending / "signals.json"
+            if signals.is_file():
+                day = orjson.loads(signals.read_bytes()).get("date", "")
+                latest = sorted(signals_dir(home).glob("????-??-??.json"))
+                if not latest or latest[-1].stem <= day:
+                    os.replace(signals, home.root / "signals.json")
+                settled.append(day)
+            shutil.rmtree(pending, ignore_errors=True)
+        elif not home.staged_dir(version).is_dir() and not home.owner_file(version).exists():
+            shutil.rmtree(pending, ignore_errors=True)  # never published, no longer staged: a failed rollup
+    return settled
+
+
 def _previous_state(home: IndexHome, day: date) -> Path | None:
     """The state after the latest rolled-up day before ``day`` (None: no rollup ran before it)."""
     earlier = sorted(p for p in state_dir(home).glob("????-??-??.parquet") if p.stem < day.isoformat())
@@ -659,16 +689,17 @@ def rollup_day(
         chunks_used=len(signals["chunk_usage"]), decay_rate=TONES[breath.tone],
     )  # fmt: skip
     _write_json_atomic(signals_dir(home) / f"{day.isoformat()}.json", signals)
-    latest = sorted(signals_dir(home).glob("????-??-??.json"))[-1]
-    if latest.stem == day.isoformat():
-        _write_json_atomic(home.root / "signals.json", signals)
+    latest = sorted(signals_dir(home).glob("????-??-??.json"))[-1].stem == day.isoformat()
     with home.write_lock():
+        settle_staged_state(home)
         base = home.current()
         result.base_version = base
         if base is None:
             result.reason = "index is empty: nothing to roll attention onto (materialize the chunks first)"
             return result
         version_id, staged, base = derive_version(home, link=SHARED_ENTRIES)
+        # the state after the day waits beside the staged version; it counts once that version is published
+        pending = staged_state_dir(home, version_id)
         con = connect(staged, read_only=False)
         try:
             previous = _previous_state(home, day)
@@ -682,7 +713,7 @@ def rollup_day(
                 ("related_chunks", ".related"),
                 ("attention_questions", ".questions"),
             ):
-                state = state_dir(home) / f"{day.isoformat()}{suffix}.parquet"
+                state = pending / f"{day.isoformat()}{suffix}.parquet"
                 state.parent.mkdir(parents=True, exist_ok=True)
                 tmp = state.with_name(f".{state.name}.tmp")
                 con.execute(f"COPY {table} TO '{tmp}' (FORMAT parquet)")
@@ -714,6 +745,11 @@ def rollup_day(
         later = [p for p in state_dir(home).glob("????-??-??.parquet") if p.stem > day.isoformat()]
         if changed == 0 or later:
             shutil.rmtree(staged, ignore_errors=True)
+            for path in sorted(pending.glob("*.parquet")):  # nothing to publish: the state is the day's now
+                os.replace(path, state_dir(home) / path.name)
+            shutil.rmtree(pending, ignore_errors=True)
+            if latest:
+                _write_json_atomic(home.root / "signals.json", signals)
             result.reason = (
                 f"attention unchanged by {day}: {base} stays current"
                 if not later
@@ -744,6 +780,8 @@ def rollup_day(
             },
         )
         write_manifest(staged, manifest)
+        if latest:
+            _write_json_atomic(pending / "signals.json", signals)
     result.version_id = version_id
     result.reason = "staged"
     result.timings = {"read_s": round(t1 - t0, 3), "total_s": round(clock.perf_counter() - t0, 3)}

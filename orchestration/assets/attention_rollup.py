@@ -21,8 +21,10 @@ from dagster import (
     AssetExecutionContext,
     DailyPartitionsDefinition,
     DefaultScheduleStatus,
+    Failure,
     MetadataValue,
     Output,
+    PartitionsDefinition,
     PreviewWarning,
     TimeWindowPartitionMapping,
     asset_check,
@@ -33,11 +35,31 @@ from dagster import (
 from livemem.ingest import checks
 from livemem.ingest.manifest import read_breath
 from livemem.sources.config import SourcesConfig
-from livemem.usage.attention import attention_config, rollup_day
+from livemem.usage.attention import attention_config, rollup_day, settle_staged_state
 from orchestration.assets.publishing import check_result, publish_asset, staged_output, staging_asset
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource, TraceStoreResource
 
 GROUP = "living_memory"
+
+
+def partition_range(partitions: PartitionsDefinition) -> str:
+    """The partitions that exist now, as an operator reads them: ``2026-01-01 … 2026-11-25``."""
+    first, last = partitions.get_first_partition_key(), partitions.get_last_partition_key()
+    return f"{first} … {last}" if first and last else "none yet"
+
+
+def refuse_unknown_partition(partitions: PartitionsDefinition, key: str, timezone: str) -> None:
+    """Fail before anything is read or written when ``key`` is not a partition (today's day, which has not ended,
+    a future one, one before the start, or no date at all): `dagster job execute --tags dagster/partition` runs
+    the steps with any key."""
+    if partitions.has_partition_key(key):
+        return
+    raise Failure(
+        description=(
+            f"attention_rollup: no partition {key!r}: the days that can be rolled up are {partition_range(partitions)} "
+            f"({timezone}); a day is rolled up once it has ended there. Nothing was read or written."
+        )
+    )
 
 
 def build_attention_assets(
@@ -72,6 +94,7 @@ def build_attention_assets(
         embedder: EmbedderResource,
         trace_store: TraceStoreResource,
     ) -> Output[dict[str, Any]]:
+        refuse_unknown_partition(partitions, context.partition_key, cfg.timezone)
         sources = git_sources.load()
         day = date.fromisoformat(context.partition_key)
         home = index_store.home()
@@ -122,6 +145,7 @@ def build_attention_assets(
         checks=[attention_valid],
         row_count=lambda m: m["total_chunks"],
         partitions_def=partitions,
+        after_publish=settle_staged_state,
     )
 
     job = define_asset_job(

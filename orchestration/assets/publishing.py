@@ -118,9 +118,11 @@ def publish_staged(
     retention: int,
     required_checks: Iterable[str],
     row_count: Callable[[dict[str, Any]], int] | None = None,
+    after_publish: Callable[[IndexHome], Any] | None = None,
 ) -> Output[str | None]:
     """Publish the version a staging step of this run produced (``staged``: version_id, base_version, reason, from
-    ``StagedVersionIOManager``), once ``verify_checks_passed``; or say why nothing changed."""
+    ``StagedVersionIOManager``), once ``verify_checks_passed``; or say why nothing changed. ``after_publish``: what
+    the step does once its version is current (the attention rollup settles the state it staged)."""
     version = staged["version_id"]
     if version is None:
         current = home.current()
@@ -131,6 +133,8 @@ def publish_staged(
         pruned = home.publish(version, staged["base_version"], retention, run_id=context.run_id)
     except LivingMemoryError as exc:
         raise Failure(description=str(exc)) from exc
+    if after_publish is not None:
+        after_publish(home)
     manifest = home.manifest(version)
     context.log.info(f"published {version}; pruned {pruned or 'nothing'}")
     metadata: dict[str, Any] = {
@@ -156,6 +160,7 @@ def publish_asset(
     row_count: Callable[[dict[str, Any]], int],
     retention_from: str = "git_sources",
     partitions_def: PartitionsDefinition | None = None,
+    after_publish: Callable[[IndexHome], Any] | None = None,
 ) -> Any:
     """The asset that publishes what the staging asset ``staging`` staged in this run (``publish_staged``), once
     every blocking check among ``checks`` passed; ``row_count``: its ``dagster/row_count`` from the manifest;
@@ -169,7 +174,7 @@ def publish_asset(
     def publish(context: AssetExecutionContext, **kwargs: Any) -> Output[str | None]:
         retention = sources_of(kwargs[retention_from]).retention
         home = kwargs["index_store"].home()
-        return publish_staged(context, kwargs[staging], home, retention, required, row_count)
+        return publish_staged(context, kwargs[staging], home, retention, required, row_count, after_publish)
 
     keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
     publish.__signature__ = inspect.Signature(  # type: ignore[attr-defined]

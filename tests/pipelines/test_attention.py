@@ -17,7 +17,7 @@ from livemem.ingest.checks import check_attention
 from livemem.schemas import errors_for
 from livemem.sources.breath import Breath
 from livemem.sources.config import load_sources
-from livemem.usage.attention import AttentionConfig, rollup_day, signals_dir, state_dir
+from livemem.usage.attention import AttentionConfig, rollup_day, settle_staged_state, signals_dir, state_dir
 from livemem.version import connect
 from livemem.version.store import IndexHome
 from orchestration.definitions import build_definitions
@@ -75,6 +75,7 @@ def roll(home: IndexHome, day: str, tone: str = "normal", cfg: AttentionConfig |
     result = rollup_day(home, date.fromisoformat(day), cfg or AttentionConfig(), Breath("Δ3", tone), embedder=embedder)
     if result.staged:
         home.publish(result.version_id, result.base_version, 10)
+        settle_staged_state(home)  # what attention_published does once the version is current
     return result
 
 
