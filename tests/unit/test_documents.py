@@ -1,0 +1,159 @@
+"""Document extraction (livemem/ingest/documents.py): structure as markdown, the PDF clean-up rules, what a chunk's
+page is, and the limits a hostile document meets in the real extraction worker process."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+import zlib
+from pathlib import Path
+
+import pytest
+
+from livemem.ingest import chunking, documents
+from livemem.ingest.chunking import chunk_file
+from livemem.ingest.documents import DocumentError, Extracted, extract, extract_isolated
+from livemem.ingest.read import _chunk_pages
+
+ROOT = Path(__file__).resolve().parents[2]
+FLYERS = ROOT / "examples" / "corpus" / "benefits" / "flyers"
+PDFS = ROOT.parent / "shared" / "data" / "docs" / "pdf"
+
+
+def test_every_document_extension_is_chunked_as_markdown() -> None:
+    assert set(documents.DOCUMENT_FORMATS) == chunking.DOCUMENT_EXTENSIONS
+    assert {chunking.file_type(f"a{ext}") for ext in chunking.DOCUMENT_EXTENSIONS} == {"markdown"}
+
+
+def test_docx_headings_lists_and_tables_become_markdown() -> None:
+    text = extract("food-pantry-days.docx", (FLYERS / "food-pantry-days.docx").read_bytes()).text
+    assert text.startswith("# Food Pantry Days in Fayette County\n\n")
+    assert "\n\n## Pantry days\n\nTown | Pantry | Days | Phone\nOak Hill | Hilltop Community Pantry |" in text
+    assert "## Before you go\n\n- Pantry hours change around holidays: call before you travel.\n- The Mount" in text
+    paths = {tuple(c.heading_path) for c in chunk_file("x.docx", text, max_tokens=40)}
+    assert ("Food Pantry Days in Fayette County", "Before you go") in paths
+
+
+def test_html_keeps_main_content_and_drops_navigation() -> None:
+    text = extract("summer-meals.html", (FLYERS / "summer-meals.html").read_bytes()).text
+    assert text.startswith("# Summer Meals for Kids\n\nFree lunches")
+    assert "## Where and when\n\nSite | Town | Lunch served\nCollins Park | Oak Hill | Mon–Fri 11:30–1:00" in text
+    assert "- Questions: call the Oak Hill benefits hub at (304) 555-0142." in text  # link text kept
+    for chrome in ("Contact us", "Privacy", "site menu", "Community Site"):
+        assert chrome not in text
+
+
+def test_html_without_main_uses_the_body() -> None:
+    page = b"<html><body><nav>Menu</nav><h2>Notice</h2><p>Office closed <b>Friday</b>.</p></body></html>"
+    assert extract("n.htm", page).text == "## Notice\n\nOffice closed Friday."
+
+
+def test_pdf_flyer_drops_running_lines_and_rejoins_hyphens() -> None:
+    doc = extract("flyer.pdf", (FLYERS / "winter-heating-flyer.pdf").read_bytes())
+    assert doc.extractor.startswith("pypdfium2 ") and len(doc.pages) == 2
+    assert "Living Memory volunteers" not in doc.text and "Page 1 of 2" not in doc.text
+    assert "give up on the benefit." in doc.text  # "bene-" / "fit." across a line end
+    assert doc.text.startswith("# Winter Heating Help in Fayette County\n")  # the title (PDF metadata)
+    assert "\n## Documents to bring\n- Your most recent heating bill" in doc.text  # outline entry, bullets
+    page_two = doc.text[doc.pages[1] :]
+    assert page_two.startswith("## Documents to bring") and doc.page_of(doc.pages[1]) == 2
+
+
+def test_running_line_rules() -> None:
+    bodies = [["Apply in person.", "Bring ID."], ["Call the hub.", "Ask for Ann."], ["Open Monday.", "Closed Friday."]]
+    pages = [["ACME report", *body, f"Page {i} of 3"] for i, body in enumerate(bodies, 1)]
+    assert documents._drop_running_lines(pages) == bodies
+    # a line on the edge of only one page in three stays
+    pages[1][0] = "Other heading"
+    assert documents._drop_running_lines(pages)[1] == ["Other heading", *bodies[1]]
+    one = [["Title", "Body", "7"]]
+    assert documents._drop_running_lines(one) == [["Title", "Body"]]  # a bare page number goes, one page or many
+
+
+def test_page_lines_spell_out_ligatures_and_rejoin_soft_hyphens() -> None:
+    assert documents._pdf_page_lines("The ﬁrst e\ufb03cient\r\nbene\x02fit ﬂow") == [
+        "The first efficient",
+        "benefit flow",
+    ]
+
+
+def test_chunk_pages_and_ranges() -> None:
+    text = "First page words.\n\nSecond page starts here and\n\ncontinues on the third page."
+    doc = Extracted(text, "pypdfium2 test", (0, 19, 48))
+    chunks = [chunking.Chunk("First page words."), chunking.Chunk(text[19:].strip())]
+    pages = _chunk_pages(text, chunks, doc)
+    assert pages[0] == {"format": "pdf", "extractor": "pypdfium2 test", "page": 1}
+    assert pages[1] == {"format": "pdf", "extractor": "pypdfium2 test", "page": 2, "page_end": 3}
+
+
+def test_encrypted_malformed_and_scanned_pdfs_name_their_reason() -> None:
+    with pytest.raises(DocumentError) as caught:
+        extract("p.pdf", (PDFS / "005-libreoffice-writer-password/libreoffice-writer-password.pdf").read_bytes())
+    assert caught.value.reason == "encrypted"
+    with pytest.raises(DocumentError) as caught:
+        extract("p.pdf", b"%PDF-1.4\nnot really")
+    assert caught.value.reason == "malformed"
+    with pytest.raises(DocumentError) as caught:
+        extract("p.docx", b"PK\x03\x04 broken zip")
+    assert caught.value.reason == "malformed"
+
+
+def test_zip_bomb_is_refused_before_parsing() -> None:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive, archive.open("content.xml", "w") as part:
+        for _ in range(documents.MAX_EXPANDED_BYTES // (1 << 20) + 1):
+            part.write(b"\0" * (1 << 20))
+    assert len(out.getvalue()) < 1_000_000
+    with pytest.raises(DocumentError) as caught:
+        extract("bomb.odt", out.getvalue())
+    assert caught.value.reason == "too_large" and "expand" in str(caught.value)
+
+
+def pdf_with_content(content: bytes) -> bytes:
+    """A one-page PDF whose page content stream is ``content`` (Flate-compressed)."""
+    data = zlib.compress(content, 9)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data) + data + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    return out + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+
+
+def test_decompression_bomb_pdf_meets_the_worker_memory_limit(monkeypatch) -> None:
+    bomb = pdf_with_content(b"BT /F1 12 Tf 72 720 Td (Hello) Tj ET\n" + b" " * (150 << 20))
+    assert len(bomb) < 400_000
+    monkeypatch.setenv("LIVEMEM_DOCUMENT_MEMORY_MB", "64")
+    documents._discard_pool()  # a worker started under the new limit
+    try:
+        with pytest.raises(DocumentError) as caught:
+            extract_isolated("bomb.pdf", bomb)
+        assert caught.value.reason == "too_large"
+        small = pdf_with_content(b"BT /F1 12 Tf 72 720 Td (Hello flyer) Tj ET\n")
+        assert extract_isolated("ok.pdf", small).text == "Hello flyer"  # the next document gets a fresh worker
+    finally:
+        documents._discard_pool()
+
+
+def test_a_document_over_its_deadline_is_reported_and_the_worker_ended(monkeypatch) -> None:
+    raw = (PDFS / "004-pdflatex-4-pages/pdflatex-4-pages.pdf").read_bytes()
+    monkeypatch.setenv("LIVEMEM_DOCUMENT_TIMEOUT", "0.001")
+    documents._discard_pool()
+    try:
+        with pytest.raises(DocumentError) as caught:
+            extract_isolated("slow.pdf", raw)
+        assert caught.value.reason == "timeout" and documents._POOL is None
+        monkeypatch.setenv("LIVEMEM_DOCUMENT_TIMEOUT", "60")
+        assert len(extract_isolated("slow.pdf", raw).pages) == 4
+    finally:
+        documents._discard_pool()
