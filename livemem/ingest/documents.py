@@ -9,7 +9,8 @@ start of each PDF page, so a chunk knows its page (docs/documents.md).
   where each starts. Form field values and link text are part of the text layer pdfium reads.
 - DOCX (``python-docx``, MIT): headings (``Title`` as ``#``, ``Heading n`` as ``n + 1`` marks), list paragraphs as
   ``- `` items, tables as ``cell | cell`` rows, in body order.
-- ODT (``odfpy``, Apache-2.0): ``text:h`` with its outline level, paragraphs, list items, table rows.
+- ODT (``content.xml`` read with ``lxml``, BSD-3; no entities resolved): ``text:h`` with its outline level,
+  paragraphs, list items, table rows.
 - HTML (``BeautifulSoup`` over ``lxml``, MIT/BSD): the main content (``<main>`` or ``<article>`` when there is one,
   else ``<body>``) without navigation, headers, footers, scripts and forms' chrome; ``h1``–``h6`` as ``#`` lines,
   list items, table rows, link text kept.
@@ -47,7 +48,7 @@ log = logging.getLogger(__name__)
 # part of every document's provenance and of the build's plan (a new extractor re-extracts only its own formats)
 EXTRACTION_RULES = 1
 DOCUMENT_FORMATS = {".pdf": "pdf", ".docx": "docx", ".odt": "odt", ".html": "html", ".htm": "html"}
-LIBRARIES = {"pdf": "pypdfium2", "docx": "python-docx", "odt": "odfpy", "html": "beautifulsoup4"}
+LIBRARIES = {"pdf": "pypdfium2", "docx": "python-docx", "odt": "lxml", "html": "beautifulsoup4"}
 DOCUMENT_MAX_BYTES = 50_000_000  # a bigger document is reported (``too_large``), never parsed
 MAX_EXPANDED_BYTES = 200_000_000  # DOCX / ODT: the zip's parts may expand to this much, no more
 TIMEOUT_ENV = "LIVEMEM_DOCUMENT_TIMEOUT"  # seconds one document may take to extract (default 60)
@@ -280,46 +281,75 @@ def _join_blocks(blocks: list[str]) -> str:
 # --- ODT ---------------------------------------------------------------------------------------------------------
 
 
+_ODF_TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+_ODF_TABLE = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
+_ODF_OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+
+
 def _odt(raw: bytes) -> str:
-    from odf import opendocument, teletype
-    from odf.namespaces import TABLENS, TEXTNS
+    """An ODT's ``content.xml`` read with lxml (no entities resolved, nothing fetched): bench/extraction.py measured
+    it 9x faster than odfpy's DOM for the same text."""
+    from lxml import etree
 
-    _check_zip(raw)
+    archive = _check_zip(raw)
     try:
-        document = opendocument.load(io.BytesIO(raw))
-    except Exception as exc:  # odfpy raises KeyError, xml.sax errors on a damaged package
+        content = archive.read("content.xml")
+        parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False, load_dtd=False)
+        root = etree.fromstring(content, parser)
+    except (KeyError, zipfile.BadZipFile, etree.XMLSyntaxError) as exc:
         raise DocumentError("malformed", f"not an OpenDocument text: {exc!r}") from exc
+    body = root.find(f"{{{_ODF_OFFICE}}}body/{{{_ODF_OFFICE}}}text")
+    if body is None:
+        raise DocumentError("malformed", "no office:text body")
     blocks: list[str] = []
-
-    def walk(node) -> None:
-        for child in node.childNodes:
-            qname = getattr(child, "qname", None)
-            if qname == (TEXTNS, "h"):
-                level = int(child.getAttrNS(TEXTNS, "outline-level") or 1)
-                text = " ".join(teletype.extractText(child).split())
-                if text:
-                    blocks.append("#" * min(6, level) + " " + text)
-            elif qname == (TEXTNS, "p"):
-                text = " ".join(teletype.extractText(child).split())
-                if text:
-                    blocks.append(text)
-            elif qname == (TEXTNS, "list-item"):
-                text = " ".join(teletype.extractText(child).split())
-                if text:
-                    blocks.append("- " + text)
-            elif qname == (TABLENS, "table-row"):
-                cells = [
-                    " ".join(teletype.extractText(c).split())
-                    for c in child.childNodes
-                    if getattr(c, "qname", None) == (TABLENS, "table-cell")
-                ]
-                if any(cells):
-                    blocks.append(" | ".join(cells))
-            elif qname is not None:
-                walk(child)
-
-    walk(document.text)
+    _odf_blocks(body, blocks, in_list=False)
     return _join_blocks(blocks)
+
+
+def _odf_blocks(node, blocks: list[str], in_list: bool) -> None:
+    for child in node:
+        tag = child.tag if isinstance(child.tag, str) else ""
+        if tag == f"{{{_ODF_TEXT}}}h":
+            text = _odf_text(child)
+            if text:
+                level = int(child.get(f"{{{_ODF_TEXT}}}outline-level") or 1)
+                blocks.append("#" * min(6, max(1, level)) + " " + text)
+        elif tag == f"{{{_ODF_TEXT}}}p":
+            text = _odf_text(child)
+            if text:
+                blocks.append(("- " if in_list else "") + text)
+        elif tag == f"{{{_ODF_TEXT}}}list":
+            _odf_blocks(child, blocks, in_list=True)
+        elif tag == f"{{{_ODF_TABLE}}}table":
+            rows = []
+            for row in child.iter(f"{{{_ODF_TABLE}}}table-row"):
+                cells = [_odf_text(cell) for cell in row if cell.tag == f"{{{_ODF_TABLE}}}table-cell"]
+                if any(cells):
+                    rows.append(" | ".join(cells))
+            if rows:
+                blocks.append("\n".join(rows))
+        elif tag and not tag.endswith(("}sequence-decls", "}tracked-changes", "}note-citation")):
+            _odf_blocks(child, blocks, in_list)
+
+
+def _odf_text(element) -> str:
+    """An element's text with ``text:s`` (spaces), tabs and line breaks as whitespace, whitespace collapsed."""
+    parts: list[str] = []
+
+    def walk(el) -> None:
+        if el.text:
+            parts.append(el.text)
+        for child in el:
+            tag = child.tag if isinstance(child.tag, str) else ""
+            if tag in (f"{{{_ODF_TEXT}}}s", f"{{{_ODF_TEXT}}}tab", f"{{{_ODF_TEXT}}}line-break"):
+                parts.append(" ")
+            elif tag != f"{{{_ODF_TEXT}}}note":  # a footnote's text is not the sentence's
+                walk(child)
+            if child.tail:
+                parts.append(child.tail)
+
+    walk(element)
+    return " ".join("".join(parts).split())
 
 
 # --- HTML --------------------------------------------------------------------------------------------------------

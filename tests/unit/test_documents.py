@@ -34,6 +34,50 @@ def test_docx_headings_lists_and_tables_become_markdown() -> None:
     assert ("Food Pantry Days in Fayette County", "Before you go") in paths
 
 
+ODT_CONTENT = """<?xml version="1.0" encoding="UTF-8"?>
+<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+  xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+  xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0">
+<office:body><office:text>
+<text:h text:outline-level="1">Council minutes</text:h>
+<text:p>Present:<text:s text:c="2"/>five members.<text:note><text:note-body><text:p>a note</text:p></text:note-body></text:note></text:p>
+<text:h text:outline-level="2">Votes</text:h>
+<text:list><text:list-item><text:p>Budget approved</text:p></text:list-item>
+<text:list-item><text:p>Park hours extended</text:p></text:list-item></text:list>
+<table:table><table:table-row><table:table-cell><text:p>Item</text:p></table:table-cell>
+<table:table-cell><text:p>Result</text:p></table:table-cell></table:table-row>
+<table:table-row><table:table-cell><text:p>Budget</text:p></table:table-cell>
+<table:table-cell><text:p>5-0</text:p></table:table-cell></table:table-row></table:table>
+</office:text></office:body></office:document-content>"""
+
+
+def odt(content: str) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        archive.writestr("content.xml", content)
+    return out.getvalue()
+
+
+def test_odt_headings_lists_and_tables_become_markdown() -> None:
+    text = extract("minutes.odt", odt(ODT_CONTENT)).text
+    assert text == (
+        "# Council minutes\n\nPresent: five members.\n\n## Votes\n\n- Budget approved\n- Park hours extended"
+        "\n\nItem | Result\nBudget | 5-0"
+    )
+    assert extract("x.odt", (PDFS / "002-trivial-libre-office-writer/source.odt").read_bytes()).text.startswith(
+        "Lorem ipsum dolor sit amet, consetetur sadipscing elitr"
+    )
+
+
+def test_odt_entities_are_not_expanded() -> None:
+    laughs = ODT_CONTENT.replace(
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        '<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>',
+    ).replace("five members.", "five members &b;.")
+    assert "aaaaaaaaaa" not in extract("laughs.odt", odt(laughs)).text
+
+
 def test_html_keeps_main_content_and_drops_navigation() -> None:
     text = extract("summer-meals.html", (FLYERS / "summer-meals.html").read_bytes()).text
     assert text.startswith("# Summer Meals for Kids\n\nFree lunches")
