@@ -70,6 +70,7 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
             for writer in (state.traces, *([service.audit] if service is not None else [])):
                 if not writer.flush(wait_s=SHUTDOWN_FLUSH_WAIT_S):
                     log.warning("queued traces not all written to %s at shutdown", writer.directory)
+            state.metrics.close()  # with several workers: this one's live gauges leave the shared metrics files
 
     app = FastAPI(
         title="Living Memory",
