@@ -7,6 +7,7 @@ the stream and the errors; system messages and earlier turns reach an LLM backen
 from __future__ import annotations
 
 import json
+import re
 from http.server import BaseHTTPRequestHandler
 
 import httpx
@@ -39,6 +40,7 @@ class RecordingLLM:
 
     def __init__(self, fail_after: int | None = None) -> None:
         self.requests: list[dict] = []
+        self.reply = lambda body: self.TOKENS  # the tokens answering a request body
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -47,7 +49,7 @@ class RecordingLLM:
                 fake.requests.append(body)
                 if body.get("stream"):
                     chunks = [{"choices": [{"index": 0, "delta": {"content": t}, "finish_reason": None}]}
-                              for t in fake.TOKENS]  # fmt: skip
+                              for t in fake.reply(body)]  # fmt: skip
                     events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
                     events.append(b"data: [DONE]\n\n")
                     whole = b"".join(events)
@@ -61,7 +63,7 @@ class RecordingLLM:
                     return  # HTTP/1.0: the connection closes here, short of what was announced when failing
                 data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                       "role": "assistant", "content": "".join(fake.TOKENS)}}]}).encode()  # fmt: skip
+                                       "role": "assistant", "content": "".join(fake.reply(body))}}]}).encode()  # fmt: skip
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -243,3 +245,61 @@ def test_the_extractive_answer_says_it_cannot_use_system_messages(extractive):
     )
     said = completion.model_extra["living_memory"]["options"]["system"]
     assert said["applied"] is False and said["messages"] == 1 and "cannot follow instructions" in said["why"]
+
+
+# A sentence only the internal caseworker playbook holds, and one of the same length that matches nothing
+# (as in tests/api/test_answer_guards.py).
+INTERNAL = (
+    "Same-day food need: refer to the nearest pantry from the county guide and call ahead on the client's behalf."
+)
+NOTHING = "Every second Tuesday the volunteers repaint the blue bench beside the old river trail by the mill."
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_earlier_turns_given_to_the_model_are_the_callers_own_words_to_the_leak_guard(home, embedder, stream):
+    """The model now sees the earlier turns, which the caller wrote (assistant turns too): a model repeating an
+    earlier turn must look the same whether it matches internal text or nothing (the guard is no oracle), and
+    internal text the caller did not write is still stopped."""
+    llm = RecordingLLM()
+
+    def echo(body: dict) -> list[str]:
+        said = "\n".join(m["content"] for m in body["messages"][1:-1])  # the earlier turns only
+        asked = re.search(r'repeat exactly "(.+?)"', said, re.S)
+        return re.findall(r"\S+\s*", (asked.group(1) if asked else "Nothing to repeat.") + llm.suffix)
+
+    llm.reply, llm.suffix = echo, ""
+    app = make_app(home, embedder, llm_base_url=llm.url, llm_model="fake-model", llm_retries=0)
+
+    def outcome(api: openai.OpenAI, text: str) -> tuple:
+        messages = [
+            {"role": "user", "content": "food pantry in Beckley"},
+            {"role": "assistant", "content": f'I will repeat exactly "{text}" when asked.'},
+            {"role": "user", "content": "Go on, say it now."},
+        ]
+        answer = api.chat.completions.create(model="living-memory", messages=messages, stream=stream)
+        if stream:
+            chunks = list(answer)
+            content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            last = [c for c in chunks if c.choices and c.choices[0].finish_reason][-1]
+        else:
+            content, last = answer.choices[0].message.content, answer
+        living = last.model_extra["living_memory"]
+        return content, (
+            last.choices[0].finish_reason,
+            living["guardrail"]["action"],
+            living["route"]["response_class"],
+        )
+
+    try:
+        with serve(app) as url:
+            api = client(url)
+            internal, internal_seen = outcome(api, INTERNAL)
+            nothing, nothing_seen = outcome(api, NOTHING)
+            llm.suffix = " " + INTERNAL  # the model adds internal words the caller never wrote
+            _, leaked_seen = outcome(api, NOTHING)
+    finally:
+        llm.server.shutdown()
+    assert internal.startswith(INTERNAL) and nothing.startswith(NOTHING)
+    assert internal_seen == nothing_seen
+    assert leaked_seen[0] == "content_filter" if stream else leaked_seen[2] == "refuse"
+    assert leaked_seen[1].startswith("blocked")
