@@ -201,6 +201,13 @@ class BuildSettings(Section):
         validation_alias="LIVEMEM_BUILD_WORKERS",
         description="build worker processes (default: cores)",
     )
+    progress_interval_s: float = Field(
+        10.0,
+        ge=0,
+        le=3600,
+        validation_alias="LIVEMEM_PROGRESS_INTERVAL_S",
+        description="seconds between progress lines of a long build step (0: every batch)",
+    )
     document_timeout: float = Field(
         60.0,
         gt=0,

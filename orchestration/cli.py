@@ -3,7 +3,7 @@
     livemem status                       current version, its age, sources behind their HEAD
     livemem versions                     published versions (current marked)
     livemem rollback VERSION             point CURRENT back at a published version
-    livemem materialize [--job JOB | --select KEYS] [--partition DAY] [--wait-timeout S]
+    livemem materialize [--job JOB | --select KEYS] [--partition DAY] [--wait-timeout S] [--verbose]
                                          run a Dagster job (or assets) on the instance in $DAGSTER_HOME
     livemem serve [--port N] [--workers N]
     livemem query "text" [--top-k N] [--mode hybrid] [--json]
@@ -238,6 +238,9 @@ def materialize(
     run_id: Annotated[
         str | None, typer.Option(help="the run's id (a UUID; default: a new one), for a launcher that reports it")
     ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="show Dagster's DEBUG lines too (default: INFO and up)")
+    ] = False,
 ) -> None:
     """Run a Dagster job (or a selection of assets) in this process, recorded on the instance in $DAGSTER_HOME.
 
@@ -279,11 +282,16 @@ def materialize(
     run_id = run_id or str(uuid.uuid4())
     outcome: dict[str, Any] = {}
 
+    # Dagster's console logger says every event at DEBUG (120 lines for one build); INFO keeps what the steps
+    # say (progress, staged, published), --verbose shows everything
+    loggers = {"console": {"config": {"log_level": "DEBUG" if verbose else "INFO"}}}
+    run_config = {**(job_def.run_config or {}), "loggers": loggers} if keys is None else {"loggers": loggers}
+
     def execute() -> None:
         try:
             outcome["result"] = job_def.execute_in_process(
                 instance=instance, partition_key=partition, raise_on_error=False, asset_selection=keys,
-                run_id=run_id, tags=run_tags(Owner.this_process()),
+                run_id=run_id, tags=run_tags(Owner.this_process()), run_config=run_config,
             )  # fmt: skip
         except BaseException as exc:  # handed to the main thread
             outcome["error"] = exc

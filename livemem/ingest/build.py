@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,18 +65,22 @@ def build_version(
     *,
     force: bool = False,
     commits: dict[str, str] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> BuildResult:
     """Stage a new version from the sources; returns what was done (``version_id`` None when nothing changed).
 
     ``commits`` pins sources to given commits instead of their configured refs (``verify --rebuild`` rebuilds
-    exactly the commits a published version indexed).
+    exactly the commits a published version indexed). ``progress(what, done, total)`` hears how embedding goes
+    (``livemem.ingest.progress.Progress`` turns it into lines with rate and time left).
     """
     home.ensure()
     with home.write_lock():
         home.clear_staging()
         if config.encoder or config.precision:  # index.encoder, index.precision
             embedder = embedder.with_encoder(config.encoder, config.precision)
-        return _Builder(config, home, embedder, commits).run(force)
+        builder = _Builder(config, home, embedder, commits)
+        builder.progress = progress
+        return builder.run(force)
 
 
 class _Builder:
@@ -89,6 +94,7 @@ class _Builder:
         self.timings: dict[str, float] = {}
         self.base = Base.current(home)
         self.parts = home.root / PARTS
+        self.progress: Callable[[str, int, int], None] | None = None
 
     def _tick(self, name: str, since: float) -> float:
         now = time.perf_counter()
@@ -155,8 +161,10 @@ class _Builder:
             carry.members(con, self.base)
             t = self._tick("carry_over_s", t)
             texts = [r.pop("_embed_text") for r in new_rows]
-            vectors, computed, reused = embed_new(texts, self.home.cache_dir, self.embedder)
-            sentences, more, again = embed_sentences(self._sentences(new_rows), self.home.cache_dir, self.embedder)
+            vectors, computed, reused = embed_new(texts, self.home.cache_dir, self.embedder, self.progress)
+            sentences, more, again = embed_sentences(
+                self._sentences(new_rows), self.home.cache_dir, self.embedder, self.progress
+            )
             computed, reused = computed + more, reused + again  # texts embedded: chunks and sentences
             t = self._tick("embed_s", t)
             segments = write_segments(

@@ -5,6 +5,7 @@ text never embedded before is embedded, the rest comes from the cache)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,25 +93,34 @@ def history(plan: FilePlan, paths: list[str] | None = None) -> dict:
 SENTENCE_CODES = Store("sentence_codes", pack_codes, dtype=np.uint8, extra=4)
 
 
-def embed_sentences(texts: list[list[str]], cache_dir: Path, embedder: Embedder) -> tuple[Sentences, int, int]:
+def embed_sentences(
+    texts: list[list[str]], cache_dir: Path, embedder: Embedder, report: Callable[[str, int, int], None] | None = None
+) -> tuple[Sentences, int, int]:
     """The sentences of each chunk row (``texts[r]``: its sentence texts) as int8 codes, from the cache or computed,
-    with how many were computed and how many came from the cache."""
+    with how many were computed and how many came from the cache; ``report``: progress (``livemem.ingest.progress``)."""
     flat = [t for row in texts for t in row]
 
     def progress(done: int, todo: int) -> None:
         log.info("embedded %d/%d new sentences", done, todo)
+        if report is not None:
+            report("sentences", done, todo)
 
     with EmbeddingCache(cache_dir, embedder.dim) as cache:
         packed, computed, reused = cache.embed(flat, embedder, progress, SENTENCE_CODES)
     return Sentences.from_packed(packed, [len(row) for row in texts], embedder.dim), computed, reused
 
 
-def embed_new(texts: list[str], cache_dir: Path, embedder: Embedder) -> tuple[np.ndarray, int, int]:
-    """The vectors of ``texts`` with how many were computed and how many came from the cache."""
+def embed_new(
+    texts: list[str], cache_dir: Path, embedder: Embedder, report: Callable[[str, int, int], None] | None = None
+) -> tuple[np.ndarray, int, int]:
+    """The vectors of ``texts`` with how many were computed and how many came from the cache; ``report``: progress
+    (``livemem.ingest.progress``)."""
     total = len(texts)
 
     def progress(done: int, todo: int) -> None:
         log.info("embedded %d/%d new texts (%d chunks to store)", done, todo, total)
+        if report is not None:
+            report("chunks", done, todo)
 
     with EmbeddingCache(cache_dir, embedder.dim) as cache:
         return cache.embed(texts, embedder, progress)

@@ -167,7 +167,9 @@ class EmbeddingCache:
                 missing[key] = text
         # Longest first, so each batch holds texts of similar length (little padding), as one big encode call would.
         todo = sorted(missing.items(), key=lambda item: len(item[1]), reverse=True)
-        step = 2048
+        step = 512  # a batch is a few seconds of CPU: progress (and the cache) moves that often
+        if progress and todo:
+            progress(0, len(todo))
         for start in range(0, len(todo), step):
             part = todo[start : start + step]
             blobs = dict(zip((k for k, _ in part), store.pack(embedder.encode([t for _, t in part])), strict=True))

@@ -28,7 +28,9 @@ from dagster import (
 
 from livemem.ingest import checks
 from livemem.ingest.build import BuildResult, build_version
+from livemem.ingest.progress import Progress
 from livemem.ingest.verify import rebuild_and_compare
+from livemem.settings import BuildSettings
 from livemem.sources.config import SourcesConfig
 from livemem.sources.gitsource import GitSource
 from orchestration.assets.answer_gate import answer_gate_check
@@ -142,11 +144,13 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         embedder: EmbedderResource,
     ) -> Output[dict[str, Any]]:
         home = index_store.home()
-        result = build_version(git_sources.load(), home, embedder.embedder())
+        progress = Progress(context.log.info, BuildSettings.from_env().progress_interval_s)
+        result = build_version(git_sources.load(), home, embedder.embedder(), progress=progress)
         context.log.info(result.reason if not result.staged else f"staged version {result.version_id}")
-        return staged_output(
-            context, home, result.version_id, result.base_version, result.reason, _build_metadata(result)
-        )
+        meta = _build_metadata(result)
+        if progress.steps:  # what embedding took: counts, seconds, rate
+            meta["embedding"] = progress.summary()
+        return staged_output(context, home, result.version_id, result.base_version, result.reason, meta)
 
     def _staged_dir(index_store: IndexStoreResource, staged: dict[str, Any]):
         """The staged version to check; (None, None) when nothing was staged (the current one passed at publish)."""

@@ -71,6 +71,14 @@ def test_today_and_unknown_partitions_are_refused_with_the_valid_range(index, tm
     unpartitioned = runner.invoke(app, [*base[:-1], "observe_sources", "--partition", "2026-03-01"])
     assert unpartitioned.exit_code == 2 and "observe_sources is not partitioned" in unpartitioned.output
     assert written(home) == []
+    ran = runner.invoke(app, [*base, "--partition", "2026-03-01"])  # a day that has ended runs
+    assert ran.exit_code == 0, ran.output
+    assert "attention_rollup: attention unchanged by 2026-03-01" in ran.output and " - DEBUG - " not in ran.output
+    assert written(home) == [
+        "2026-03-01.parquet", "2026-03-01.questions.parquet", "2026-03-01.related.parquet", "signals.json"
+    ]  # fmt: skip
+    for path in [*state_dir(home).glob("*.parquet"), home.root / "signals.json"]:
+        path.unlink()
 
     # `dagster job execute --tags '{"dagster/partition": today}'` (the README's manual run) skips Dagster's own
     # validation: the asset refuses the day before reading or writing anything
