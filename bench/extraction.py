@@ -236,8 +236,21 @@ def speed(fmt: str, name: str, repeat: int, workers: int) -> dict[str, float]:
             "seconds": round(elapsed, 2), "files": files, "pages": pages}  # fmt: skip
 
 
+def isolated_speed(repeat: int) -> dict[str, float]:
+    """The build's path: every sample PDF through ``extract_isolated`` (one bounded worker process, a document at a
+    time, the bytes and the text crossing a pipe), started once before timing."""
+    samples = speed_samples("pdf")
+    documents.extract_isolated("warm.pdf", samples[0])
+    started = time.perf_counter()
+    pages = sum(len(documents.extract_isolated("x.pdf", raw).pages) for _ in range(repeat) for raw in samples)
+    elapsed = time.perf_counter() - started
+    files = repeat * len(samples)
+    return {"files_per_s": round(files / elapsed, 1), "pages_per_s": round(pages / elapsed, 1), "files": files}
+
+
 def main(repeat: int, workers: int) -> dict:
     report: dict = {"command": f"python -m bench.extraction --repeat {repeat} --workers {workers}", "formats": {}}
+    report["pdf_isolated"] = isolated_speed(repeat)
     known = known_samples()
     for fmt, candidates in CANDIDATES.items():
         entry: dict = {}
@@ -290,6 +303,12 @@ def write(report: dict) -> None:
                         f"{row['speed']['pages_per_s']} |") if i == 0 else "| | | | | |"  # fmt: skip
                 lines.append(f"{head} {label} | {fid['recall']} | {fid['noise']} | {fid['order']} |")
         if fmt == "pdf":
+            iso = report["pdf_isolated"]
+            lines += [
+                "",
+                f"The build's path (`extract_isolated`: one bounded worker, one document at a time): "
+                f"{iso['files_per_s']} files/s, {iso['pages_per_s']} pages/s over {iso['files']} files.",
+            ]
             lines += ["", "| extractor | two-column paragraph order (multicolumn.pdf) | ligature characters left (multicolumn + crazyones) |",
                       "|---|---|---|"]  # fmt: skip
             for name, row in entry.items():

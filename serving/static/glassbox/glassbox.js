@@ -129,6 +129,15 @@ function renderAnswer(chat) {
   }
 }
 
+// "page 3 of flyer.pdf" (or "pages 3–4 of …") for a chunk of a PDF (docs/documents.md), else null
+function pageLabel(record) {
+  const meta = record.metadata || {};
+  if (!Number.isInteger(meta.page)) return null;
+  const name = String((record.provenance || {}).path || "").split("/").pop();
+  const pages = Number.isInteger(meta.page_end) ? `pages ${meta.page}–${meta.page_end}` : `page ${meta.page}`;
+  return `${pages} of ${name}`;
+}
+
 function provenanceLine(parts) {
   return el("div", parts.filter(Boolean).join(" · "), "prov");
 }
@@ -197,6 +206,11 @@ async function verifyChunks(chunks) {
   await Promise.all(chunks.map(async ({ id, status, item }) => {
     try {
       const record = await api(`/chunks/${encodeURIComponent(id)}?verify=true`);
+      const where = pageLabel(record);
+      if (where) {
+        item.dataset.page = where;
+        item.querySelector(".cite-head").insertBefore(el("span", where, "page"), status);
+      }
       const v = record.verification || {};
       status.textContent = labels[v.status] || v.status || "unknown";
       status.className = `badge ${v.status || ""}`;
