@@ -635,15 +635,18 @@ def settle_staged_state(home: IndexHome) -> list[str]:
     for pending in sorted(root.iterdir()) if root.is_dir() else []:
         version = pending.name
         if (home.version_dir(version) / "manifest.json").is_file():
-            for path in sorted(pending.glob("????-??-??*.parquet")):
-                os.replace(path, state_dir(home) / path.name)
-            signals = pending / "signals.json"
-            if signals.is_file():
-                day = orjson.loads(signals.read_bytes()).get("date", "")
-                latest = sorted(signals_dir(home).glob("????-??-??.json"))
-                if not latest or latest[-1].stem <= day:
-                    os.replace(signals, home.root / "signals.json")
-                settled.append(day)
+            try:  # a rollup starting now may settle the same files: whoever moves one first, it is moved once
+                for path in sorted(pending.glob("????-??-??*.parquet")):
+                    os.replace(path, state_dir(home) / path.name)
+                signals = pending / "signals.json"
+                if signals.is_file():
+                    day = orjson.loads(signals.read_bytes()).get("date", "")
+                    latest = sorted(signals_dir(home).glob("????-??-??.json"))
+                    if not latest or latest[-1].stem <= day:
+                        os.replace(signals, home.root / "signals.json")
+                    settled.append(day)
+            except FileNotFoundError:
+                pass
             shutil.rmtree(pending, ignore_errors=True)
         elif not home.staged_dir(version).is_dir() and not home.owner_file(version).exists():
             shutil.rmtree(pending, ignore_errors=True)  # never published, no longer staged: a failed rollup
