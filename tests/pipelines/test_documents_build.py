@@ -264,3 +264,32 @@ def test_incremental_builds_of_documents_equal_from_scratch_builds(tmp_path, mak
     pages = {r["metadata"].get("page") for r in checks.read_records(home.version_dir(home.current()))
              if r["provenance"]["path"] == "old/flyer.pdf"}  # fmt: skip
     assert pages == {1, 2, 3, 4}
+
+
+def test_documents_in_build_worker_processes_give_the_same_version(tmp_path, make_repo, embedder,
+                                                                   monkeypatch) -> None:  # fmt: skip
+    """A large build reads in worker processes (livemem.ingest.read): each extracts its documents in its own bounded
+    extraction worker, and the version is byte for byte the one a single process builds."""
+    from livemem.ingest import read as read_module
+
+    repo = make_repo(
+        files={
+            "guide.md": GUIDE,
+            "a.pdf": (PDFS / "004-pdflatex-4-pages/pdflatex-4-pages.pdf").read_bytes(),
+            "b.pdf": (PDFS / "026-latex-multicolumn/multicolumn.pdf").read_bytes(),
+            "c.pdf": (PDFS / "005-libreoffice-writer-password/libreoffice-writer-password.pdf").read_bytes(),
+            "d.odt": (PDFS / "002-trivial-libre-office-writer/source.odt").read_bytes(),
+        }
+    )
+    sources = tmp_path / "sources.yaml"
+    sources.write_text(f"sources:\n  - name: docs\n    repo: {repo.path}\n    collection: docs\n", encoding="utf-8")
+    config = load_sources(sources)
+    monkeypatch.setattr(read_module, "CHUNK_BATCH_FILES", 2)  # 3 batches
+    monkeypatch.setattr(read_module, "POOL_MIN_FILES", 2)
+    results = {}
+    for workers in ("1", "2"):
+        monkeypatch.setenv("LIVEMEM_BUILD_WORKERS", workers)
+        results[workers] = build_version(config, IndexHome(tmp_path / f"index-{workers}"), embedder)
+    one, two = results["1"], results["2"]
+    assert one.manifest["segments"] == two.manifest["segments"]
+    assert dict(one.sources["docs"].skipped) == dict(two.sources["docs"].skipped) == {"encrypted": 1}
