@@ -125,6 +125,7 @@ def passage(result: dict[str, Any]) -> dict[str, Any]:
         "scores": result["scores"],
         "provenance": result["provenance"],
         "local_resource_id": meta.get("local_resource_id"),
+        **{k: meta[k] for k in ("page", "page_end") if meta.get(k)},  # a PDF passage's page (docs/documents.md)
         **passage_date(meta, result["provenance"]["timestamp"]),
     }
 

@@ -160,7 +160,9 @@ SECTIONS = tuple(SECTION_TITLES)
 
 def evidence_line(section: str, item: dict[str, Any], max_chars: int) -> str:
     if section == "unstructured":
-        where = f"{item['collection']} · {item['provenance']['path']} @ {item['provenance']['commit'][:8]}"
+        where = (
+            f"{item['collection']} · {item['provenance']['path']}{page_of(item)} @ {item['provenance']['commit'][:8]}"
+        )
         heading = " > ".join(item["heading_path"])
         seal = " · SEALED" if item["seal_state"] == "SEALED" else ""
         text = " ".join(item["content"].split())
@@ -196,10 +198,18 @@ def evidence_line(section: str, item: dict[str, Any], max_chars: int) -> str:
     return f"{item['title']} ({item['url']}, {item.get('published_at') or 'undated'}): {item['snippet']}"
 
 
+def page_of(item: dict[str, Any]) -> str:
+    """ " page 3" / " pages 3-4" of a PDF passage ("" for any other)."""
+    if not item.get("page"):
+        return ""
+    return f" pages {item['page']}-{item['page_end']}" if item.get("page_end") else f" page {item['page']}"
+
+
 def citation_for(section: str, item: dict[str, Any]) -> dict[str, Any]:
     if section == "unstructured":
+        pages = {k: item[k] for k in ("page", "page_end") if item.get(k)}
         return {"kind": "chunk", "id": item["chunk_id"], "collection": item["collection"],
-                "provenance": item["provenance"]}  # fmt: skip
+                "provenance": item["provenance"], **pages}  # fmt: skip
     if section == "structured_facts":
         return {"kind": "fact", "id": item["subject"], "predicate": item["predicate"], "object": item["object"],
                 "provenance": item["provenance"]}  # fmt: skip

@@ -235,6 +235,8 @@ class Passage(BaseModel):
     scores: dict[str, float | None]
     provenance: dict[str, Any]
     local_resource_id: str | None = None
+    page: int | None = Field(None, description="a PDF passage: the page it starts on")
+    page_end: int | None = Field(None, description="a PDF passage spanning pages: the page it ends on")
     document_date: str | None = Field(None, description="the date the document carries (ISO), else its commit date")
     date_source: str | None = Field(None, description="front_matter, heading, file_name or commit")
     ref: int | None = Field(None, description="its number in the prompt (None: left out by the size budget)")

@@ -119,3 +119,14 @@ def test_a_misspelt_county_is_corrected_and_the_route_says_so(client):
     body = chat(client, "food pantry in Fayete County")
     assert body["route"]["filters"]["county"] == ["Fayette"]
     assert {"field": "place", "value": "Fayette County", "from": "corrected 'Fayete'"} in body["route"]["self_query"]
+
+
+def test_a_pdf_passage_is_cited_with_its_page(client):
+    message = "Emergency LIEAP when my heat is shut off in Fayette County, less than a week of fuel"
+    body = client.post("/context", json={"message": message}).json()
+    flyer = [p for p in body["unstructured"] if p["provenance"]["path"].endswith(".pdf")]
+    assert flyer and all(p["page"] >= 1 for p in flyer)
+    pages = {p["chunk_id"]: p["page"] for p in flyer}
+    cited = [c for c in body["citations"] if c["kind"] == "chunk" and c["id"] in pages]
+    assert cited and all(c["page"] == pages[c["id"]] for c in cited)  # the prompt's reference says the page
+    assert f"winter-heating-flyer.pdf page {cited[0]['page']}" in body["prompt"]["context"]
