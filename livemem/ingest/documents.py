@@ -467,7 +467,11 @@ def extract_isolated(path: str, raw: bytes) -> Extracted:
     if len(raw) > DOCUMENT_MAX_BYTES:
         raise DocumentError("too_large", f"{len(raw)} bytes, over {DOCUMENT_MAX_BYTES}")
     timeout, memory_mb = _limits()
-    if IN_BUILD_WORKER and threading.current_thread() is threading.main_thread():
+    # A process started by multiprocessing (a build worker, a Dagster multiprocess step) cannot start an extraction
+    # worker of its own: a pool started from such a child hangs. There the document is extracted in process under a
+    # SIGALRM deadline (main thread only), without the memory limit.
+    child = IN_BUILD_WORKER or multiprocessing.parent_process() is not None
+    if child and threading.current_thread() is threading.main_thread():
         return _extract_in_worker(path, raw, timeout)
     future = _pool(memory_mb).submit(_extract_text, path, raw)
     try:
