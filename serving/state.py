@@ -41,15 +41,7 @@ class ServingState:
         # A multi-threaded BLAS makes the one matrix-vector product per query several times slower (thread
         # wake-ups, contention with torch and other workers): one thread per serving process, like torch.
         threadpool_limits(settings.torch_threads, user_api="blas")
-        fusion = FusionSettings(
-            method=settings.fusion_method,
-            k=settings.rrf_k,
-            dense_weight=settings.rrf_dense_weight,
-            sparse_weight=settings.rrf_sparse_weight,
-            depth=settings.rrf_depth,
-            feedback_chunks=1 if settings.fusion_feedback else 0,
-            sentence_weight=None if settings.fusion_sentences else 0.0,
-        )
+        fusion = FusionSettings.from_serving(settings)
         return cls(
             settings=settings,
             reader=IndexReader(IndexHome(settings.index_dir), refresh_interval_s=settings.refresh_interval_s),

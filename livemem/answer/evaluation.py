@@ -164,15 +164,7 @@ Asker = Callable[[Case], Answer]
 
 def retriever_for(settings: ServingSettings, embedder: Any) -> Retriever:
     """The retriever a serving process builds from its settings (serving/state.py): the same fusion."""
-    fusion = FusionSettings(
-        method=settings.fusion_method,
-        k=settings.rrf_k,
-        dense_weight=settings.rrf_dense_weight,
-        sparse_weight=settings.rrf_sparse_weight,
-        depth=settings.rrf_depth,
-        feedback_chunks=1 if settings.fusion_feedback else 0,
-        sentence_weight=None if settings.fusion_sentences else 0.0,
-    )
+    fusion = FusionSettings.from_serving(settings)
     return Retriever(embedder, fusion, settings.recency_half_life_days)
 
 

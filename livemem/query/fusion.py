@@ -40,11 +40,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from livemem.index.dense import top_order  # ties go to the lower position, chosen as well as ordered
+
+if TYPE_CHECKING:
+    from livemem.settings import ServingSettings
 
 Method = Literal["linear", "minmax", "zscore", "rrf"]
 METHODS: tuple[str, ...] = ("linear", "minmax", "zscore", "rrf")
@@ -89,6 +92,20 @@ class FusionSettings:
     sentence_weight: float | None = None
     sentence_depth: int = 200
     sentence_sparse_weight: float | None = None
+
+    @classmethod
+    def from_serving(cls, settings: ServingSettings) -> FusionSettings:
+        """The fusion a serving process uses: its settings' (``RAG_FUSION_*``); ``livemem eval`` and the answer gate
+        rank with the same."""
+        return cls(
+            method=settings.fusion_method,
+            k=settings.rrf_k,
+            dense_weight=settings.rrf_dense_weight,
+            sparse_weight=settings.rrf_sparse_weight,
+            depth=settings.rrf_depth,
+            feedback_chunks=1 if settings.fusion_feedback else 0,
+            sentence_weight=None if settings.fusion_sentences else 0.0,
+        )
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
