@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 import duckdb
@@ -22,7 +23,7 @@ from livemem.dates import passage_date
 from livemem.geo.gazetteer import distance_km, town_point
 from livemem.geo.names import county_key
 from livemem.geo.places import county_name
-from livemem.geo.zips import zip_city, zip_data
+from livemem.geo.zips import town_zip_codes, zip_city
 from livemem.query.fusion import normalized_score
 from livemem.query.gis_index import GisIndex, cached_gis_index
 from livemem.query.retrieval import Filters, Query, Retriever, chunk_result, top_order
@@ -245,7 +246,7 @@ def registry_lookup(
             lookups.append(lookup)
             for row in found.rows:
                 rows.setdefault(row["local_resource_id"], {k: row.get(k) for k in REGISTRY_FIELDS})
-    by_town = _rows_by_town(index)
+    by_town = _rows_by_town(str(snap.path))
     for town in sq.towns:  # a town's programs filed under another county (a town spanning counties)
         town_ids = by_town.get(town.casefold(), [])
         for rtype in (types or [None]) if town_ids else []:
@@ -280,21 +281,16 @@ def _covers(row: dict[str, Any], code: str) -> bool:
     return code == str(row.get("zip")) or code in {str(z) for z in row.get("zip_coverage") or []}
 
 
-_TOWN_ROWS: dict[str, dict[str, list[str]]] = {}
-
-
-def _rows_by_town(index: Any) -> dict[str, list[str]]:
-    """lower-case town → the ids of the registry rows in it, once per registry version."""
-    if index.version_id not in _TOWN_ROWS:
-        by_town: dict[str, list[str]] = {}
-        for row in index.rows:
-            town = row_town(row)
-            if town:
-                by_town.setdefault(town.casefold(), []).append(row["local_resource_id"])
-        if len(_TOWN_ROWS) > 8:
-            _TOWN_ROWS.clear()
-        _TOWN_ROWS[index.version_id] = by_town
-    return _TOWN_ROWS[index.version_id]
+@lru_cache(maxsize=4)
+def _rows_by_town(version_dir: str) -> dict[str, list[str]]:
+    """lower-case town → the ids of the registry rows in it, once per version (as the registry index itself)."""
+    index = load_registry_index(version_dir)
+    by_town: dict[str, list[str]] = {}
+    for row in index.rows if index is not None else []:
+        town = row_town(row)
+        if town:
+            by_town.setdefault(town.casefold(), []).append(row["local_resource_id"])
+    return by_town
 
 
 def negotiation(
@@ -516,32 +512,29 @@ NAME_STOPWORDS = {"the", "a", "an", "of", "in", "at", "for", "and", "program", "
 
 def _closed_programs(snap: Snapshot) -> list[dict[str, Any]]:
     """Programs the registry lists as closed (deprecated), from its history: their last data and closing date."""
+    return _closed_in(str(snap.path))
+
+
+@lru_cache(maxsize=4)
+def _closed_in(version_dir: str) -> list[dict[str, Any]]:
     import json
 
     from livemem.version import connect
 
-    key = str(snap.path)
-    if key not in _CLOSED:
-        rows: dict[str, dict[str, Any]] = {}
-        con = connect(snap.path)
-        try:
-            found = con.execute(
-                "SELECT local_resource_id, deprecated_at, data FROM registry_history WHERE deprecated_at IS NOT NULL "
-                "ORDER BY valid_from"
-            ).fetchall()
-        except duckdb.Error:  # a version without a registry history has no closed programs
-            found = []
-        finally:
-            con.close()
-        for rid, closed, data in found:
-            rows[rid] = {**json.loads(data), "deprecated_at": str(closed)[:10]}
-        if len(_CLOSED) > 8:
-            _CLOSED.clear()
-        _CLOSED[key] = list(rows.values())
-    return _CLOSED[key]
-
-
-_CLOSED: dict[str, list[dict[str, Any]]] = {}
+    rows: dict[str, dict[str, Any]] = {}
+    con = connect(version_dir)
+    try:
+        found = con.execute(
+            "SELECT local_resource_id, deprecated_at, data FROM registry_history WHERE deprecated_at IS NOT NULL "
+            "ORDER BY valid_from"
+        ).fetchall()
+    except duckdb.Error:  # a version without a registry history has no closed programs
+        found = []
+    finally:
+        con.close()
+    for rid, closed, data in found:
+        rows[rid] = {**json.loads(data), "deprecated_at": str(closed)[:10]}
+    return list(rows.values())
 
 
 def find_program(rows: list[dict[str, Any]], term: str) -> dict[str, Any] | None:
@@ -606,7 +599,7 @@ def registry_verdict(snap: Snapshot, message: str) -> tuple[dict[str, Any] | Non
     covered = [str(z) for z in (row.get("zip") or "", *(row.get("zip_coverage") or [])) if z]
     code = re.fullmatch(r"(?:zip(?: code)?\s*)?(\d{5})", b, re.I)
     county = county_name(b)
-    town_zips = [z for z, city in ((z, zip_city(z)) for z in zip_data()) if city and city.casefold() == b.casefold()]
+    town_zips = town_zip_codes().get(b.casefold(), ())
     if code:
         yes, target = code.group(1) in covered, f"ZIP {code.group(1)}"
         fact = _registry_fact(row, "serves_zip", ", ".join(covered), "zip")

@@ -94,13 +94,10 @@ def wv_towns() -> dict[str, tuple[str, ...]]:
     own ZIP code when that ZIP's point lies within ``STRADDLE_KM`` of the town's point (the county line runs through
     the town: Montgomery, Kanawha and Fayette); a town the gazetteer lacks takes every county of its ZIP codes, most
     ZIP codes first. Names beginning "Mount" are also known as "Mt" and "Mt." ("Mt Hope")."""
-    from livemem.geo.zips import zip_city, zip_data, zip_point, zip_towns
+    from livemem.geo.zips import town_zip_codes, zip_data, zip_point, zip_towns
 
     towns: dict[str, tuple[str, ...]] = dict(zip_towns("WV"))
-    own_zips: dict[str, list[str]] = defaultdict(list)
-    for code, (state, _, _) in zip_data().items():
-        if state == "WV" and (city := zip_city(code)):
-            own_zips[city.lower()].append(code)
+    own_zips = {t: [z for z in codes if zip_data()[z][0] == "WV"] for t, codes in town_zip_codes().items()}
     for name, places in us_places().items():
         wv = [p for p in places if p.state == "WV" and p.county]
         if not wv:

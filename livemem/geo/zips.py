@@ -72,3 +72,13 @@ def zip_point(code: str) -> tuple[float, float] | None:
         return (float(row["lat"]), float(row["long"])) if row else None
     except (KeyError, TypeError, ValueError):
         return None
+
+
+@cache
+def town_zip_codes() -> dict[str, tuple[str, ...]]:
+    """lower-case post office town → the ZIP codes it is the primary city of (every state)."""
+    found: dict[str, list[str]] = {}
+    for code, row in _zip_rows().items():
+        if row.get("city"):
+            found.setdefault(row["city"].lower(), []).append(code)
+    return {town: tuple(codes) for town, codes in found.items()}
