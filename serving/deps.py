@@ -9,6 +9,8 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Request
+from werkzeug.datastructures import MIMEAccept
+from werkzeug.http import parse_accept_header
 
 from livemem.answer.chat import PersonaError, persona_collections, resolve_persona
 from livemem.answer.routing import ContextRequest as Message
@@ -149,3 +151,10 @@ def _visible_sections(snap: Snapshot, role: Role) -> dict:
     if isinstance(breath, dict) and breath.get("source") in hidden_sources:
         manifest["breath_at_update"] = {**breath, "source": None, "path": None}
     return manifest
+
+
+def negotiate(accept: str | None, offers: dict[str, str]) -> str | None:
+    """The media type to answer in, of ``offers`` (a media type a client may ask for -> the one sent, best first:
+    on a tie, such as ``*/*``, the first wins), or None when ``accept`` allows none (the route's 406)."""
+    chosen = parse_accept_header(accept or "*/*", MIMEAccept).best_match(list(offers))
+    return None if chosen is None else offers[chosen]

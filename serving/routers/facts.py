@@ -19,8 +19,6 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Res
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
-from werkzeug.datastructures import MIMEAccept
-from werkzeug.http import parse_accept_header
 
 from livemem.gbim import RDF_MEDIA_TYPES, find_entities, rdf_graph, serialize_rdf
 from livemem.gbim.sparql_worker import (
@@ -37,7 +35,7 @@ from livemem.gbim.sparql_worker import (
 )
 from livemem.geo.names import lower_without_county
 from livemem.query.gis_index import GisIndex
-from serving.deps import CallerRole, CurrentSnapshot
+from serving.deps import CallerRole, CurrentSnapshot, negotiate
 from serving.models import UUID_PATTERN, ErrorBody
 from serving.models.facts import (
     SPARQL_MAX_QUERY_CHARS,
@@ -70,12 +68,6 @@ ASK_OFFERS = {k: v for k, v in SELECT_OFFERS.items() if v != "text/csv"}  # ASK 
 RDF_OFFERS = {TURTLE: TURTLE, N_TRIPLES: N_TRIPLES, JSON_LD: JSON_LD, RDF_XML: RDF_XML, "application/json": JSON_LD,
               "application/turtle": TURTLE, "application/x-turtle": TURTLE, "application/xml": RDF_XML}  # fmt: skip
 RDF_RESPONSES = {"content": {media_type: {"schema": {"type": "string"}} for media_type in RDF_MEDIA_TYPES}}
-
-
-def negotiate(accept: str | None, offers: dict[str, str]) -> str | None:
-    """The media type to answer in, of ``offers`` (see ``SELECT_OFFERS``), or None when ``accept`` allows none."""
-    chosen = parse_accept_header(accept or "*/*", MIMEAccept).best_match(list(offers))
-    return None if chosen is None else offers[chosen]
 
 
 def _not_acceptable(offers: dict[str, str]) -> HTTPException:
