@@ -12,7 +12,7 @@
     livemem eval [SUITE] [--category C] [--show-failures] [--json]
                                          ask an answer suite, accuracy per category (docs/answers-eval.md)
     livemem registry import-hsds DIR OUT turn an Open Referral HSDS 3.0 export into a registry file
-    livemem registry export-hsds DIR     write the registry as HSDS 3.0 services (services.json)
+    livemem registry export-hsds DIR     write the registry as HSDS 3.0 (JSON and the tabular data package)
 
 Settings come from the environment as everywhere (``RAG_SOURCES``, ``RAG_INDEX_DIR``) or the options below.
 ``--json-logs`` switches logging to one JSON object per line (structlog), for log collectors.
@@ -587,7 +587,9 @@ def import_hsds(
 
 @registry_app.command("export-hsds")
 def export_hsds(
-    out_dir: Annotated[Path, typer.Argument(help="directory to write services.json into")],
+    out_dir: Annotated[
+        Path, typer.Argument(help="directory to write services.json, organizations.json and tabular/ into")
+    ],
     version: Annotated[str | None, typer.Option(help="a published version (default: the current one)")] = None,
     from_source: Annotated[
         bool,
@@ -598,7 +600,9 @@ def export_hsds(
         ),
     ] = False,
 ) -> None:
-    """Write the registry as HSDS 3.0 services (validated against the vendored schemas before writing)."""
+    """Write the registry as HSDS 3.0: services.json (services with their records nested), organizations.json (their
+    providers) and tabular/ (the tabular data package: datapackage.json and a CSV per table), all validated against
+    the vendored schemas before anything is written."""
     from livemem import registry
     from livemem.registry import hsds
     from livemem.sources.config import load_sources
@@ -622,11 +626,20 @@ def export_hsds(
     except LivingMemoryError as exc:
         fail(str(exc))
     services = hsds.export_services(rows)
-    errors = hsds.validate_services(services)
+    organizations = hsds.export_organizations(services)
+    errors = hsds.validate_export(services, organizations)
     if errors:
         fail(f"the export is not valid HSDS {hsds.HSDS_VERSION}: " + "; ".join(errors[:10]))
-    path = hsds.write_export(services, out_dir)
-    console.print(f"{len(services)} services from {where} → {path} (HSDS {hsds.HSDS_VERSION}, valid)", soft_wrap=True)
+    try:
+        paths = hsds.write_export(services, out_dir)
+    except LivingMemoryError as exc:
+        fail(str(exc))
+    console.print(
+        f"{len(services)} services of {len(organizations)} organizations from {where} → {out_dir}/services.json, "
+        f"organizations.json and {hsds.TABULAR_DIR}/ (datapackage.json and {len(paths) - 3} CSV tables) "
+        f"(HSDS {hsds.HSDS_VERSION}, valid)",
+        soft_wrap=True,
+    )
 
 
 if __name__ == "__main__":

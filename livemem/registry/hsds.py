@@ -19,9 +19,13 @@ county, phone, e-mail, URL, freshness): import only reports what it can see in t
 
 from __future__ import annotations
 
+import copy
 import csv
+import io
 import json
+import os
 import re
+import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -38,7 +42,7 @@ from livemem.errors import LivingMemoryError
 from livemem.geo.names import without_county_word
 from livemem.geo.zips import zip_data
 from livemem.registry import FIELDS, RESOURCE_TYPES
-from livemem.registry.fields import csv_cell
+from livemem.registry.fields import csv_cell, csv_text
 from livemem.schemas import SCHEMA_DIR
 
 HSDS_DIR = SCHEMA_DIR / "hsds"
@@ -55,6 +59,9 @@ TEMPORARILY_CLOSED = "Temporarily closed."  # how a temporarily closed service's
 NAMESPACE = uuid.UUID("6f1c2f4e-5b0a-4c47-9a53-2d8f3e0b7a61")
 RESOURCE_TYPE_TAXONOMY = "Living Memory resource types"
 ID_TERM = "local_resource_id"  # attribute term whose value keeps a registry id that is not a UUID
+PROVIDER_SEPARATOR = re.compile(r"\s+[–—-]\s+")  # "Fayette County DHHR Office – SNAP": provider – program
+PREVIOUS_UNKNOWN = "not recorded"  # metadata previous_value of a verification export records (the registry keeps none)
+TABULAR_DIR = "tabular"  # where export writes the tabular data package, beside services.json
 ZIP5 = re.compile(r"\b(\d{5})(?:-\d{4})?\b")
 ADDRESS = re.compile(r"^(?P<street>.+?),\s*(?P<city>[^,]+),\s*(?P<state>[A-Z]{2})\s+(?P<zip>\d{5}(?:-\d{4})?)$")
 
@@ -76,7 +83,7 @@ def _schema_registry() -> Registry:
     return Registry().with_resources(
         (p.name, Resource.from_contents(json.loads(p.read_text(encoding="utf-8")), default_specification=DRAFT202012))
         for p in sorted(HSDS_DIR.glob("*.json"))
-        if p.name != "openapi.json"
+        if p.name not in ("openapi.json", "datapackage.json")  # the API and the tabular profile: no table schemas
     )
 
 
@@ -146,6 +153,23 @@ class HsdsImport:
 class _Record:
     data: dict[str, Any]
     where: str
+    # ids that nesting implies and the record does not give itself (a phone nested in a service: its service_id)
+    links: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Kept:
+    """A valid record as import uses it: its fields with the ids nesting implied, where it was first found, and the
+    further parents a repeat of it was nested in (the same phone under two services: ``service_id`` -> [the other])."""
+
+    data: dict[str, Any]
+    where: str
+    also: dict[str, list[str]] = field(default_factory=dict)
+
+    def ids(self, key: str) -> list[str]:
+        """Every id this record is linked to by ``key`` (``service_id``), its own first."""
+        own = self.data.get(key)
+        return [*([own] if isinstance(own, str) else []), *self.also.get(key, [])]
 
 
 def table_file(table: str) -> str:
@@ -153,16 +177,25 @@ def table_file(table: str) -> str:
     return Path(hsds_schema(table)["path"]).stem
 
 
+def _is_text(prop: dict[str, Any]) -> bool:
+    """Whether a table field is text in the tabular format (not a number, date, time or datetime): the cells the
+    formula neutraliser may prefix with ``'``."""
+    return prop.get("datapackage_type", prop.get("type")) == "string"
+
+
 def _coerce(table: str, raw: dict[str, str]) -> dict[str, Any]:
     """A CSV row typed per the table schema: empty cells are absent, numbers become numbers (a value that is not
-    one stays text, for the schema to report)."""
+    one stays text, for the schema to report), a text cell loses the ``'`` that ``fields.csv_cell`` adds before a
+    formula character (``'=x`` -> ``=x``; ``'Tis`` stays as it is)."""
     props = hsds_schema(table)["properties"]
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if key is None or value is None or value.strip() == "":
             continue
         value = value.strip()
-        if props.get(key, {}).get("type") == "number":
+        if _is_text(props.get(key, {})):
+            value = csv_text(value)  # the ' a CSV writer (ours: write_export) put before = + - @ tab CR, and only that
+        elif props.get(key, {}).get("type") == "number":
             try:
                 number = float(value)
                 value = int(number) if number.is_integer() else number
@@ -189,8 +222,13 @@ def _read_table(directory: Path, table: str) -> tuple[list[_Record], bool, str |
             data = json.loads(json_path.read_text(encoding="utf-8"))
             if isinstance(data, dict) and isinstance(data.get("contents"), list):
                 data = data["contents"]  # an HSDS API page (/services?page=1) saved as a file
+            elif isinstance(data, dict):  # one record, as the API serves /services/{id} (the spec's service_full.json)
+                return [_Record(data, json_path.name)], False, json_path.name
             if not isinstance(data, list):
-                raise HsdsError(f"{json_path}: expected a list of {table} records (or an API page with contents)")
+                raise HsdsError(
+                    f"{json_path}: expected a {table} record, a list of them or an API page with contents, "
+                    f"not {type(data).__name__}"
+                )
             return [_Record(item, f"{json_path.name}[{i}]") for i, item in enumerate(data)], False, json_path.name
     except (OSError, UnicodeDecodeError, csv.Error, json.JSONDecodeError) as exc:
         raise HsdsError(f"HSDS table {table} cannot be read: {exc}") from exc
@@ -207,30 +245,32 @@ def _nested(table: str) -> dict[str, tuple[str, bool]]:
     return out
 
 
-def _link(parent_table: str, parent: dict[str, Any], child_table: str, child: dict[str, Any], many: bool) -> None:
-    """Fill in the id fields that nesting implies (a phone nested in a service gets its ``service_id``)."""
-    pid, cid = parent.get("id"), child.get("id")
-    child_props = hsds_schema(child_table)["properties"]
+def _link(parent_table: str, parent: _Record, child_table: str, child: dict[str, Any], many: bool) -> dict[str, str]:
+    """The id fields nesting implies for the child (a phone nested in a service: its ``service_id``), those the
+    child does not give itself; a parent that nests one record (a service's ``organization``) gets its id."""
+    pid, cid = parent.data.get("id"), child.get("id")
+    implied: dict[str, Any] = {}
     if child_table == "attribute":
-        child.setdefault("link_id", pid)
-        child.setdefault("link_entity", parent_table)
+        implied = {"link_id": pid, "link_entity": parent_table}
     elif child_table == "metadata":
-        child.setdefault("resource_id", pid)
-        child.setdefault("resource_type", parent_table)
-    elif many and f"{parent_table}_id" in child_props:
-        child.setdefault(f"{parent_table}_id", pid)
-    if not many and f"{child_table}_id" in hsds_schema(parent_table)["properties"]:
-        parent.setdefault(f"{child_table}_id", cid)
+        implied = {"resource_id": pid, "resource_type": parent_table}
+    elif many and f"{parent_table}_id" in hsds_schema(child_table)["properties"]:
+        implied = {f"{parent_table}_id": pid}
+    key = f"{child_table}_id"
+    if not many and key in hsds_schema(parent_table)["properties"] and key not in parent.data and cid is not None:
+        parent.links.setdefault(key, cid)
+    return {k: v for k, v in implied.items() if k not in child and v is not None}
 
 
 def _flatten(table: str, record: _Record, out: dict[str, list[_Record]]) -> None:
-    """Split a (possibly nested) record into flat records per table; nested ones keep where they were found."""
+    """Split a (possibly nested) record into flat records per table; nested ones keep where they were found, and
+    the ids their nesting implies apart from their own fields (``_Record.links``)."""
     if not isinstance(record.data, dict):
         out.setdefault(table, []).append(record)
         return
     nested = _nested(table)
-    flat = {k: v for k, v in record.data.items() if k not in nested}
-    out.setdefault(table, []).append(_Record(flat, record.where))
+    flat = _Record({k: v for k, v in record.data.items() if k not in nested}, record.where, dict(record.links))
+    out.setdefault(table, []).append(flat)
     for name, (child_table, many) in nested.items():
         value = record.data.get(name)
         if value is None:
@@ -238,47 +278,56 @@ def _flatten(table: str, record: _Record, out: dict[str, list[_Record]]) -> None
         items = value if many and isinstance(value, list) else [value]
         for i, item in enumerate(items):
             where = f"{record.where}.{name}" + (f"[{i}]" if many else "")
-            if isinstance(item, dict):
-                item = dict(item)
-                _link(table, flat, child_table, item, many)
-            _flatten(child_table, _Record(item, where), out)
+            links = _link(table, flat, child_table, item, many) if isinstance(item, dict) else {}
+            _flatten(child_table, _Record(item, where, links), out)
 
 
-def _valid_records(
-    records: list[_Record], table: str, tabular: bool, problems: list[Problem]
-) -> dict[str, tuple[dict[str, Any], str]]:
-    """id -> (record, where) for the records valid per the table schema; the others reported and left out. The
-    same record nested in several places (a location shared by two services) is one record."""
+def _valid_records(records: list[_Record], table: str, tabular: bool, problems: list[Problem]) -> dict[str, _Kept]:
+    """id -> the record, for the records valid per the table schema; the others reported and left out.
+
+    The same record nested in several places (the same location under two services, the same phone under a service,
+    its location and its organization, as the spec's ``service_full.json`` has it) is one record: repeats with the
+    same fields are merged, each adding the parent ids its nesting implies. The same id with other fields is an
+    error naming both places (the first is kept)."""
     validator = hsds_validator(table, tabular)
-    kept: dict[str, tuple[dict[str, Any], str]] = {}
+    kept: dict[str, _Kept] = {}
+    own: dict[str, dict[str, Any]] = {}  # id -> the first record's own fields (what a repeat is compared with)
     for rec in records:
         data = rec.data
-        rid = data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
         if not isinstance(data, dict):
             problems.append(Problem(rec.where, table, None, "error", f"not an object: {type(data).__name__}"))
             continue
-        errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+        rid = data.get("id") if isinstance(data.get("id"), str) else None
+        full = {**data, **rec.links}
+        errors = sorted(validator.iter_errors(full), key=lambda e: list(map(str, e.absolute_path)))
         if errors:
             message = "; ".join(f"{_path(e.absolute_path)[1:] or '(record)'}: {e.message}" for e in errors)
             problems.append(Problem(rec.where, table, rid, "error", message))
             continue
         assert rid is not None  # every HSDS table requires a (uuid) id
-        if rid in kept:
-            if kept[rid][0] != data:
-                problems.append(
-                    Problem(rec.where, table, rid, "error", f"id already used by {kept[rid][1]} (the first is kept)")
-                )
-            continue
-        kept[rid] = (data, rec.where)
+        first = kept.get(rid)
+        if first is None:
+            kept[rid], own[rid] = _Kept(full, rec.where), data
+        elif own[rid] != data:
+            problems.append(
+                Problem(rec.where, table, rid, "error", f"id already used by {first.where} with other fields "
+                                                        "(the first is kept)")
+            )  # fmt: skip
+        else:
+            for key, value in rec.links.items():
+                if key not in first.data:
+                    first.data[key] = value
+                elif value not in first.ids(key):
+                    first.also.setdefault(key, []).append(value)
     return kept
 
 
-Tables = dict[str, dict[str, tuple[dict[str, Any], str]]]
+Tables = dict[str, dict[str, _Kept]]
 
 
 def read_export(directory: str | Path) -> tuple[Tables, list[Problem], list[str], dict[str, int]]:
-    """Every table of an export directory: table -> id -> (record, where); problems; the files read; how many
-    records of each table were read (valid or not)."""
+    """Every table of an export directory: table -> id -> record; problems; the files read; how many records of
+    each table were read (valid or not)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise HsdsError(f"HSDS export {directory} is not a directory")
@@ -300,11 +349,12 @@ def read_export(directory: str | Path) -> tuple[Tables, list[Problem], list[str]
 
 
 # --- import: services -> registry rows ---------------------------------------------------------------------------
-def _by(records: dict[str, tuple[dict[str, Any], str]], key: str) -> dict[str, list[dict[str, Any]]]:
+def _by(records: dict[str, _Kept], key: str) -> dict[str, list[dict[str, Any]]]:
+    """The records by each id they are linked to with ``key`` (a phone under two services is under both)."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for data, _ in records.values():
-        if isinstance(data.get(key), str):
-            out.setdefault(data[key], []).append(data)
+    for kept in records.values():
+        for value in kept.ids(key):
+            out.setdefault(value, []).append(kept.data)
     return out
 
 
@@ -377,13 +427,13 @@ class _Lookups:
                 key=lambda a: a["address_type"] != "physical",
             )
             if addresses:
-                out.append((sal, self.locations[sal["location_id"]][0], addresses[0]))
+                out.append((sal, self.locations[sal["location_id"]].data, addresses[0]))
         return out
 
     def service_terms(self, sid: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """(attribute, taxonomy term) for the service's attributes."""
         return [
-            (a, self.terms[a["taxonomy_term_id"]][0])
+            (a, self.terms[a["taxonomy_term_id"]].data)
             for a in self.attributes_by_link.get(sid, [])
             if a.get("taxonomy_term_id") in self.terms
         ]
@@ -398,12 +448,13 @@ def _county(address: dict[str, Any], zip5: str) -> str | None:
 
 def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], now: datetime) -> dict[str, Any] | None:
     """The registry row of one service, or None (the reason reported) when it cannot be one."""
-    service = look.services[sid][0]
+    service = look.services[sid].data
 
     def report(severity: str, message: str) -> None:
         problems.append(Problem(where, "service", sid, severity, message))
 
-    org = look.organizations.get(service.get("organization_id") or "", ({}, ""))[0]
+    found = look.organizations.get(service.get("organization_id") or "")
+    org = found.data if found else {}
     if service.get("organization_id") and not org:
         report("warning", f"organization {service['organization_id']} not found")
     places = look.places(sid)
@@ -456,7 +507,7 @@ def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], 
     return {
         "local_resource_id": own_ids[0] if own_ids else sid,
         "name": service["name"],
-        "description": service.get("description") or org.get("description"),
+        "description": service.get("description") or (None if _made_by_export(org) else org.get("description")),
         "resource_type": resource_type or "other",
         "county": county,
         "zip": zip5,
@@ -479,13 +530,15 @@ def import_export(directory: str | Path, *, now: datetime | None = None) -> Hsds
     now = (now or datetime.now(UTC)).astimezone(UTC)
     tables, problems, files, read = read_export(directory)
     look = _Lookups(tables)
-    for sal, where in tables["service_at_location"].values():
+    for sal in tables["service_at_location"].values():
         for key, known in (("service_id", look.services), ("location_id", look.locations)):
-            if sal.get(key) and sal[key] not in known:
+            if sal.data.get(key) and sal.data[key] not in known:
                 problems.append(
-                    Problem(where, "service_at_location", sal["id"], "warning", f"{key} {sal[key]} not found")
+                    Problem(
+                        sal.where, "service_at_location", sal.data["id"], "warning", f"{key} {sal.data[key]} not found"
+                    )
                 )
-    rows = [_service_row(sid, where, look, problems, now) for sid, (_, where) in look.services.items()]
+    rows = [_service_row(sid, kept.where, look, problems, now) for sid, kept in look.services.items()]
     return HsdsImport(
         rows=[r for r in rows if r is not None], problems=problems, services_read=read["service"], files=files
     )
@@ -592,6 +645,7 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
     rid = row["local_resource_id"]
     sid = service_id(rid)
     status = hsds_status(row, now)
+    provider = provider_name(row["name"])
     location_id = _uuid("location", rid)
     sal_id = _uuid("service_at_location", rid)
     address = {
@@ -605,6 +659,7 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
     location = {"id": location_id, "location_type": "physical", "name": row["name"], "addresses": [address]}
     service: dict[str, Any] = {
         "id": sid,
+        "organization_id": organization_id(provider),
         "name": row["name"],
         "status": status,
         "service_at_locations": [{"id": sal_id, "service_id": sid, "location_id": location_id, "location": location}],
@@ -655,7 +710,7 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
                     "last_action_date": assured,
                     "last_action_type": "verified",
                     "field_name": "assured_date",
-                    "previous_value": "",
+                    "previous_value": PREVIOUS_UNKNOWN,  # required, and an empty cell is a missing value
                     "replacement_value": assured,
                     "updated_by": verified_by,
                 }
@@ -674,13 +729,163 @@ def export_services(rows: Iterable[dict[str, Any]], *, now: datetime | None = No
     return [export_service(row, now=now) for row in rows]
 
 
-def write_export(services: list[dict[str, Any]], directory: str | Path) -> Path:
-    """``<directory>/services.json``: the services, each with its related records nested (importable again)."""
+def provider_name(name: str) -> str:
+    """The provider a registry program's name gives before a spaced dash (``Fayette County DHHR Office – SNAP`` ->
+    ``Fayette County DHHR Office``); a name without one is its own provider. The registry has no provider column."""
+    head = PROVIDER_SEPARATOR.split(name.strip(), maxsplit=1)[0].strip()
+    return head or name.strip()
+
+
+def organization_id(provider: str) -> str:
+    """The HSDS organization id of a provider: a UUID5 of its name (case and spacing ignored), the same every time."""
+    return _uuid("organization", " ".join(provider.split()).casefold())
+
+
+def _made_by_export(organization: dict[str, Any]) -> bool:
+    """Whether an organization is one ``export_organizations`` wrote (its id is the UUID5 of its name): its
+    description says what the registry knows of it, not what its programs are."""
+    return isinstance(organization.get("name"), str) and organization.get("id") == organization_id(organization["name"])
+
+
+def export_organizations(services: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One HSDS organization per provider of the exported services (``provider_name`` of each service's name), in
+    the order they first appear, each with the id the services link by ``organization_id``."""
+    providers: dict[str, tuple[str, list[str]]] = {}
+    for service in services:
+        provider = provider_name(service["name"])
+        oid = service.get("organization_id") or organization_id(provider)
+        providers.setdefault(oid, (provider, []))[1].append(service["name"])
+    return [
+        {
+            "id": oid,
+            "name": provider,
+            "description": f"Provider of {len(programs)} program{'s' if len(programs) > 1 else ''} in the "
+            f"Living Memory local_resources registry: {'; '.join(programs)}.",
+        }
+        for oid, (provider, programs) in providers.items()
+    ]
+
+
+def validate_organizations(organizations: list[dict[str, Any]]) -> list[str]:
+    """Every violation of the HSDS 3.0 organization schema, as ``organizations[i].path: message``."""
+    validator = hsds_validator("organization")
+    return [
+        f"organizations[{i}]{_path(err.absolute_path)}: {err.message}"
+        for i, organization in enumerate(organizations)
+        for err in sorted(validator.iter_errors(organization), key=lambda e: list(map(str, e.absolute_path)))
+    ]
+
+
+# --- export: the tabular data package ----------------------------------------------------------------------------
+@cache
+def tabular_profile() -> dict[str, Any]:
+    """The official HSDS 3.0 tabular data package (``schemas/hsds/datapackage.json``: every table's CSV file,
+    fields, types, constraints and foreign keys)."""
+    return json.loads((HSDS_DIR / "datapackage.json").read_text(encoding="utf-8"))
+
+
+def datapackage(tables: Iterable[str] = TABLES) -> dict[str, Any]:
+    """The official tabular profile cut to the tables written: their resources as published, foreign keys to tables
+    not written dropped (what the spec's ``examples/make_datapackages.py`` does for its examples)."""
+    names = set(tables)
+    package = copy.deepcopy(tabular_profile())
+    package["resources"] = [r for r in package["resources"] if r["name"] in names]
+    for resource in package["resources"]:
+        schema = resource["schema"]
+        keys = [fk for fk in schema.pop("foreignKeys", []) if fk["reference"]["resource"] in names]
+        if keys:
+            schema["foreignKeys"] = keys
+    return package
+
+
+def tabular_tables(
+    services: list[dict[str, Any]], organizations: list[dict[str, Any]]
+) -> tuple[dict[str, list[dict[str, Any]]], list[Problem]]:
+    """The exported records as the tabular format's rows: nested records split into their tables, one row per id,
+    each with the ids of the records it belongs to (``service_id``, ...), checked against the table schemas with
+    the fields the tabular format requires. Problems: what a table cannot hold (none for a valid export)."""
+    flat: dict[str, list[_Record]] = {}
+    for table, records in (("organization", organizations), ("service", services)):
+        for i, record in enumerate(records):
+            _flatten(table, _Record(record, f"{table_file(table)}.json[{i}]"), flat)
+    problems: list[Problem] = []
+    kept = {t: _valid_records(flat.get(t, []), t, True, problems) for t in TABLES}
+    columns = {r["name"]: [f["name"] for f in r["schema"]["fields"]] for r in datapackage()["resources"]}
+    for table, records in kept.items():
+        for rid, record in records.items():
+            for key in record.also:  # a row has one value per column
+                problems.append(Problem(record.where, table, rid, "error", f"linked to several by {key}"))
+            for key in sorted(set(record.data) - set(columns[table])):
+                problems.append(
+                    Problem(record.where, table, rid, "error", f"{key}: no such column in {table_file(table)}.csv")
+                )
+    return {t: [r.data for r in records.values()] for t, records in kept.items()}, problems
+
+
+def _cell(prop: dict[str, Any], value: Any) -> str:
+    """A field's value as a CSV cell: text through ``fields.csv_cell`` (a cell no spreadsheet runs), numbers as
+    numbers, booleans as ``true`` / ``false``."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return csv_cell(value) if _is_text(prop) else value
+    return str(value)
+
+
+def tabular_files(tables: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
+    """File name -> text of the tabular data package: ``datapackage.json`` and one CSV per table (header only when
+    it has no rows), columns in the profile's order."""
+    package = datapackage(tables)
+    files = {"datapackage.json": json.dumps(package, indent=1, ensure_ascii=False) + "\n"}
+    for resource in package["resources"]:
+        table, fields = resource["name"], [f["name"] for f in resource["schema"]["fields"]]
+        props = hsds_schema(table)["properties"]
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=fields, extrasaction="raise")
+        writer.writeheader()
+        for record in tables[table]:
+            writer.writerow({k: _cell(props.get(k, {}), v) for k, v in record.items()})
+        files[resource["path"]] = buffer.getvalue()
+    return files
+
+
+def validate_export(services: list[dict[str, Any]], organizations: list[dict[str, Any]]) -> list[str]:
+    """Every reason the export would not be valid HSDS 3.0: services and organizations against their schemas, and
+    the tabular rows against the tables' (with the fields the tabular format requires)."""
+    _, problems = tabular_tables(services, organizations)
+    return [*validate_services(services), *validate_organizations(organizations), *map(str, problems)]
+
+
+def write_export(services: list[dict[str, Any]], directory: str | Path) -> list[Path]:
+    """The services as an HSDS 3.0 export directory, every file importable again:
+
+    - ``services.json``: the services, each with its related records nested (as the HSDS API serves them);
+    - ``organizations.json``: their providers (``export_organizations``);
+    - ``tabular/``: the same records as the HSDS tabular data package, ``datapackage.json`` and a CSV per table.
+
+    Everything is written to a scratch folder first and moved into place file by file, so a failure leaves the
+    files as they were. Raises HsdsError for records the tabular format cannot hold."""
     directory = Path(directory)
+    organizations = export_organizations(services)
+    tables, problems = tabular_tables(services, organizations)
+    if problems:
+        raise HsdsError("the export is not a valid HSDS tabular package: " + "; ".join(map(str, problems[:10])))
+    files = {
+        f"{table_file('service')}.json": json.dumps(services, indent=1, ensure_ascii=False) + "\n",
+        f"{table_file('organization')}.json": json.dumps(organizations, indent=1, ensure_ascii=False) + "\n",
+        **{f"{TABULAR_DIR}/{name}": text for name, text in tabular_files(tables).items()},
+    }
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{table_file('service')}.json"
-    path.write_text(json.dumps(services, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+    with tempfile.TemporaryDirectory(prefix=".hsds-export-", dir=directory) as scratch:
+        for name, text in files.items():
+            (Path(scratch) / name).parent.mkdir(parents=True, exist_ok=True)
+            (Path(scratch) / name).write_text(text, encoding="utf-8", newline="")
+        for name in files:
+            (directory / name).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(Path(scratch) / name, directory / name)
+    return [directory / name for name in files]
 
 
 def _iter_rows(frame: Any) -> Iterator[dict[str, Any]]:
