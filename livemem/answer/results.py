@@ -22,6 +22,50 @@ def gis_hit(entity: dict[str, Any], score: float, distance_km: float | None) -> 
     }
 
 
+# RFC 7946 §11.2: six decimal places of a degree are about 0.1 m, finer than any centroid here is known; more are
+# noise that only makes the GeoJSON larger. Only the GeoJSON forms are rounded (JSON answers keep lon/lat as stored).
+GEOJSON_DECIMALS = 6
+HIT_FEATURE_KEYS = ("entity_id", "lon", "lat")  # the Feature's id and geometry, not repeated in its properties
+
+
+def geojson_point(lon: float | None, lat: float | None) -> dict[str, Any] | None:
+    """A GeoJSON Point at ``[lon, lat]`` (EPSG:4326) rounded to ``GEOJSON_DECIMALS``; None without a position."""
+    if lon is None or lat is None:
+        return None
+    return {"type": "Point", "coordinates": [round(lon, GEOJSON_DECIMALS), round(lat, GEOJSON_DECIMALS)]}
+
+
+def gis_hit_feature(hit: dict[str, Any]) -> dict[str, Any]:
+    """A ``gis_hit`` as a GeoJSON Feature: the entity id, its centroid as a Point, the rest of the hit as properties
+    with ``metadata``'s fields (county, worldview_id, gbim_entity) also top-level, where GIS clients filter and
+    style by them (``metadata`` is kept, as in the JSON answer)."""
+    properties: dict[str, Any] = {}
+    for key, value in hit.items():
+        if key == "metadata":
+            properties.update(value)
+        if key not in HIT_FEATURE_KEYS:
+            properties[key] = value
+    return {
+        "type": "Feature",
+        "id": hit["entity_id"],
+        "geometry": geojson_point(hit["lon"], hit["lat"]),
+        "properties": properties,
+    }
+
+
+def entity_feature(entity: dict[str, Any], relations: list[dict[str, Any]], index_version: str) -> dict[str, Any]:
+    """A GBIM entity with its relations as a GeoJSON Feature: the entity id, its centroid as a Point, the rest of
+    the record as properties; ``index_version`` is a foreign member (RFC 7946 §6.1), as on the FeatureCollection."""
+    properties = {k: v for k, v in entity.items() if k not in HIT_FEATURE_KEYS}
+    return {
+        "type": "Feature",
+        "id": entity["entity_id"],
+        "geometry": geojson_point(entity["lon"], entity["lat"]),
+        "properties": {**properties, "relations": relations},
+        "index_version": index_version,
+    }
+
+
 def chat_body(result: dict[str, Any]) -> dict[str, Any]:
     """A chat result as answered: the answer with its citations, the route, the evidence by section, and what
     identifies it (version, trace, thread, whether it came from the answer cache)."""

@@ -3,6 +3,9 @@
 Both read the GIS part of the version the request's snapshot serves (``gis/`` and the ``gbim_*`` tables),
 loaded once per version directory. Constraints (role, dataset, county, bbox, near) are a mask applied before
 ranking, so ``n_results`` hits come back whenever that many entities match.
+
+Both answer JSON or GeoJSON (RFC 7946, ``application/geo+json``): ``format`` (``?format=``, or the body's) chooses,
+else the ``Accept`` header; an Accept that allows neither is a 406, as on the RDF and SPARQL routes (docs/gis.md).
 """
 
 from __future__ import annotations
@@ -10,17 +13,18 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import numpy as np
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from livemem.answer.results import gis_hit
+from livemem.answer.results import entity_feature, gis_hit, gis_hit_feature
 from livemem.query.gis_index import GisIndex, cached_gis_index
 from livemem.query.retrieval import top_order
 from livemem.usage.traces import retrieval_events
 from livemem.version.reader import Snapshot
-from serving.deps import CallerRole, CurrentSnapshot, State
+from serving.deps import CallerRole, CurrentSnapshot, State, negotiate
 from serving.models import UUID_PATTERN, ErrorBody, Values
 from serving.models.gis import (
+    EntityFeature,
     EntityResponse,
     Format,
     GisFeatureCollection,
@@ -32,6 +36,39 @@ router = APIRouter(tags=["gis"])
 
 GEOJSON_MEDIA_TYPE = "application/geo+json"  # RFC 7946: what GIS clients (QGIS, GDAL, Leaflet plugins) expect
 EXPORT_HINT = "run the Dagster job `export_gbim` (dagster job execute -m orchestration.definitions -j export_gbim)"
+# What each answer can be sent as (a media type a client may ask for -> the format sent; on a tie, such as */*, the
+# first wins). GeoJSON is JSON: a client that accepts application/json is sent GeoJSON when it asked for it by format.
+OFFERS: dict[Format | None, dict[str, Format]] = {
+    None: {"application/json": "json", GEOJSON_MEDIA_TYPE: "geojson"},
+    "json": {"application/json": "json"},
+    "geojson": {GEOJSON_MEDIA_TYPE: "geojson", "application/json": "geojson"},
+}
+VARY = {"Vary": "Accept"}  # the same URL answers JSON or GeoJSON by Accept: caches must key on it
+
+
+def _geojson_too(schema: str) -> dict[str, Any]:
+    """An OpenAPI 200 response that is JSON or, negotiated, ``schema`` as GeoJSON."""
+    return {
+        "content": {GEOJSON_MEDIA_TYPE: {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
+        "description": f"JSON; with `format=geojson` or `Accept: {GEOJSON_MEDIA_TYPE}`, {schema} as {GEOJSON_MEDIA_TYPE}",
+        "headers": {"Vary": {"description": "Accept", "schema": {"type": "string"}}},
+    }
+
+
+def answer_format(request: Request, chosen: Format | None) -> Format:
+    """The format to answer in: ``chosen`` (the caller's ``format``) when given, else the one the Accept header
+    prefers; a 406 when Accept allows no media type that format is sent as."""
+    offers = OFFERS[chosen]
+    picked = negotiate(request.headers.get("accept"), offers)
+    if picked is None:
+        asked = "" if chosen is None else f" for format={chosen}"
+        raise HTTPException(
+            406,
+            f"the Accept header ({request.headers.get('accept')!r}) names no media type offered here{asked}: "
+            f"{', '.join(offers)}",
+            headers=VARY,
+        )
+    return picked
 
 
 def gis_index(snap: Snapshot) -> GisIndex:
@@ -47,39 +84,31 @@ def _as_tuple(value: Values | None) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-def _feature(hit: dict[str, Any]) -> dict[str, Any]:
-    located = hit["lon"] is not None and hit["lat"] is not None
-    properties = {k: v for k, v in hit.items() if k not in ("entity_id", "lon", "lat")}
-    return {
-        "type": "Feature",
-        "id": hit["entity_id"],
-        "geometry": {"type": "Point", "coordinates": [hit["lon"], hit["lat"]]} if located else None,
-        "properties": properties,
-    }
-
-
 @router.post(
     "/gis/query",
     response_model=GisQueryResponse | GisFeatureCollection,
     responses={
-        200: {
-            "content": {GEOJSON_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/GisFeatureCollection"}}},
-            "description": f"`format=geojson`: a FeatureCollection, as {GEOJSON_MEDIA_TYPE}",
-        },
+        200: _geojson_too("GisFeatureCollection"),
         401: {"model": ErrorBody},
+        406: {"model": ErrorBody},
         422: {"model": ErrorBody},
         503: {"model": ErrorBody},
     },
 )
 def gis_query(
     body: GisQueryRequest,
+    request: Request,
+    response: Response,
     state: State,
     role: CallerRole,
     snap: CurrentSnapshot,
-    format: Annotated[Format | None, Query(description="overrides the body's `format`")] = None,
+    format: Annotated[
+        Format | None, Query(description="overrides the body's `format`; neither given: the Accept header chooses")
+    ] = None,
 ) -> GisQueryResponse | JSONResponse:
     """Rank GBIM entities by the similarity of their descriptions to the query, among those that meet the
     spatial (bbox, near) and metadata (county, dataset) constraints and that the caller's role may read."""
+    answer_as = answer_format(request, format or (body.format if "format" in body.model_fields_set else None))
     index = gis_index(snap)
     near = (body.near.lat, body.near.lon, body.near.radius_km) if body.near else None
     mask = index.mask(
@@ -122,28 +151,43 @@ def gis_query(
         event["context"]["kind"] = "gis"  # ids are GBIM entity ids, not chunk ids
     state.traces.submit(events)  # queued: the answer does not wait for the trace file
     common = {"index_version": snap.version_id, "trace_id": trace_id, "candidates": int(rows.size)}
-    if (format or body.format) == "geojson":
-        collection = GisFeatureCollection.model_validate({"features": [_feature(h) for h in hits], **common})
-        return JSONResponse(collection.model_dump(mode="json"), media_type=GEOJSON_MEDIA_TYPE)
+    if answer_as == "geojson":
+        collection = GisFeatureCollection.model_validate({"features": [gis_hit_feature(h) for h in hits], **common})
+        return JSONResponse(collection.model_dump(mode="json"), media_type=GEOJSON_MEDIA_TYPE, headers=VARY)
+    response.headers.update(VARY)
     return GisQueryResponse.model_validate({"results": hits, **common})
 
 
 @router.get(
     "/entities/{entity_id}",
-    response_model=EntityResponse,
-    responses={404: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+    response_model=EntityResponse | EntityFeature,
+    responses={
+        200: _geojson_too("EntityFeature"),
+        404: {"model": ErrorBody},
+        406: {"model": ErrorBody},
+        503: {"model": ErrorBody},
+    },
 )
 def get_entity(
     entity_id: Annotated[str, Path(pattern=UUID_PATTERN, description="GBIM entity id (UUID)")],
+    request: Request,
+    response: Response,
     role: CallerRole,
     snap: CurrentSnapshot,
-) -> EntityResponse:
+    format: Annotated[
+        Format | None, Query(description="`geojson`: a Feature; not given: the Accept header chooses")
+    ] = None,
+) -> EntityResponse | JSONResponse:
     """The entity with its relations (located_in, serves_zip, part_of), each with its provenance."""
+    answer_as = answer_format(request, format)
     index = gis_index(snap)
     row = index.row_of.get(entity_id)
     # An entity the caller may not read is reported exactly like one that does not exist.
     if row is None or index.access[row] not in role.access:
         raise HTTPException(404, f"no GBIM entity {entity_id} in index version {snap.version_id}")
-    return EntityResponse.model_validate(
-        {**index.entities[row], "relations": index.relations.get(entity_id, []), "index_version": snap.version_id}
-    )
+    entity, relations = index.entities[row], index.relations.get(entity_id, [])
+    if answer_as == "geojson":
+        feature = EntityFeature.model_validate(entity_feature(entity, relations, snap.version_id))
+        return JSONResponse(feature.model_dump(mode="json"), media_type=GEOJSON_MEDIA_TYPE, headers=VARY)
+    response.headers.update(VARY)
+    return EntityResponse.model_validate({**entity, "relations": relations, "index_version": snap.version_id})
