@@ -437,6 +437,9 @@ class McpSettings(Section):
     _commas = field_validator("operator_roles", mode="before")(_split_commas)
 
 
+DEFAULT_RDF_BASE_IRI = "https://living-memory.example.org/"  # livemem.gbim.GBIM_IRI is this + "gbim/"
+
+
 class ServingSettings(Section):
     """The serving app (HTTP and MCP): index, roles, traces, retrieval, encoder, limits (docs/serving.md)."""
 
@@ -491,7 +494,46 @@ class ServingSettings(Section):
     sparql_workers: int = Field(2, ge=1, le=64, validation_alias="RAG_SPARQL_WORKERS")
     sparql_timeout_s: float = Field(2.0, gt=0, le=600, validation_alias="RAG_SPARQL_TIMEOUT_S")
     sparql_memory_mb: int = Field(256, ge=16, validation_alias="RAG_SPARQL_MEMORY_MB")
+    cors_origins: CommaList = Field(
+        default_factory=list,
+        validation_alias="RAG_CORS_ORIGINS",
+        description="browser origins (scheme://host[:port]) that may call /facts and /gbim (docs/sparql.md); "
+        "* for any; none: no CORS headers",
+    )
+    rdf_base_iri: str = Field(
+        DEFAULT_RDF_BASE_IRI,
+        validation_alias="RAG_RDF_BASE_IRI",
+        description="served RDF names nodes <base>gbim/...; this server's URL makes entity IRIs dereference",
+    )
     warm_up: bool = True
+
+    _cors_commas = field_validator("cors_origins", mode="before")(_split_commas)
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            parts = urlsplit(origin)
+            if origin != "*" and (
+                parts.scheme not in ("http", "https")
+                or not parts.netloc
+                or origin != f"{parts.scheme}://{parts.netloc}"
+            ):
+                raise ValueError(
+                    f"RAG_CORS_ORIGINS: {origin!r} is not an origin: write scheme://host[:port] "
+                    "(no path, no trailing slash), or * for any"
+                )
+        if "*" in origins and len(origins) > 1:
+            raise ValueError("RAG_CORS_ORIGINS: * (any origin) stands alone")
+        return origins
+
+    @field_validator("rdf_base_iri")
+    @classmethod
+    def _base_iri(cls, base: str) -> str:
+        parts = urlsplit(base)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            raise ValueError(f"RAG_RDF_BASE_IRI: {base!r} is not an http(s) URL without query or fragment")
+        return base if base.endswith("/") else base + "/"
 
     @field_validator("roles")
     @classmethod

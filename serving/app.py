@@ -25,6 +25,7 @@ from livemem.index import dense, sparse
 from livemem.model.embedding import Embedder
 from livemem.usage.traces import SHUTDOWN_FLUSH_WAIT_S
 from livemem.version.reader import IndexUnavailable
+from serving.cors import LinkedDataCORS
 from serving.deps import without_server_paths
 from serving.limits import RequestLimitsMiddleware
 from serving.metrics import MetricsMiddleware
@@ -47,7 +48,8 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
             workers=settings.sparql_workers,
             timeout_s=settings.sparql_timeout_s,
             memory_mb=settings.sparql_memory_mb,
-        )
+        ),
+        gbim_iri=f"{settings.rdf_base_iri}gbim/",
     )
 
     @asynccontextmanager
@@ -94,6 +96,8 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
     app.add_middleware(
         RequestLimitsMiddleware, max_body_bytes=settings.max_body_bytes, body_timeout_s=settings.body_timeout_s
     )
+    if settings.cors_origins:  # /facts and /gbim/ for query editors on other origins (serving/cors.py)
+        app.add_middleware(LinkedDataCORS, origins=settings.cors_origins)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)  # outermost: it also counts the 413s
 
     @app.exception_handler(IndexUnavailable)

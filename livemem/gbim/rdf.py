@@ -7,25 +7,31 @@ from typing import Any
 from livemem.gbim.config import GBIM_IRI
 
 
-def node_iri(kind: str, value: str) -> str:
+def node_iri(kind: str, value: str, gbim_iri: str = GBIM_IRI) -> str:
     from urllib.parse import quote
 
-    return f"{GBIM_IRI}{kind}/{quote(value, safe='')}"
+    return f"{gbim_iri}{kind}/{quote(value, safe='')}"
 
 
-def rdf_graph(entities: list[dict[str, Any]], relations: list[dict[str, Any]], labels: dict[str, str] | None = None):
+def rdf_graph(
+    entities: list[dict[str, Any]],
+    relations: list[dict[str, Any]],
+    labels: dict[str, str] | None = None,
+    gbim_iri: str = GBIM_IRI,
+):
     """An rdflib graph of the entities (type, label, dataset, WGS 84 position) and their relations; ``labels``:
-    the labels of other entities the relations name (an entity's own facts served alone)."""
+    the labels of other entities the relations name (an entity's own facts served alone); ``gbim_iri``: the
+    namespace of the nodes and predicates (serving's ``RAG_RDF_BASE_IRI`` + ``gbim/``)."""
     from rdflib import RDF, RDFS, XSD, Graph, Literal, Namespace, URIRef
 
-    gbim = Namespace(GBIM_IRI)
+    gbim = Namespace(gbim_iri)
     geo = Namespace("http://www.w3.org/2003/01/geo/wgs84_pos#")
     graph = Graph()
     graph.bind("gbim", gbim)
     graph.bind("geo", geo, replace=True)  # rdflib binds geo: to GeoSPARQL by default; here it is WGS 84
     for e in entities:
-        subject = URIRef(node_iri("entity", e["entity_id"]))
-        graph.add((subject, RDF.type, URIRef(node_iri("class", e["gbim_entity"]))))
+        subject = URIRef(node_iri("entity", e["entity_id"], gbim_iri))
+        graph.add((subject, RDF.type, URIRef(node_iri("class", e["gbim_entity"], gbim_iri))))
         graph.add((subject, RDFS.label, Literal(e["label"])))
         graph.add((subject, gbim.description, Literal(e["description"])))
         graph.add((subject, gbim.dataset, Literal(e["dataset"])))
@@ -33,8 +39,8 @@ def rdf_graph(entities: list[dict[str, Any]], relations: list[dict[str, Any]], l
             graph.add((subject, geo.lat, Literal(e["lat"], datatype=XSD.double)))
             graph.add((subject, geo.long, Literal(e["lon"], datatype=XSD.double)))
     for r in relations:
-        target = URIRef(node_iri(r["object_kind"], r["object"]))
-        graph.add((URIRef(node_iri("entity", r["subject"])), gbim[r["predicate"]], target))
+        target = URIRef(node_iri(r["object_kind"], r["object"], gbim_iri))
+        graph.add((URIRef(node_iri("entity", r["subject"], gbim_iri)), gbim[r["predicate"]], target))
         if r["object_kind"] != "entity":  # an entity has its own label
             graph.add((target, RDFS.label, Literal(r["object"])))
         elif labels and r["object"] in labels:

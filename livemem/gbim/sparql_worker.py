@@ -27,14 +27,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from livemem.gbim.config import GBIM_IRI
+
 log = logging.getLogger(__name__)
 
 PREFIXES = {
-    "gbim": "https://living-memory.example.org/gbim/",
+    "gbim": GBIM_IRI,
     "geo": "http://www.w3.org/2003/01/geo/wgs84_pos#",
     "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
     "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
 }
+
+
+def prefixes(gbim_iri: str = GBIM_IRI) -> dict[str, str]:
+    """The predefined prefixes, ``gbim:`` being the served namespace (``RAG_RDF_BASE_IRI`` + ``gbim/``)."""
+    return {**PREFIXES, "gbim": gbim_iri}
+
+
 # Starting a worker (imports) and building a version's graph are bounded by the data, not by the query.
 LOAD_TIMEOUT_S = 60.0
 GRAPHS_KEPT = 2
@@ -75,12 +84,55 @@ class SparqlNotAcceptable(SparqlError):
 
 # The custom JSON of the JSON-body API: {"variables", "rows", "boolean", "truncated"}.
 LEGACY_JSON = "legacy"
-# rdflib's result serializers for SELECT and ASK (it has no TSV writer; ASK has no CSV form).
+# rdflib's result serializers for SELECT and ASK; rdflib has no TSV writer (``tsv_results`` is this module's).
+# CSV and TSV are SELECT-only formats (SPARQL 1.1 Query Results CSV and TSV Formats): ASK has neither.
+TSV = "text/tab-separated-values"
 RESULT_MEDIA_TYPES = {
     "application/sparql-results+json": "json",
     "application/sparql-results+xml": "xml",
     "text/csv": "csv",
+    TSV: "tsv",
 }
+
+
+# The W3C's IRIs of the media types answered (https://www.w3.org/ns/formats/), for the service description.
+FORMAT_IRIS = {
+    "application/sparql-results+json": "SPARQL_Results_JSON",
+    "application/sparql-results+xml": "SPARQL_Results_XML",
+    "text/csv": "SPARQL_Results_CSV",
+    TSV: "SPARQL_Results_TSV",
+    "text/turtle": "Turtle",
+    "application/n-triples": "N-Triples",
+    "application/ld+json": "JSON-LD",
+    "application/rdf+xml": "RDF_XML",
+}
+SD = "http://www.w3.org/ns/sparql-service-description#"
+
+
+def service_description(endpoint: str, title: str = "Living Memory GBIM facts"):
+    """The SPARQL 1.1 Service Description of the endpoint at ``endpoint`` (an rdflib graph): an ``sd:Service``
+    answering SPARQL 1.1 Query (no update, no federation) over one default graph, in ``FORMAT_IRIS``."""
+    from rdflib import DCTERMS, RDF, BNode, Graph, Literal, Namespace, URIRef
+
+    sd = Namespace(SD)
+    formats = Namespace("http://www.w3.org/ns/formats/")
+    graph = Graph()
+    graph.bind("sd", sd)
+    graph.bind("formats", formats)
+    graph.bind("dcterms", DCTERMS)
+    service, dataset, default_graph = BNode(), BNode(), BNode()
+    graph.add((service, RDF.type, sd.Service))
+    graph.add((service, sd.endpoint, URIRef(endpoint)))
+    graph.add((service, sd.supportedLanguage, sd.SPARQL11Query))
+    graph.add((service, DCTERMS.title, Literal(title)))
+    for name in FORMAT_IRIS.values():
+        graph.add((service, sd.resultFormat, formats[name]))
+    graph.add((service, sd.defaultEntailmentRegime, URIRef("http://www.w3.org/ns/entailment/Simple")))
+    graph.add((service, sd.defaultDataset, dataset))
+    graph.add((dataset, RDF.type, sd.Dataset))
+    graph.add((dataset, sd.defaultGraph, default_graph))
+    graph.add((default_graph, RDF.type, sd.Graph))
+    return graph
 
 
 @dataclass(frozen=True)
@@ -113,11 +165,14 @@ class _Worker:
     """One worker process. ``loaded`` mirrors the graphs it holds (the same first-in, first-out rule over
     ``GRAPHS_KEPT`` as ``serve``); ``pending`` are the loads it was asked for whose replies are not read yet."""
 
-    def __init__(self, limits: SparqlLimits, warm: Iterable[Key] = ()) -> None:
+    def __init__(self, limits: SparqlLimits, warm: Iterable[Key] = (), gbim_iri: str = GBIM_IRI) -> None:
         context = multiprocessing.get_context("spawn")  # never fork a process that holds threads and torch
         self.conn, child = context.Pipe()
         self.process = context.Process(
-            target=serve, args=(child, limits.memory_mb, limits.max_result_chars), name="sparql-worker", daemon=True
+            target=serve,
+            args=(child, limits.memory_mb, limits.max_result_chars, gbim_iri),
+            name="sparql-worker",
+            daemon=True,
         )
         self.process.start()
         child.close()
@@ -211,10 +266,12 @@ class SparqlPool:
 
     A worker that overran (or died, or ran out of memory) is killed without waiting for it to be reaped, and its
     replacement starts loading the graphs most recently asked for in the background, so the next query finds it
-    ready or nearly so; the time limit counts from a query's arrival (``_Worker.run``)."""
+    ready or nearly so; the time limit counts from a query's arrival (``_Worker.run``). ``gbim_iri``: the
+    namespace of the graphs' nodes and of the ``gbim:`` prefix (``RAG_RDF_BASE_IRI`` + ``gbim/``)."""
 
-    def __init__(self, limits: SparqlLimits) -> None:
+    def __init__(self, limits: SparqlLimits, gbim_iri: str = GBIM_IRI) -> None:
         self.limits = limits
+        self.gbim_iri = gbim_iri
         self._slots = threading.BoundedSemaphore(limits.workers)
         self._idle: list[_Worker] = []
         self._recent: list[Key] = []  # the graphs last asked for, most recent last
@@ -276,7 +333,7 @@ class SparqlPool:
                     return worker
             if alive:
                 return alive.pop()
-        return _Worker(self.limits)
+        return _Worker(self.limits, gbim_iri=self.gbim_iri)
 
     def _checkin(self, worker: _Worker) -> None:
         with self._lock:
@@ -299,7 +356,7 @@ class SparqlPool:
             if self._closed or len(self._idle) >= self.limits.workers:
                 return
             try:
-                self._idle.append(_Worker(self.limits, warm=self._recent))
+                self._idle.append(_Worker(self.limits, warm=self._recent, gbim_iri=self.gbim_iri))
             except OSError:
                 log.exception("SPARQL: a replacement worker could not be started")
 
@@ -312,7 +369,7 @@ class SparqlPool:
 
 
 # --- the worker side --------------------------------------------------------------------------------------------
-def serve(conn: Any, memory_mb: int, max_result_chars: int) -> None:
+def serve(conn: Any, memory_mb: int, max_result_chars: int, gbim_iri: str = GBIM_IRI) -> None:
     """The worker's loop: one request at a time until the serving process closes the pipe."""
     _forbid_network()
     import rdflib.plugins.sparql
@@ -327,7 +384,7 @@ def serve(conn: Any, memory_mb: int, max_result_chars: int) -> None:
             if key not in graphs:
                 while len(graphs) >= GRAPHS_KEPT:
                     graphs.pop(next(iter(graphs)))
-                graphs[key] = facts_graph(version_dir, frozenset(access))
+                graphs[key] = facts_graph(version_dir, frozenset(access), gbim_iri)
         except Exception as exc:  # a damaged or missing GBIM export: the serving side answers 503
             # The details (with server paths) go to the log only, never to the caller.
             log.exception("SPARQL worker: the facts graph of %s could not be loaded", version_dir)
@@ -347,10 +404,11 @@ def serve(conn: Any, memory_mb: int, max_result_chars: int) -> None:
         if failed is not None:
             conn.send(failed)
             continue
-        conn.send(answer(graphs[(version_dir, tuple(access))], query, limit, memory_mb, max_result_chars, formats))
+        graph = graphs[(version_dir, tuple(access))]
+        conn.send(answer(graph, query, limit, memory_mb, max_result_chars, formats, gbim_iri))
 
 
-def facts_graph(version_dir: str, access: frozenset[str]):
+def facts_graph(version_dir: str, access: frozenset[str], gbim_iri: str = GBIM_IRI):
     """The rdflib graph of the entities ``access`` may read and of their relations."""
     from livemem.gbim import rdf_graph
     from livemem.query.gis_index import cached_gis_index
@@ -361,7 +419,7 @@ def facts_graph(version_dir: str, access: frozenset[str]):
     entities = [e for e in index.entities if e["access"] in access]
     ids = {e["entity_id"] for e in entities}
     relations = [r for e in entities for r in index.relations.get(e["entity_id"], ()) if r["subject"] in ids]
-    return rdf_graph(entities, relations)
+    return rdf_graph(entities, relations, gbim_iri=gbim_iri)
 
 
 def answer(
@@ -371,11 +429,12 @@ def answer(
     memory_mb: int,
     max_result_chars: int,
     formats: ResultFormats = ResultFormats(),
+    gbim_iri: str = GBIM_IRI,
 ) -> tuple:
     """``("ok", result)``, ``("refused", message, retire)`` or ``("not_acceptable", message)``."""
     try:
         with _memory_budget(memory_mb):
-            prepared = prepare(query)
+            prepared = prepare(query, gbim_iri)
             kind = prepared.algebra.name.removesuffix("Query").upper()
             media_type = {"SELECT": formats.select, "ASK": formats.ask}.get(kind, formats.graph)
             if media_type is None:
@@ -385,7 +444,7 @@ def answer(
                 )
             if kind in ("SELECT", "ASK"):
                 return ("ok", _evaluate(graph, prepared, limit, max_result_chars, media_type))
-            return ("ok", _evaluate_graph(graph, prepared, limit, max_result_chars, media_type))
+            return ("ok", _evaluate_graph(graph, prepared, limit, max_result_chars, media_type, gbim_iri))
     except SparqlRefused as exc:
         return ("refused", str(exc), False)
     except MemoryError:
@@ -396,13 +455,13 @@ def answer(
         return ("refused", f"the query failed: {type(exc).__name__}: {str(exc)[:500]}", False)
 
 
-def prepare(query: str):
+def prepare(query: str, gbim_iri: str = GBIM_IRI):
     """The parsed query, if it is a SELECT, ASK, CONSTRUCT or DESCRIBE that uses only what this endpoint supports."""
     from rdflib.plugins.sparql import prepareQuery
     from rdflib.plugins.sparql.parser import parseUpdate
 
     try:
-        prepared = prepareQuery(query, initNs=PREFIXES)
+        prepared = prepareQuery(query, initNs=prefixes(gbim_iri))
     except Exception as exc:  # pyparsing and rdflib raise several kinds for a bad query
         try:
             parseUpdate(query)
@@ -468,18 +527,54 @@ def _evaluate(graph: Any, prepared: Any, limit: int, max_result_chars: int, medi
 
 
 def _serialized(result: Any, media_type: str, truncated: bool) -> dict[str, Any]:
-    body = result.serialize(format=RESULT_MEDIA_TYPES[media_type]).decode("utf-8")
+    if media_type == TSV:
+        body = tsv_results(result)
+    else:
+        body = result.serialize(format=RESULT_MEDIA_TYPES[media_type]).decode("utf-8")
     return {"media_type": media_type, "body": body, "truncated": truncated}
 
 
-def _evaluate_graph(graph: Any, prepared: Any, limit: int, max_result_chars: int, media_type: str) -> dict[str, Any]:
+# SPARQL 1.1 Query Results TSV: a string's tab, newline and carriage return must be escaped (one row per line).
+_TSV_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def tsv_results(result: Any) -> str:
+    """A SELECT result in the SPARQL 1.1 TSV results format: a header of ``?variables``, then one line per row
+    of RDF terms in SPARQL syntax (``<iri>``, ``"literal"`` with ``@lang`` or ``^^<datatype>``, ``_:blank``),
+    an unbound value empty. Unlike CSV, no value loses its kind or datatype."""
+    lines = ["\t".join(f"?{var}" for var in result.vars)]
+    for binding in result.bindings:
+        lines.append("\t".join(_tsv_term(binding.get(var)) for var in result.vars))
+    return "\n".join(lines) + "\n"
+
+
+def _tsv_term(term: Any) -> str:
+    from rdflib import XSD, BNode, Literal
+
+    if term is None:
+        return ""
+    if isinstance(term, Literal):
+        text = f'"{str(term).translate(_TSV_ESCAPES)}"'
+        if term.language:
+            return f"{text}@{term.language}"
+        if term.datatype is not None and term.datatype != XSD.string:
+            return f"{text}^^<{term.datatype}>"
+        return text
+    if isinstance(term, BNode):
+        return f"_:{term}"
+    return f"<{term}>"  # an IRI: no tab, newline or '>' can be in one
+
+
+def _evaluate_graph(
+    graph: Any, prepared: Any, limit: int, max_result_chars: int, media_type: str, gbim_iri: str = GBIM_IRI
+) -> dict[str, Any]:
     """A CONSTRUCT or DESCRIBE answer: at most ``limit`` triples, in an RDF media type."""
     from rdflib import Graph
 
     from livemem.gbim import serialize_rdf
 
     kept = Graph()
-    for prefix, iri in PREFIXES.items():
+    for prefix, iri in prefixes(gbim_iri).items():
         kept.bind(prefix, iri, replace=True)
     chars = 0
     truncated = False

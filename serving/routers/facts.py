@@ -1,9 +1,11 @@
 """The structured side of GBIM: relation triples (``GET /facts``), an entity's RDF (``GET /facts/{entity_id}``) and
-a read-only SPARQL 1.1 Protocol endpoint (``GET`` / ``POST /facts/sparql``).
+a read-only SPARQL 1.1 Protocol endpoint (``GET`` / ``POST /facts/sparql``; a ``GET`` without a query: its
+SPARQL 1.1 Service Description), and the entity IRIs themselves (``GET /gbim/entity/{entity_id}``: 303 to the
+entity's RDF), so that the IRIs in every answer dereference when ``RAG_RDF_BASE_IRI`` is this server's URL.
 
 All of them see only the entities the caller's role may read (a triple is visible when its subject entity is),
 from the version the request's snapshot serves, and answer in the media type the ``Accept`` header prefers:
-facts as JSON, Turtle, N-Triples, JSON-LD or RDF/XML; SPARQL results as the SPARQL JSON, XML or CSV results
+facts as JSON, Turtle, N-Triples, JSON-LD or RDF/XML; SPARQL results as the SPARQL JSON, XML, CSV or TSV results
 formats (or this API's own JSON for a JSON body), CONSTRUCT and DESCRIBE as RDF. SPARQL runs in worker
 processes (``livemem.gbim.sparql_worker``) that are killed when a query overruns its time limit: no update, SERVICE
 or remote loading, rows and memory capped (``docs/security.md``, ``docs/sparql.md``).
@@ -17,12 +19,13 @@ from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from pydantic import ValidationError
 
 from livemem.gbim import RDF_MEDIA_TYPES, find_entities, rdf_graph, serialize_rdf
 from livemem.gbim.sparql_worker import (
     LEGACY_JSON,
+    TSV,
     ResultFormats,
     SparqlBusy,
     SparqlError,
@@ -32,6 +35,7 @@ from livemem.gbim.sparql_worker import (
     SparqlTimeout,
     SparqlUnavailable,
     SparqlWarming,
+    service_description,
 )
 from livemem.geo.names import lower_without_county
 from livemem.query.gis_index import GisIndex
@@ -62,9 +66,9 @@ TURTLE, N_TRIPLES, JSON_LD, RDF_XML = (
 )
 # What each kind of answer can be sent as: the media type a client may ask for -> the one sent, best first (on a
 # tie, such as */*, the first wins). Plain JSON and XML, and older Turtle names, are what common clients send.
-SELECT_OFFERS = {SPARQL_JSON: SPARQL_JSON, SPARQL_XML: SPARQL_XML, "text/csv": "text/csv",
+SELECT_OFFERS = {SPARQL_JSON: SPARQL_JSON, SPARQL_XML: SPARQL_XML, "text/csv": "text/csv", TSV: TSV,
                  "application/json": SPARQL_JSON, "application/xml": SPARQL_XML}  # fmt: skip
-ASK_OFFERS = {k: v for k, v in SELECT_OFFERS.items() if v != "text/csv"}  # ASK has no CSV form
+ASK_OFFERS = {k: v for k, v in SELECT_OFFERS.items() if v not in ("text/csv", TSV)}  # ASK has no CSV or TSV form
 RDF_OFFERS = {TURTLE: TURTLE, N_TRIPLES: N_TRIPLES, JSON_LD: JSON_LD, RDF_XML: RDF_XML, "application/json": JSON_LD,
               "application/turtle": TURTLE, "application/x-turtle": TURTLE, "application/xml": RDF_XML}  # fmt: skip
 RDF_RESPONSES = {"content": {media_type: {"schema": {"type": "string"}} for media_type in RDF_MEDIA_TYPES}}
@@ -72,6 +76,11 @@ RDF_RESPONSES = {"content": {media_type: {"schema": {"type": "string"}} for medi
 
 def _not_acceptable(offers: dict[str, str]) -> HTTPException:
     return HTTPException(406, f"the Accept header names no media type offered here: {', '.join(offers)}")
+
+
+def gbim_iri(request: Request) -> str:
+    """The namespace of the served nodes and predicates: ``RAG_RDF_BASE_IRI`` + ``gbim/``."""
+    return f"{request.app.state.serving.settings.rdf_base_iri}gbim/"
 
 
 def _visible(index: GisIndex, access: frozenset[str]) -> list[dict[str, Any]]:
@@ -85,6 +94,7 @@ def _rdf_response(graph: Any, media_type: str, version_id: str, truncated: bool 
     return Response(serialize_rdf(graph, media_type), media_type=media_type, headers=headers)
 
 
+@router.head("/facts", response_model=FactsResponse, include_in_schema=False)  # the GET's headers, no body (HTTP semantics)
 @router.get(
     "/facts",
     response_model=FactsResponse,
@@ -144,7 +154,8 @@ def facts(
         )
     subjects = dict.fromkeys(f["subject"] for f in found[:limit])
     entities = [index.entities[index.row_of[s]] for s in subjects]
-    return _rdf_response(rdf_graph(entities, found[:limit]), media_type, snap.version_id, len(found) > limit)
+    graph = rdf_graph(entities, found[:limit], gbim_iri=gbim_iri(request))
+    return _rdf_response(graph, media_type, snap.version_id, len(found) > limit)
 
 
 def object_label(index: GisIndex, rel: dict[str, Any]) -> str | None:
@@ -177,10 +188,11 @@ SPARQL_RESULTS = {
         SPARQL_JSON: {"schema": {"type": "object"}},
         SPARQL_XML: {"schema": {"type": "string"}},
         "text/csv": {"schema": {"type": "string"}},
+        TSV: {"schema": {"type": "string"}},
         **RDF_RESPONSES["content"],
     },
     "description": "SELECT / ASK results (the JSON body's own JSON, or a SPARQL results format); CONSTRUCT / "
-    f"DESCRIBE: RDF. Header {VERSION_HEADER}: the version answered from; {TRUNCATED_HEADER}: true when cut at "
+    "DESCRIBE: RDF; a GET without `query`: the SPARQL 1.1 Service Description (RDF, Turtle by default). Header {VERSION_HEADER}: the version answered from; {TRUNCATED_HEADER}: true when cut at "
     "the row limit",
 }
 
@@ -267,18 +279,32 @@ def _run_sparql(call: SparqlCall, request: Request, role: Any, snap: Any, pool: 
     return Response(result["body"], media_type=result["media_type"], headers=headers)
 
 
+@router.head("/facts/sparql", response_model=SparqlResponse, include_in_schema=False)
 @router.get("/facts/sparql", response_model=SparqlResponse, responses={200: SPARQL_RESULTS, **SPARQL_ERRORS})
 def sparql_get(
     request: Request,
     role: CallerRole,
     snap: CurrentSnapshot,
     pool: Annotated[SparqlPool, Depends(sparql_pool)],
-    query: Annotated[str, Query(min_length=1, max_length=SPARQL_MAX_QUERY_CHARS, description="the SPARQL query")],
+    query: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=SPARQL_MAX_QUERY_CHARS,
+            description="the SPARQL query; without it, the endpoint's SPARQL 1.1 Service Description",
+        ),
+    ] = None,
 ) -> Response:
     """SPARQL 1.1 Protocol, query via GET: the answer in the format ``Accept`` prefers (default: SPARQL JSON
     results, or Turtle for CONSTRUCT and DESCRIBE), at most 1000 rows or triples. Other parameters (``format``,
-    ``output``, ...) are ignored; ``default-graph-uri`` and ``named-graph-uri`` are refused (400)."""
+    ``output``, ...) are ignored; ``default-graph-uri`` and ``named-graph-uri`` are refused (400). Without
+    ``query``: the SPARQL 1.1 Service Description of this endpoint, in Turtle or the RDF format ``Accept`` names."""
     _refuse_datasets(parse_qsl(request.url.query, keep_blank_values=True))
+    if query is None:
+        media_type = negotiate(request.headers.get("accept"), RDF_OFFERS)
+        if media_type is None:
+            raise _not_acceptable(RDF_OFFERS)
+        return _rdf_response(service_description(str(request.url_for("sparql_get"))), media_type, snap.version_id)
     return _run_sparql(SparqlCall(query, SPARQL_MAX_ROWS, own_json=False), request, role, snap, pool)
 
 
@@ -320,6 +346,15 @@ def sparql(
     return _run_sparql(call, request, role, snap, pool)
 
 
+def _readable_row(index: GisIndex, entity_id: str, role: Any, version_id: str) -> int:
+    row = index.row_of.get(entity_id)
+    # An entity the caller may not read is reported exactly like one that does not exist.
+    if row is None or index.access[row] not in role.access:
+        raise HTTPException(404, f"no GBIM entity {entity_id} in index version {version_id}")
+    return row
+
+
+@router.head("/facts/{entity_id}", include_in_schema=False)
 @router.get(
     "/facts/{entity_id}",
     responses={200: RDF_RESPONSES, 404: {"model": ErrorBody}, 406: {"model": ErrorBody}, 503: {"model": ErrorBody}},
@@ -337,15 +372,35 @@ def entity_rdf(
     if media_type is None:
         raise _not_acceptable(RDF_OFFERS)
     index = gis_index(snap)
-    row = index.row_of.get(entity_id)
-    # An entity the caller may not read is reported exactly like one that does not exist.
-    if row is None or index.access[row] not in role.access:
-        raise HTTPException(404, f"no GBIM entity {entity_id} in index version {snap.version_id}")
+    row = _readable_row(index, entity_id, role, snap.version_id)
     relations = index.relations.get(entity_id, [])
     labels = {}  # entities it names (``near``): their label, as the whole export has it, when the caller may read them
     for rel in relations:
         other = index.row_of.get(rel["object"]) if rel["object_kind"] == "entity" else None
         if other is not None and index.access[other] in role.access:
             labels[rel["object"]] = index.entities[other]["label"]
-    graph = rdf_graph([index.entities[row]], relations, labels)
+    graph = rdf_graph([index.entities[row]], relations, labels, gbim_iri=gbim_iri(request))
     return _rdf_response(graph, media_type, snap.version_id)
+
+
+@router.head("/gbim/entity/{entity_id}", include_in_schema=False)
+@router.get(
+    "/gbim/entity/{entity_id}",
+    status_code=303,
+    responses={
+        303: {"description": "See Other: the entity's RDF, `GET /facts/{entity_id}`"},
+        404: {"model": ErrorBody},
+    },
+    response_class=RedirectResponse,
+)
+def entity_iri(
+    request: Request,
+    entity_id: Annotated[str, Path(pattern=UUID_PATTERN, description="GBIM entity id (UUID)")],
+    role: CallerRole,
+    snap: CurrentSnapshot,
+) -> RedirectResponse:
+    """An entity's IRI (``<RAG_RDF_BASE_IRI>gbim/entity/<id>``) dereferenced: the entity is a place, not a
+    document, so the answer is ``303 See Other`` to the document describing it (``GET /facts/{entity_id}``,
+    which negotiates Turtle, N-Triples, JSON-LD or RDF/XML); 404 for an entity the caller may not read."""
+    _readable_row(gis_index(snap), entity_id, role, snap.version_id)
+    return RedirectResponse(str(request.url_for("entity_rdf", entity_id=entity_id)), status_code=303)

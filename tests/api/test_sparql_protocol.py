@@ -1,6 +1,8 @@
 """SPARQL and RDF clients against a real uvicorn server: SPARQLWrapper speaks the SPARQL 1.1 Protocol (GET, form
 POST, ``application/sparql-query``) to ``/facts/sparql``, rdflib parses every result and graph served, and the
-facts come back as Turtle, N-Triples, JSON-LD and RDF/XML that are the same graph as the version's N-Triples."""
+facts come back as Turtle, N-Triples, JSON-LD and RDF/XML that are the same graph as the version's N-Triples.
+The dialect's details: TSV results, CORS for a query editor on another origin, the service description of a GET
+without a query, HEAD, and entity IRIs that dereference (rdflib fetching them) under a configured base."""
 
 from __future__ import annotations
 
@@ -9,17 +11,35 @@ import json
 
 import httpx
 import pytest
-from rdflib import RDFS, XSD, Graph, URIRef
+from fastapi.testclient import TestClient
+from rdflib import RDF, RDFS, XSD, Graph, Literal, Namespace, URIRef
 from rdflib.compare import isomorphic
 from rdflib.query import Result
-from SPARQLWrapper import CSV, GET, JSON, JSONLD, N3, POST, POSTDIRECTLY, RDFXML, TURTLE, URLENCODED, XML, SPARQLWrapper
+from SPARQLWrapper import (
+    CSV,
+    GET,
+    JSON,
+    JSONLD,
+    N3,
+    POST,
+    POSTDIRECTLY,
+    RDFXML,
+    TSV,
+    TURTLE,
+    URLENCODED,
+    XML,
+    SPARQLWrapper,
+)
 from SPARQLWrapper.SPARQLExceptions import Unauthorized
 from support.gbim_data import LIEAP, OAK_HILL, SPATIAL
-from support.servers import uvicorn
-from support.serving import publish_with_gbim
+from support.servers import free_port, uvicorn
+from support.serving import INTERNAL_KEY, publish_with_gbim, serve
 
+from livemem.errors import ConfigError
 from livemem.gbim import GBIM_DIR, GBIM_IRI, RDF_MEDIA_TYPES
 from livemem.version.store import IndexHome
+from serving.app import create_app
+from serving.settings import Settings
 
 GEO = "http://www.w3.org/2003/01/geo/wgs84_pos#"
 LABELS_IN_RALEIGH = (
@@ -189,7 +209,7 @@ def test_protocol_errors_say_what_to_change(server) -> None:
     for response, status, named in cases:
         assert response.status_code == status, (response.request.url, response.text)
         assert named in json.dumps(response.json()), response.json()
-    assert httpx.get(url).status_code == 422
+    assert httpx.get(url, params={"query": ""}).status_code == 422
     long_query = httpx.post(url, data={"query": "ASK {}" + " " * 5000})
     assert long_query.status_code == 422
 
@@ -232,3 +252,212 @@ def test_facts_json_stays_the_default_and_unknown_entities_are_404(server) -> No
     assert missing.status_code == 404
     refused = httpx.get(f"{server}/facts", headers={"Accept": "image/png"})
     assert refused.status_code == 406
+
+
+# --- SPARQL 1.1 dialect: TSV results, CORS, the service description, HEAD, dereferenceable IRIs ------------------
+YASGUI = "https://yasgui.example.org"
+OUTSIDER_KEY = "outsider-test-key"  # a role that reads internal collections only: not the public facilities
+SD = Namespace("http://www.w3.org/ns/sparql-service-description#")
+FORMATS = Namespace("http://www.w3.org/ns/formats/")
+
+
+@pytest.fixture(scope="module")
+def linked(facts_home, embedder):
+    """The same version served with RAG_CORS_ORIGINS and RAG_RDF_BASE_IRI set to the server's own URL."""
+    port = free_port()
+    settings = Settings(
+        index_dir=facts_home.root,
+        warm_up=False,
+        cors_origins=YASGUI,  # as the environment gives it: comma-separated
+        rdf_base_iri=f"http://127.0.0.1:{port}",  # the trailing slash is added
+        api_keys={INTERNAL_KEY: "internal", OUTSIDER_KEY: "outsider"},
+        roles={"public": ["public"], "internal": ["public", "internal"], "outsider": ["internal"]},
+    )
+    assert settings.rdf_base_iri == f"http://127.0.0.1:{port}/"
+    with serve(create_app(settings, embedder), port) as url:
+        yield url
+
+
+def test_tsv_results_keep_every_term_and_sparqlwrapper_reads_them(server) -> None:
+    json_rows = httpx.get(f"{server}/facts/sparql", params={"query": LABELS_IN_RALEIGH}).content
+    expected = [tuple(row) for row in Result.parse(io.BytesIO(json_rows), format="json")]
+    response = httpx.get(
+        f"{server}/facts/sparql", params={"query": LABELS_IN_RALEIGH}, headers={"Accept": "text/tab-separated-values"}
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].split(";")[0] == "text/tab-separated-values"
+    header, first = response.text.splitlines()[:2]
+    assert header == "?e\t?label\t?lat"
+    iri, label, lat = first.split("\t")
+    assert iri.startswith(f"<{GBIM_IRI}entity/") and label.startswith('"') and lat.endswith(f'"^^<{XSD.double}>')
+    # rdflib's TSV parser gives back the very terms of the JSON results: IRIs, literals, datatypes and all
+    assert [tuple(row) for row in Result.parse(io.BytesIO(response.content), format="tsv")] == expected
+    client = endpoint(server, TSV)
+    client.setQuery(LABELS_IN_RALEIGH)
+    assert client.queryAndConvert().decode().splitlines() == response.text.splitlines()
+    ask = httpx.get(
+        f"{server}/facts/sparql", params={"query": "ASK {}"}, headers={"Accept": "text/tab-separated-values"}
+    )
+    assert ask.status_code == 406 and "ASK results" in ask.json()["detail"]
+
+
+def test_tsv_escapes_tabs_newlines_and_quotes_and_keeps_languages(server) -> None:
+    query = 'SELECT ?text ?name ?none WHERE { BIND("a\\tb\\nc \\"d\\" \\\\e" AS ?text) BIND("Oak Hill"@en AS ?name) }'
+    response = httpx.post(
+        f"{server}/facts/sparql",
+        content=query,
+        headers={"Content-Type": "application/sparql-query", "Accept": "text/tab-separated-values"},
+    )
+    assert response.status_code == 200, response.text
+    assert response.text == '?text\t?name\t?none\n"a\\tb\\nc \\"d\\" \\\\e"\t"Oak Hill"@en\t\n'
+    (row,) = Result.parse(io.BytesIO(response.content), format="tsv")
+    assert row[0] == Literal('a\tb\nc "d" \\e') and row[1] == Literal("Oak Hill", lang="en") and row[2] is None
+
+
+def test_cors_lets_a_query_editor_on_another_origin_query(linked) -> None:
+    url = f"{linked}/facts/sparql"
+    preflight = httpx.options(
+        url,
+        headers={
+            "Origin": YASGUI,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "x-api-key, content-type",
+        },
+    )
+    assert preflight.status_code == 200, preflight.text
+    assert preflight.headers["access-control-allow-origin"] == YASGUI
+    assert {"x-api-key", "content-type"} <= set(preflight.headers["access-control-allow-headers"].lower().split(", "))
+    assert "POST" in preflight.headers["access-control-allow-methods"]
+    assert "access-control-allow-credentials" not in preflight.headers  # keys travel in a header, never cookies
+    answer = httpx.post(
+        url,
+        content=LABELS_IN_RALEIGH,
+        headers={
+            "Origin": YASGUI,
+            "X-API-Key": INTERNAL_KEY,
+            "Content-Type": "application/sparql-query",
+            "Accept": "application/sparql-results+json",
+        },
+    )
+    assert answer.status_code == 200 and answer.json()["results"]["bindings"]
+    assert answer.headers["access-control-allow-origin"] == YASGUI
+    assert "x-index-version" in answer.headers["access-control-expose-headers"].lower()
+    assert {"Accept", "Origin"} <= {v.strip() for v in answer.headers["vary"].split(",")}
+    # another origin, and the rest of the API, get no CORS headers
+    other = httpx.options(url, headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
+    assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
+    chat = httpx.options(f"{linked}/chat", headers={"Origin": YASGUI, "Access-Control-Request-Method": "POST"})
+    assert "access-control-allow-origin" not in chat.headers
+    entity_iri = httpx.get(f"{linked}/gbim/entity/{OAK_HILL}", headers={"Origin": YASGUI})
+    assert entity_iri.headers["access-control-allow-origin"] == YASGUI
+
+
+def test_cors_is_off_by_default_and_any_origin_is_star(server, facts_home, embedder) -> None:
+    plain = httpx.get(f"{server}/facts/sparql", params={"query": "ASK {}"}, headers={"Origin": YASGUI})
+    assert plain.status_code == 200 and "access-control-allow-origin" not in plain.headers
+    app = create_app(Settings(index_dir=facts_home.root, warm_up=False, cors_origins="*"), embedder)
+    with TestClient(app) as client:
+        preflight = client.options(
+            "/facts/sparql",
+            headers={
+                "Origin": YASGUI,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "X-API-Key,Content-Type",
+            },
+        )
+        assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == "*"
+        assert "access-control-allow-credentials" not in preflight.headers
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [("https://yasgui.example.org/", "no trailing slash"), ("*, https://a.example", "stands alone"), ("yasgui", "")],
+)
+def test_cors_origins_that_could_never_match_are_refused(monkeypatch, value, named) -> None:
+    monkeypatch.setenv("RAG_CORS_ORIGINS", value)
+    with pytest.raises(ConfigError, match="RAG_CORS_ORIGINS") as raised:
+        Settings.from_env()
+    assert named in str(raised.value)
+    monkeypatch.setenv("RAG_CORS_ORIGINS", f"{YASGUI}, http://localhost:8080")
+    assert Settings.from_env().cors_origins == [YASGUI, "http://localhost:8080"]
+    assert Settings().rdf_base_iri + "gbim/" == GBIM_IRI  # the default base is the export's namespace
+
+
+def test_get_without_a_query_is_the_service_description(server) -> None:
+    url = f"{server}/facts/sparql"
+    turtle = httpx.get(url)
+    assert turtle.status_code == 200, turtle.text
+    assert turtle.headers["content-type"].startswith("text/turtle")
+    described = Graph().parse(url)  # rdflib asks for RDF itself
+    assert isomorphic(described, Graph().parse(data=turtle.text, format="turtle"))
+    service = described.value(predicate=RDF.type, object=SD.Service)
+    assert described.value(service, SD.endpoint) == URIRef(url)
+    assert described.value(service, SD.supportedLanguage) == SD.SPARQL11Query
+    formats = set(described.objects(service, SD.resultFormat))
+    assert {
+        FORMATS.SPARQL_Results_JSON,
+        FORMATS.SPARQL_Results_TSV,
+        FORMATS.SPARQL_Results_CSV,
+        FORMATS.Turtle,
+    } <= formats
+    dataset = described.value(service, SD.defaultDataset)
+    assert (dataset, RDF.type, SD.Dataset) in described and described.value(dataset, SD.defaultGraph) is not None
+    json_ld = httpx.get(url, headers={"Accept": "application/ld+json"})
+    assert isomorphic(Graph().parse(data=json_ld.text, format="json-ld"), described)
+    results_only = httpx.get(url, headers={"Accept": "application/sparql-results+json"})
+    assert results_only.status_code == 406 and "text/turtle" in results_only.json()["detail"]
+
+
+def test_head_gives_the_headers_of_get_without_a_body(server) -> None:
+    for path, params in [
+        ("/facts/sparql", {"query": LABELS_IN_RALEIGH}),
+        ("/facts/sparql", {}),
+        ("/facts", {"limit": 5}),
+        (f"/facts/{OAK_HILL}", {}),
+    ]:
+        get = httpx.get(f"{server}{path}", params=params)
+        head = httpx.head(f"{server}{path}", params=params)
+        assert head.status_code == get.status_code == 200, (path, head.status_code)
+        assert head.content == b"" and get.content
+        for name in ("content-type", "content-length", "x-index-version", "vary"):
+            assert head.headers.get(name) == get.headers.get(name), (path, name)
+    missing = httpx.head(f"{server}/facts/00000000-0000-0000-0000-000000000000")
+    assert missing.status_code == 404 and missing.content == b""
+
+
+def test_entity_iris_dereference_with_the_configured_base(linked) -> None:
+    # every IRI a query answers is under the base, and fetching it gives the entity's triples
+    rows = httpx.get(f"{linked}/facts/sparql", params={"query": LABELS_IN_RALEIGH}).json()["results"]["bindings"]
+    iris = [row["e"]["value"] for row in rows]
+    assert iris and all(iri.startswith(f"{linked}/gbim/entity/") for iri in iris)
+    for iri in iris[:2]:
+        fetched = Graph().parse(iri)  # rdflib follows the 303 to the entity's RDF
+        assert fetched.value(URIRef(iri), RDFS.label) in {Literal(row["label"]["value"]) for row in rows}
+    oak_hill = f"{linked}/gbim/entity/{OAK_HILL}"
+    fetched = Graph().parse(oak_hill)
+    assert (URIRef(oak_hill), RDF.type, URIRef(f"{linked}/gbim/class/facility")) in fetched
+    redirect = httpx.get(oak_hill, headers={"Accept": "application/n-triples"})
+    assert redirect.status_code == 303 and redirect.headers["location"] == f"{linked}/facts/{OAK_HILL}"
+    # gbim: is the served namespace: DESCRIBE by prefixed name gives the same triples
+    client = endpoint(linked, TURTLE)
+    client.setQuery(f"DESCRIBE <{oak_hill}>")
+    assert isomorphic(Graph().parse(data=client.queryAndConvert(), format="turtle"), _own_triples(fetched, oak_hill))
+
+
+def _own_triples(graph: Graph, iri: str) -> Graph:
+    own = Graph()
+    for triple in graph.triples((URIRef(iri), None, None)):
+        own.add(triple)
+    return own
+
+
+def test_an_entity_a_role_may_not_read_is_404_like_an_unknown_one(linked) -> None:
+    unknown = "00000000-0000-0000-0000-000000000000"
+    outsider = {"X-API-Key": OUTSIDER_KEY}
+    for template in ("{}/gbim/entity/{}", "{}/facts/{}"):
+        hidden = httpx.get(template.format(linked, OAK_HILL), headers=outsider)
+        missing = httpx.get(template.format(linked, unknown), headers=outsider)
+        assert hidden.status_code == missing.status_code == 404
+        assert hidden.json()["detail"].replace(OAK_HILL, unknown) == missing.json()["detail"]
+    allowed = httpx.get(f"{linked}/gbim/entity/{OAK_HILL}", headers={"X-API-Key": INTERNAL_KEY}, follow_redirects=True)
+    assert allowed.status_code == 200 and allowed.headers["content-type"].startswith("text/turtle")

@@ -139,9 +139,9 @@ def publish_with_gbim(root: Path, embedder: Embedder, spatial: str) -> IndexHome
 
 
 @contextmanager
-def serve(app) -> Iterator[str]:
-    """``app`` behind a real uvicorn server on a free loopback port; yields its base URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+def serve(app, port: int = 0) -> Iterator[str]:
+    """``app`` behind a real uvicorn server on loopback, on ``port`` (0: a free one); yields its base URL."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
