@@ -124,6 +124,27 @@ class Governance:
 
 
 @dataclass(frozen=True)
+class Retention:
+    """Which published versions are kept (``index.retention``; docs/versions.md): the ``keep_last`` newest, and
+    the newest of each of the last ``daily_days`` UTC days and of each of the last ``weekly_weeks`` ISO weeks (by
+    publish time). The current version is always kept. The plain integer form ``retention: 5`` is ``keep_last: 5``."""
+
+    keep_last: int = 5
+    daily_days: int = 0
+    weekly_weeks: int = 0
+
+    @classmethod
+    def of(cls, value: int | dict[str, int] | Retention | None) -> Retention:
+        if value is None:
+            return cls()
+        if isinstance(value, Retention):
+            return value
+        if isinstance(value, int):
+            return cls(keep_last=value)
+        return cls(**{k: int(v) for k, v in value.items()})
+
+
+@dataclass(frozen=True)
 class SourcesConfig:
     """The whole sources file, validated, with paths resolved."""
 
@@ -132,7 +153,7 @@ class SourcesConfig:
     max_chunk_chars: int = 2000
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS  # word pieces per embedded chunk (livemem/ingest/chunking.py)
     max_file_bytes: int = 1_000_000
-    retention: int = 5
+    retention: Retention = field(default_factory=Retention)
     vector_store: str = "none"  # "none" | "chroma"; see ``uses_chroma``
     encoder: str | None = None  # "torch" | "onnx": the build's embedding backend; None: the embedder's own
     precision: str | None = None  # "int8-block" | "fp32": the index vectors' precision on onnx; None: the embedder's
@@ -283,7 +304,7 @@ def _resolve(file: Path, data: dict[str, Any]) -> SourcesConfig:
         max_chunk_chars=index.get("max_chunk_chars", 2000),
         chunk_tokens=index.get("chunk_tokens", DEFAULT_CHUNK_TOKENS),
         max_file_bytes=index.get("max_file_bytes", 1_000_000),
-        retention=index.get("retention", 5),
+        retention=Retention.of(index.get("retention")),
         vector_store=index.get("vector_store", "none"),
         encoder=index.get("encoder"),
         precision=index.get("precision"),

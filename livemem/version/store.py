@@ -29,13 +29,14 @@ import shutil
 import stat
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
 
 from livemem.errors import LivingMemoryError, PublishConflict
+from livemem.sources.config import Retention
 from livemem.version import parts_dir
 from livemem.version.owners import Owner
 
@@ -142,6 +143,43 @@ class IndexHome:
             return []
         return sorted(p.name for p in self.versions.iterdir() if (p / MANIFEST).is_file())
 
+    def publish_log(self) -> list[dict[str, str]]:
+        """Every switch of ``CURRENT`` (``publish_log.jsonl``: at, action, version), oldest first; unreadable lines
+        (a line cut by a crash) are skipped."""
+        events = []
+        try:
+            lines = self.log_file.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return []
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and {"at", "action", "version"} <= event.keys():
+                events.append(event)
+        return events
+
+    def published_at(self, version_id: str, manifest: dict[str, Any] | None = None) -> datetime:
+        """When ``version_id`` was first published: ``published_at`` in its manifest (written by ``publish``), else
+        its first publish in the log, else the time its id names (when it was staged; versions published before
+        publish times were recorded)."""
+        manifest = self.manifest(version_id) if manifest is None else manifest
+        for value in (manifest.get("published_at"), self._first_published().get(version_id)):
+            if value:
+                try:
+                    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
+                except ValueError:
+                    pass
+        return id_time(version_id)
+
+    def _first_published(self) -> dict[str, str]:
+        first: dict[str, str] = {}
+        for event in self.publish_log():
+            if event["action"] == "publish":
+                first.setdefault(event["version"], event["at"])
+        return first
+
     # --- writing -------------------------------------------------------------------------------------------
     def new_version_id(self) -> str:
         """A new version id (ids sort by creation time), recorded as this writer's (``staging/<id>.owner.json``)
@@ -178,9 +216,15 @@ class IndexHome:
         os.replace(tmp, path)
 
     def publish(
-        self, version_id: str, expected_base: str | None, retention: int, run_id: str | None = None
+        self,
+        version_id: str,
+        expected_base: str | None,
+        retention: int | Retention | dict[str, int],
+        run_id: str | None = None,
+        now: datetime | None = None,
     ) -> list[str]:
         """Move a staged version into ``versions/`` and switch ``CURRENT`` to it; returns the pruned versions.
+        Its manifest gains ``published_at`` (``now``); ``retention`` says which versions stay (``Retention``).
 
         Raises PublishConflict when another version was published after this one was staged from
         ``expected_base`` (publishing it would silently drop that version's changes). With ``run_id``, refuses a
@@ -203,11 +247,24 @@ class IndexHome:
                         f"version {version_id} was staged by {staged_by.get('run_id') or 'no recorded run'}, not by "
                         f"run {run_id}: a run publishes only the version it staged and checked itself"
                     )
+            when = now or utc_now()
+            self._stamp_published(staged, when)
             self.versions.mkdir(parents=True, exist_ok=True)
             os.replace(staged, self.version_dir(version_id))
             self.owner_file(version_id).unlink(missing_ok=True)
-            self._switch(version_id, "publish")
-            return self._prune(retention)
+            self._switch(version_id, "publish", when)
+            return self._prune(retention, now)
+
+    @staticmethod
+    def _stamp_published(staged: Path, when: datetime) -> None:
+        """Record the publish time in the staged manifest (not one of its ``files``: nothing else changes)."""
+        path = staged / MANIFEST
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest["published_at"] = iso(when)
+        tmp = path.with_name(MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+        tmp.chmod(0o640)
+        os.replace(tmp, path)
 
     def rollback(self, version_id: str) -> None:
         """Point ``CURRENT`` back at an older published version."""
@@ -216,7 +273,7 @@ class IndexHome:
                 raise LivingMemoryError(f"no published version {version_id!r} under {self.versions}")
             self._switch(version_id, "rollback")
 
-    def _switch(self, version_id: str, action: str) -> None:
+    def _switch(self, version_id: str, action: str, when: datetime | None = None) -> None:
         tmp = self.current_file.with_name(f".CURRENT.{os.getpid()}.tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(version_id + "\n")
@@ -224,13 +281,21 @@ class IndexHome:
             os.fsync(fh.fileno())
         os.replace(tmp, self.current_file)
         with open(self.log_file, "a", encoding="utf-8") as log:
-            log.write(json.dumps({"at": iso(utc_now()), "action": action, "version": version_id}) + "\n")
+            # a publish is logged at the time its manifest records (``published_at``)
+            log.write(json.dumps({"at": iso(when or utc_now()), "action": action, "version": version_id}) + "\n")
 
-    def _prune(self, retention: int) -> list[str]:
-        """Keep the ``retention`` newest published versions and the current one; drop stale staging dirs."""
+    def _prune(self, retention: int | Retention | dict[str, int], now: datetime | None = None) -> list[str]:
+        """Keep the versions ``retention`` names (``kept_versions``) and the current one; remove the others and the
+        segments no kept or staged version names."""
         current = self.current()
         published = self.published_versions()
-        keep = set(published[-retention:]) | {current}
+        times = {}
+        for version in published:
+            try:
+                times[version] = self.published_at(version)
+            except LivingMemoryError:  # an unreadable manifest: its id's time
+                times[version] = id_time(version)
+        keep = kept_versions(Retention.of(retention), times, now or utc_now()) | {current}
         removed = [v for v in published if v not in keep]
         for version in removed:
             shutil.rmtree(self.version_dir(version), ignore_errors=True)
@@ -304,6 +369,39 @@ class IndexHome:
                 return not finished
         alive = owner.alive()
         return True if alive is None else alive
+
+
+def id_time(version_id: str) -> datetime:
+    """The UTC time a version id names (ids are ``%Y%m%dT%H%M%S`` + microseconds + ``Z``; epoch if it names none)."""
+    try:
+        return datetime.strptime(version_id[:21], "%Y%m%dT%H%M%S%f").replace(tzinfo=UTC)
+    except ValueError:
+        return datetime.fromtimestamp(0, UTC)
+
+
+def kept_versions(policy: Retention, published_at: dict[str, datetime], now: datetime) -> set[str]:
+    """The versions a retention policy keeps, of ``published_at`` (version → publish time): the ``keep_last``
+    newest, and the newest published on each of the last ``daily_days`` UTC days (today included) and in each of the
+    last ``weekly_weeks`` ISO weeks (this one included): the one that was current when that day or week ended,
+    unless a rollback said otherwise. Like restic's ``--keep-last`` / ``--keep-daily`` / ``--keep-weekly``."""
+    newest_first = sorted(published_at, key=lambda v: (published_at[v], v), reverse=True)
+    keep = set(newest_first[: policy.keep_last])
+    today = now.astimezone(UTC).date()
+    first_day = today - timedelta(days=policy.daily_days - 1)
+    this_week = today - timedelta(days=today.weekday())
+    first_week = this_week - timedelta(weeks=policy.weekly_weeks - 1)
+    days: set[Any] = set()
+    weeks: set[Any] = set()
+    for version in newest_first:
+        day = published_at[version].astimezone(UTC).date()
+        week = day - timedelta(days=day.weekday())
+        if policy.daily_days and first_day <= day <= today and day not in days:
+            days.add(day)
+            keep.add(version)
+        if policy.weekly_weeks and first_week <= week <= this_week and week not in weeks:
+            weeks.add(week)
+            keep.add(version)
+    return keep
 
 
 def derive_version(home: IndexHome, link: tuple[str, ...] = ()) -> tuple[str, Path, str | None]:

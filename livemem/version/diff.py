@@ -1,0 +1,273 @@
+"""What changed between two index versions, as JSON (docs/versions.md): files and chunks added, removed and changed
+per source, registry rows and GBIM entities changed, and attention moved (top movers).
+
+Chunk ids are content addressed (``livemem.index.records.chunk_id``: source, path, text, occurrence), so a chunk
+whose id is in both versions is unchanged. Within a file held by both, the chunks only the older version holds and
+those only the newer one holds are paired in order of their position in the file: a pair is a *changed* chunk (the
+same place in the file, new text), the rest are added or removed. A file is changed when its chunks or its commit
+differ. With ``access`` (a role's access levels) only the sources, chunks, files and GBIM entities that role may
+read are compared, counted or named: a diff never shows a role what ``/query`` would not.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from livemem.version import connect
+from livemem.version.store import IndexHome
+
+MAX_LISTED = 50  # ids / files listed per kind; counts are always complete
+TOP_MOVERS = 10
+# Other steps' tables in a version (livemem.registry.stage, livemem.gbim.export; named here because the version
+# layer sits below those steps)
+REGISTRY_TABLE = "registry"
+ENTITY_TABLE = "gbim_entities"
+RELATION_TABLE = "gbim_relations"
+
+
+@dataclass
+class _Side:
+    """What one version holds, read for the diff."""
+
+    manifest: dict[str, Any]
+    chunks: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # id -> source, path, chunk_index
+    files: dict[tuple[str, str], tuple[str | None, int | None]] = field(default_factory=dict)  # -> commit, size
+    attention: dict[str, float] = field(default_factory=dict)
+    registry: dict[str, tuple[str, str]] | None = None  # id -> content hash, status
+    entities: dict[str, tuple[str, str]] | None = None  # id -> digest, label
+    relations: set[tuple[str, str, str]] | None = None
+
+
+def diff_versions(
+    home: IndexHome,
+    a: str,
+    b: str,
+    access: frozenset[str] | None = None,
+    top: int = TOP_MOVERS,
+    limit: int = MAX_LISTED,
+) -> dict[str, Any]:
+    """What changed from version ``a`` to version ``b`` (either order; both must exist in ``home``), as seen by a
+    caller with ``access`` (None: everything, for operators)."""
+    old, new = _read(home, a, access), _read(home, b, access)
+    sources = sorted(set(old.manifest.get("sources") or {}) | set(new.manifest.get("sources") or {}))
+    sources = [s for s in sources if _source_visible(s, old, new, access)]
+    per_source: dict[str, dict[str, Any]] = {
+        s: {
+            "commit": {
+                "from": ((old.manifest.get("sources") or {}).get(s) or {}).get("head_commit"),
+                "to": ((new.manifest.get("sources") or {}).get(s) or {}).get("head_commit"),
+            },
+            "files": {"added": 0, "removed": 0, "changed": 0},
+            "chunks": {"added": 0, "removed": 0, "changed": 0, "unchanged": 0},
+        }
+        for s in sources
+    }
+    files_listed: list[dict[str, Any]] = []
+    chunks = {"added": [], "removed": [], "changed": []}
+    old_by_file, new_by_file = _by_file(old.chunks), _by_file(new.chunks)
+    for key in sorted(set(old.files) | set(new.files) | set(old_by_file) | set(new_by_file)):
+        source, path = key
+        if source not in per_source:
+            continue
+        before, after = old_by_file.get(key, []), new_by_file.get(key, [])
+        kept = {cid for _, cid in before} & {cid for _, cid in after}
+        gone = [cid for _, cid in before if cid not in kept]
+        came = [cid for _, cid in after if cid not in kept]
+        in_old, in_new = key in old.files or bool(before), key in new.files or bool(after)
+        if in_old and in_new:
+            pairs = list(zip(gone, came, strict=False))
+            removed, added = gone[len(pairs) :], came[len(pairs) :]
+            change = "changed" if gone or came or old.files.get(key) != new.files.get(key) else None
+        else:
+            pairs, removed, added = [], gone, came
+            change = "added" if in_new else "removed"
+        counts = per_source[source]["chunks"]
+        counts["unchanged"] += len(kept)
+        counts["added"] += len(added)
+        counts["removed"] += len(removed)
+        counts["changed"] += len(pairs)
+        if change is None:
+            continue
+        per_source[source]["files"][change] += 1
+        if len(files_listed) < limit:
+            files_listed.append(
+                {
+                    "source": source,
+                    "path": path,
+                    "change": change,
+                    "chunks_added": len(added),
+                    "chunks_removed": len(removed),
+                    "chunks_changed": len(pairs),
+                }
+            )
+        _extend(chunks["added"], added, limit)
+        _extend(chunks["removed"], removed, limit)
+        _extend(chunks["changed"], [{"from": o, "to": n} for o, n in pairs], limit)
+    files_total = sum(sum(v["files"].values()) for v in per_source.values())
+    totals = {kind: sum(v["chunks"][kind] for v in per_source.values()) for kind in ("added", "removed", "changed")}
+    result = {
+        "from": _side_info(home, a, old.manifest),
+        "to": _side_info(home, b, new.manifest),
+        "sources": per_source,
+        "files": files_listed,
+        "files_total": files_total,
+        "chunks": {**chunks, "totals": totals},
+        "registry": _registry_diff(old, new, limit),
+        "gbim": _gbim_diff(old, new, limit),
+        "attention": _attention_diff(old, new, top),
+        "listed_at_most": limit,
+    }
+    result["summary"] = summary_line(result)
+    return result
+
+
+def summary_line(diff: dict[str, Any]) -> str:
+    """One line for a log or the Dagster UI: what changed from one version to the other."""
+    t = diff["chunks"]["totals"]
+    parts = [
+        f"{diff['files_total']} files changed",
+        f"chunks +{t['added']} -{t['removed']} ~{t['changed']}",
+    ]
+    reg = diff["registry"]
+    if reg is not None and (reg["added"] or reg["removed"] or reg["changed"]):
+        parts.append(f"registry +{reg['added']} -{reg['removed']} ~{reg['changed']}")
+    gbim = diff["gbim"]
+    if gbim is not None:
+        e = gbim["entities"]
+        if e["added"] or e["removed"] or e["changed"]:
+            parts.append(f"GBIM entities +{e['added']} -{e['removed']} ~{e['changed']}")
+    if diff["attention"]["moved"]:
+        parts.append(f"attention moved on {diff['attention']['moved']} chunks")
+    return f"{diff['from']['version_id']} → {diff['to']['version_id']}: " + ", ".join(parts)
+
+
+# --- reading ------------------------------------------------------------------------------------------------
+def _read(home: IndexHome, version: str, access: frozenset[str] | None) -> _Side:
+    side = _Side(home.manifest(version))
+    con = connect(home.locate(version))
+    try:
+        names = "SELECT table_name FROM duckdb_tables() UNION SELECT view_name FROM duckdb_views()"
+        tables = {r[0] for r in con.execute(names).fetchall()}
+        for cid, source, path, index, level in con.execute(
+            "SELECT chunk_id, source, path, chunk_index, access FROM chunks"
+        ).fetchall():
+            if access is None or level in access:
+                side.chunks[cid] = (source, path, index)
+        for source, path, commit, size, level in con.execute(
+            "SELECT source, path, commit_sha, size, access FROM parents"
+        ).fetchall():
+            if access is None or level in access:
+                side.files[(source, path)] = (commit, size)
+        if "attention" in tables:
+            for cid, score in con.execute("SELECT chunk_id, attention_score FROM attention").fetchall():
+                if cid in side.chunks:
+                    side.attention[cid] = float(score)
+        if REGISTRY_TABLE in tables:
+            side.registry = {
+                rid: (digest, status)
+                for rid, digest, status in con.execute(
+                    f"SELECT local_resource_id, content_hash, status FROM {REGISTRY_TABLE}"
+                ).fetchall()
+            }
+        if ENTITY_TABLE in tables:
+            hidden: set[str] = set()
+            side.entities = {}
+            for eid, level, digest, label in con.execute(
+                f"SELECT entity_id, access, md5(concat_ws('|', label, description, attributes, county, "
+                f"CAST(lon AS VARCHAR), CAST(lat AS VARCHAR), dataset)), label FROM {ENTITY_TABLE}"
+            ).fetchall():
+                if access is None or level in access:
+                    side.entities[eid] = (digest, label)
+                else:
+                    hidden.add(eid)
+            if RELATION_TABLE in tables:
+                side.relations = {
+                    (s, p, o)
+                    for s, p, o in con.execute(f"SELECT subject, predicate, object FROM {RELATION_TABLE}").fetchall()
+                    if s not in hidden and o not in hidden
+                }
+    finally:
+        con.close()
+    return side
+
+
+def _source_visible(source: str, old: _Side, new: _Side, access: frozenset[str] | None) -> bool:
+    if access is None:
+        return True
+    for side in (old, new):
+        info = (side.manifest.get("sources") or {}).get(source)
+        if info is not None and info.get("access", "public") not in access:
+            return False
+    return True
+
+
+def _by_file(chunks: dict[str, tuple[str, str, int]]) -> dict[tuple[str, str], list[tuple[int, str]]]:
+    files: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
+    for cid, (source, path, index) in chunks.items():
+        files[(source, path)].append((index, cid))
+    for rows in files.values():
+        rows.sort()
+    return files
+
+
+def _extend(listed: list, items: list, limit: int) -> None:
+    listed.extend(items[: max(0, limit - len(listed))])
+
+
+def _side_info(home: IndexHome, version: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "version_id": version,
+        "published_at": home.published_at(version, manifest).isoformat().replace("+00:00", "Z"),
+        "current": version == home.current(),
+    }
+
+
+def _keyed_diff(
+    old: dict[str, tuple[str, str]], new: dict[str, tuple[str, str]], limit: int
+) -> tuple[dict[str, int], dict[str, list[str]]]:
+    added = sorted(new.keys() - old.keys())
+    removed = sorted(old.keys() - new.keys())
+    changed = sorted(k for k in old.keys() & new.keys() if old[k] != new[k])
+    counts = {"added": len(added), "removed": len(removed), "changed": len(changed)}
+    return counts, {"added_ids": added[:limit], "removed_ids": removed[:limit], "changed_ids": changed[:limit]}
+
+
+def _registry_diff(old: _Side, new: _Side, limit: int) -> dict[str, Any] | None:
+    if old.registry is None and new.registry is None:
+        return None
+    counts, ids = _keyed_diff(old.registry or {}, new.registry or {}, limit)
+    return {**counts, **ids}
+
+
+def _gbim_diff(old: _Side, new: _Side, limit: int) -> dict[str, Any] | None:
+    if old.entities is None and new.entities is None:
+        return None
+    counts, ids = _keyed_diff(old.entities or {}, new.entities or {}, limit)
+    before, after = old.relations or set(), new.relations or set()
+    return {
+        "entities": {**counts, **ids},
+        "relations": {"added": len(after - before), "removed": len(before - after)},
+    }
+
+
+def _attention_diff(old: _Side, new: _Side, top: int) -> dict[str, Any]:
+    ids = (old.attention.keys() | new.attention.keys()) & (old.chunks.keys() | new.chunks.keys())
+    deltas = [(new.attention.get(c, 0.0) - old.attention.get(c, 0.0), c) for c in ids]
+    moved = [(d, c) for d, c in deltas if abs(d) > 1e-12]
+    moved.sort(key=lambda x: (-abs(x[0]), x[1]))
+    movers = []
+    for delta, cid in moved[:top]:
+        source, path, _ = new.chunks.get(cid) or old.chunks[cid]
+        movers.append(
+            {
+                "chunk_id": cid,
+                "source": source,
+                "path": path,
+                "from": round(old.attention.get(cid, 0.0), 6),
+                "to": round(new.attention.get(cid, 0.0), 6),
+                "delta": round(delta, 6),
+            }
+        )
+    return {"moved": len(moved), "top_movers": movers}

@@ -1,0 +1,313 @@
+"""The index's history (issue 37): kept versions with their publish times and commits, ``as_of`` resolved to the
+version that was current then (rollbacks included) or that held a commit, diffs between versions as a role sees
+them, and retention by age as well as count, with disk use reported."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from support.serving import build_and_publish, commit_files, make_workspace
+
+from livemem.sources.breath import Breath
+from livemem.sources.config import Retention
+from livemem.usage.attention import AttentionConfig, rollup_day, settle_staged_state
+from livemem.version import connect
+from livemem.version.diff import diff_versions
+from livemem.version.history import (
+    BadVersionReference,
+    VersionNotFound,
+    disk_usage,
+    list_versions,
+    previous_published,
+    resolve,
+)
+from livemem.version.store import IndexHome
+
+RALEIGH_EDITED = (
+    "# Raleigh County\n\n## LIHEAP\n\nHeating bill help (LIHEAP) in Raleigh County now opens in October at the "
+    "Beckley office on Neville Street.\n"
+)
+MINGO = "# Mingo County\n\n## SNAP\n\nSNAP applications in Mingo County go to the Williamson office.\n"
+PLAYBOOK_EDITED = "# Caseworker playbook\n\nEscalation: use the walrus protocol for every emergency.\n"
+
+
+def chunk_ids(home: IndexHome, version: str, path: str) -> list[str]:
+    con = connect(home.version_dir(version))
+    try:
+        rows = con.execute(
+            "SELECT chunk_id FROM chunks WHERE path LIKE '%' || ? ORDER BY chunk_index", [path]
+        ).fetchall()
+    finally:
+        con.close()
+    return [r[0] for r in rows]
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory, embedder):
+    """Three published versions over real commits: v1 the corpus; v2 one file edited, one added, one deleted and
+    an internal file edited; v3 a nightly attention publish (the edited Raleigh chunk confirmed useful)."""
+    root = tmp_path_factory.mktemp("history")
+    sources = make_workspace(root)
+    repo = sources.parent / "repo"
+    home = IndexHome(root / "rag_index")
+    v1 = build_and_publish(sources, home, embedder)
+    commit_files(
+        repo,
+        {
+            "benefits/raleigh-county.md": RALEIGH_EDITED,
+            "benefits/mingo-county.md": MINGO,
+            "code/client.py": None,
+            "internal/caseworker-playbook.md": PLAYBOOK_EDITED,
+        },
+        "October changes",
+    )
+    v2 = build_and_publish(sources, home, embedder)
+    raleigh = chunk_ids(home, v2, "raleigh-county.md")[-1]
+    playbook = chunk_ids(home, v2, "caseworker-playbook.md")[-1]  # internal
+    day = "2026-03-01"
+    lines = []
+    for chunk in (raleigh, playbook):
+        trace = str(uuid.uuid4())
+        lines += [
+            {"timestamp": f"{day}T12:00:00Z", "event": kind, "trace_id": trace, "chunk_id": chunk, "agent": "test",
+             "query": "heating help" if kind == "retrieval" else None, "breath_phase": None, "role": "internal",
+             "useful": True if kind == "feedback" else None, "index_version": v2, "context": {"related_chunks": []}}
+            for kind in ("retrieval", "feedback")
+        ]  # fmt: skip
+    home.traces.mkdir(parents=True, exist_ok=True)
+    (home.traces / f"{day}-host.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    rolled = rollup_day(home, date.fromisoformat(day), AttentionConfig(), Breath("Δ3", "normal"), embedder=embedder)
+    assert rolled.staged, rolled
+    home.publish(rolled.version_id, rolled.base_version, 10)
+    settle_staged_state(home)
+    v3 = rolled.version_id
+    return {
+        "root": root,
+        "home": home,
+        "repo": repo,
+        "v1": v1,
+        "v2": v2,
+        "v3": v3,
+        "raleigh": raleigh,
+        "playbook": playbook,
+    }
+
+
+@pytest.fixture
+def own_home(history, tmp_path):
+    """A copy of the history's index home, for tests that publish or roll back."""
+    shutil.copytree(history["home"].root, tmp_path / "rag_index", symlinks=True)
+    return IndexHome(tmp_path / "rag_index")
+
+
+def git_head(repo: Path) -> str:
+    return (repo / ".git" / "refs" / "heads" / "main").read_text().strip()
+
+
+# --- 1. history ---------------------------------------------------------------------------------------------
+def test_versions_list_publish_times_commits_and_counts(history) -> None:
+    home, v1, v2, v3 = history["home"], history["v1"], history["v2"], history["v3"]
+    listed = list_versions(home)
+    assert [v["version_id"] for v in listed] == [v1, v2, v3]
+    assert [v["current"] for v in listed] == [False, False, True]
+    times = [datetime.fromisoformat(v["published_at"].replace("Z", "+00:00")) for v in listed]
+    assert times == sorted(times) and len(set(times)) == 3
+    head = git_head(history["repo"])
+    assert {s["commit"] for s in listed[1]["sources"].values()} == {head}  # one repo, four sources
+    assert listed[1]["sources"]["wv-benefits"]["files"] == 4 and listed[0]["sources"]["wv-benefits"]["files"] == 3
+    assert "client-code" in listed[0]["sources"] and listed[1]["sources"]["client-code"]["files"] == 0
+    assert listed[2]["counts"]["chunks"] == listed[1]["counts"]["chunks"] == home.manifest(v2)["total_chunks"]
+    assert (
+        listed[2]["base_version"] == v2 and previous_published(home, v3) == v2 and previous_published(home, v1) is None
+    )
+
+
+def test_as_of_a_time_is_the_version_current_then_and_a_rollback_counts(own_home, history) -> None:
+    home, v1, v2, v3 = own_home, history["v1"], history["v2"], history["v3"]
+    published = {v: home.published_at(v) for v in (v1, v2, v3)}
+    between = published[v1] + (published[v2] - published[v1]) / 2
+    assert resolve(home, as_of=between.isoformat()).version_id == v1
+    assert resolve(home, as_of=between.isoformat()).current is False
+    assert resolve(home, as_of=published[v2].isoformat()).version_id == v2  # published at that instant
+    naive = between.astimezone(UTC).replace(tzinfo=None).isoformat()  # no offset: UTC
+    assert resolve(home, as_of=naive).version_id == v1
+    now = resolve(home, as_of=(datetime.now(UTC) + timedelta(seconds=1)).isoformat().replace("+00:00", "Z"))
+    assert (now.version_id, now.current, now.how) == (v3, True, "as_of_time")
+
+    home.rollback(v1)  # from now on v1 is current again; before, v3 was
+    after_rollback = datetime.now(UTC) + timedelta(seconds=1)
+    assert resolve(home, as_of=after_rollback.isoformat()).version_id == v1
+    assert resolve(home, as_of=(published[v3] + timedelta(microseconds=1)).isoformat()).version_id == v3
+
+    with pytest.raises(VersionNotFound, match="no version was published at 2001-01-01"):
+        resolve(home, as_of="2001-01-01T00:00:00Z")
+    with pytest.raises(BadVersionReference, match="neither an ISO 8601 date-time"):
+        resolve(home, as_of="last tuesday")
+
+
+def test_as_of_a_date_is_the_end_of_that_day(own_home, history) -> None:
+    home = own_home
+    today = datetime.now(UTC).date()
+    assert resolve(home, as_of=today.isoformat()).version_id == history["v3"]  # published today, before its end
+    with pytest.raises(VersionNotFound, match="the first publish was at"):
+        resolve(home, as_of=(today - timedelta(days=1)).isoformat())
+
+
+def test_as_of_a_commit_is_the_newest_version_holding_it(own_home, history) -> None:
+    home, repo = own_home, history["repo"]
+    head = git_head(repo)
+    first = home.manifest(history["v1"])["sources"]["governance"]["head_commit"]
+    assert resolve(home, as_of=head).version_id == history["v3"]  # v2 and v3 hold it: the newest
+    assert resolve(home, as_of=head[:8]).how == "as_of_commit"
+    assert resolve(home, as_of=first[:10]).version_id == history["v1"]
+    from livemem.version.history import holding_commit
+
+    assert holding_commit(home, head, newest=False) == history["v2"]
+    with pytest.raises(VersionNotFound, match="no kept version holds commit deadbeef"):
+        resolve(home, as_of="deadbeef")
+
+
+def test_a_version_id_resolves_and_an_unknown_one_is_a_clear_error(own_home, history) -> None:
+    home = own_home
+    got = resolve(home, version=history["v2"])
+    assert (got.version_id, got.current, got.how) == (history["v2"], False, "version")
+    assert resolve(home, version="current").version_id == history["v3"]
+    assert resolve(home).current is True
+    with pytest.raises(VersionNotFound, match=r"no kept version '20990101T000000000000Z'; kept: 3 versions"):
+        resolve(home, version="20990101T000000000000Z")
+    with pytest.raises(BadVersionReference, match="is not a version id"):
+        resolve(home, version="../../etc")
+    with pytest.raises(BadVersionReference, match="name different versions"):
+        resolve(home, version=history["v1"], as_of=git_head(history["repo"]))
+
+
+def test_as_of_a_version_pruned_by_retention_says_so(own_home, history) -> None:
+    home = own_home
+    between = (
+        home.published_at(history["v1"]) + (home.published_at(history["v2"]) - home.published_at(history["v1"])) / 2
+    )
+    home._prune(Retention(keep_last=2))  # v1 goes
+    assert home.published_versions() == [history["v2"], history["v3"]]
+    with pytest.raises(VersionNotFound, match=f"version {history['v1']} was current at .* no longer kept"):
+        resolve(home, as_of=between.isoformat())
+
+
+# --- 2. diff --------------------------------------------------------------------------------------------------
+def test_diff_counts_files_and_chunks_per_source_and_pairs_edited_chunks(history) -> None:
+    home, v1, v2 = history["home"], history["v1"], history["v2"]
+    diff = diff_versions(home, v1, v2)  # the operator's view: everything
+    benefits = diff["sources"]["wv-benefits"]
+    assert benefits["files"] == {"added": 1, "removed": 0, "changed": 1}
+    assert (
+        benefits["chunks"]["changed"] >= 1 and benefits["chunks"]["added"] >= 1 and benefits["chunks"]["removed"] == 0
+    )
+    assert diff["sources"]["client-code"]["files"] == {"added": 0, "removed": 1, "changed": 0}
+    assert diff["sources"]["caseworker"]["files"]["changed"] == 1
+    assert diff["sources"]["governance"]["files"] == {"added": 0, "removed": 0, "changed": 0}
+    assert diff["sources"]["governance"]["chunks"]["unchanged"] > 0
+    head = git_head(history["repo"])
+    assert diff["sources"]["wv-benefits"]["commit"]["to"] == head != diff["sources"]["wv-benefits"]["commit"]["from"]
+    changes = {(f["path"].rsplit("/", 1)[-1], f["change"]) for f in diff["files"]}
+    assert changes == {("raleigh-county.md", "changed"), ("mingo-county.md", "added"), ("client.py", "removed"),
+                       ("caseworker-playbook.md", "changed")}  # fmt: skip
+    edited = chunk_ids(home, v2, "raleigh-county.md")
+    assert {c["to"] for c in diff["chunks"]["changed"]} & set(edited)  # the edited chunk is a pair, old -> new
+    assert diff["files_total"] == 4 and diff["registry"] is None and diff["attention"]["moved"] == 0
+    assert diff["summary"].startswith(f"{v1} → {v2}: 4 files changed")
+    back = diff_versions(home, v2, v1)  # reversed: added <-> removed
+    assert back["sources"]["wv-benefits"]["files"] == {"added": 0, "removed": 1, "changed": 1}
+
+
+def test_diff_of_an_attention_publish_shows_the_top_movers(history) -> None:
+    home = history["home"]
+    diff = diff_versions(home, history["v2"], history["v3"])
+    assert diff["files_total"] == 0 and diff["chunks"]["totals"] == {"added": 0, "removed": 0, "changed": 0}
+    movers = {m["chunk_id"]: m for m in diff["attention"]["top_movers"]}
+    assert history["raleigh"] in movers and movers[history["raleigh"]]["delta"] > 0
+    assert movers[history["raleigh"]]["path"].endswith("raleigh-county.md")
+    assert "attention moved on 2 chunks" in diff["summary"]
+
+
+def test_a_diff_for_the_public_role_never_names_what_it_may_not_read(history) -> None:
+    home = history["home"]
+    public = diff_versions(home, history["v1"], history["v3"], access=frozenset({"public"}))
+    operator = diff_versions(home, history["v1"], history["v3"])
+    text = json.dumps(public)
+    assert "caseworker" not in text and "playbook" not in text and history["playbook"] not in text
+    assert history["playbook"] in json.dumps(operator)  # it is there, for those who may read it
+    assert [m["chunk_id"] for m in public["attention"]["top_movers"]] == [history["raleigh"]]
+    assert public["files_total"] == 3 and operator["files_total"] == 4
+
+
+# --- 3. retention by age, disk use --------------------------------------------------------------------------
+def fake_published_at(home: IndexHome, version: str, when: datetime) -> None:
+    path = home.version_dir(version) / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest["published_at"] = when.isoformat().replace("+00:00", "Z")
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def test_retention_by_age_keeps_daily_and_weekly_versions_and_gc_only_unused_parts(own_home, history) -> None:
+    home, v1, v2, v3 = own_home, history["v1"], history["v2"], history["v3"]
+    now = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+    fake_published_at(home, v1, now - timedelta(days=40))
+    fake_published_at(home, v2, now - timedelta(days=10))
+    fake_published_at(home, v3, now - timedelta(hours=1))
+    assert home._prune(Retention(keep_last=1, daily_days=30, weekly_weeks=52), now) == []  # v1: its own week
+    assert home._prune(Retention(keep_last=1, daily_days=30), now) == [v1]  # 40 days: past 30 daily versions
+    assert home.published_versions() == [v2, v3]
+    parts = {p.name for p in (home.root / "parts").iterdir()}
+    assert parts == home.referenced_segments()  # nothing a kept version uses was collected
+    assert history["raleigh"] in {c for c, *_ in _chunks(home, v2)}  # v2 still answers
+    assert home._prune(1, now) == [v2]  # the plain integer form: the newest one (and the current one)
+    assert home.published_versions() == [v3]
+
+
+def test_publish_applies_retention_by_publish_time(tmp_path, history) -> None:
+    """A version published with ``now`` faked: the publish time is what retention and as_of read."""
+    home = IndexHome(tmp_path / "rag_index")
+    shutil.copytree(history["home"].root, home.root, symlinks=True)
+    old = datetime(2020, 1, 6, tzinfo=UTC)
+    for version in (history["v1"], history["v2"], history["v3"]):
+        fake_published_at(home, version, old)
+    staged = _restage(home, history["v3"])
+    pruned = home.publish(staged, history["v3"], {"keep_last": 1, "daily_days": 7}, now=old + timedelta(days=3))
+    assert sorted(pruned) == sorted([history["v1"], history["v2"]])  # same day: only the newest of it stays
+    assert home.published_versions() == [history["v3"], staged]
+    assert home.manifest(staged)["published_at"] == "2020-01-09T00:00:00Z"
+    assert resolve(home, as_of="2020-01-09").version_id == staged
+
+
+def test_disk_use_reports_versions_segments_and_what_history_costs(own_home, history) -> None:
+    home = own_home
+    disk = disk_usage(home)
+    assert disk["versions"] == 3 and disk["segments"] == len(home.referenced_segments())
+    assert disk["current_mb"] > 0 and disk["history_mb"] > 0 and 0 < disk["history_pct"] < 100
+    assert set(disk["per_version_mb"]) == {history["v1"], history["v2"], history["v3"]}
+    home._prune(1)
+    after = disk_usage(home)
+    assert after["versions"] == 1 and after["history_mb"] < disk["history_mb"]
+
+
+def _chunks(home: IndexHome, version: str) -> list[tuple]:
+    con = connect(home.version_dir(version))
+    try:
+        return con.execute("SELECT chunk_id FROM chunks").fetchall()
+    finally:
+        con.close()
+
+
+def _restage(home: IndexHome, base: str) -> str:
+    """A new staged version on ``base`` (a copy, as an attention publish makes)."""
+    from livemem.version.store import derive_version, write_manifest
+
+    with home.write_lock():
+        version, staged, got_base = derive_version(home)
+        assert got_base == base
+        write_manifest(staged, {**home.manifest(base), "version_id": version, "base_version": base})
+    return version
