@@ -63,7 +63,7 @@ def test_a_misspelt_retention_key_is_refused_where_it_is(tmp_path) -> None:
         "index:\n  retention: {keep_last: 3, dialy_days: 30}\nsources:\n  - {name: a, repo: ., collection: docs}\n",
         encoding="utf-8",
     )
-    with pytest.raises(ConfigError, match=r"sources.yaml:2:\d+: index.retention"):
+    with pytest.raises(ConfigError, match=r"sources.yaml:2:\d+: index.retention: Additional properties .*dialy_days"):
         load_sources(tmp_path / "sources.yaml")
 
 
