@@ -660,6 +660,7 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
     service: dict[str, Any] = {
         "id": sid,
         "organization_id": organization_id(provider),
+        "organization": export_organization(provider),  # nested, as the HSDS API serves /services/{id}
         "name": row["name"],
         "status": status,
         "service_at_locations": [{"id": sal_id, "service_id": sid, "location_id": location_id, "location": location}],
@@ -747,23 +748,22 @@ def _made_by_export(organization: dict[str, Any]) -> bool:
     return isinstance(organization.get("name"), str) and organization.get("id") == organization_id(organization["name"])
 
 
+def export_organization(provider: str) -> dict[str, Any]:
+    """The HSDS organization of a provider (``provider_name``): what the registry knows of it is its name."""
+    return {
+        "id": organization_id(provider),
+        "name": provider,
+        "description": f"{provider}: provider of programs in the Living Memory local_resources registry.",
+    }
+
+
 def export_organizations(services: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One HSDS organization per provider of the exported services (``provider_name`` of each service's name), in
-    the order they first appear, each with the id the services link by ``organization_id``."""
-    providers: dict[str, tuple[str, list[str]]] = {}
+    """The organizations of the exported services, one per id, in the order they first appear."""
+    out: dict[str, dict[str, Any]] = {}
     for service in services:
-        provider = provider_name(service["name"])
-        oid = service.get("organization_id") or organization_id(provider)
-        providers.setdefault(oid, (provider, []))[1].append(service["name"])
-    return [
-        {
-            "id": oid,
-            "name": provider,
-            "description": f"Provider of {len(programs)} program{'s' if len(programs) > 1 else ''} in the "
-            f"Living Memory local_resources registry: {'; '.join(programs)}.",
-        }
-        for oid, (provider, programs) in providers.items()
-    ]
+        organization = service.get("organization") or export_organization(provider_name(service["name"]))
+        out.setdefault(organization["id"], dict(organization))
+    return list(out.values())
 
 
 def validate_organizations(organizations: list[dict[str, Any]]) -> list[str]:
