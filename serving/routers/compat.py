@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from livemem.answer.results import geojson_point
 from serving.deps import CallerRole, CurrentSnapshot, State
 from serving.models.compat import GisRagResponse, LightResponse, SeedRequest
 from serving.models.context import ChatResponse
@@ -55,7 +56,7 @@ def gis_rag(
         {
             "type": "Feature",
             "id": e.entity_id,
-            "geometry": {"type": "Point", "coordinates": [e.lon, e.lat]},
+            "geometry": geojson_point(e.lon, e.lat),  # rounded as every GeoJSON answer (docs/gis.md)
             "properties": {
                 "label": e.label,
                 "dataset": e.dataset,

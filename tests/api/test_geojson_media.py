@@ -103,6 +103,18 @@ def test_geojson_coordinates_are_rounded_to_six_decimals(client, hits) -> None:
         assert metres < 0.1
 
 
+def test_gis_rag_map_is_rounded_geojson_too(client) -> None:
+    """The seed's /gis_rag carries its places as a FeatureCollection inside its JSON answer: rounded the same way."""
+    answer = client.post("/gis_rag", json={"message": "food pantry in Fayette County", "county": "Fayette"})
+    assert answer.status_code == 200, answer.text
+    collection = answer.json()["geojson"]
+    geojson_pydantic.FeatureCollection.model_validate(collection)
+    assert collection["features"]
+    for feature in collection["features"]:
+        for number in feature["geometry"]["coordinates"]:
+            assert round(number, 6) == number, number
+
+
 def test_entity_answers_geojson_by_format_or_accept(client, hits) -> None:
     entity_id = hits[0]["entity_id"]
     plain = client.get(f"/entities/{entity_id}")
