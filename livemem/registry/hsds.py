@@ -7,11 +7,14 @@ in ``schemas/hsds/``). This module
   ``schemas/local_resource.schema.json``): each table as ``<table>.csv`` (the tabular data package: ``services.csv``,
   ``organizations.csv``, ``locations.csv``, ``service_at_location.csv``, ``service_areas.csv``, ``addresses.csv``,
   ``phones.csv``, ``schedules.csv``, ``attributes.csv``, ``taxonomy_terms.csv``, ``metadata.csv``) or as
-  ``<table>.json`` (a list of records, flat or nested as the HSDS API serves them). Every record is validated
-  against its HSDS schema; a bad record is reported with its file, row and id and left out, good ones are kept.
-  One registry row per service: its first location with a postal code gives ``zip`` / ``county`` / ``address``.
-- **exports** registry rows as HSDS 3.0 services (``services.json``: a list of service objects with their locations,
-  addresses, phones, schedules, service areas and taxonomy attributes nested), valid per the vendored schemas.
+  ``<table>.json`` (one record, a list of records or an API page, flat or nested as the HSDS API serves them).
+  Every record is validated against its HSDS schema; a bad record is reported with its file, row and id and left
+  out, good ones are kept. A record nested in several places with the same fields is one record. One registry row
+  per service: its first location with a postal code gives ``zip`` / ``county`` / ``address``.
+- **exports** registry rows as HSDS 3.0: ``services.json`` (service objects with their organization, locations,
+  addresses, phones, schedules, service areas and taxonomy attributes nested), ``organizations.json`` (one per
+  provider) and ``tabular/`` (the same records as the tabular data package: ``datapackage.json``, from the official
+  profile, and a CSV per table), valid per the vendored schemas.
 
 The registry's own verification (``livemem.registry.verify``) still checks the imported rows (ZIP in state and
 county, phone, e-mail, URL, freshness): import only reports what it can see in the HSDS data itself.

@@ -239,3 +239,14 @@ def test_csv_import_keeps_an_apostrophe_the_exporter_did_not_add(tmp_path: Path)
     (row,) = hsds.import_export(out / "tabular", now=NOW).rows
     assert row["name"] == "'Tis the Season Pantry"
     assert row["description"] == "'=not a formula"
+
+
+def test_an_export_the_tabular_format_cannot_hold_writes_nothing(tmp_path: Path) -> None:
+    _, out = _export(tmp_path, good_row(0))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    broken = hsds.export_services(_rows(tmp_path, good_row(0), good_row(1)), now=NOW)
+    broken[1]["x_note"] = "an extension field"  # HSDS JSON allows it; services.csv has no column for it
+
+    with pytest.raises(hsds.HsdsError, match=r"services\.json\[1\]: error: service .*: x_note: no such column"):
+        hsds.write_export(broken, out)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
