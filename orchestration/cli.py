@@ -1,7 +1,8 @@
 """``livemem``: the operators' command line.
 
     livemem status                       current version, its age, sources behind their HEAD
-    livemem versions                     published versions (current marked)
+    livemem versions                     published versions (current marked), publish times, commits, disk use
+    livemem diff A [B] [--json]          what changed from version A to B (ids, 'current', a date-time or a commit)
     livemem rollback VERSION             point CURRENT back at a published version
     livemem materialize [--job JOB | --select KEYS] [--partition DAY] [--wait-timeout S] [--verbose]
                                          run a Dagster job (or assets) on the instance in $DAGSTER_HOME
@@ -158,22 +159,76 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 
 @app.command()
 def versions(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Published versions, oldest first; the current one is marked."""
+    """Published versions, oldest first, with when each was published and its commits; the current one is marked.
+    Ends with the disk they take and what keeping history costs (``--json``: one row per version, as before; the
+    disk use is also in ``GET /versions`` and each publish's Dagster metadata)."""
+    from livemem.version.history import disk_usage, list_versions
+
     h = home()
-    current = h.current()
+    try:
+        listed = list_versions(h)
+    except LivingMemoryError as exc:
+        fail(str(exc))
     rows = []
-    for version in h.published_versions():
-        m = h.manifest(version)
-        rows.append({"version": version, "current": version == current, "created_at": m["created_at"],
-                     "chunks": m["total_chunks"], "size_mb": m["index_size_mb"], "base": m.get("base_version")})  # fmt: skip
+    for v in listed:
+        commits = {name: s["commit"] for name, s in v["sources"].items()}
+        rows.append({"version": v["version_id"], "current": v["current"], "published_at": v["published_at"],
+                     "created_at": v["created_at"], "chunks": v["counts"]["chunks"], "size_mb": v["index_size_mb"],
+                     "own_mb": v["version_size_mb"], "base": v["base_version"], "commits": commits})  # fmt: skip
     if as_json:
         console.print_json(json.dumps(rows))
         return
-    table = Table("", "version", "created", "chunks", "size MB", "base")
+    table = Table("", "version", "published", "chunks", "size MB", "own MB", "commits", "base")
     for r in rows:
-        table.add_row("*" if r["current"] else "", r["version"], r["created_at"], str(r["chunks"]),
-                      str(r["size_mb"]), r["base"] or "-")  # fmt: skip
+        commits = ", ".join(sorted({(c or "-")[:10] for c in r["commits"].values()})) or "-"
+        table.add_row("*" if r["current"] else "", r["version"], r["published_at"], str(r["chunks"]),
+                      str(r["size_mb"]), str(r["own_mb"]), commits, r["base"] or "-")  # fmt: skip
     console.print(table)
+    disk = disk_usage(h)
+    pct = "-" if disk["history_pct"] is None else f"{disk['history_pct']} %"
+    console.print(
+        f"disk: {disk['versions']} versions {disk['versions_mb']} MB, {disk['segments']} segments "
+        f"{disk['segments_mb']} MB, serving copies {disk['serving_copies_mb']} MB; the current version alone "
+        f"{disk['current_mb']} MB, history adds {disk['history_mb']} MB ({pct})"
+    )
+
+
+@app.command()
+def diff(
+    old: Annotated[str, typer.Argument(help="a version id, 'current', a date-time or a source commit")],
+    new: Annotated[str, typer.Argument(help="the same; default: current")] = "current",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    top: Annotated[int, typer.Option("--top", min=1, max=1000, help="attention movers shown")] = 10,
+) -> None:
+    """What changed from one version to another: files and chunks per source, registry rows, GBIM entities and
+    attention's top movers (docs/versions.md)."""
+    from livemem.version.diff import diff_versions
+    from livemem.version.history import lookup
+
+    h = home()
+    try:
+        a, b = lookup(h, old).version_id, lookup(h, new).version_id
+        result = diff_versions(h, a, b, top=top)
+    except LivingMemoryError as exc:
+        fail(str(exc))
+    if as_json:
+        console.print_json(json.dumps(result))
+        return
+    console.print(escape(result["summary"]))
+    table = Table("source", "commit", "files + / - / ~", "chunks + / - / ~", "unchanged")
+    for name, s in result["sources"].items():
+        commit = s["commit"]
+        moved = (commit["from"] or "-")[:10] + (
+            " → " + (commit["to"] or "-")[:10] if commit["from"] != commit["to"] else ""
+        )
+        f, c = s["files"], s["chunks"]
+        table.add_row(name, moved, f"{f['added']} / {f['removed']} / {f['changed']}",
+                      f"{c['added']} / {c['removed']} / {c['changed']}", str(c["unchanged"]))  # fmt: skip
+    console.print(table)
+    for f in result["files"]:
+        console.print(f"  {f['change']:8} {escape(f['source'])}: {escape(f['path'])}")
+    for m in result["attention"]["top_movers"]:
+        console.print(f"  attention {m['delta']:+.4f}  {escape(m['path'])}  {m['chunk_id']}")
 
 
 @app.command()

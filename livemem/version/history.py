@@ -58,21 +58,36 @@ class Resolution:
         return {"version_id": self.version_id, "current": self.current, "how": self.how, "asked": self.asked}
 
 
-def list_versions(home: IndexHome) -> list[dict[str, Any]]:
+def list_versions(home: IndexHome, access: frozenset[str] | None = None) -> list[dict[str, Any]]:
     """Every kept version, oldest first: id, whether current, published and created times, base version, each
-    source's commit and counts, totals, GBIM and registry counts, and its sizes (from the manifests only)."""
+    source's commit and counts, totals, GBIM and registry counts, and its sizes (from the manifests only).
+
+    With ``access`` (a role's levels), as ``/manifest`` shows a version to that role: sources it may not read are
+    left out, counts are those of the sources it may read, and sizes (which count every chunk) are left out when
+    some source is hidden."""
     current = home.current()
     rows = []
     for version in home.published_versions():
         manifest = home.manifest(version)
-        rows.append(summary(home, version, manifest, current))
+        rows.append(summary(home, version, manifest, current, access))
     return rows
 
 
-def summary(home: IndexHome, version: str, manifest: dict[str, Any], current: str | None) -> dict[str, Any]:
+def summary(
+    home: IndexHome,
+    version: str,
+    manifest: dict[str, Any],
+    current: str | None,
+    access: frozenset[str] | None = None,
+) -> dict[str, Any]:
     """One version as ``list_versions`` lists it."""
     gbim = manifest.get("gbim") if isinstance(manifest.get("gbim"), dict) else {}
     registry = manifest.get("registry") if isinstance(manifest.get("registry"), dict) else {}
+    all_sources = manifest.get("sources") or {}
+    readable = {n: i for n, i in all_sources.items() if access is None or i.get("access", "public") in access}
+    gbim_hidden = access is not None and any(
+        s.get("access", "public") not in access for s in (gbim.get("sources") or {}).values()
+    )
     sources = {
         name: {
             "commit": info.get("head_commit"),
@@ -81,8 +96,9 @@ def summary(home: IndexHome, version: str, manifest: dict[str, Any], current: st
             "files": info.get("files"),
             "chunks": info.get("chunks"),
         }
-        for name, info in sorted((manifest.get("sources") or {}).items())
+        for name, info in sorted(readable.items())
     }
+    whole = len(readable) == len(all_sources) and not gbim_hidden
     return {
         "version_id": version,
         "current": version == current,
@@ -91,22 +107,25 @@ def summary(home: IndexHome, version: str, manifest: dict[str, Any], current: st
         "base_version": manifest.get("base_version"),
         "sources": sources,
         "counts": {
-            "chunks": manifest.get("total_chunks", 0),
-            "files": manifest.get("total_parents", 0),
-            "sealed_chunks": manifest.get("sealed_chunks", 0),
-            "gbim_entities": gbim.get("entities"),
-            "gbim_relations": gbim.get("relations"),
+            "chunks": sum(int(i.get("chunks") or 0) for i in readable.values()),
+            "files": sum(int(i.get("files") or 0) for i in readable.values()),
+            "sealed_chunks": sum(int(i.get("sealed_chunks") or 0) for i in readable.values()),
+            "gbim_entities": None if gbim_hidden else gbim.get("entities"),
+            "gbim_relations": None if gbim_hidden else gbim.get("relations"),
             "registry_rows": registry.get("published"),
         },
-        "version_size_mb": manifest.get("version_size_mb"),
-        "index_size_mb": manifest.get("index_size_mb"),
+        "version_size_mb": manifest.get("version_size_mb") if whole else None,
+        "index_size_mb": manifest.get("index_size_mb") if whole else None,
     }
 
 
 # --- resolving ----------------------------------------------------------------------------------------------
-def resolve(home: IndexHome, version: str | None = None, as_of: str | None = None) -> Resolution:
+def resolve(
+    home: IndexHome, version: str | None = None, as_of: str | None = None, access: frozenset[str] | None = None
+) -> Resolution:
     """The version a request names: ``version`` (an id, or ``current``), else ``as_of`` (a date-time or a commit),
-    else ``CURRENT``. Both given must name the same version."""
+    else ``CURRENT``. Both given must name the same version. With ``access``, a commit matches only sources those
+    access levels may read (a commit of another source is not found, as if it did not exist)."""
     current = home.current()
     if current is None:
         raise VersionNotFound(f"no index version is published under {home.root} yet")
@@ -114,7 +133,7 @@ def resolve(home: IndexHome, version: str | None = None, as_of: str | None = Non
     if version is not None:
         chosen = by_id(home, version, current)
     if as_of is not None:
-        found = by_as_of(home, as_of, current)
+        found = by_as_of(home, as_of, current, access)
         if chosen is not None and found.version_id != chosen.version_id:
             raise BadVersionReference(
                 f"version {version!r} and as_of {as_of!r} name different versions ({chosen.version_id} and "
@@ -122,6 +141,14 @@ def resolve(home: IndexHome, version: str | None = None, as_of: str | None = Non
             )
         chosen = chosen or found
     return chosen or Resolution(current, True, "current")
+
+
+def lookup(home: IndexHome, ref: str, access: frozenset[str] | None = None) -> Resolution:
+    """A version named any way the CLI accepts: an id, ``current``, a date-time or a commit."""
+    text = ref.strip()
+    if text.lower() == "current" or VERSION_ID.match(text):
+        return by_id(home, text)
+    return by_as_of(home, text, access=access)
 
 
 def by_id(home: IndexHome, version: str, current: str | None = None) -> Resolution:
@@ -141,7 +168,9 @@ def by_id(home: IndexHome, version: str, current: str | None = None) -> Resoluti
     return Resolution(text, text == current, "version", version)
 
 
-def by_as_of(home: IndexHome, as_of: str, current: str | None = None) -> Resolution:
+def by_as_of(
+    home: IndexHome, as_of: str, current: str | None = None, access: frozenset[str] | None = None
+) -> Resolution:
     current = home.current() if current is None else current
     text = as_of.strip()
     when = parse_time(text)
@@ -149,7 +178,7 @@ def by_as_of(home: IndexHome, as_of: str, current: str | None = None) -> Resolut
         version = current_at(home, when)
         return Resolution(version, version == current, "as_of_time", as_of)
     if COMMIT.match(text):
-        version = holding_commit(home, text)
+        version = holding_commit(home, text, access=access)
         return Resolution(version, version == current, "as_of_commit", as_of)
     raise BadVersionReference(
         f"as_of {as_of!r} is neither an ISO 8601 date-time (2026-10-01T09:00:00Z, 2026-10-01) nor a commit "
@@ -213,8 +242,9 @@ def current_at(home: IndexHome, when: datetime) -> str:
     return version
 
 
-def holding_commit(home: IndexHome, commit: str, newest: bool = True) -> str:
-    """The newest (or earliest) kept version whose head commit of some source is ``commit`` (or starts with it)."""
+def holding_commit(home: IndexHome, commit: str, newest: bool = True, access: frozenset[str] | None = None) -> str:
+    """The newest (or earliest) kept version whose head commit of some source (one ``access`` may read, when
+    given) is ``commit`` (or starts with it)."""
     prefix = commit.lower()
     matches: list[tuple[str, str, str]] = []  # version, source, full commit
     for version in home.published_versions():
@@ -223,6 +253,8 @@ def holding_commit(home: IndexHome, commit: str, newest: bool = True) -> str:
         except LivingMemoryError:
             continue
         for name, info in sources.items():
+            if access is not None and info.get("access", "public") not in access:
+                continue
             head = str(info.get("head_commit") or "")
             if head.startswith(prefix):
                 matches.append((version, name, head))
@@ -320,6 +352,7 @@ __all__ = [
     "disk_usage",
     "holding_commit",
     "list_versions",
+    "lookup",
     "parse_time",
     "previous_published",
     "resolve",

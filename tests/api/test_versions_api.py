@@ -1,0 +1,98 @@
+"""GET /versions and GET /versions/{a}/diff/{b} (issue 37), and `livemem versions` / `livemem diff`: the index's
+history as a role may see it, with keys as everywhere."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+from support.history import build_history, git_head
+from support.serving import API_KEYS, INTERNAL_KEY
+from typer.testing import CliRunner
+
+from orchestration.cli import app as cli
+from serving.app import create_app
+from serving.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory, embedder):
+    return build_history(tmp_path_factory.mktemp("history-api"), embedder)
+
+
+@pytest.fixture(scope="module")
+def client(history, embedder):
+    settings = Settings(index_dir=history["home"].root, warm_up=False, api_keys=API_KEYS)
+    with TestClient(create_app(settings, embedder)) as c:
+        yield c
+
+
+INTERNAL = {"X-API-Key": INTERNAL_KEY}
+
+
+def test_versions_lists_publish_times_and_commits_and_hides_internal_sources(client, history) -> None:
+    internal = client.get("/versions", headers=INTERNAL).json()
+    public = client.get("/versions").json()
+    ids = [history["v1"], history["v2"], history["v3"]]
+    assert [v["version_id"] for v in internal["versions"]] == ids and internal["current"] == history["v3"]
+    assert all(v["published_at"].endswith("Z") for v in public["versions"])
+    assert "caseworker" in internal["versions"][0]["sources"] and "caseworker" not in public["versions"][0]["sources"]
+    assert public["versions"][1]["sources"]["wv-benefits"]["commit"] == git_head(history["repo"])
+    # counts and sizes never count what the role may not read
+    assert public["versions"][1]["counts"]["chunks"] < internal["versions"][1]["counts"]["chunks"]
+    assert public["versions"][1]["index_size_mb"] is None and public["disk"] is None
+    assert internal["disk"]["versions"] == 3 and internal["disk"]["history_mb"] > 0
+    assert client.get("/versions", headers={"X-API-Key": "wrong"}).status_code == 401
+
+
+def test_diff_between_versions_as_a_role_sees_it(client, history) -> None:
+    v1, v3 = history["v1"], history["v3"]
+    public = client.get(f"/versions/{v1}/diff/{v3}")
+    assert public.status_code == 200, public.text
+    body = public.json()
+    assert body["from"]["version_id"] == v1 and body["to"]["current"] is True and body["to"]["asked"] == v3
+    assert body["sources"]["wv-benefits"]["files"] == {"added": 1, "removed": 0, "changed": 1}
+    assert "caseworker" not in public.text and history["playbook"] not in public.text
+    assert [m["chunk_id"] for m in body["attention"]["top_movers"]] == [history["raleigh"]]
+    internal = client.get(f"/versions/{v1}/diff/current", headers=INTERNAL).json()
+    assert internal["sources"]["caseworker"]["files"]["changed"] == 1
+    assert history["playbook"] in {m["chunk_id"] for m in internal["attention"]["top_movers"]}
+    by_commit = client.get(f"/versions/{git_head(history['repo'])[:10]}/diff/current").json()
+    assert by_commit["from"]["version_id"] == v3  # the newest version holding that commit
+
+
+def test_unknown_and_malformed_versions_are_clear_errors(client, history) -> None:
+    missing = client.get(f"/versions/20990101T000000000000Z/diff/{history['v1']}")
+    assert missing.status_code == 404 and "no kept version '20990101T000000000000Z'" in missing.json()["detail"]
+    assert str(history["home"].root) not in missing.text  # no server paths
+    early = client.get("/versions/2001-01-01/diff/current")
+    assert early.status_code == 404 and "no version was published at 2001-01-01" in early.json()["detail"]
+    bad = client.get("/versions/not%20a%20version/diff/current")
+    assert bad.status_code == 422 and "neither an ISO 8601 date-time" in bad.json()["detail"]
+    unknown = client.get("/versions/abcdef0/diff/current")
+    assert unknown.status_code == 404 and "no kept version holds commit abcdef0" in unknown.json()["detail"]
+
+
+def test_cli_versions_and_diff(history) -> None:
+    runner = CliRunner()
+    base = ["--index-dir", str(history["home"].root)]
+    listed = runner.invoke(cli, [*base, "versions", "--json"])
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.output)
+    assert [(r["version"], r["current"]) for r in rows] == [
+        (history["v1"], False),
+        (history["v2"], False),
+        (history["v3"], True),
+    ]
+    assert rows[1]["commits"]["wv-benefits"] == git_head(history["repo"]) and rows[1]["published_at"]
+    table = runner.invoke(cli, [*base, "versions"])
+    assert table.exit_code == 0 and "history adds" in table.output
+    diffed = runner.invoke(cli, [*base, "diff", history["v1"], history["v2"], "--json"])
+    assert diffed.exit_code == 0, diffed.output
+    data = json.loads(diffed.output)
+    assert data["sources"]["caseworker"]["files"]["changed"] == 1 and data["files_total"] == 4
+    text = runner.invoke(cli, [*base, "diff", history["v2"]])  # to current
+    assert text.exit_code == 0 and "attention moved on 2 chunks" in text.output
+    missing = runner.invoke(cli, [*base, "diff", "20990101T000000000000Z"])
+    assert missing.exit_code == 1 and "no kept version" in missing.output
