@@ -8,7 +8,8 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, HTTPException, Request
+from fastapi import Depends, HTTPException, Request, Security
+from fastapi.security import APIKeyHeader, HTTPBearer
 from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header
 
@@ -27,12 +28,40 @@ async def get_state(request: Request) -> ServingState:
 State = Annotated[ServingState, Depends(get_state)]
 
 
+# FastAPI's schemes with ``auto_error=False`` read an empty header, or an ``Authorization`` of another scheme, as no
+# credentials at all; these two hand ``caller_role`` the header as sent, which refuses those (401), so a caller who
+# meant to send a key never silently becomes the public role (nor, on /memory, a user every such caller shares).
+class SentApiKey(APIKeyHeader):
+    async def __call__(self, request: Request) -> str | None:  # type: ignore[override]
+        return request.headers.get(self.model.name)
+
+
+class SentBearer(HTTPBearer):
+    async def __call__(self, request: Request) -> str | None:  # type: ignore[override]
+        return request.headers.get("Authorization")
+
+
+# The two ways to send a key, as OpenAPI security schemes (components.securitySchemes): Swagger's Authorize and
+# generated clients send them. Either one; none is the public role (serving.openapi marks the key optional).
+API_KEY = SentApiKey(
+    name="X-API-Key",
+    scheme_name="ApiKey",
+    description="An API key from RAG_API_KEYS; it names the caller's role (and so the access levels it may read). "
+    "Without a key, or with the key `public`, the caller is the public role; an unknown key is 401.",
+    auto_error=False,
+)
+BEARER = SentBearer(
+    scheme_name="Bearer",
+    description="The same API keys as X-API-Key, as OpenAI clients send them (`Authorization: Bearer <key>`); "
+    "X-API-Key wins when both are sent.",
+    auto_error=False,
+)
+
+
 async def caller_role(
     state: State,
-    x_api_key: Annotated[str | None, Header(description="API key; without one the caller is the public role")] = None,
-    authorization: Annotated[
-        str | None, Header(description="`Bearer <API key>`: the same keys as X-API-Key (which wins when both are sent)")
-    ] = None,
+    x_api_key: Annotated[str | None, Security(API_KEY)] = None,
+    authorization: Annotated[str | None, Security(BEARER)] = None,
 ) -> Role:
     """The role of the request's key: ``X-API-Key``, else ``Authorization: Bearer`` (what OpenAI clients send).
     No key is the public role; so is the key that is the public role's name (OpenAI clients must send some key)."""

@@ -6,25 +6,33 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from serving.models import Text
+from serving.models import EXAMPLE_TRACE_ID, EXAMPLE_VERSION, Text
 from serving.models.context import ChatResponse, Citation, ContextRequest, Profile
 
 
 class SeedRequest(BaseModel):
     """The seed's request body."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"message": "Oak Hill WV county benefits", "county": "Fayette", "role": "community", "profile": "auto"},
+                {"message": "SNAP office hours", "zip": "25901", "profile": {"county": "Fayette"}, "top_k": 4},
+            ]
+        },
+    )
 
-    message: Text
-    county: str | None = Field(None, min_length=2, max_length=64)
-    zip: str | None = Field(None, pattern=r"^[0-9]{5}$")
+    message: Text = Field(description="the person's message, as written")
+    county: str | None = Field(None, min_length=2, max_length=64, description="county, e.g. Fayette")
+    zip: str | None = Field(None, pattern=r"^[0-9]{5}$", description="5-digit ZIP code")
     role: str | None = Field(
         None, max_length=64, description="the persona (docs/seed-compat.md); access comes from the API key"
     )
     profile: Literal["auto"] | Profile | None = Field(
         "auto", description='"auto": route from the message, county and ZIP; or a /chat profile object'
     )
-    top_k: int | None = Field(None, ge=1, le=50)
+    top_k: int | None = Field(None, ge=1, le=50, description="text passages (default LIVEMEM_CONTEXT_TOP_K, 6)")
     thread_id: str | None = Field(
         None, max_length=128, description="the conversation: place, persona and topic carry forward (as on /chat)"
     )
@@ -53,13 +61,39 @@ class SeedRequest(BaseModel):
 class LightResponse(BaseModel):
     """The answer without its evidence: what a chat widget shows."""
 
-    answer: str
-    citations: list[Citation]
-    backend: str
-    model: str
-    persona: str | None
-    index_version: str
-    trace_id: str
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "answer": "Here is what Living Memory has for you: SNAP applications in Fayette County are taken "
+                    "at the Fayette County DHHR Office, 100 Main Street, Oak Hill [1].",
+                    "citations": [
+                        {
+                            "n": 1,
+                            "section": "registry",
+                            "kind": "registry",
+                            "id": "fay-dhhr-snap",
+                            "name": "Fayette County DHHR Office – SNAP",
+                            "verification_status": "verified",
+                        }
+                    ],
+                    "backend": "extractive",
+                    "model": "extractive",
+                    "persona": "community",
+                    "index_version": EXAMPLE_VERSION,
+                    "trace_id": EXAMPLE_TRACE_ID,
+                }
+            ]
+        }
+    )
+
+    answer: str = Field(description="the answer, citing evidence as [n]")
+    citations: list[Citation] = Field(description="the evidence the answer cites, by its [n]")
+    backend: str = Field(description="llm, extractive or fixed (as on /chat)")
+    model: str = Field(description="the model that answered (`extractive` without an LLM)")
+    persona: str | None = Field(description="the persona answered as (the request's `role`), or null")
+    index_version: str = Field(description="the published index version that answered")
+    trace_id: str = Field(description="this answer's signed trace id: send it to /feedback to judge the passages")
 
 
 class GisRagResponse(ChatResponse):
@@ -84,4 +118,19 @@ class OpenAIError(BaseModel):
 class OpenAIErrorBody(BaseModel):
     """Every error of the /v1 routes, as OpenAI answers it (the `openai` client raises the matching APIError)."""
 
-    error: OpenAIError
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "error": {
+                        "message": "the model 'gpt-4o' does not exist; served: extractive (or 'living-memory')",
+                        "type": "not_found_error",
+                        "param": "model",
+                        "code": "model_not_found",
+                    }
+                }
+            ]
+        }
+    )
+
+    error: OpenAIError = Field(description="the error, in OpenAI's fields")
