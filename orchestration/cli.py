@@ -682,11 +682,11 @@ def export_hsds(
         fail(str(exc))
     services = hsds.export_services(rows)
     organizations = hsds.export_organizations(services)
-    errors = hsds.validate_export(services, organizations)
+    errors = [*hsds.validate_services(services), *hsds.validate_organizations(organizations)]
     if errors:
         fail(f"the export is not valid HSDS {hsds.HSDS_VERSION}: " + "; ".join(errors[:10]))
     try:
-        paths = hsds.write_export(services, out_dir)
+        paths = hsds.write_export(services, out_dir)  # checks the tabular rows too; writes nothing when one fails
     except LivingMemoryError as exc:
         fail(str(exc))
     console.print(
