@@ -12,6 +12,22 @@ from serving.models import Text, Values
 
 Format = Literal["json", "geojson"]
 
+# The examples of /openapi.json (validated against their schemas by tests/api/test_geojson_media.py): the bundled
+# example's Mount Hope pantry.
+EXAMPLE_ID = "5bc2ce26-2066-5b47-a724-0b2359e64c8a"
+EXAMPLE_METADATA = {"worldview_id": "wv-benefits", "county": "Fayette", "gbim_entity": "facility"}
+EXAMPLE_HIT = {
+    "description": "Church-run food pantry in Mount Hope: groceries every Tuesday and Thursday afternoon, no "
+    "appointment needed, serves Mount Hope and Oak Hill.",
+    "dataset": "wv_benefits",
+    "label": "Mount Hope Food Pantry",
+}
+EXAMPLE_COMMON = {
+    "index_version": "20261126T100051169076Z",
+    "trace_id": "0cfa485d-a9ca-4a63-ab80-395ebb46aaee.20261126T100051169076Z.RHpmbT2qz5SaqbYLIvjBXGYoFANLV5r4td-2iw",
+    "candidates": 10,
+}
+
 # The fields hits, features and entities share, described once.
 EntityId = Annotated[
     str, Field(description="GBIM entity id: uuid5 of the source name and source_pk, stable across exports")
@@ -52,7 +68,17 @@ class Near(BaseModel):
 class GisQueryRequest(BaseModel):
     """A semantic search over GBIM entities; every constraint is optional and applied before ranking."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={
+            "examples": [
+                {"query": "food pantry", "county": "Fayette", "n_results": 3, "format": "geojson"},
+                {"query": "benefits office", "near": {"lat": 37.9723, "lon": -81.1487, "radius_km": 10}},
+                {"query": "SNAP application help", "bbox": [-81.5, 37.7, -80.9, 38.3], "dataset": "wv_benefits"},
+            ]
+        },
+    )
 
     query: Text = Field(description="what to look for: compared with each entity's description")
     n_results: int = Field(10, ge=1, le=200, description="how many hits, best first")
@@ -158,6 +184,34 @@ class GisFeature(BaseModel):
 
 class GisFeatureCollection(BaseModel):
     """The hits, best first, as a GeoJSON FeatureCollection (`format: geojson`, application/geo+json)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "FeatureCollection",
+                    "features": [
+                        {
+                            "type": "Feature",
+                            "id": EXAMPLE_ID,
+                            "geometry": {"type": "Point", "coordinates": [-81.164, 37.8954]},
+                            "properties": {
+                                **EXAMPLE_HIT,
+                                **EXAMPLE_METADATA,
+                                "metadata": EXAMPLE_METADATA,
+                                "centroid_x": 485580.81,
+                                "centroid_y": 4194222.21,
+                                "srid": 26917,
+                                "score": 0.5721,
+                                "distance_km": None,
+                            },
+                        }
+                    ],
+                    **EXAMPLE_COMMON,
+                }
+            ]
+        }
+    )
 
     type: Literal["FeatureCollection"] = Field("FeatureCollection", description="always `FeatureCollection`")
     features: list[GisFeature] = Field(description="the hits, best first")

@@ -13,6 +13,7 @@ import geopandas
 import pyproj
 import pytest
 from fastapi.testclient import TestClient
+from jsonschema import Draft202012Validator
 from pydantic import BaseModel
 from shapely.geometry import Point, shape
 from support.gbim_data import SPATIAL
@@ -178,3 +179,19 @@ def test_openapi_names_the_geojson_media_type_and_describes_every_property(clien
     assert {"GisFeatureCollection", "EntityFeature", "EntityResponse", "GisQueryRequest"} <= set(schemas)
     properties = schemas["GisFeatureProperties"]["properties"]
     assert set(properties) >= DOCUMENTED_PROPERTIES, json.dumps(properties)
+
+
+def test_openapi_examples_are_valid_and_answered(client) -> None:
+    """Each example of the GIS models validates against its schema (jsonschema, OpenAPI 3.1's JSON Schema
+    2020-12), the FeatureCollection's as RFC 7946 too, and each request example is answered by the app."""
+    document = client.get("/openapi.json").json()
+    schemas = document["components"]["schemas"]
+    for name in ("GisQueryRequest", "GisFeatureCollection"):
+        validator = Draft202012Validator({**document, "$ref": f"#/components/schemas/{name}"})
+        examples = schemas[name]["examples"]
+        assert examples and all(validator.is_valid(e) for e in examples), name
+        assert not validator.is_valid({**examples[0], "type": "Feature", "n_results": 0})  # it does catch one
+    geojson_pydantic.FeatureCollection.model_validate(schemas["GisFeatureCollection"]["examples"][0])
+    for example in schemas["GisQueryRequest"]["examples"]:
+        answer = client.post("/gis/query", json=example)
+        assert answer.status_code == 200 and answer.json()["candidates"] > 0, (example, answer.text)
