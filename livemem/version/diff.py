@@ -15,6 +15,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+import duckdb
+
 from livemem.version import connect
 from livemem.version.store import IndexHome
 
@@ -217,9 +219,10 @@ def _extend(listed: list, items: list, limit: int) -> None:
 
 
 def _side_info(home: IndexHome, version: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    published = (home.version_dir(version) / "manifest.json").is_file()  # else staged: not published yet
     return {
         "version_id": version,
-        "published_at": home.published_at(version, manifest).isoformat().replace("+00:00", "Z"),
+        "published_at": home.published_at(version, manifest).isoformat().replace("+00:00", "Z") if published else None,
         "current": version == home.current(),
     }
 
@@ -271,3 +274,34 @@ def _attention_diff(old: _Side, new: _Side, top: int) -> dict[str, Any]:
             }
         )
     return {"moved": len(moved), "top_movers": movers}
+
+
+def what_changed(home: IndexHome, base: str | None, version: str, top: int = 5) -> dict[str, Any]:
+    """What a publish tells its operator (the Dagster metadata of each publish step): the diff of a staged or
+    published ``version`` against the version it was built on, as a one-line summary (``what_changed``) and the
+    counts per source, registry, GBIM and the top attention movers (``changes``). Call it before publishing (the
+    base may be pruned then). Never raises for a damaged or missing base: the summary says why nothing is compared."""
+    from livemem.errors import LivingMemoryError
+
+    if base is None:
+        return {"what_changed": f"{version}: the first version (nothing to compare with)"}
+    if not (home.version_dir(base) / "manifest.json").is_file():
+        return {"what_changed": f"{version}: its base version {base} is no longer kept (nothing to compare with)"}
+    try:
+        diff = diff_versions(home, base, version, top=top, limit=0)
+    except (LivingMemoryError, OSError, duckdb.Error) as exc:
+        return {"what_changed": f"{version}: no diff against {base} ({exc})"}
+    registry, gbim = diff["registry"], diff["gbim"]
+    return {
+        "what_changed": diff["summary"],
+        "changes": {
+            "sources": {n: {"files": s["files"], "chunks": s["chunks"]} for n, s in diff["sources"].items()},
+            "registry": registry and {k: registry[k] for k in ("added", "removed", "changed")},
+            "gbim": gbim
+            and {
+                "entities": {k: gbim["entities"][k] for k in ("added", "removed", "changed")},
+                "relations": gbim["relations"],
+            },
+            "attention": diff["attention"],
+        },
+    }

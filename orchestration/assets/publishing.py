@@ -28,6 +28,8 @@ from dagster import (
 
 from livemem.errors import LivingMemoryError
 from livemem.ingest.checks import CheckOutcome
+from livemem.version.diff import what_changed
+from livemem.version.history import disk_usage
 from livemem.version.store import IndexHome
 from orchestration.resources import GitSourcesResource, IndexStoreResource
 from orchestration.resources.registry import RegistrySourceResource
@@ -129,6 +131,7 @@ def publish_staged(
         context.log.info(f"nothing new to publish: {current} stays current ({staged['reason']})")
         return Output(current, metadata={"status": "unchanged", "current_version": current or ""})
     verify_checks_passed(context, staged, required_checks)
+    changes = what_changed(home, staged["base_version"], version)  # before publishing: retention may prune the base
     try:
         pruned = home.publish(version, staged["base_version"], retention, run_id=context.run_id)
     except LivingMemoryError as exc:
@@ -147,6 +150,11 @@ def publish_staged(
     }
     if row_count is not None:
         metadata["dagster/row_count"] = row_count(manifest)
+    # what changed in this build, against the version it was built on, and the disk kept versions take (issue 37)
+    metadata["what_changed"] = changes["what_changed"]
+    if "changes" in changes:
+        metadata["changes"] = MetadataValue.json(changes["changes"])
+    metadata["disk"] = MetadataValue.json(disk_usage(home))
     return Output(version, metadata=metadata)
 
 
