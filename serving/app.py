@@ -31,6 +31,7 @@ from serving.limits import RequestLimitsMiddleware
 from serving.metrics import MetricsMiddleware
 from serving.openapi import install as complete_openapi
 from serving.routers import chat, chunks, compat, context, facts, gis, glassbox, memory, query, resources, system
+from serving.routers import versions as version_routes
 from serving.settings import Settings
 from serving.state import ServingState
 
@@ -94,6 +95,7 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
     app.include_router(compat.router)
     app.include_router(glassbox.router)  # GET /glassbox: the explanation page (docs/glassbox.md)
     app.include_router(memory.router)  # /memory: per-user personal memory (docs/personal-memory.md)
+    app.include_router(version_routes.router)  # /versions: the index's history and diffs (docs/versions.md)
     complete_openapi(app)  # API keys as security schemes, open routes marked, the real 422 body (serving/openapi.py)
     app.add_middleware(
         RequestLimitsMiddleware, max_body_bytes=settings.max_body_bytes, body_timeout_s=settings.body_timeout_s
