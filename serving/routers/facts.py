@@ -94,7 +94,8 @@ def _rdf_response(graph: Any, media_type: str, version_id: str, truncated: bool 
     return Response(serialize_rdf(graph, media_type), media_type=media_type, headers=headers)
 
 
-@router.head("/facts", response_model=FactsResponse, include_in_schema=False)  # the GET's headers, no body (HTTP semantics)
+# HEAD: the GET's status and headers without the body (uvicorn drops it); not in the OpenAPI document, being the GET
+@router.head("/facts", response_model=FactsResponse, include_in_schema=False)
 @router.get(
     "/facts",
     response_model=FactsResponse,
@@ -388,7 +389,10 @@ def entity_rdf(
     "/gbim/entity/{entity_id}",
     status_code=303,
     responses={
-        303: {"description": "See Other: the entity's RDF, `GET /facts/{entity_id}`"},
+        303: {
+            "description": "See Other: the entity's RDF, `GET /facts/{entity_id}`",
+            "headers": {"Location": {"description": "the URL of the entity's RDF", "schema": {"type": "string"}}},
+        },
         404: {"model": ErrorBody},
     },
     response_class=RedirectResponse,
