@@ -382,7 +382,7 @@ def build_server(
             if not sparql_pool:
                 s = state.settings
                 limits = SparqlLimits(s.sparql_workers, s.sparql_timeout_s, s.sparql_memory_mb)
-                sparql_pool.append(SparqlPool(limits))
+                sparql_pool.append(SparqlPool(limits, gbim_iri=f"{s.rdf_base_iri}gbim/"))  # the names HTTP serves
         try:
             result = sparql_pool[0].run(str(snap.path), caller_role.access, query, limit)
         except SparqlError as exc:
