@@ -15,6 +15,15 @@ Tools, as the role ``LIVEMEM_MCP_ROLE`` (default: the public role), against the 
   ``answer_cache_warm_up``, ``answer_cache_invalidate`` and ``reindex`` (``livemem materialize`` in a process of
   its own, recorded on the Dagster instance in ``$DAGSTER_HOME``).
 
+Resources (one JSON text each, as the role may see it): ``livemem://index/manifest`` (the served version in brief:
+id, publish time, sources with commits, counts), ``livemem://chunks/{chunk_id}`` (a chunk as ``GET /chunks/{id}``
+gives it; one the role may not read is not found, like an unknown id), ``livemem://index/stats`` and
+``livemem://answer-cache/stats`` (what the tools of those names answer). Prompts: ``answer_about_my_place`` (the
+``context`` evidence for a question and a county, ZIP or town) and ``cite_sources`` (numbered chunks with provenance
+and how to cite them). Arguments of tools and prompts that fail their schema are answered with one clause per
+argument (``LivingMemoryServer``), without pydantic's links and type names. ``serverInfo.version`` is the installed
+version of the ``living-memory`` distribution.
+
 Enums of the collections (and of the personas) are those of the version served when the server starts: restart it
 to advertise collections published later (calls are checked against the version served at the time).
 
@@ -25,19 +34,26 @@ to advertise collections published later (calls are checked against the version 
 # No ``from __future__ import annotations``: the tools' argument types (enums of this deployment's collections,
 # counties and personas) are built in ``build_server``, and the SDK reads them from the evaluated signatures.
 import argparse
+import json
 import os
+import re
 import subprocess
 import sys
 import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as distribution_version
 from typing import Annotated, Any, Literal
 
 import numpy as np
+from mcp import MCPError
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
-from pydantic import Field
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
+from mcp.server.mcpserver.prompts.base import UserMessage
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, Completion, PromptReference, ToolAnnotations
+from pydantic import Field, ValidationError
 
 from livemem.answer.chat import PersonaError, persona_collections, personas, resolve_persona
 from livemem.answer.evidence import gis_for
@@ -58,13 +74,16 @@ from livemem.usage.traces import (
     retrieval_events,
     utc_timestamp,
 )
+from livemem.version.history import summary as version_summary
 from livemem.version.reader import Snapshot, without_paths
+from serving.deps import visible_manifest
 from serving.models import UUID_PATTERN, ChunkResponse, FeedbackResponse
 from serving.models.context import ChatResponse, ContextResponse
 from serving.models.gis import GisQueryResponse
 from serving.models.mcp import (
     AnswerCacheStats,
     EntityFacts,
+    IndexManifest,
     IndexStats,
     InvalidateResult,
     QueryOutput,
@@ -78,6 +97,108 @@ from serving.models.resources import ResourcesResponse
 ZIP_PATTERN = r"^\d{5}$"
 REINDEX_JOBS = ("build_index", "export_gbim", "verify_registry")
 READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+DISTRIBUTION = "living-memory"  # the name in pyproject.toml: serverInfo.version is its installed version
+JSON = "application/json"
+MAX_ERRORS_SHOWN = 10
+INPUT_SHOWN_CHARS = 60
+
+
+def server_version() -> str:
+    """The installed version of this project's distribution (``serverInfo.version`` of the initialize answer)."""
+    try:
+        return distribution_version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "0+unknown"
+
+
+# --- argument errors a person can read ----------------------------------------------------------------------------
+# Pydantic's own text names the arguments model (``queryArguments``), the input's Python type, and a link to
+# errors.pydantic.dev per error; a caller needs the argument, what is wrong with it, and what was sent.
+_TYPE_TAG = re.compile(r"[\[\](),'\"]|^(?:str|int|float|bool|none|list|dict|literal|function-\w+)$")
+
+
+def _argument(loc: tuple[Any, ...]) -> str:
+    """``('collections', 0)`` -> ``collections[0]``; the union branch tags pydantic adds to a location
+    (``literal['a','b']``, ``list[str]``, ``function-after[...]``) are left out."""
+    name = ""
+    for part in loc:
+        if isinstance(part, int):
+            name += f"[{part}]"
+        elif not _TYPE_TAG.search(str(part)):
+            name += f".{part}" if name else str(part)
+    return name or "arguments"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict | list | tuple):
+        return f"a {'list' if isinstance(value, list | tuple) else 'mapping'} of {len(value)} items"
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= INPUT_SHOWN_CHARS else f"{text[:INPUT_SHOWN_CHARS]}… ({len(text)} characters)"
+
+
+def readable_errors(exc: ValidationError) -> str:
+    """One line per argument: its name, what is wrong (pydantic's sentence, lower-cased, without its link or type
+    names) and what was sent; at most ``MAX_ERRORS_SHOWN``."""
+    lines: dict[str, None] = {}
+    for error in exc.errors(include_url=False):
+        what = error["msg"]
+        if error["type"] == "missing":
+            what = "is required"
+        elif error["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+            what = "is not an argument of this call"
+        else:
+            what = re.sub(r"^(?:Input|Value|String|List)\s", "", what)
+            what = f"must {what.removeprefix('should ')}" if what.startswith("should ") else what
+            if "input" in error and error["type"] != "missing":
+                what += f" (got {_shown(error['input'])})"
+        lines[f"{_argument(tuple(error['loc']))}: {what}"] = None
+    shown = list(lines)[:MAX_ERRORS_SHOWN]
+    more = len(lines) - len(shown)
+    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    while exc is not None:
+        yield exc
+        exc = exc.__cause__
+
+
+class LivingMemoryServer(MCPServer):
+    """``MCPServer`` whose argument errors name the argument and what is wrong, for tools and prompts alike."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            # ``from cause``: the SDK logs the rejected arguments' names (never their values) from it
+            raise ToolError(f"invalid arguments for tool {name}: {readable_errors(cause)}") from cause
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+        prompts = {p.name: p for p in await self.list_prompts()}
+        if name not in prompts:
+            raise MCPError(INVALID_PARAMS, f"unknown prompt {name!r}; prompts: {', '.join(sorted(prompts))}")
+        declared = {a.name: a for a in prompts[name].arguments or ()}
+        given = dict(arguments or {})
+        problems = [f"{a}: is required" for a, arg in declared.items() if arg.required and a not in given]
+        problems += [
+            f"{a}: is not an argument of this prompt ({', '.join(declared)})" for a in given if a not in declared
+        ]
+        if problems:
+            raise MCPError(INVALID_PARAMS, f"invalid arguments for prompt {name}: {'; '.join(problems)}")
+        try:
+            return await super().get_prompt(name, given, context)
+        except ValueError as exc:
+            for cause in _causes(exc):
+                if isinstance(cause, ValidationError) and cause.title.split(".")[-1] == name:  # its arguments
+                    raise MCPError(
+                        INVALID_PARAMS, f"invalid arguments for prompt {name}: {readable_errors(cause)}"
+                    ) from None
+                if isinstance(cause, ToolError | ResourceError):  # anticipated: nothing published, no such collection
+                    raise MCPError(INTERNAL_ERROR, str(cause)) from None
+            raise
 
 
 # --- the server ---------------------------------------------------------------------------------------------------
@@ -101,7 +222,11 @@ def build_server(
         operator_roles = tuple(settings.mcp.operator_roles)
     dagster_home = settings.paths.dagster_home
     is_operator = caller_role.name in operator_roles
-    server = MCPServer("living-memory", instructions="Place-aware retrieval memory for West Virginia benefits.")
+    server = LivingMemoryServer(
+        "living-memory",
+        version=server_version(),
+        instructions="Place-aware retrieval memory for West Virginia benefits.",
+    )
     sparql_pool: list[SparqlPool] = []  # started on the first SPARQL query
     launched: dict[str, tuple[subprocess.Popen, str]] = {}  # run id -> (launcher, job)
     lock = threading.Lock()
@@ -134,11 +259,12 @@ def build_server(
     Message = Annotated[str, Field(min_length=1, max_length=4000, description="the person's message, as written")]
     TopK = Annotated[int | None, Field(ge=1, le=50, description="text passages (default 6)")]
 
-    def snapshot() -> Snapshot:
+    def snapshot(error: type[Exception] = ToolError) -> Snapshot:
+        """The served snapshot; nothing published (or nothing readable) is ``error`` saying so."""
         try:
             return state.reader.snapshot()
         except LivingMemoryError as exc:
-            raise ToolError(str(exc)) from None
+            raise error(str(exc)) from None
 
     def require_operator(what: str) -> None:
         if not is_operator:
@@ -413,6 +539,9 @@ def build_server(
         """The served version: id, model, chunks per collection this role may read, GBIM entities, registry rows."""
         snap = snapshot()
         used("index_stats", "", snap.version_id)
+        return stats_of(snap)
+
+    def stats_of(snap: Snapshot) -> IndexStats:
         visible = snap.collections_for(caller_role.access)
         counts = {c: int((snap.columns["collection"] == c).sum()) for c in visible}
         gis = gis_for(snap)
@@ -430,6 +559,9 @@ def build_server(
     def answer_cache_stats() -> AnswerCacheStats:
         """The answer cache of `context` and `chat` in this server process: entries, hits and misses per kind."""
         used("answer_cache_stats", "", None)
+        return cache_stats()
+
+    def cache_stats() -> AnswerCacheStats:
         service = context_service(state)
         cache = service.cache
         return AnswerCacheStats(
@@ -521,7 +653,146 @@ def build_server(
             run_id=run_id, job=run.job_name, status=run.status.value, finished=run.is_finished, launcher_running=running
         )
 
+    # --- resources: what an assistant may read (and a person attach) without calling a tool ------------------------
+    @server.resource(
+        "livemem://index/manifest",
+        name="index_manifest",
+        title="The served index version",
+        description="The version CURRENT names: id, when it was published, each source's commit, chunks per "
+        "collection this role may read, GBIM and registry counts (GET /manifest has the whole manifest).",
+        mime_type=JSON,
+    )
+    def index_manifest() -> str:
+        snap = snapshot(ResourceError)
+        used("resource", "livemem://index/manifest", snap.version_id)
+        visible = visible_manifest(snap, caller_role)
+        body = version_summary(state.reader.home, snap.version_id, visible, snap.version_id)
+        counts = body["counts"]
+        for key, field in (("total_parents", "files"), ("sealed_chunks", "sealed_chunks")):
+            if key not in visible:  # left out of the role's manifest: it would count hidden chunks
+                counts[field] = None
+        collections = {c: int(v.get("chunks", 0)) for c, v in sorted(visible.get("collections", {}).items())}
+        return IndexManifest.model_validate(
+            {**body, "model": snap.model_id, "collections": collections, "breath_phase": snap.breath_phase}
+        ).model_dump_json()
+
+    @server.resource(
+        "livemem://chunks/{chunk_id}",
+        name="chunk",
+        title="A chunk and its provenance",
+        description="One chunk of the served version, as GET /chunks/{chunk_id} gives it: its text, source, file, "
+        "commit and time, seal state and metadata. A chunk this role may not read is not found, like an unknown id.",
+        mime_type=JSON,
+    )
+    def chunk(chunk_id: str) -> str:
+        snap = snapshot(ResourceError)
+        used("resource", f"livemem://chunks/{chunk_id}", snap.version_id)
+        row = snap.row_of.get(chunk_id)
+        if row is None or snap.columns["access"][row] not in caller_role.access:
+            raise ResourceNotFoundError(f"no chunk {chunk_id[:80]} in index version {snap.version_id}")
+        record = snap.record(row)
+        return ChunkResponse.model_validate(
+            {**record, "collection": record["metadata"]["collection"], "index_version": snap.version_id}
+        ).model_dump_json()
+
+    @server.resource(
+        "livemem://index/stats",
+        name="index_stats",
+        title="Index statistics",
+        description="What the `index_stats` tool answers: the served version, its model, chunks per collection this "
+        "role may read, GBIM entities and registry rows.",
+        mime_type=JSON,
+    )
+    def index_stats_resource() -> str:
+        snap = snapshot(ResourceError)
+        used("resource", "livemem://index/stats", snap.version_id)
+        return stats_of(snap).model_dump_json()
+
+    @server.resource(
+        "livemem://answer-cache/stats",
+        name="answer_cache_stats",
+        title="Answer cache statistics",
+        description="What the `answer_cache_stats` tool answers: the answer cache of `context` and `chat` in this "
+        "server process (entries, hits and misses per kind, warm-up questions answered).",
+        mime_type=JSON,
+    )
+    def answer_cache_stats_resource() -> str:
+        used("resource", "livemem://answer-cache/stats", None)
+        return cache_stats().model_dump_json()
+
+    # --- prompts: ready-made requests a person picks in the assistant ------------------------------------------------
+    # Arguments arrive as strings and are checked like tool arguments (LivingMemoryServer.get_prompt words the error).
+    Question = Annotated[str, Field(min_length=1, max_length=4000, description="the question, as the person asks it")]
+    Place = Annotated[
+        str | None,
+        Field(min_length=1, max_length=200, description="a town or place of West Virginia, e.g. Oak Hill"),
+    ]
+
+    @server.prompt(title="Answer about my place")
+    def answer_about_my_place(
+        question: Question, county: County = None, zip: Zip = None, place: Place = None
+    ) -> list[UserMessage]:
+        """Answer a question about programs and places where the person lives: the evidence of the living memory
+        for that county, ZIP code or town, numbered for citation, with the grounding instructions."""
+        message = question if place is None else f"{question}\n(My place: {place}.)"
+        found = context(message, county, zip)  # routed as `context` routes it, with its usage traces
+        return [UserMessage(f"{found.prompt.text}\n\n{_feedback_note(found.index_version, found.trace_id)}")]
+
+    @server.prompt(title="Cite sources")
+    def cite_sources(
+        question: Question,
+        top_k: Annotated[int, Field(ge=1, le=20, description="how many sources, 1-20 (default 6)")] = 6,
+        collection: Annotated[
+            collection_type | None, Field(description="only this collection (default: every one this role may read)")
+        ] = None,
+    ) -> list[UserMessage]:
+        """Answer from the indexed sources only and cite each claim: the best-matching chunks, numbered, each with
+        its file, commit and date and its livemem://chunks/ URI, and how to cite them."""
+        found = query(question, top_k, None, None if collection is None else [collection], "hybrid")
+        lines = [CITE_INSTRUCTIONS, "", f"Question: {question}", ""]
+        for n, hit in enumerate(found.results, 1):
+            where = hit.provenance
+            lines += [
+                f"[{n}] {hit.collection} · {where.path} · commit {where.commit[:12]} ({where.timestamp[:10]}) · "
+                f"livemem://chunks/{hit.chunk_id}",
+                hit.content.strip(),
+                "",
+            ]
+        if not found.results:
+            lines += ["(No indexed source matches this question: say so instead of answering from elsewhere.)", ""]
+        lines.append(_feedback_note(found.index_version, found.trace_id))
+        return [UserMessage("\n".join(lines))]
+
+    counties = sorted(state_counties(STATE).values())
+
+    @server.completion()
+    async def complete(ref: Any, argument: Any, resolved: Any) -> Completion | None:
+        """Completions of the prompts' `county` and `collection` arguments from what the person has typed."""
+        if not isinstance(ref, PromptReference):
+            return None
+        choices = {"county": counties, "collection": known_collections}.get(argument.name)
+        if choices is None:
+            return None
+        typed = argument.value.strip().lower()
+        values = [c for c in choices if c.lower().startswith(typed)]
+        return Completion(values=values[:100], total=len(values), has_more=len(values) > 100)
+
     return server
+
+
+CITE_INSTRUCTIONS = (
+    "Answer the question below from these numbered sources of the living memory only. After each claim, put the "
+    "numbers of the sources that support it in brackets, e.g. [1] or [2][3]. If the sources do not answer the "
+    "question, say so rather than answering from elsewhere. End with a list headed Sources: each number used, its "
+    "file, commit and date."
+)
+
+
+def _feedback_note(index_version: str, trace_id: str) -> str:
+    return (
+        f"(Living Memory index version {index_version}. Afterwards, send trace_id {trace_id} to the `feedback` tool "
+        "to say whether this evidence helped.)"
+    )
 
 
 def main() -> None:

@@ -25,6 +25,37 @@ class IndexStats(BaseModel):
     registry_rows: int = Field(description="rows of the local_resources registry (public data)")
 
 
+class SourceAtVersion(BaseModel):
+    commit: str | None = Field(description="the commit of the source repository the version holds")
+    collection: str | None
+    access: str
+    files: int | None = Field(description="files indexed")
+    chunks: int | None
+
+
+class ManifestCounts(BaseModel):
+    chunks: int = Field(description="chunks this role may read")
+    files: int | None = Field(description="files indexed (None: not shown to a role that may not read every one)")
+    sealed_chunks: int | None = Field(description="authoritative chunks (None: as for files)")
+    gbim_entities: int | None = Field(description="GBIM entities (None: no export, or some hidden from this role)")
+    gbim_relations: int | None
+    registry_rows: int | None = Field(description="rows of the local_resources registry published")
+
+
+class IndexManifest(BaseModel):
+    """The resource livemem://index/manifest: the served version in brief, as this role may see it."""
+
+    version_id: str
+    published_at: str | None = Field(description="when the version was first published (ISO 8601, UTC)")
+    created_at: str | None = Field(description="when it was staged")
+    base_version: str | None = Field(description="the version it was built from incrementally")
+    model: str = Field(description="the embedding model")
+    breath_phase: str | None = Field(description="the Δ-phase of the breath file when it was built")
+    collections: dict[str, int] = Field(description="chunks per collection this role may read")
+    sources: dict[str, SourceAtVersion] = Field(description="the git sources this role may read, by name")
+    counts: ManifestCounts
+
+
 class EntityFacts(BaseModel):
     entity_id: str
     label: str

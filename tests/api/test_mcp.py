@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -308,10 +309,18 @@ def _tool_names_over(transport: str, home, tmp_path) -> tuple[set[str], dict]:
 
     async def session_calls(read, write) -> tuple[set[str], dict]:
         async with ClientSession(read, write) as session:
-            await session.initialize()
+            started = await session.initialize()
             names = {t.name for t in (await session.list_tools()).tools}
             result = await session.call_tool("query", {"query": "heating bill help", "top_k": 2})
-            return names, result.structured_content
+            manifest = await session.read_resource("livemem://index/manifest")
+            prompts = (await session.list_prompts()).prompts
+            extra = {
+                "server": (started.server_info.name, started.server_info.version),
+                "resources": {str(r.uri) for r in (await session.list_resources()).resources},
+                "manifest": json.loads(manifest.contents[0].text),
+                "prompts": {p.name for p in prompts},
+            }
+            return names, {**result.structured_content, "session": extra}
 
     if transport == "stdio":
         from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -355,8 +364,14 @@ def _tool_names_over(transport: str, home, tmp_path) -> tuple[set[str], dict]:
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_server_process_over_each_transport(tmp_path_factory, tmp_path, transport: str) -> None:
     home = example_index(tmp_path_factory)
+    from importlib.metadata import version
+
     names, data = _tool_names_over(transport, home, tmp_path)
     assert names == TOOLS
+    session = data["session"]
+    assert session["server"] == ("living-memory", version("living-memory"))
+    assert "livemem://index/manifest" in session["resources"] and session["manifest"]["version_id"] == home.current()
+    assert session["prompts"] == {"answer_about_my_place", "cite_sources"}
     assert len(data["results"]) == 2 and all(r["collection"] != "internal_playbooks" for r in data["results"])
 
 
@@ -382,3 +397,160 @@ def test_tools_without_chunks_write_one_usage_event_each_that_the_rollup_ignores
     assert {"resources", "index_stats", "answer_cache_stats"} <= set(kinds)
     events = read_day(state.settings.traces_path, day, UTC)
     assert events.malformed == 0
+
+
+# --- serverInfo, resources, prompts, argument errors (issue 34) ----------------------------------------------------
+def _internal_chunk(state) -> str:
+    snap = state.reader.snapshot()
+    return next(c for c, row in snap.row_of.items() if snap.columns["access"][row] == "internal")
+
+
+def read_json(server, uri: str) -> Any:
+    """A resource read through the client: one JSON text content."""
+
+    async def steps(client):
+        return (await client.read_resource(uri)).contents
+
+    contents = in_session(server, steps)
+    assert len(contents) == 1 and contents[0].mime_type == "application/json", contents
+    return json.loads(contents[0].text)
+
+
+def refused(server, steps: Callable[[Any], Any]) -> Any:
+    """The protocol error (``MCPError``) that ``steps(client)`` must raise."""
+    from mcp import MCPError
+
+    async def run(client):
+        with pytest.raises(MCPError) as raised:
+            await steps(client)
+        return raised.value.error
+
+    return in_session(server, run)
+
+
+def test_server_info_names_the_package_and_its_version(server) -> None:
+    from importlib.metadata import version
+
+    async def steps(client):
+        return client.server_info
+
+    info = in_session(server, steps)
+    assert info.name == "living-memory" and info.version == version("living-memory") and info.version
+
+
+def test_resources_offer_the_manifest_chunks_and_stats(server, operator, state, embedder, tmp_path_factory) -> None:
+    from fastapi.testclient import TestClient
+    from support.context import make_app
+
+    async def listed(client):
+        return await client.list_resources(), await client.list_resource_templates()
+
+    resources, templates = in_session(server, listed)
+    assert {str(r.uri) for r in resources.resources} == {
+        "livemem://index/manifest", "livemem://index/stats", "livemem://answer-cache/stats",
+    }  # fmt: skip
+    assert all(r.description and r.mime_type == "application/json" for r in resources.resources)
+    assert [t.uri_template for t in templates.resource_templates] == ["livemem://chunks/{chunk_id}"]
+
+    snap = state.reader.snapshot()
+    manifest = read_json(server, "livemem://index/manifest")
+    assert manifest["version_id"] == snap.version_id and manifest["published_at"].startswith("20")
+    assert manifest["model"] == snap.model_id
+    assert set(manifest["collections"]) == set(snap.collections_for(frozenset({"public"})))
+    assert manifest["counts"]["chunks"] == sum(manifest["collections"].values())
+    assert manifest["counts"]["registry_rows"] > 0
+    sources = snap.manifest["sources"]
+    assert manifest["sources"] and all(s["commit"] == sources[n]["head_commit"] for n, s in manifest["sources"].items())
+    assert all(s["access"] == "public" for s in manifest["sources"].values())  # the internal source is not named
+    internal = read_json(operator, "livemem://index/manifest")
+    assert "internal_playbooks" in internal["collections"] and set(internal["sources"]) == set(sources)
+
+    chunk_id = call(server, "query", {"query": "heating bill help", "top_k": 1})["results"][0]["chunk_id"]
+    chunk = read_json(server, f"livemem://chunks/{chunk_id}")
+    with TestClient(make_app(example_index(tmp_path_factory), embedder)) as http:
+        assert chunk == http.get(f"/chunks/{chunk_id}").json()  # the body GET /chunks/{id} answers
+    assert chunk["content"] and chunk["provenance"]["commit"] and chunk["provenance"]["path"]
+
+    # A chunk the role may not read is "not found", exactly as an id that does not exist.
+    hidden, unknown = _internal_chunk(state), "00000000-0000-4000-8000-000000000000"
+    assert read_json(operator, f"livemem://chunks/{hidden}")["collection"] == "internal_playbooks"
+    errors = {
+        c: refused(server, lambda client, c=c: client.read_resource(f"livemem://chunks/{c}")) for c in (hidden, unknown)
+    }
+    assert errors[hidden].code == errors[unknown].code
+    assert errors[hidden].message == errors[unknown].message.replace(unknown, hidden)
+    assert errors[hidden].message.startswith(f"no chunk {hidden}")
+
+    assert read_json(server, "livemem://index/stats") == call(server, "index_stats", {})
+    cache = read_json(server, "livemem://answer-cache/stats")
+    assert set(cache) == set(call(server, "answer_cache_stats", {})) and cache["max_entries"] > 0
+
+
+def test_prompts_are_listed_fetched_and_their_arguments_checked(server, state) -> None:
+    from mcp.types import PromptReference
+
+    async def listed(client):
+        return {p.name: p for p in (await client.list_prompts()).prompts}
+
+    prompts = in_session(server, listed)
+    assert set(prompts) == {"answer_about_my_place", "cite_sources"}
+    for prompt in prompts.values():
+        assert prompt.description and all(a.description for a in prompt.arguments)
+    required = {p: {a.name for a in prompts[p].arguments if a.required} for p in prompts}
+    assert required == {"answer_about_my_place": {"question"}, "cite_sources": {"question"}}
+    assert {a.name for a in prompts["answer_about_my_place"].arguments} == {"question", "county", "zip", "place"}
+
+    def get(name: str, arguments: dict[str, str]) -> str:
+        async def steps(client):
+            return await client.get_prompt(name, arguments)
+
+        result = in_session(server, steps)
+        assert [m.role for m in result.messages] == ["user"]
+        return result.messages[0].content.text
+
+    place = get(
+        "answer_about_my_place", {"question": "Where can I get help with my heating bill?", "place": "Oak Hill"}
+    )
+    assert "Fayette County Benefits Guide" in place and "[1]" in place and "Cite every statement" in place
+    trace_id = re.search(r"send trace_id (\S+) to the `feedback` tool", place).group(1)
+    assert call(server, "feedback", {"trace_id": trace_id, "useful": True})["recorded"] == 1
+    by_county = get("answer_about_my_place", {"question": "heating bill help", "county": "Raleigh"})
+    assert "raleigh-county.md" in by_county and "fayette-county.md" not in by_county
+
+    cited = get("cite_sources", {"question": "heating bill help", "top_k": "2", "collection": "wv_benefits"})
+    uris = re.findall(r"^\[(\d)\] wv_benefits · \S+ · commit [0-9a-f]{12} \(\d{4}-\d\d-\d\d\) · (livemem://chunks/\S+)$",
+                      cited, re.M)  # fmt: skip
+    assert [n for n, _ in uris] == ["1", "2"] and "Sources" in cited
+    assert read_json(server, uris[0][1])["content"].strip() in cited  # each source is the chunk resource's text
+
+    def error(name: str, arguments: dict[str, str]) -> str:
+        return refused(server, lambda client: client.get_prompt(name, arguments)).message
+
+    too_many = error("cite_sources", {"question": "heating", "top_k": "99"})
+    assert too_many.startswith("invalid arguments for prompt cite_sources: top_k:") and "20" in too_many
+    assert "county: must be 'Barbour'" in error("answer_about_my_place", {"question": "x", "county": "Nowhere"})
+    assert "zip: must match pattern" in error("answer_about_my_place", {"question": "x", "zip": "123"})
+    assert "question: is required" in error("cite_sources", {})
+    assert "internal_playbooks" in error("cite_sources", {"question": "x", "collection": "internal_playbooks"})
+    assert "colour: is not an argument" in error("cite_sources", {"question": "x", "colour": "red"})
+    assert "cite_sources" in error("nope", {})
+
+    async def complete(client):
+        reference = PromptReference(type="ref/prompt", name="answer_about_my_place")
+        return (await client.complete(reference, {"name": "county", "value": "ra"})).completion.values
+
+    assert in_session(server, complete) == ["Raleigh", "Randolph"]
+
+
+def test_argument_errors_name_the_argument_without_pydantic_links(server) -> None:
+    bad = error_of(server, "query", {"query": "heating", "top_k": 500, "collections": ["nope"]})
+    assert bad.startswith("invalid arguments for tool query: ")
+    assert "top_k: must be less than or equal to 50 (got 500)" in bad
+    assert "collections[0]: must be 'code', 'governance' or 'wv_benefits' (got \"nope\")" in bad
+    assert "query: is required" in error_of(server, "query", {})
+    mixed = error_of(server, "feedback", {"trace_id": "x", "useful": "maybe"})
+    assert "trace_id: must match pattern" in mixed and "useful: must be a valid boolean" in mixed
+    long = error_of(server, "context", {"message": "x" * 5000})
+    assert "message: must have at most 4000 characters" in long and len(long) < 300  # the input is not echoed whole
+    for text in (bad, mixed, long):
+        assert not re.search(r"pydantic|Arguments|input_type|input_value|\[type=", text), text
