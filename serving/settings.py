@@ -22,6 +22,8 @@ read from the environment once by the app factory and the MCP server (``Settings
 ``RAG_SPARQL_WORKERS``          SPARQL worker processes per serving process: queries at once (default 2)
 ``RAG_SPARQL_TIMEOUT_S``        wall-clock limit of one SPARQL query; its worker is killed after it (default 2)
 ``RAG_SPARQL_MEMORY_MB``        memory one SPARQL query may use in its worker (default 256)
+``RAG_CORS_ORIGINS``            origins whose pages may call ``/facts`` and ``/gbim/`` (comma-separated, or ``*``; default none)
+``RAG_RDF_BASE_IRI``            base of served RDF names (default ``https://living-memory.example.org/``; docs/sparql.md)
 ==============================  =====================================================================
 
 The whole tree, with every other section: ``livemem/settings.py`` and docs/settings.md.
