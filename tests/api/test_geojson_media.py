@@ -135,6 +135,8 @@ def test_entity_answers_geojson_by_format_or_accept(client, hits) -> None:
         properties = feature["properties"]
         assert properties["relations"] == record["relations"] and properties["attributes"] == record["attributes"]
         assert {"entity_id", "lon", "lat"}.isdisjoint(properties)
+    unknown = client.get("/entities/00000000-0000-4000-8000-000000000000", headers={"accept": GEOJSON})
+    assert unknown.status_code == 404 and "no GBIM entity" in unknown.json()["detail"]  # as for JSON
 
 
 def test_accept_the_route_cannot_satisfy_is_406(client, hits) -> None:
