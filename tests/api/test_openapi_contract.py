@@ -204,13 +204,16 @@ def test_request_bodies_and_key_responses_have_examples(spec):
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, embedder):
-    """The bundled example, built once per session, answered by the app."""
-    with TestClient(make_app(example_index(tmp_path_factory), embedder)) as client:
-        yield client
+    """The bundled example, built once per session, answered by the app (personal memory in a folder of its own:
+    the cards the examples write stay out of the shared index home)."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("LIVEMEM_PERSONAL_DIR", str(tmp_path_factory.mktemp("personal")))
+        with TestClient(make_app(example_index(tmp_path_factory), embedder)) as client:
+            yield client
 
 
 def test_the_real_app_answers_every_request_example(served):
-    """A client built from the document sends the examples: the app takes each one (no 422), and what it answers
+    """A client built from the document sends the examples: the app answers each one (no 422), and what it answers
     validates against the response schema the document gives for that status."""
     spec = served.get("/openapi.json").json()
     schemas = spec["components"]["schemas"]
@@ -222,7 +225,8 @@ def test_the_real_app_answers_every_request_example(served):
             continue
         for example in schemas[name]["examples"]:
             answer = served.request(method.upper(), path, json=example, headers={"X-API-Key": INTERNAL_KEY})
-            assert answer.status_code != 422, (path, example, answer.text)
+            # answered; only /feedback's example names a trace this server never issued (its documented 404)
+            assert answer.status_code < 300 or (path, answer.status_code) == ("/feedback", 404), (path, answer.text)
             sent += 1
             documented = operation["responses"].get(str(answer.status_code), {}).get("content", {})
             media = documented.get(answer.headers["content-type"].split(";")[0])
