@@ -11,6 +11,7 @@ from livemem.model.embedding import Embedder
 from livemem.query.cache import ResultCache
 from livemem.query.retrieval import FusionSettings, Retriever
 from livemem.usage.traces import PostgresTraceWriter, TraceSigner, TraceWriter, trace_writer
+from livemem.version.history import OpenVersions
 from livemem.version.reader import IndexReader
 from livemem.version.store import IndexHome
 from serving.metrics import Metrics
@@ -32,9 +33,11 @@ class ServingState:
     traces: TraceWriter | PostgresTraceWriter
     signer: TraceSigner
     metrics: Metrics = field(init=False)
+    older: OpenVersions = field(init=False)  # non-current versions requests name (``version`` / ``as_of``), LRU
 
     def __post_init__(self) -> None:
         self.metrics = Metrics(self)
+        self.older = OpenVersions(self.reader.home)
 
     @classmethod
     def from_settings(cls, settings: Settings, embedder: Embedder | None = None) -> ServingState:

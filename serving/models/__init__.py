@@ -195,6 +195,26 @@ class QueryRequest(BaseModel):
     consider_also: int = Field(
         3, ge=0, le=10, description="how many related high-attention chunks to suggest beside the results (0: none)"
     )
+    version: str | None = Field(
+        None,
+        max_length=64,
+        description="answer from this kept index version (its id, or `current`) instead of CURRENT (docs/versions.md)",
+    )
+    as_of: str | None = Field(
+        None,
+        max_length=64,
+        description="answer from the version that was CURRENT at this ISO 8601 date-time (a date alone: the end of "
+        "that UTC day), or the newest kept version holding this commit of a source (docs/versions.md)",
+    )
+
+
+class AnsweredFrom(BaseModel):
+    """Which version answered a request that named one (``version`` / ``as_of``)."""
+
+    version_id: str
+    current: bool = Field(description="false: an older version answered, not the one CURRENT names now")
+    how: str = Field(description="version, current, as_of_time or as_of_commit")
+    asked: str | None = Field(None, description="the version or as_of the request gave")
 
 
 class Provenance(BaseModel):
@@ -299,6 +319,9 @@ class QueryResponse(BaseModel):
     return_: str = Field(alias="return", description="what the results are: chunks or documents")
     candidates: int = Field(description="chunks that passed the collections and filters")
     cached: bool = Field(description="true: served from this process's result cache (same request, same version)")
+    answered_from: AnsweredFrom | None = Field(
+        None, description="only when the request named a version or as_of: which version answered, and whether current"
+    )
 
 
 class Verification(BaseModel):

@@ -17,6 +17,7 @@ from livemem.usage.traces import FEEDBACK_WAIT_S, feedback_events, retrieval_eve
 from serving.deps import CallerRole, CurrentSnapshot, State
 from serving.models import ErrorBody, FeedbackRequest, FeedbackResponse, QueryRequest, QueryResponse
 from serving.routers.memory import record_feedback, request_scope
+from serving.routers.versions import readable_today, snapshot_for
 from serving.state import Role, ServingState
 
 log = logging.getLogger(__name__)
@@ -61,8 +62,13 @@ def caller_identity(request: Request) -> str:
 
 def answer_query(body: QueryRequest, state: ServingState, role: Role, caller: str = "") -> Response:
     """The /query response: the JSON of a ``QueryResponse`` (by alias)."""
-    snap = state.reader.snapshot()  # IndexUnavailable becomes a 503 in the app
-    visible = snap.collections_for(role.access)
+    # the version CURRENT names, or the one the request names (``version`` / ``as_of``: docs/versions.md); an older
+    # one shows no collection today's version would not show the role. IndexUnavailable becomes a 503 in the app
+    snap, answered_from = snapshot_for(state, role, body.version, body.as_of)
+    if answered_from is None:
+        visible = snap.collections_for(role.access)
+    else:
+        visible = readable_today(snap, state.reader.snapshot(), role)
     if body.collections:
         unknown = sorted(set(body.collections) - set(visible))
         if unknown:
@@ -172,6 +178,7 @@ def answer_query(body: QueryRequest, state: ServingState, role: Role, caller: st
         "return": cached["return"],
         "candidates": cached["candidates"],
         "cached": hit,
+        "answered_from": answered_from,
     }
     return Response(orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
 

@@ -1,5 +1,6 @@
 """GET /versions and GET /versions/{a}/diff/{b}: the index's history as the caller's role may see it
-(docs/versions.md). Versions are named by id, ``current``, an ISO date-time or a source commit."""
+(docs/versions.md). Versions are named by id, ``current``, an ISO date-time or a source commit. ``snapshot_for``:
+the version a retrieval request (``version`` / ``as_of`` on POST /query) answers from."""
 
 from __future__ import annotations
 
@@ -8,10 +9,19 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, Query
 
 from livemem.version.diff import diff_versions
-from livemem.version.history import BadVersionReference, VersionNotFound, disk_usage, list_versions, lookup
+from livemem.version.history import (
+    BadVersionReference,
+    VersionNotFound,
+    disk_usage,
+    list_versions,
+    lookup,
+    resolve,
+)
+from livemem.version.reader import Snapshot
 from serving.deps import CallerRole, State
 from serving.models import ErrorBody
 from serving.models.versions import DiffResponse, VersionsResponse
+from serving.state import Role, ServingState
 
 router = APIRouter(tags=["versions"])
 Ref = Annotated[str, Path(min_length=1, max_length=64, description="a version id, 'current', a date-time or a commit")]
@@ -53,3 +63,30 @@ def diff(
     result = diff_versions(home, old.version_id, new.version_id, access=role.access, top=top, limit=limit)
     result["from"]["asked"], result["to"]["asked"] = a, b
     return DiffResponse.model_validate(result)
+
+
+def snapshot_for(
+    state: ServingState, role: Role, version: str | None, as_of: str | None
+) -> tuple[Snapshot, dict | None]:
+    """The snapshot a request answers from, and (when it named a version) which one and whether it is current.
+
+    No ``version`` / ``as_of``: the version CURRENT names, as always, and None. Otherwise the named kept version:
+    the loaded current snapshot when it is that one, else one of the process' open older versions
+    (``ServingState.older``, an LRU sharing segments with CURRENT). Unknown: 404; malformed: 422."""
+    if version is None and as_of is None:
+        return state.reader.snapshot(), None
+    try:
+        found = resolve(state.reader.home, version, as_of, role.access)
+    except VersionNotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+    except BadVersionReference as exc:
+        raise HTTPException(422, str(exc)) from None
+    current = state.reader.snapshot()
+    snap = current if current.version_id == found.version_id else state.older.get(found.version_id)
+    return snap, {**found.to_dict(), "current": snap is current and found.current}
+
+
+def readable_today(snap: Snapshot, current: Snapshot, role: Role) -> list[str]:
+    """The collections of ``snap`` the role may read, by today's rules as well: a collection the current version
+    holds at an access level the role may not read is not shown from an older version either."""
+    return [c for c in snap.collections_for(role.access) if current.access_of.get(c, snap.access_of[c]) in role.access]

@@ -4,13 +4,15 @@ history as a role may see it, with keys as everywhere."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from fastapi.testclient import TestClient
 from support.history import build_history, git_head
-from support.serving import API_KEYS, INTERNAL_KEY
+from support.serving import API_KEYS, INTERNAL_KEY, build_and_publish
 from typer.testing import CliRunner
 
+from livemem.version.store import IndexHome
 from orchestration.cli import app as cli
 from serving.app import create_app
 from serving.settings import Settings
@@ -96,3 +98,74 @@ def test_cli_versions_and_diff(history) -> None:
     assert text.exit_code == 0 and "attention moved on 2 chunks" in text.output
     missing = runner.invoke(cli, [*base, "diff", "20990101T000000000000Z"])
     assert missing.exit_code == 1 and "no kept version" in missing.output
+
+
+# --- POST /query from an older version ----------------------------------------------------------------------
+def ask(client, text: str, headers: dict | None = None, **extra):
+    return client.post("/query", json={"query": text, "top_k": 5, **extra}, headers=headers or {})
+
+
+def paths(body: dict) -> set[str]:
+    return {r["provenance"]["path"].rsplit("/", 1)[-1] for r in body["results"]}
+
+
+def test_query_a_named_version_answers_from_it_and_marks_it_not_current(client, history) -> None:
+    now = ask(client, "fetch_memory client code")
+    assert now.status_code == 200 and now.json()["answered_from"] is None
+    assert "client.py" not in paths(now.json())  # deleted in v2
+    old = ask(client, "fetch_memory client code", version=history["v1"])
+    assert old.status_code == 200, old.text
+    body = old.json()
+    assert body["index_version"] == history["v1"] and "client.py" in paths(body)
+    assert body["answered_from"] == {"version_id": history["v1"], "current": False, "how": "version",
+                                     "asked": history["v1"]}  # fmt: skip
+    home = history["home"]
+    between = (
+        home.published_at(history["v1"]) + (home.published_at(history["v2"]) - home.published_at(history["v1"])) / 2
+    )
+    by_time = ask(client, "fetch_memory client code", as_of=between.isoformat()).json()
+    assert by_time["index_version"] == history["v1"] and by_time["answered_from"]["how"] == "as_of_time"
+    by_commit = ask(client, "heating help Beckley", as_of=git_head(history["repo"])).json()
+    assert by_commit["index_version"] == history["v3"] and by_commit["answered_from"]["current"] is True
+    # the older version is opened once and kept (LRU), not loaded per request
+    older = client.app.state.serving.older
+    loads = older.loads
+    ask(client, "Oak Hill SNAP", version=history["v1"])
+    assert older.loads == loads and history["v1"] in older.loaded()
+
+
+def test_query_an_unknown_or_malformed_version_is_a_clear_error(client, history) -> None:
+    missing = ask(client, "SNAP", version="20990101T000000000000Z")
+    assert missing.status_code == 404 and "no kept version" in missing.json()["detail"]
+    assert ask(client, "SNAP", as_of="2001-01-01T00:00:00Z").status_code == 404
+    bad = ask(client, "SNAP", as_of="yesterday-ish")
+    assert bad.status_code == 422 and "neither an ISO 8601 date-time" in bad.json()["detail"]
+    assert ask(client, "SNAP", version="x" * 65).status_code == 422  # bounded like every field
+
+
+def test_an_older_version_never_shows_a_role_what_it_may_not_read(client, history) -> None:
+    public = ask(client, "zebra protocol escalation", version=history["v1"]).json()
+    assert "caseworker-playbook.md" not in paths(public)
+    internal = ask(client, "zebra protocol escalation", INTERNAL, version=history["v1"]).json()
+    assert "caseworker-playbook.md" in paths(internal)  # v1's text: "zebra", edited to "walrus" in v2
+
+
+def test_an_older_version_follows_todays_access_rules(tmp_path, history, embedder) -> None:
+    """A collection public then and internal now is not shown to the public role from the older version either."""
+    root = tmp_path / "copy"
+    shutil.copytree(history["root"], root, symlinks=True)
+    sources = root / "sources.yaml"
+    text = sources.read_text(encoding="utf-8")
+    sources.write_text(
+        text.replace("collection: wv_benefits\n    access: public", "collection: wv_benefits\n    access: internal"),
+        encoding="utf-8",
+    )
+    home = IndexHome(root / "rag_index")
+    build_and_publish(sources, home, embedder)  # retention 3: v1 goes, v2 (wv_benefits public) stays
+    settings = Settings(index_dir=home.root, warm_up=False, api_keys=API_KEYS)
+    with TestClient(create_app(settings, embedder)) as c:
+        then = ask(c, "Oak Hill SNAP office Fayette", version=history["v2"])
+        assert then.status_code == 200 and not {"fayette-county.md", "statewide-faq.md"} & paths(then.json())
+        assert "fayette-county.md" in paths(
+            ask(c, "Oak Hill SNAP office Fayette", INTERNAL, version=history["v2"]).json()
+        )
