@@ -26,6 +26,10 @@ Per size, in one index home:
    builder's own ``timings``; the version's size on disk.
 2. ``one_file_change``: one file (fixed seed) gets a sentence appended, committed; build + publish; the disk the
    new version adds.
+   With ``--documents N`` (a **mixed corpus**), the repository also holds N generated PDFs
+   (``docs/pdf/p<i>.pdf``, 3 pages each of SciFact abstracts, made with reportlab, reproducible) and then
+   ``one_pdf_change``: one PDF (fixed seed) gets a sentence added on its last page, committed; build + publish;
+   what it re-extracted and re-embedded. A one-PDF change must cost what it changes, like a one-file change.
 3. ``attention_publish``: a trace file of 200 events for one day (``rag_index/traces/<day>-bench.jsonl``), then
    ``livemem.usage.attention.rollup_day`` + publish; time and disk added.
 4. ``serving``: a fresh worker process loads the full build's version with ``livemem.version.reader.load_snapshot``
@@ -51,6 +55,7 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
+import io
 import json
 import logging
 import os
@@ -249,7 +254,10 @@ def git(repo: Path, *args: str, stdin: bytes | None = None) -> str:
 
 
 def _blob(content: str) -> bytes:
-    data = content.encode("utf-8")
+    return _data(content.encode("utf-8"))
+
+
+def _data(data: bytes) -> bytes:
     return b"data %d\n" % len(data) + data + b"\n"
 
 
@@ -258,10 +266,52 @@ def _commit_header(message: str, when: int, parent: str | None) -> bytes:
     return head + (f"from {parent}\n".encode() if parent else b"")
 
 
-def ensure_repo(work: Path, docs: list[dict[str, str]], files: int) -> tuple[Path, bool]:
-    """A bare repository of ``files`` cycled documents in one commit tagged ``bench-base``, its branch reset to
-    the tag; reused when it exists (returns whether it was created)."""
-    repo = work / "repos" / f"scifact-{files}-files.git"
+PDF_PAGES = 3
+PDF_LINE_CHARS = 95
+
+
+def pdf_path(i: int) -> str:
+    return f"docs/pdf/p{i:05d}.pdf"
+
+
+def pdf_pages(i: int, docs: list[dict[str, str]], extra: str = "") -> list[str]:
+    """Page texts of generated PDF ``i``: three SciFact abstracts (one a page), titled; ``extra`` ends the last."""
+    pages = []
+    for page in range(PDF_PAGES):
+        doc = docs[(i * PDF_PAGES + page) % len(docs)]
+        pages.append(f"{doc['title']}\nPDF {i}, page {page + 1}.\n{doc['text']}")
+    if extra:
+        pages[-1] += "\n" + extra
+    return pages
+
+
+def pdf_bytes(pages: list[str]) -> bytes:
+    """A text-layer PDF of ``pages`` (reportlab, invariant: the same bytes on every machine)."""
+    import textwrap
+
+    from reportlab.lib.pagesizes import letter
+    from reportlab.pdfgen import canvas
+
+    out = io.BytesIO()
+    pdf = canvas.Canvas(out, pagesize=letter, invariant=1, pageCompression=1)
+    for text in pages:
+        y = letter[1] - 72
+        for paragraph in text.split("\n"):
+            for line in textwrap.wrap(paragraph, PDF_LINE_CHARS) or [""]:
+                pdf.setFont("Helvetica", 9)
+                pdf.drawString(54, y, line)
+                y -= 12
+                if y < 54:
+                    break
+        pdf.showPage()
+    pdf.save()
+    return out.getvalue()
+
+
+def ensure_repo(work: Path, docs: list[dict[str, str]], files: int, documents: int = 0) -> tuple[Path, bool]:
+    """A bare repository of ``files`` cycled documents (and ``documents`` generated PDFs) in one commit tagged
+    ``bench-base``, its branch reset to the tag; reused when it exists (returns whether it was created)."""
+    repo = work / "repos" / (f"scifact-{files}-files" + (f"-{documents}-pdfs" if documents else "") + ".git")
     if repo.is_dir():
         try:
             base = git(repo, "rev-parse", f"refs/tags/{BASE_TAG}^{{commit}}").strip()
@@ -280,12 +330,26 @@ def ensure_repo(work: Path, docs: list[dict[str, str]], files: int) -> tuple[Pat
             copy, doc = divmod(i, len(docs))
             path = doc_path(copy, docs[doc]["_id"])
             proc.stdin.write(f"M 100644 inline {path}\n".encode() + _blob(doc_text(copy, docs[doc])))
+        for i in range(documents):
+            proc.stdin.write(f"M 100644 inline {pdf_path(i)}\n".encode() + _data(pdf_bytes(pdf_pages(i, docs))))
         proc.stdin.write(b"done\n")
         proc.stdin.close()
     if proc.returncode:
         raise RuntimeError(f"git fast-import failed with status {proc.returncode} in {repo}")
     git(repo, "tag", BASE_TAG, BRANCH)
     return repo, True
+
+
+def commit_one_pdf_change(repo: Path, documents: int, docs: list[dict[str, str]]) -> str:
+    """Add a sentence to the last page of one generated PDF (fixed seed) in a new commit; returns its path."""
+    i = random.Random(SEED + 1).randrange(documents)
+    path = pdf_path(i)
+    parent = git(repo, "rev-parse", f"refs/heads/{BRANCH}").strip()
+    raw = pdf_bytes(pdf_pages(i, docs, extra="Edited for the scale benchmark's one-PDF change."))
+    stream = _commit_header(f"Edit {path}", COMMIT_TIME + 7200, parent)
+    stream += f"M 100644 inline {path}\n".encode() + _data(raw) + b"done\n"
+    git(repo, "fast-import", "--quiet", "--done", stdin=stream)
+    return path
 
 
 def commit_one_change(repo: Path, files: int, docs: list[dict[str, str]]) -> str:
@@ -300,7 +364,7 @@ def commit_one_change(repo: Path, files: int, docs: list[dict[str, str]]) -> str
     return path
 
 
-def sources_yaml(repo: Path, vector_store: str | None = None) -> str:
+def sources_yaml(repo: Path, vector_store: str | None = None, documents: int = 0) -> str:
     """The sources file; ``index.vector_store`` is written only when asked (else the project's default holds)."""
     return (
         "# Written by bench/scale.py: the cycled SciFact corpus as one git source.\n"
@@ -316,7 +380,7 @@ def sources_yaml(repo: Path, vector_store: str | None = None) -> str:
         f"    ref: {BRANCH}\n"
         f"    collection: {COLLECTION}\n"
         "    access: public\n"
-        '    include: ["docs/**/*.md"]\n'
+        + ('    include: ["docs/**/*.md", "docs/pdf/*.pdf"]\n' if documents else '    include: ["docs/**/*.md"]\n')
     )
 
 
@@ -470,6 +534,7 @@ def run_size(
     queries_file: Path = DEFAULT_QUERIES,
     vector_store: str | None = None,
     kernels: tuple[str, ...] = (),
+    documents: int = 0,
 ) -> dict[str, Any]:
     """Every measurement of one size (a target number of chunks); the core the smoke test runs too."""
     from livemem.sources.config import load_sources
@@ -477,15 +542,17 @@ def run_size(
 
     files, expected_chunks = files_for_chunks(docs, target)
     out: dict[str, Any] = {"target_chunks": target, "files": files, "expected_chunks": expected_chunks}
+    if documents:
+        out["documents"] = documents
     with phase(out.setdefault("repo", {})) as entry:
-        repo, created = ensure_repo(work, docs, files)
+        repo, created = ensure_repo(work, docs, files, documents)
         entry.update({"path": str(repo), "created": created, "head": git(repo, "rev-parse", BRANCH).strip()})
     size_dir = work / f"size-{target}"
     home_dir = size_dir / "index"
     shutil.rmtree(home_dir, ignore_errors=True)
     size_dir.mkdir(parents=True, exist_ok=True)
     sources = size_dir / "sources.yaml"
-    sources.write_text(sources_yaml(repo, vector_store), encoding="utf-8")
+    sources.write_text(sources_yaml(repo, vector_store, documents), encoding="utf-8")
     config = load_sources(sources)
     home = IndexHome(home_dir)
     embedder = StandInEmbedder()
@@ -507,6 +574,13 @@ def run_size(
     change["bytes_added_fraction_of_first"] = round(change["bytes_added"] / full["version_bytes"], 4)
     change.update(disk_state(home))
     log.info("one-file change: %.2f s, %.0f MB added", change["total_s"], change["bytes_added"] / 1e6)
+    if documents:
+        pdf = out["one_pdf_change"] = {}
+        pdf["path"] = commit_one_pdf_change(repo, documents, docs)
+        v_change = build_and_publish(config, home, embedder, pdf)
+        pdf["bytes_added"] = version_bytes_added(home, v_change)["total"]
+        pdf["bytes_added_fraction_of_first"] = round(pdf["bytes_added"] / full["version_bytes"], 4)
+        log.info("one-PDF change: %.2f s, %d embeddings computed", pdf["total_s"], pdf["embeddings_computed"])
 
     attention = out["attention_publish"] = {}
     v_attention = attention_publish(home, v_change, attention)
@@ -620,11 +694,20 @@ def report_md(results: dict[str, Any]) -> str:
             f"| {two['total_pss_kib'] / 1024:,.0f} MiB ({two['total_pss_over_twice_one_pss']:.2f}) "
             f"| {w['queries']['p50_ms']:.2f} / {w['queries']['p99_ms']:.2f} ms |"
         )
+    pdf_rows = [
+        f"| {r['chunks']:,} | {r['documents']:,} | {r['one_file_change']['total_s']:.2f} s "
+        f"({r['one_file_change']['embeddings_computed']} embedded) | {r['one_pdf_change']['total_s']:.2f} s "
+        f"({r['one_pdf_change']['embeddings_computed']} embedded) | {_mb(r['one_pdf_change']['bytes_added'])} |"
+        for r in results["sizes"]
+        if "error" not in r and "one_pdf_change" in r
+    ]
     timing_rows = []
     for r in results["sizes"]:
         if "error" in r:
             continue
-        for name in ("full_build", "one_file_change"):
+        for name in ("full_build", "one_file_change", "one_pdf_change"):
+            if name not in r:
+                continue
             t = r[name]["timings"]
             timing_rows.append(
                 f"| {r['chunks']:,} | {name} | "
@@ -693,6 +776,19 @@ def report_md(results: dict[str, Any]) -> str:
             "| hybrid top-10 p50 / p99 (vector given) |",
             "|" + "---|" * 14,
             *rows,
+            *(
+                [
+                    "",
+                    "Mixed corpus (`--documents`: generated 3-page PDFs beside the markdown): a one-PDF change "
+                    "(a sentence added on its last page) against a one-markdown-file change, build + publish:",
+                    "",
+                    "| chunks | PDFs | one-file change | one-PDF change | disk added by the PDF change |",
+                    "|---|---|---|---|---|",
+                    *pdf_rows,
+                ]
+                if pdf_rows
+                else []
+            ),
             "",
             "Builder timings (`BuildResult.timings`), publish, process CPU time, load average before:",
             "",
@@ -757,6 +853,9 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="dense first-stage kernels to serve with, comma-separated (int8, fbgemm, torch-half)",
     )
+    parser.add_argument(
+        "--documents", type=int, default=0, help="a mixed corpus: this many generated 3-page PDFs beside the markdown"
+    )
     parser.add_argument("--allow-huge", action="store_true", help=f"allow sizes of {HUGE:,} chunks and more")
     parser.add_argument("--report-only", action="store_true", help="rewrite the Markdown from --output's JSON")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -785,7 +884,9 @@ def main(argv: list[str] | None = None) -> int:
     for target in sizes:
         try:
             results["sizes"].append(
-                run_size(target, args.work, docs, args.queries, args.queries_file, args.vector_store, kernels)
+                run_size(
+                    target, args.work, docs, args.queries, args.queries_file, args.vector_store, kernels, args.documents
+                )
             )
         except Exception:
             status = 2

@@ -75,3 +75,20 @@ def test_benchmark_measures_every_phase_and_writes_its_report(tmp_path: Path) ->
     # the generated repository is reused, its branch reset to the base commit (the edit undone)
     repo, created = scale.ensure_repo(work, scale.read_jsonl(corpus), size["files"])
     assert not created and scale.git(repo, "rev-parse", "main").strip() == size["repo"]["head"]
+
+
+def test_mixed_corpus_one_pdf_change_costs_what_it_changes(tmp_path: Path) -> None:
+    """``--documents``: generated PDFs are indexed beside the markdown (page provenance), and editing one PDF's
+    last page re-embeds that page's text only, not the document or the corpus."""
+    corpus, queries = write_corpus(tmp_path)
+    output = tmp_path / "scale.json"
+    argv = ["--sizes", "50", "--work", str(tmp_path / "work"), "--output", str(output), "--corpus", str(corpus)]
+    assert scale.main([*argv, "--queries-file", str(queries), "--queries", "5", "--documents", "4"]) == 0
+    (size,) = json.loads(output.read_text())["sizes"]
+    assert "error" not in size, size.get("error")
+    assert size["documents"] == 4 and size["chunks"] >= size["expected_chunks"] + 4  # every PDF gave chunks
+    pdf = size["one_pdf_change"]
+    assert pdf["path"].startswith("docs/pdf/") and pdf["path"].endswith(".pdf")
+    assert 1 <= pdf["embeddings_computed"] <= 4 and pdf["embeddings_reused"] > 0
+    assert pdf["total_chunks"] == size["full_build"]["total_chunks"]
+    assert "| 4 |" in output.with_suffix(".md").read_text()
