@@ -58,14 +58,13 @@ def _geojson_too(schema: str) -> dict[str, Any]:
 def answer_format(request: Request, chosen: Format | None) -> Format:
     """The format to answer in: ``chosen`` (the caller's ``format``) when given, else the one the Accept header
     prefers; a 406 when Accept allows no media type that format is sent as."""
-    offers = OFFERS[chosen]
-    picked = negotiate(request.headers.get("accept"), offers)
+    offers, accept = OFFERS[chosen], request.headers.get("accept")
+    picked = negotiate(accept, offers)
     if picked is None:
         asked = "" if chosen is None else f" for format={chosen}"
         raise HTTPException(
             406,
-            f"the Accept header ({request.headers.get('accept')!r}) names no media type offered here{asked}: "
-            f"{', '.join(offers)}",
+            f"the Accept header ({(accept or '')[:200]!r}) names no media type offered here{asked}: {', '.join(offers)}",
             headers=VARY,
         )
     return picked
