@@ -42,9 +42,10 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as distribution_version
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -201,7 +202,432 @@ class LivingMemoryServer(MCPServer):
             raise
 
 
-# --- the server ---------------------------------------------------------------------------------------------------
+# --- what the tools share -----------------------------------------------------------------------------------------
+@dataclass
+class McpContext:
+    """One server's view of the living memory: the serving state, the role every call is answered as, who may
+    operate, and what operating holds (the SPARQL worker pool, the reindex runs this server started)."""
+
+    state: Any  # serving.state.ServingState
+    role: Any  # serving.state.Role: the caller's, for every call
+    operator_roles: tuple[str, ...]
+    dagster_home: Path | None
+    sparql_pool: list[SparqlPool] = field(default_factory=list)  # started on the first SPARQL query
+    launched: dict[str, tuple[subprocess.Popen, str]] = field(default_factory=dict)  # run id -> (launcher, job)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def is_operator(self) -> bool:
+        return self.role.name in self.operator_roles
+
+    def service(self) -> Any:
+        """The context service (routing, evidence, answers, the answer cache) of the serving state."""
+        from serving.context_service import context_service
+
+        return context_service(self.state)
+
+    def snapshot(self, error: type[Exception] = ToolError) -> Snapshot:
+        """The served snapshot; nothing published (or nothing readable) is ``error`` saying so."""
+        try:
+            return self.state.reader.snapshot()
+        except LivingMemoryError as exc:
+            raise error(str(exc)) from None
+
+    def require_operator(self, what: str) -> None:
+        if not self.is_operator:
+            allowed = ", ".join(self.operator_roles) or "none configured (LIVEMEM_MCP_OPERATOR_ROLES)"
+            raise ToolError(f"role {self.role.name!r} may not {what}; roles that may: {allowed}")
+
+    def searched(self, snap: Snapshot, wanted: list[str] | None) -> list[str]:
+        """The collections to search; an unknown (or unreadable) one is an error naming those that exist."""
+        visible = snap.collections_for(self.role.access)
+        unknown = sorted(set(wanted or ()) - set(visible))
+        if unknown:
+            raise ToolError(f"unknown collection(s) {unknown}; known collections: {visible}")
+        return sorted(set(wanted)) if wanted else visible
+
+    def as_persona(self, snap: Snapshot, request: ContextRequest, persona: str | None) -> tuple[ContextRequest, Any]:
+        """Like ``serving.deps.with_persona``: a persona narrows the role's access and collections."""
+        from serving.state import Role
+
+        try:
+            chosen = resolve_persona(persona, self.role.name, self.role.access, self.state.settings.roles)
+        except PersonaError as exc:
+            raise ToolError(str(exc)) from None
+        collections = persona_collections(chosen, snap.collections_for(chosen.access))
+        named = None if persona is None else chosen.name
+        narrowed = replace(request, persona=named, collections=collections, framing=chosen.framing)
+        return narrowed, Role(self.role.name, chosen.access)
+
+    def write_traces(self, events: list[dict[str, Any]], kind: str | None = None) -> None:
+        for event in events:
+            event["agent"] = "mcp"
+            if kind:
+                event["context"]["kind"] = kind
+        self.state.traces.submit(events)  # queued, as the HTTP routes do: the answer does not wait for the file
+
+    def used(self, tool: str, text: str, version: str | None) -> None:
+        """A usage trace for a tool that answers with no chunk (registry, facts, SPARQL, stats, cache, reindex):
+        one ``retrieval`` event with ``chunk_id`` null and ``context.kind`` naming the tool, so every call is
+        counted while the attention rollup (which counts chunks) is unaffected."""
+        self.state.traces.submit(
+            [
+                {
+                    "timestamp": utc_timestamp(), "event": "retrieval", "trace_id": str(uuid.uuid4()),
+                    "chunk_id": None, "query": text[:QUERY_CHARS], "breath_phase": None, "agent": "mcp",
+                    "role": self.role.name, "useful": None, "index_version": version or "none",
+                    "context": {"related_chunks": [], "kind": tool},
+                }
+            ]
+        )  # fmt: skip
+
+
+# --- the tools: what each answers (their schemas, the MCP surface, are declared in build_server) ---------------------
+def tool_query(
+    ctx: McpContext, query: str, top_k: int, county: str | None, collections: list[str] | None, mode: str
+) -> QueryOutput:
+    snap = ctx.snapshot()
+    chosen = ctx.searched(snap, collections)
+    filters = Filters(county=(county,) if county else ())
+    found = ctx.state.retriever.search(snap, Query(query, top_k, mode=mode, filters=filters), chosen)
+    results = [chunk_result(snap, h) for h in found.chunks]
+    ids = [r["chunk_id"] for r in results]
+    trace_id = ctx.state.signer.issue(role=ctx.role.name, index_version=snap.version_id, chunk_ids=ids)
+    ctx.write_traces(
+        retrieval_events(
+            trace_id=trace_id, query=query, chunk_ids=ids, scores=[r["score"] for r in results],
+            role=ctx.role.name, breath_phase=snap.breath_phase, index_version=snap.version_id, mode=mode,
+            return_="chunks", filters={"county": [county]} if county else {}, collections=chosen,
+            cache_hit=False,
+        )
+    )  # fmt: skip
+    return QueryOutput.model_validate(
+        {"index_version": snap.version_id, "trace_id": trace_id, "collections": chosen, "results": results}
+    )
+
+
+def tool_gis_query(ctx: McpContext, query: str, n_results: int, county: str | None) -> GisQueryResponse:
+    snap = ctx.snapshot()
+    gis = gis_for(snap)
+    if gis is None:
+        raise ToolError(f"index version {snap.version_id} has no GBIM export; materialize export_gbim")
+    rows = np.flatnonzero(gis.mask(ctx.role.access, counties=(county,) if county else ()))
+    hits: list[dict[str, Any]] = []
+    if rows.size:
+        scores = gis.dense[rows] @ ctx.state.retriever.encode(query)
+        order = top_order(scores, n_results)
+        hits = [gis_hit(gis.entities[int(rows[i])], float(scores[i]), None) for i in order]
+    ids = [h["entity_id"] for h in hits]
+    trace_id = ctx.state.signer.issue(role=ctx.role.name, index_version=snap.version_id, chunk_ids=ids)
+    ctx.write_traces(
+        retrieval_events(
+            trace_id=trace_id, query=query, chunk_ids=ids, scores=[h["score"] for h in hits],
+            role=ctx.role.name, breath_phase=snap.breath_phase, index_version=snap.version_id, mode="dense",
+            return_="chunks", filters={"county": county} if county else {},
+            collections=sorted({gis.entities[gis.row_of[i]]["collection"] for i in ids}), cache_hit=False,
+        ),
+        kind="gis",  # ids are GBIM entity ids, not chunk ids (as /gis/query marks them)
+    )  # fmt: skip
+    return GisQueryResponse.model_validate(
+        {"results": hits, "index_version": snap.version_id, "trace_id": trace_id, "candidates": int(rows.size)}
+    )
+
+
+def tool_resources(
+    ctx: McpContext, zip: str | None, county: str | None, resource_type: str | None, include_stale: bool, limit: int
+) -> ResourcesResponse:
+    snap = ctx.snapshot()
+    ctx.used("resources", f"zip={zip} county={county} type={resource_type}", snap.version_id)
+    try:
+        found = resolve(
+            snap, zip=zip, county=county, resource_type=resource_type, include_stale=include_stale, limit=limit
+        )
+    except RegistryQueryError as exc:
+        raise ToolError(str(exc)) from None
+    return ResourcesResponse.model_validate(
+        {"index_version": snap.version_id, "county": found.county, "total": found.total, "results": found.rows}
+    )
+
+
+def tool_context(
+    ctx: McpContext, message: str, county: str | None, zip: str | None, top_k: int | None, persona: str | None
+) -> ContextResponse:
+    snap = ctx.snapshot()
+    service = ctx.service()
+    request, role_used = ctx.as_persona(snap, ContextRequest(message, county, zip, {}, top_k), persona)
+    return ContextResponse.model_validate(service.context(snap, service.caller(role_used), request))
+
+
+def tool_chat(
+    ctx: McpContext,
+    message: str,
+    county: str | None,
+    zip: str | None,
+    top_k: int | None,
+    persona: str | None,
+    thread_id: str | None,
+) -> ChatResponse:
+    snap = ctx.snapshot()
+    service = ctx.service()
+    plain = ContextRequest(message, county, zip, {}, top_k, thread_id)
+    request, role_used = ctx.as_persona(snap, plain, persona)
+    return ChatResponse.model_validate(chat_body(service.chat(snap, service.caller(role_used), request)))
+
+
+def tool_feedback(
+    ctx: McpContext, trace_id: str, useful: bool, chunk_ids: list[str], comment: str | None
+) -> FeedbackResponse:
+    state = ctx.state
+    issued = state.signer.verify(trace_id, role=ctx.role.name)
+    if issued is None:
+        raise ToolError("unknown trace_id: send the trace_id of an answer this server gave you")
+    chosen = list(dict.fromkeys(chunk_ids))
+    foreign = [c for c in chosen if not issued.returned(c)]
+    if foreign:
+        raise ToolError(f"these chunk_ids were not returned by this trace: {foreign[:20]}")
+    snap = ctx.snapshot()
+    events = feedback_events(
+        trace_id=issued.trace_id, chunk_ids=chosen, useful=useful, role=ctx.role.name,
+        breath_phase=snap.breath_phase, index_version=issued.index_version, comment=comment,
+        caller=state.signer.caller_tag(f"mcp:{ctx.role.name}"),  # one MCP server, one caller: its role's
+    )  # fmt: skip
+    for event in events:
+        event["agent"] = "mcp"
+    # as /feedback: bounded, no retry twin, on disk before it is acknowledged
+    if not state.traces.write_through(events, FEEDBACK_WAIT_S, queue=False, sync=True):
+        raise ToolError("feedback could not be recorded; try again later")
+    return FeedbackResponse(trace_id=issued.trace_id, recorded=len(events))
+
+
+def tool_facts(ctx: McpContext, entity_id: str, predicate: str | None) -> EntityFacts:
+    snap = ctx.snapshot()
+    ctx.used("facts", entity_id, snap.version_id)
+    gis = gis_for(snap)
+    row = None if gis is None else gis.row_of.get(entity_id)
+    # An entity the role may not read is reported exactly like one that does not exist.
+    if row is None or gis.entities[row]["access"] not in ctx.role.access:
+        raise ToolError(f"no GBIM entity {entity_id} in index version {snap.version_id}")
+    entity = gis.entities[row]
+    relations = [r for r in gis.relations.get(entity_id, ()) if predicate is None or r["predicate"] == predicate]
+    return EntityFacts.model_validate(
+        {"entity_id": entity_id, "label": entity["label"], "county": entity["county"],
+         "relations": relations, "index_version": snap.version_id}
+    )  # fmt: skip
+
+
+def tool_sparql(ctx: McpContext, query: str, limit: int) -> SparqlOutput:
+    snap = ctx.snapshot()
+    ctx.used("sparql", query, snap.version_id)
+    if gis_for(snap) is None:
+        raise ToolError(f"index version {snap.version_id} has no GBIM export; materialize export_gbim")
+    with ctx.lock:
+        if not ctx.sparql_pool:
+            s = ctx.state.settings
+            limits = SparqlLimits(s.sparql_workers, s.sparql_timeout_s, s.sparql_memory_mb)
+            ctx.sparql_pool.append(SparqlPool(limits))
+    try:
+        result = ctx.sparql_pool[0].run(str(snap.path), ctx.role.access, query, limit)
+    except SparqlError as exc:
+        raise ToolError(str(exc)) from None
+    return SparqlOutput.model_validate({**result, "index_version": snap.version_id})
+
+
+def tool_verify_chunk(ctx: McpContext, chunk_id: str) -> ChunkResponse:
+    snap = ctx.snapshot()
+    ctx.used("verify_chunk", chunk_id, snap.version_id)
+    row = snap.row_of.get(chunk_id)
+    if row is None or snap.columns["access"][row] not in ctx.role.access:
+        raise ToolError(f"no chunk {chunk_id} in index version {snap.version_id}")
+    record = snap.record(row)
+    verification = verify_chunk_record(record, snap.manifest)
+    verification["detail"] = without_paths(verification["detail"])  # git errors name server paths
+    return ChunkResponse.model_validate(
+        {**record, "collection": record["metadata"]["collection"], "index_version": snap.version_id,
+         "verification": verification}
+    )  # fmt: skip
+
+
+def stats_of(ctx: McpContext, snap: Snapshot) -> IndexStats:
+    """The served version's numbers as the role may see them (the `index_stats` tool and resource)."""
+    visible = snap.collections_for(ctx.role.access)
+    counts = {c: int((snap.columns["collection"] == c).sum()) for c in visible}
+    gis = gis_for(snap)
+    registry = load_registry_index(snap.path)
+    return IndexStats(
+        index_version=snap.version_id,
+        model=snap.model_id,
+        collections=counts,
+        chunks=sum(counts.values()),
+        gbim_entities=0 if gis is None else int(gis.mask(ctx.role.access).sum()),
+        registry_rows=0 if registry is None else len(registry.rows),
+    )
+
+
+def tool_index_stats(ctx: McpContext) -> IndexStats:
+    snap = ctx.snapshot()
+    ctx.used("index_stats", "", snap.version_id)
+    return stats_of(ctx, snap)
+
+
+def cache_stats(ctx: McpContext) -> AnswerCacheStats:
+    """The answer cache of this process (the `answer_cache_stats` tool and resource)."""
+    service = ctx.service()
+    cache = service.cache
+    return AnswerCacheStats(
+        entries=len(cache), max_entries=cache.max_entries, ttl_s=cache.ttl_s, persistent=cache.path is not None,
+        hits=dict(cache.hits), misses=dict(cache.misses), persistent_hits=cache.persistent_hits,
+        warmed_questions=service.warmed_questions,
+    )  # fmt: skip
+
+
+def tool_answer_cache_stats(ctx: McpContext) -> AnswerCacheStats:
+    ctx.used("answer_cache_stats", "", None)
+    return cache_stats(ctx)
+
+
+def tool_answer_cache_warm_up(ctx: McpContext, questions: list[str] | None) -> WarmUpResult:
+    ctx.used("answer_cache_warm_up", "", None)
+    ctx.require_operator("warm up the answer cache")
+    snap = ctx.snapshot()
+    service = ctx.service()
+    chosen = questions or list(service.settings.warm_up_questions)
+    if not chosen:
+        raise ToolError("no questions given and none configured (LIVEMEM_WARM_UP_QUESTIONS names a file of them)")
+    public = service.caller(ctx.state.role(ctx.state.settings.public_role))
+    for question in chosen:
+        service.chat(snap, public, ContextRequest(question), audit=False)
+        service.context(snap, public, ContextRequest(question), audit=False)
+    service.warmed_questions += len(chosen)
+    return WarmUpResult(index_version=snap.version_id, answered=chosen, entries=len(service.cache))
+
+
+def tool_answer_cache_invalidate(ctx: McpContext) -> InvalidateResult:
+    ctx.used("answer_cache_invalidate", "", None)
+    ctx.require_operator("invalidate the answer cache")
+    return InvalidateResult(dropped=ctx.service().cache.clear())
+
+
+def tool_reindex(ctx: McpContext, job: str) -> ReindexStarted:
+    ctx.used("reindex", "", None)
+    ctx.require_operator("start a reindex")
+    dagster_home = ctx.dagster_home
+    if dagster_home is None:
+        raise ToolError("DAGSTER_HOME is not set: a run must be recorded on an instance to be followed")
+    run_id = str(uuid.uuid4())
+    log_dir = dagster_home / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "RAG_INDEX_DIR": str(ctx.state.settings.index_dir), "DAGSTER_HOME": str(dagster_home)}
+    command = [sys.executable, "-m", "orchestration.cli", "materialize", "--job", job, "--run-id", run_id]
+    with open(log_dir / f"reindex-{run_id}.log", "wb") as log:
+        # Its own session: the run goes on when this server stops, and a signal to the server is not the run's.
+        process = subprocess.Popen(
+            command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+        )
+    with ctx.lock:
+        ctx.launched[run_id] = (process, job)
+    return ReindexStarted(run_id=run_id, job=job, pid=process.pid, dagster_home=str(dagster_home))
+
+
+def tool_reindex_status(ctx: McpContext, run_id: str) -> ReindexStatus:
+    ctx.used("reindex_status", run_id, None)
+    from orchestration.cli import _open_instance  # the instance opened as `livemem materialize` opens it
+
+    if ctx.dagster_home is None:
+        raise ToolError("DAGSTER_HOME is not set")
+    with ctx.lock:
+        process, job = ctx.launched.get(run_id, (None, ""))
+    running = None if process is None else process.poll() is None  # poll() also reaps an ended launcher
+    run = _open_instance(ctx.dagster_home).get_run_by_id(run_id)
+    if run is None:
+        if running:  # still importing Dagster and loading the definitions
+            return ReindexStatus(run_id=run_id, job=job, status="LAUNCHING", finished=False, launcher_running=running)
+        raise ToolError(f"no run {run_id} on the Dagster instance in $DAGSTER_HOME")
+    return ReindexStatus(
+        run_id=run_id, job=run.job_name, status=run.status.value, finished=run.is_finished, launcher_running=running
+    )
+
+
+# --- the resources ---------------------------------------------------------------------------------------------------
+def resource_index_manifest(ctx: McpContext) -> str:
+    snap = ctx.snapshot(ResourceError)
+    ctx.used("resource", "livemem://index/manifest", snap.version_id)
+    visible = visible_manifest(snap, ctx.role)
+    body = version_summary(ctx.state.reader.home, snap.version_id, visible, snap.version_id)
+    counts = body["counts"]
+    for key, field_name in (("total_parents", "files"), ("sealed_chunks", "sealed_chunks")):
+        if key not in visible:  # left out of the role's manifest: it would count hidden chunks
+            counts[field_name] = None
+    collections = {c: int(v.get("chunks", 0)) for c, v in sorted(visible.get("collections", {}).items())}
+    return IndexManifest.model_validate(
+        {**body, "model": snap.model_id, "collections": collections, "breath_phase": snap.breath_phase}
+    ).model_dump_json()
+
+
+def resource_chunk(ctx: McpContext, chunk_id: str) -> str:
+    snap = ctx.snapshot(ResourceError)
+    ctx.used("resource", f"livemem://chunks/{chunk_id}", snap.version_id)
+    row = snap.row_of.get(chunk_id)
+    if row is None or snap.columns["access"][row] not in ctx.role.access:
+        raise ResourceNotFoundError(f"no chunk {chunk_id[:80]} in index version {snap.version_id}")
+    record = snap.record(row)
+    return ChunkResponse.model_validate(
+        {**record, "collection": record["metadata"]["collection"], "index_version": snap.version_id}
+    ).model_dump_json()
+
+
+def resource_index_stats(ctx: McpContext) -> str:
+    snap = ctx.snapshot(ResourceError)
+    ctx.used("resource", "livemem://index/stats", snap.version_id)
+    return stats_of(ctx, snap).model_dump_json()
+
+
+def resource_answer_cache_stats(ctx: McpContext) -> str:
+    ctx.used("resource", "livemem://answer-cache/stats", None)
+    return cache_stats(ctx).model_dump_json()
+
+
+# --- the prompts -----------------------------------------------------------------------------------------------------
+CITE_INSTRUCTIONS = (
+    "Answer the question below from these numbered sources of the living memory only. After each claim, put the "
+    "numbers of the sources that support it in brackets, e.g. [1] or [2][3]. If the sources do not answer the "
+    "question, say so rather than answering from elsewhere. End with a list headed Sources: each number used, its "
+    "file, commit and date."
+)
+
+
+def _feedback_note(index_version: str, trace_id: str) -> str:
+    return (
+        f"(Living Memory index version {index_version}. Afterwards, send trace_id {trace_id} to the `feedback` tool "
+        "to say whether this evidence helped.)"
+    )
+
+
+def prompt_answer_about_my_place(
+    ctx: McpContext, question: str, county: str | None, zip: str | None, place: str | None
+) -> list[UserMessage]:
+    message = question if place is None else f"{question}\n(My place: {place}.)"
+    found = tool_context(ctx, message, county, zip, None, None)  # routed as `context` routes it, with its traces
+    return [UserMessage(f"{found.prompt.text}\n\n{_feedback_note(found.index_version, found.trace_id)}")]
+
+
+def prompt_cite_sources(ctx: McpContext, question: str, top_k: int, collection: str | None) -> list[UserMessage]:
+    found = tool_query(ctx, question, top_k, None, None if collection is None else [collection], "hybrid")
+    lines = [CITE_INSTRUCTIONS, "", f"Question: {question}", ""]
+    for n, hit in enumerate(found.results, 1):
+        where = hit.provenance
+        lines += [
+            f"[{n}] {hit.collection} · {where.path} · commit {where.commit[:12]} ({where.timestamp[:10]}) · "
+            f"livemem://chunks/{hit.chunk_id}",
+            hit.content.strip(),
+            "",
+        ]
+    if not found.results:
+        lines += ["(No indexed source matches this question: say so instead of answering from elsewhere.)", ""]
+    lines.append(_feedback_note(found.index_version, found.trace_id))
+    return [UserMessage("\n".join(lines))]
+
+
+# --- the server ------------------------------------------------------------------------------------------------------
 def build_server(
     state: Any = None,
     role: str | None = None,
@@ -211,25 +637,21 @@ def build_server(
     """The server over a serving state (default: one built from the settings, like ``make serve``), answering
     as ``role`` (default ``LIVEMEM_MCP_ROLE``); ``operator_roles`` (default ``LIVEMEM_MCP_OPERATOR_ROLES``) may
     warm up and clear the answer cache and start a reindex. ``settings``: the tree, read from the environment
-    when not given."""
-    from serving.context_service import context_service
-    from serving.state import Role, ServingState
+    when not given. Here are the tools', resources' and prompts' schemas (the SDK reads them from the signatures,
+    some enums being this deployment's); what each answers is the function of the same name above."""
+    from serving.state import ServingState
 
     settings = settings or LivingMemorySettings.from_env()
     state = state or ServingState.from_settings(settings.serving)
     caller_role = state.role(role or settings.mcp.role or state.settings.public_role)
     if operator_roles is None:
         operator_roles = tuple(settings.mcp.operator_roles)
-    dagster_home = settings.paths.dagster_home
-    is_operator = caller_role.name in operator_roles
+    ctx = McpContext(state, caller_role, tuple(operator_roles), settings.paths.dagster_home)
     server = LivingMemoryServer(
         "living-memory",
         version=server_version(),
         instructions="Place-aware retrieval memory for West Virginia benefits.",
     )
-    sparql_pool: list[SparqlPool] = []  # started on the first SPARQL query
-    launched: dict[str, tuple[subprocess.Popen, str]] = {}  # run id -> (launcher, job)
-    lock = threading.Lock()
 
     # Enums of this deployment, advertised in the tools' input schemas.
     try:
@@ -245,7 +667,8 @@ def build_server(
             description="search only these collections (default: every collection this role may read)",
         ),
     ]
-    county_type: Any = Literal[tuple(sorted(state_counties(STATE).values()))]
+    counties = sorted(state_counties(STATE).values())
+    county_type: Any = Literal[tuple(counties)]
     County = Annotated[county_type | None, Field(description=f"a county of {STATE}, e.g. Fayette")]
     Zip = Annotated[str | None, Field(pattern=ZIP_PATTERN, description="a 5-digit ZIP code, e.g. 25901")]
     persona_type: Any = Literal[tuple(sorted({*personas(), *state.settings.roles}))]
@@ -258,59 +681,6 @@ def build_server(
     ]
     Message = Annotated[str, Field(min_length=1, max_length=4000, description="the person's message, as written")]
     TopK = Annotated[int | None, Field(ge=1, le=50, description="text passages (default 6)")]
-
-    def snapshot(error: type[Exception] = ToolError) -> Snapshot:
-        """The served snapshot; nothing published (or nothing readable) is ``error`` saying so."""
-        try:
-            return state.reader.snapshot()
-        except LivingMemoryError as exc:
-            raise error(str(exc)) from None
-
-    def require_operator(what: str) -> None:
-        if not is_operator:
-            allowed = ", ".join(operator_roles) or "none configured (LIVEMEM_MCP_OPERATOR_ROLES)"
-            raise ToolError(f"role {caller_role.name!r} may not {what}; roles that may: {allowed}")
-
-    def searched(snap: Snapshot, wanted: list[str] | None) -> list[str]:
-        """The collections to search; an unknown (or unreadable) one is an error naming those that exist."""
-        visible = snap.collections_for(caller_role.access)
-        unknown = sorted(set(wanted or ()) - set(visible))
-        if unknown:
-            raise ToolError(f"unknown collection(s) {unknown}; known collections: {visible}")
-        return sorted(set(wanted)) if wanted else visible
-
-    def as_persona(snap: Snapshot, request: ContextRequest, persona: str | None) -> tuple[ContextRequest, Role]:
-        """Like ``serving.deps.with_persona``: a persona narrows the role's access and collections."""
-        try:
-            chosen = resolve_persona(persona, caller_role.name, caller_role.access, state.settings.roles)
-        except PersonaError as exc:
-            raise ToolError(str(exc)) from None
-        collections = persona_collections(chosen, snap.collections_for(chosen.access))
-        named = None if persona is None else chosen.name
-        narrowed = replace(request, persona=named, collections=collections, framing=chosen.framing)
-        return narrowed, Role(caller_role.name, chosen.access)
-
-    def write_traces(events: list[dict[str, Any]], kind: str | None = None) -> None:
-        for event in events:
-            event["agent"] = "mcp"
-            if kind:
-                event["context"]["kind"] = kind
-        state.traces.submit(events)  # queued, as the HTTP routes do: the answer does not wait for the file
-
-    def used(tool: str, text: str, version: str | None) -> None:
-        """A usage trace for a tool that answers with no chunk (registry, facts, SPARQL, stats, cache, reindex):
-        one ``retrieval`` event with ``chunk_id`` null and ``context.kind`` naming the tool, so every call is
-        counted while the attention rollup (which counts chunks) is unaffected."""
-        state.traces.submit(
-            [
-                {
-                    "timestamp": utc_timestamp(), "event": "retrieval", "trace_id": str(uuid.uuid4()),
-                    "chunk_id": None, "query": text[:QUERY_CHARS], "breath_phase": None, "agent": "mcp",
-                    "role": caller_role.name, "useful": None, "index_version": version or "none",
-                    "context": {"related_chunks": [], "kind": tool},
-                }
-            ]
-        )  # fmt: skip
 
     @server.tool(annotations=READ_ONLY)
     def query(
@@ -325,24 +695,7 @@ def build_server(
     ) -> QueryOutput:
         """Search the chunks of the indexed repositories this role may read; returns chunks with provenance (file,
         commit, time), scores and a trace_id for `feedback`."""
-        snap = snapshot()
-        chosen = searched(snap, collections)
-        filters = Filters(county=(county,) if county else ())
-        found = state.retriever.search(snap, Query(query, top_k, mode=mode, filters=filters), chosen)
-        results = [chunk_result(snap, h) for h in found.chunks]
-        ids = [r["chunk_id"] for r in results]
-        trace_id = state.signer.issue(role=caller_role.name, index_version=snap.version_id, chunk_ids=ids)
-        write_traces(
-            retrieval_events(
-                trace_id=trace_id, query=query, chunk_ids=ids, scores=[r["score"] for r in results],
-                role=caller_role.name, breath_phase=snap.breath_phase, index_version=snap.version_id, mode=mode,
-                return_="chunks", filters={"county": [county]} if county else {}, collections=chosen,
-                cache_hit=False,
-            )
-        )  # fmt: skip
-        return QueryOutput.model_validate(
-            {"index_version": snap.version_id, "trace_id": trace_id, "collections": chosen, "results": results}
-        )
+        return tool_query(ctx, query, top_k, county, collections, mode)
 
     @server.tool(annotations=READ_ONLY)
     def gis_query(
@@ -352,30 +705,7 @@ def build_server(
     ) -> GisQueryResponse:
         """Semantic search over GBIM entities (places: offices, clinics, service areas) with an optional county;
         returns each place's coordinates (EPSG:4326) and a trace_id for `feedback`."""
-        snap = snapshot()
-        gis = gis_for(snap)
-        if gis is None:
-            raise ToolError(f"index version {snap.version_id} has no GBIM export; materialize export_gbim")
-        rows = np.flatnonzero(gis.mask(caller_role.access, counties=(county,) if county else ()))
-        hits: list[dict[str, Any]] = []
-        if rows.size:
-            scores = gis.dense[rows] @ state.retriever.encode(query)
-            order = top_order(scores, n_results)
-            hits = [gis_hit(gis.entities[int(rows[i])], float(scores[i]), None) for i in order]
-        ids = [h["entity_id"] for h in hits]
-        trace_id = state.signer.issue(role=caller_role.name, index_version=snap.version_id, chunk_ids=ids)
-        write_traces(
-            retrieval_events(
-                trace_id=trace_id, query=query, chunk_ids=ids, scores=[h["score"] for h in hits],
-                role=caller_role.name, breath_phase=snap.breath_phase, index_version=snap.version_id, mode="dense",
-                return_="chunks", filters={"county": county} if county else {},
-                collections=sorted({gis.entities[gis.row_of[i]]["collection"] for i in ids}), cache_hit=False,
-            ),
-            kind="gis",  # ids are GBIM entity ids, not chunk ids (as /gis/query marks them)
-        )  # fmt: skip
-        return GisQueryResponse.model_validate(
-            {"results": hits, "index_version": snap.version_id, "trace_id": trace_id, "candidates": int(rows.size)}
-        )
+        return tool_gis_query(ctx, query, n_results, county)
 
     @server.tool(annotations=READ_ONLY)
     def resources(
@@ -389,17 +719,7 @@ def build_server(
     ) -> ResourcesResponse:
         """Verified programs of the local_resources registry: those whose ZIP or coverage includes `zip`, then the
         rest of its county (or of `county`), optionally of one type."""
-        snap = snapshot()
-        used("resources", f"zip={zip} county={county} type={resource_type}", snap.version_id)
-        try:
-            found = resolve(
-                snap, zip=zip, county=county, resource_type=resource_type, include_stale=include_stale, limit=limit
-            )
-        except RegistryQueryError as exc:
-            raise ToolError(str(exc)) from None
-        return ResourcesResponse.model_validate(
-            {"index_version": snap.version_id, "county": found.county, "total": found.total, "results": found.rows}
-        )
+        return tool_resources(ctx, zip, county, resource_type, include_stale, limit)
 
     @server.tool(annotations=READ_ONLY)
     def context(
@@ -407,10 +727,7 @@ def build_server(
     ) -> ContextResponse:
         """Route a message (intents, place, eligibility) and return its evidence by source (text passages, facts,
         places, registry programs), the prompt built from it, and a trace_id for `feedback`."""
-        snap = snapshot()
-        service = context_service(state)
-        request, role_used = as_persona(snap, ContextRequest(message, county, zip, {}, top_k), persona)
-        return ContextResponse.model_validate(service.context(snap, service.caller(role_used), request))
+        return tool_context(ctx, message, county, zip, top_k, persona)
 
     @server.tool(annotations=READ_ONLY)
     def chat(
@@ -423,11 +740,7 @@ def build_server(
     ) -> ChatResponse:
         """Answer a message from the living memory: `context`, then an answer from the configured model (or quoted
         from the evidence) with numbered citations of chunks, facts, places and programs."""
-        snap = snapshot()
-        service = context_service(state)
-        plain = ContextRequest(message, county, zip, {}, top_k, thread_id)
-        request, role_used = as_persona(snap, plain, persona)
-        return ChatResponse.model_validate(chat_body(service.chat(snap, service.caller(role_used), request)))
+        return tool_chat(ctx, message, county, zip, top_k, persona, thread_id)
 
     @server.tool()
     def feedback(
@@ -443,25 +756,7 @@ def build_server(
     ) -> FeedbackResponse:
         """Say whether the answer behind a trace_id of `query`, `gis_query`, `context` or `chat` (or some of its
         chunks) was useful: confirmed usefulness is what raises a chunk in later rankings."""
-        issued = state.signer.verify(trace_id, role=caller_role.name)
-        if issued is None:
-            raise ToolError("unknown trace_id: send the trace_id of an answer this server gave you")
-        chosen = list(dict.fromkeys(chunk_ids))
-        foreign = [c for c in chosen if not issued.returned(c)]
-        if foreign:
-            raise ToolError(f"these chunk_ids were not returned by this trace: {foreign[:20]}")
-        snap = snapshot()
-        events = feedback_events(
-            trace_id=issued.trace_id, chunk_ids=chosen, useful=useful, role=caller_role.name,
-            breath_phase=snap.breath_phase, index_version=issued.index_version, comment=comment,
-            caller=state.signer.caller_tag(f"mcp:{caller_role.name}"),  # one MCP server, one caller: its role's
-        )  # fmt: skip
-        for event in events:
-            event["agent"] = "mcp"
-        # as /feedback: bounded, no retry twin, on disk before it is acknowledged
-        if not state.traces.write_through(events, FEEDBACK_WAIT_S, queue=False, sync=True):
-            raise ToolError("feedback could not be recorded; try again later")
-        return FeedbackResponse(trace_id=issued.trace_id, recorded=len(events))
+        return tool_feedback(ctx, trace_id, useful, chunk_ids, comment)
 
     @server.tool(annotations=READ_ONLY)
     def facts(
@@ -472,19 +767,7 @@ def build_server(
     ) -> EntityFacts:
         """The relation triples of one GBIM entity: the county it is located in, the ZIP codes it serves, the
         worldview it is part of."""
-        snap = snapshot()
-        used("facts", entity_id, snap.version_id)
-        gis = gis_for(snap)
-        row = None if gis is None else gis.row_of.get(entity_id)
-        # An entity the role may not read is reported exactly like one that does not exist.
-        if row is None or gis.entities[row]["access"] not in caller_role.access:
-            raise ToolError(f"no GBIM entity {entity_id} in index version {snap.version_id}")
-        entity = gis.entities[row]
-        relations = [r for r in gis.relations.get(entity_id, ()) if predicate is None or r["predicate"] == predicate]
-        return EntityFacts.model_validate(
-            {"entity_id": entity_id, "label": entity["label"], "county": entity["county"],
-             "relations": relations, "index_version": snap.version_id}
-        )  # fmt: skip
+        return tool_facts(ctx, entity_id, predicate)
 
     @server.tool(annotations=READ_ONLY)
     def sparql(
@@ -500,20 +783,7 @@ def build_server(
     ) -> SparqlOutput:
         """Read-only SPARQL over the entities and relations this role may read, in a sandboxed worker process
         (time and memory limits; no SERVICE, FROM, GRAPH, updates, CONSTRUCT or DESCRIBE)."""
-        snap = snapshot()
-        used("sparql", query, snap.version_id)
-        if gis_for(snap) is None:
-            raise ToolError(f"index version {snap.version_id} has no GBIM export; materialize export_gbim")
-        with lock:
-            if not sparql_pool:
-                s = state.settings
-                limits = SparqlLimits(s.sparql_workers, s.sparql_timeout_s, s.sparql_memory_mb)
-                sparql_pool.append(SparqlPool(limits, gbim_iri=f"{s.rdf_base_iri}gbim/"))  # the names HTTP serves
-        try:
-            result = sparql_pool[0].run(str(snap.path), caller_role.access, query, limit)
-        except SparqlError as exc:
-            raise ToolError(str(exc)) from None
-        return SparqlOutput.model_validate({**result, "index_version": snap.version_id})
+        return tool_sparql(ctx, query, limit)
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=True))
     def verify_chunk(
@@ -521,54 +791,17 @@ def build_server(
     ) -> ChunkResponse:
         """Is this chunk still current? Reads its source repository now: `current` (the file still holds the text),
         `changed` (the file no longer holds it) or `missing` (file or repository gone)."""
-        snap = snapshot()
-        used("verify_chunk", chunk_id, snap.version_id)
-        row = snap.row_of.get(chunk_id)
-        if row is None or snap.columns["access"][row] not in caller_role.access:
-            raise ToolError(f"no chunk {chunk_id} in index version {snap.version_id}")
-        record = snap.record(row)
-        verification = verify_chunk_record(record, snap.manifest)
-        verification["detail"] = without_paths(verification["detail"])  # git errors name server paths
-        return ChunkResponse.model_validate(
-            {**record, "collection": record["metadata"]["collection"], "index_version": snap.version_id,
-             "verification": verification}
-        )  # fmt: skip
+        return tool_verify_chunk(ctx, chunk_id)
 
     @server.tool(annotations=READ_ONLY)
     def index_stats() -> IndexStats:
         """The served version: id, model, chunks per collection this role may read, GBIM entities, registry rows."""
-        snap = snapshot()
-        used("index_stats", "", snap.version_id)
-        return stats_of(snap)
-
-    def stats_of(snap: Snapshot) -> IndexStats:
-        visible = snap.collections_for(caller_role.access)
-        counts = {c: int((snap.columns["collection"] == c).sum()) for c in visible}
-        gis = gis_for(snap)
-        registry = load_registry_index(snap.path)
-        return IndexStats(
-            index_version=snap.version_id,
-            model=snap.model_id,
-            collections=counts,
-            chunks=sum(counts.values()),
-            gbim_entities=0 if gis is None else int(gis.mask(caller_role.access).sum()),
-            registry_rows=0 if registry is None else len(registry.rows),
-        )
+        return tool_index_stats(ctx)
 
     @server.tool(annotations=READ_ONLY)
     def answer_cache_stats() -> AnswerCacheStats:
         """The answer cache of `context` and `chat` in this server process: entries, hits and misses per kind."""
-        used("answer_cache_stats", "", None)
-        return cache_stats()
-
-    def cache_stats() -> AnswerCacheStats:
-        service = context_service(state)
-        cache = service.cache
-        return AnswerCacheStats(
-            entries=len(cache), max_entries=cache.max_entries, ttl_s=cache.ttl_s, persistent=cache.path is not None,
-            hits=dict(cache.hits), misses=dict(cache.misses), persistent_hits=cache.persistent_hits,
-            warmed_questions=service.warmed_questions,
-        )  # fmt: skip
+        return tool_answer_cache_stats(ctx)
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False))
     def answer_cache_warm_up(
@@ -579,27 +812,13 @@ def build_server(
     ) -> WarmUpResult:
         """Answer questions now (as the public role, chat and context) so later askers get cached answers.
         Operator roles only."""
-        used("answer_cache_warm_up", "", None)
-        require_operator("warm up the answer cache")
-        snap = snapshot()
-        service = context_service(state)
-        chosen = questions or list(service.settings.warm_up_questions)
-        if not chosen:
-            raise ToolError("no questions given and none configured (LIVEMEM_WARM_UP_QUESTIONS names a file of them)")
-        public = service.caller(state.role(state.settings.public_role))
-        for question in chosen:
-            service.chat(snap, public, ContextRequest(question), audit=False)
-            service.context(snap, public, ContextRequest(question), audit=False)
-        service.warmed_questions += len(chosen)
-        return WarmUpResult(index_version=snap.version_id, answered=chosen, entries=len(service.cache))
+        return tool_answer_cache_warm_up(ctx, questions)
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False))
     def answer_cache_invalidate() -> InvalidateResult:
         """Drop every cached answer (this process's memory and the persistent tier shared by this machine's
         processes), e.g. after changing the LLM or the prompts. Operator roles only."""
-        used("answer_cache_invalidate", "", None)
-        require_operator("invalidate the answer cache")
-        return InvalidateResult(dropped=context_service(state).cache.clear())
+        return tool_answer_cache_invalidate(ctx)
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True))
     def reindex(
@@ -611,47 +830,14 @@ def build_server(
         """Start a (re)index: `livemem materialize --job JOB` in a process of its own, recorded on the Dagster
         instance in $DAGSTER_HOME; returns at once with the run id (follow it with `reindex_status`). The new
         version is served once its blocking checks pass. Operator roles only."""
-        used("reindex", "", None)
-        require_operator("start a reindex")
-        if dagster_home is None:
-            raise ToolError("DAGSTER_HOME is not set: a run must be recorded on an instance to be followed")
-        run_id = str(uuid.uuid4())
-        log_dir = dagster_home / "logs"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "RAG_INDEX_DIR": str(state.settings.index_dir), "DAGSTER_HOME": str(dagster_home)}
-        command = [sys.executable, "-m", "orchestration.cli", "materialize", "--job", job, "--run-id", run_id]
-        with open(log_dir / f"reindex-{run_id}.log", "wb") as log:
-            # Its own session: the run goes on when this server stops, and a signal to the server is not the run's.
-            process = subprocess.Popen(
-                command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
-            )
-        with lock:
-            launched[run_id] = (process, job)
-        return ReindexStarted(run_id=run_id, job=job, pid=process.pid, dagster_home=str(dagster_home))
+        return tool_reindex(ctx, job)
 
     @server.tool(annotations=READ_ONLY)
     def reindex_status(
         run_id: Annotated[str, Field(pattern=UUID_PATTERN, description="the run id `reindex` returned")],
     ) -> ReindexStatus:
         """The Dagster status of a run started by `reindex`."""
-        used("reindex_status", run_id, None)
-        from orchestration.cli import _open_instance  # the instance opened as `livemem materialize` opens it
-
-        if dagster_home is None:
-            raise ToolError("DAGSTER_HOME is not set")
-        with lock:
-            process, job = launched.get(run_id, (None, ""))
-        running = None if process is None else process.poll() is None  # poll() also reaps an ended launcher
-        run = _open_instance(dagster_home).get_run_by_id(run_id)
-        if run is None:
-            if running:  # still importing Dagster and loading the definitions
-                return ReindexStatus(
-                    run_id=run_id, job=job, status="LAUNCHING", finished=False, launcher_running=running
-                )
-            raise ToolError(f"no run {run_id} on the Dagster instance in $DAGSTER_HOME")
-        return ReindexStatus(
-            run_id=run_id, job=run.job_name, status=run.status.value, finished=run.is_finished, launcher_running=running
-        )
+        return tool_reindex_status(ctx, run_id)
 
     # --- resources: what an assistant may read (and a person attach) without calling a tool ------------------------
     @server.resource(
@@ -663,18 +849,7 @@ def build_server(
         mime_type=JSON,
     )
     def index_manifest() -> str:
-        snap = snapshot(ResourceError)
-        used("resource", "livemem://index/manifest", snap.version_id)
-        visible = visible_manifest(snap, caller_role)
-        body = version_summary(state.reader.home, snap.version_id, visible, snap.version_id)
-        counts = body["counts"]
-        for key, field in (("total_parents", "files"), ("sealed_chunks", "sealed_chunks")):
-            if key not in visible:  # left out of the role's manifest: it would count hidden chunks
-                counts[field] = None
-        collections = {c: int(v.get("chunks", 0)) for c, v in sorted(visible.get("collections", {}).items())}
-        return IndexManifest.model_validate(
-            {**body, "model": snap.model_id, "collections": collections, "breath_phase": snap.breath_phase}
-        ).model_dump_json()
+        return resource_index_manifest(ctx)
 
     @server.resource(
         "livemem://chunks/{chunk_id}",
@@ -685,15 +860,7 @@ def build_server(
         mime_type=JSON,
     )
     def chunk(chunk_id: str) -> str:
-        snap = snapshot(ResourceError)
-        used("resource", f"livemem://chunks/{chunk_id}", snap.version_id)
-        row = snap.row_of.get(chunk_id)
-        if row is None or snap.columns["access"][row] not in caller_role.access:
-            raise ResourceNotFoundError(f"no chunk {chunk_id[:80]} in index version {snap.version_id}")
-        record = snap.record(row)
-        return ChunkResponse.model_validate(
-            {**record, "collection": record["metadata"]["collection"], "index_version": snap.version_id}
-        ).model_dump_json()
+        return resource_chunk(ctx, chunk_id)
 
     @server.resource(
         "livemem://index/stats",
@@ -704,9 +871,7 @@ def build_server(
         mime_type=JSON,
     )
     def index_stats_resource() -> str:
-        snap = snapshot(ResourceError)
-        used("resource", "livemem://index/stats", snap.version_id)
-        return stats_of(snap).model_dump_json()
+        return resource_index_stats(ctx)
 
     @server.resource(
         "livemem://answer-cache/stats",
@@ -717,8 +882,7 @@ def build_server(
         mime_type=JSON,
     )
     def answer_cache_stats_resource() -> str:
-        used("resource", "livemem://answer-cache/stats", None)
-        return cache_stats().model_dump_json()
+        return resource_answer_cache_stats(ctx)
 
     # --- prompts: ready-made requests a person picks in the assistant ------------------------------------------------
     # Arguments arrive as strings and are checked like tool arguments (LivingMemoryServer.get_prompt words the error).
@@ -734,9 +898,7 @@ def build_server(
     ) -> list[UserMessage]:
         """Answer a question about programs and places where the person lives: the evidence of the living memory
         for that county, ZIP code or town, numbered for citation, with the grounding instructions."""
-        message = question if place is None else f"{question}\n(My place: {place}.)"
-        found = context(message, county, zip)  # routed as `context` routes it, with its usage traces
-        return [UserMessage(f"{found.prompt.text}\n\n{_feedback_note(found.index_version, found.trace_id)}")]
+        return prompt_answer_about_my_place(ctx, question, county, zip, place)
 
     @server.prompt(title="Cite sources")
     def cite_sources(
@@ -748,22 +910,7 @@ def build_server(
     ) -> list[UserMessage]:
         """Answer from the indexed sources only and cite each claim: the best-matching chunks, numbered, each with
         its file, commit and date and its livemem://chunks/ URI, and how to cite them."""
-        found = query(question, top_k, None, None if collection is None else [collection], "hybrid")
-        lines = [CITE_INSTRUCTIONS, "", f"Question: {question}", ""]
-        for n, hit in enumerate(found.results, 1):
-            where = hit.provenance
-            lines += [
-                f"[{n}] {hit.collection} · {where.path} · commit {where.commit[:12]} ({where.timestamp[:10]}) · "
-                f"livemem://chunks/{hit.chunk_id}",
-                hit.content.strip(),
-                "",
-            ]
-        if not found.results:
-            lines += ["(No indexed source matches this question: say so instead of answering from elsewhere.)", ""]
-        lines.append(_feedback_note(found.index_version, found.trace_id))
-        return [UserMessage("\n".join(lines))]
-
-    counties = sorted(state_counties(STATE).values())
+        return prompt_cite_sources(ctx, question, top_k, collection)
 
     @server.completion()
     async def complete(ref: Any, argument: Any, resolved: Any) -> Completion | None:
@@ -778,21 +925,6 @@ def build_server(
         return Completion(values=values[:100], total=len(values), has_more=len(values) > 100)
 
     return server
-
-
-CITE_INSTRUCTIONS = (
-    "Answer the question below from these numbered sources of the living memory only. After each claim, put the "
-    "numbers of the sources that support it in brackets, e.g. [1] or [2][3]. If the sources do not answer the "
-    "question, say so rather than answering from elsewhere. End with a list headed Sources: each number used, its "
-    "file, commit and date."
-)
-
-
-def _feedback_note(index_version: str, trace_id: str) -> str:
-    return (
-        f"(Living Memory index version {index_version}. Afterwards, send trace_id {trace_id} to the `feedback` tool "
-        "to say whether this evidence helped.)"
-    )
 
 
 def main() -> None:
