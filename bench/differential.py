@@ -56,6 +56,8 @@ def main() -> None:
         "histories_run": len(histories),
         "commits": sum(h["commits"] for h in histories),
         "builds_compared": sum(h["compared"] for h in histories),
+        "documents_written": sum(h.get("documents", 0) for h in histories),
+        "extractor_upgrades": sum(h.get("upgrades", 0) for h in histories),
         "passed": run.returncode == 0,
         "elapsed_s": round(elapsed, 1),
         "output_tail": (run.stdout + run.stderr)[-4000:] if run.returncode else run.stdout.strip().splitlines()[-1:],
@@ -74,6 +76,8 @@ def main() -> None:
         "hypothesis counts shrinking attempts too)",
         f"- commits made: {report['commits']}",
         f"- incremental builds compared with from-scratch builds: {report['builds_compared']}",
+        f"- documents written (PDF, DOCX, HTML, scanned PDF): {report.get('documents_written', 0)}; "
+        f"extractor upgrades: {report.get('extractor_upgrades', 0)}",
         f"- result: {verdict}",
         f"- elapsed: {report['elapsed_s']} s",
     ]

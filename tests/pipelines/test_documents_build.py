@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pypdf
 import pytest
+from support.documents import scanned_pdf
 
 from livemem.index import records
 from livemem.ingest import checks
@@ -35,23 +36,6 @@ LIPSUM_OPENINGS = [
     "Sed commodo posuere",
     "Morbi luctus",
 ]
-
-
-def scanned_pdf() -> bytes:
-    """A one-page PDF holding only an image (a scanned flyer: no text layer)."""
-    from reportlab.lib.utils import ImageReader
-    from reportlab.pdfgen import canvas
-
-    png = io.BytesIO()
-    from PIL import Image
-
-    Image.new("L", (64, 64), 200).save(png, "PNG")
-    out = io.BytesIO()
-    page = canvas.Canvas(out, invariant=1)
-    page.drawImage(ImageReader(io.BytesIO(png.getvalue())), 72, 72, 300, 300)
-    page.showPage()
-    page.save()
-    return out.getvalue()
 
 
 def docx_bomb() -> bytes:

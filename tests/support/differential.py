@@ -5,7 +5,8 @@ sources (``alpha`` under ``a/`` with switchable include and sealed globs, ``beta
 exclude glob, ``gamma`` selecting ``shared/**`` and ``a/notes/**`` across the others' directories), the second
 one source (``delta``, whole repository, domain metadata by path). Rules add, edit, delete, rename (also across
 sources), revert files to an earlier text, write binary, non-UTF-8, empty and oversize files, toggle the seal
-marker, repeat text inside a file, and change the configuration (chunk size, file size cap, globs, vector store, sentence vectors on or off). The ``build``
+marker, repeat text inside a file, write documents (text-layer PDFs of one to three pages, DOCX, HTML), replace
+one by a scanned PDF (no text layer: reported, not indexed), upgrade a format's extractor, and change the configuration (chunk size, file size cap, globs, vector store, sentence vectors on or off). The ``build``
 rule builds incrementally on the previous version, checks it with the blocking completeness check, publishes
 it, and compares the published version with a from-scratch build of the same commits in a fresh home that
 shares the embedding cache (so vectors are comparable and no text is embedded twice).
@@ -26,11 +27,13 @@ import hypothesis.strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from livemem.index.records import SEAL_MARKER
+from livemem.ingest import documents as extraction
 from livemem.ingest.build import build_version
 from livemem.ingest.checks import check_index_complete
 from livemem.ingest.verify import compare_versions
 from livemem.sources.config import load_sources
 from livemem.version.store import IndexHome
+from support.documents import docx_of, html_of, pdf_of, scanned_pdf
 from support.git import GitRepo
 
 WORDS = [
@@ -64,6 +67,7 @@ WORDS = [
 REPO1_DIRS = ("a", "a/notes", "a/sealed", "a/drafts", "b", "b/drafts", "shared", "other")
 REPO2_DIRS = ("", "docs", "county")
 EXTENSIONS = (".md", ".md", ".txt", ".py")
+DOCUMENT_EXTENSIONS = (".pdf", ".pdf", ".docx", ".html")
 
 sentence = st.lists(st.sampled_from(WORDS), min_size=2, max_size=12).map(lambda w: " ".join(w).capitalize() + ".")
 # one to three sentences, or words without a full stop: chunks with and without sentence vectors
@@ -104,6 +108,12 @@ class IndexHistory(RuleBasedStateMachine):
         self.compared = 0
         self.deleted: list[tuple[str, str, str | bytes]] = []
         self.commits = 0
+        self.documents = 0  # documents written or scanned
+        self.upgrades: dict[str, int] = {}  # extractor upgrades per format (``upgrade_extractor``)
+        self._extractor_id = extraction.extractor_id
+
+    def _upgraded_extractor_id(self, fmt: str) -> str:
+        return self._extractor_id(fmt) + "+" * self.upgrades.get(fmt, 0)
 
     # --- the world ---------------------------------------------------------------------------------------
     def sources_yaml(self) -> Path:
@@ -227,6 +237,38 @@ sources:
         }[kind]
         self._write(repo, self._path(data, repo), content, kind)
 
+    @rule(
+        repo=repo_names,
+        data=st.data(),
+        pages=st.lists(documents(), min_size=1, max_size=3),
+        extension=st.sampled_from(DOCUMENT_EXTENSIONS),
+    )
+    def write_document(self, repo: str, data: st.DataObject, pages: list[str], extension: str) -> None:
+        """A PDF (a page per text), DOCX or web page at a new or existing path (an edit, when the path held one)."""
+        path = self._path(data, repo).rsplit(".", 1)[0] + extension
+        content: str | bytes = {
+            ".pdf": lambda: pdf_of(pages),
+            ".docx": lambda: docx_of("\n\n".join(pages)),
+            ".html": lambda: html_of("\n\n".join(pages)),
+        }[extension]()
+        self._write(repo, path, content, f"document {extension}")
+        self.documents += 1
+
+    @precondition(lambda self: any(p.endswith(".pdf") for fs in self.files.values() for p in fs))
+    @rule(data=st.data())
+    def scan_document(self, data: st.DataObject) -> None:
+        """A PDF replaced by a scanned one: its chunks leave the index, the file is reported ``no_text_layer``."""
+        candidates = sorted((r, p) for r, fs in self.files.items() for p in fs if p.endswith(".pdf"))
+        repo, path = data.draw(st.sampled_from(candidates))
+        self._write(repo, path, scanned_pdf(), "scanned")
+        self.documents += 1
+
+    @rule(fmt=st.sampled_from(["pdf", "docx", "html"]))
+    def upgrade_extractor(self, fmt: str) -> None:
+        """A new extractor version for one format: the next build re-extracts that format's documents only."""
+        self.upgrades[fmt] = self.upgrades.get(fmt, 0) + 1
+        extraction.extractor_id = self._upgraded_extractor_id
+
     @precondition(lambda self: any(self.files.values()))
     @rule(data=st.data())
     def toggle_seal(self, data: st.DataObject) -> None:
@@ -297,8 +339,19 @@ sources:
             if any(self.files.values()):
                 self.build()  # every history ends with a comparison, whatever the last rule was
         finally:
+            extraction.extractor_id = self._extractor_id
             shutil.rmtree(self.root, ignore_errors=True)
             stats = os.environ.get("LIVEMEM_DIFF_STATS")
             if stats:  # bench/differential.py counts histories, commits and comparisons
                 with open(stats, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps({"compared": self.compared, "commits": self.commits}) + "\n")
+                    fh.write(
+                        json.dumps(
+                            {
+                                "compared": self.compared,
+                                "commits": self.commits,
+                                "documents": self.documents,
+                                "upgrades": sum(self.upgrades.values()),
+                            }
+                        )
+                        + "\n"
+                    )
