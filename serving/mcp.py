@@ -34,6 +34,7 @@ to advertise collections published later (calls are checked against the version 
 # No ``from __future__ import annotations``: the tools' argument types (enums of this deployment's collections,
 # counties and personas) are built in ``build_server``, and the SDK reads them from the evaluated signatures.
 import argparse
+import inspect
 import json
 import os
 import re
@@ -165,7 +166,15 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
 
 
 class LivingMemoryServer(MCPServer):
-    """``MCPServer`` whose argument errors name the argument and what is wrong, for tools and prompts alike."""
+    """``MCPServer`` whose argument errors name the argument and what is wrong, for tools and prompts alike, and whose
+    tool and prompt descriptions are their docstrings without the source's indentation."""
+
+    def add_tool(self, fn: Any, name: str | None = None, title: str | None = None, description: str | None = None,
+                 **options: Any) -> None:  # fmt: skip
+        super().add_tool(fn, name, title, description or inspect.getdoc(fn), **options)
+
+    def add_prompt(self, prompt: Any) -> None:
+        super().add_prompt(prompt.model_copy(update={"description": inspect.cleandoc(prompt.description or "")}))
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:

@@ -108,6 +108,7 @@ def test_every_tool_describes_its_arguments_and_results(server, state) -> None:
     assert set(tools) == TOOLS
     for tool in tools.values():
         assert tool.description and tool.output_schema and tool.output_schema["type"] == "object", tool.name
+        assert not re.search(r"\n\s", tool.description), f"{tool.name}: the docstring's indentation is sent"
         for name, prop in tool.input_schema.get("properties", {}).items():
             assert prop.get("description"), f"{tool.name}.{name} has no description"
 
@@ -496,6 +497,7 @@ def test_prompts_are_listed_fetched_and_their_arguments_checked(server, state) -
     assert set(prompts) == {"answer_about_my_place", "cite_sources"}
     for prompt in prompts.values():
         assert prompt.description and all(a.description for a in prompt.arguments)
+        assert not re.search(r"\n\s", prompt.description), prompt.name
     required = {p: {a.name for a in prompts[p].arguments if a.required} for p in prompts}
     assert required == {"answer_about_my_place": {"question"}, "cite_sources": {"question"}}
     assert {a.name for a in prompts["answer_about_my_place"].arguments} == {"question", "county", "zip", "place"}
