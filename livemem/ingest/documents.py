@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 # bump when the rules below change: with the library's version it names the extractor (``extractor_id``), which is
 # part of every document's provenance and of the build's plan (a new extractor re-extracts only its own formats)
-EXTRACTION_RULES = 1
+EXTRACTION_RULES = 2  # 2: right-to-left runs of a PDF line in logical order
 DOCUMENT_FORMATS = {".pdf": "pdf", ".docx": "docx", ".odt": "odt", ".html": "html", ".htm": "html"}
 LIBRARIES = {"pdf": "pypdfium2", "docx": "python-docx", "odt": "lxml", "html": "beautifulsoup4"}
 DOCUMENT_MAX_BYTES = 50_000_000  # a bigger document is reported (``too_large``), never parsed
@@ -164,7 +164,26 @@ def _pdf_page_lines(text: str) -> list[str]:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = text.replace("\x02\n", "").replace("\x02", "")
     text = _CONTROL.sub("", text.translate(_LIGATURE_TABLE))
-    return [_BULLET.sub("- ", line.rstrip(), count=1) for line in text.split("\n")]
+    return [_BULLET.sub("- ", _logical_order(line.rstrip()), count=1) for line in text.split("\n")]
+
+
+# Hebrew, Arabic, Syriac, Thaana, N'Ko and their presentation forms; a run of them may hold marks, spaces, digits
+_RTL = "\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc"
+_RTL_RUN = re.compile(f"[{_RTL}](?:[{_RTL}\\s\\d\u064b-\u065f\u0670]*[{_RTL}\u064b-\u065f\u0670])?")
+_DIGITS = re.compile(r"\d+")
+
+
+def _logical_order(line: str) -> str:
+    """pdfium reads a line left to right as drawn, so right-to-left words come out reversed (visual order):
+    each run of right-to-left letters (with the spaces, marks and digits inside it) is put back in logical order;
+    numbers inside a run keep their own left-to-right order. A line without such letters is unchanged."""
+    if not re.search(f"[{_RTL}]", line):
+        return line
+
+    def logical(match: re.Match[str]) -> str:
+        return _DIGITS.sub(lambda digits: digits.group()[::-1], match.group()[::-1])
+
+    return _RTL_RUN.sub(logical, line)
 
 
 def _drop_running_lines(pages: list[list[str]]) -> list[list[str]]:

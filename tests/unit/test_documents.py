@@ -201,3 +201,13 @@ def test_a_document_over_its_deadline_is_reported_and_the_worker_ended(monkeypat
         assert len(extract_isolated("slow.pdf", raw).pages) == 4
     finally:
         documents._discard_pool()
+
+
+def test_right_to_left_words_read_in_logical_order() -> None:
+    """pdfium gives Arabic in drawing order (reversed); the extracted text has the word as it is written."""
+    text = extract("habibi.pdf", (PDFS / "015-arabic/habibi.pdf").read_bytes()).text
+    word = "\u062d\u064e\u0628\u064a\u0628\u064a"  # habibi in Arabic script, with its fatha
+    assert text.count(word) == 2 and word[::-1] not in text and "habibi" in text
+    assert documents._logical_order("see \u0645\u0643\u064a\u0644\u0639 12 \u0645\u0644\u0633 now") == (
+        "see \u0633\u0644\u0645 12 \u0639\u0644\u064a\u0643\u0645 now"  # the run reversed, its number kept
+    )
