@@ -83,7 +83,7 @@ def snapshot_for(
         raise HTTPException(422, str(exc)) from None
     current = state.reader.snapshot()
     snap = current if current.version_id == found.version_id else state.older.get(found.version_id)
-    return snap, {**found.to_dict(), "current": snap is current and found.current}
+    return snap, found.to_dict()  # current: whether CURRENT names it now (the resolution read CURRENT)
 
 
 def readable_today(snap: Snapshot, current: Snapshot, role: Role) -> list[str]:
