@@ -119,6 +119,9 @@ def server_version() -> str:
 _TYPE_TAG = re.compile(r"[\[\](),'\"]|^(?:str|int|float|bool|none|list|dict|literal|function-\w+)$")
 
 
+_SHOULD = re.compile(r"^(?:Input|String|List|Dictionary|Tuple|Set|Object|Decimal|Date|Datetime|URL|UUID)\s+should\s")
+
+
 def _argument(loc: tuple[Any, ...]) -> str:
     """``('collections', 0)`` -> ``collections[0]``; the union branch tags pydantic adds to a location
     (``literal['a','b']``, ``list[str]``, ``function-after[...]``) are left out."""
@@ -149,8 +152,7 @@ def readable_errors(exc: ValidationError) -> str:
         elif error["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             what = "is not an argument of this call"
         else:
-            what = re.sub(r"^(?:Input|Value|String|List)\s", "", what)
-            what = f"must {what.removeprefix('should ')}" if what.startswith("should ") else what
+            what = _SHOULD.sub("must ", what.removeprefix("Value error, "))  # a validator's own sentence as it is
             if "input" in error and error["type"] != "missing":
                 what += f" (got {_shown(error['input'])})"
         lines[f"{_argument(tuple(error['loc']))}: {what}"] = None

@@ -556,3 +556,16 @@ def test_argument_errors_name_the_argument_without_pydantic_links(server) -> Non
     assert "message: must have at most 4000 characters" in long and len(long) < 300  # the input is not echoed whole
     for text in (bad, mixed, long):
         assert not re.search(r"pydantic|Arguments|input_type|input_value|\[type=", text), text
+
+
+def test_before_anything_is_published_resources_and_prompts_say_so(embedder, tmp_path) -> None:
+    from serving.mcp import build_server
+    from serving.settings import Settings
+    from serving.state import ServingState
+
+    empty = build_server(ServingState.from_settings(Settings(index_dir=tmp_path / "rag_index"), embedder))
+    manifest = refused(empty, lambda client: client.read_resource("livemem://index/manifest"))
+    chunk = refused(empty, lambda client: client.read_resource("livemem://chunks/00000000-0000-4000-8000-000000000000"))
+    prompt = refused(empty, lambda client: client.get_prompt("cite_sources", {"question": "heating"}))
+    assert manifest.message == chunk.message == prompt.message and "published" in manifest.message, manifest
+    assert "Internal" not in manifest.message and "Error" not in manifest.message
