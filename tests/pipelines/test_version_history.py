@@ -242,3 +242,46 @@ def _restage(home: IndexHome, base: str) -> str:
         assert got_base == base
         write_manifest(staged, {**home.manifest(base), "version_id": version, "base_version": base})
     return version
+
+
+def test_diff_counts_registry_rows_and_gbim_entities(tmp_path, embedder) -> None:
+    """Registry and GBIM steps publish versions of their own; a diff counts their rows and entities changed."""
+    from support.gbim_data import SPATIAL
+    from support.registry import good_row, write_csv
+    from support.serving import build_and_publish, make_workspace
+
+    from livemem.gbim import export_gbim
+    from livemem.registry import RegistryConfig, run_verification
+    from livemem.sources.config import load_sources
+
+    sources = make_workspace(tmp_path)
+    rows = [good_row(i, local_resource_id=f"res-{i}") for i in range(3)]
+    csv_path = write_csv(tmp_path / "registry.csv", rows)
+    sources.write_text(sources.read_text() + SPATIAL + "registry:\n  kind: csv\n  path: registry.csv\n")
+    home = IndexHome(tmp_path / "rag_index")
+    chunks = build_and_publish(sources, home, embedder)
+    config = load_sources(sources)
+    gbim = export_gbim(config, home, embedder)
+    home.publish(gbim.version_id, gbim.base_version, 10)
+    cfg = RegistryConfig.from_sources(config)
+    first = run_verification(cfg, home)
+    home.publish(first.version_id, first.base_version, 10)
+    write_csv(
+        csv_path,
+        [rows[0], good_row(1, local_resource_id="res-1", name="Renamed"), good_row(9, local_resource_id="res-9")],
+    )
+    second = run_verification(cfg, home)
+    home.publish(second.version_id, second.base_version, 10)
+
+    added = diff_versions(home, chunks, gbim.version_id)
+    assert added["gbim"]["entities"]["added"] == gbim.section["entities"] > 0 and added["files_total"] == 0
+    assert added["gbim"]["relations"]["added"] > 0 and added["registry"] is None
+    assert f"GBIM entities +{gbim.section['entities']}" in added["summary"]
+    registry = diff_versions(home, first.version_id, second.version_id)["registry"]
+    assert (registry["added"], registry["removed"], registry["changed"]) == (1, 1, 1)
+    assert (
+        registry["added_ids"] == ["res-9"]
+        and registry["removed_ids"] == ["res-2"]
+        and registry["changed_ids"] == ["res-1"]
+    )
+    assert diff_versions(home, first.version_id, second.version_id)["gbim"]["entities"]["changed"] == 0
