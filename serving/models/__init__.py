@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 
 from livemem.query.retrieval import DEFAULT_ATTENTION_BOOST, Filters
 from livemem.usage.traces import TRACE_ID_PATTERN
+from serving.models import examples
 
 UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 # Every list and string a caller sends is bounded: they end up in cache keys and in every trace event.
@@ -21,44 +22,6 @@ MAX_SCORE = 1e6
 Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
 Values = Name | Annotated[list[Name], Field(max_length=MAX_VALUES)]
 ChunkId = Annotated[str, Field(pattern=UUID_PATTERN)]
-
-
-# The examples of /openapi.json (each validates against its schema: tests/api/test_openapi_contract.py), from the
-# bundled example's corpus.
-EXAMPLE_VERSION = "20261122T003412518204Z"
-EXAMPLE_TRACE_ID = "5b0e7c1a-3f9d-4c2e-8a61-0d4b9e2f7a13.public.Xq3vN8rT0kLm2Pz7YwB5sA"
-EXAMPLE_RESULT: dict[str, Any] = {
-    "chunk_id": "0c8f4e2a-7b1d-5e3f-9a6c-2d4b8e1f0a37",
-    "source": "wv-benefits",
-    "content": "## SNAP (Food Stamps)\n\nSNAP puts money for groceries on an EBT card each month. It can be used at "
-    "most grocery stores in Oak Hill and Fayetteville, and at several farmers markets that double SNAP dollars in "
-    "summer.",
-    "seal_state": "OPEN",
-    "last_breath_seen": "Δ3",
-    "attention_score": 1.5,
-    "provenance": {
-        "path": "corpus/benefits/fayette-county.md",
-        "commit": "31532096d92e8618a4b85fd500c1469d1add2fbb",
-        "timestamp": "2026-11-22T00:34:06+00:00",
-    },
-    "metadata": {
-        "type": "markdown",
-        "size": 241,
-        "created_at": "2026-09-14T10:02:11+00:00",
-        "updated_at": "2026-11-22T00:34:06+00:00",
-        "collection": "wv_benefits",
-        "access": "public",
-        "heading_path": ["Fayette County Benefits Guide", "SNAP (Food Stamps)"],
-        "county": "Fayette",
-        "dataset": "wv_benefits",
-    },
-    "score": 1.0412,
-    "score_normalized": 0.6941,
-    "collection": "wv_benefits",
-    "scores": {"dense": 0.6873, "sparse": 7.182, "sentence": 0.7311},
-    "parent_id": None,
-    "matched_chunk_ids": None,
-}
 
 
 def _some_text(value: str, info: ValidationInfo) -> str:
@@ -211,7 +174,7 @@ class QueryRequest(BaseModel):
 class AnsweredFrom(BaseModel):
     """Which version answered a request that named one (``version`` / ``as_of``)."""
 
-    version_id: str
+    version_id: str = Field(description="the published index version that answered")
     current: bool = Field(description="false: an older version answered, not the one CURRENT names now")
     how: str = Field(description="version, current, as_of_time or as_of_commit")
     asked: str | None = Field(None, description="the version or as_of the request gave")
@@ -294,11 +257,11 @@ class QueryResponse(BaseModel):
         json_schema_extra={
             "examples": [
                 {
-                    "results": [EXAMPLE_RESULT],
+                    "results": [examples.QUERY_RESULT],
                     "consider_also": [],
-                    "results_by_source": {"wv_benefits": [EXAMPLE_RESULT]},
-                    "index_version": EXAMPLE_VERSION,
-                    "trace_id": EXAMPLE_TRACE_ID,
+                    "results_by_source": {"wv_benefits": [examples.QUERY_RESULT]},
+                    "index_version": examples.VERSION,
+                    "trace_id": examples.TRACE_ID,
                     "mode": "hybrid",
                     "return": "chunks",
                     "candidates": 41,
@@ -348,12 +311,12 @@ class FeedbackRequest(BaseModel):
         json_schema_extra={
             "examples": [
                 {
-                    "trace_id": EXAMPLE_TRACE_ID,
-                    "chunk_ids": [EXAMPLE_RESULT["chunk_id"]],
+                    "trace_id": examples.TRACE_ID,
+                    "chunk_ids": [examples.QUERY_RESULT["chunk_id"]],
                     "useful": True,
                     "comment": "the Oak Hill office was right",
                 },
-                {"trace_id": EXAMPLE_TRACE_ID, "useful": False},
+                {"trace_id": examples.TRACE_ID, "useful": False},
             ]
         },
     )
@@ -373,7 +336,7 @@ class FeedbackRequest(BaseModel):
 
 
 class FeedbackResponse(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"trace_id": EXAMPLE_TRACE_ID, "recorded": 1}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"trace_id": examples.TRACE_ID, "recorded": 1}]})
 
     trace_id: str = Field(description="the trace the feedback was recorded for")
     recorded: int = Field(description="feedback events written: one per chunk judged (one for a whole answer)")
@@ -385,7 +348,7 @@ class Health(BaseModel):
             "examples": [
                 {
                     "status": "ok",
-                    "index_version": EXAMPLE_VERSION,
+                    "index_version": examples.VERSION,
                     "index_created_at": "2026-11-22T00:34:12+00:00",
                     "index_age_s": 3721.4,
                     "model": "sentence-transformers/all-MiniLM-L6-v2",

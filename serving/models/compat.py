@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from serving.models import EXAMPLE_TRACE_ID, EXAMPLE_VERSION, Text
+from serving.models import Text, examples
 from serving.models.context import ChatResponse, Citation, ContextRequest, Profile
 
 
@@ -80,8 +80,8 @@ class LightResponse(BaseModel):
                     "backend": "extractive",
                     "model": "extractive",
                     "persona": "community",
-                    "index_version": EXAMPLE_VERSION,
-                    "trace_id": EXAMPLE_TRACE_ID,
+                    "index_version": examples.VERSION,
+                    "trace_id": examples.TRACE_ID,
                 }
             ]
         }
@@ -97,6 +97,8 @@ class LightResponse(BaseModel):
 
 
 class GisRagResponse(ChatResponse):
+    model_config = ConfigDict(json_schema_extra={"examples": [examples.GIS_RAG]})
+
     geojson: dict[str, Any] = Field(
         description="the places of the evidence as a GeoJSON FeatureCollection (EPSG:4326), each with its [n]"
     )

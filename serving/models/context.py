@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from serving.models import Text
+from serving.models import Text, examples
 
 MAX_PROFILE_EXTRAS = 20
 MAX_EXTRA_CHARS = 200
@@ -367,7 +367,7 @@ class RegistryRow(BaseModel):
     eligibility: str | None = Field(None, description="who may use it, as the registry words it")
     description: str | None = Field(None, description="what it offers")
     verification_status: str = Field(description="verified, stale (verified too long ago) or unverified")
-    last_verified_at: str | None = Field(None, description="when it was last verified (ISO 8601 date)")
+    last_verified_at: str | None = Field(None, description="when it was last verified (ISO 8601, UTC)")
     match: str = Field(
         description="why it is listed: zip, county, town, id, filter, or `elsewhere: ...` (a negotiate alternative)"
     )
@@ -430,6 +430,8 @@ class Evidence(BaseModel):
 class ContextResponse(Evidence):
     """The evidence for a message, how it was routed, and the prompt an LLM would be given (no answer)."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [examples.CONTEXT]})
+
     message: str = Field(description="the message answered (with what the conversation carried)")
     route: Route = Field(description="how the message was understood and what was searched")
     facts_summary: str | None = Field(None, description="the structured facts in a few plain sentences")
@@ -457,6 +459,8 @@ class Guardrail(BaseModel):
 
 class ChatResponse(BaseModel):
     """An answer, the evidence it cites, and how it was made."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [examples.CHAT]})
 
     answer: str = Field(description="the answer, citing evidence as [n]")
     citations: list[Citation] = Field(description="the evidence the answer cites, by its [n]")
@@ -635,6 +639,8 @@ class LivingMemoryExtra(BaseModel):
 
 class ChatCompletion(BaseModel):
     """OpenAI's chat completion, with the evidence behind the answer in `living_memory`."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [examples.CHAT_COMPLETION]})
 
     id: str = Field(description="`chatcmpl-` and 32 hex digits, new for each completion")
     object: Literal["chat.completion"] = Field("chat.completion", description="always chat.completion")

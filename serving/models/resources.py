@@ -26,7 +26,7 @@ class Resource(BaseModel):
     verification_status: Literal["verified", "stale", "unverified"] = Field(
         description="verified: verified within the registry's freshness window; stale: longer ago; unverified: never"
     )
-    last_verified_at: str | None = Field(None, description="when it was last verified (ISO 8601 date)")
+    last_verified_at: str | None = Field(None, description="when it was last verified (ISO 8601, UTC)")
     age_days: int | None = Field(None, description="days since last_verified_at")
     verified_by: str | None = Field(None, description="who verified it last")
     deprecated_at: str | None = Field(None, description="a future end date (ended programs are never returned)")
@@ -63,7 +63,7 @@ class ResourcesResponse(BaseModel):
                             "eligibility": "Household gross income at or below 130% of the federal poverty level.",
                             "hours": "Mon-Fri 8:30-4:30",
                             "verification_status": "verified",
-                            "last_verified_at": "2026-10-14",
+                            "last_verified_at": "2026-10-14T00:00:00Z",
                             "age_days": 43,
                             "verified_by": "R. Hall (DHHR liaison)",
                             "deprecated_at": None,
