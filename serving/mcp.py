@@ -435,7 +435,7 @@ def tool_sparql(ctx: McpContext, query: str, limit: int) -> SparqlOutput:
         if not ctx.sparql_pool:
             s = ctx.state.settings
             limits = SparqlLimits(s.sparql_workers, s.sparql_timeout_s, s.sparql_memory_mb)
-            ctx.sparql_pool.append(SparqlPool(limits))
+            ctx.sparql_pool.append(SparqlPool(limits, gbim_iri=f"{s.rdf_base_iri}gbim/"))  # the names HTTP serves
     try:
         result = ctx.sparql_pool[0].run(str(snap.path), ctx.role.access, query, limit)
     except SparqlError as exc:
