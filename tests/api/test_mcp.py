@@ -569,3 +569,16 @@ def test_before_anything_is_published_resources_and_prompts_say_so(embedder, tmp
     prompt = refused(empty, lambda client: client.get_prompt("cite_sources", {"question": "heating"}))
     assert manifest.message == chunk.message == prompt.message and "published" in manifest.message, manifest
     assert "Internal" not in manifest.message and "Error" not in manifest.message
+
+
+def test_sparql_names_entities_under_the_configured_base_iri(state, embedder) -> None:
+    """As /facts/sparql does (RAG_RDF_BASE_IRI): the MCP sparql tool's IRIs are the ones this deployment serves."""
+    from serving.mcp import build_server
+    from serving.settings import Settings
+    from serving.state import ServingState
+
+    linked = ServingState.from_settings(
+        Settings(index_dir=state.settings.index_dir, rdf_base_iri="http://memory.example/", warm_up=False), embedder
+    )
+    rows = call(build_server(linked), "sparql", {"query": "SELECT ?e WHERE { ?e rdfs:label ?l }", "limit": 3})["rows"]
+    assert rows and all(r["e"].startswith("http://memory.example/gbim/entity/") for r in rows), rows
