@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from serving.models import Text, examples
+from serving.models import AnsweredFrom, Text, examples
 
 MAX_PROFILE_EXTRAS = 20
 MAX_EXTRA_CHARS = 200
@@ -113,6 +113,17 @@ class ContextRequest(BaseModel):
         None, pattern=USER_ID_PATTERN, description="a user within the API key's memory (another key never sees it)"
     )
     remember: bool = Field(False, description="record this exchange in the caller's personal memory (needs a key)")
+    version: str | None = Field(
+        None,
+        max_length=64,
+        description="answer from this kept index version (its id, or `current`) instead of CURRENT (docs/versions.md)",
+    )
+    as_of: str | None = Field(
+        None,
+        max_length=64,
+        description="answer from the version that was CURRENT at this ISO 8601 date-time (a date alone: the end of "
+        "that UTC day), or the newest kept version holding this commit of a source (docs/versions.md)",
+    )
 
 
 class RouteRule(BaseModel):
@@ -441,6 +452,9 @@ class ContextResponse(Evidence):
     trace_id: str = Field(description="this answer's signed trace id: send it to /feedback to judge the passages")
     thread_id: str | None = Field(None, description="the conversation's id, as sent")
     cached: bool = Field(description="true: served from the answer cache")
+    answered_from: AnsweredFrom | None = Field(
+        None, description="only when the request named a version or as_of: which version answered, and whether current"
+    )
 
 
 class Guardrail(BaseModel):
@@ -481,6 +495,9 @@ class ChatResponse(BaseModel):
     trace_id: str = Field(description="this answer's signed trace id: send it to /feedback to judge the passages")
     thread_id: str | None = Field(None, description="the conversation's id, as sent")
     cached: bool = Field(description="true: served from the answer cache")
+    answered_from: AnsweredFrom | None = Field(
+        None, description="only when the request named a version or as_of: which version answered, and whether current"
+    )
 
 
 # --- OpenAI chat format -------------------------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from serving.models.context import (
 )
 from serving.routers.context import ThreadScope, message_of
 from serving.routers.memory import personal_view, remember_exchange
+from serving.routers.versions import narrowed_today, snapshot_for
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["chat"])
@@ -78,12 +79,14 @@ def chat(
     """/context, then an answer: from the configured LLM (LLM_BASE_URL, LLM_MODEL) or extractive, with numbered
     citations resolving to chunk, entity and registry ids, after the guardrail. `role` names a persona within the
     caller's access (docs/seed-compat.md); `thread_id` or `history` carry the conversation's place, persona and
-    topic (docs/context.md)."""
+    topic (docs/context.md); `version` / `as_of` answer from an older version (docs/versions.md)."""
     service = context_service(state)
+    snap, answered_from = snapshot_for(state, role, body.version, body.as_of, snap)
     message, answered_as = message_of(body, role, state, snap, scope)
+    message = narrowed_today(message, snap, state, answered_as, answered_from)
     result = service.chat(snap, service.caller(answered_as), message)
     remember_exchange(state, message, result, "chat")
-    return ChatResponse.model_validate(chat_body(result))
+    return ChatResponse.model_validate({**chat_body(result), "answered_from": answered_from})
 
 
 # --- the OpenAI API ---------------------------------------------------------------------------------------------------

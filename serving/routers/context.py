@@ -14,6 +14,7 @@ from serving.deps import CallerRole, CurrentSnapshot, State, with_persona
 from serving.models import ErrorBody
 from serving.models.context import ContextRequest, ContextResponse
 from serving.routers.memory import personal_view, remember_exchange
+from serving.routers.versions import narrowed_today, snapshot_for
 from serving.state import Role, ServingState
 
 router = APIRouter(tags=["context"])
@@ -64,9 +65,12 @@ def context(
     body: ContextRequest, state: State, role: CallerRole, snap: CurrentSnapshot, scope: ThreadScope
 ) -> ContextResponse:
     """Route a message (intents, filters, WV scope, eligibility, conversation) and return its evidence, each source
-    apart (`unstructured`, `structured_facts`, `spatial`, `registry`, `web`), with the prompt built from it."""
+    apart (`unstructured`, `structured_facts`, `spatial`, `registry`, `web`), with the prompt built from it.
+    `version` / `as_of`: from an older version (docs/versions.md)."""
     service = context_service(state)
-    message, role = message_of(body, role, state, snap, scope)
-    result = service.context(snap, service.caller(role), message)
+    snap, answered_from = snapshot_for(state, role, body.version, body.as_of, snap)
+    message, answered_as = message_of(body, role, state, snap, scope)
+    message = narrowed_today(message, snap, state, answered_as, answered_from)
+    result = service.context(snap, service.caller(answered_as), message)
     remember_exchange(state, message, result, "context")
-    return ContextResponse.model_validate(result)
+    return ContextResponse.model_validate({**result, "answered_from": answered_from})

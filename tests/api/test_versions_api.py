@@ -169,3 +169,26 @@ def test_an_older_version_follows_todays_access_rules(tmp_path, history, embedde
         assert "fayette-county.md" in paths(
             ask(c, "Oak Hill SNAP office Fayette", INTERNAL, version=history["v2"]).json()
         )
+
+
+# --- /context and /chat from an older version ---------------------------------------------------------------
+def passages(body: dict) -> set[str]:
+    return {p["provenance"]["path"].rsplit("/", 1)[-1] for p in body["unstructured"]}
+
+
+def test_context_and_chat_answer_from_a_named_version(client, history) -> None:
+    message = {"message": "Where do SNAP applications in Mingo County go?"}
+    now = client.post("/context", json=message).json()
+    assert "mingo-county.md" in passages(now) and now["answered_from"] is None  # Mingo was added in v2
+    then = client.post("/context", json={**message, "version": history["v1"]})
+    assert then.status_code == 200, then.text
+    assert then.json()["index_version"] == history["v1"] and "mingo-county.md" not in passages(then.json())
+    assert then.json()["answered_from"] == {"version_id": history["v1"], "current": False, "how": "version",
+                                            "asked": history["v1"]}  # fmt: skip
+    chat = client.post("/chat", json={**message, "as_of": "2001-01-01"})
+    assert chat.status_code == 404 and "no version was published" in chat.json()["detail"]
+    answered = client.post("/chat", json={**message, "version": history["v1"]}).json()
+    assert answered["index_version"] == history["v1"] and answered["answered_from"]["current"] is False
+    assert "mingo-county.md" not in passages(answered["evidence"])
+    public = client.post("/context", json={"message": "zebra protocol escalation", "version": history["v1"]}).json()
+    assert "caseworker-playbook.md" not in passages(public)
