@@ -68,30 +68,37 @@ def diff_versions(
     }
     files_listed: list[dict[str, Any]] = []
     chunks = {"added": [], "removed": [], "changed": []}
-    old_by_file, new_by_file = _by_file(old.chunks), _by_file(new.chunks)
-    for key in sorted(set(old.files) | set(new.files) | set(old_by_file) | set(new_by_file)):
+    # Set operations first (in C): only the files holding a chunk one version lacks, or whose parent row differs,
+    # are looked at one by one; the rest only count as unchanged (an attention publish: none at all).
+    common = old.chunks.keys() & new.chunks.keys()
+    gone_by_file = _by_file({c: old.chunks[c] for c in old.chunks.keys() - common})
+    came_by_file = _by_file({c: new.chunks[c] for c in new.chunks.keys() - common})
+    for cid in common:
+        source = new.chunks[cid][0]
+        if source in per_source:
+            per_source[source]["chunks"]["unchanged"] += 1
+    old_files = old.files.keys() | {v[:2] for v in old.chunks.values()}
+    new_files = new.files.keys() | {v[:2] for v in new.chunks.values()}
+    candidates = set(gone_by_file) | set(came_by_file) | (old_files ^ new_files)
+    candidates |= {k for k in old.files.keys() & new.files.keys() if old.files[k] != new.files[k]}
+    for key in sorted(candidates):
         source, path = key
         if source not in per_source:
             continue
-        before, after = old_by_file.get(key, []), new_by_file.get(key, [])
-        kept = {cid for _, cid in before} & {cid for _, cid in after}
-        gone = [cid for _, cid in before if cid not in kept]
-        came = [cid for _, cid in after if cid not in kept]
-        in_old, in_new = key in old.files or bool(before), key in new.files or bool(after)
+        gone = [cid for _, cid in gone_by_file.get(key, [])]
+        came = [cid for _, cid in came_by_file.get(key, [])]
+        in_old, in_new = key in old_files, key in new_files
         if in_old and in_new:
             pairs = list(zip(gone, came, strict=False))
             removed, added = gone[len(pairs) :], came[len(pairs) :]
-            change = "changed" if gone or came or old.files.get(key) != new.files.get(key) else None
+            change = "changed"
         else:
             pairs, removed, added = [], gone, came
             change = "added" if in_new else "removed"
         counts = per_source[source]["chunks"]
-        counts["unchanged"] += len(kept)
         counts["added"] += len(added)
         counts["removed"] += len(removed)
         counts["changed"] += len(pairs)
-        if change is None:
-            continue
         per_source[source]["files"][change] += 1
         if len(files_listed) < limit:
             files_listed.append(
