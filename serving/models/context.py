@@ -543,6 +543,10 @@ class LivingMemoryOptions(BaseModel):
     mix: Mix | None = Field(None, description="as on /chat: personal memory's share of top_k (needs a key)")
     user_id: str | None = Field(None, pattern=USER_ID_PATTERN, description="a user within the key's memory")
     remember: bool = Field(False, description="record this exchange in the caller's personal memory")
+    version: str | None = Field(None, max_length=64, description="as on /chat: answer from this kept version")
+    as_of: str | None = Field(
+        None, max_length=64, description="as on /chat: from the version current at this date-time, or holding a commit"
+    )
 
 
 class StreamOptions(BaseModel):
@@ -647,6 +651,9 @@ class LivingMemoryExtra(BaseModel):
     trace_id: str = Field(description="this answer's signed trace id: send it to /feedback to judge the passages")
     cached: bool = Field(description="true: served from the answer cache")
     persona: str | None = Field(None, description="the persona answered as (living_memory.persona)")
+    answered_from: AnsweredFrom | None = Field(
+        None, description="only when the request named a version or as_of: which version answered, and whether current"
+    )
     options: dict[str, Any] = Field(
         default_factory=dict,
         description="what became of each request option: applied, not applicable (and why) or ignored; and how the "

@@ -341,6 +341,7 @@ def chat_completions(
     backend = backend_for(body.model, service)
     text, earlier, dialogue = conversation(body)
     options = body.living_memory or LivingMemoryOptions()
+    snap, answered_from = snapshot_for(state, role, options.version, options.as_of, snap)  # docs/versions.md
     profile = options.profile.model_dump(exclude_none=True) if options.profile else {}
     thread, named_by = conversation_key(body, request)
     carried = service.conversation(
@@ -355,6 +356,7 @@ def chat_completions(
         conversation=carried.notes, personal=personal_view(state, scope, options),
     )  # fmt: skip
     message, answered_as = with_persona(message, carried.persona, role, state, snap)
+    message = narrowed_today(message, snap, state, answered_as, answered_from)
     service.remember(scope, thread, carried)
     caller = service.caller(answered_as)
     sampling = {k: getattr(body, k) for k in SAMPLING if k != "max_tokens" and getattr(body, k) is not None}
@@ -369,6 +371,7 @@ def chat_completions(
         living = {
             **chat_body({**result, "answer": answer}),
             "persona": message.persona,
+            "answered_from": answered_from,
             "options": {
                 **option_report(body, answer, sampling, dialogue),
                 "history": {**history, "turns_to_model": to_model},

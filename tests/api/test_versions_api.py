@@ -192,3 +192,19 @@ def test_context_and_chat_answer_from_a_named_version(client, history) -> None:
     assert "mingo-county.md" not in passages(answered["evidence"])
     public = client.post("/context", json={"message": "zebra protocol escalation", "version": history["v1"]}).json()
     assert "caseworker-playbook.md" not in passages(public)
+
+
+def test_openai_chat_completions_take_version_as_an_extension_field(client, history) -> None:
+    body = {
+        "model": "extractive",
+        "messages": [{"role": "user", "content": "Where do SNAP applications in Mingo County go?"}],
+    }
+    now = client.post("/v1/chat/completions", json=body).json()["living_memory"]
+    assert now["index_version"] == history["v3"] and now["answered_from"] is None
+    then = client.post("/v1/chat/completions", json={**body, "living_memory": {"version": history["v1"]}})
+    assert then.status_code == 200, then.text
+    extra = then.json()["living_memory"]
+    assert extra["index_version"] == history["v1"] and extra["answered_from"]["current"] is False
+    assert "mingo-county.md" not in passages(extra["evidence"])
+    missing = client.post("/v1/chat/completions", json={**body, "living_memory": {"as_of": "2001-01-01"}})
+    assert missing.status_code == 404 and "no version was published" in missing.json()["error"]["message"]
