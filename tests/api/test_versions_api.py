@@ -12,6 +12,7 @@ from support.history import build_history, git_head
 from support.serving import API_KEYS, INTERNAL_KEY, build_and_publish
 from typer.testing import CliRunner
 
+from livemem.usage.traces import trace_key
 from livemem.version.store import IndexHome
 from orchestration.cli import app as cli
 from serving.app import create_app
@@ -117,6 +118,10 @@ def test_query_a_named_version_answers_from_it_and_marks_it_not_current(client, 
     assert old.status_code == 200, old.text
     body = old.json()
     assert body["index_version"] == history["v1"] and "client.py" in paths(body)
+    client.app.state.serving.traces.flush()  # the usage trace names the version that answered
+    events = [json.loads(x) for f in sorted(history["home"].traces.glob("*.jsonl")) for x in f.read_text().splitlines()]
+    mine = [e for e in events if e["trace_id"] == trace_key(body["trace_id"]) and "index_version" in e]
+    assert [e["index_version"] for e in mine] == [history["v1"]]  # the request's record (hit lines carry no version)
     assert body["answered_from"] == {"version_id": history["v1"], "current": False, "how": "version",
                                      "asked": history["v1"]}  # fmt: skip
     home = history["home"]
