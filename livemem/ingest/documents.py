@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import logging
 import multiprocessing
+import multiprocessing.util
 import re
 import threading
 import unicodedata
@@ -421,7 +422,6 @@ _EXTRACT = {"pdf": _pdf, "docx": _docx, "odt": _odt, "html": _html}
 
 # --- bounded extraction -------------------------------------------------------------------------------------------
 
-IN_BUILD_WORKER = False  # set in the build's worker processes (``livemem.ingest.read._watch_build``)
 _POOL: ProcessPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
@@ -455,6 +455,10 @@ def _pool(memory_mb: int) -> ProcessPoolExecutor:
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(["livemem.ingest.read"])
             _POOL = ProcessPoolExecutor(1, mp_context=context, initializer=_limit_memory, initargs=(memory_mb,))
+            # A process started by multiprocessing (a build worker, a Dagster multiprocess step) joins its live
+            # children when it ends, before the executor's own exit hook could stop this worker: it would wait
+            # forever. Finalizers of priority >= 0 run first, so the worker is ended there.
+            multiprocessing.util.Finalize(None, _discard_pool, exitpriority=10)
         return _POOL
 
 
@@ -486,12 +490,6 @@ def extract_isolated(path: str, raw: bytes) -> Extracted:
     if len(raw) > DOCUMENT_MAX_BYTES:
         raise DocumentError("too_large", f"{len(raw)} bytes, over {DOCUMENT_MAX_BYTES}")
     timeout, memory_mb = _limits()
-    # A process started by multiprocessing (a build worker, a Dagster multiprocess step) cannot start an extraction
-    # worker of its own: a pool started from such a child hangs. There the document is extracted in process under a
-    # SIGALRM deadline (main thread only), without the memory limit.
-    child = IN_BUILD_WORKER or multiprocessing.parent_process() is not None
-    if child and threading.current_thread() is threading.main_thread():
-        return _extract_in_worker(path, raw, timeout)
     future = _pool(memory_mb).submit(_extract_text, path, raw)
     try:
         # named by this process's extractor id: the one its build's plan compared with the base
@@ -502,25 +500,6 @@ def extract_isolated(path: str, raw: bytes) -> Extracted:
     except BrokenProcessPool as exc:
         _discard_pool()
         raise DocumentError("too_large", "the extraction worker died (out of its memory limit, or killed)") from exc
-
-
-def _extract_in_worker(path: str, raw: bytes, timeout: float) -> Extracted:
-    """In a build worker process (a large build: ``livemem.ingest.read``), which cannot start an extraction worker
-    of its own (a pool started from a forkserver child hangs): extract here, under a ``SIGALRM`` deadline. The
-    memory limit is not applied there (it would stay on the build worker); a zip bomb is still refused from its
-    directory, and a worker that dies stops the build naming its files."""
-    import signal
-
-    def expired(signum, frame) -> None:
-        raise DocumentError("timeout", f"extraction took over {timeout:g} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
-    try:
-        return _extract_text(path, raw)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def blob_text(path: str, raw: bytes) -> str:

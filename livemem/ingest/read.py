@@ -23,7 +23,6 @@ from livemem.dates import document_date
 from livemem.errors import LivingMemoryError, SourceError
 from livemem.index import records
 from livemem.index.sparse import Postings, TermIds
-from livemem.ingest import documents
 from livemem.ingest.chunking import Chunk, chunk_files, file_type
 from livemem.ingest.documents import (
     DOCUMENT_MAX_BYTES,
@@ -151,7 +150,6 @@ def _watch_build(build_pid: int) -> None:
                 os._exit(1)
 
     threading.Thread(target=watch, name="livemem-build-watchdog", daemon=True).start()
-    documents.IN_BUILD_WORKER = True  # documents are extracted here, under a deadline (``_extract_in_worker``)
 
 
 _WORKER_REPOS: dict[str, GitSource] = {}  # a worker process's open repositories (one `git cat-file` each)

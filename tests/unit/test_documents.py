@@ -211,3 +211,38 @@ def test_right_to_left_words_read_in_logical_order() -> None:
     assert documents._logical_order("see \u0645\u0643\u064a\u0644\u0639 12 \u0645\u0644\u0633 now") == (
         "see \u0633\u0644\u0645 12 \u0639\u0644\u064a\u0643\u0645 now"  # the run reversed, its number kept
     )
+
+
+def _extract_in_child(raw: bytes, queue) -> None:  # a spawned process: multiprocessing.parent_process() is set
+    from livemem.ingest.documents import DocumentError as Error
+    from livemem.ingest.documents import extract_isolated as isolated
+
+    try:
+        isolated("bomb.pdf", raw)
+        outcome: tuple = ("extracted",)
+    except Error as exc:
+        outcome = ("refused", exc.reason)
+    small = pdf_with_content(b"BT /F1 12 Tf 72 720 Td (Hello flyer) Tj ET\n")
+    queue.put((*outcome, isolated("ok.pdf", small).text))
+    # the process then ends: its extraction worker must not keep it from exiting
+
+
+def test_the_memory_limit_holds_in_a_multiprocessing_child_too(monkeypatch) -> None:
+    """A Dagster multiprocess step or a build worker (both started by multiprocessing) extracts in a worker of its
+    own too: a bomb is refused ``too_large`` there, the next document is extracted, and the process then exits
+    (it joins its live children when it ends: the extraction worker is ended first, not waited for forever)."""
+    import multiprocessing
+
+    bomb = pdf_with_content(b"BT /F1 12 Tf 72 720 Td (Hello) Tj ET\n" + b" " * (150 << 20))
+    monkeypatch.setenv("LIVEMEM_DOCUMENT_MEMORY_MB", "64")
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=_extract_in_child, args=(bomb, queue))
+    child.start()
+    try:
+        assert queue.get(timeout=120) == ("refused", "too_large", "Hello flyer")
+        child.join(60)
+        assert child.exitcode == 0
+    finally:
+        if child.is_alive():
+            child.kill()
