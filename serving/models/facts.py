@@ -14,26 +14,31 @@ SPARQL_MAX_QUERY_CHARS = 5000
 
 class Fact(BaseModel):
     subject: str = Field(description="GBIM entity id")
-    subject_label: str
-    predicate: Literal["located_in", "serves_zip", "part_of", "serves_program", "operated_by", "near"] | str
-    object: str
+    subject_label: str = Field(description="the subject entity's label (name), as the GBIM export has it")
+    predicate: Literal["located_in", "serves_zip", "part_of", "serves_program", "operated_by", "near"] | str = Field(
+        description="the relation, as its local name in the `gbim:` vocabulary (`docs/gbim.md`)"
+    )
+    object: str = Field(description="what the relation points at: a county name, a ZIP code, an entity id, ...")
     object_kind: str = Field(description="county, zip, worldview, program, organization or entity")
     object_label: str | None = Field(None, description="the label of an entity object (`near`)")
-    provenance: dict[str, Any]
+    provenance: dict[str, Any] = Field(
+        description="where the fact comes from: `source`, `source_table`, `source_pk` of the feature and the `method` "
+        "that derived it (attribute, polygon containment, distance for `near`)"
+    )
 
 
 class MatchedEntity(BaseModel):
-    entity_id: str
-    label: str
+    entity_id: str = Field(description="GBIM entity id (`/facts/{entity}`, `/entities/{id}`)")
+    label: str = Field(description="the entity's label (name)")
 
 
 class FactsResponse(BaseModel):
-    facts: list[Fact]
+    facts: list[Fact] = Field(description="the matching facts (triples), at most `limit`, the caller's role applied")
     total: int = Field(description="matching triples before `limit`")
     matched: list[MatchedEntity] | None = Field(
         None, description="with `name`: the entities it found, best match first"
     )
-    index_version: str
+    index_version: str = Field(description="the published index version the facts come from")
 
 
 class SparqlRequest(BaseModel):
@@ -46,8 +51,11 @@ class SparqlRequest(BaseModel):
 
 
 class SparqlResponse(BaseModel):
-    variables: list[str]
-    rows: list[dict[str, str | None]]
+    variables: list[str] = Field(description="the SELECT's variables, in the query's order (empty for ASK)")
+    rows: list[dict[str, str | None]] = Field(
+        description="one mapping per solution: variable -> the value as text (IRI, literal's lexical form), "
+        "null when unbound"
+    )
     boolean: bool | None = Field(None, description="the answer of an ASK query")
-    truncated: bool
-    index_version: str
+    truncated: bool = Field(description="true when rows were cut at `limit` (or at the 1 M character bound)")
+    index_version: str = Field(description="the published index version the query ran against")
