@@ -40,6 +40,7 @@ class _Side:
     registry: dict[str, tuple[str, str]] | None = None  # id -> content hash, status
     entities: dict[str, tuple[str, str]] | None = None  # id -> digest, label
     relations: set[tuple[str, str, str]] | None = None
+    visible_per_source: dict[str, int] = field(default_factory=dict)  # chunks the caller may read, per source
 
 
 def diff_versions(
@@ -52,7 +53,10 @@ def diff_versions(
 ) -> dict[str, Any]:
     """What changed from version ``a`` to version ``b`` (either order; both must exist in ``home``), as seen by a
     caller with ``access`` (None: everything, for operators)."""
-    old, new = _read(home, a, access), _read(home, b, access)
+    # Two versions holding the same rows of the same (immutable) segments hold the same chunks and files: an
+    # attention, registry or GBIM publish. Then only the chunks with attention are read (for the movers).
+    same = _membership(home, a) == _membership(home, b)
+    old, new = _read(home, a, access, full=not same), _read(home, b, access, full=not same)
     sources = sorted(set(old.manifest.get("sources") or {}) | set(new.manifest.get("sources") or {}))
     sources = [s for s in sources if _source_visible(s, old, new, access)]
     per_source: dict[str, dict[str, Any]] = {
@@ -70,17 +74,23 @@ def diff_versions(
     chunks = {"added": [], "removed": [], "changed": []}
     # Set operations first (in C): only the files holding a chunk one version lacks, or whose parent row differs,
     # are looked at one by one; the rest only count as unchanged (an attention publish: none at all).
-    common = old.chunks.keys() & new.chunks.keys()
-    gone_by_file = _by_file({c: old.chunks[c] for c in old.chunks.keys() - common})
-    came_by_file = _by_file({c: new.chunks[c] for c in new.chunks.keys() - common})
-    for cid in common:
-        source = new.chunks[cid][0]
-        if source in per_source:
-            per_source[source]["chunks"]["unchanged"] += 1
-    old_files = old.files.keys() | {v[:2] for v in old.chunks.values()}
-    new_files = new.files.keys() | {v[:2] for v in new.chunks.values()}
-    candidates = set(gone_by_file) | set(came_by_file) | (old_files ^ new_files)
-    candidates |= {k for k in old.files.keys() & new.files.keys() if old.files[k] != new.files[k]}
+    if same:
+        for source, count in new.visible_per_source.items():
+            if source in per_source:
+                per_source[source]["chunks"]["unchanged"] = count
+        gone_by_file, came_by_file, old_files, new_files, candidates = {}, {}, set(), set(), set()
+    else:
+        common = old.chunks.keys() & new.chunks.keys()
+        gone_by_file = _by_file({c: old.chunks[c] for c in old.chunks.keys() - common})
+        came_by_file = _by_file({c: new.chunks[c] for c in new.chunks.keys() - common})
+        for cid in common:
+            source = new.chunks[cid][0]
+            if source in per_source:
+                per_source[source]["chunks"]["unchanged"] += 1
+        old_files = old.files.keys() | {v[:2] for v in old.chunks.values()}
+        new_files = new.files.keys() | {v[:2] for v in new.chunks.values()}
+        candidates = set(gone_by_file) | set(came_by_file) | (old_files ^ new_files)
+        candidates |= {k for k in old.files.keys() & new.files.keys() if old.files[k] != new.files[k]}
     for key in sorted(candidates):
         source, path = key
         if source not in per_source:
@@ -153,22 +163,43 @@ def summary_line(diff: dict[str, Any]) -> str:
 
 
 # --- reading ------------------------------------------------------------------------------------------------
-def _read(home: IndexHome, version: str, access: frozenset[str] | None) -> _Side:
+def _membership(home: IndexHome, version: str) -> tuple:
+    """The segments a version holds and the rows of them it does not (``livemem.version.segments``), sorted."""
+    con = connect(home.locate(version))
+    try:
+        return tuple(
+            sorted(con.execute(f"SELECT * FROM {table}").fetchall())
+            for table in ("held_segments", "chunk_deletes", "parent_deletes")
+        )
+    finally:
+        con.close()
+
+
+def _read(home: IndexHome, version: str, access: frozenset[str] | None, full: bool = True) -> _Side:
+    """What the diff compares of one version; ``full=False`` (the other version holds the same rows): only the
+    chunks with attention and the number of chunks per source, no files."""
     side = _Side(home.manifest(version))
     con = connect(home.locate(version))
     try:
         names = "SELECT table_name FROM duckdb_tables() UNION SELECT view_name FROM duckdb_views()"
         tables = {r[0] for r in con.execute(names).fetchall()}
-        for cid, source, path, index, level in con.execute(
-            "SELECT chunk_id, source, path, chunk_index, access FROM chunks"
-        ).fetchall():
+        rows = "SELECT chunk_id, source, path, chunk_index, access FROM chunks"
+        if not full:
+            rows += " WHERE chunk_id IN (SELECT chunk_id FROM attention)" if "attention" in tables else " LIMIT 0"
+            for source, level, count in con.execute(
+                "SELECT source, access, COUNT(*) FROM chunks GROUP BY ALL"
+            ).fetchall():
+                if access is None or level in access:
+                    side.visible_per_source[source] = side.visible_per_source.get(source, 0) + count
+        for cid, source, path, index, level in con.execute(rows).fetchall():
             if access is None or level in access:
                 side.chunks[cid] = (source, path, index)
-        for source, path, commit, size, level in con.execute(
-            "SELECT source, path, commit_sha, size, access FROM parents"
-        ).fetchall():
-            if access is None or level in access:
-                side.files[(source, path)] = (commit, size)
+        if full:
+            for source, path, commit, size, level in con.execute(
+                "SELECT source, path, commit_sha, size, access FROM parents"
+            ).fetchall():
+                if access is None or level in access:
+                    side.files[(source, path)] = (commit, size)
         if "attention" in tables:
             for cid, score in con.execute("SELECT chunk_id, attention_score FROM attention").fetchall():
                 if cid in side.chunks:

@@ -158,6 +158,10 @@ def test_diff_of_an_attention_publish_shows_the_top_movers(history) -> None:
     home = history["home"]
     diff = diff_versions(home, history["v2"], history["v3"])
     assert diff["files_total"] == 0 and diff["chunks"]["totals"] == {"added": 0, "removed": 0, "changed": 0}
+    unchanged = sum(s["chunks"]["unchanged"] for s in diff["sources"].values())
+    assert unchanged == home.manifest(history["v3"])["total_chunks"]  # same rows held: only attention is read
+    public = diff_versions(home, history["v2"], history["v3"], access=frozenset({"public"}))
+    assert "caseworker" not in public["sources"] and history["playbook"] not in json.dumps(public)
     movers = {m["chunk_id"]: m for m in diff["attention"]["top_movers"]}
     assert history["raleigh"] in movers and movers[history["raleigh"]]["delta"] > 0
     assert movers[history["raleigh"]]["path"].endswith("raleigh-county.md")
