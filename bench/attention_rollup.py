@@ -26,9 +26,10 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from livemem.dates import iso, utc_now
 from livemem.sources.config import PROJECT_ROOT
 from livemem.version import connect
-from livemem.version.store import MANIFEST, IndexHome, iso, utc_now
+from livemem.version.store import MANIFEST, IndexHome
 
 WORK = PROJECT_ROOT / "bench" / ".work" / "attention"
 RESULTS = PROJECT_ROOT / "bench" / "results"

@@ -24,8 +24,9 @@ import time
 
 import numpy as np
 
+from livemem.dates import iso, utc_now
 from livemem.sources.config import PROJECT_ROOT
-from livemem.version.store import IndexHome, iso, utc_now
+from livemem.version.store import IndexHome
 
 SHARED = PROJECT_ROOT.parent / "shared" / "data" / "geo" / "wv_counties.geojson"
 WORK = PROJECT_ROOT / "bench" / ".work" / "gbim"

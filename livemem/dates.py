@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import yaml
@@ -59,6 +59,23 @@ _YEAR = re.compile(rf"(?<![\w$£€.,-])({YEAR_RE})(?![\d,.-]\d|\d|-)")
 _FOUR_DIGITS = re.compile(r"\d{4}")
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
+
+
+def utc_now() -> datetime:
+    """Now, in UTC (an aware datetime): the one clock every step stamps its records with."""
+    return datetime.now(UTC)
+
+
+@overload
+def iso(value: datetime) -> str: ...
+@overload
+def iso(value: None) -> None: ...
+def iso(value: datetime | None) -> str | None:
+    """A datetime as ISO 8601: an aware one in UTC with a ``Z`` (``2026-09-14T00:00:00Z``), a naive one as it is;
+    None stays None. The one formatter of the version manifests, traces, registry history and answers' routes."""
+    if value is None:
+        return None
+    return (value.astimezone(UTC) if value.tzinfo is not None else value).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -213,7 +230,7 @@ def question_dates(message: str, now: datetime) -> tuple[DateRange, list[dict[st
     def note(field_: str, value: datetime, phrase: str) -> None:
         setattr(found, "after" if field_ == "updated_after" else "before", value)
         found.phrase = found.phrase or phrase
-        notes.append({"field": field_, "value": _iso(value), "from": phrase})
+        notes.append({"field": field_, "value": iso(value), "from": phrase})
 
     def period(start: date, end: date, phrase: str) -> None:
         note("updated_after", _at(start), phrase)
@@ -292,10 +309,6 @@ def question_dates(message: str, now: datetime) -> tuple[DateRange, list[dict[st
 def _with_preposition(text: str, start: int, end: int) -> str:
     before = re.search(r"\b(?:in|during|on|of|for)\s+$", text[:start], re.IGNORECASE)
     return text[before.start() if before else start : end]
-
-
-def _iso(value: datetime) -> str:
-    return value.isoformat().replace("+00:00", "Z")
 
 
 # --- the filter -------------------------------------------------------------------------------------------------------

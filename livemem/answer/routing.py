@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from livemem.dates import question_dates
+from livemem.dates import iso, question_dates
 from livemem.geo.places import STATE, Place, county_name, find_places, zip_place
 from livemem.query.gis_index import GisIndex
 from livemem.registry import load_registry_index
@@ -17,10 +17,6 @@ from livemem.settings import ContextSettings
 from livemem.version.reader import Snapshot
 
 REGISTRY_NAME = "local_resources"
-
-
-def iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from livemem.dates import iso, utc_now
 from livemem.duck import registered
 from livemem.gbim.config import COUNTIES_FILE, EXPORT_VERSION, GBIM_DIR, PREVIEW_FEATURES, SpatialConfig, load_spatial
 from livemem.gbim.entities import Quarantined, features_to_entities, relations_for
@@ -36,8 +37,6 @@ from livemem.version.store import (
     CHROMA,
     IndexHome,
     derive_version,
-    iso,
-    utc_now,
     write_manifest,
 )
 from livemem.version.vectors import delete, open_vectors, upsert

@@ -9,6 +9,7 @@ from typing import Any
 
 import duckdb
 
+from livemem.dates import iso, utc_now
 from livemem.errors import SourceError
 from livemem.ingest.chroma_mirror import vector_store_mode
 from livemem.ingest.documents import extractors
@@ -19,7 +20,6 @@ from livemem.sources.breath import Breath, parse_breath
 from livemem.sources.config import Governance, SourcesConfig
 from livemem.sources.gitsource import GitSource
 from livemem.usage.attention import attention_stats
-from livemem.version.store import iso, utc_now
 
 HIGH_ATTENTION = 1.0
 

@@ -18,6 +18,7 @@ In the order of the data flow: ``config`` (the sources-file section), ``load`` (
 ``resolver`` (serving side). ZIP data lives in ``livemem.geo.zips``. This module re-exports what callers use.
 """
 
+from livemem.dates import iso
 from livemem.geo.zips import state_counties, zip_data
 from livemem.registry.checks import check_invalid_share, check_references, check_stale, referenced_ids
 from livemem.registry.config import LOGIC_VERSION, RegistryConfig
@@ -46,7 +47,6 @@ from livemem.registry.verification import (
     _fast_validator,  # bench/registry_bench.py warms it before timing
     verify,
 )
-from livemem.version.store import iso
 
 __all__ = [
     "FIELDS",

@@ -55,7 +55,6 @@ TABLES = (
     "service", "organization", "location", "service_at_location", "service_area", "address", "phone", "schedule",
     "attribute", "taxonomy_term", "metadata",
 )  # fmt: skip
-HSDS_STATUSES = ("active", "inactive", "defunct", "temporarily closed")
 TEMPORARILY_CLOSED = "Temporarily closed."  # how a temporarily closed service's hours start in the registry
 # Ids that HSDS needs but the registry does not have (locations, phones, ...) are UUID5 under this namespace, so an
 # export of the same rows is identical every time.

@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from livemem.dates import utc_now
 from livemem.errors import LivingMemoryError
 from livemem.geo.names import county_key
 from livemem.geo.zips import state_counties, zip_data
 from livemem.registry.fields import DAY_S, FIELDS, RESOURCE_TYPES
 from livemem.version import connect
-from livemem.version.store import utc_now
 
 
 class RegistryQueryError(LivingMemoryError):

@@ -14,6 +14,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from livemem.dates import iso, utc_now
 from livemem.duck import registered
 from livemem.ingest.checks import MAX_REPORTED
 from livemem.registry.config import LOGIC_VERSION, RegistryConfig
@@ -21,7 +22,7 @@ from livemem.registry.fields import FIELDS, HISTORY_CHANGES, HISTORY_COLUMNS, IS
 from livemem.registry.load import load_rows
 from livemem.registry.verification import Verification, verify
 from livemem.version import connect
-from livemem.version.store import IndexHome, derive_version, iso, utc_now, write_manifest
+from livemem.version.store import IndexHome, derive_version, write_manifest
 
 REGISTRY_SQL = """
 CREATE TABLE registry (

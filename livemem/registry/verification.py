@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from livemem.dates import utc_now
 from livemem.geo.names import COUNTY_WORD
 from livemem.geo.zips import state_counties, zip_columns, zip_data
 from livemem.registry.config import RegistryConfig
 from livemem.registry.fields import CONTENT_FIELDS, DAY_S, FIELDS, ISSUE_COLUMNS, STATUSES, VERIFICATION_FIELDS
 from livemem.registry.load import LoadedRows
 from livemem.schemas import errors_for, load_schema
-from livemem.version.store import utc_now
 
 PHONE_EXT = re.compile(r"\s*(?:x|ext\.?|extension)\s*(\d{1,6})\s*$", re.IGNORECASE)
 EMAIL = (

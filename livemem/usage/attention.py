@@ -49,6 +49,7 @@ import orjson
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from livemem.dates import iso, utc_now
 from livemem.duck import registered
 from livemem.errors import ConfigError
 from livemem.settings import TraceSettings
@@ -56,7 +57,7 @@ from livemem.sources.breath import TONES, Breath
 from livemem.sources.config import SourcesConfig
 from livemem.usage.traces import trace_key
 from livemem.version import connect
-from livemem.version.store import TABLES, IndexHome, derive_version, iso, utc_now, write_manifest
+from livemem.version.store import TABLES, IndexHome, derive_version, write_manifest
 
 log = logging.getLogger(__name__)
 

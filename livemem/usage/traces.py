@@ -79,10 +79,6 @@ TRACE_ID_PATTERN = (
 _TRACE_ID = re.compile(TRACE_ID_PATTERN)
 
 
-def new_trace_id() -> str:
-    return str(uuid.uuid4())
-
-
 def trace_key(trace_id: str) -> str:
     """How trace events name a trace: the uuid of a signed id (``<uuid>.<version>.<signature>``), any other id as
     it is. The signature carries a tag per returned chunk (over a kilobyte for 200 results): it stays with the

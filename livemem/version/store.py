@@ -35,6 +35,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from livemem.dates import iso, utc_now
 from livemem.errors import LivingMemoryError, PublishConflict
 from livemem.sources.config import Retention
 from livemem.version import parts_dir
@@ -43,7 +44,6 @@ from livemem.version.owners import Owner
 MANIFEST = "manifest.json"
 TABLES = "tables.duckdb"
 CHROMA = "chroma"
-RETRIEVAL = "retrieval"
 OWNER_SUFFIX = ".owner.json"
 STALE_STAGING_S = 24 * 3600  # a staged version this old is reclaimable whoever owns it (e.g. a lost host)
 # Who may read the index home (issue 33: its files were 0644, and versions, segments and caches hold internal
@@ -54,14 +54,6 @@ STALE_STAGING_S = 24 * 3600  # a staged version this old is reclaimable whoever 
 # (``livemem.version.mapped``).
 HOME_MODE = 0o750
 NOT_SHARED = 0o027  # permission bits a version's files never keep: group write, everything for others
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def iso(ts: datetime) -> str:
-    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 class IndexHome:
