@@ -85,6 +85,16 @@ class Section(BaseSettings):
         return cls._checked(lambda: cls(**overrides))
 
     @classmethod
+    def defaults(cls, **overrides: Any) -> Self:
+        """The section's defaults, ``overrides`` taking precedence, the environment not read: what a core function
+        uses when no entry point passed it the section."""
+        token = _MAPPING.set({})
+        try:
+            return cls._checked(lambda: cls(**overrides))
+        finally:
+            _MAPPING.reset(token)
+
+    @classmethod
     def from_mapping(cls, env: Mapping[str, str]) -> Self:
         """The section from ``env`` (variable -> value) instead of the process environment, parsed and checked the
         same way; the process environment is not read."""
@@ -456,6 +466,9 @@ class ServingSettings(Section):
     public_role: str = "public"
     trace_dir: Path | None = Field(None, validation_alias="RAG_TRACE_DIR", description="default: <index>/traces")
     trace_dsn: str | None = Field(None, validation_alias="RAG_TRACE_DSN", repr=False)
+    trace_secret: str | None = Field(
+        None, validation_alias="RAG_TRACE_SECRET", repr=False, description="default: generated in the trace directory"
+    )
     cache_size: int = Field(1024, ge=0, validation_alias="RAG_CACHE_SIZE")
     recency_half_life_days: float = Field(90.0, gt=0, validation_alias="RAG_RECENCY_HALF_LIFE_DAYS")
     # chosen on SciFact train: docs/serving.md
@@ -481,6 +494,9 @@ class ServingSettings(Section):
     query_precision: Literal["fp32", "int8"] = Field("int8", validation_alias="LIVEMEM_QUERY_PRECISION")
     # the model id serving files its personal-memory vectors under (match the builds' to share their snapshots)
     index_precision: Literal["int8-block", "fp32"] = Field("int8-block", validation_alias="LIVEMEM_INDEX_PRECISION")
+    onnx_cache: Path | None = Field(
+        None, validation_alias="LIVEMEM_ONNX_CACHE", description="default: ~/.cache/livemem/onnx"
+    )
     max_body_bytes: int = Field(
         2**20, ge=1024, validation_alias="RAG_MAX_BODY_BYTES", description="bigger request bodies: 413"
     )

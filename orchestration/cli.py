@@ -35,7 +35,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from livemem.errors import LivingMemoryError
-from livemem.settings import PathSettings, ServingSettings
+from livemem.settings import PathSettings, RegistrySettings, ServingSettings
 from livemem.version.store import IndexHome
 
 app = typer.Typer(help="Living Memory: build, inspect and serve the published index.", no_args_is_help=True)
@@ -474,8 +474,9 @@ def verify_provenance(
 
 def load_embedder():
     from livemem.model.embedding import Embedder
+    from livemem.settings import CacheSettings, EncoderSettings
 
-    return Embedder()
+    return Embedder.configured(EncoderSettings.from_env(), CacheSettings.from_env().onnx_cache)
 
 
 @app.command()
@@ -575,7 +576,7 @@ def eval_answers(
 
     embedder = Embedder(
         threads=serving.torch_threads, encoder=serving.encoder, query_precision=serving.query_precision,
-        precision=serving.index_precision,
+        precision=serving.index_precision, onnx_cache_dir=serving.onnx_cache,
     )  # fmt: skip
     settings = ContextSettings.from_env(warm_up=False, audit=False)
     try:
@@ -667,7 +668,7 @@ def export_hsds(
             cfg = registry.RegistryConfig.from_sources(load_sources(CTX.paths.sources_file))
             if cfg is None:
                 fail("the sources file has no registry section")
-            rows = hsds.verified_rows(registry.verify(registry.load_rows(cfg), cfg))
+            rows = hsds.verified_rows(registry.verify(registry.load_rows(cfg, RegistrySettings.from_env()), cfg))
             where = cfg.describe()
         else:
             h = home()

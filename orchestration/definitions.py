@@ -23,8 +23,8 @@ from dagster import (
 
 from livemem.model.embedding import DEFAULT_ENCODER
 from livemem.registry import RegistryConfig
-from livemem.settings import DEFAULT_INDEX_DIR, DEFAULT_SOURCES_FILE
-from livemem.sources.config import SourcesConfig, load_sources, sources_file_from_env
+from livemem.settings import DEFAULT_INDEX_DIR, DEFAULT_SOURCES_FILE, PathSettings
+from livemem.sources.config import SourcesConfig, load_sources
 from orchestration.assets.attention_rollup import build_attention_assets
 from orchestration.assets.chunks import REBUILD_CHECK, build_chunk_assets, source_key
 from orchestration.assets.gbim_export import build_gbim_assets
@@ -51,7 +51,7 @@ def build_definitions(
 ) -> Definitions:
     """Definitions for a sources file (default ``$RAG_SOURCES``) and index home (default ``$RAG_INDEX_DIR``);
     ``schedules_off``: schedules that start stopped (default ``$LIVEMEM_SCHEDULES_OFF``; orchestration/schedules.py)."""
-    path = Path(sources_file) if sources_file else sources_file_from_env()
+    path = Path(sources_file) if sources_file else PathSettings.from_env().sources_file
     config = load_sources(path)
     status = ScheduleStatus(schedules_off)
     chunk_assets, chunk_checks = build_chunk_assets(config)

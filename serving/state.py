@@ -55,13 +55,14 @@ class ServingState:
                     encoder=settings.encoder,
                     query_precision=settings.query_precision,
                     precision=settings.index_precision,
+                    onnx_cache_dir=settings.onnx_cache,
                 ),
                 fusion,
                 settings.recency_half_life_days,
             ),
             cache=ResultCache(settings.cache_size),
             traces=trace_writer(settings.traces_path, settings.trace_dsn),
-            signer=TraceSigner.from_env(settings.traces_path),
+            signer=TraceSigner.for_directory(settings.traces_path, settings.trace_secret),
         )
 
     def role(self, name: str) -> Role:

@@ -180,8 +180,8 @@ class SnapshotAsker:
     ) -> None:
         self.snap = snap
         self.retriever = retriever
-        self.settings = settings or ContextSettings(warm_up=False, audit=False)
-        self.serving = serving or ServingSettings()
+        self.settings = settings or ContextSettings.defaults(warm_up=False, audit=False)
+        self.serving = serving or ServingSettings.defaults()
 
     def role_of(self, case: Case) -> tuple[str | None, str]:
         """The API role a case asks as (None: refused), and why."""
@@ -542,11 +542,20 @@ def evaluate_version(
         snap.close()
 
 
-def gate(config: SourcesConfig, home: IndexHome, staged: str | None, embedder: Any) -> GateOutcome:
+def gate(
+    config: SourcesConfig,
+    home: IndexHome,
+    staged: str | None,
+    embedder: Any,
+    serving: ServingSettings | None = None,
+    context: ContextSettings | None = None,
+) -> GateOutcome:
     """The publish gate of the sources file's ``eval`` section: the staged version must pass at least as many of
     the suite's cases as the published one (and ``min_accuracy`` of them when set). Nothing published yet: it
     passes, and its score is the first. No suite named, ``gate: false`` or nothing staged: passes, saying so.
-    An invalid suite or section fails, naming the problem (a gate that cannot run is not a gate that passed)."""
+    An invalid suite or section fails, naming the problem (a gate that cannot run is not a gate that passed).
+    The cases are asked as the serving app would (``serving``, ``context``: the entry point's sections, else the
+    defaults; no warm-up, no audit)."""
     try:
         wanted = EvalConfig.from_sources(config)
         if wanted is None:
@@ -558,8 +567,8 @@ def gate(config: SourcesConfig, home: IndexHome, staged: str | None, embedder: A
         suite = load_suite(wanted.suite)
     except ConfigError as exc:
         return GateOutcome(False, f"the answer suite cannot be read: {exc}")
-    serving = ServingSettings.from_env()
-    settings = ContextSettings.from_env(warm_up=False, audit=False)
+    serving = serving or ServingSettings.defaults()
+    settings = (context or ContextSettings.defaults()).model_copy(update={"warm_up": False, "audit": False})
     retriever = retriever_for(serving, embedder)
     staged_result = evaluate_version(home.locate(staged), staged, suite, retriever, settings, serving)
     published, notes = home.current(), []

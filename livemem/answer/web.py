@@ -1,10 +1,10 @@
 """The web research gateway: a pluggable provider behind a domain policy, a rate limit and a call log.
 
 Off by default: the serving app has a gateway only when ``LIVEMEM_WEB_URL`` names a search API
-(``gateway_from_env``; docs/web.md). A provider is anything with ``search(query, limit) -> list[dict]``; results
-are normalised to ``title``, ``snippet``, ``url``, ``source`` (the host) and ``published_at``. Every call is logged
-(``logging``) and returned as a record (query, provider, admitted and excluded URLs with the reason, rate-limit
-refusals, provider errors) for the audit. ``HttpJsonProvider`` queries a generic JSON search HTTP API (URL, key
+(``web_gateway`` of the settings tree's ``WebSettings``; docs/web.md). A provider is anything with
+``search(query, limit) -> list[dict]``; results are normalised to ``title``, ``snippet``, ``url``, ``source`` (the
+host) and ``published_at``. Every call is logged (``logging``) and returned as a record (query, provider, admitted
+and excluded URLs with the reason, rate-limit refusals, provider errors) for the audit. ``HttpJsonProvider`` queries a generic JSON search HTTP API (URL, key
 sent in a header, a bounded timeout and answer size); ``LocalProvider`` answers from a fixed list of documents
 (tests, demos, an offline mirror). West-Virginia-scoped questions never reach any provider (``livemem.answer.context``).
 """
@@ -246,9 +246,14 @@ class WebGateway:
 
 
 def gateway_from_env(env: Mapping[str, str] | None = None) -> WebGateway | None:
-    """The gateway ``LIVEMEM_WEB_*`` (the settings tree's ``WebSettings``; ``env`` instead of the process
-    environment when given) configures, or None (off) when ``LIVEMEM_WEB_URL`` is unset (docs/web.md)."""
-    web = WebSettings.from_env() if env is None else WebSettings.from_mapping(env)
+    """``web_gateway`` of the environment's ``WebSettings`` (``env`` instead when given). Only the serving context
+    service still calls it; it goes once that service is handed the settings tree's web section."""
+    return web_gateway(WebSettings.from_env() if env is None else WebSettings.from_mapping(env))
+
+
+def web_gateway(web: WebSettings) -> WebGateway | None:
+    """The gateway ``LIVEMEM_WEB_*`` (the settings tree's ``WebSettings``, passed by the entry point) configures, or
+    None (off) when ``LIVEMEM_WEB_URL`` is unset (docs/web.md)."""
     if not web.url:
         return None
     provider = HttpJsonProvider(

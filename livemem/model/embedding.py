@@ -5,11 +5,11 @@ switched off. The model is loaded once per process (loading takes seconds) and r
 
 Two backends run the same model: ``onnx`` (ONNX Runtime on a fused export of the same weights,
 ``livemem.model.onnx_encoder``; the default: about 4x faster per query) and ``torch`` (sentence-transformers, the
-reference), chosen by ``Embedder(encoder=...)`` or else the ``LIVEMEM_ENCODER`` environment variable; a build
+reference), chosen by ``Embedder(encoder=...)`` (an entry point passes ``LIVEMEM_ENCODER``: ``Embedder.configured``); a build
 follows its sources file's ``index.encoder`` and ``index.precision`` when it names them (``Embedder.with_encoder``).
 
 Index vectors (``encode``) on ``onnx`` come from the 8-bit block-quantised export by default (``precision``:
-``int8-block``, or ``LIVEMEM_INDEX_PRECISION``): 1.5x the float32 throughput, 0.9997 cosine to float32 at worst,
+``int8-block``; ``LIVEMEM_INDEX_PRECISION`` through ``Embedder.configured``): 1.5x the float32 throughput, 0.9997 cosine to float32 at worst,
 dense nDCG@10 on SciFact no lower. ``precision="fp32"`` (and ``torch``, always float32) give the float32 vectors;
 ``onnx`` and ``torch`` agree on those to float32 rounding (cosine > 0.99999), so they share one model id. The
 vectors of each precision have their own model id (``model_id``: ``MODEL_ID``, or ``MODEL_ID:int8-block``), which
@@ -18,9 +18,9 @@ build in another precision embeds everything again instead of mixing vectors. ``
 back (the attention rollup embeds questions like the index it belongs to).
 
 Query vectors (``encode_one``) may come from the int8-quantised export instead (``query_precision="int8"``, or
-``LIVEMEM_QUERY_PRECISION=int8``; ``onnx`` backend only): 2.2-2.4x less time per query, 0.99 cosine to the float32
+``LIVEMEM_QUERY_PRECISION=int8`` through ``Embedder.configured``; ``onnx`` backend only): 2.2-2.4x less time per query, 0.99 cosine to the float32
 vector, dense nDCG@10 on SciFact train 0.0009 lower. Serving turns it on by default
-(``serving.settings.Settings.query_precision``), the library does not. No cache keeps query vectors.
+(``livemem.settings.ServingSettings.query_precision``), the library does not. No cache keeps query vectors.
 
 Vectors are L2-normalised float32, so cosine similarity is a dot product. ``cache_key`` (``sha256(model id,
 text)``) keys the embedding cache (``livemem.model.embed_cache``): identical text is never embedded twice.
@@ -36,42 +36,17 @@ from pathlib import Path
 
 import numpy as np
 
-from livemem.errors import ConfigError
 from livemem.settings import ENCODERS, INDEX_PRECISIONS, QUERY_PRECISIONS, EncoderSettings
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DIM = 384
 
 DEFAULT_ENCODER = "onnx"  # the names (ENCODERS, QUERY_PRECISIONS, INDEX_PRECISIONS) are the settings tree's
+DEFAULT_QUERY_PRECISION = QUERY_PRECISIONS[0]
 DEFAULT_INDEX_PRECISION = INDEX_PRECISIONS[0]
 
 _MODELS: dict[tuple, object] = {}
 _LOCK = threading.Lock()
-
-
-def _encoder_settings(**other: None) -> EncoderSettings:
-    """The settings tree's encoder section, ``other`` left unread (each function below reads its own variable); a
-    bad value is a ValueError here, as callers of ``Embedder`` expect."""
-    try:
-        return EncoderSettings.from_env(**other)
-    except ConfigError as exc:
-        raise ValueError(str(exc)) from None
-
-
-def encoder_from_env() -> str:
-    """The backend named by ``LIVEMEM_ENCODER`` (``torch`` or ``onnx``; default ``onnx``)."""
-    return _encoder_settings(query_precision=None, index_precision=None).encoder or DEFAULT_ENCODER
-
-
-def query_precision_from_env() -> str:
-    """The query-vector precision named by ``LIVEMEM_QUERY_PRECISION`` (``fp32`` or ``int8``; default ``fp32``)."""
-    return _encoder_settings(encoder=None, index_precision=None).query_precision or "fp32"
-
-
-def index_precision_from_env() -> str:
-    """The index-vector precision named by ``LIVEMEM_INDEX_PRECISION`` (``int8-block`` or ``fp32``; default
-    ``int8-block``)."""
-    return _encoder_settings(encoder=None, query_precision=None).index_precision or DEFAULT_INDEX_PRECISION
 
 
 def model_id_for(encoder: str, precision: str) -> str:
@@ -97,12 +72,13 @@ def default_model_path() -> Path:
 class Embedder:
     """Encodes text with all-MiniLM-L6-v2 on the CPU (or ``device``), loading the model lazily, once.
 
-    ``encoder`` picks the backend (``torch`` or ``onnx``; None: ``LIVEMEM_ENCODER``). ``onnx`` runs on the CPU
-    whatever ``device`` says, and exports the model into ``onnx_cache_dir`` (default
+    ``encoder`` picks the backend (``torch`` or ``onnx``; None: ``onnx``). ``onnx`` runs on the CPU whatever
+    ``device`` says, and exports the model into ``onnx_cache_dir`` (default
     ``livemem.model.onnx_encoder.default_cache_dir()``) the first time any process needs it. ``precision`` (None:
-    ``LIVEMEM_INDEX_PRECISION``, else ``int8-block``) is the precision of ``encode``'s vectors on ``onnx``, and with
-    it ``model_id``; ``query_precision`` (None: ``LIVEMEM_QUERY_PRECISION``, else ``fp32``) that of
-    ``encode_one``'s (``int8``: the dynamically quantised export). ``torch`` is float32 whatever they say.
+    ``int8-block``) is the precision of ``encode``'s vectors on ``onnx``, and with it ``model_id``;
+    ``query_precision`` (None: ``fp32``) that of ``encode_one``'s (``int8``: the dynamically quantised export).
+    ``torch`` is float32 whatever they say. Nothing here reads the environment: entry points pass the settings
+    tree's encoder section (``Embedder.configured``).
     """
 
     dim = DIM
@@ -122,17 +98,32 @@ class Embedder:
         self.device = device
         self.batch_size = batch_size
         self.threads = threads
-        self.encoder = encoder or encoder_from_env()
+        self.encoder = encoder or DEFAULT_ENCODER
         if self.encoder not in ENCODERS:
             raise ValueError(f"encoder {self.encoder!r}: expected one of {', '.join(ENCODERS)}")
         self.onnx_cache_dir = onnx_cache_dir
-        self.query_precision = query_precision or query_precision_from_env()
+        self.query_precision = query_precision or DEFAULT_QUERY_PRECISION
         if self.query_precision not in QUERY_PRECISIONS:
             raise ValueError(f"query precision {self.query_precision!r}: expected one of {', '.join(QUERY_PRECISIONS)}")
-        self.precision = precision or index_precision_from_env()
+        self.precision = precision or DEFAULT_INDEX_PRECISION
         if self.precision not in INDEX_PRECISIONS:
             raise ValueError(f"index precision {self.precision!r}: expected one of {', '.join(INDEX_PRECISIONS)}")
         self.encoded = 0
+
+    @classmethod
+    def configured(
+        cls, encoders: EncoderSettings, onnx_cache_dir: str | Path | None = None, **kwargs: object
+    ) -> Embedder:
+        """An embedder as the settings tree's encoder section says (``LIVEMEM_ENCODER``, ``LIVEMEM_QUERY_PRECISION``,
+        ``LIVEMEM_INDEX_PRECISION``; unset: the defaults above), its export kept in ``onnx_cache_dir``
+        (``LIVEMEM_ONNX_CACHE``): how an entry point makes the embedder it passes down."""
+        return cls(
+            encoder=encoders.encoder,
+            query_precision=encoders.query_precision,
+            precision=encoders.index_precision,
+            onnx_cache_dir=onnx_cache_dir,
+            **kwargs,  # type: ignore[arg-type]
+        )
 
     @property
     def model_id(self) -> str:

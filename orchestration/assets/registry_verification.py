@@ -31,6 +31,7 @@ from dagster import (
 
 from livemem import registry
 from livemem.ingest.checks import CheckOutcome
+from livemem.settings import RegistrySettings
 from livemem.sources.config import SourcesConfig
 from orchestration.assets.answer_gate import answer_gate_check
 from orchestration.assets.publishing import check_result, publish_asset, staged_output, staging_asset
@@ -131,7 +132,7 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         context: AssetExecutionContext, registry_source: RegistrySourceResource, index_store: IndexStoreResource
     ) -> Output[dict[str, Any]]:
         home = index_store.home()
-        run = registry.run_verification(registry_source.require(), home)
+        run = registry.run_verification(registry_source.require(), home, limits=RegistrySettings.from_env())
         context.log.info(run.reason if not run.staged else f"staged version {run.version_id}")
         return staged_output(context, home, run.version_id, run.base_version, run.reason, _metadata(run))
 

@@ -13,8 +13,8 @@ from dagster import ConfigurableResource, DagsterInstance, EnvVar, InitResourceC
 from pydantic import Field, PrivateAttr
 
 from livemem.model.embedding import Embedder
-from livemem.settings import TraceSettings
-from livemem.sources.config import SourcesConfig, index_dir_from_env, load_sources, sources_file_from_env
+from livemem.settings import CacheSettings, EncoderSettings, PathSettings, TraceSettings
+from livemem.sources.config import SourcesConfig, load_sources
 from livemem.version.owners import Owner
 from livemem.version.store import IndexHome
 
@@ -30,7 +30,7 @@ class GitSourcesResource(ConfigurableResource):
     sources_file: str = Field(default="", description="YAML sources file; empty: $RAG_SOURCES or the bundled example.")
 
     def path(self) -> Path:
-        return Path(self.sources_file) if self.sources_file else sources_file_from_env()
+        return Path(self.sources_file) if self.sources_file else PathSettings.from_env().sources_file
 
     def load(self) -> SourcesConfig:
         return load_sources(self.path())
@@ -52,7 +52,7 @@ class IndexStoreResource(ConfigurableResource):
         self._instance = context.instance
 
     def home(self) -> IndexHome:
-        home = IndexHome(Path(self.index_dir) if self.index_dir else index_dir_from_env())
+        home = IndexHome(Path(self.index_dir) if self.index_dir else PathSettings.from_env().index_dir)
         if self._run_id is not None:
             home.owner = Owner.this_process(self._run_id)
         if self._instance is not None:
@@ -78,12 +78,16 @@ class EmbedderResource(ConfigurableResource):
     )
 
     def embedder(self) -> Embedder:
-        return Embedder(
-            self.model_path or None,
+        """These fields, else the settings tree's encoder and cache sections (the environment: a resource built by
+        hand, with empty fields)."""
+        given = {"encoder": self.encoder or None, "index_precision": self.precision or None}
+        encoders = EncoderSettings.from_env(**{k: v for k, v in given.items() if v is not None})
+        return Embedder.configured(
+            encoders,
+            CacheSettings.from_env().onnx_cache,
+            model_path=self.model_path or None,
             device=self.device,
             batch_size=self.batch_size,
-            encoder=self.encoder or None,
-            precision=self.precision or None,
         )
 
 

@@ -7,7 +7,8 @@ from pydantic import Field
 
 from livemem.errors import ConfigError
 from livemem.registry import RegistryConfig
-from livemem.sources.config import SourcesConfig, load_sources, sources_file_from_env
+from livemem.settings import PathSettings
+from livemem.sources.config import SourcesConfig, load_sources
 
 
 class RegistrySourceResource(ConfigurableResource):
@@ -21,7 +22,7 @@ class RegistrySourceResource(ConfigurableResource):
     )
 
     def sources(self) -> SourcesConfig:
-        return load_sources(Path(self.sources_file) if self.sources_file else sources_file_from_env())
+        return load_sources(Path(self.sources_file) if self.sources_file else PathSettings.from_env().sources_file)
 
     def config(self) -> RegistryConfig | None:
         """The registry configuration, or None when the sources file has no ``registry:`` section."""

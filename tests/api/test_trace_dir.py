@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from support.serving import build_and_publish, make_workspace
 
 import livemem.usage.traces
-from livemem.sources.config import trace_dir_from_env
+from livemem.settings import TraceSettings
 from livemem.version.store import IndexHome
 from orchestration.definitions import build_definitions
 from serving.app import create_app
@@ -31,10 +31,11 @@ class Yesterday(datetime):
 
 def test_trace_dir_defaults_to_the_index_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RAG_TRACE_DIR", raising=False)
-    assert trace_dir_from_env(tmp_path / "index") == tmp_path / "index" / "traces"
+    assert TraceSettings.from_env().directory(tmp_path / "index") == tmp_path / "index" / "traces"
     assert Settings.from_env(index_dir=tmp_path / "index").traces_path == tmp_path / "index" / "traces"
-    monkeypatch.setenv("RAG_TRACE_DIR", str(tmp_path / "elsewhere"))
-    assert trace_dir_from_env(tmp_path / "index") == tmp_path / "elsewhere"
+    elsewhere = {"RAG_TRACE_DIR": str(tmp_path / "elsewhere")}
+    assert TraceSettings.from_mapping(elsewhere).directory(tmp_path / "index") == tmp_path / "elsewhere"
+    assert Settings.from_mapping(elsewhere).traces_path == tmp_path / "elsewhere"
 
 
 def test_rollup_counts_usage_written_under_rag_trace_dir(

@@ -19,6 +19,7 @@ from livemem.errors import ConfigError
 from livemem.ingest.build import build_version
 from livemem.model.embedding import Embedder, default_model_path
 from livemem.model.onnx_encoder import OnnxEncoder, fingerprint
+from livemem.settings import CacheSettings, EncoderSettings
 from livemem.sources.config import load_sources
 from livemem.version.store import IndexHome
 from serving.app import create_app
@@ -179,18 +180,17 @@ def test_serving_with_the_onnx_encoder_answers_as_torch_does(
     assert blocked.manifest(built.version_id)["model"]["id"] == "sentence-transformers/all-MiniLM-L6-v2:int8-block"
 
 
-def test_an_unknown_encoder_is_refused_by_name(monkeypatch):
+def test_an_unknown_encoder_is_refused_by_name():
     for variable, value, field in (
         ("LIVEMEM_ENCODER", "tensorflow", "encoder"),
         ("LIVEMEM_QUERY_PRECISION", "int4", "query_precision"),
         ("LIVEMEM_INDEX_PRECISION", "int4", "index_precision"),
     ):
-        monkeypatch.setenv(variable, value)  # the others unset (their defaults) or valid
+        env = {variable: value}  # the others unset (their defaults)
         with pytest.raises(ConfigError, match=field):
-            Settings.from_env()
-        with pytest.raises(ValueError, match=f"{variable}='{value}'"):
-            Embedder()
-        monkeypatch.delenv(variable)
+            Settings.from_mapping(env)
+        with pytest.raises(ConfigError, match=f"{variable}='{value}'"):
+            EncoderSettings.from_mapping(env)  # what an entry point reads before it makes an Embedder
     with pytest.raises(ValueError, match="expected one of torch, onnx"):
         Embedder(encoder="int8")
     with pytest.raises(ValueError, match="expected one of int8-block, fp32"):
@@ -198,17 +198,20 @@ def test_an_unknown_encoder_is_refused_by_name(monkeypatch):
 
 
 def test_onnx_is_the_default_and_a_sources_file_picks_the_build_backend(tmp_path, monkeypatch, onnx_cache):
-    monkeypatch.delenv("LIVEMEM_ENCODER", raising=False)
-    monkeypatch.delenv("LIVEMEM_INDEX_PRECISION", raising=False)
+    monkeypatch.setenv("LIVEMEM_ENCODER", "torch")  # the library never reads the environment: entry points do
     assert Embedder().encoder == "onnx" and Embedder().precision == "int8-block"
-    assert Settings(index_dir=tmp_path).index_precision == "int8-block"
-    monkeypatch.setenv("LIVEMEM_INDEX_PRECISION", "fp32")
-    assert Embedder().model_id == "sentence-transformers/all-MiniLM-L6-v2"
-    assert Settings.from_env(index_dir=tmp_path).index_precision == "fp32"
-    monkeypatch.delenv("LIVEMEM_INDEX_PRECISION")
-    assert Settings(index_dir=tmp_path).encoder == "onnx"
-    monkeypatch.setenv("LIVEMEM_ENCODER", "torch")
-    assert Settings.from_env(index_dir=tmp_path).encoder == "torch" and Embedder().encoder == "torch"
+    assert (Embedder().query_precision, Embedder().onnx_cache_dir) == ("fp32", None)
+    assert Settings.defaults(index_dir=tmp_path).index_precision == "int8-block"
+    fp32 = {"LIVEMEM_INDEX_PRECISION": "fp32", "LIVEMEM_ONNX_CACHE": str(onnx_cache)}
+    configured = Embedder.configured(EncoderSettings.from_mapping(fp32), CacheSettings.from_mapping(fp32).onnx_cache)
+    assert configured.model_id == "sentence-transformers/all-MiniLM-L6-v2" and configured.onnx_cache_dir == onnx_cache
+    assert (
+        Settings.from_mapping(fp32).index_precision == "fp32" and Settings.from_mapping(fp32).onnx_cache == onnx_cache
+    )
+    assert Settings.defaults(index_dir=tmp_path).encoder == "onnx"
+    torch = {"LIVEMEM_ENCODER": "torch"}
+    assert Settings.from_mapping(torch).encoder == "torch"
+    assert Embedder.configured(EncoderSettings.from_mapping(torch)).encoder == "torch"
     sources = make_workspace(tmp_path)
     text = sources.read_text()
     assert load_sources(sources).encoder is None  # not named: the embedder keeps its own backend

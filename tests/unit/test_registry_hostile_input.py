@@ -59,8 +59,8 @@ def test_a_cell_reads_back_as_the_value_written(value):
     assert csv_cell(value)[:1] not in FORMULA_STARTS
 
 
-def test_a_registry_over_the_row_cap_is_refused_naming_the_limit(tmp_path, monkeypatch):
-    cap = RegistrySettings().max_rows
+def test_a_registry_over_the_row_cap_is_refused_naming_the_limit(tmp_path):
+    cap = RegistrySettings.defaults().max_rows
     assert cap == 100_000
     path = tmp_path / "big.csv"
     with open(path, "w", encoding="utf-8", newline="") as fh:  # one row past the default cap, a few MB
@@ -78,26 +78,26 @@ def test_a_registry_over_the_row_cap_is_refused_naming_the_limit(tmp_path, monke
     assert "more than 100,000 rows" in str(refused.value) and "RAG_REGISTRY_MAX_ROWS" in str(refused.value)
     assert peak < 200 * 2**20  # refused while reading: never the rows of a whole registry in memory
 
-    monkeypatch.setenv("RAG_REGISTRY_MAX_ROWS", "5")  # the variable sets it, JSON files too
+    five = RegistrySettings.from_mapping({"RAG_REGISTRY_MAX_ROWS": "5"})  # the variable sets it, JSON files too
     rows = [good_row(i) for i in range(6)]
     for source in (write_csv(tmp_path / "six.csv", rows), write_json(tmp_path / "six.json", rows)):
         kind = source.suffix[1:]
         with pytest.raises(RegistryError, match=r"more than 5 rows, the limit \(RAG_REGISTRY_MAX_ROWS\)"):
-            registry.load_rows(RegistryConfig(kind=kind, path=source))
+            registry.load_rows(RegistryConfig(kind=kind, path=source), five)
         assert len(registry.load_rows(RegistryConfig(kind=kind, path=source), RegistrySettings(max_rows=6))) == 6
 
 
 def test_a_registry_file_over_the_byte_cap_is_refused_before_it_is_read(tmp_path, monkeypatch):
     path = write_json(tmp_path / "rows.json", [good_row(i) for i in range(20)])
     size = path.stat().st_size
-    monkeypatch.setenv("RAG_REGISTRY_MAX_BYTES", str(size - 1))
+    limits = RegistrySettings.from_mapping({"RAG_REGISTRY_MAX_BYTES": str(size - 1)})
 
     def never(*args, **kwargs):
         raise AssertionError("the file was read")
 
     monkeypatch.setattr(json, "loads", never)
     with pytest.raises(RegistryError) as refused:
-        registry.load_rows(RegistryConfig(kind="json", path=path))
+        registry.load_rows(RegistryConfig(kind="json", path=path), limits)
     message = str(refused.value)
     assert f"is {size:,} bytes, over the limit of {size - 1:,} (RAG_REGISTRY_MAX_BYTES)" in message
     monkeypatch.undo()

@@ -13,7 +13,7 @@ from livemem.answer.chat import personas
 from livemem.answer.personal import personal_dir_from_env, retention_days_from_env
 from livemem.answer.web import gateway_from_env
 from livemem.errors import ConfigError
-from livemem.model.embedding import encoder_from_env, index_precision_from_env, query_precision_from_env
+from livemem.model.embedding import Embedder
 from livemem.settings import (
     DEFAULT_INDEX_DIR,
     DEFAULT_SOURCES_FILE,
@@ -29,7 +29,6 @@ from livemem.settings import (
     WebSettings,
 )
 from livemem.sources.breath import Breath
-from livemem.sources.config import trace_dir_from_env
 from livemem.usage.attention import AttentionConfig, rollup_day
 from livemem.usage.traces import TraceSigner, feedback_events, retrieval_events
 from livemem.version.store import IndexHome
@@ -76,7 +75,7 @@ def test_every_reader_sees_the_tree(clean_env, tmp_path: Path) -> None:
     clean_env.setenv("RAG_API_KEYS", json.dumps({"k-123456": "internal"}))
     tree = LivingMemorySettings.from_env()
     assert tree.paths.index_dir == tmp_path / "home" and tree.serving.index_dir == tmp_path / "home"
-    assert tree.serving.traces_path == tmp_path / "traces" == trace_dir_from_env(tree.paths.index_dir)
+    assert tree.serving.traces_path == tmp_path / "traces" == tree.traces.directory(tree.paths.index_dir)
     assert tree.chroma.address == ("chroma.internal", 8123) == server_address()
     assert personal_dir_from_env(tmp_path / "home") == tmp_path / "personal" and retention_days_from_env() == 30
     assert tree.mcp.operator_roles == ["admin", "ops"]
@@ -133,7 +132,8 @@ def test_the_rollup_reads_the_traces_where_rag_trace_dir_puts_them(clean_env, tm
     name = f"{day.isoformat()}-serving.jsonl"
     (trace_dir / name).write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
 
-    result = rollup_day(home, day, AttentionConfig(), Breath("Δ3", "normal"))
+    # the entry point (the rollup asset's trace resource) reads the section and passes it down
+    result = rollup_day(home, day, AttentionConfig(), Breath("Δ3", "normal"), traces=TraceSettings.from_env())
     assert result.files == [name] and result.events == len(events) and result.malformed == 0
     assert result.chunks_used == 2  # both chunks the answer returned
 
@@ -248,22 +248,27 @@ def test_the_process_knobs_default_to_automatic(clean_env) -> None:
     assert CacheSettings.from_env().serving_cache == Path("/tmp/copies")
 
 
+def embedder_of(settings: EncoderSettings) -> tuple[str, str, str]:
+    made = Embedder.configured(settings)  # how an entry point makes the embedder it passes down
+    return made.encoder, made.query_precision, made.precision
+
+
 def test_the_encoder_knobs_default_read_and_refuse(clean_env) -> None:
-    """``LIVEMEM_ENCODER`` and ``LIVEMEM_QUERY_PRECISION`` as an ``Embedder`` made without them reads them."""
+    """``LIVEMEM_ENCODER`` and ``LIVEMEM_QUERY_PRECISION``, read by an entry point into the ``Embedder`` it makes."""
     assert EncoderSettings.from_env().encoder is None and EncoderSettings.from_env().query_precision is None
-    assert (encoder_from_env(), query_precision_from_env()) == ("onnx", "fp32")  # the library's defaults
+    assert embedder_of(EncoderSettings.from_env()) == ("onnx", "fp32", "int8-block")  # the library's defaults
     clean_env.setenv("LIVEMEM_ENCODER", "torch")
     clean_env.setenv("LIVEMEM_QUERY_PRECISION", "int8")
     assert LivingMemorySettings.from_env().encoders == EncoderSettings(encoder="torch", query_precision="int8")
+    assert Embedder().encoder == "onnx"  # the core reads no variable: an Embedder made without them has defaults
     clean_env.setenv("LIVEMEM_ENCODER", " Torch ")  # as an Embedder always read it (the serving section: exactly)
     clean_env.setenv("LIVEMEM_QUERY_PRECISION", "INT8")
-    assert (encoder_from_env(), query_precision_from_env()) == ("torch", "int8")
+    assert embedder_of(EncoderSettings.from_env())[:2] == ("torch", "int8")
     clean_env.setenv("LIVEMEM_ENCODER", "tensorflow")
-    with pytest.raises(ConfigError, match=r"encoder \(LIVEMEM_ENCODER\)"):
+    with pytest.raises(ConfigError, match=r"encoder \(LIVEMEM_ENCODER\)") as refused:
         EncoderSettings.from_env()
-    with pytest.raises(ValueError, match="LIVEMEM_ENCODER='tensorflow'"):
-        encoder_from_env()
-    assert query_precision_from_env() == "int8"  # each reads its own variable only
+    assert "LIVEMEM_ENCODER='tensorflow'" in str(refused.value)
+    assert "query_precision" not in str(refused.value)  # each variable is named for its own mistake only
     clean_env.setenv("LIVEMEM_ENCODER", "onnx")
     clean_env.setenv("LIVEMEM_QUERY_PRECISION", "int4")
     with pytest.raises(ConfigError, match=r"query_precision \(LIVEMEM_QUERY_PRECISION\)"):
@@ -273,36 +278,35 @@ def test_the_encoder_knobs_default_read_and_refuse(clean_env) -> None:
 def test_the_index_precision_defaults_reads_and_refuses(clean_env) -> None:
     """``LIVEMEM_INDEX_PRECISION``: the precision (and with it the model id) of an ``Embedder``'s index vectors."""
     assert EncoderSettings.from_env().index_precision is None
-    assert index_precision_from_env() == "int8-block"  # the library's default
+    assert embedder_of(EncoderSettings.from_env())[2] == "int8-block"  # the library's default
     clean_env.setenv("LIVEMEM_INDEX_PRECISION", "fp32")
     tree = LivingMemorySettings.from_env()
     assert tree.encoders.index_precision == tree.serving.index_precision == "fp32"
     clean_env.setenv(
         "LIVEMEM_INDEX_PRECISION", " FP32 "
     )  # as an Embedder always read it (the serving section: exactly)
-    assert index_precision_from_env() == "fp32"
+    assert embedder_of(EncoderSettings.from_env())[2] == "fp32"
     clean_env.setenv("LIVEMEM_INDEX_PRECISION", "int8")  # the dynamic int8 copy embeds queries only
-    with pytest.raises(ConfigError, match=r"index_precision \(LIVEMEM_INDEX_PRECISION\)"):
+    with pytest.raises(ConfigError, match=r"index_precision \(LIVEMEM_INDEX_PRECISION\)") as refused:
         EncoderSettings.from_env()
-    with pytest.raises(ValueError, match="LIVEMEM_INDEX_PRECISION='int8'"):
-        index_precision_from_env()
-    assert query_precision_from_env() == "fp32"  # each reads its own variable only
+    assert "LIVEMEM_INDEX_PRECISION='int8'" in str(refused.value) and "query_precision" not in str(refused.value)
 
 
 def test_the_trace_secret_is_read_from_the_tree(clean_env, tmp_path: Path) -> None:
     assert TraceSettings.from_env().secret is None
-    generated = TraceSigner.from_env(tmp_path)  # unset: a secret generated once in the trace directory
+    generated = TraceSigner.for_directory(tmp_path, ServingSettings.from_env().trace_secret)  # generated once
     assert (tmp_path / ".trace-secret").exists()
     clean_env.setenv("RAG_TRACE_SECRET", "one secret for every replica")
     tree = LivingMemorySettings.from_env()
     assert tree.traces.secret == "one secret for every replica" and "replica" not in repr(tree.traces)
-    configured = TraceSigner.from_env(tmp_path / "elsewhere")
+    assert ServingSettings.from_env().trace_secret == tree.traces.secret  # what the serving app passes its signer
+    configured = TraceSigner.for_directory(tmp_path / "elsewhere", ServingSettings.from_env().trace_secret)
     token = configured.issue(role="public", index_version="v1", chunk_ids=["a"])
     assert TraceSigner(b"one secret for every replica").verify(token, role="public") is not None
     assert generated.verify(token, role="public") is None
     clean_env.setenv("RAG_TRACE_SECRET", "too short")
     with pytest.raises(ValueError, match="at least 16 bytes"):
-        TraceSigner.from_env(tmp_path)
+        TraceSigner.for_directory(tmp_path, ServingSettings.from_env().trace_secret)
 
 
 def test_personas_default_read_and_refuse(clean_env) -> None:
