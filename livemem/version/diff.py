@@ -17,6 +17,7 @@ from typing import Any
 
 import duckdb
 
+from livemem.errors import LivingMemoryError
 from livemem.version import connect
 from livemem.version.store import IndexHome
 
@@ -55,8 +56,11 @@ def diff_versions(
     caller with ``access`` (None: everything, for operators)."""
     # Two versions holding the same rows of the same (immutable) segments hold the same chunks and files: an
     # attention, registry or GBIM publish. Then only the chunks with attention are read (for the movers).
-    same = _membership(home, a) == _membership(home, b)
-    old, new = _read(home, a, access, full=not same), _read(home, b, access, full=not same)
+    try:
+        same = _membership(home, a) == _membership(home, b)
+        old, new = _read(home, a, access, full=not same), _read(home, b, access, full=not same)
+    except (duckdb.Error, OSError) as exc:  # a damaged or unreadable version: an error that names it
+        raise LivingMemoryError(f"versions {a} and {b} cannot be compared: {type(exc).__name__}: {exc}") from exc
     sources = sorted(set(old.manifest.get("sources") or {}) | set(new.manifest.get("sources") or {}))
     sources = [s for s in sources if _source_visible(s, old, new, access)]
     per_source: dict[str, dict[str, Any]] = {
@@ -321,8 +325,6 @@ def what_changed(home: IndexHome, base: str | None, version: str, top: int = 5) 
     published ``version`` against the version it was built on, as a one-line summary (``what_changed``) and the
     counts per source, registry, GBIM and the top attention movers (``changes``). Call it before publishing (the
     base may be pruned then). Never raises for a damaged or missing base: the summary says why nothing is compared."""
-    from livemem.errors import LivingMemoryError
-
     if base is None:
         return {"what_changed": f"{version}: the first version (nothing to compare with)"}
     if not (home.version_dir(base) / "manifest.json").is_file():

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from support.history import build_history, chunk_ids, git_head
 
+from livemem.errors import LivingMemoryError
 from livemem.sources.config import Retention
 from livemem.version import connect
 from livemem.version.diff import diff_versions
@@ -289,3 +290,16 @@ def test_diff_counts_registry_rows_and_gbim_entities(tmp_path, embedder) -> None
         and registry["changed_ids"] == ["res-1"]
     )
     assert diff_versions(home, first.version_id, second.version_id)["gbim"]["entities"]["changed"] == 0
+
+
+def test_a_damaged_version_is_a_clear_error_in_a_diff_and_never_fails_a_publish(own_home, history) -> None:
+    home = own_home
+    (home.version_dir(history["v1"]) / "tables.duckdb").write_bytes(b"not a database")
+    with pytest.raises(LivingMemoryError, match=f"versions {history['v1']} and {history['v2']} cannot be compared"):
+        diff_versions(home, history["v1"], history["v2"])
+    from livemem.version.diff import what_changed
+
+    said = what_changed(home, history["v1"], history["v2"])
+    assert (
+        said["what_changed"].startswith(f"{history['v2']}: no diff against {history['v1']}") and "changes" not in said
+    )
