@@ -39,7 +39,8 @@ TARGET_S = 30.0
 
 def build_index(home: IndexHome, chunks: int) -> None:
     """One published version with ``chunks`` chunk rows (enough columns for the rollup and its check)."""
-    from livemem.ingest.layout import LAYOUT_VERSION, init_chunk_tables
+    from livemem.ingest.layout import init_chunk_tables
+    from livemem.version.schema import LAYOUT_VERSION
     from livemem.version.segments import append_rows
 
     version = home.new_version_id()

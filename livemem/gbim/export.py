@@ -33,6 +33,7 @@ from livemem.query.gis_index import (
 )
 from livemem.sources.config import SourcesConfig
 from livemem.version import connect
+from livemem.version.schema import LAYOUT_VERSION, create_sql
 from livemem.version.store import (
     CHROMA,
     IndexHome,
@@ -44,20 +45,7 @@ from livemem.version.vectors import delete, open_vectors, upsert
 COUNTIES_MAX_BYTES = 512 * 1024  # larger boundaries are simplified: a browser draws them on every page
 COUNTIES_TOLERANCE_DEG = 0.002  # ~200 m, under a pixel on a state-wide map of a few hundred pixels
 
-ENTITY_SQL = f"""
-CREATE TABLE {ENTITY_TABLE} (
-    entity_id VARCHAR PRIMARY KEY, source VARCHAR NOT NULL, worldview_id VARCHAR NOT NULL, dataset VARCHAR NOT NULL,
-    county VARCHAR, gbim_entity VARCHAR NOT NULL, label VARCHAR NOT NULL, description VARCHAR NOT NULL,
-    centroid_x DOUBLE, centroid_y DOUBLE, srid INTEGER NOT NULL, lon DOUBLE, lat DOUBLE,
-    source_table VARCHAR NOT NULL, source_pk VARCHAR NOT NULL, attributes VARCHAR NOT NULL, access VARCHAR NOT NULL,
-    collection VARCHAR NOT NULL, geometry_type VARCHAR NOT NULL, county_source VARCHAR, county_spatial VARCHAR,
-    geometry_repaired BOOLEAN NOT NULL, outside_region BOOLEAN NOT NULL, county_disagreement BOOLEAN NOT NULL
-);
-CREATE TABLE {RELATION_TABLE} (
-    subject VARCHAR NOT NULL, predicate VARCHAR NOT NULL, object VARCHAR NOT NULL, object_kind VARCHAR NOT NULL,
-    provenance VARCHAR NOT NULL
-);
-"""
+ENTITY_SQL = create_sql(ENTITY_TABLE, RELATION_TABLE)  # livemem.version.schema
 
 
 @dataclass
@@ -190,7 +178,6 @@ def embed_text(entity: dict[str, Any]) -> str:
 
 def _empty_manifest(config: SourcesConfig, embedder: Embedder) -> dict[str, Any]:
     """The chunk part of a manifest for a version staged on an empty index (no chunks yet)."""
-    from livemem.ingest.layout import LAYOUT_VERSION
     from livemem.ingest.manifest import governance_status
 
     return {

@@ -1,33 +1,15 @@
-"""The chunk step's part of a version: its layout number and its tables (the segments hold the chunk rows; these
-hold what else the step writes, beside the membership of ``livemem.version.segments``)."""
+"""The chunk step's part of a version: its tables (``livemem.version.schema`` declares them: the membership of
+``livemem.version.segments`` and what else the step writes) and views; the segments hold the chunk rows."""
 
 from __future__ import annotations
 
 import duckdb
 
+from livemem.version.schema import CHUNKS, create_sql, owned_by
 from livemem.version.segments import MEMBERS_SQL, create_views
 
-# No PRIMARY KEY on the per-version tables: an ART index over 123k chunk ids is 11 MB of a version's 15 MB own
-# files, copied by every build and attention publish. The ids are unique by construction (one row per chunk of the
-# ``chunks`` view); ``check_index_complete`` checks it.
-SCHEMA_SQL = (
-    """
-CREATE TABLE skipped_files (
-    source VARCHAR NOT NULL, path VARCHAR NOT NULL, blob_sha VARCHAR NOT NULL, size BIGINT NOT NULL,
-    reason VARCHAR NOT NULL
-);
-CREATE TABLE attention (
-    chunk_id VARCHAR NOT NULL, attention_score DOUBLE NOT NULL DEFAULT 0, last_breath_seen VARCHAR
-);
-CREATE TABLE chunk_lineage (chunk_id VARCHAR NOT NULL, predecessors VARCHAR[] NOT NULL);
-"""
-    + MEMBERS_SQL
-)
-LAYOUT_VERSION = 3  # bump when a version's files change shape; older versions are then rebuilt, not reused
-CHUNK_TABLES = (
-    "chunks", "parents", "chunk_parts", "parent_parts", "chunk_members", "parent_members", "held_segments",
-    "chunk_deletes", "parent_deletes", "skipped_files", "attention", "chunk_lineage",
-)  # fmt: skip
+SCHEMA_SQL = create_sql("skipped_files", "attention", "chunk_lineage") + MEMBERS_SQL
+CHUNK_TABLES = owned_by(CHUNKS)  # tables and views: a build writes them, and copies every other step's tables
 SKIP_COLUMNS = ("source", "path", "blob_sha", "size", "reason")
 
 

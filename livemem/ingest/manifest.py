@@ -13,13 +13,13 @@ from livemem.dates import iso, utc_now
 from livemem.errors import SourceError
 from livemem.ingest.chroma_mirror import vector_store_mode
 from livemem.ingest.documents import extractors
-from livemem.ingest.layout import LAYOUT_VERSION
 from livemem.ingest.plan import Base, source_fingerprint
 from livemem.model.embedding import Embedder
 from livemem.sources.breath import Breath, parse_breath
 from livemem.sources.config import Governance, SourcesConfig
 from livemem.sources.gitsource import GitSource
 from livemem.usage.attention import attention_stats
+from livemem.version.schema import LAYOUT_VERSION
 
 HIGH_ATTENTION = 1.0
 

@@ -18,9 +18,9 @@ import duckdb
 from livemem.duck import sql_literal, sql_literals
 from livemem.ingest.chroma_mirror import vector_store_mode
 from livemem.ingest.documents import document_format, extractors
-from livemem.ingest.layout import LAYOUT_VERSION
 from livemem.sources.config import SourceConfig, SourcesConfig
 from livemem.sources.gitsource import GitSource, TreeEntry, name_problem
+from livemem.version.schema import LAYOUT_VERSION
 from livemem.version.store import IndexHome
 
 QUICK_PLAN_MAX_PATHS = 2000  # more paths touched since the base: list the whole tree instead (one git call)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from livemem.schemas import load_schema
 
-REGISTRY_TABLES = ("registry", "registry_issues", "registry_history")
 FIELDS: tuple[str, ...] = tuple(load_schema("local_resource")["properties"])
 RESOURCE_TYPES: tuple[str, ...] = tuple(load_schema("local_resource")["properties"]["resource_type"]["enum"])
 VERIFICATION_FIELDS = ("verification_status", "last_verified_at", "verified_by")

@@ -23,28 +23,11 @@ from livemem.registry.load import load_rows
 from livemem.registry.verification import Verification, verify
 from livemem.settings import RegistrySettings
 from livemem.version import connect
+from livemem.version.schema import LAYOUT_VERSION, create_sql
 from livemem.version.store import IndexHome, derive_version, write_manifest
 
-REGISTRY_SQL = """
-CREATE TABLE registry (
-    local_resource_id VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, description VARCHAR,
-    resource_type VARCHAR NOT NULL, county VARCHAR NOT NULL, zip VARCHAR NOT NULL, zip_coverage VARCHAR[] NOT NULL,
-    address VARCHAR, contact_phone VARCHAR, contact_email VARCHAR, url VARCHAR, eligibility VARCHAR, hours VARCHAR,
-    verification_status VARCHAR NOT NULL, last_verified_at VARCHAR, verified_by VARCHAR, deprecated_at VARCHAR,
-    status VARCHAR NOT NULL, source_row INTEGER NOT NULL, content_hash VARCHAR NOT NULL
-);
-CREATE TABLE registry_issues (
-    source_row INTEGER NOT NULL, local_resource_id VARCHAR, rule VARCHAR NOT NULL, severity VARCHAR NOT NULL,
-    message VARCHAR NOT NULL
-);
-"""
-HISTORY_SQL = """
-CREATE TABLE IF NOT EXISTS registry_history (
-    local_resource_id VARCHAR NOT NULL, change VARCHAR NOT NULL, valid_from VARCHAR NOT NULL, valid_to VARCHAR,
-    version_id VARCHAR NOT NULL, content_hash VARCHAR, verification_hash VARCHAR, status VARCHAR,
-    last_verified_at VARCHAR, deprecated_at VARCHAR, note VARCHAR, data VARCHAR
-);
-"""
+REGISTRY_SQL = create_sql("registry", "registry_issues")  # livemem.version.schema
+HISTORY_SQL = create_sql("registry_history")
 
 
 @dataclass
@@ -118,8 +101,6 @@ def run_verification(
         history = _write_tables(staged, result, version_id, stamp)
         section["history"] = history
         now_iso = iso(utc_now())
-        from livemem.ingest.layout import LAYOUT_VERSION
-
         manifest = {
             "layout_version": LAYOUT_VERSION,
             "segments": [],

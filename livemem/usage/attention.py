@@ -57,6 +57,7 @@ from livemem.sources.breath import TONES, Breath
 from livemem.sources.config import SourcesConfig
 from livemem.usage.traces import trace_key
 from livemem.version import connect
+from livemem.version.schema import create_sql
 from livemem.version.store import TABLES, IndexHome, derive_version, write_manifest
 
 log = logging.getLogger(__name__)
@@ -468,9 +469,10 @@ def _apply_related(con: duckdb.DuckDBPyConnection, previous_state: Path | None, 
         else "SELECT NULL::VARCHAR AS chunk_id, NULL::VARCHAR AS related_id, NULL::DOUBLE AS weight WHERE false"
     )
     con.execute("DROP TABLE IF EXISTS related_chunks")
+    con.execute(create_sql("related_chunks"))
     con.execute(
         f"""
-        CREATE TABLE related_chunks AS
+        INSERT INTO related_chunks
         WITH today AS (
             SELECT a.chunk_id, b.chunk_id AS related_id, COUNT(DISTINCT a.trace)::DOUBLE AS weight
             FROM (SELECT DISTINCT trace, chunk_id FROM {pairs}) a
@@ -546,9 +548,10 @@ def apply_questions(
     )
     with registered(con, today, "today_questions") as name:
         con.execute("DROP TABLE IF EXISTS attention_questions")
+        con.execute(create_sql("attention_questions"))
         con.execute(
             f"""
-            CREATE TABLE attention_questions AS
+            INSERT INTO attention_questions
             WITH prev AS ({prev}),
             ancestry AS (
                 SELECT chunk_id, unnest(predecessors) AS predecessor, generate_subscripts(predecessors, 1) AS depth

@@ -42,6 +42,7 @@ from livemem.index.dense import DenseRows
 from livemem.index.sparse import HEADINGS_WEIGHT, Postings, SparseScorer, heading_text
 from livemem.version import connect, mapped, parts_dir
 from livemem.version.mapped import Table
+from livemem.version.schema import LAYOUT_VERSION
 from livemem.version.segments import Segment, SegmentCache
 from livemem.version.store import CHROMA, MANIFEST, IndexHome
 
@@ -53,7 +54,6 @@ PARENT_FIELDS = (
     "seal_state", "type", "size", "truncated", "chunk_count", "content",
 )  # fmt: skip
 MATERIALIZE_HINT = "run `make materialize` to build and publish a new version"
-LAYOUT_VERSION = 3  # livemem.ingest.layout.LAYOUT_VERSION: versions of older layouts are rebuilt, not served
 SEGMENTS = SegmentCache()  # shared by the readers of this process
 
 

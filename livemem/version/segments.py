@@ -45,6 +45,7 @@ from livemem.index.sentences import Sentences
 from livemem.index.sparse import Postings
 from livemem.version import mapped
 from livemem.version.mapped import Table
+from livemem.version.schema import create_sql
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +72,7 @@ FILES = ("chunks.parquet", "parents.parquet", "dense.npy", "postings.npz")
 # Membership: the segments a version holds, and the rows of them it does not (deletion vectors, as Lucene's
 # .liv files, Iceberg's / Delta's delete files). A build copies these small tables from its base and adds the rows
 # of the files it rebuilt or dropped: a one-file change costs O(change + deleted rows), never O(corpus).
-MEMBERS_SQL = """
-CREATE TABLE held_segments (segment VARCHAR NOT NULL, chunks INTEGER NOT NULL, parents INTEGER NOT NULL);
-CREATE TABLE chunk_deletes (segment VARCHAR NOT NULL, seg_row INTEGER NOT NULL);
-CREATE TABLE parent_deletes (segment VARCHAR NOT NULL, seg_row INTEGER NOT NULL);
-"""
+MEMBERS_SQL = create_sql("held_segments", "chunk_deletes", "parent_deletes")  # livemem.version.schema
 _TABLES = {"chunk": ("chunks", CHUNK_SCHEMA), "parent": ("parents", PARENT_SCHEMA)}
 
 

@@ -14,7 +14,7 @@ from livemem.ingest import checks
 from livemem.ingest.build import build_version
 from livemem.schemas import errors_for
 from livemem.sources.config import load_sources
-from livemem.version import connect
+from livemem.version import connect, schema
 from livemem.version.reader import IndexUnavailable, load_snapshot
 from livemem.version.store import IndexHome, close_chroma, open_chroma
 
@@ -102,6 +102,10 @@ def test_full_build_records_provenance_and_seal_state(tmp_path: Path, repo, embe
     assert manifest["collections"] == {"docs": {"access": "public", "chunks": len(recs)}}
     assert chroma_ids(home, "docs") == {r["chunk_id"] for r in recs}
     assert result.embeddings_computed == len(recs)
+    # the version holds exactly the chunk step's declared tables and views, under the declared layout number
+    assert manifest["layout_version"] == schema.LAYOUT_VERSION
+    names = rows(home, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'")
+    assert sorted(n for (n,) in names) == sorted(schema.owned_by(schema.CHUNKS))
 
 
 def test_incremental_update_touches_only_changed_files(tmp_path: Path, repo, embedder) -> None:
