@@ -9,73 +9,79 @@ from pydantic import BaseModel, Field
 
 class SourceAt(BaseModel):
     commit: str | None = Field(description="the source's head commit this version was built from")
-    collection: str | None = None
-    access: str = "public"
-    files: int | None = None
-    chunks: int | None = None
+    collection: str | None = Field(None, description="the collection its chunks are filed under")
+    access: str = Field("public", description="who may read it: `public` or `internal`")
+    files: int | None = Field(None, description="files indexed from it in this version")
+    chunks: int | None = Field(None, description="chunks indexed from it in this version")
 
 
 class VersionCounts(BaseModel):
     chunks: int = Field(description="chunks of the sources the caller may read")
-    files: int
-    sealed_chunks: int
-    gbim_entities: int | None = None
-    gbim_relations: int | None = None
+    files: int = Field(description="files of the sources the caller may read")
+    sealed_chunks: int = Field(description="chunks of sealed (authoritative) files among them")
+    gbim_entities: int | None = Field(None, description="spatial entities of the GBIM export (null: none exported)")
+    gbim_relations: int | None = Field(None, description="relations (facts) of the GBIM export (null: none exported)")
     registry_rows: int | None = Field(None, description="published rows of the local_resources registry")
 
 
 class VersionInfo(BaseModel):
-    version_id: str
+    version_id: str = Field(description="the version's id (a UTC timestamp), usable as `version` on /query")
     current: bool = Field(description="whether CURRENT names it now")
     published_at: str = Field(description="when it was first published (UTC)")
-    created_at: str | None = None
-    base_version: str | None = None
+    created_at: str | None = Field(None, description="when its build started (UTC)")
+    base_version: str | None = Field(None, description="the version it was built incrementally on (null: from scratch)")
     sources: dict[str, SourceAt] = Field(description="only the sources the caller may read")
-    counts: VersionCounts
+    counts: VersionCounts = Field(description="what it holds, counted over the sources the caller may read")
     version_size_mb: float | None = Field(None, description="its own directory; absent when a source is hidden")
     index_size_mb: float | None = Field(None, description="with its segments; absent when a source is hidden")
 
 
 class DiskUse(BaseModel):
-    versions: int
-    versions_mb: float
-    per_version_mb: dict[str, float]
-    segments: int
-    segments_mb: float
-    serving_copies_mb: float
+    versions: int = Field(description="kept version directories")
+    versions_mb: float = Field(description="their size on disk, each file counted once (versions share hard links)")
+    per_version_mb: dict[str, float] = Field(
+        description="per version id, oldest first: its directory's files not already counted for an older version"
+    )
+    segments: int = Field(description="content-addressed segments under parts/ (shared between versions)")
+    segments_mb: float = Field(description="their size on disk")
+    serving_copies_mb: float = Field(description="the serving processes' memory-mappable copies (cache/serving)")
     current_mb: float = Field(description="what the current version alone needs (its directory and segments)")
     history_mb: float = Field(description="what keeping the other versions adds")
     history_pct: float | None = Field(None, description="history_mb as a share of current_mb, in %")
 
 
 class VersionsResponse(BaseModel):
-    current: str | None
+    current: str | None = Field(description="the version CURRENT names (null: nothing published)")
     versions: list[VersionInfo] = Field(description="kept versions, oldest first")
     disk: DiskUse | None = Field(None, description="disk use; only for a role that may read every source")
 
 
 class DiffSide(BaseModel):
-    version_id: str
-    published_at: str
-    current: bool
+    version_id: str = Field(description="the version this side resolved to")
+    published_at: str = Field(description="when it was first published (UTC)")
+    current: bool = Field(description="whether CURRENT names it now")
     asked: str = Field(description="how the request named it (id, 'current', a date-time or a commit)")
 
 
 class DiffResponse(BaseModel):
     """What changed from one version to another, as the caller's role may see it."""
 
-    from_: DiffSide = Field(alias="from")
-    to: DiffSide
-    summary: str
+    from_: DiffSide = Field(alias="from", description="the older side")
+    to: DiffSide = Field(description="the newer side")
+    summary: str = Field(description="one line a person reads: files, chunks, registry rows, entities changed")
     sources: dict[str, dict[str, Any]] = Field(
         description="per source the caller may read: commit from/to, files and chunks added/removed/changed"
     )
     files: list[dict[str, Any]] = Field(description="changed files (at most listed_at_most)")
-    files_total: int
+    files_total: int = Field(description="changed files in all (listed or not)")
     chunks: dict[str, Any] = Field(description="added / removed ids, changed pairs (from, to), and totals")
-    registry: dict[str, Any] | None = None
-    gbim: dict[str, Any] | None = None
+    registry: dict[str, Any] | None = Field(
+        None, description="registry rows added / removed / changed (null: no registry in either version)"
+    )
+    gbim: dict[str, Any] | None = Field(
+        None, description="GBIM entities and relations added / removed / changed (null: no export in either)"
+    )
     attention: dict[str, Any] = Field(description="moved: how many chunks; top_movers: the largest changes")
-    listed_at_most: int
+    listed_at_most: int = Field(description="the most files, chunk ids and movers listed per kind")
 
     model_config = {"populate_by_name": True}
