@@ -413,7 +413,11 @@ def main(argv: list[str] | None = None) -> int:
         "command": command_line(argv),
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "project": scale.project_state(),
-        "embedder": {"stand_in": True, "class": "bench.scale.StandInEmbedder", "model_id": scale.StandInEmbedder.model_id},  # fmt: skip
+        "embedder": {
+            "stand_in": True,
+            "class": "bench.scale.StandInEmbedder",
+            "model_id": scale.StandInEmbedder.model_id,
+        },
         "machine": {**machine_facts(), "loadavg_at_start": scale._load()},
         "targets": TARGETS,
         "sizes": [],
