@@ -488,6 +488,14 @@ class ServingSettings(Section):
         description="hybrid and dense blend the best sentence of their first chunks in (indexes with sentence vectors)",
     )
     refresh_interval_s: float = Field(0.0, ge=0, validation_alias="RAG_REFRESH_INTERVAL_S")
+    open_versions: int = Field(
+        2,
+        ge=0,
+        le=64,
+        validation_alias="RAG_OPEN_VERSIONS",
+        description="older versions (version / as_of) a process keeps loaded, least recently used out; 0: none "
+        "(each such request loads its version and drops it after; docs/versions.md)",
+    )
     torch_threads: int = Field(1, ge=1, validation_alias="RAG_TORCH_THREADS")
     encoder: Literal["torch", "onnx"] = Field("onnx", validation_alias="LIVEMEM_ENCODER")
     # docs/encoder.md: query vectors in int8 (2.4x faster), whatever precision the index was embedded in

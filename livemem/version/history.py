@@ -361,7 +361,8 @@ __all__ = [
 
 
 # --- serving older versions ---------------------------------------------------------------------------------
-OPEN_VERSIONS = 2  # non-current versions a serving process keeps loaded (least recently used first out)
+OPEN_VERSIONS = 2  # non-current versions a serving process keeps loaded (least recently used first out); the
+# serving app takes it from ``ServingSettings.open_versions`` (``RAG_OPEN_VERSIONS``)
 
 
 class OpenVersions:
@@ -370,11 +371,16 @@ class OpenVersions:
     Each is an ordinary ``Snapshot`` (``livemem.version.reader.load_snapshot``): its segments come from the process'
     segment cache and the machine's serving copies, so the segments it shares with ``CURRENT`` (all but what
     changed since) cost nothing more; its own cost is the per-row id list and map, filter columns and attention
-    (``docs/versions.md`` measures it). Loading is serialised: two requests for the same version load it once."""
+    (``docs/versions.md`` measures it). Loading is serialised: two requests for the same version load it once.
+
+    ``size`` 0 keeps none open: each call loads the version and the caller's reference is the only one (it is
+    freed when the request is done), for a process whose memory must stay that of ``CURRENT`` alone."""
 
     def __init__(self, home: IndexHome, size: int = OPEN_VERSIONS) -> None:
         from cachetools import LRUCache
 
+        if size < 0:
+            raise ValueError(f"open versions: {size} is not 0 or more")
         self.home = home
         self.size = size
         self._open: LRUCache = LRUCache(maxsize=max(1, size))
@@ -394,7 +400,8 @@ class OpenVersions:
             if snap is None:
                 snap = load_snapshot(self.home, version_id)
                 self.loads += 1
-                self._open[version_id] = snap
+                if self.size:
+                    self._open[version_id] = snap
             return snap
 
     def loaded(self) -> list[str]:

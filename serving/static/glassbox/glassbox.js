@@ -2,6 +2,8 @@
 // whether its source still holds it (/chunks/{id}?verify=true), the registry rows with their verification age, and
 // the places on an SVG map drawn from /gis/query?format=geojson over the county polygons of the served index version
 // (/glassbox/counties.geojson, written by the GBIM export from spatial.counties); without them, the places alone.
+// A version picker (filled from GET /versions) or an "as of" date-time / commit asks an older version: both are sent
+// as `version` / `as_of` on /chat, and an answer from a version CURRENT no longer names says so (docs/versions.md).
 // Every value from the API is written with textContent (or as an SVG attribute), never parsed as HTML: passages
 // and registry rows are untrusted text.
 "use strict";
@@ -9,6 +11,7 @@
 const SVG_NS = "http://www.w3.org/2000/svg";
 const DAY_MS = 86400000;
 const manifests = new Map(); // per API key: the served manifest (repository names of the sources)
+const published = new Map(); // version id -> when it was published (GET /versions), for "answered from ..."
 
 function $(id) {
   return document.getElementById(id);
@@ -62,8 +65,50 @@ function setStatus(text, isError) {
 }
 
 function clear() {
-  for (const id of ["answer", "route", "citations", "registry-note", "map", "map-note"]) $(id).replaceChildren();
+  for (const id of ["answer", "route", "citations", "registry-note", "map", "map-note", "answered-from"]) {
+    $(id).replaceChildren();
+  }
+  $("answered-from").hidden = true;
   $("registry").tBodies[0].replaceChildren();
+}
+
+// The version picker: every kept version the key may list (GET /versions), newest first, "current" on top. Read
+// again when the key changes; the chosen version stays chosen while it is still kept.
+async function loadVersions() {
+  const picker = $("version");
+  const chosen = picker.value;
+  let listing = null;
+  try {
+    listing = await api("/versions");
+  } catch (_) {
+    listing = null; // an unknown key: the answer will show the 401
+  }
+  const options = [el("option", "current")];
+  options[0].value = "";
+  for (const v of (listing && listing.versions) || []) published.set(v.version_id, v.published_at);
+  for (const v of [...((listing && listing.versions) || [])].reverse()) {
+    const option = el("option", `${v.published_at} · ${v.version_id}${v.current ? " (current)" : ""}`);
+    option.value = v.version_id;
+    options.push(option);
+  }
+  picker.replaceChildren(...options);
+  picker.value = options.some((o) => o.value === chosen) ? chosen : "";
+  picker.dataset.loaded = String(options.length - 1);
+}
+
+// "Answered from version X (published ...), not current": shown when the request named a version or as_of.
+async function renderAnsweredFrom(chat) {
+  const from = chat.answered_from;
+  if (!from) return;
+  if (!published.has(from.version_id)) await loadVersions();
+  const when = published.get(from.version_id);
+  const line = $("answered-from");
+  line.textContent = `Answered from version ${from.version_id}` + (when ? ` (published ${when})` : "")
+    + (from.current ? ", the current one." : ", not current: the memory as it was then.")
+    + (from.asked ? ` Asked for: ${from.asked}.` : "");
+  line.className = from.current ? "answered-from" : "answered-from older";
+  line.dataset.current = String(from.current);
+  line.hidden = false;
 }
 
 function manifestFor(key) {
@@ -116,7 +161,7 @@ function renderAnswer(chat) {
     ["West-Virginia-scoped", route.wv_scoped ? "yes: " + route.wv_reasons.join("; ") : "no"],
     ["sources queried", route.sources_queried.join(", ")],
     ["web", route.web.reason],
-    ["index version", chat.index_version],
+    ["index version", chat.index_version + (chat.answered_from && !chat.answered_from.current ? " (not current)" : "")],
   ];
   // one program, two stores: where a map place or passage disagrees with the registry (authoritative for contacts)
   for (const link of route.links || []) {
@@ -365,7 +410,8 @@ async function drawMap(chat, question) {
   $("map-note").textContent = places.error
     ? `No places: ${places.error}`
     : `${located.length} places from /gis/query (GeoJSON)${over}` +
-      (cited.size ? "; the answer's places are marked with their [n]." : ".");
+      (cited.size ? "; the answer's places are marked with their [n]." : ".") +
+      (chat.answered_from && !chat.answered_from.current ? " The map shows the current version's places." : "");
 }
 
 async function ask(event) {
@@ -375,6 +421,10 @@ async function ask(event) {
   const body = { message };
   const county = $("county").value.trim();
   if (county) body.county = county;
+  const version = $("version").value;
+  if (version) body.version = version;
+  const asOf = $("as-of").value.trim();
+  if (asOf) body.as_of = asOf;
   clear();
   document.body.dataset.state = "asking";
   setStatus("Asking…");
@@ -383,7 +433,7 @@ async function ask(event) {
     renderAnswer(chat);
     const chunks = renderCitations(chat, manifest);
     renderRegistry(chat.evidence.registry);
-    await Promise.all([verifyChunks(chunks), drawMap(chat, message)]);
+    await Promise.all([verifyChunks(chunks), drawMap(chat, message), renderAnsweredFrom(chat)]);
     setStatus(`Answered from index version ${chat.index_version} (trace ${chat.trace_id.split(".")[0]}).`);
     document.body.dataset.state = "done";
   } catch (error) {
@@ -392,10 +442,20 @@ async function ask(event) {
   }
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+document.addEventListener("DOMContentLoaded", async () => {
   $("ask-form").addEventListener("submit", ask);
-  const asked = new URLSearchParams(window.location.search).get("q");
-  if (asked) { // /glassbox?q=... asks at once (a link to an explanation)
+  $("key").addEventListener("change", loadVersions);
+  const params = new URLSearchParams(window.location.search);
+  await loadVersions();
+  // /glassbox?q=...&version=...&as_of=... asks at once (a link to an explanation, e.g. of an audited answer)
+  const version = params.get("version");
+  if (version) {
+    if (![...$("version").options].some((o) => o.value === version)) $("version").append(el("option", version));
+    $("version").value = version;
+  }
+  if (params.get("as_of")) $("as-of").value = params.get("as_of");
+  const asked = params.get("q");
+  if (asked) {
     $("question").value = asked;
     $("ask").click();
   }
