@@ -37,7 +37,7 @@ class ServingState:
 
     def __post_init__(self) -> None:
         self.metrics = Metrics(self)
-        self.older = OpenVersions(self.reader.home)
+        self.older = OpenVersions(self.reader.home, self.settings.open_versions)  # RAG_OPEN_VERSIONS
 
     @classmethod
     def from_settings(cls, settings: Settings, embedder: Embedder | None = None) -> ServingState:
