@@ -1,7 +1,7 @@
 """Would a second dense signal from the same model lift hybrid retrieval? Each sentence of a document embedded on
 its own (optionally after the document's title), scored against the query, the document's best sentence taken.
 
-An experiment, not a product feature (round 9, ``docs/serving.md``): it embeds the SciFact abstracts sentence by
+An experiment, not a product feature (round 9, ``docs/decisions/0002-sentence-vectors.md``): it embeds the SciFact abstracts sentence by
 sentence (≈45,000 texts against the index's 9,658 chunks, cached under ``bench/.work/serving/sentences``), then scores, on
 the train questions only, each signal and fusion at the document level (each signal's best over a document's
 chunks or sentences, then fused; the serving baseline scored the same way gives 0.7404 where ``search`` gives

@@ -2,7 +2,7 @@
 the chunk's headings.
 
 A chunk's own vector averages everything it says; a question about one finding matches the one sentence stating
-it better. Measured on SciFact train (``docs/serving.md``, Round 9 and 10): each sentence embedded after its
+it better. Measured on SciFact train (``docs/decisions/0002-sentence-vectors.md``): each sentence embedded after its
 document's title, the best sentence's cosine blended into the chunk's dense score, lifts hybrid nDCG@10 where no
 fusion of the chunk cosine and BM25 did.
 

@@ -33,7 +33,7 @@ import numpy as np
 
 # ``mode: sparse`` adds BM25 over each chunk's heading path (a second field, ``heading_text``) at this weight: a
 # later chunk of a section is found by its section's title too. SciFact train nDCG@10 0.6905 -> 0.6942, better on
-# both halves (docs/serving.md, Round 13). Hybrid's BM25 side is the chunk text alone: its dense side reads the
+# both halves (docs/decisions/0003-dense-blend-and-heading-field.md). Hybrid's BM25 side is the chunk text alone: its dense side reads the
 # headings already, and the field there cost hybrid 0.002-0.005.
 HEADINGS_WEIGHT = 0.2
 K1 = 1.2  # chosen on SciFact train (bench.serving_quality): chunks are capped in word pieces, so

@@ -25,7 +25,7 @@ vectors: ``sentence_sparse_weight`` (``FusionSettings.for_sentences``, chosen wi
 
 Dense mode blends the same way (``dense_with_sentences``): its first ``sentence_depth`` chunks by cosine score
 ``(1 − sentence_weight) · cosine + sentence_weight · best sentence``, the others their cosine (SciFact train: dense
-0.6728 → 0.6984, docs/serving.md, Round 13).
+0.6728 → 0.6984, docs/decisions/0003-dense-blend-and-heading-field.md).
 
 Pseudo-relevance feedback (off by default; ``feedback_chunks=1`` — serving: ``RAG_FUSION_FEEDBACK=1`` — turns it on, with
 weights chosen for ``linear`` on SciFact train; docs/serving.md says why it is off): the query vector moved towards
@@ -59,7 +59,7 @@ DEFAULT_SPARSE_WEIGHT = {"linear": 0.5, "minmax": 1.0, "zscore": 1.0, "rrf": 1.0
 # both halves, docs/serving.md); the other methods were not tuned with it, so it is off for them.
 DEFAULT_FEEDBACK_WEIGHT = {"linear": 0.3, "minmax": 0.0, "zscore": 0.0, "rrf": 0.0}
 # The best sentence's share of the dense part when none is given: chosen for ``linear`` on SciFact train
-# (docs/serving.md, Round 10); the other methods were not tuned with it, so it is off for them.
+# (docs/decisions/0002-sentence-vectors.md); the other methods were not tuned with it, so it is off for them.
 DEFAULT_SENTENCE_WEIGHT = {"linear": 0.67, "minmax": 0.0, "zscore": 0.0, "rrf": 0.0}
 DEFAULT_SENTENCE_SPARSE_WEIGHT = {"linear": 0.3}  # the BM25 weight with the blend (others: their sparse_weight)
 

@@ -1,6 +1,6 @@
 """``mode: sparse`` scores a chunk's heading path as a second BM25 field (``livemem.index.sparse.HEADINGS_WEIGHT``):
 a later chunk of a long section, whose own text no longer holds the section's heading line, is found by the
-heading's words too. Hybrid's BM25 side stays the chunk text alone (docs/serving.md, Round 13)."""
+heading's words too. Hybrid's BM25 side stays the chunk text alone (docs/decisions/0003-dense-blend-and-heading-field.md)."""
 
 from __future__ import annotations
 
