@@ -26,6 +26,7 @@ from dagster import (
 from pydantic import Field
 
 from livemem.answer import personal
+from livemem.settings import PersonalSettings
 from orchestration.resources import EmbedderResource, IndexStoreResource
 
 GROUP = "personal_memory"
@@ -54,8 +55,9 @@ def personal_memory(
     index_store: IndexStoreResource,
     embedder: EmbedderResource,
 ) -> MaterializeResult:
-    directory = personal.personal_dir_from_env(index_store.home().root)
-    days = config.retention_days or personal.retention_days_from_env()
+    settings = PersonalSettings.from_env()  # read once, passed down
+    directory = settings.directory(index_store.home().root)
+    days = config.retention_days or settings.retention_days
     model = embedder.embedder()  # loaded only when something new has to be embedded
     result = personal.consolidate(directory, lambda texts: model.encode(texts), model.model_id, days)
     context.log.info(f"snapshot {result.snapshot_id}: {result.items} items of {result.users} users")
@@ -82,7 +84,7 @@ def personal_memory(
     description="The current snapshot loads, has one finite unit vector per item, and every item names its user.",
 )
 def personal_memory_readable(index_store: IndexStoreResource) -> AssetCheckResult:
-    directory = personal.personal_dir_from_env(index_store.home().root)
+    directory = PersonalSettings.from_env().directory(index_store.home().root)
     snapshot_id = personal.current_snapshot_id(directory)
     if snapshot_id is None:
         return AssetCheckResult(passed=False, description="no CURRENT snapshot")
