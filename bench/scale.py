@@ -95,7 +95,7 @@ WARMUP_QUERIES = 20
 COMMIT_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z: generated repositories are identical on every machine
 IDENTITY = "Living Memory bench <bench@example.invalid>"
 
-KERNEL_ENV = "LIVEMEM_DENSE_KERNEL"  # livemem.index.dense.KERNEL_ENV (read when livemem.index.dense is imported)
+KERNEL_ENV = "LIVEMEM_DENSE_KERNEL"  # DenseSettings.kernel (read when livemem.index.dense is imported)
 log = logging.getLogger("bench.scale")
 
 

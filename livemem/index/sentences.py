@@ -36,7 +36,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from livemem.index.dense import _EXACT_MATH, quantize_int8
+from livemem.index.kernels import EXACT_MATH, quantize_int8
 
 ABBREVIATION = re.compile(r"(\bet al|\be\.g|\bi\.e|\bvs|\bFig|\bFigs|\bapprox|\bca|\bNo|\bref|\bDr|\bcf)\.$", re.I)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
@@ -196,7 +196,7 @@ def concat(parts: list[Sentences], dim: int) -> Sentences:
     return Sentences(codes, np.concatenate([p.scales for p in parts]).astype(np.float32), np.concatenate(starts))
 
 
-@numba.njit(nogil=True, cache=True, fastmath=_EXACT_MATH)
+@numba.njit(nogil=True, cache=True, fastmath=EXACT_MATH)
 def _best_of_rows(codes, scales, starts, rows, query, out):  # pragma: no cover - compiled
     """For each of ``rows``, the best ``scale · (codes · query)`` of its sentences (left NaN when it has none):
     each sentence's sum runs in one order, so a sentence scores the same float wherever it is stored."""

@@ -339,7 +339,7 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
         dense = DenseRows(
             [(segment.dense, seg_rows) for segment, seg_rows in segments], dim, [s.sentences for s, _ in segments]
         )
-        dense.prepare()  # the float16 copies of new segments (``livemem.index.dense``), now rather than on a first query
+        dense.prepare()  # new segments packed for the first stage (``livemem.index.scan``), now, not on a first query
         if len(set(ids)) != len(ids):
             raise ValueError(f"the version holds {len(ids) - len(set(ids))} chunk ids twice")
         attention, last_breath = _attention(con, ids)

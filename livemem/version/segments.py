@@ -39,7 +39,9 @@ import pandas as pd
 
 from livemem.duck import registered, sql_literals
 from livemem.errors import LivingMemoryError
-from livemem.index.dense import INT8_MAX_NORM, Int8Codes, max_row_norm, quantize_int8, share_half, share_int8
+from livemem.index.bounds import INT8_MAX_NORM, max_row_norm
+from livemem.index.kernels import Int8Codes, quantize_int8
+from livemem.index.scan import share_int8
 from livemem.index.sentences import SENTENCES_FILE as SENTENCES
 from livemem.index.sentences import Sentences
 from livemem.index.sparse import Postings
@@ -311,8 +313,6 @@ def _segment(segment_id: str, meta: dict[str, Any], arrays: dict[str, np.ndarray
     dense = arrays["dense"]
     if not (dense.shape[0] == postings.size == size == table.codes("chunk_id").size):
         raise DamagedSegment(f"segment {segment_id}: {size} rows, {dense.shape[0]} vectors, {postings.size} postings")
-    if "dense.half" in arrays:  # a float16 copy every worker maps, for a first-stage kernel that reads it in place
-        share_half(dense, arrays["dense.half"], float(meta["dense_max_norm"]))
     if "dense.i8" in arrays:  # the int8 codes every worker maps, for the int8 first stage
         codes = Int8Codes(arrays["dense.i8"], arrays["dense.i8scale"], float(meta["dense_i8_error"]),
                           float(meta["dense_i8_max_hat"]), arrays["dense.i8error"])  # fmt: skip
@@ -343,7 +343,7 @@ def load_segment(parts: Path, segment_id: str) -> Segment:
                 max_norm = max_row_norm(arrays["dense"])
                 extra: dict[str, np.ndarray] = {}
                 meta = {"chunks": size, "dense_max_norm": max_norm}
-                if max_norm < INT8_MAX_NORM:  # finite: the int8 codes the first stage scans (livemem.index.dense)
+                if max_norm < INT8_MAX_NORM:  # finite: the int8 codes the first stage scans (livemem.index.scan)
                     codes = quantize_int8(arrays["dense"])
                     extra = {"dense.i8": codes.codes, "dense.i8scale": codes.scales, "dense.i8error": codes.row_error}
                     meta.update(dense_i8_error=codes.error, dense_i8_max_hat=codes.max_hat)

@@ -8,6 +8,7 @@ as ``reference_search``) for every mode, return kind, filter, recency and attent
 from __future__ import annotations
 
 import itertools
+import os
 from datetime import UTC, datetime
 
 import numpy as np
@@ -16,6 +17,8 @@ from fastapi.testclient import TestClient
 from support.serving import API_KEYS, build_and_publish, commit_files, make_workspace
 
 from livemem.index import dense as dense_module
+from livemem.index import kernels
+from livemem.index import scan as scan_module
 from livemem.index.dense import DenseRows, exact_scores, top_order
 from livemem.query import retrieval
 from livemem.query.fusion import (
@@ -29,6 +32,7 @@ from livemem.query.fusion import (
     with_sentences,
 )
 from livemem.query.retrieval import Filters, Query, Retriever, question_memory
+from livemem.settings import DenseSettings
 from livemem.sources.breath import Breath
 from livemem.usage.attention import AttentionConfig, rollup_day
 from livemem.version.reader import load_snapshot
@@ -111,27 +115,26 @@ def test_two_stage_top_k_equals_the_exact_scan(case: str) -> None:
         assert np.array_equal(got_rows, want_rows), (case, name, k)
         assert np.array_equal(got_scores, want_scores), (case, name, k)
     scan = rows.scan(query)
-    assert scan.approx is not None  # the float16 stage ran: the equality above is not the fallback's
+    assert scan.approx is not None  # the first stage ran: the equality above is not the fallback's
 
 
 @pytest.mark.parametrize("kernel_name", ["simsimd int8", "fbgemm float16", "torch float16 mv"])
 @pytest.mark.parametrize("case", ["random", "near-ties", "duplicates"])
 def test_a_first_stage_scanned_in_blocks_on_the_pool_gives_the_same_top_k(case, kernel_name, monkeypatch) -> None:
-    """Large snapshots scan their float16 blocks on threads while the caller scores BM25 (the blocks are collected
-    when the first candidates are asked for): the same rows and scores as the exact scan, with either kernel, over
-    private packed copies or a shared float16 / int8 copy (``share_half``, ``share_int8``)."""
+    """Large snapshots scan their first-stage blocks on threads while the caller scores BM25 (the blocks are
+    collected when the first candidates are asked for): the same rows and scores as the exact scan, with each kernel,
+    over private packed copies or the shared int8 copy (``share_int8``)."""
     from livemem.index import dense
 
-    kernel = next(k for k in dense.KERNELS if k.name == kernel_name)
+    kernel = next(k for k in kernels.KERNELS if k.name == kernel_name)
     assert kernel.available(), f"{kernel_name} is not available in this torch build"
-    monkeypatch.setattr(dense, "_CHOSEN", [kernel])
-    monkeypatch.setattr(dense, "PARALLEL_MIN_ROWS", 0)
-    monkeypatch.setattr(dense, "SCAN_BLOCK_ROWS", 256)
-    monkeypatch.setattr(dense, "SCAN_THREADS", 2)
+    monkeypatch.setattr(kernels, "_CHOSEN", [kernel])
+    monkeypatch.setattr(scan_module, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(scan_module, "SCAN_BLOCK_ROWS", 256)
+    monkeypatch.setattr(scan_module, "SCAN_THREADS", 2)
     rng = np.random.default_rng(11)
     rows, query = datasets(rng)[case]
     for segment, _ in rows.parts[:1]:  # one segment scanned from a shared copy, as the serving copies do
-        dense.share_half(segment, segment.astype(np.float16), dense.max_row_norm(segment))
         dense.share_int8(segment, dense.quantize_int8(segment), dense.max_row_norm(segment))
     masks = {"all": None, "half": rng.random(rows.size) < 0.5}
     for (name, mask), k in itertools.product(masks.items(), [1, 10, 1000]):
@@ -147,9 +150,7 @@ def test_a_first_stage_scanned_in_blocks_on_the_pool_gives_the_same_top_k(case, 
 
 @pytest.mark.parametrize(("kernel_name", "tight"), [("simsimd int8", 3e-2), ("fbgemm float16", 2e-3)])
 def test_the_bound_holds_for_every_row(kernel_name, tight, monkeypatch) -> None:
-    from livemem.index import dense
-
-    monkeypatch.setattr(dense, "_CHOSEN", [next(k for k in dense.KERNELS if k.name == kernel_name)])
+    monkeypatch.setattr(kernels, "_CHOSEN", [next(k for k in kernels.KERNELS if k.name == kernel_name)])
     rng = np.random.default_rng(11)
     for case, (rows, query) in datasets(rng).items():
         scan = rows.scan(query)
@@ -220,7 +221,7 @@ def test_unusable_vectors_fall_back_to_the_exact_scan() -> None:
     assert empty.top(query, 5)[0].size == 0 and (empty @ query).size == 0
 
 
-def test_the_float16_copy_is_made_once_per_segment() -> None:
+def test_the_first_stage_copy_is_made_once_per_segment() -> None:
     rng = np.random.default_rng(1)
     shared = unit(rng, 3000)
     first = DenseRows([(shared, np.arange(3000))], DIM)
@@ -234,12 +235,12 @@ def test_the_float16_copy_is_made_once_per_segment() -> None:
     gone = unit(rng, 100)
     dense_module.packed(gone, kernel)
     key = (id(gone), kernel.name)
-    assert key in dense_module._PACKED
+    assert key in scan_module._PACKED
     del gone  # a segment no snapshot holds any more: its packed copy is dropped with it
-    assert key not in dense_module._PACKED
+    assert key not in scan_module._PACKED
 
 
-class Simulated(dense_module.Kernel):
+class Simulated(kernels.Kernel):
     """A float16 product computed in numpy, rounding as told: the probe must catch the ones breaking the model."""
 
     def __init__(self, product) -> None:
@@ -267,19 +268,19 @@ def test_the_probe_rejects_float16_sums_and_products() -> None:
     def products16(m: np.ndarray, q: np.ndarray) -> np.ndarray:
         return (m * q).astype(np.float16).astype(np.float32).sum(axis=1).astype(np.float16)
 
-    assert dense_module._probe(Simulated(exact16))
-    assert not dense_module._probe(Simulated(sums16))
-    assert not dense_module._probe(Simulated(products16))
-    for kernel in dense_module.KERNELS:  # the real ones here keep to their models
+    assert kernels._probe(Simulated(exact16))
+    assert not kernels._probe(Simulated(sums16))
+    assert not kernels._probe(Simulated(products16))
+    for kernel in kernels.KERNELS:  # the real ones here keep to their models
         if kernel.available():
-            assert dense_module._probe(kernel), kernel.name
+            assert kernels._probe(kernel), kernel.name
     assert dense_module.first_stage_kernel() is not None
 
 
 # FBGEMM is in x86 builds of torch only: the kernels this build has
-@pytest.mark.parametrize("kernel", [k for k in dense_module.KERNELS if dense_module._safe(k.available)], ids=str)
+@pytest.mark.parametrize("kernel", [k for k in kernels.KERNELS if kernels._safe(k.available)], ids=str)
 def test_each_first_stage_kernel_gives_the_exact_top_k(kernel, monkeypatch) -> None:
-    monkeypatch.setattr(dense_module, "_CHOSEN", [kernel])
+    monkeypatch.setattr(kernels, "_CHOSEN", [kernel])
     rng = np.random.default_rng(2)
     for case, (rows, query) in datasets(rng).items():
         mask = rng.random(rows.size) < 0.7
@@ -419,10 +420,10 @@ FILTERS = {
 }
 
 
-@pytest.mark.parametrize("exact_share", [0.0, dense_module.EXACT_SHARE])
+@pytest.mark.parametrize("exact_share", [0.0, scan_module.EXACT_SHARE])
 def test_search_returns_what_the_full_scan_returns(used_index, embedder, monkeypatch, exact_share) -> None:
     snap = used_index
-    monkeypatch.setattr(dense_module, "EXACT_SHARE", exact_share)  # 0: the float16 stage runs even for few rows
+    monkeypatch.setattr(scan_module, "EXACT_SHARE", exact_share)  # 0: the first stage runs even for few rows
     monkeypatch.setattr(retrieval.time, "time", lambda: 1.8e9)  # one "now" for recency in both paths
     texts = ["SNAP food assistance", "heating help Fayette County", "legal questions desk", "zebra", "heating rule"]
     vectors = {t: embedder.encode_one(t) for t in texts}
@@ -532,7 +533,7 @@ def test_top_order_on_large_arrays_equals_a_full_sort_ties_and_nan_included() ->
 def test_int8_bounds_per_row_prune_rows_with_small_errors(monkeypatch) -> None:
     """Rows with one large coordinate quantize coarsely; the others' own (smaller) errors leave fewer rows to score
     exactly than the segment's largest error would, and the top k stays exact."""
-    monkeypatch.setattr(dense_module, "_CHOSEN", [next(k for k in dense_module.KERNELS if k.reads_int8)])
+    monkeypatch.setattr(kernels, "_CHOSEN", [next(k for k in kernels.KERNELS if k.reads_int8)])
     rng = np.random.default_rng(5)
     rows, query = datasets(rng)["spiky"]
     per_row = rows.scan(query)
@@ -541,3 +542,17 @@ def test_int8_bounds_per_row_prune_rows_with_small_errors(monkeypatch) -> None:
     uniform._row_bounds = None
     assert got.size < uniform.candidates(100)[0].size
     assert np.isin(expected_top(rows, query, 100, None)[0], got).all()
+
+
+def test_the_configured_knobs_are_passed_down_to_the_kernels_and_the_scan(monkeypatch) -> None:
+    """``LIVEMEM_DENSE_KERNEL`` and ``LIVEMEM_SCAN_THREADS`` are read once (``livemem.index.dense``) and passed to the
+    modules that use them: the named kernel is tried first, the scan gets that many threads."""
+    monkeypatch.setattr(kernels, "KERNELS", kernels.KERNELS)  # restored after the test
+    monkeypatch.setattr(scan_module, "SCAN_THREADS", scan_module.SCAN_THREADS)
+    dense_module.configure(DenseSettings(kernel="torch-half", scan_threads=0))
+    assert [k.name for k in kernels.KERNELS] == ["torch float16 mv", "simsimd int8", "fbgemm float16"]
+    assert scan_module.SCAN_THREADS == 0 and scan_module.scan_pool() is None
+    dense_module.configure(DenseSettings())
+    assert [k.name for k in kernels.KERNELS] == ["simsimd int8", "fbgemm float16", "torch float16 mv"]
+    default_threads = min(2, os.cpu_count() or 1) - 1  # one fewer than the cores, at most one
+    assert default_threads == scan_module.SCAN_THREADS

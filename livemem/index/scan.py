@@ -1,0 +1,376 @@
+"""The exact two-stage top-k over a snapshot's rows (``DenseScan``), and the segments packed for its first stage.
+
+**Top-k in two stages**: a first stage scores every row cheaply (``livemem.index.kernels.first_stage_kernel``),
+with a proven error bound (``livemem.index.bounds.error_bound``); every row whose first-stage score could still
+reach the top k is then scored exactly. The result is identical to ranking the exact scores of every row.
+
+- selection: if the k rows with the best lower bounds (score − bound) have lower bounds ≥ ``L``, the k-th best
+  exact score is ≥ ``L``, so every row of the true top k (ties included) has an upper bound ≥ ``L``: those rows
+  are the candidates, scored exactly, and the top k of them is the top k of all. A weight per row (recency,
+  attention: ``candidates(k, weight)``) scales both bounds.
+
+Ties are broken by row (``top_order``), so the top k is one well-defined set however it is found.
+
+A segment's vectors are packed for the kernel once per process (``packed``: the int8 codes the serving copies hold
+when registered with ``share_int8``, else a private copy) and dropped with the segment's array.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from livemem.index.bounds import F16_MAX, INT8_MAX_NORM, INT8_RHO, SLACK, error_bound, int8_terms, max_row_norm
+from livemem.index.kernels import Int8Codes, Kernel, first_stage_kernel
+
+if TYPE_CHECKING:
+    from livemem.index.dense import DenseRows
+
+
+def top_order(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` highest scores, best first; ties go to the lower position (NaN ranks last).
+
+    The tie rule holds for which positions are chosen too, not only for their order, so a top k found over a
+    subset that holds every position scoring at least the k-th best is the same as the top k over all."""
+    n = scores.size
+    if k <= 0 or n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if k >= n:
+        return np.argsort(-scores, kind="stable")
+    key = -scores
+    if k * 64 <= n:
+        # a partition of every score costs several times a strided sample's partition and one comparison: guess a
+        # bound from the sample, keep the positions within it (all of the top k when there are k of them)
+        sample = key[::16]
+        rank = -(-k * 5 // 64)  # ≈ the (1.25·k)-th best of all
+        guess = np.partition(sample, rank - 1)[rank - 1]
+        if not np.isnan(guess):
+            within = np.flatnonzero(key <= guess)
+            if k <= within.size <= n // 4:  # the k-th best is within: so is every position scoring at least it
+                return within[top_order(scores[within], k)]
+    kth = np.partition(key, k - 1)[k - 1]
+    if np.isnan(kth):  # fewer than k numbers: all of them, then the first NaNs
+        nan = np.isnan(key)
+        pick = np.concatenate([np.flatnonzero(~nan), np.flatnonzero(nan)])[:k]
+    else:
+        better = np.flatnonzero(key < kth)
+        pick = np.concatenate([better, np.flatnonzero(key == kth)[: k - better.size]])
+    return pick[np.lexsort((pick, key[pick]))]
+
+
+# The first stage reads every vector once per query: at 500k rows 192 MB of int8 codes, bound by memory bandwidth more
+# than arithmetic. On large snapshots the blocks are scanned on ``SCAN_THREADS`` background threads (simsimd and
+# torch release the GIL) while the caller scores BM25 on its own thread, then the caller scans the blocks no thread
+# has started (``DenseScan._settle``). Default: one thread fewer than the cores, at most one (two on 2 cores would
+# hold three threads on two cores while BM25 runs); small snapshots scan on the calling thread (a hand-off costs
+# more than it saves). ``LIVEMEM_SCAN_THREADS=0`` scans on the calling thread always.
+SCAN_BLOCK_ROWS = 65_536
+PARALLEL_MIN_ROWS = 100_000
+
+
+def scan_threads(configured: int | None = None) -> int:
+    """How many background threads scan: ``configured`` (``LIVEMEM_SCAN_THREADS``), else the default above."""
+    return configured if configured is not None else min(2, os.cpu_count() or 1) - 1
+
+
+SCAN_THREADS = scan_threads()  # livemem.index.dense.configure sets the configured number
+_POOL: list[ThreadPoolExecutor] = []
+_POOL_LOCK = threading.Lock()
+
+
+def scan_pool() -> ThreadPoolExecutor | None:
+    """The background threads of the dense scan (None when ``SCAN_THREADS`` is 0); the retriever also scores BM25
+    on it while the request's thread encodes the query."""
+    if SCAN_THREADS <= 0:
+        return None
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(SCAN_THREADS, thread_name_prefix="dense-scan"))
+        return _POOL[0]
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A segment's vectors packed for the first stage, with what the error bound (``livemem.index.bounds``) needs."""
+
+    kernel: Kernel
+    blocks: list[tuple[int, int, Any]]  # (first row, end row, the kernel's packed vectors of those rows)
+    max_norm: float  # an upper bound of the largest row L2 norm (of the float32 vectors), inf when not usable
+    usable: bool  # finite and small enough for the kernel
+    error: float = 0.0  # int8: the largest ‖v − v̂‖ of the segment's rows
+    max_hat: float = 0.0  # int8: the largest ‖v̂‖
+    row_error: np.ndarray | None = None  # int8: each row's ‖v − v̂‖ (rounded up), for per-row bounds
+
+
+_PACKED: dict[tuple[int, str], tuple[weakref.ref, Packed]] = {}
+_PACKED_LOCK = threading.Lock()
+
+
+# The int8 codes of a segment's vectors that the serving copies map (so every worker shares them), registered per
+# array: id(dense) -> (a weak reference to dense, the codes, max_row_norm(dense)).
+_SHARED: dict[int, tuple[weakref.ref, Int8Codes, float]] = {}
+
+
+def _shared(dense: np.ndarray) -> tuple[Int8Codes, float] | None:
+    with _PACKED_LOCK:
+        found = _SHARED.get(id(dense))
+    return (found[1], found[2]) if found is not None and found[0]() is dense else None
+
+
+def _forget_shared(key: int) -> None:
+    with _PACKED_LOCK:
+        found = _SHARED.get(key)
+        if found is not None and found[0]() is None:
+            del _SHARED[key]
+
+
+def share_int8(dense: np.ndarray, codes: Int8Codes, max_norm: float) -> None:
+    """Register ``quantize_int8(dense)`` (as the serving copies hold it) and ``max_row_norm(dense)``: the int8
+    kernel scans it in place instead of quantizing a private copy."""
+    if codes.codes.shape != dense.shape or codes.codes.dtype != np.int8 or codes.scales.shape != dense.shape[:1]:
+        raise ValueError(
+            f"int8 codes of shape {dense.shape} were expected, got {codes.codes.dtype} {codes.codes.shape}"
+        )
+    key = id(dense)
+    with _PACKED_LOCK:
+        if key not in _SHARED or _SHARED[key][0]() is not dense:
+            weakref.finalize(dense, _forget_shared, key)
+        _SHARED[key] = (weakref.ref(dense), codes, max_norm)
+
+
+def packed(dense: np.ndarray, kernel: Kernel) -> Packed:
+    """A segment's vectors packed for ``kernel``, once per array per process (segments are shared by snapshots,
+    and so are their packed copies); dropped when the array is."""
+    key = (id(dense), kernel.name)
+    with _PACKED_LOCK:
+        cached = _PACKED.get(key)
+        if cached is not None and cached[0]() is dense:
+            return cached[1]
+    shared = _shared(dense) if kernel.reads_int8 else None
+    max_norm = shared[1] if shared is not None else max_row_norm(dense)
+    usable = max_norm < (INT8_MAX_NORM if kernel.reads_int8 else F16_MAX) and dense.shape[0] > 0
+    blocks = []
+    error = max_hat = 0.0
+    row_error = None
+    if usable and kernel.reads_int8:
+        codes = shared[0] if shared is not None else kernel.pack(dense)
+        error, max_hat, row_error = codes.error, codes.max_hat, codes.row_error
+        blocks = [(a, min(a + SCAN_BLOCK_ROWS, dense.shape[0]), codes.rows(a, a + SCAN_BLOCK_ROWS))
+                  for a in range(0, dense.shape[0], SCAN_BLOCK_ROWS)]  # fmt: skip
+    for start in range(0, dense.shape[0], SCAN_BLOCK_ROWS) if usable and not kernel.reads_int8 else ():
+        end = min(start + SCAN_BLOCK_ROWS, dense.shape[0])
+        blocks.append((start, end, kernel.pack(np.ascontiguousarray(dense[start:end], np.float32))))
+    result = Packed(kernel, blocks, max_norm, usable, error, max_hat, row_error)
+    with _PACKED_LOCK:
+        if key not in _PACKED or _PACKED[key][0]() is not dense:
+            weakref.finalize(dense, _forget, key)  # the packed copy goes with the segment's vectors
+        _PACKED[key] = (weakref.ref(dense), result)
+    return result
+
+
+def _forget(key: tuple[int, str]) -> None:
+    with _PACKED_LOCK:
+        cached = _PACKED.get(key)
+        if cached is not None and cached[0]() is None:
+            del _PACKED[key]
+
+
+# Below this many allowed rows per row of the snapshot, scoring the allowed rows exactly costs less than the first
+# stage, which reads every row of every segment (measured with the float16 scan: a row gathered and scored exactly
+# costs about 15 of its rows, and it also rescores about k rows).
+EXACT_SHARE = 0.05
+
+
+def _scan_block(kernel: Kernel, query: Any, block: Any, out: np.ndarray | None, local: np.ndarray | None) -> np.ndarray:
+    """One block's first-stage scores, written into ``out`` (the snapshot's rows of the block; ``local``: which
+    rows of the block those are, when the snapshot does not hold them all); ``out`` None: returned whole."""
+    if out is None:
+        return kernel.product(block, query)
+    if local is None:
+        product = kernel.product(block, query, out)
+        if product is not out:
+            out[:] = product
+    else:
+        np.take(kernel.product(block, query), local, out=out)
+    return out
+
+
+class DenseScan:
+    """One query over a snapshot's allowed rows: the first-stage scores of every row (when the bound allows them),
+    and the exact scores of the rows scored so far."""
+
+    def __init__(
+        self, dense: DenseRows, query: np.ndarray, mask: np.ndarray | None, allowed: np.ndarray | None = None
+    ) -> None:
+        self.dense = dense
+        self.query = query
+        self.mask = mask
+        if allowed is None:
+            allowed = np.arange(dense.size) if mask is None else np.flatnonzero(mask)
+        self.allowed = allowed
+        self._approx: np.ndarray | None = None  # first-stage scores (float32), -inf where not allowed
+        self._pending: tuple | None = None  # blocks being scanned on the pool (``_settle``)
+        self.bound: tuple[float, float] = (math.inf, 0.0)  # |approx − exact| ≤ b0 + rho·|approx|
+        self._row_bounds: tuple[list[Packed], float, float] | None = None  # int8: (parts, ‖q‖, rest): int8_terms
+        self.exact = np.full(dense.size, np.nan, dtype=np.float32)  # exact scores computed so far (NaN: not yet)
+        self.known = np.zeros(dense.size, dtype=bool)
+        if self.allowed.size > EXACT_SHARE * dense.size:
+            self._first_stage()
+
+    def _first_stage(self) -> None:
+        kernel = first_stage_kernel()
+        if kernel is None or not np.all(np.isfinite(self.query)):
+            return
+        parts = [packed(dense, kernel) for dense, _ in self.dense.parts]
+        if not all(p.usable for p in parts):
+            return
+        query = kernel.prepare(self.query)
+        bound = error_bound(kernel, self.query, parts, query)
+        if bound is None:
+            return
+        self.bound = bound
+        if kernel.reads_int8 and all(p.row_error is not None for p in parts):  # a bound per row, for candidates
+            self._row_bounds = (parts, *int8_terms(kernel, self.query, parts, query))
+        approx = np.empty(self.dense.size, dtype=np.float32)
+        # (part, packed block, where its scores go: a slice of approx, or None: picked from the whole part later;
+        # the block's rows the snapshot holds when it does not hold them all)
+        jobs: list[tuple[int, Any, np.ndarray | None, np.ndarray | None]] = []
+        for p, part in enumerate(parts):
+            for a, b, block in part.blocks:
+                first, end, local = self.dense.block_rows(p, a, b)
+                out = None if local is False else approx[self.dense.offsets[p] + first : self.dense.offsets[p] + end]
+                jobs.append((p, block, out, None if local is False or local is True else local))
+        pool = scan_pool() if self.dense.size >= PARALLEL_MIN_ROWS and len(jobs) > 1 else None
+        if pool is None:
+            self._assemble(parts, jobs, [_scan_block(kernel, query, *job[1:]) for job in jobs], approx)
+        else:  # the blocks are scanned on the pool while the caller goes on (BM25): ``_settle`` collects them
+            futures = [pool.submit(_scan_block, kernel, query, *job[1:]) for job in jobs]
+            self._pending = (parts, jobs, futures, approx, kernel, query)
+
+    @property
+    def approx(self) -> np.ndarray | None:
+        """The first stage's scores (float32, -inf where not allowed); None: not run."""
+        self._settle()
+        return self._approx
+
+    def _settle(self) -> None:
+        """Collect the first stage's blocks scanned on the pool, if any. The caller, done with BM25, scans the
+        blocks no pool thread has started yet itself (from the last one back, while the pool works from the
+        first): every core scans, and no thread waits on the pool while its cores hold BM25 (issue 13)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            parts, jobs, futures, approx, kernel, query = pending
+            products: list[np.ndarray | None] = [None] * len(jobs)
+            for i in range(len(jobs) - 1, -1, -1):
+                if futures[i].cancel():  # not started: scanned here
+                    products[i] = _scan_block(kernel, query, *jobs[i][1:])
+            products = [
+                f.result() if product is None else product for f, product in zip(futures, products, strict=True)
+            ]
+            self._assemble(parts, jobs, products, approx)
+
+    def _assemble(self, parts: list[Packed], jobs: list, products: list[np.ndarray], approx: np.ndarray) -> None:
+        scored: list[list[np.ndarray]] = [[] for _ in parts]
+        for (p, _, out, _), product in zip(jobs, products, strict=True):
+            if out is None:  # a part whose rows are not in segment order: picked below
+                scored[p].append(product)
+        for (_, rows), pieces, start in zip(self.dense.parts, scored, self.dense.offsets, strict=False):
+            if pieces:
+                whole = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+                approx[start : start + rows.size] = whole[rows]
+        if self.allowed.size < self.dense.size:
+            approx[~self.mask] = -np.inf
+        self._approx = approx
+
+    def scores(self, rows: np.ndarray) -> np.ndarray:
+        """The exact scores of snapshot ``rows`` (computed once per scan)."""
+        return self._exact(np.asarray(rows, dtype=np.int64))
+
+    def _exact(self, rows: np.ndarray) -> np.ndarray:
+        todo = rows[~self.known[rows]]
+        if todo.size:
+            self.exact[todo] = self.dense.scores(self.query, todo)
+            self.known[todo] = True
+        return self.exact[rows]
+
+    def candidates(self, k: int, weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Allowed rows (ascending) among which are all the ``k`` best by ``score × weight`` (``weight``: one
+        finite, non-negative number per snapshot row, None for 1), ties included, with their exact scores."""
+        k = min(k, self.allowed.size)
+        if k <= 0:
+            return self.allowed[:0], np.zeros(0, dtype=np.float32)
+        if self.approx is None or (weight is not None and not _plain(weight)):
+            return self.allowed, self._exact(self.allowed)
+        a = self.approx
+        b0, rho = self.bound
+        if weight is None:
+            # the bound grows with |a|, so lower and upper bounds are monotone in a: one threshold on a suffices.
+            # The rows of the k best first-stage scores are scored exactly first: the k-th best of their exact
+            # scores is a lower bound of the k-th best of all, about one bound higher than the k-th best lower
+            # bound (a − b), so the rows left to score are those within one bound of it, not two.
+            kth = _kth_at_most(a, k)
+            lower = kth - (b0 + rho * abs(kth))
+            if math.isfinite(kth):  # then every row at or above it is allowed (the others are at -inf)
+                exact = self._exact(np.flatnonzero(a >= kth))
+                if exact.size >= k:
+                    lower = max(lower, float(np.partition(exact, exact.size - k)[exact.size - k]))
+            # the rows whose upper bound reaches it: a + b0 + rho·|a| ≥ lower ⇔ a ≥ limit
+            gap = lower - b0
+            limit = gap / (1 + rho) if gap >= 0 else gap / (1 - rho)
+            limit -= SLACK * (abs(limit) + 1e-30)
+            threshold = np.float32(limit)
+            if threshold > limit:  # float32 rounded up: the next float32 below
+                threshold = np.nextafter(threshold, np.float32(-np.inf))
+            rows = np.flatnonzero(a >= threshold)
+            if self._row_bounds is not None and rows.size:
+                rows = self._within_row_bounds(rows, lower)
+        else:
+            allowed = self.allowed
+            a = a[allowed].astype(np.float64)
+            spread = b0 + rho * np.abs(a)
+            low = (a - spread) * weight[allowed]
+            high = (a + spread) * weight[allowed]
+            kth = float(np.partition(low, low.size - k)[low.size - k])
+            rows = allowed[high >= kth - SLACK * (abs(kth) + 1e-30)]
+        return rows, self._exact(rows)
+
+    def _within_row_bounds(self, rows: np.ndarray, lower: float) -> np.ndarray:
+        """The ``rows`` whose own upper bound (their quantization error, not the segment's largest) reaches
+        ``lower``: the int8 error of a row varies with its largest coordinate, about 2× between rows."""
+        parts, q_norm, rest = self._row_bounds
+        errors = np.empty(rows.size, dtype=np.float64)
+        for p, where, local in self.dense.by_part(rows):
+            errors[where] = parts[p].row_error[self.dense.parts[p][1][local]]
+        a = self._approx[rows].astype(np.float64)
+        upper = a + (q_norm * errors + rest) * (1 + SLACK) + 1e-30 + INT8_RHO * np.abs(a)
+        return rows[upper >= lower - SLACK * (abs(lower) + 1e-30)]
+
+    def top(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best allowed rows by exact score, best first, and their scores."""
+        rows, scores = self.candidates(k)
+        order = top_order(scores, k)
+        return rows[order], scores[order]
+
+
+def _kth_at_most(a: np.ndarray, k: int) -> float:
+    """A number at most the ``k``-th largest of ``a`` (any such number gives a correct candidate set; the closer,
+    the fewer candidates): from a sample, checked by counting, else the exact k-th largest (a partition of every
+    row costs several times the sample and the count)."""
+    if k * 64 <= a.size:
+        sample = a[::16]
+        rank = -(-k * 5 // 64)  # ≈ the (1.25·k)-th largest of all: below the k-th unless the sample is unlucky
+        guess = float(np.partition(sample, sample.size - rank)[sample.size - rank])
+        if math.isfinite(guess) and np.count_nonzero(a >= guess) >= k:  # k numbers ≥ guess: the k-th is ≥ guess
+            return guess
+    return float(np.partition(a, a.size - k)[a.size - k])
+
+
+def _plain(weight: np.ndarray) -> bool:
+    return bool(np.all(np.isfinite(weight)) and np.all(weight >= 0))
