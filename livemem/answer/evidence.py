@@ -13,6 +13,7 @@ import duckdb
 import numpy as np
 
 from livemem.answer import graph
+from livemem.answer.gis_rank import rank_entities
 from livemem.answer.routing import (
     RESOURCE_PATTERNS,
     ContextRequest,
@@ -26,7 +27,7 @@ from livemem.geo.places import county_name
 from livemem.geo.zips import town_zip_codes, zip_city
 from livemem.query.fusion import normalized_score
 from livemem.query.gis_index import GisIndex, cached_gis_index
-from livemem.query.retrieval import Filters, Query, Retriever, chunk_result, top_order
+from livemem.query.retrieval import Filters, Query, Retriever, chunk_result
 from livemem.registry import RegistryQueryError, load_registry_index, resolve
 from livemem.version.reader import Snapshot
 
@@ -145,17 +146,13 @@ def spatial_search(
         for row in np.flatnonzero(anywhere & ~mask):
             if str(gis.entities[int(row)]["attributes"].get("city", "")).lower() in towns:
                 mask[row] = True
-    rows = np.flatnonzero(mask)
-    if not rows.size:
-        return []
-    scores = gis.dense[rows] @ vector
-    order = top_order(scores, rows.size)
+    ranked = rank_entities(gis, vector, int(mask.sum()), mask)  # every candidate, best first
     picked: list[tuple[int, float, bool]] = []
-    for i in order:
-        entity = gis.entities[int(rows[i])]
+    for row, score in zip(ranked.rows, ranked.scores, strict=True):
+        entity = gis.entities[int(row)]
         in_town = str(entity["attributes"].get("city", "")).lower() in towns
-        if in_town or sq.counties or scores[i] >= min_score:
-            picked.append((int(rows[i]), float(scores[i]), in_town))
+        if in_town or sq.counties or score >= min_score:
+            picked.append((int(row), float(score), in_town))
     picked.sort(key=lambda p: (not p[2], -p[1]))
     return [spatial_item(gis.entities[row], score, in_town) for row, score, in_town in picked[:k]]
 
