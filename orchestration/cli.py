@@ -37,6 +37,7 @@ from rich.table import Table
 from livemem.errors import LivingMemoryError
 from livemem.settings import PathSettings, RegistrySettings, ServingSettings
 from livemem.version.store import IndexHome
+from orchestration.instance import open_instance
 
 app = typer.Typer(help="Living Memory: build, inspect and serve the published index.", no_args_is_help=True)
 console = Console()
@@ -241,21 +242,6 @@ def rollback(version: str) -> None:
     console.print(f"CURRENT → {version}")
 
 
-def _open_instance(dagster_home: Path):
-    """The instance in ``$DAGSTER_HOME``, its storages created or migrated by one process at a time: two first
-    runs started together on a fresh home would otherwise both run the SQLite schema migrations (alembic then
-    finds two heads and one run fails)."""
-    from dagster import DagsterInstance
-    from filelock import FileLock
-
-    with FileLock(str(dagster_home / ".livemem-instance.lock"), timeout=120):
-        instance = DagsterInstance.get()
-        instance.get_runs(limit=1)
-        instance.event_log_storage.get_concurrency_keys()
-        instance.all_instigator_state()
-    return instance
-
-
 def check_partition(defs: Any, job_def: Any, keys: list[Any] | None, label: str, partition: str | None) -> None:
     """Refuse (exit 2), before anything runs, a partition the job does not have, a missing one, or one given to a
     job that is not partitioned, naming the partitions that exist now."""
@@ -329,7 +315,7 @@ def materialize(
     dagster_home = CTX.paths.dagster_home
     if dagster_home is not None:
         dagster_home.mkdir(parents=True, exist_ok=True)  # Dagster insists the directory exists
-        instance = _open_instance(dagster_home)
+        instance = open_instance(dagster_home)
     else:
         instance = DagsterInstance.ephemeral()
     pools = {node.pool for node in job_def.all_node_defs if getattr(node, "pool", None)}
@@ -408,41 +394,67 @@ def serve(
     uvicorn.run("serving.app:app", host=host, port=port, workers=workers)
 
 
+def query_embedder(settings: ServingSettings):
+    """The query encoder ``livemem query`` searches with: the serving app's (``LIVEMEM_ENCODER``, its precision)."""
+    from livemem.model.embedding import Embedder
+
+    return Embedder(
+        threads=settings.torch_threads,
+        encoder=settings.encoder,
+        query_precision=settings.query_precision,
+        precision=settings.index_precision,
+    )
+
+
 @app.command()
 def query(
     text: str,
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=200)] = 5,
     mode: Annotated[str, typer.Option(help="dense, sparse or hybrid")] = "hybrid",
     role: Annotated[str, typer.Option(help="a role of RAG_ROLES (default roles: public, internal)")] = "internal",
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    collection: Annotated[
+        list[str] | None, typer.Option("--collection", help="search only this collection (repeatable)")
+    ] = None,
+    county: Annotated[str | None, typer.Option(help="only chunks of this county (sources' metadata rules)")] = None,
+    documents: Annotated[bool, typer.Option("--documents", help="whole parent documents, once each")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="the body POST /query answers with")] = False,
 ) -> None:
-    """Ask the current version directly (no server), as the given role."""
-    from livemem.model.embedding import Embedder
-    from livemem.query.retrieval import Query, Retriever, chunk_result
-    from livemem.version.reader import IndexUnavailable, load_snapshot
+    """Ask the current version directly (no server), as the given role: the serving app's query service, with its
+    settings (fusion, roles, cache, traces), so the answer is the one POST /query gives."""
+    from pydantic import ValidationError
+
+    from serving.models import QueryFilters, QueryRequest
+    from serving.services.errors import ServiceError
+    from serving.state import ServingState
 
     if mode not in ("dense", "sparse", "hybrid"):
         fail(f"--mode must be dense, sparse or hybrid, not {mode!r}")
-    h = home()
-    version = h.current()
-    if version is None:
-        fail(f"no index published under {h.root} yet: run `livemem materialize`")
+    settings = ServingSettings.from_env(index_dir=CTX.paths.index_dir)  # the serving app's, read once
+    if role not in settings.roles:
+        fail(f"unknown role {role!r}; roles: {', '.join(sorted(settings.roles))} (RAG_ROLES)")
     try:
-        snap = load_snapshot(h, version)
-    except IndexUnavailable as exc:
+        request = QueryRequest(
+            query=text, top_k=top_k, mode=mode, collections=collection or None, filters=QueryFilters(county=county),
+            return_="documents" if documents else "chunks",
+        )  # fmt: skip
+    except ValidationError as exc:
+        fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)))
+    h = home()
+    if h.current() is None:
+        fail(f"no index published under {h.root} yet: run `livemem materialize`")
+    state = ServingState.from_settings(settings, query_embedder(settings))
+    try:
+        answer = state.query.answer(request, state.role(role), caller=f"cli:{role}", agent="cli")
+    except ServiceError as exc:
+        fail(exc.message)
+    except LivingMemoryError as exc:
         fail(str(exc))
-    roles = ServingSettings.from_env().roles  # the serving app's roles: the same role reads the same collections
-    if role not in roles:
-        fail(f"unknown role {role!r}; roles: {', '.join(sorted(roles))} (RAG_ROLES)")
-    levels = frozenset(roles[role])
-    collections = snap.collections_for(levels)
-    found = Retriever(Embedder(threads=1)).search(snap, Query(text=text, top_k=top_k, mode=mode), collections)
-    results = [chunk_result(snap, hit) for hit in found.chunks]
-    snap.close()
+    finally:
+        state.traces.flush(wait_s=5.0)
     if as_json:
-        console.print_json(json.dumps({"index_version": version, "results": results}, default=str))
+        console.print_json(json.dumps(answer.body, default=str))
         return
-    for rank, r in enumerate(results, start=1):
+    for rank, r in enumerate(answer.body["results"], start=1):
         prov = r["provenance"]
         heading = " > ".join(r["metadata"].get("heading_path") or [])
         console.print(

@@ -70,7 +70,7 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
             sparql_pool.close()
             # the traces of the last requests, queued (livemem.usage.traces), and any audit records queued behind a
             # locked audit file: on disk before exit, unless a file stays locked elsewhere (then not waited for)
-            service = getattr(state, "context_service", None)
+            service = state.context_service
             for writer in (state.traces, *([service.audit] if service is not None else [])):
                 if not writer.flush(wait_s=SHUTDOWN_FLUSH_WAIT_S):
                     log.warning("queued traces not all written to %s at shutdown", writer.directory)

@@ -14,6 +14,7 @@ from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header
 
 from livemem.answer.chat import PersonaError, persona_collections, resolve_persona
+from livemem.answer.conversation import caller_scope
 from livemem.answer.routing import ContextRequest as Message
 from livemem.version.reader import Snapshot
 from serving.state import Role, ServingState
@@ -82,6 +83,16 @@ async def caller_role(
         401, "unknown API key (X-API-Key or Authorization: Bearer); omit it, or send 'public', to query as the "
         "public role"
     )  # fmt: skip
+
+
+def thread_scope(request: Request) -> str:
+    """Whose conversation threads and personal memory this request may read: its API key's (``caller_role`` has
+    already accepted the key; only its hash is kept)."""
+    key = request.headers.get("x-api-key")
+    if key is None:
+        scheme, _, token = (request.headers.get("authorization") or "").strip().partition(" ")
+        key = token.strip() if scheme.lower() == "bearer" else None
+    return caller_scope(key)
 
 
 def current_snapshot(state: State) -> Snapshot:

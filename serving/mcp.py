@@ -43,13 +43,13 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as distribution_version
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import numpy as np
 from mcp import MCPError
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
@@ -59,29 +59,24 @@ from pydantic import Field, ValidationError
 
 from livemem.answer.chat import PersonaError, persona_collections, personas, resolve_persona
 from livemem.answer.evidence import gis_for
-from livemem.answer.results import chat_body, gis_hit
+from livemem.answer.results import chat_body
 from livemem.answer.routing import ContextRequest
 from livemem.errors import LivingMemoryError
 from livemem.gbim.sparql_worker import SparqlError, SparqlLimits, SparqlPool
 from livemem.geo.places import STATE
-from livemem.ingest.provenance import verify_chunk as verify_chunk_record
-from livemem.query.retrieval import Filters, Query, chunk_result, top_order
 from livemem.registry import RESOURCE_TYPES, RegistryQueryError, load_registry_index, resolve, state_counties
 from livemem.settings import LivingMemorySettings
 from livemem.usage.traces import (
-    FEEDBACK_WAIT_S,
     QUERY_CHARS,
     TRACE_ID_PATTERN,
-    feedback_events,
-    retrieval_events,
     utc_timestamp,
 )
 from livemem.version.history import summary as version_summary
-from livemem.version.reader import Snapshot, without_paths
+from livemem.version.reader import Snapshot
 from serving.deps import visible_manifest
-from serving.models import UUID_PATTERN, ChunkResponse, FeedbackResponse
+from serving.models import UUID_PATTERN, ChunkResponse, FeedbackResponse, QueryFilters, QueryRequest
 from serving.models.context import ChatResponse, ContextResponse
-from serving.models.gis import GisQueryResponse
+from serving.models.gis import GisQueryRequest, GisQueryResponse
 from serving.models.mcp import (
     AnswerCacheStats,
     EntityFacts,
@@ -95,6 +90,8 @@ from serving.models.mcp import (
     WarmUpResult,
 )
 from serving.models.resources import ResourcesResponse
+from serving.services.context import context_service
+from serving.services.errors import ServiceError
 
 ZIP_PATTERN = r"^\d{5}$"
 REINDEX_JOBS = ("build_index", "export_gbim", "verify_registry")
@@ -233,8 +230,6 @@ class McpContext:
 
     def service(self) -> Any:
         """The context service (routing, evidence, answers, the answer cache) of the serving state."""
-        from serving.context_service import context_service
-
         return context_service(self.state)
 
     def snapshot(self, error: type[Exception] = ToolError) -> Snapshot:
@@ -248,14 +243,6 @@ class McpContext:
         if not self.is_operator:
             allowed = ", ".join(self.operator_roles) or "none configured (LIVEMEM_MCP_OPERATOR_ROLES)"
             raise ToolError(f"role {self.role.name!r} may not {what}; roles that may: {allowed}")
-
-    def searched(self, snap: Snapshot, wanted: list[str] | None) -> list[str]:
-        """The collections to search; an unknown (or unreadable) one is an error naming those that exist."""
-        visible = snap.collections_for(self.role.access)
-        unknown = sorted(set(wanted or ()) - set(visible))
-        if unknown:
-            raise ToolError(f"unknown collection(s) {unknown}; known collections: {visible}")
-        return sorted(set(wanted)) if wanted else visible
 
     def as_persona(self, snap: Snapshot, request: ContextRequest, persona: str | None) -> tuple[ContextRequest, Any]:
         """Like ``serving.deps.with_persona``: a persona narrows the role's access and collections."""
@@ -293,55 +280,41 @@ class McpContext:
         )  # fmt: skip
 
 
+@contextmanager
+def tool_errors() -> Iterator[None]:
+    """A service's ``ServiceError`` (what HTTP answers with its status) as an MCP tool error saying the same."""
+    try:
+        yield
+    except ServiceError as exc:
+        raise ToolError(exc.message) from None
+    except LivingMemoryError as exc:  # nothing published, or a version that cannot be read
+        raise ToolError(str(exc)) from None
+
+
 # --- the tools: what each answers (their schemas, the MCP surface, are declared in build_server) ---------------------
 def tool_query(
-    ctx: McpContext, query: str, top_k: int, county: str | None, collections: list[str] | None, mode: str
+    ctx: McpContext,
+    query: str,
+    top_k: int,
+    county: str | None,
+    collections: list[str] | None,
+    mode: str,
+    documents: bool = False,
+    consider_also: int = 3,
 ) -> QueryOutput:
-    snap = ctx.snapshot()
-    chosen = ctx.searched(snap, collections)
-    filters = Filters(county=(county,) if county else ())
-    found = ctx.state.retriever.search(snap, Query(query, top_k, mode=mode, filters=filters), chosen)
-    results = [chunk_result(snap, h) for h in found.chunks]
-    ids = [r["chunk_id"] for r in results]
-    trace_id = ctx.state.signer.issue(role=ctx.role.name, index_version=snap.version_id, chunk_ids=ids)
-    ctx.write_traces(
-        retrieval_events(
-            trace_id=trace_id, query=query, chunk_ids=ids, scores=[r["score"] for r in results],
-            role=ctx.role.name, breath_phase=snap.breath_phase, index_version=snap.version_id, mode=mode,
-            return_="chunks", filters={"county": [county]} if county else {}, collections=chosen,
-            cache_hit=False,
-        )
+    request = QueryRequest(
+        query=query, top_k=top_k, collections=collections, filters=QueryFilters(county=county), mode=mode,
+        return_="documents" if documents else "chunks", consider_also=consider_also,
     )  # fmt: skip
-    return QueryOutput.model_validate(
-        {"index_version": snap.version_id, "trace_id": trace_id, "collections": chosen, "results": results}
-    )
+    with tool_errors():
+        answer = ctx.state.query.answer(request, ctx.role, caller=f"mcp:{ctx.role.name}", agent="mcp")
+    return QueryOutput.model_validate({**answer.body, "collections": answer.collections})
 
 
 def tool_gis_query(ctx: McpContext, query: str, n_results: int, county: str | None) -> GisQueryResponse:
-    snap = ctx.snapshot()
-    gis = gis_for(snap)
-    if gis is None:
-        raise ToolError(f"index version {snap.version_id} has no GBIM export; materialize export_gbim")
-    rows = np.flatnonzero(gis.mask(ctx.role.access, counties=(county,) if county else ()))
-    hits: list[dict[str, Any]] = []
-    if rows.size:
-        scores = gis.dense[rows] @ ctx.state.retriever.encode(query)
-        order = top_order(scores, n_results)
-        hits = [gis_hit(gis.entities[int(rows[i])], float(scores[i]), None) for i in order]
-    ids = [h["entity_id"] for h in hits]
-    trace_id = ctx.state.signer.issue(role=ctx.role.name, index_version=snap.version_id, chunk_ids=ids)
-    ctx.write_traces(
-        retrieval_events(
-            trace_id=trace_id, query=query, chunk_ids=ids, scores=[h["score"] for h in hits],
-            role=ctx.role.name, breath_phase=snap.breath_phase, index_version=snap.version_id, mode="dense",
-            return_="chunks", filters={"county": county} if county else {},
-            collections=sorted({gis.entities[gis.row_of[i]]["collection"] for i in ids}), cache_hit=False,
-        ),
-        kind="gis",  # ids are GBIM entity ids, not chunk ids (as /gis/query marks them)
-    )  # fmt: skip
-    return GisQueryResponse.model_validate(
-        {"results": hits, "index_version": snap.version_id, "trace_id": trace_id, "candidates": int(rows.size)}
-    )
+    with tool_errors():
+        found = ctx.state.gis.query(GisQueryRequest(query=query, n_results=n_results, county=county), ctx.role, "mcp")
+    return GisQueryResponse.model_validate(found)
 
 
 def tool_resources(
@@ -388,42 +361,18 @@ def tool_chat(
 def tool_feedback(
     ctx: McpContext, trace_id: str, useful: bool, chunk_ids: list[str], comment: str | None
 ) -> FeedbackResponse:
-    state = ctx.state
-    issued = state.signer.verify(trace_id, role=ctx.role.name)
-    if issued is None:
-        raise ToolError("unknown trace_id: send the trace_id of an answer this server gave you")
-    chosen = list(dict.fromkeys(chunk_ids))
-    foreign = [c for c in chosen if not issued.returned(c)]
-    if foreign:
-        raise ToolError(f"these chunk_ids were not returned by this trace: {foreign[:20]}")
-    snap = ctx.snapshot()
-    events = feedback_events(
-        trace_id=issued.trace_id, chunk_ids=chosen, useful=useful, role=ctx.role.name,
-        breath_phase=snap.breath_phase, index_version=issued.index_version, comment=comment,
-        caller=state.signer.caller_tag(f"mcp:{ctx.role.name}"),  # one MCP server, one caller: its role's
-    )  # fmt: skip
-    for event in events:
-        event["agent"] = "mcp"
-    # as /feedback: bounded, no retry twin, on disk before it is acknowledged
-    if not state.traces.write_through(events, FEEDBACK_WAIT_S, queue=False, sync=True):
-        raise ToolError("feedback could not be recorded; try again later")
-    return FeedbackResponse(trace_id=issued.trace_id, recorded=len(events))
+    with tool_errors():  # one MCP server, one caller: its role's
+        recorded = ctx.state.feedback.record(
+            trace_id, chunk_ids, useful, ctx.role, f"mcp:{ctx.role.name}", comment, agent="mcp"
+        )
+    return FeedbackResponse(**recorded)
 
 
 def tool_facts(ctx: McpContext, entity_id: str, predicate: str | None) -> EntityFacts:
     snap = ctx.snapshot()
     ctx.used("facts", entity_id, snap.version_id)
-    gis = gis_for(snap)
-    row = None if gis is None else gis.row_of.get(entity_id)
-    # An entity the role may not read is reported exactly like one that does not exist.
-    if row is None or gis.entities[row]["access"] not in ctx.role.access:
-        raise ToolError(f"no GBIM entity {entity_id} in index version {snap.version_id}")
-    entity = gis.entities[row]
-    relations = [r for r in gis.relations.get(entity_id, ()) if predicate is None or r["predicate"] == predicate]
-    return EntityFacts.model_validate(
-        {"entity_id": entity_id, "label": entity["label"], "county": entity["county"],
-         "relations": relations, "index_version": snap.version_id}
-    )  # fmt: skip
+    with tool_errors():
+        return EntityFacts.model_validate(ctx.state.facts.of_entity(entity_id, ctx.role, predicate))
 
 
 def tool_sparql(ctx: McpContext, query: str, limit: int) -> SparqlOutput:
@@ -446,16 +395,8 @@ def tool_sparql(ctx: McpContext, query: str, limit: int) -> SparqlOutput:
 def tool_verify_chunk(ctx: McpContext, chunk_id: str) -> ChunkResponse:
     snap = ctx.snapshot()
     ctx.used("verify_chunk", chunk_id, snap.version_id)
-    row = snap.row_of.get(chunk_id)
-    if row is None or snap.columns["access"][row] not in ctx.role.access:
-        raise ToolError(f"no chunk {chunk_id} in index version {snap.version_id}")
-    record = snap.record(row)
-    verification = verify_chunk_record(record, snap.manifest)
-    verification["detail"] = without_paths(verification["detail"])  # git errors name server paths
-    return ChunkResponse.model_validate(
-        {**record, "collection": record["metadata"]["collection"], "index_version": snap.version_id,
-         "verification": verification}
-    )  # fmt: skip
+    with tool_errors():
+        return ChunkResponse.model_validate(ctx.state.chunks.chunk(chunk_id, ctx.role, verify=True, snap=snap))
 
 
 def stats_of(ctx: McpContext, snap: Snapshot) -> IndexStats:
@@ -541,14 +482,14 @@ def tool_reindex(ctx: McpContext, job: str) -> ReindexStarted:
 
 def tool_reindex_status(ctx: McpContext, run_id: str) -> ReindexStatus:
     ctx.used("reindex_status", run_id, None)
-    from orchestration.cli import _open_instance  # the instance opened as `livemem materialize` opens it
+    from orchestration.instance import open_instance  # the instance opened as `livemem materialize` opens it
 
     if ctx.dagster_home is None:
         raise ToolError("DAGSTER_HOME is not set")
     with ctx.lock:
         process, job = ctx.launched.get(run_id, (None, ""))
     running = None if process is None else process.poll() is None  # poll() also reaps an ended launcher
-    run = _open_instance(ctx.dagster_home).get_run_by_id(run_id)
+    run = open_instance(ctx.dagster_home).get_run_by_id(run_id)
     if run is None:
         if running:  # still importing Dagster and loading the definitions
             return ReindexStatus(run_id=run_id, job=job, status="LAUNCHING", finished=False, launcher_running=running)
@@ -577,13 +518,11 @@ def resource_index_manifest(ctx: McpContext) -> str:
 def resource_chunk(ctx: McpContext, chunk_id: str) -> str:
     snap = ctx.snapshot(ResourceError)
     ctx.used("resource", f"livemem://chunks/{chunk_id}", snap.version_id)
-    row = snap.row_of.get(chunk_id)
-    if row is None or snap.columns["access"][row] not in ctx.role.access:
-        raise ResourceNotFoundError(f"no chunk {chunk_id[:80]} in index version {snap.version_id}")
-    record = snap.record(row)
-    return ChunkResponse.model_validate(
-        {**record, "collection": record["metadata"]["collection"], "index_version": snap.version_id}
-    ).model_dump_json()
+    try:
+        body = ctx.state.chunks.chunk(chunk_id, ctx.role, snap=snap)
+    except ServiceError as exc:
+        raise (ResourceNotFoundError if exc.status_code == 404 else ResourceError)(exc.message) from None
+    return ChunkResponse.model_validate({**body, "verification": None}).model_dump_json()
 
 
 def resource_index_stats(ctx: McpContext) -> str:
@@ -703,10 +642,17 @@ def build_server(
             Literal["hybrid", "dense", "sparse"],
             Field(description="hybrid: dense and BM25 fused; dense: embeddings only; sparse: BM25 only"),
         ] = "hybrid",
+        documents: Annotated[
+            bool, Field(description="true: each parent document once, its whole text, ranked by its best chunk")
+        ] = False,
+        consider_also: Annotated[
+            int, Field(ge=0, le=10, description="related high-attention chunks to suggest beside the results")
+        ] = 3,
     ) -> QueryOutput:
-        """Search the chunks of the indexed repositories this role may read; returns chunks with provenance (file,
-        commit, time), scores and a trace_id for `feedback`."""
-        return tool_query(ctx, query, top_k, county, collections, mode)
+        """Search the chunks of the indexed repositories this role may read; returns chunks (or whole documents)
+        with provenance (file, commit, time), scores (also on one 0..1 scale: score_normalized), suggestions
+        (consider_also) and a trace_id for `feedback`: the answer POST /query gives."""
+        return tool_query(ctx, query, top_k, county, collections, mode, documents, consider_also)
 
     @server.tool(annotations=READ_ONLY)
     def gis_query(

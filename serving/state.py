@@ -1,5 +1,6 @@
 """What one serving process holds: the index reader, the retriever (one embedder), the cache, the trace writer and
-the trace signer (its secret is shared by every worker and replica, so any of them accepts feedback on a trace)."""
+the trace signer (its secret is shared by every worker and replica, so any of them accepts feedback on a trace),
+and the services every front door calls (``serving.services``: HTTP routes, MCP tools and ``livemem query``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ from livemem.version.history import OpenVersions
 from livemem.version.reader import IndexReader
 from livemem.version.store import IndexHome
 from serving.metrics import Metrics
+from serving.services.chunks import ChunkService
+from serving.services.context import ContextService
+from serving.services.facts import FactsService
+from serving.services.feedback import FeedbackService
+from serving.services.gis import GisService
+from serving.services.query import QueryService
 from serving.settings import Settings
 
 
@@ -34,10 +41,23 @@ class ServingState:
     signer: TraceSigner
     metrics: Metrics = field(init=False)
     older: OpenVersions = field(init=False)  # non-current versions requests name (``version`` / ``as_of``), LRU
+    query: QueryService = field(init=False)
+    gis: GisService = field(init=False)
+    facts: FactsService = field(init=False)
+    chunks: ChunkService = field(init=False)
+    feedback: FeedbackService = field(init=False)
+    # /context, /chat and their MCP tools: made on first use (``serving.services.context.context_service``), or set
+    # by an entry point or a test with its own ``ContextSettings`` before
+    context_service: ContextService | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.metrics = Metrics(self)
         self.older = OpenVersions(self.reader.home, self.settings.open_versions)  # RAG_OPEN_VERSIONS
+        self.query = QueryService(self)
+        self.gis = GisService(self)
+        self.facts = FactsService(self)
+        self.chunks = ChunkService(self)
+        self.feedback = FeedbackService(self)
 
     @classmethod
     def from_settings(cls, settings: Settings, embedder: Embedder | None = None) -> ServingState:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from serving.models import QueryResult
+from serving.models import QueryResponse
 from serving.models.gis import Relation
 
 
 # --- outputs the HTTP API has no model for ----------------------------------------------------------------------
-class QueryOutput(BaseModel):
-    index_version: str
-    trace_id: str = Field(description="send it to `feedback` to say whether the results were useful")
+class QueryOutput(QueryResponse):
+    """``POST /query``'s answer (the same service answers both), with the collections searched."""
+
     collections: list[str] = Field(description="the collections searched")
-    results: list[QueryResult]
 
 
 class IndexStats(BaseModel):

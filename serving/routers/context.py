@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
-from livemem.answer.conversation import caller_scope
 from livemem.answer.routing import ContextRequest as Message
 from livemem.version.reader import Snapshot
 from serving.context_service import context_service
-from serving.deps import CallerRole, CurrentSnapshot, State, with_persona
+from serving.deps import CallerRole, CurrentSnapshot, State, thread_scope, with_persona
 from serving.models import ErrorBody
 from serving.models.context import ContextRequest, ContextResponse
 from serving.routers.memory import personal_view, remember_exchange
@@ -18,16 +17,6 @@ from serving.routers.versions import narrowed_today, snapshot_for
 from serving.state import Role, ServingState
 
 router = APIRouter(tags=["context"])
-
-
-def thread_scope(request: Request) -> str:
-    """Whose conversation threads this request may read: its API key's (``serving.deps.caller_role`` has already
-    accepted the key; only its hash is kept)."""
-    key = request.headers.get("x-api-key")
-    if key is None:
-        scheme, _, token = (request.headers.get("authorization") or "").strip().partition(" ")
-        key = token.strip() if scheme.lower() == "bearer" else None
-    return caller_scope(key)
 
 
 ThreadScope = Annotated[str, Depends(thread_scope)]

@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 from pydantic import ValidationError
 
-from livemem.gbim import RDF_MEDIA_TYPES, find_entities, rdf_graph, serialize_rdf
+from livemem.gbim import RDF_MEDIA_TYPES, rdf_graph, serialize_rdf
 from livemem.gbim.sparql_worker import (
     LEGACY_JSON,
     TSV,
@@ -37,9 +37,8 @@ from livemem.gbim.sparql_worker import (
     SparqlWarming,
     service_description,
 )
-from livemem.geo.names import lower_without_county
 from livemem.query.gis_index import GisIndex
-from serving.deps import CallerRole, CurrentSnapshot, negotiate
+from serving.deps import CallerRole, CurrentSnapshot, State, negotiate
 from serving.models import UUID_PATTERN, ErrorBody
 from serving.models.facts import (
     SPARQL_MAX_QUERY_CHARS,
@@ -48,7 +47,7 @@ from serving.models.facts import (
     SparqlRequest,
     SparqlResponse,
 )
-from serving.routers.gis import gis_index
+from serving.services.gis import gis_index
 
 router = APIRouter(tags=["facts"])
 
@@ -83,10 +82,6 @@ def gbim_iri(request: Request) -> str:
     return f"{request.app.state.serving.settings.rdf_base_iri}gbim/"
 
 
-def _visible(index: GisIndex, access: frozenset[str]) -> list[dict[str, Any]]:
-    return [e for e in index.entities if e["access"] in access]
-
-
 def _rdf_response(graph: Any, media_type: str, version_id: str, truncated: bool = False) -> Response:
     headers = {"Vary": "Accept", VERSION_HEADER: version_id}
     if truncated:
@@ -103,6 +98,7 @@ def _rdf_response(graph: Any, media_type: str, version_id: str, truncated: bool 
 )
 def facts(
     request: Request,
+    state: State,
     role: CallerRole,
     snap: CurrentSnapshot,
     subject: Annotated[str | None, Query(max_length=200, description="entity id")] = None,
@@ -130,22 +126,8 @@ def facts(
     media_type = negotiate(request.headers.get("accept"), offers)
     if media_type is None:
         raise _not_acceptable(offers)
-    index = gis_index(snap)
-    wanted_object = lower_without_county(object) if object else None
-    visible = _visible(index, role.access)
-    matched = find_entities(visible, name) if name else None
-    if matched is not None:
-        visible = matched
-    found = []
-    for entity in visible:
-        if subject and entity["entity_id"] != subject:
-            continue
-        for rel in index.relations.get(entity["entity_id"], ()):
-            if predicate and rel["predicate"] != predicate:
-                continue
-            if wanted_object and lower_without_county(rel["object"]) != wanted_object:
-                continue
-            found.append({**rel, "subject_label": entity["label"], "object_label": object_label(index, rel)})
+    result = state.facts.triples(snap, role, subject, name, predicate, object)
+    index, found, matched = result.index, result.found, result.matched
     if media_type == "application/json":
         return FactsResponse(
             facts=found[:limit],
@@ -157,12 +139,6 @@ def facts(
     entities = [index.entities[index.row_of[s]] for s in subjects]
     graph = rdf_graph(entities, found[:limit], gbim_iri=gbim_iri(request))
     return _rdf_response(graph, media_type, snap.version_id, len(found) > limit)
-
-
-def object_label(index: GisIndex, rel: dict[str, Any]) -> str | None:
-    """The label of an entity object (``near``); None for other objects, whose value is their name."""
-    row = index.row_of.get(rel["object"]) if rel["object_kind"] == "entity" else None
-    return None if row is None else index.entities[row]["label"]
 
 
 def sparql_pool(request: Request) -> SparqlPool:

@@ -12,17 +12,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import numpy as np
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from livemem.answer.results import entity_feature, gis_hit, gis_hit_feature
-from livemem.query.gis_index import GisIndex, cached_gis_index
-from livemem.query.retrieval import top_order
-from livemem.usage.traces import retrieval_events
-from livemem.version.reader import Snapshot
+from livemem.answer.results import entity_feature, gis_hit_feature
 from serving.deps import CallerRole, CurrentSnapshot, State, negotiate
-from serving.models import UUID_PATTERN, ErrorBody, Values
+from serving.models import UUID_PATTERN, ErrorBody
 from serving.models.gis import (
     EntityFeature,
     EntityResponse,
@@ -35,7 +30,6 @@ from serving.models.gis import (
 router = APIRouter(tags=["gis"])
 
 GEOJSON_MEDIA_TYPE = "application/geo+json"  # RFC 7946: what GIS clients (QGIS, GDAL, Leaflet plugins) expect
-EXPORT_HINT = "run the Dagster job `export_gbim` (dagster job execute -m orchestration.definitions -j export_gbim)"
 # What each answer can be sent as (a media type a client may ask for -> the format sent; on a tie, such as */*, the
 # first wins). GeoJSON is JSON: a client that accepts application/json is sent GeoJSON when it asked for it by format.
 OFFERS: dict[Format | None, dict[str, Format]] = {
@@ -70,19 +64,6 @@ def answer_format(request: Request, chosen: Format | None) -> Format:
     return picked
 
 
-def gis_index(snap: Snapshot) -> GisIndex:
-    index = cached_gis_index(str(snap.path))
-    if index is None:
-        raise HTTPException(503, f"index version {snap.version_id} holds no GBIM entities: {EXPORT_HINT}")
-    return index
-
-
-def _as_tuple(value: Values | None) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    return (value,) if isinstance(value, str) else tuple(value)
-
-
 @router.post(
     "/gis/query",
     response_model=GisQueryResponse | GisFeatureCollection,
@@ -100,7 +81,6 @@ def gis_query(
     response: Response,
     state: State,
     role: CallerRole,
-    snap: CurrentSnapshot,
     format: Annotated[
         Format | None, Query(description="overrides the body's `format`; neither given: the Accept header chooses")
     ] = None,
@@ -108,53 +88,13 @@ def gis_query(
     """Rank GBIM entities by the similarity of their descriptions to the query, among those that meet the
     spatial (bbox, near) and metadata (county, dataset) constraints and that the caller's role may read."""
     answer_as = answer_format(request, format or (body.format if "format" in body.model_fields_set else None))
-    index = gis_index(snap)
-    near = (body.near.lat, body.near.lon, body.near.radius_km) if body.near else None
-    mask = index.mask(
-        role.access,
-        bbox=tuple(body.bbox) if body.bbox else None,
-        near=near,
-        counties=_as_tuple(body.county),
-        datasets=_as_tuple(body.dataset),
-    )
-    rows = np.flatnonzero(mask)
-    hits: list[dict[str, Any]] = []
-    if rows.size:
-        scores = index.dense[rows] @ state.retriever.encode(body.query)
-        order = top_order(scores, body.n_results)
-        best, best_scores = rows[order], scores[order]
-        distances = index.distances_km(best, near[0], near[1]) if near else [None] * best.size
-        hits = [
-            gis_hit(index.entities[row], float(score), None if d is None else float(d))
-            for row, score, d in zip(best, best_scores, distances, strict=True)
-        ]
-    trace_id = state.signer.issue(
-        role=role.name, index_version=snap.version_id, chunk_ids=[h["entity_id"] for h in hits]
-    )
-    filters = body.model_dump(exclude_none=True, include={"bbox", "near", "county", "dataset"})
-    events = retrieval_events(
-        trace_id=trace_id,
-        query=body.query,
-        chunk_ids=[h["entity_id"] for h in hits],
-        scores=[h["score"] for h in hits],
-        role=role.name,
-        breath_phase=snap.breath_phase,
-        index_version=snap.version_id,
-        mode="dense",
-        return_="chunks",
-        filters=filters,
-        collections=sorted({index.entities[index.row_of[h["entity_id"]]]["collection"] for h in hits}),
-        cache_hit=False,
-    )
-    for event in events:
-        event["context"]["kind"] = "gis"  # ids are GBIM entity ids, not chunk ids
-    state.traces.submit(events)  # queued: the answer does not wait for the trace file
-    common = {"index_version": snap.version_id, "trace_id": trace_id, "candidates": int(rows.size)}
+    found = state.gis.query(body, role)
+    hits = found.pop("results")
     if answer_as == "geojson":
-        collection = GisFeatureCollection.model_validate({"features": [gis_hit_feature(h) for h in hits], **common})
+        collection = GisFeatureCollection.model_validate({"features": [gis_hit_feature(h) for h in hits], **found})
         return JSONResponse(collection.model_dump(mode="json"), media_type=GEOJSON_MEDIA_TYPE, headers=VARY)
     response.headers.update(VARY)
-    return GisQueryResponse.model_validate({"results": hits, **common})
+    return GisQueryResponse.model_validate({"results": hits, **found})
 
 
 @router.get(
@@ -171,6 +111,7 @@ def get_entity(
     entity_id: Annotated[str, Path(pattern=UUID_PATTERN, description="GBIM entity id (UUID)")],
     request: Request,
     response: Response,
+    state: State,
     role: CallerRole,
     snap: CurrentSnapshot,
     format: Annotated[
@@ -179,12 +120,7 @@ def get_entity(
 ) -> EntityResponse | JSONResponse:
     """The entity with its relations (located_in, serves_zip, part_of), each with its provenance."""
     answer_as = answer_format(request, format)
-    index = gis_index(snap)
-    row = index.row_of.get(entity_id)
-    # An entity the caller may not read is reported exactly like one that does not exist.
-    if row is None or index.access[row] not in role.access:
-        raise HTTPException(404, f"no GBIM entity {entity_id} in index version {snap.version_id}")
-    entity, relations = index.entities[row], index.relations.get(entity_id, [])
+    entity, relations = state.gis.entity(snap, entity_id, role)  # one the caller may not read: as if none
     if answer_as == "geojson":
         feature = EntityFeature.model_validate(entity_feature(entity, relations, snap.version_id))
         return JSONResponse(feature.model_dump(mode="json"), media_type=GEOJSON_MEDIA_TYPE, headers=VARY)

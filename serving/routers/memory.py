@@ -8,20 +8,17 @@ view; the index is never written. Every use needs an API key: the user is the ke
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import numpy as np
 from fastapi import APIRouter, HTTPException, Query, Request
 
 from livemem.answer import personal
-from livemem.answer.conversation import ANONYMOUS_SCOPE, caller_scope
-from livemem.answer.routing import ContextRequest as Message
-from serving.deps import CallerRole, State
+from serving.deps import CallerRole, State, thread_scope
 from serving.models import ErrorBody
 from serving.models.context import USER_ID_PATTERN
 from serving.models.memory import Card, CardRequest, Deleted, Memory, MemoryItem, Nudge
-from serving.state import ServingState
+from serving.services.memory import admitted, personal_view, record_feedback, remember_exchange, store_dir, user_of
+
+# personal_view and remember_exchange: what /context and /chat take from personal memory (serving.services.memory)
+__all__ = ["personal_view", "record_feedback", "remember_exchange", "request_scope", "router"]
 
 router = APIRouter(tags=["memory"])
 ERRORS = {
@@ -31,69 +28,11 @@ ERRORS = {
     409: {"model": ErrorBody},
     422: {"model": ErrorBody},
 }
-NEEDS_KEY = (
-    "personal memory needs an API key (X-API-Key or Authorization: Bearer): it is kept per key, and a caller "
-    "without one cannot be told apart from any other"
-)
 UserId = Query(None, pattern=USER_ID_PATTERN, description="a user within the API key's memory")
 
 
-def store_dir(state: ServingState) -> Path:
-    return personal.personal_dir_from_env(state.settings.index_dir)
-
-
-def user_of(state: ServingState, scope: str, user_id: str | None) -> str:
-    """The user a request speaks for; 401 for callers without a key (the public role's name is no key either)."""
-    if scope in (ANONYMOUS_SCOPE, caller_scope(state.settings.public_role)):
-        raise HTTPException(401, NEEDS_KEY)
-    return personal.user_key(scope, user_id)
-
-
 def request_scope(request: Request) -> str:
-    from serving.routers.context import thread_scope  # the one place a request's key becomes its scope
-
-    return thread_scope(request)
-
-
-def personal_view(state: ServingState, scope: str, body: Any) -> personal.PersonalView | None:
-    """The caller's memory for a /context or /chat body that asks for it (``mix``, ``user_id`` or ``remember``);
-    None for one that does not (no store is read, and the answer cache is shared as before)."""
-    if body.mix is None and body.user_id is None and not body.remember:
-        return None
-    user = user_of(state, scope, body.user_id)
-    if body.remember:  # refused before answering, not after: the exchange could not be remembered
-        admitted(lambda: personal.admit_user(store_dir(state), user))
-    share = body.mix.personal if body.mix else 0.0
-    retriever = state.retriever
-    return personal.read_view(
-        store_dir(state), user, user_id=body.user_id, share=share, remember=body.remember,
-        retention_days=personal.retention_days_from_env(), model_id=retriever.model_id,
-        encode=lambda texts: np.stack([retriever.encode(t) for t in texts]),
-    )  # fmt: skip
-
-
-def remember_exchange(state: ServingState, message: Message, result: dict[str, Any], endpoint: str) -> None:
-    """Append the exchange to the caller's memory when the request asked for it (``remember``)."""
-    view = message.personal
-    if view is None or not view.remember:
-        return
-    answer = (result.get("answer") or {}).get("answer")
-    chunk_ids = [p["chunk_id"] for p in result["unstructured"]]
-    personal.add_exchange(store_dir(state), view.user, result["message"], answer, chunk_ids, endpoint)
-
-
-def record_feedback(state: ServingState, request: Request, user_id: str | None, chunk_ids: list[str], useful: bool):
-    """/feedback with ``personal: true``: the chunks are nudged for this user only (``livemem.answer.personal``)."""
-    user = user_of(state, request_scope(request), user_id)
-    return admitted(lambda: personal.add_feedback(store_dir(state), user, chunk_ids, useful))
-
-
-def admitted(write: Any) -> Any:
-    """``write()``, with a new user beyond the key's ``LIVEMEM_PERSONAL_MAX_USERS_PER_KEY`` a 403."""
-    try:
-        return write()
-    except personal.TooManyUsers as exc:
-        raise HTTPException(403, str(exc)) from None
+    return thread_scope(request)  # the one place a request's key becomes its scope (serving.deps)
 
 
 def cleaned(text: str) -> str:
