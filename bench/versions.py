@@ -309,7 +309,7 @@ def report_md(results: dict[str, Any]) -> str:
         "chunks: open an older version ≤ 1 s, a query on it ≤ 2× one on `CURRENT`, a simulated year < 10 % extra "
         "disk.",
         "",
-        "| chunks | open CURRENT (fresh process) | open older while CURRENT held: v1 / v2 | again (LRU) "
+        "| chunks | first open of CURRENT in a fresh process (writes the serving copies) | open older while CURRENT held: v1 / v2 | again (LRU) "
         "| RSS: CURRENT / + v1 / + v2 | hybrid p50 / p99 current | older | older ÷ current (p50) "
         "| diff v2→v3 / v1→v3 |",
         "|" + "---|" * 9,
@@ -372,6 +372,18 @@ def report_md(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def project_state() -> dict[str, Any]:
+    """The project commit benchmarked and the files of ``livemem/`` changed in its working tree (as
+    ``bench.scale.project_state``, whose first path loses its first letter to a ``strip``)."""
+
+    def run_git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True)
+        return done.stdout if done.returncode == 0 else ""
+
+    changed = [line[3:] for line in run_git("status", "--porcelain", "--", "livemem").splitlines() if line.strip()]
+    return {"commit": run_git("rev-parse", "HEAD").strip(), "livemem_modified": changed, "root": str(PROJECT_ROOT)}
+
+
 def command_line(argv: list[str]) -> str:
     python = Path(sys.executable)
     shown = python.relative_to(PROJECT_ROOT).as_posix() if python.is_relative_to(PROJECT_ROOT) else str(python)
@@ -412,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         "label": args.label,
         "command": command_line(argv),
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "project": scale.project_state(),
+        "project": project_state(),
         "embedder": {
             "stand_in": True,
             "class": "bench.scale.StandInEmbedder",
