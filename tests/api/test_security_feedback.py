@@ -121,15 +121,14 @@ def test_a_trace_from_one_worker_is_accepted_by_another(home, embedder, tmp_path
         body = {"trace_id": data["trace_id"], "chunk_ids": [chunk], "useful": True}
         assert second.post("/feedback", json=body).status_code == 200
     assert stat.S_IMODE((shared / TRACE_SECRET_FILE).stat().st_mode) == 0o600
-    monkeypatch.setenv(TRACE_SECRET_ENV, "one secret for every replica of this deployment")
+    secret = "one secret for every replica of this deployment"  # RAG_TRACE_SECRET, as the app's settings read it
     with (
-        app_for(home, embedder, trace_dir=tmp_path / "replica-a") as a,
-        app_for(home, embedder, trace_dir=tmp_path / "replica-b") as b,
+        app_for(home, embedder, trace_dir=tmp_path / "replica-a", trace_secret=secret) as a,
+        app_for(home, embedder, trace_dir=tmp_path / "replica-b", trace_secret=secret) as b,
     ):
         data = a.post("/query", json={"query": "Medicaid renewal", "top_k": 1}).json()
         body = {"trace_id": data["trace_id"], "chunk_ids": [data["results"][0]["chunk_id"]], "useful": True}
         assert b.post("/feedback", json=body).status_code == 200
-        monkeypatch.delenv(TRACE_SECRET_ENV)
     with app_for(home, embedder, trace_dir=shared) as other_secret:  # the file's secret, not the replicas'
         assert other_secret.post("/feedback", json=body).status_code == 404
 

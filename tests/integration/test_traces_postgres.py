@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from support.locks import locks_held, postgres_table_locked
 from support.serving import build_and_publish, make_workspace
 
+from livemem.settings import TraceSettings
 from livemem.sources.breath import Breath
 from livemem.usage.attention import AttentionConfig, rollup_day
 from livemem.usage.traces import TRACE_TABLE, PostgresTraceWriter, retrieval_events
@@ -76,7 +77,7 @@ def test_an_unreachable_database_never_fails_the_caller() -> None:
     assert writer.write(events) is False and writer.failures == 1
 
 
-def test_serving_writes_to_postgres_and_the_rollup_reads_it(trace_table, tmp_path, embedder, monkeypatch) -> None:
+def test_serving_writes_to_postgres_and_the_rollup_reads_it(trace_table, tmp_path, embedder) -> None:
     from serving.app import create_app
     from serving.settings import Settings
 
@@ -100,8 +101,8 @@ def test_serving_writes_to_postgres_and_the_rollup_reads_it(trace_table, tmp_pat
         f"INSERT INTO {TRACE_TABLE} (ts, trace_id, event) VALUES (now(), 't', %s)",
         [json.dumps({"timestamp": "not a time", "event": "retrieval", "trace_id": "t", "chunk_id": None})],
     )
-    monkeypatch.setenv("RAG_TRACE_DSN", DSN)
-    result = rollup_day(home, datetime.now(UTC).date(), AttentionConfig(), Breath("Δ3", "normal"))
+    traces = TraceSettings.defaults(dsn=DSN)  # RAG_TRACE_DSN, as the rollup asset's trace resource passes it
+    result = rollup_day(home, datetime.now(UTC).date(), AttentionConfig(), Breath("Δ3", "normal"), traces=traces)
     assert result.events == 6 and result.malformed == 1 and result.files == [f"postgres:{TRACE_TABLE}"]
     assert result.staged
     home.publish(result.version_id, result.base_version, 5)

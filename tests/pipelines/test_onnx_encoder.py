@@ -129,22 +129,21 @@ def test_export_happens_once_and_every_encoder_reuses_it(onnx_embedder, onnx_cac
 
 
 def test_serving_with_the_onnx_encoder_answers_as_torch_does(
-    tmp_path_factory, torch_embedder, onnx_embedder, block_embedder, onnx_cache, monkeypatch
+    tmp_path_factory, torch_embedder, onnx_embedder, block_embedder, onnx_cache
 ):
     root = tmp_path_factory.mktemp("onnx-serving")
     home = IndexHome(root / "rag_index")
     sources = make_workspace(root)
     build_and_publish(sources, home, torch_embedder)
-    monkeypatch.setenv("LIVEMEM_ONNX_CACHE", str(onnx_cache))
-    monkeypatch.setenv("LIVEMEM_ENCODER", "onnx")
-    int8_settings = Settings.from_env(index_dir=home.root, warm_up=False)
+    # the settings the app is given (LIVEMEM_ENCODER=onnx, LIVEMEM_ONNX_CACHE), not the process environment
+    int8_settings = Settings.defaults(index_dir=home.root, warm_up=False, encoder="onnx", onnx_cache=onnx_cache)
     assert (int8_settings.encoder, int8_settings.query_precision) == ("onnx", "int8")  # serving's defaults
-    monkeypatch.setenv("LIVEMEM_QUERY_PRECISION", "fp32")
-    onnx_settings = Settings.from_env(index_dir=home.root, warm_up=False)
-    assert onnx_settings.query_precision == "fp32"
+    onnx_settings = Settings.defaults(
+        index_dir=home.root, warm_up=False, encoder="onnx", onnx_cache=onnx_cache, query_precision="fp32"
+    )
     answers = {}
     for name, app in (
-        ("torch", create_app(Settings(index_dir=home.root, warm_up=False), torch_embedder)),
+        ("torch", create_app(Settings.defaults(index_dir=home.root, warm_up=False), torch_embedder)),
         ("onnx", create_app(onnx_settings)),  # the app makes its own embedder from the settings
         ("int8", create_app(int8_settings)),
     ):
