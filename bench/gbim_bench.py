@@ -123,13 +123,19 @@ def main() -> None:
     from fastapi.testclient import TestClient
 
     from livemem.model.embedding import Embedder
+    from livemem.settings import CacheSettings, EncoderSettings
     from serving.app import create_app
     from serving.settings import Settings
 
     rng = np.random.default_rng(5)
     latencies = []
     hits = []
-    with TestClient(create_app(Settings(index_dir=home.root, warm_up=True), Embedder(threads=1))) as client:
+    with TestClient(
+        create_app(
+            Settings(index_dir=home.root, warm_up=True),
+            Embedder.configured(EncoderSettings.from_env(), CacheSettings.from_env().onnx_cache, threads=1),
+        )
+    ) as client:
         client.post("/gis/query", json={"query": "warm up", "n_results": 10})
         for i in range(args.queries):
             lon0, lat0 = rng.uniform(-82.0, -78.5), rng.uniform(37.5, 39.9)

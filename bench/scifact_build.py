@@ -558,6 +558,7 @@ def run(args, report: dict[str, Any]) -> None:
     report["project"] = project_state()
 
     from livemem.model.embedding import Embedder
+    from livemem.settings import CacheSettings, EncoderSettings
     from livemem.sources.config import load_sources
     from livemem.version.store import IndexHome
 
@@ -575,7 +576,11 @@ def run(args, report: dict[str, Any]) -> None:
     home = IndexHome(index)
 
     with phase(results, "model_load") as entry:
-        embedder = Embedder(batch_size=args.batch_size)
+        embedder = (
+            Embedder.configured(  # LIVEMEM_ENCODER / _INDEX_PRECISION / _ONNX_CACHE: this script is an entry point
+                EncoderSettings.from_env(), CacheSettings.from_env().onnx_cache, batch_size=args.batch_size
+            )
+        )
         embedder.model  # noqa: B018 - load once, outside the timed builds
         embedder.encode(["warm-up"])  # the first forward pass pays one-time set-up; keep it out of the builds too
         entry["model_path"] = embedder.model_path

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from livemem.ingest.build import build_version
 from livemem.model.embedding import Embedder
+from livemem.settings import CacheSettings, EncoderSettings
 from livemem.sources.config import PROJECT_ROOT, load_sources
 from livemem.version.store import IndexHome
 
@@ -66,7 +67,8 @@ def ensure_index(work: Path = WORK) -> IndexHome:
     config = load_sources(sources)
     home = IndexHome(work / "rag_index")
     started = time.perf_counter()
-    result = build_version(config, home, Embedder())
+    embedder = Embedder.configured(EncoderSettings.from_env(), CacheSettings.from_env().onnx_cache)  # an entry point
+    result = build_version(config, home, embedder)
     if result.staged:
         home.publish(result.version_id, result.base_version, config.retention)
         print(f"published {result.version_id} in {time.perf_counter() - started:.1f}s")

@@ -49,6 +49,7 @@ from livemem.index.dense import top_order
 from livemem.model.embedding import Embedder
 from livemem.query.fusion import FusionSettings, fuse
 from livemem.query.retrieval import Hit, Query, Retriever, top_documents
+from livemem.settings import CacheSettings, EncoderSettings
 from livemem.sources.config import PROJECT_ROOT
 from livemem.version.reader import load_snapshot
 from livemem.version.store import IndexHome
@@ -201,7 +202,10 @@ def main() -> None:
     queries, qrels = load_queries(args.split)
     # Query vectors in float32 whatever the index's precision (int8-block by default), as in every round before:
     # the modes table compares indexes with the same queries; --api measures serving's own (int8) query vectors.
-    embedder = Embedder(precision="fp32")
+    # LIVEMEM_ENCODER / LIVEMEM_QUERY_PRECISION / LIVEMEM_ONNX_CACHE as the environment says; float32 index vectors
+    embedder = Embedder.configured(
+        EncoderSettings.from_env(index_precision="fp32"), CacheSettings.from_env().onnx_cache
+    )
     started = time.perf_counter()
     vectors = embedder.encode(list(queries.values()))
     encode_s = time.perf_counter() - started
