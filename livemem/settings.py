@@ -360,7 +360,7 @@ def _positive(variable: str, kind: type) -> Any:
 
 
 class WebSettings(Section):
-    """The web gateway (``livemem.answer.web.gateway_from_env``, read when the context service starts): off unless
+    """The web gateway (``livemem.answer.web.web_gateway``, read when the context service starts): off unless
     ``LIVEMEM_WEB_URL`` names a JSON search API (docs/web.md). Which roles may receive web context is the context
     section's ``LIVEMEM_WEB_ROLES``."""
 

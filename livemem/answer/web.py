@@ -245,12 +245,6 @@ class WebGateway:
         return results, [record]
 
 
-def gateway_from_env(env: Mapping[str, str] | None = None) -> WebGateway | None:
-    """``web_gateway`` of the environment's ``WebSettings`` (``env`` instead when given). Only the serving context
-    service still calls it; it goes once that service is handed the settings tree's web section."""
-    return web_gateway(WebSettings.from_env() if env is None else WebSettings.from_mapping(env))
-
-
 def web_gateway(web: WebSettings) -> WebGateway | None:
     """The gateway ``LIVEMEM_WEB_*`` (the settings tree's ``WebSettings``, passed by the entry point) configures, or
     None (off) when ``LIVEMEM_WEB_URL`` is unset (docs/web.md)."""

@@ -21,10 +21,10 @@ from livemem.answer.chat import OpenAICompatibleBackend, generate
 from livemem.answer.context import build_context
 from livemem.answer.conversation import Carried, ThreadStore, carry, from_history
 from livemem.answer.routing import Caller, ContextRequest
-from livemem.answer.web import WebGateway, gateway_from_env
+from livemem.answer.web import WebGateway, web_gateway
 from livemem.geo.places import find_places
 from livemem.query.cache import cache_key
-from livemem.settings import ContextSettings
+from livemem.settings import ContextSettings, WebSettings
 from livemem.usage.traces import SCRAPE_FLUSH_WAIT_S, retrieval_events
 from livemem.version.reader import Snapshot
 
@@ -251,6 +251,8 @@ def context_service(state: ServingState, settings: ContextSettings | None = None
         with _CREATE_LOCK:
             service = state.context_service
             if service is None:
-                service = ContextService(state, settings or ContextSettings.from_env(), gateway_from_env())
+                service = ContextService(
+                    state, settings or ContextSettings.from_env(), web_gateway(WebSettings.from_env())
+                )
                 state.context_service = service
     return service

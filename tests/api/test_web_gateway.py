@@ -20,8 +20,9 @@ import pytest
 from fastapi.testclient import TestClient
 from support.context import INTERNAL_KEY, example_index
 
-from livemem.answer.web import gateway_from_env
+from livemem.answer.web import web_gateway
 from livemem.errors import ConfigError
+from livemem.settings import WebSettings
 
 KEY = "sk-web-9f8e7d6c5b4a"
 OPEN_QUESTION = "How does SNAP food assistance eligibility work?"
@@ -121,7 +122,7 @@ def web_env(stand_in: StandIn, **more: str) -> dict[str, str]:
 
 
 def test_off_by_default(app_with_env, stand_in):
-    assert gateway_from_env({}) is None
+    assert web_gateway(WebSettings.from_mapping({})) is None
     with TestClient(app_with_env()) as client:
         body = client.post("/context", json={"message": OPEN_QUESTION}).json()
     assert body["web"] == [] and body["route"]["web"]["reason"] == "excluded: the web gateway is disabled"
@@ -213,4 +214,4 @@ def test_rate_limit_and_bad_configuration(app_with_env, stand_in):
         ({"LIVEMEM_WEB_URL": stand_in.url, "LIVEMEM_WEB_FIELDS": '{"body": "text"}'}, "LIVEMEM_WEB_FIELDS maps"),
     ):
         with pytest.raises(ConfigError, match=problem):
-            gateway_from_env(env)
+            web_gateway(WebSettings.from_mapping(env))

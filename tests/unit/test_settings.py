@@ -11,7 +11,7 @@ import pytest
 
 from livemem.answer.chat import personas
 from livemem.answer.personal import personal_dir_from_env, retention_days_from_env
-from livemem.answer.web import gateway_from_env
+from livemem.answer.web import web_gateway
 from livemem.errors import ConfigError
 from livemem.model.embedding import Embedder
 from livemem.settings import (
@@ -327,7 +327,7 @@ def test_personas_default_read_and_refuse(clean_env) -> None:
 
 def test_the_web_gateway_knobs_default_read_and_refuse(clean_env) -> None:
     web = WebSettings.from_env()
-    assert web.url is None and gateway_from_env() is None and LivingMemorySettings.from_env().web == web
+    assert web.url is None and web_gateway(web) is None and LivingMemorySettings.from_env().web == web
     assert (web.key_header, web.query_param, web.limit_param, web.results_path) == (
         "Authorization",
         "q",
@@ -348,9 +348,9 @@ def test_the_web_gateway_knobs_default_read_and_refuse(clean_env) -> None:
         {"snippet": "description"},
         ["example.com", "spam.example"],
     )
-    gateway = gateway_from_env()
+    gateway = web_gateway(WebSettings.from_env())  # what the context service is handed
     assert gateway.provider.key == "sk-secret-web-key" and gateway.policy.max_results == 3
-    assert gateway_from_env({}) is None  # a mapping given: the process environment is not read
+    assert web_gateway(WebSettings.from_mapping({})) is None  # a mapping given: the process environment is not read
     for variable, value, problem in (
         ("LIVEMEM_WEB_URL", "ftp://search.example.org", r"must be an http\(s\) URL"),
         ("LIVEMEM_WEB_TIMEOUT_S", "soon", "must be a float"),

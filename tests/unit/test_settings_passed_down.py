@@ -36,8 +36,8 @@ REMAINING = {
     # they inherit the variables, which is how a spawned worker sees the entry point's values).
     ("livemem/ingest/read.py", "build_workers", "BuildSettings.from_env"),
     ("livemem/ingest/documents.py", "_limits", "BuildSettings.from_env"),
-    # Next, with the serving services (serving/services/, another change): their callers are the memory service,
-    # the context service, the MCP persona tools and the chat router, which will hand over their section.
+    # Next: their callers are the serving memory service and router (serving/services/memory.py,
+    # serving/routers/memory.py), the MCP persona tools and the chat router, which will hand over their section.
     ("livemem/answer/personal.py", "personal_dir_from_env", "def"),
     ("livemem/answer/personal.py", "personal_dir_from_env", "PersonalSettings.from_env"),
     ("livemem/answer/personal.py", "retention_days_from_env", "def"),
@@ -46,8 +46,6 @@ REMAINING = {
     ("livemem/answer/personal.py", "max_users_from_env", "PersonalSettings.from_env"),
     ("livemem/answer/personal.py", "admit_user", "max_users_from_env"),
     ("livemem/answer/personal.py", "log_for", "TraceSettings.from_env"),
-    ("livemem/answer/web.py", "gateway_from_env", "def"),
-    ("livemem/answer/web.py", "gateway_from_env", "WebSettings.from_env"),
     ("livemem/answer/chat.py", "personas", "PersonaSettings.from_env"),
 }
 
