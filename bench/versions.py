@@ -11,10 +11,11 @@ timed) and its phases. Per size (a target number of chunks), in a new index home
 
 1. **Three versions**: ``v1`` a full build, ``v2`` a one-file change (build + publish), ``v3`` an attention
    publish (``livemem.usage.attention.rollup_day`` over 200 trace events), as ``bench.scale`` makes them.
-2. **Serving older versions**, in a fresh worker process (as a serving process would): ``load_snapshot`` of
-   ``CURRENT`` (``v3``), then, while it is held, ``OpenVersions.get`` of ``v1`` (the target: at most 1 s at 123k
+2. **Serving older versions**: a first process loads ``CURRENT`` (``v3``) once, writing the machine's serving
+   copies (timed), and exits; then a fresh worker process (as a serving process would): ``load_snapshot`` of
+   ``CURRENT``, then, while it is held, ``OpenVersions.get`` of ``v1`` (the target: at most 1 s at 123k
    chunks) and of ``v2``, and ``v1`` again (the LRU: no load). ``VmRSS`` after each: the memory each open older
-   version costs. Then ``--queries`` hybrid top-10 queries (SciFact train queries, vector given), each run on
+   version costs (and ``RssAnon``: what is not mapped from the serving copies). Then ``--queries`` hybrid top-10 queries (SciFact train queries, vector given), each run on
    ``CURRENT`` and on ``v1`` in turn after 20 warm-up pairs: p50 / p99 of each, and older ÷ current (target ≤ 2).
 3. **Diffs**: ``livemem.version.diff.diff_versions`` of ``v2 → v3`` (an attention publish) and ``v1 → v3``.
 4. **A simulated year** (``--year-days``, default 365) in the same index home, starting the day after the last
@@ -91,9 +92,9 @@ def worker_main(argv: list[str]) -> None:
 
     torch.set_num_threads(1)
 
-    def rss_kib() -> int:
+    def rss_kib(key: str = "VmRSS") -> int:
         gc.collect()
-        return scale.proc_kib("/proc/self/status", "VmRSS") or 0
+        return scale.proc_kib("/proc/self/status", key) or 0
 
     home = IndexHome(args.home)
     report: dict[str, Any] = {"rss_start_kib": rss_kib()}
@@ -101,15 +102,17 @@ def worker_main(argv: list[str]) -> None:
     current = load_snapshot(home, args.current)
     report["open_current"] = {"version": args.current, "s": round(time.perf_counter() - t0, 4), "chunks": current.size}
     report["rss_with_current_kib"] = rss_kib()
+    report["anon_with_current_kib"] = rss_kib("RssAnon")
     older = OpenVersions(home, size=len(args.older))
-    opens, rss = [], report["rss_with_current_kib"]
+    opens, rss, anon = [], report["rss_with_current_kib"], report["anon_with_current_kib"]
     for version in args.older:
         t0 = time.perf_counter()
         snap = older.get(version)
         elapsed = time.perf_counter() - t0
-        now = rss_kib()
-        opens.append({"version": version, "s": round(elapsed, 4), "chunks": snap.size, "rss_added_kib": now - rss})
-        rss = now
+        now, now_anon = rss_kib(), rss_kib("RssAnon")
+        opens.append({"version": version, "s": round(elapsed, 4), "chunks": snap.size, "rss_added_kib": now - rss,
+                      "anon_added_kib": now_anon - anon})  # fmt: skip
+        rss, anon = now, now_anon
     report["open_older"] = opens
     t0 = time.perf_counter()
     first_older = older.get(args.older[0])
@@ -142,13 +145,32 @@ def worker_main(argv: list[str]) -> None:
     print(json.dumps(report), flush=True)
 
 
-def serving_worker(home_dir: Path, current: str, older: list[str], queries: int, queries_file: Path) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "bench.versions", "worker", "--home", str(home_dir), "--current", current]
-    cmd += ["--older", *older, "--queries", str(queries), "--queries-file", str(queries_file)]
+def prepare_main(argv: list[str]) -> None:
+    """Load one version once and exit: the first load writes the machine's serving copies (as the first serving
+    worker after a publish does), so the measuring worker's memory is not that of writing them."""
+    from livemem.version.reader import load_snapshot
+    from livemem.version.store import IndexHome
+
+    home, version = Path(argv[0]), argv[1]
+    t0 = time.perf_counter()
+    load_snapshot(IndexHome(home), version)
+    print(json.dumps({"s": round(time.perf_counter() - t0, 4)}), flush=True)
+
+
+def _run(cmd: list[str]) -> dict[str, Any]:
     done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
-        raise RuntimeError(f"the serving worker exited with status {done.returncode}:\n{done.stderr[-4000:]}")
+        raise RuntimeError(f"{shlex.join(cmd[1:4])} exited with status {done.returncode}:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def serving_worker(home_dir: Path, current: str, older: list[str], queries: int, queries_file: Path) -> dict[str, Any]:
+    """The serving copies of ``current`` written by a first process (timed), then the measuring worker."""
+    shutil.rmtree(home_dir / "cache" / "serving", ignore_errors=True)
+    first = _run([sys.executable, "-m", "bench.versions", "prepare", str(home_dir), current])
+    cmd = [sys.executable, "-m", "bench.versions", "worker", "--home", str(home_dir), "--current", current]
+    cmd += ["--older", *older, "--queries", str(queries), "--queries-file", str(queries_file)]
+    return {"first_open_writing_serving_copies_s": first["s"], **_run(cmd)}
 
 
 # --- the simulated year ----------------------------------------------------------------------------------------
@@ -309,8 +331,8 @@ def report_md(results: dict[str, Any]) -> str:
         "chunks: open an older version ≤ 1 s, a query on it ≤ 2× one on `CURRENT`, a simulated year < 10 % extra "
         "disk.",
         "",
-        "| chunks | first open of CURRENT in a fresh process (writes the serving copies) | open older while CURRENT held: v1 / v2 | again (LRU) "
-        "| RSS: CURRENT / + v1 / + v2 | hybrid p50 / p99 current | older | older ÷ current (p50) "
+        "| chunks | open CURRENT in a fresh process: first (writes the serving copies) / next "
+        "| open older while CURRENT held: v1 / v2 | again (LRU) | RSS: CURRENT / + v1 / + v2 (of which anonymous) | hybrid p50 / p99 current | older | older ÷ current (p50) "
         "| diff v2→v3 / v1→v3 |",
         "|" + "---|" * 9,
     ]
@@ -322,10 +344,10 @@ def report_md(results: dict[str, Any]) -> str:
         o1, o2 = w["open_older"][0], w["open_older"][-1]
         d = r["diffs"]
         lines.append(
-            f"| {r['chunks']:,} | {w['open_current']['s']:.2f} s | **{o1['s']:.3f} s** / {o2['s']:.3f} s "
-            f"| {w['open_older_again_s'] * 1e3:.3f} ms "
+            f"| {r['chunks']:,} | {w['first_open_writing_serving_copies_s']:.2f} s / {w['open_current']['s']:.2f} s "
+            f"| **{o1['s']:.3f} s** / {o2['s']:.3f} s | {w['open_older_again_s'] * 1e3:.3f} ms "
             f"| {(w['rss_with_current_kib'] - w['rss_start_kib']) / 1024:,.0f} MiB / +{o1['rss_added_kib'] / 1024:,.1f} "
-            f"/ +{o2['rss_added_kib'] / 1024:,.1f} MiB "
+            f"({o1['anon_added_kib'] / 1024:,.1f}) / +{o2['rss_added_kib'] / 1024:,.1f} ({o2['anon_added_kib'] / 1024:,.1f}) MiB "
             f"| {q['current']['p50_ms']:.2f} / {q['current']['p99_ms']:.2f} ms "
             f"| {q['older']['p50_ms']:.2f} / {q['older']['p99_ms']:.2f} ms | **{w['older_over_current_p50']:.2f}** "
             f"| {d['attention_publish']['s']:.2f} / {d['one_file_change_and_attention']['s']:.2f} s |"
@@ -394,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["worker"]:
         worker_main(argv[1:])
+        return 0
+    if argv[:1] == ["prepare"]:
+        prepare_main(argv[1:])
         return 0
     parser = argparse.ArgumentParser(prog="python -m bench.versions", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="25000", help="target chunk counts, comma-separated")

@@ -43,6 +43,9 @@ def test_versions_benchmark_measures_older_versions_and_a_short_year(tmp_path: P
     assert serving["open_current"]["version"] == v["v3_attention"]
     assert [o["version"] for o in serving["open_older"]] == [v["v1_full_build"], v["v2_one_file_change"]]
     assert all(o["chunks"] == size["chunks"] and o["s"] > 0 for o in serving["open_older"])
+    assert serving["first_open_writing_serving_copies_s"] > 0 and all(
+        "anon_added_kib" in o for o in serving["open_older"]
+    )
     assert serving["older_loads"] == 2 and serving["open_older_again_s"] < serving["open_older"][0]["s"]
     for side in ("current", "older"):
         assert serving["queries"][side]["n"] == 10
