@@ -95,6 +95,9 @@ def thread_scope(request: Request) -> str:
     return caller_scope(key)
 
 
+ThreadScope = Annotated[str, Depends(thread_scope)]
+
+
 def current_snapshot(state: State) -> Snapshot:
     """The version to answer this request from (IndexUnavailable becomes a 503 in the app)."""
     return state.reader.snapshot()

@@ -33,8 +33,7 @@ from livemem.answer.results import chat_body
 from livemem.answer.routing import ContextRequest as Message
 from livemem.errors import LivingMemoryError
 from livemem.version.reader import IndexUnavailable, without_paths
-from serving.context_service import ContextService, context_service
-from serving.deps import CallerRole, CurrentSnapshot, State, with_persona
+from serving.deps import CallerRole, CurrentSnapshot, State, ThreadScope, with_persona
 from serving.models import ErrorBody
 from serving.models.compat import OpenAIErrorBody
 from serving.models.context import (
@@ -45,9 +44,10 @@ from serving.models.context import (
     LivingMemoryExtra,
     LivingMemoryOptions,
 )
-from serving.routers.context import ThreadScope, message_of
-from serving.routers.memory import personal_view, remember_exchange
-from serving.routers.versions import narrowed_today, snapshot_for
+from serving.routers.context import message_of
+from serving.services.context import ContextService, context_service
+from serving.services.memory import personal_view, remember_exchange
+from serving.services.versions import narrowed_today, snapshot_for
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["chat"])

@@ -12,11 +12,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from livemem.answer.results import geojson_point
-from serving.deps import CallerRole, CurrentSnapshot, State
+from serving.deps import CallerRole, CurrentSnapshot, State, ThreadScope
 from serving.models.compat import GisRagResponse, LightResponse, SeedRequest
 from serving.models.context import ChatResponse
 from serving.routers.chat import ERRORS, chat
-from serving.routers.context import ThreadScope
 
 router = APIRouter(tags=["seed compatibility"])
 

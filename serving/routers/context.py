@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from livemem.answer.routing import ContextRequest as Message
 from livemem.version.reader import Snapshot
-from serving.context_service import context_service
-from serving.deps import CallerRole, CurrentSnapshot, State, thread_scope, with_persona
+from serving.deps import CallerRole, CurrentSnapshot, State, ThreadScope, with_persona
 from serving.models import ErrorBody
 from serving.models.context import ContextRequest, ContextResponse
-from serving.routers.memory import personal_view, remember_exchange
-from serving.routers.versions import narrowed_today, snapshot_for
+from serving.services.context import context_service
+from serving.services.memory import personal_view, remember_exchange
+from serving.services.versions import narrowed_today, snapshot_for
 from serving.state import Role, ServingState
 
 router = APIRouter(tags=["context"])
-
-
-ThreadScope = Annotated[str, Depends(thread_scope)]
 
 
 def message_of(

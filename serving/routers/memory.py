@@ -15,10 +15,7 @@ from serving.deps import CallerRole, State, thread_scope
 from serving.models import ErrorBody
 from serving.models.context import USER_ID_PATTERN
 from serving.models.memory import Card, CardRequest, Deleted, Memory, MemoryItem, Nudge
-from serving.services.memory import admitted, personal_view, record_feedback, remember_exchange, store_dir, user_of
-
-# personal_view and remember_exchange: what /context and /chat take from personal memory (serving.services.memory)
-__all__ = ["personal_view", "record_feedback", "remember_exchange", "request_scope", "router"]
+from serving.services.memory import admitted, store_dir, user_of
 
 router = APIRouter(tags=["memory"])
 ERRORS = {

@@ -1,7 +1,7 @@
 """GET /versions and GET /versions/{a}/diff/{b}: the index's history as the caller's role may see it
-(docs/versions.md). Versions are named by id, ``current``, an ISO date-time or a source commit. ``snapshot_for``:
-the version a retrieval request (``version`` / ``as_of`` on POST /query) answers from, now in
-``serving.services.versions`` (named here too for the routers that import it from here)."""
+(docs/versions.md). Versions are named by id, ``current``, an ISO date-time or a source commit. The version a
+retrieval request (``version`` / ``as_of`` on POST /query, /context, /chat) answers from:
+``serving.services.versions``."""
 
 from __future__ import annotations
 
@@ -20,9 +20,6 @@ from livemem.version.history import (
 from serving.deps import CallerRole, State
 from serving.models import ErrorBody
 from serving.models.versions import DiffResponse, VersionsResponse
-from serving.services.versions import narrowed_today, readable_today, snapshot_for
-
-__all__ = ["narrowed_today", "readable_today", "router", "snapshot_for"]
 
 router = APIRouter(tags=["versions"])
 Ref = Annotated[str, Path(min_length=1, max_length=64, description="a version id, 'current', a date-time or a commit")]

@@ -170,23 +170,38 @@ def test_feedback_is_recorded_and_refused_alike_through_http_and_mcp(doors) -> N
     other = http(doors, "public", "POST", "/query", json={"query": "WIC infants", "top_k": 10}).json()["results"]
     foreign = next(r["chunk_id"] for r in other if r["chunk_id"] not in {h["chunk_id"] for h in by_http["results"]})
 
-    for answer, send in ((by_http, "http"), (by_mcp, "mcp")):
-        first = answer["results"][0]["chunk_id"]
-        if send == "http":
-            done = http(doors, "public", "POST", "/feedback", json={"trace_id": answer["trace_id"], "useful": True,
-                                                                     "chunk_ids": [first]})  # fmt: skip
-            assert done.status_code == 200, done.text
-            recorded = done.json()
-            refused = http(doors, "public", "POST", "/feedback", json={"trace_id": answer["trace_id"], "useful": True,
-                                                                        "chunk_ids": [foreign]})  # fmt: skip
-            assert refused.status_code == 400
-            http_refusal = refused.json()["detail"]
-        else:
-            failed, recorded = mcp(doors, "public", "feedback",
-                                   {"trace_id": answer["trace_id"], "useful": True, "chunk_ids": [first]})  # fmt: skip
-            assert not failed, recorded
-            failed, mcp_refusal = mcp(doors, "public", "feedback",
-                                      {"trace_id": answer["trace_id"], "useful": True, "chunk_ids": [foreign]})  # fmt: skip
-            assert failed
-        assert recorded == {"trace_id": answer["trace_id"], "recorded": 1}, send
-    assert mcp_refusal.endswith(f"feedback: {http_refusal['message']}: {http_refusal['chunk_ids']}")
+    def verdict(trace_id: str, chunk_id: str) -> dict:
+        return {"trace_id": trace_id, "useful": True, "chunk_ids": [chunk_id]}
+
+    done = http(
+        doors, "public", "POST", "/feedback", json=verdict(by_http["trace_id"], by_http["results"][0]["chunk_id"])
+    )
+    assert done.status_code == 200 and done.json() == {"trace_id": by_http["trace_id"], "recorded": 1}
+    failed, recorded = mcp(doors, "public", "feedback", verdict(by_mcp["trace_id"], by_mcp["results"][0]["chunk_id"]))
+    assert not failed and recorded == {"trace_id": by_mcp["trace_id"], "recorded": 1}
+
+    refused = http(doors, "public", "POST", "/feedback", json=verdict(by_http["trace_id"], foreign)).json()["detail"]
+    failed, message = mcp(doors, "public", "feedback", verdict(by_mcp["trace_id"], foreign))
+    assert failed and message.endswith(f"feedback: {refused['message']}: {refused['chunk_ids']}")
+
+
+def test_the_front_doors_share_typed_services_and_no_router_reaches_into_another() -> None:
+    """The services are fields of the serving state, and a router takes what it shares with others from
+    ``serving.deps`` or ``serving.services``, never from another router (``compat``'s seed routes are ``/chat``
+    itself, and ``chat`` builds its message as ``/context`` does: those two remain)."""
+    import ast
+    import dataclasses
+    from pathlib import Path
+
+    import serving.routers
+    from serving.state import ServingState
+
+    fields = {f.name: f.type for f in dataclasses.fields(ServingState)}
+    for name in ("query", "gis", "facts", "chunks", "feedback", "context_service"):
+        assert name in fields, name
+    reached = set()
+    for path in Path(serving.routers.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("serving.routers."):
+                reached.add((path.stem, node.module.rsplit(".", 1)[1]))
+    assert reached == {("compat", "chat"), ("chat", "context")}
