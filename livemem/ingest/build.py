@@ -34,6 +34,7 @@ from livemem.ingest.plan import Base, already_indexed, plan_source, source_finge
 from livemem.ingest.rechunk import chunk_files, embed_new, embed_sentences
 from livemem.ingest.segments_writer import write_segments
 from livemem.model.embedding import Embedder
+from livemem.settings import BuildSettings
 from livemem.sources.config import SourcesConfig
 from livemem.sources.gitsource import GitSource
 from livemem.version import PARTS, connect, use_parts
@@ -66,12 +67,14 @@ def build_version(
     force: bool = False,
     commits: dict[str, str] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    settings: BuildSettings | None = None,
 ) -> BuildResult:
     """Stage a new version from the sources; returns what was done (``version_id`` None when nothing changed).
 
     ``commits`` pins sources to given commits instead of their configured refs (``verify --rebuild`` rebuilds
     exactly the commits a published version indexed). ``progress(what, done, total)`` hears how embedding goes
-    (``livemem.ingest.progress.Progress`` turns it into lines with rate and time left).
+    (``livemem.ingest.progress.Progress`` turns it into lines with rate and time left). ``settings``: the build
+    section the entry point read (worker processes, document limits); None: its defaults.
     """
     home.ensure()
     with home.write_lock():
@@ -80,6 +83,7 @@ def build_version(
             embedder = embedder.with_encoder(config.encoder, config.precision)
         builder = _Builder(config, home, embedder, commits)
         builder.progress = progress
+        builder.settings = settings or BuildSettings.defaults()
         return builder.run(force)
 
 
@@ -95,6 +99,7 @@ class _Builder:
         self.base = Base.current(home)
         self.parts = home.root / PARTS
         self.progress: Callable[[str, int, int], None] | None = None
+        self.settings = BuildSettings.defaults()
 
     def _tick(self, name: str, since: float) -> float:
         now = time.perf_counter()
@@ -233,7 +238,7 @@ class _Builder:
             st.deleted_paths = plan.deleted
             t = self._tick("git_list_s", t)
             carry.add(plan)
-            chunked = chunk_files(plan, self.config, self.embedder.model_id)
+            chunked = chunk_files(plan, self.config, self.embedder.model_id, self.settings)
             for row in chunked.skipped:
                 st.skipped[row["reason"]] += 1
             st.truncated_files += len(chunked.truncated)

@@ -424,10 +424,11 @@ _EXTRACT = {"pdf": _pdf, "docx": _docx, "odt": _odt, "html": _html}
 
 _POOL: ProcessPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
+_POOL_MEMORY_MB: int | None = None  # the memory limit the worker of ``_POOL`` was started under
 
 
-def _limits() -> tuple[float, int]:
-    settings = BuildSettings.from_env()  # a bad value: ConfigError naming the variable
+def _limits(settings: BuildSettings | None) -> tuple[float, int]:
+    settings = settings or BuildSettings.defaults()
     return settings.document_timeout, settings.document_memory_mb
 
 
@@ -449,9 +450,12 @@ def _limit_memory(extra_mb: int) -> None:
 
 
 def _pool(memory_mb: int) -> ProcessPoolExecutor:
-    global _POOL
+    global _POOL, _POOL_MEMORY_MB
+    if _POOL is not None and memory_mb != _POOL_MEMORY_MB:
+        _discard_pool()  # a worker under another memory limit: the next one gets this one
     with _POOL_LOCK:
         if _POOL is None:
+            _POOL_MEMORY_MB = memory_mb
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(["livemem.ingest.read"])
             _POOL = ProcessPoolExecutor(1, mp_context=context, initializer=_limit_memory, initargs=(memory_mb,))
@@ -482,14 +486,16 @@ def _extract_text(path: str, raw: bytes) -> Extracted:
         raise DocumentError("too_large", "ran out of its memory limit") from exc
 
 
-def extract_isolated(path: str, raw: bytes) -> Extracted:
-    """``extract`` in a worker process with at most ``LIVEMEM_DOCUMENT_MEMORY_MB`` more address space and
-    ``LIVEMEM_DOCUMENT_TIMEOUT`` seconds; either exceeded raises ``DocumentError`` (``too_large``, ``timeout``)."""
+def extract_isolated(path: str, raw: bytes, settings: BuildSettings | None = None) -> Extracted:
+    """``extract`` in a worker process with at most ``document_memory_mb`` more address space and
+    ``document_timeout`` seconds (``settings``, the build section: ``LIVEMEM_DOCUMENT_MEMORY_MB``,
+    ``LIVEMEM_DOCUMENT_TIMEOUT``; None: their defaults); either exceeded raises ``DocumentError`` (``too_large``,
+    ``timeout``)."""
     if document_format(path) is None:
         raise ValueError(f"{path} is not a document")
     if len(raw) > DOCUMENT_MAX_BYTES:
         raise DocumentError("too_large", f"{len(raw)} bytes, over {DOCUMENT_MAX_BYTES}")
-    timeout, memory_mb = _limits()
+    timeout, memory_mb = _limits(settings)
     future = _pool(memory_mb).submit(_extract_text, path, raw)
     try:
         # named by this process's extractor id: the one its build's plan compared with the base

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,8 @@ class ReadJob:
     max_file_bytes: int
     max_chunk_chars: int
     chunk_tokens: int | None
+    # worker processes and document limits, as the entry point read them (default: the section's defaults)
+    settings: BuildSettings = field(default_factory=BuildSettings.defaults)
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ def read_and_chunk(job: ReadJob, tasks: list[FileTask], git: GitSource) -> Itera
     builds a large corpus needs the usual ``if __name__ == "__main__":`` guard (console scripts, ``python -m``
     and Dagster have one); ``LIVEMEM_BUILD_WORKERS=1`` builds in this process."""
     batches = [tasks[i : i + CHUNK_BATCH_FILES] for i in range(0, len(tasks), CHUNK_BATCH_FILES)]
-    workers = min(build_workers(), len(batches))
+    workers = min(build_workers(job.settings), len(batches))
     if len(tasks) < POOL_MIN_FILES or workers < 2:
         for batch in batches:
             yield _batch_rows(job, batch, git)
@@ -106,9 +108,9 @@ def read_and_chunk(job: ReadJob, tasks: list[FileTask], git: GitSource) -> Itera
     yield from _in_workers(_worker_batch, job, batches, workers)
 
 
-def build_workers() -> int:
+def build_workers(settings: BuildSettings) -> int:
     """Worker processes a large build reads and chunks with: ``LIVEMEM_BUILD_WORKERS``, else one per core."""
-    workers = BuildSettings.from_env().workers  # a bad value: ConfigError naming the variable
+    workers = settings.workers
     return (os.cpu_count() or 1) if workers is None else max(1, workers)
 
 
@@ -185,7 +187,7 @@ def _batch_rows(job: ReadJob, batch: list[FileTask], git: GitSource) -> BatchRow
             reason = "lfs_pointer"
         elif document:
             try:
-                doc = extract_isolated(task.path, raw)
+                doc = extract_isolated(task.path, raw, job.settings)
             except DocumentError as exc:
                 reason = exc.reason
                 log.warning("source %s: %s skipped (%s)", src.name, task.path, exc)

@@ -19,6 +19,7 @@ from livemem.ingest.plan import FilePlan
 from livemem.ingest.read import FileTask, ReadJob, read_and_chunk, skip_row
 from livemem.model.embed_cache import EmbeddingCache, Store
 from livemem.model.embedding import Embedder
+from livemem.settings import BuildSettings
 from livemem.sources.config import SourcesConfig
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ class Chunked:
     truncated: list[tuple[str, int]] = field(default_factory=list)  # (path, size) of files indexed in part
 
 
-def chunk_files(plan: FilePlan, config: SourcesConfig, model_id: str) -> Chunked:
+def chunk_files(plan: FilePlan, config: SourcesConfig, model_id: str, settings: BuildSettings) -> Chunked:
     """Rows, parent rows and skipped-file rows of the rebuilt files, in path order: read and chunked in batches,
     by worker processes when there are many files (``read_and_chunk``). A file whose path cannot be indexed (a
     name that is not UTF-8, or ``..``, ``.git``, a ``/`` inside a name: ``TreeEntry.problem``) is reported as
@@ -44,6 +45,7 @@ def chunk_files(plan: FilePlan, config: SourcesConfig, model_id: str) -> Chunked
     found = history(plan, named)
     job = ReadJob(
         plan.source, str(plan.git.path), model_id, config.max_file_bytes, config.max_chunk_chars, config.chunk_tokens,
+        settings,
     )  # fmt: skip
     created = {p: None if p in plan.new else plan.base_created.get(p) for p in named}
     tasks = [FileTask(p, plan.tree[p], found[p], created[p]) for p in sorted(named)]

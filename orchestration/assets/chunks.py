@@ -144,8 +144,9 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         embedder: EmbedderResource,
     ) -> Output[dict[str, Any]]:
         home = index_store.home()
-        progress = Progress(context.log.info, BuildSettings.from_env().progress_interval_s)
-        result = build_version(git_sources.load(), home, embedder.embedder(), progress=progress)
+        settings = BuildSettings.from_env()  # read once here, passed down to the read and extraction workers
+        progress = Progress(context.log.info, settings.progress_interval_s)
+        result = build_version(git_sources.load(), home, embedder.embedder(), progress=progress, settings=settings)
         context.log.info(result.reason if not result.staged else f"staged version {result.version_id}")
         meta = _build_metadata(result)
         if progress.steps:  # what embedding took: counts, seconds, rate

@@ -16,6 +16,7 @@ from support.build_workers import task
 from livemem.errors import LivingMemoryError
 from livemem.ingest import read as read_module
 from livemem.ingest.build import build_version
+from livemem.settings import BuildSettings
 from livemem.sources.config import load_sources
 from livemem.sources.gitsource import GitSource
 from livemem.version import connect
@@ -66,10 +67,10 @@ def test_a_build_in_worker_processes_is_the_build_of_one_process(tmp_path, make_
     monkeypatch.setattr(read_module, "_in_workers", spy)
     results = {}
     for workers in ("1", "2"):
-        monkeypatch.setenv("LIVEMEM_BUILD_WORKERS", workers)
         monkeypatch.setattr(read_module, "POOL_MIN_FILES", 10)
         home = IndexHome(tmp_path / f"index-{workers}")
-        results[workers] = (home, build_version(config, home, embedder))
+        settings = BuildSettings.defaults(workers=int(workers))
+        results[workers] = (home, build_version(config, home, embedder, settings=settings))
     assert pooled == [2]  # only the second build used worker processes
 
     (home_1, one), (home_2, two) = results["1"], results["2"]
@@ -129,11 +130,10 @@ def test_a_failed_large_build_leaves_the_published_version_and_no_segment(
     home.publish(first.version_id, first.base_version, config.retention)
     repo.commit({f"docs/new-{i}.md": f"# New {i}\n\nfresh text {i}\n" for i in range(20)})
     monkeypatch.setattr(read_module, "POOL_MIN_FILES", 10)
-    monkeypatch.setenv("LIVEMEM_BUILD_WORKERS", "2")
     monkeypatch.setattr(read_module, "CHUNK_BATCH_FILES", 5)
     monkeypatch.setattr(read_module, "_worker_batch", _die_in_second_batch_of_real_files)
     with pytest.raises(LivingMemoryError, match="worker process died"):
-        build_version(config, home, embedder)
+        build_version(config, home, embedder, settings=BuildSettings.defaults(workers=2))
     assert home.current() == first.version_id
     assert sorted(p.name for p in (home.root / "parts").iterdir()) == [s["id"] for s in first.manifest["segments"]]
 

@@ -20,6 +20,7 @@ from livemem.ingest import checks
 from livemem.ingest.build import build_version
 from livemem.ingest.documents import extract
 from livemem.ingest.provenance import verify_chunk
+from livemem.settings import BuildSettings
 from livemem.sources.config import load_sources
 from livemem.version.store import IndexHome
 
@@ -272,8 +273,8 @@ def test_documents_in_build_worker_processes_give_the_same_version(tmp_path, mak
     monkeypatch.setattr(read_module, "POOL_MIN_FILES", 2)
     results = {}
     for workers in ("1", "2"):
-        monkeypatch.setenv("LIVEMEM_BUILD_WORKERS", workers)
-        results[workers] = build_version(config, IndexHome(tmp_path / f"index-{workers}"), embedder)
+        settings = BuildSettings.defaults(workers=int(workers))
+        results[workers] = build_version(config, IndexHome(tmp_path / f"index-{workers}"), embedder, settings=settings)
     one, two = results["1"], results["2"]
     assert one.manifest["segments"] == two.manifest["segments"]
     assert dict(one.sources["docs"].skipped) == dict(two.sources["docs"].skipped) == {"encrypted": 1}

@@ -14,6 +14,7 @@ from livemem.ingest import chunking, documents
 from livemem.ingest.chunking import chunk_file
 from livemem.ingest.documents import DocumentError, Extracted, extract, extract_isolated
 from livemem.ingest.read import _chunk_pages
+from livemem.settings import BuildSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 FLYERS = ROOT / "examples" / "corpus" / "benefits" / "flyers"
@@ -174,31 +175,28 @@ def pdf_with_content(content: bytes) -> bytes:
     return out + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
 
 
-def test_decompression_bomb_pdf_meets_the_worker_memory_limit(monkeypatch) -> None:
+def test_decompression_bomb_pdf_meets_the_worker_memory_limit() -> None:
     bomb = pdf_with_content(b"BT /F1 12 Tf 72 720 Td (Hello) Tj ET\n" + b" " * (150 << 20))
     assert len(bomb) < 400_000
-    monkeypatch.setenv("LIVEMEM_DOCUMENT_MEMORY_MB", "64")
-    documents._discard_pool()  # a worker started under the new limit
+    limits = BuildSettings.defaults(document_memory_mb=64)  # a worker started under this limit
     try:
         with pytest.raises(DocumentError) as caught:
-            extract_isolated("bomb.pdf", bomb)
+            extract_isolated("bomb.pdf", bomb, limits)
         assert caught.value.reason == "too_large"
         small = pdf_with_content(b"BT /F1 12 Tf 72 720 Td (Hello flyer) Tj ET\n")
-        assert extract_isolated("ok.pdf", small).text == "Hello flyer"  # the next document gets a fresh worker
+        assert extract_isolated("ok.pdf", small, limits).text == "Hello flyer"  # the next document gets a fresh worker
     finally:
         documents._discard_pool()
 
 
-def test_a_document_over_its_deadline_is_reported_and_the_worker_ended(monkeypatch) -> None:
+def test_a_document_over_its_deadline_is_reported_and_the_worker_ended() -> None:
     raw = (PDFS / "004-pdflatex-4-pages/pdflatex-4-pages.pdf").read_bytes()
-    monkeypatch.setenv("LIVEMEM_DOCUMENT_TIMEOUT", "0.001")
     documents._discard_pool()
     try:
         with pytest.raises(DocumentError) as caught:
-            extract_isolated("slow.pdf", raw)
+            extract_isolated("slow.pdf", raw, BuildSettings.defaults(document_timeout=0.001))
         assert caught.value.reason == "timeout" and documents._POOL is None
-        monkeypatch.setenv("LIVEMEM_DOCUMENT_TIMEOUT", "60")
-        assert len(extract_isolated("slow.pdf", raw).pages) == 4
+        assert len(extract_isolated("slow.pdf", raw, BuildSettings.defaults(document_timeout=60)).pages) == 4
     finally:
         documents._discard_pool()
 
@@ -218,7 +216,7 @@ def _extract_in_child(raw: bytes, queue) -> None:  # a spawned process: multipro
     from livemem.ingest.documents import extract_isolated as isolated
 
     try:
-        isolated("bomb.pdf", raw)
+        isolated("bomb.pdf", raw, BuildSettings.defaults(document_memory_mb=64))
         outcome: tuple = ("extracted",)
     except Error as exc:
         outcome = ("refused", exc.reason)
@@ -227,14 +225,13 @@ def _extract_in_child(raw: bytes, queue) -> None:  # a spawned process: multipro
     # the process then ends: its extraction worker must not keep it from exiting
 
 
-def test_the_memory_limit_holds_in_a_multiprocessing_child_too(monkeypatch) -> None:
+def test_the_memory_limit_holds_in_a_multiprocessing_child_too() -> None:
     """A Dagster multiprocess step or a build worker (both started by multiprocessing) extracts in a worker of its
     own too: a bomb is refused ``too_large`` there, the next document is extracted, and the process then exits
     (it joins its live children when it ends: the extraction worker is ended first, not waited for forever)."""
     import multiprocessing
 
     bomb = pdf_with_content(b"BT /F1 12 Tf 72 720 Td (Hello) Tj ET\n" + b" " * (150 << 20))
-    monkeypatch.setenv("LIVEMEM_DOCUMENT_MEMORY_MB", "64")
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     child = context.Process(target=_extract_in_child, args=(bomb, queue))

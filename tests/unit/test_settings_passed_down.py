@@ -32,10 +32,6 @@ REMAINING = {
     ("livemem/version/vectors.py", "server_address", "ChromaSettings.from_env"),
     ("livemem/version/mapped.py", "*", "CacheSettings.from_env"),
     ("livemem/sources/config.py", "uses_chroma", "ChromaSettings.from_env"),
-    # Next: build_version takes BuildSettings and hands them to its read and extraction worker processes (today
-    # they inherit the variables, which is how a spawned worker sees the entry point's values).
-    ("livemem/ingest/read.py", "build_workers", "BuildSettings.from_env"),
-    ("livemem/ingest/documents.py", "_limits", "BuildSettings.from_env"),
     # Next: their callers are the serving memory service and router (serving/services/memory.py,
     # serving/routers/memory.py), the MCP persona tools and the chat router, which will hand over their section.
     ("livemem/answer/personal.py", "personal_dir_from_env", "def"),
