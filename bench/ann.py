@@ -240,7 +240,7 @@ def report_md(results: dict[str, Any]) -> str:
         for name, v in s.items():
             if not isinstance(v, dict) or "build_s" not in v:
                 continue
-            rec = " / ".join(f"{v[f'k{k}']['recall_at_10']:.3f}" for k in CANDIDATES)
+            rec = " / ".join(f"{v[f'k{k}']['recall_at_10']:.4f}" for k in CANDIDATES)
             lines.append(
                 f"| {s['size']:,} | {cos} | {name} | {v['build_s']} s | {v['bytes'] / 1e6:.0f} MB | {v['load_s']} s "
                 f"| {rec} | {v['k40']['p50_ms']} / {v['k40']['p99_ms']} |"
