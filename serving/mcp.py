@@ -73,7 +73,7 @@ from livemem.usage.traces import (
 )
 from livemem.version.history import summary as version_summary
 from livemem.version.reader import Snapshot
-from serving.deps import visible_manifest
+from serving.deps import visible_manifest, without_server_paths
 from serving.models import UUID_PATTERN, ChunkResponse, FeedbackResponse, QueryFilters, QueryRequest
 from serving.models.context import ChatResponse, ContextResponse
 from serving.models.gis import GisQueryRequest, GisQueryResponse
@@ -233,11 +233,12 @@ class McpContext:
         return context_service(self.state)
 
     def snapshot(self, error: type[Exception] = ToolError) -> Snapshot:
-        """The served snapshot; nothing published (or nothing readable) is ``error`` saying so."""
+        """The served snapshot; nothing published (or nothing readable) is ``error`` saying so (without server
+        paths, as HTTP's 503 says it)."""
         try:
             return self.state.reader.snapshot()
         except LivingMemoryError as exc:
-            raise error(str(exc)) from None
+            raise error(without_server_paths(str(exc))) from None
 
     def require_operator(self, what: str) -> None:
         if not self.is_operator:
@@ -285,10 +286,10 @@ def tool_errors() -> Iterator[None]:
     """A service's ``ServiceError`` (what HTTP answers with its status) as an MCP tool error saying the same."""
     try:
         yield
-    except ServiceError as exc:
-        raise ToolError(exc.message) from None
+    except ServiceError as exc:  # a 5xx says what failed on the server, never where it lives (as the app's handler)
+        raise ToolError(without_server_paths(exc.message) if exc.status_code >= 500 else exc.message) from None
     except LivingMemoryError as exc:  # nothing published, or a version that cannot be read
-        raise ToolError(str(exc)) from None
+        raise ToolError(without_server_paths(str(exc))) from None
 
 
 # --- the tools: what each answers (their schemas, the MCP surface, are declared in build_server) ---------------------

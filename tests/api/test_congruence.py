@@ -205,3 +205,24 @@ def test_the_front_doors_share_typed_services_and_no_router_reaches_into_another
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("serving.routers."):
                 reached.add((path.stem, node.module.rsplit(".", 1)[1]))
     assert reached == {("compat", "chat"), ("chat", "context")}
+
+
+def test_before_anything_is_published_every_door_says_so_alike(tmp_path, embedder, monkeypatch) -> None:
+    from fastapi.testclient import TestClient
+
+    import orchestration.cli as cli
+    from serving.app import create_app
+    from serving.mcp import build_server
+    from serving.settings import Settings
+    from serving.state import ServingState
+
+    settings = Settings(index_dir=tmp_path / "rag_index", warm_up=False)
+    with TestClient(create_app(settings, embedder)) as client:
+        refused = client.post("/query", json={"query": "heating"})
+    assert refused.status_code == 503 and str(tmp_path) not in refused.text
+    doors = {"mcp": {"public": build_server(ServingState.from_settings(settings, embedder))}}
+    failed, message = mcp(doors, "public", "query", {"query": "heating"})
+    assert failed and message.endswith(f"query: {refused.json()['detail']}")
+    monkeypatch.setattr(cli, "query_embedder", lambda _settings: embedder, raising=False)
+    done = CliRunner().invoke(cli.app, ["--index-dir", str(tmp_path / "rag_index"), "query", "heating", "--json"])
+    assert done.exit_code == 1 and "no index published" in done.output
