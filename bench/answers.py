@@ -71,7 +71,7 @@ def main() -> None:
     from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
     from serving.app import create_app
-    from serving.context_service import ContextService
+    from serving.services.context import ContextService
     from serving.settings import Settings
 
     suite = load_suite(args.suite)

@@ -403,6 +403,7 @@ def query_embedder(settings: ServingSettings):
         encoder=settings.encoder,
         query_precision=settings.query_precision,
         precision=settings.index_precision,
+        onnx_cache_dir=settings.onnx_cache,  # LIVEMEM_ONNX_CACHE, as the serving app keeps its export
     )
 
 
@@ -417,10 +418,20 @@ def query(
     ] = None,
     county: Annotated[str | None, typer.Option(help="only chunks of this county (sources' metadata rules)")] = None,
     documents: Annotated[bool, typer.Option("--documents", help="whole parent documents, once each")] = False,
+    version: Annotated[
+        str | None, typer.Option("--version", help="answer from this kept version (an id, or current)")
+    ] = None,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of", help="answer from the version CURRENT named at this ISO date-time, or holding a commit"
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="the body POST /query answers with")] = False,
 ) -> None:
     """Ask the current version directly (no server), as the given role: the serving app's query service, with its
-    settings (fusion, roles, cache, traces), so the answer is the one POST /query gives."""
+    settings (fusion, roles, cache, traces), so the answer is the one POST /query gives. ``--version`` /
+    ``--as-of``: ask an older kept version (docs/versions.md); the answer says which one answered."""
     from pydantic import ValidationError
 
     from serving.models import QueryFilters, QueryRequest
@@ -435,7 +446,7 @@ def query(
     try:
         request = QueryRequest(
             query=text, top_k=top_k, mode=mode, collections=collection or None, filters=QueryFilters(county=county),
-            return_="documents" if documents else "chunks",
+            return_="documents" if documents else "chunks", version=version, as_of=as_of,
         )  # fmt: skip
     except ValidationError as exc:
         fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)))
@@ -454,6 +465,9 @@ def query(
     if as_json:
         console.print_json(json.dumps(answer.body, default=str))
         return
+    answered_from = answer.body.get("answered_from")
+    if answered_from and not answered_from.get("current"):
+        console.print(f"[yellow]answered from version {answered_from['version_id']}, not the current one[/yellow]")
     for rank, r in enumerate(answer.body["results"], start=1):
         prov = r["provenance"]
         heading = " > ".join(r["metadata"].get("heading_path") or [])

@@ -92,6 +92,7 @@ from serving.models.mcp import (
 from serving.models.resources import ResourcesResponse
 from serving.services.context import context_service
 from serving.services.errors import ServiceError
+from serving.services.versions import narrowed_today, snapshot_for
 
 ZIP_PATTERN = r"^\d{5}$"
 REINDEX_JOBS = ("build_index", "export_gbim", "verify_registry")
@@ -240,6 +241,13 @@ class McpContext:
         except LivingMemoryError as exc:
             raise error(without_server_paths(str(exc))) from None
 
+    def snapshot_at(self, version: str | None, as_of: str | None) -> tuple[Snapshot, dict | None]:
+        """The snapshot a ``context`` / ``chat`` call answers from: CURRENT, or the kept version ``version`` /
+        ``as_of`` names (``serving.services.versions.snapshot_for``, as HTTP), with which one answered."""
+        current = self.snapshot()
+        with tool_errors():
+            return snapshot_for(self.state, self.role, version, as_of, current)
+
     def require_operator(self, what: str) -> None:
         if not self.is_operator:
             allowed = ", ".join(self.operator_roles) or "none configured (LIVEMEM_MCP_OPERATOR_ROLES)"
@@ -302,10 +310,12 @@ def tool_query(
     mode: str,
     documents: bool = False,
     consider_also: int = 3,
+    version: str | None = None,
+    as_of: str | None = None,
 ) -> QueryOutput:
     request = QueryRequest(
         query=query, top_k=top_k, collections=collections, filters=QueryFilters(county=county), mode=mode,
-        return_="documents" if documents else "chunks", consider_also=consider_also,
+        return_="documents" if documents else "chunks", consider_also=consider_also, version=version, as_of=as_of,
     )  # fmt: skip
     with tool_errors():
         answer = ctx.state.query.answer(request, ctx.role, caller=f"mcp:{ctx.role.name}", agent="mcp")
@@ -335,12 +345,21 @@ def tool_resources(
 
 
 def tool_context(
-    ctx: McpContext, message: str, county: str | None, zip: str | None, top_k: int | None, persona: str | None
+    ctx: McpContext,
+    message: str,
+    county: str | None,
+    zip: str | None,
+    top_k: int | None,
+    persona: str | None,
+    version: str | None = None,
+    as_of: str | None = None,
 ) -> ContextResponse:
-    snap = ctx.snapshot()
+    snap, answered_from = ctx.snapshot_at(version, as_of)
     service = ctx.service()
     request, role_used = ctx.as_persona(snap, ContextRequest(message, county, zip, {}, top_k), persona)
-    return ContextResponse.model_validate(service.context(snap, service.caller(role_used), request))
+    request = narrowed_today(request, snap, ctx.state, role_used, answered_from)
+    found = service.context(snap, service.caller(role_used), request)
+    return ContextResponse.model_validate({**found, "answered_from": answered_from})
 
 
 def tool_chat(
@@ -351,12 +370,16 @@ def tool_chat(
     top_k: int | None,
     persona: str | None,
     thread_id: str | None,
+    version: str | None = None,
+    as_of: str | None = None,
 ) -> ChatResponse:
-    snap = ctx.snapshot()
+    snap, answered_from = ctx.snapshot_at(version, as_of)
     service = ctx.service()
     plain = ContextRequest(message, county, zip, {}, top_k, thread_id)
     request, role_used = ctx.as_persona(snap, plain, persona)
-    return ChatResponse.model_validate(chat_body(service.chat(snap, service.caller(role_used), request)))
+    request = narrowed_today(request, snap, ctx.state, role_used, answered_from)
+    body = chat_body(service.chat(snap, service.caller(role_used), request))
+    return ChatResponse.model_validate({**body, "answered_from": answered_from})
 
 
 def tool_feedback(
@@ -631,6 +654,16 @@ def build_server(
         ),
     ]
     Message = Annotated[str, Field(min_length=1, max_length=4000, description="the person's message, as written")]
+    Version = Annotated[
+        str | None,
+        Field(max_length=64, description="answer from this kept index version (its id, or `current`) instead of "
+              "CURRENT; the answer's answered_from says which (docs/versions.md)"),
+    ]  # fmt: skip
+    AsOf = Annotated[
+        str | None,
+        Field(max_length=64, description="answer from the version that was CURRENT at this ISO 8601 date-time, or "
+              "the newest kept version holding this commit of a source (docs/versions.md)"),
+    ]  # fmt: skip
     TopK = Annotated[int | None, Field(ge=1, le=50, description="text passages (default 6)")]
 
     @server.tool(annotations=READ_ONLY)
@@ -649,11 +682,13 @@ def build_server(
         consider_also: Annotated[
             int, Field(ge=0, le=10, description="related high-attention chunks to suggest beside the results")
         ] = 3,
+        version: Version = None,
+        as_of: AsOf = None,
     ) -> QueryOutput:
         """Search the chunks of the indexed repositories this role may read; returns chunks (or whole documents)
         with provenance (file, commit, time), scores (also on one 0..1 scale: score_normalized), suggestions
         (consider_also) and a trace_id for `feedback`: the answer POST /query gives."""
-        return tool_query(ctx, query, top_k, county, collections, mode, documents, consider_also)
+        return tool_query(ctx, query, top_k, county, collections, mode, documents, consider_also, version, as_of)
 
     @server.tool(annotations=READ_ONLY)
     def gis_query(
@@ -681,11 +716,17 @@ def build_server(
 
     @server.tool(annotations=READ_ONLY)
     def context(
-        message: Message, county: County = None, zip: Zip = None, top_k: TopK = None, persona: Persona = None
+        message: Message,
+        county: County = None,
+        zip: Zip = None,
+        top_k: TopK = None,
+        persona: Persona = None,
+        version: Version = None,
+        as_of: AsOf = None,
     ) -> ContextResponse:
         """Route a message (intents, place, eligibility) and return its evidence by source (text passages, facts,
         places, registry programs), the prompt built from it, and a trace_id for `feedback`."""
-        return tool_context(ctx, message, county, zip, top_k, persona)
+        return tool_context(ctx, message, county, zip, top_k, persona, version, as_of)
 
     @server.tool(annotations=READ_ONLY)
     def chat(
@@ -695,10 +736,12 @@ def build_server(
         top_k: TopK = None,
         persona: Persona = None,
         thread_id: Annotated[str | None, Field(max_length=128, description="the conversation, audited")] = None,
+        version: Version = None,
+        as_of: AsOf = None,
     ) -> ChatResponse:
         """Answer a message from the living memory: `context`, then an answer from the configured model (or quoted
         from the evidence) with numbered citations of chunks, facts, places and programs."""
-        return tool_chat(ctx, message, county, zip, top_k, persona, thread_id)
+        return tool_chat(ctx, message, county, zip, top_k, persona, thread_id, version, as_of)
 
     @server.tool()
     def feedback(

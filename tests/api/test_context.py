@@ -111,7 +111,7 @@ def test_oak_hill_evidence_kept_apart_with_facts_and_citations(client):
 def test_context_does_not_wait_for_the_trace_or_audit_file(client):
     """/context (and /chat, which answers through it) queues its usage events and its audit record: trace and audit
     files locked elsewhere delay them, not the answer, and both land once the files are free."""
-    from serving.context_service import context_service
+    from serving.services.context import context_service
 
     state = client.app.state.serving
     writers = [state.traces, context_service(state).audit]

@@ -28,7 +28,7 @@ TOOLS = {
 
 @pytest.fixture(scope="module")
 def state(tmp_path_factory, embedder):
-    from serving.context_service import ContextService
+    from serving.services.context import ContextService
     from serving.settings import Settings
     from serving.state import ServingState
 
@@ -240,8 +240,8 @@ def test_answer_cache_stats_warm_up_and_invalidation(server, operator) -> None:
 
 
 def test_invalidation_empties_the_persistent_tier_other_processes_read(state, embedder, tmp_path) -> None:
-    from serving.context_service import ContextService
     from serving.mcp import build_server
+    from serving.services.context import ContextService
     from serving.state import ServingState
 
     def process(role: str):

@@ -22,7 +22,7 @@ from livemem.version.store import IndexHome
 from orchestration.assets.personal_memory import personal_memory, personal_memory_readable
 from orchestration.resources import EmbedderResource, IndexStoreResource
 from serving.app import create_app
-from serving.context_service import ContextService
+from serving.services.context import ContextService
 from serving.settings import Settings
 
 KEY_A, KEY_B = "key-of-alice-0123456789", "key-of-bob-0123456789"

@@ -213,3 +213,52 @@ def test_openai_chat_completions_take_version_as_an_extension_field(client, hist
     assert "mingo-county.md" not in passages(extra["evidence"])
     missing = client.post("/v1/chat/completions", json={**body, "living_memory": {"as_of": "2001-01-01"}})
     assert missing.status_code == 404 and "no version was published" in missing.json()["error"]["message"]
+
+
+# --- the other front doors: MCP tools and `livemem query` -----------------------------------------------------
+def mcp_call(server, tool: str, arguments: dict) -> tuple[bool, object]:
+    import anyio
+    from mcp import Client
+
+    async def run():
+        async with Client(server) as client:
+            return await client.call_tool(tool, arguments)
+
+    result = anyio.run(run)
+    return result.is_error, (result.content[0].text if result.is_error else result.structured_content)
+
+
+def test_mcp_tools_and_the_cli_answer_from_a_named_version_too(history, embedder) -> None:
+    """`query`, `context` and `chat` over MCP and `livemem query --version/--as-of` answer from the version named, say
+    so (answered_from, not current), and refuse an unknown one as HTTP does."""
+    from serving.mcp import build_server
+    from serving.state import ServingState
+
+    settings = Settings(index_dir=history["home"].root, warm_up=False, api_keys=API_KEYS)
+    server = build_server(ServingState.from_settings(settings, embedder), role="public", operator_roles=())
+    failed, old = mcp_call(server, "query", {"query": "fetch_memory client code", "version": history["v1"]})
+    assert not failed, old
+    assert old["index_version"] == history["v1"] and old["answered_from"]["current"] is False
+    assert "client.py" in paths(old)  # deleted in v2
+    failed, now = mcp_call(server, "query", {"query": "fetch_memory client code"})
+    assert not failed and now["answered_from"] is None and "client.py" not in paths(now)
+    message = {"message": "Where do SNAP applications in Mingo County go?"}
+    failed, then = mcp_call(server, "context", {**message, "version": history["v1"]})
+    assert not failed, then
+    assert then["index_version"] == history["v1"] and then["answered_from"]["how"] == "version"
+    assert "mingo-county.md" not in passages(then)  # Mingo was added in v2
+    failed, chat = mcp_call(server, "chat", {**message, "as_of": git_head(history["repo"])})
+    assert not failed and chat["index_version"] == history["v3"] and chat["answered_from"]["current"] is True
+    failed, missing = mcp_call(server, "query", {"query": "SNAP", "version": "20990101T000000000000Z"})
+    assert failed and "no kept version" in missing
+
+    runner = CliRunner()
+    base = ["--index-dir", str(history["home"].root), "query", "fetch_memory client code", "--role", "public"]
+    answered = runner.invoke(cli, [*base, "--version", history["v1"], "--json"])
+    assert answered.exit_code == 0, answered.output
+    body = json.loads(answered.output)
+    assert body["index_version"] == history["v1"] and "client.py" in paths(body)
+    shown = runner.invoke(cli, [*base, "--version", history["v1"]])
+    assert shown.exit_code == 0 and f"answered from version {history['v1']}, not the current one" in shown.output
+    unknown = runner.invoke(cli, [*base, "--as-of", "2001-01-01"])
+    assert unknown.exit_code == 1 and "no version was published" in unknown.output

@@ -32,7 +32,7 @@ def example_index(tmp_path_factory) -> IndexHome:
 def make_app(home: IndexHome, embedder, web=None, **settings):
     """The serving app with a context service using ``settings`` (no warm-up unless asked)."""
     from serving.app import create_app
-    from serving.context_service import ContextService
+    from serving.services.context import ContextService
     from serving.settings import Settings
 
     app = create_app(Settings(index_dir=home.root, warm_up=False, api_keys={INTERNAL_KEY: "internal"}), embedder)
