@@ -16,7 +16,8 @@ packages listed before it and the shared modules listed last (the ``layers`` con
 - ``ingest``    chunking, reading files, building a version (``build`` runs ``plan``, ``carry``, ``rechunk``,
   ``segments_writer``, ``chroma_mirror``, ``manifest``), its checks and its proof
 - ``registry``, ``gbim``: the local_resources registry, the GBIM export
-- ``answer``    a message → an auditable evidence set → an answer (context, graph, conversation, chat, web, personal),
+- ``personal``  each user's own memory beside the corpus: its log, snapshots, the view a request reads, consolidation
+- ``answer``    a message → an auditable evidence set → an answer (context, graph, conversation, chat, web),
   and the shapes the front doors return (``results``)
 - ``settings`` (every environment variable), ``errors``, ``dates``, ``duck``, ``schemas``: shared by every step
 """

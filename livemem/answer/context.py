@@ -135,7 +135,7 @@ def build_context(
         if pool:
             found, candidates = text_search(snap, retriever, request, vector, collections, sq, pool, settings.min_dense)
         if mine:
-            found = mine.nudge(found, sq.counties, corpus_k)  # this user's feedback, bounded (livemem.answer.personal)
+            found = mine.nudge(found, sq.counties, corpus_k)  # this user's feedback, bounded (livemem.personal)
         sections["unstructured"] = [passage(r) for r in found]
         queried.extend(collections)
         tick("text")

@@ -39,7 +39,7 @@ class ContextRequest:
     max_words: int | None = None  # the answer budget (None: the persona's, else ``answer_words``)
     conversation: dict[str, Any] | None = None  # what the conversation carried (route.conversation)
     personal: Any = (
-        None  # livemem.answer.personal.PersonalView: the caller's own memory, its mix and nudges (None: unused)
+        None  # livemem.personal.PersonalView: the caller's own memory, its mix and nudges (None: unused)
     )
 
 

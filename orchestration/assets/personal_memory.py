@@ -3,7 +3,7 @@
 ``personal_memory`` applies deletions (tombstones), drops what is past retention, merges duplicates, embeds the
 cards and exchanges with the project's embedder (reusing the previous snapshot's vectors), writes the snapshot
 (temp + rename, then ``CURRENT``), and only then purges the covered rows from the log and deletes older snapshots.
-``personal_memory_readable`` checks what readers will load. The logic is ``livemem.answer.personal.consolidate``;
+``personal_memory_readable`` checks what readers will load. The logic is ``livemem.personal.consolidate``;
 docs/personal-memory.md.
 """
 
@@ -25,7 +25,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from livemem.answer import personal
+from livemem import personal
 from livemem.settings import PersonalSettings
 from orchestration.resources import EmbedderResource, IndexStoreResource
 
@@ -88,7 +88,7 @@ def personal_memory_readable(index_store: IndexStoreResource) -> AssetCheckResul
     snapshot_id = personal.current_snapshot_id(directory)
     if snapshot_id is None:
         return AssetCheckResult(passed=False, description="no CURRENT snapshot")
-    snap = personal.load_snapshot(directory, snapshot_id)
+    snap = personal.load_memory_snapshot(directory, snapshot_id)
     problems: list[str] = []
     if len(snap.items) != len(snap.vectors):
         problems.append(f"{len(snap.items)} items but {len(snap.vectors)} vectors")

@@ -1,7 +1,7 @@
 """/memory: the caller's personal memory (cards, remembered exchanges, feedback), and what /context, /chat and
 /feedback take from it (docs/personal-memory.md).
 
-Personal memory is a store of its own (``livemem.answer.personal``): the routes append to its log and read the user's
+Personal memory is a store of its own (``livemem.personal``): the routes append to its log and read the user's
 view; the index is never written. Every use needs an API key: the user is the key (only its hash is kept), or a
 ``user_id`` within it, so no caller can read or delete another key's memory.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Query, Request
 
-from livemem.answer import personal
+from livemem import personal
 from serving.deps import CallerRole, State, thread_scope
 from serving.models import ErrorBody
 from serving.models.context import USER_ID_PATTERN

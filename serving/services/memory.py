@@ -1,7 +1,7 @@
 """What /context, /chat and /feedback take from a caller's personal memory (docs/personal-memory.md), and who that
 caller is: the routes of /memory use the same (``serving.routers.memory``).
 
-Personal memory is a store of its own (``livemem.answer.personal``); every use needs an API key: the user is the
+Personal memory is a store of its own (``livemem.personal``); every use needs an API key: the user is the
 key's scope (only its hash is kept), or a ``user_id`` within it, so no caller can read another key's memory."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from livemem.answer import personal
+from livemem import personal
 from livemem.answer.conversation import ANONYMOUS_SCOPE, caller_scope
 from livemem.answer.routing import ContextRequest as Message
 from serving.services.errors import ServiceError
@@ -72,6 +72,6 @@ def remember_exchange(state: ServingState, message: Message, result: dict[str, A
 
 
 def record_feedback(state: ServingState, scope: str, user_id: str | None, chunk_ids: list[str], useful: bool):
-    """/feedback with ``personal: true``: the chunks are nudged for this user only (``livemem.answer.personal``)."""
+    """/feedback with ``personal: true``: the chunks are nudged for this user only (``livemem.personal``)."""
     user = user_of(state, scope, user_id)
     return admitted(lambda: personal.add_feedback(store_dir(state), user, chunk_ids, useful))

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from support.locks import locks_held, postgres_table_locked, sqlite_locked
 from support.serving import build_and_publish, make_workspace
 
-from livemem.answer import personal
+from livemem import personal
 from livemem.settings import ContextSettings
 from livemem.version.store import IndexHome
 from orchestration.assets.personal_memory import personal_memory, personal_memory_readable
@@ -257,7 +257,7 @@ def test_a_store_locked_elsewhere_is_a_503_then_works_again(client, any_store) -
 
 
 def test_a_full_memory_refuses_new_cards(client, store, monkeypatch) -> None:
-    monkeypatch.setattr(personal, "MAX_ITEMS", 2)
+    monkeypatch.setattr(personal.writes, "MAX_ITEMS", 2)  # where the writes check it
     for text in ("one", "two"):
         assert client.post("/memory", json={"text": text}, headers=ALICE).status_code == 201
     full = client.post("/memory", json={"text": "three"}, headers=ALICE)
@@ -300,7 +300,7 @@ def test_consolidation_expires_merges_duplicates_and_applies_card_deletions(any_
     meta = consolidate(home, retention_days=30)
     purged = meta["purged_log_rows"].value
     assert "| expired | 1 |" in purged and "| duplicates | 1 |" in purged and "| deleted | 1 |" in purged
-    snap = personal.load_snapshot(store, meta["snapshot"].value)
+    snap = personal.load_memory_snapshot(store, meta["snapshot"].value)
     assert [i["item_id"] for i in snap.items] == ["a"]
     assert snap.feedback == [{"user": "v", "chunk_id": "chunk-1", "votes": 1}]
     assert personal.read_view(store, "v").nudges() == {"chunk-1": 1.25}

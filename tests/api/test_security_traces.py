@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from support.context import INTERNAL_KEY, example_index
 from support.servers import uvicorn
 
-from livemem.answer import personal
+from livemem import personal
 from livemem.usage.attention import compute_signals, read_day
 from serving.app import create_app
 from serving.settings import Settings

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from livemem.answer.chat import personas
-from livemem.answer.personal import personal_dir_from_env, retention_days_from_env
 from livemem.answer.web import web_gateway
 from livemem.errors import ConfigError
 from livemem.model.embedding import Embedder
+from livemem.personal import personal_dir_from_env, retention_days_from_env
 from livemem.settings import (
     DEFAULT_INDEX_DIR,
     DEFAULT_SOURCES_FILE,

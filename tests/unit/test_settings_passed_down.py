@@ -34,14 +34,14 @@ REMAINING = {
     ("livemem/sources/config.py", "uses_chroma", "ChromaSettings.from_env"),
     # Next: their callers are the serving memory service and router (serving/services/memory.py,
     # serving/routers/memory.py), the MCP persona tools and the chat router, which will hand over their section.
-    ("livemem/answer/personal.py", "personal_dir_from_env", "def"),
-    ("livemem/answer/personal.py", "personal_dir_from_env", "PersonalSettings.from_env"),
-    ("livemem/answer/personal.py", "retention_days_from_env", "def"),
-    ("livemem/answer/personal.py", "retention_days_from_env", "PersonalSettings.from_env"),
-    ("livemem/answer/personal.py", "max_users_from_env", "def"),
-    ("livemem/answer/personal.py", "max_users_from_env", "PersonalSettings.from_env"),
-    ("livemem/answer/personal.py", "admit_user", "max_users_from_env"),
-    ("livemem/answer/personal.py", "log_for", "TraceSettings.from_env"),
+    ("livemem/personal/common.py", "personal_dir_from_env", "def"),
+    ("livemem/personal/common.py", "personal_dir_from_env", "PersonalSettings.from_env"),
+    ("livemem/personal/common.py", "retention_days_from_env", "def"),
+    ("livemem/personal/common.py", "retention_days_from_env", "PersonalSettings.from_env"),
+    ("livemem/personal/common.py", "max_users_from_env", "def"),
+    ("livemem/personal/common.py", "max_users_from_env", "PersonalSettings.from_env"),
+    ("livemem/personal/writes.py", "admit_user", "max_users_from_env"),
+    ("livemem/personal/log.py", "log_for", "TraceSettings.from_env"),
     ("livemem/answer/chat.py", "personas", "PersonaSettings.from_env"),
 }
 
