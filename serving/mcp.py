@@ -74,7 +74,8 @@ from livemem.usage.traces import (
 from livemem.version.history import summary as version_summary
 from livemem.version.reader import Snapshot
 from serving.deps import visible_manifest, without_server_paths
-from serving.models import UUID_PATTERN, ChunkResponse, FeedbackResponse, QueryFilters, QueryRequest
+from serving.models import UUID_PATTERN, ChunkResponse, FeedbackResponse, QueryFilters, QueryRequest, VersionId
+from serving.models import AsOf as AsOfField
 from serving.models.context import ChatResponse, ContextResponse
 from serving.models.gis import GisQueryRequest, GisQueryResponse
 from serving.models.mcp import (
@@ -654,16 +655,7 @@ def build_server(
         ),
     ]
     Message = Annotated[str, Field(min_length=1, max_length=4000, description="the person's message, as written")]
-    Version = Annotated[
-        str | None,
-        Field(max_length=64, description="answer from this kept index version (its id, or `current`) instead of "
-              "CURRENT; the answer's answered_from says which (docs/versions.md)"),
-    ]  # fmt: skip
-    AsOf = Annotated[
-        str | None,
-        Field(max_length=64, description="answer from the version that was CURRENT at this ISO 8601 date-time, or "
-              "the newest kept version holding this commit of a source (docs/versions.md)"),
-    ]  # fmt: skip
+    Version, AsOf = VersionId, AsOfField  # as POST /query has them (docs/versions.md)
     TopK = Annotated[int | None, Field(ge=1, le=50, description="text passages (default 6)")]
 
     @server.tool(annotations=READ_ONLY)

@@ -45,6 +45,24 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
 
+# A request's choice of an older version (POST /query, /context, /chat, the MCP tools; docs/versions.md)
+VersionId = Annotated[
+    str | None,
+    Field(
+        max_length=64,
+        description="answer from this kept index version (its id, or `current`) instead of CURRENT (docs/versions.md)",
+    ),
+]
+AsOf = Annotated[
+    str | None,
+    Field(
+        max_length=64,
+        description="answer from the version that was CURRENT at this ISO 8601 date-time (a date alone: the end of "
+        "that UTC day), or the newest kept version holding this commit of a source (docs/versions.md)",
+    ),
+]
+
+
 class QueryFilters(BaseModel):
     """Metadata filters, applied before ranking. Fields taking a list match any of its values (at most 50)."""
 
@@ -158,17 +176,8 @@ class QueryRequest(BaseModel):
     consider_also: int = Field(
         3, ge=0, le=10, description="how many related high-attention chunks to suggest beside the results (0: none)"
     )
-    version: str | None = Field(
-        None,
-        max_length=64,
-        description="answer from this kept index version (its id, or `current`) instead of CURRENT (docs/versions.md)",
-    )
-    as_of: str | None = Field(
-        None,
-        max_length=64,
-        description="answer from the version that was CURRENT at this ISO 8601 date-time (a date alone: the end of "
-        "that UTC day), or the newest kept version holding this commit of a source (docs/versions.md)",
-    )
+    version: VersionId = None
+    as_of: AsOf = None
 
 
 class AnsweredFrom(BaseModel):

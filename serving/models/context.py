@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from serving.models import AnsweredFrom, Text, examples
+from serving.models import AnsweredFrom, AsOf, Text, VersionId, examples
 
 MAX_PROFILE_EXTRAS = 20
 MAX_EXTRA_CHARS = 200
@@ -113,17 +113,8 @@ class ContextRequest(BaseModel):
         None, pattern=USER_ID_PATTERN, description="a user within the API key's memory (another key never sees it)"
     )
     remember: bool = Field(False, description="record this exchange in the caller's personal memory (needs a key)")
-    version: str | None = Field(
-        None,
-        max_length=64,
-        description="answer from this kept index version (its id, or `current`) instead of CURRENT (docs/versions.md)",
-    )
-    as_of: str | None = Field(
-        None,
-        max_length=64,
-        description="answer from the version that was CURRENT at this ISO 8601 date-time (a date alone: the end of "
-        "that UTC day), or the newest kept version holding this commit of a source (docs/versions.md)",
-    )
+    version: VersionId = None
+    as_of: AsOf = None
 
 
 class RouteRule(BaseModel):
