@@ -37,7 +37,8 @@ from bench.serving_index import WORK as SCIFACT_WORK
 from bench.serving_index import ensure_index
 from bench.serving_latency import uvicorn_server
 from bench.serving_quality import load_queries, ndcg_at
-from livemem.query.retrieval import ATTENTION_HALF, DEFAULT_ATTENTION_BOOST, PARENT_SHARE, QUESTION_SIMILARITY
+from livemem.query.signals import ATTENTION_HALF, PARENT_SHARE, QUESTION_SIMILARITY
+from livemem.query.types import DEFAULT_ATTENTION_BOOST
 from livemem.sources.config import PROJECT_ROOT
 from livemem.version import parts_dir
 from livemem.version.store import IndexHome

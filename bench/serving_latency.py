@@ -206,8 +206,9 @@ def components(index_dir: Path, texts: list[str], trace_dir: Path) -> dict[str, 
     same texts, in a pass of their own before)."""
     from fastapi.testclient import TestClient
 
+    from livemem.answer.results import chunk_result
     from livemem.model.embedding import Embedder
-    from livemem.query.retrieval import Query, chunk_result
+    from livemem.query.types import Query
     from livemem.usage.traces import retrieval_events
     from serving.app import create_app
     from serving.settings import Settings

@@ -48,7 +48,8 @@ from livemem.index import sparse
 from livemem.index.dense import top_order
 from livemem.model.embedding import Embedder
 from livemem.query.fusion import FusionSettings, fuse
-from livemem.query.retrieval import Hit, Query, Retriever, top_documents
+from livemem.query.retrieval import Retriever, top_documents
+from livemem.query.types import Hit, Query
 from livemem.settings import CacheSettings, EncoderSettings
 from livemem.sources.config import PROJECT_ROOT
 from livemem.version.reader import load_snapshot

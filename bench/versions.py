@@ -82,7 +82,8 @@ def worker_main(argv: list[str]) -> None:
 
     from threadpoolctl import threadpool_limits
 
-    from livemem.query.retrieval import Query, Retriever
+    from livemem.query.retrieval import Retriever
+    from livemem.query.types import Query
     from livemem.version.history import OpenVersions
     from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome

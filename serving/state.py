@@ -10,7 +10,8 @@ from threadpoolctl import threadpool_limits
 
 from livemem.model.embedding import Embedder
 from livemem.query.cache import ResultCache
-from livemem.query.retrieval import FusionSettings, Retriever
+from livemem.query.fusion import FusionSettings
+from livemem.query.retrieval import Retriever
 from livemem.usage.traces import PostgresTraceWriter, TraceSigner, TraceWriter, trace_writer
 from livemem.version.history import OpenVersions
 from livemem.version.reader import IndexReader

@@ -33,7 +33,8 @@ from livemem.answer.conversation import carry, from_history
 from livemem.answer.prompt import SECTIONS
 from livemem.answer.routing import Caller, ContextRequest
 from livemem.errors import ConfigError
-from livemem.query.retrieval import FusionSettings, Retriever
+from livemem.query.fusion import FusionSettings
+from livemem.query.retrieval import Retriever
 from livemem.settings import ContextSettings, ServingSettings
 from livemem.sources.config import SourcesConfig, _located_errors
 from livemem.version.reader import IndexUnavailable, Snapshot, load_snapshot_at

@@ -14,6 +14,7 @@ import numpy as np
 
 from livemem.answer import graph
 from livemem.answer.gis_rank import rank_entities
+from livemem.answer.results import chunk_result
 from livemem.answer.routing import (
     RESOURCE_PATTERNS,
     ContextRequest,
@@ -27,7 +28,8 @@ from livemem.geo.places import county_name
 from livemem.geo.zips import town_zip_codes, zip_city
 from livemem.query.fusion import normalized_score
 from livemem.query.gis_index import GisIndex, cached_gis_index
-from livemem.query.retrieval import Filters, Query, Retriever, chunk_result
+from livemem.query.retrieval import Retriever
+from livemem.query.types import Filters, Query
 from livemem.registry import RegistryQueryError, load_registry_index, resolve
 from livemem.version.reader import Snapshot
 

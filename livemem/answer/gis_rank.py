@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from livemem.answer.results import gis_hit
+from livemem.query.fusion import top_order
 from livemem.query.gis_index import GisIndex
-from livemem.query.retrieval import top_order
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from livemem.answer.prompt import SECTIONS
+from livemem.query.types import DocumentHit, Hit, Suggestion
+from livemem.version.reader import Snapshot
 
 
 def gis_hit(entity: dict[str, Any], score: float, distance_km: float | None) -> dict[str, Any]:
@@ -79,3 +81,67 @@ def chat_body(result: dict[str, Any]) -> dict[str, Any]:
         "thread_id": result.get("thread_id"),
         "cached": result["cached"],
     }
+
+
+# --- query results: a chunk, a parent document, a suggestion as the front doors return them ---------------------
+def suggestion_result(snap: Snapshot, suggestion: Suggestion) -> dict[str, Any]:
+    record = snap.record(suggestion.row)
+    return {
+        **record,
+        "collection": record["metadata"]["collection"],
+        "suggestion": True,
+        "strength": suggestion.strength,
+        "related_to": [snap.ids[r] for r in suggestion.related_to],
+    }
+
+
+def chunk_result(snap: Snapshot, hit: Hit) -> dict[str, Any]:
+    """A chunk record with its score and collection, as one result of a query."""
+    record = snap.record(hit.row)
+    return {
+        **record,
+        "score": hit.score,
+        "collection": record["metadata"]["collection"],
+        "scores": {"dense": hit.dense, "sparse": hit.sparse, "sentence": hit.sentence},
+    }
+
+
+def document_results(snap: Snapshot, documents: list[DocumentHit]) -> list[dict[str, Any]]:
+    """Each parent document once, with its whole text, ranked by its best chunk."""
+    parents = snap.parents([d.parent_id for d in documents])
+    out = []
+    for doc in documents:
+        best = chunk_result(snap, doc.hits[0])
+        parent = parents.get(doc.parent_id)
+        if parent is None:  # a version always has its parents; fall back to the chunk rather than fail
+            out.append({**best, "parent_id": doc.parent_id, "matched_chunk_ids": [best["chunk_id"]]})
+            continue
+        metadata = {
+            **best["metadata"],
+            "type": parent["type"],
+            "size": parent["size"],
+            "created_at": parent["created_at"],
+            "updated_at": parent["updated_at"],
+            "chunk_count": parent["chunk_count"],
+            "truncated": bool(parent["truncated"]),
+        }
+        for key in ("heading_path", "chunk_index", "content_hash"):
+            metadata.pop(key, None)
+        attention = max(float(snap.columns["attention"][h.row]) for h in doc.hits)
+        out.append(
+            {
+                **best,
+                "content": parent["content"],
+                "seal_state": parent["seal_state"],
+                "attention_score": attention,
+                "provenance": {
+                    "path": parent["path"],
+                    "commit": parent["commit_sha"],
+                    "timestamp": parent["timestamp"],
+                },
+                "metadata": metadata,
+                "parent_id": doc.parent_id,
+                "matched_chunk_ids": [snap.ids[h.row] for h in doc.hits],
+            }
+        )
+    return out

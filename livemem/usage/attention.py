@@ -17,7 +17,7 @@ each chunk c of the current index version:
 
 So being shown earns nothing (retrieval weight 0): a chunk retrieved a thousand times that nobody confirmed keeps
 decaying like an unused one, and negative feedback takes confirmed attention back. Serving turns attention into
-a capped ranking multiplier (``livemem.query.retrieval.attention_multiplier``).
+a capped ranking multiplier (``livemem.query.signals.attention_multiplier``).
 
 ``last_breath_seen`` becomes the latest (highest) Δ-phase among the day's retrievals of c, else stays.
 
@@ -520,7 +520,7 @@ def apply_questions(
     """Replace the ``attention_questions`` table: per chunk, the questions it was confirmed useful for, as
     vectors of the serving model with a weight (the evidence, decayed like attention; sealed chunks' do not decay).
 
-    Serving lifts a chunk only for questions like these (``livemem.query.retrieval.attention_multiplier``): a chunk
+    Serving lifts a chunk only for questions like these (``livemem.query.signals.attention_multiplier``): a chunk
     confirmed for one question is not pushed into the answers of unrelated ones. Edited chunks inherit their
     predecessor's questions (``chunk_lineage``); the 16 strongest per chunk above 0.01 are kept.
     """

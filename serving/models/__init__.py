@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
 
-from livemem.query.retrieval import DEFAULT_ATTENTION_BOOST, Filters
+from livemem.query.types import DEFAULT_ATTENTION_BOOST, Filters
 from livemem.usage.traces import TRACE_ID_PATTERN
 from serving.models import examples
 

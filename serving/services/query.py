@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from livemem.answer.results import chunk_result, document_results, suggestion_result
 from livemem.query.cache import cache_key
 from livemem.query.fusion import normalized_score
-from livemem.query.retrieval import Query, chunk_result, document_results, suggestion_result
+from livemem.query.types import Query
 from livemem.usage.traces import retrieval_events
 from serving.models import QueryRequest
 from serving.services.errors import ServiceError

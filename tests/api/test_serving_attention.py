@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 from support.serving import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
 
-from livemem.query.retrieval import DEFAULT_ATTENTION_BOOST
+from livemem.query.types import DEFAULT_ATTENTION_BOOST
 from livemem.sources.breath import Breath
 from livemem.usage.attention import AttentionConfig, rollup_day
 from livemem.version.store import IndexHome

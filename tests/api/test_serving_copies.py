@@ -10,7 +10,8 @@ import pytest
 from livemem.index import dense as dense_module
 from livemem.index.dense import first_stage_kernel
 from livemem.ingest.build import build_version
-from livemem.query.retrieval import Query, Retriever
+from livemem.query.retrieval import Retriever
+from livemem.query.types import Query
 from livemem.sources.config import load_sources
 from livemem.version import connect, mapped, reader, segments
 from livemem.version.reader import load_snapshot

@@ -20,7 +20,7 @@ from livemem.index import dense as dense_module
 from livemem.index import kernels
 from livemem.index import scan as scan_module
 from livemem.index.dense import DenseRows, exact_scores, top_order
-from livemem.query import retrieval
+from livemem.query import retrieval, signals, types
 from livemem.query.fusion import (
     FusionSettings,
     dense_with_sentences,
@@ -31,7 +31,9 @@ from livemem.query.fusion import (
     with_feedback,
     with_sentences,
 )
-from livemem.query.retrieval import Filters, Query, Retriever, question_memory
+from livemem.query.retrieval import Retriever
+from livemem.query.signals import question_memory
+from livemem.query.types import Filters, Query
 from livemem.settings import DenseSettings
 from livemem.sources.breath import Breath
 from livemem.usage.attention import AttentionConfig, rollup_day
@@ -386,15 +388,15 @@ def reference_search(retriever: Retriever, snap, query: Query, collections: list
             scores[top] = with_feedback(scores[top], (snap.dense @ moved)[rows[top]], fusion)
     if rows.size and query.recency_bias:
         half_life = query.recency_half_life_days or retriever.recency_half_life_days
-        scores = scores * retrieval.recency_boost(snap, rows, query.recency_bias, half_life)
+        scores = scores * signals.recency_boost(snap, rows, query.recency_bias, half_life)
     if rows.size and query.attention_boost and question_memory(snap).size:
-        scores = scores * retrieval.attention_multiplier(snap, rows, query.attention_boost, vector)
+        scores = scores * signals.attention_multiplier(snap, rows, query.attention_boost, vector)
     if query.min_score is not None:
         keep = scores >= query.min_score
         rows, scores = rows[keep], scores[keep]
 
     def hit(row: int, score: float):
-        return retrieval.Hit(
+        return types.Hit(
             row,
             score,
             None if dense_all is None else float(dense_all[row]),
