@@ -34,7 +34,6 @@ from livemem.answer.routing import ContextRequest as Message
 from livemem.errors import LivingMemoryError
 from livemem.version.reader import IndexUnavailable, without_paths
 from serving.deps import CallerRole, CurrentSnapshot, State, ThreadScope, with_persona
-from serving.models import ErrorBody
 from serving.models.compat import OpenAIErrorBody
 from serving.models.context import (
     ChatCompletion,
@@ -44,14 +43,13 @@ from serving.models.context import (
     LivingMemoryExtra,
     LivingMemoryOptions,
 )
-from serving.routers.context import message_of
+from serving.services.answers import ERRORS, answer_chat
 from serving.services.context import ContextService, context_service
 from serving.services.memory import personal_view, remember_exchange
 from serving.services.versions import narrowed_today, snapshot_for
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["chat"])
-ERRORS = {401: {"model": ErrorBody}, 403: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 MODEL_ALIAS = "living-memory"  # the default model, whatever answers (documented for clients that need a name)
 EXTRACTIVE = "extractive"
 STARTED = int(time.time())
@@ -80,13 +78,7 @@ def chat(
     citations resolving to chunk, entity and registry ids, after the guardrail. `role` names a persona within the
     caller's access (docs/seed-compat.md); `thread_id` or `history` carry the conversation's place, persona and
     topic (docs/context.md); `version` / `as_of` answer from an older version (docs/versions.md)."""
-    service = context_service(state)
-    snap, answered_from = snapshot_for(state, role, body.version, body.as_of, snap)
-    message, answered_as = message_of(body, role, state, snap, scope)
-    message = narrowed_today(message, snap, state, answered_as, answered_from)
-    result = service.chat(snap, service.caller(answered_as), message)
-    remember_exchange(state, message, result, "chat")
-    return ChatResponse.model_validate({**chat_body(result), "answered_from": answered_from})
+    return ChatResponse.model_validate(answer_chat(body, state, role, snap, scope))
 
 
 # --- the OpenAI API ---------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 ``role`` is a persona (community, researcher, governance engineer, caseworker, or a role name) choosing collections
 and framing; access still comes from the API key, and a persona needing more access than the key gives is refused
 (403). ``profile`` is ``"auto"`` (route from the message and county, as /chat does) or a /chat profile object.
-Each route is /chat underneath; they differ in what they return.
+Each route is /chat underneath (``serving.services.answers.answer_chat``); they differ in what they return.
 """
 
 from __future__ import annotations
@@ -15,9 +15,14 @@ from livemem.answer.results import geojson_point
 from serving.deps import CallerRole, CurrentSnapshot, State, ThreadScope
 from serving.models.compat import GisRagResponse, LightResponse, SeedRequest
 from serving.models.context import ChatResponse
-from serving.routers.chat import ERRORS, chat
+from serving.services.answers import ERRORS, answer_chat
 
 router = APIRouter(tags=["seed compatibility"])
+
+
+def chat(body: SeedRequest, state, role, snap, scope) -> ChatResponse:
+    """The /chat answer to a seed request."""
+    return ChatResponse.model_validate(answer_chat(body.as_context_request(), state, role, snap, scope))
 
 
 @router.post("/chat/sync", response_model=ChatResponse, responses=ERRORS)
@@ -25,7 +30,7 @@ def chat_sync(
     body: SeedRequest, state: State, role: CallerRole, snap: CurrentSnapshot, scope: ThreadScope
 ) -> ChatResponse:
     """The whole answer at once: the /chat response."""
-    return chat(body.as_context_request(), state, role, snap, scope)
+    return chat(body, state, role, snap, scope)
 
 
 @router.post("/chat/light", response_model=LightResponse, responses=ERRORS)
@@ -33,7 +38,7 @@ def chat_light(
     body: SeedRequest, state: State, role: CallerRole, snap: CurrentSnapshot, scope: ThreadScope
 ) -> LightResponse:
     """The answer, its citations and who answered, without the evidence and route."""
-    full = chat(body.as_context_request(), state, role, snap, scope)
+    full = chat(body, state, role, snap, scope)
     return LightResponse(
         answer=full.answer,
         citations=full.citations,
@@ -50,7 +55,7 @@ def gis_rag(
     body: SeedRequest, state: State, role: CallerRole, snap: CurrentSnapshot, scope: ThreadScope
 ) -> GisRagResponse:
     """The /chat response with the places of its evidence as GeoJSON, for a map beside the answer."""
-    full = chat(body.as_context_request(), state, role, snap, scope)
+    full = chat(body, state, role, snap, scope)
     features = [
         {
             "type": "Feature",

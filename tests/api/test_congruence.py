@@ -187,8 +187,8 @@ def test_feedback_is_recorded_and_refused_alike_through_http_and_mcp(doors) -> N
 
 def test_the_front_doors_share_typed_services_and_no_router_reaches_into_another() -> None:
     """The services are fields of the serving state, and a router takes what it shares with others from
-    ``serving.deps`` or ``serving.services``, never from another router (``compat``'s seed routes are ``/chat``
-    itself, and ``chat`` builds its message as ``/context`` does: those two remain)."""
+    ``serving.deps`` or ``serving.services``, never from another router (the seed routes and ``/chat`` share
+    ``serving.services.answers``)."""
     import ast
     import dataclasses
     from pathlib import Path
@@ -204,7 +204,7 @@ def test_the_front_doors_share_typed_services_and_no_router_reaches_into_another
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("serving.routers."):
                 reached.add((path.stem, node.module.rsplit(".", 1)[1]))
-    assert reached == {("compat", "chat"), ("chat", "context")}
+    assert reached == set()
 
 
 def test_before_anything_is_published_every_door_says_so_alike(tmp_path, embedder, monkeypatch) -> None:
