@@ -17,6 +17,7 @@ from livemem.answer.chat import PersonaError, persona_collections, resolve_perso
 from livemem.answer.conversation import caller_scope
 from livemem.answer.routing import ContextRequest as Message
 from livemem.version.reader import Snapshot
+from serving.services.errors import ServiceError
 from serving.state import Role, ServingState
 
 
@@ -114,7 +115,7 @@ def with_persona(message: Message, persona: str | None, role: Role, state: Servi
     try:
         chosen = resolve_persona(persona, role.name, role.access, state.settings.roles)
     except PersonaError as exc:
-        raise HTTPException(exc.status, str(exc)) from None
+        raise ServiceError(exc.status, str(exc)) from None  # an HTTP status, or a tool error over MCP
     narrowed = Role(role.name, chosen.access)
     collections = persona_collections(chosen, snap.collections_for(chosen.access))
     named = None if persona is None else chosen.name

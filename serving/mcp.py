@@ -44,7 +44,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as distribution_version
 from pathlib import Path
@@ -57,7 +57,7 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, Completion, PromptReference, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from livemem.answer.chat import PersonaError, persona_collections, personas, resolve_persona
+from livemem.answer.chat import personas
 from livemem.answer.evidence import gis_for
 from livemem.answer.results import chat_body
 from livemem.answer.routing import ContextRequest
@@ -73,7 +73,7 @@ from livemem.usage.traces import (
 )
 from livemem.version.history import summary as version_summary
 from livemem.version.reader import Snapshot
-from serving.deps import visible_manifest, without_server_paths
+from serving.deps import visible_manifest, with_persona, without_server_paths
 from serving.models import UUID_PATTERN, ChunkResponse, FeedbackResponse, QueryFilters, QueryRequest, VersionId
 from serving.models import AsOf as AsOfField
 from serving.models.context import ChatResponse, ContextResponse
@@ -255,17 +255,10 @@ class McpContext:
             raise ToolError(f"role {self.role.name!r} may not {what}; roles that may: {allowed}")
 
     def as_persona(self, snap: Snapshot, request: ContextRequest, persona: str | None) -> tuple[ContextRequest, Any]:
-        """Like ``serving.deps.with_persona``: a persona narrows the role's access and collections."""
-        from serving.state import Role
-
-        try:
-            chosen = resolve_persona(persona, self.role.name, self.role.access, self.state.settings.roles)
-        except PersonaError as exc:
-            raise ToolError(str(exc)) from None
-        collections = persona_collections(chosen, snap.collections_for(chosen.access))
-        named = None if persona is None else chosen.name
-        narrowed = replace(request, persona=named, collections=collections, framing=chosen.framing)
-        return narrowed, Role(self.role.name, chosen.access)
+        """``serving.deps.with_persona``, as HTTP: a persona narrows the role's access and collections; an unknown
+        one or one needing more access is a tool error with HTTP's message."""
+        with tool_errors():
+            return with_persona(request, persona, self.role, self.state, snap)
 
     def write_traces(self, events: list[dict[str, Any]], kind: str | None = None) -> None:
         for event in events:
