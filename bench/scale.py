@@ -95,7 +95,7 @@ WARMUP_QUERIES = 20
 COMMIT_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z: generated repositories are identical on every machine
 IDENTITY = "Living Memory bench <bench@example.invalid>"
 
-KERNEL_ENV = "LIVEMEM_DENSE_KERNEL"  # DenseSettings.kernel (read when livemem.index.dense is imported)
+KERNEL_ENV = "LIVEMEM_DENSE_KERNEL"  # DenseSettings.kernel (read by the serving worker: worker_main)
 log = logging.getLogger("bench.scale")
 
 
@@ -613,7 +613,11 @@ def worker_main(argv: list[str]) -> None:
 
     from threadpoolctl import threadpool_limits
 
+    from livemem.index import dense
     from livemem.index.dense import first_stage_kernel
+    from livemem.settings import DenseSettings
+
+    dense.configure(DenseSettings.from_env())  # the kernel this worker was started with (KERNEL_ENV)
     from livemem.query.retrieval import Retriever
     from livemem.query.types import Query
     from livemem.version.reader import load_snapshot

@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 
 from threadpoolctl import threadpool_limits
 
+from livemem.index import dense
 from livemem.model.embedding import Embedder
 from livemem.query.cache import ResultCache
 from livemem.query.fusion import FusionSettings
 from livemem.query.retrieval import Retriever
+from livemem.settings import DenseSettings
 from livemem.usage.traces import PostgresTraceWriter, TraceSigner, TraceWriter, trace_writer
 from livemem.version.history import OpenVersions
 from livemem.version.reader import IndexReader
@@ -65,6 +67,8 @@ class ServingState:
         # A multi-threaded BLAS makes the one matrix-vector product per query several times slower (thread
         # wake-ups, contention with torch and other workers): one thread per serving process, like torch.
         threadpool_limits(settings.torch_threads, user_api="blas")
+        # the dense scan's process knobs (LIVEMEM_DENSE_KERNEL, LIVEMEM_SCAN_THREADS), read here once for the process
+        dense.configure(DenseSettings.from_env())
         fusion = FusionSettings.from_serving(settings)
         return cls(
             settings=settings,

@@ -10,8 +10,9 @@ the exact top k, found in two stages. The parts, each one job:
 - ``livemem.index.scan``: the two-stage top-k (``DenseScan``, ``top_order``), the scan's threads, and the segments
   packed for the first stage (once per array per process; the serving copies' int8 codes via ``share_int8``).
 
-The process knobs (``LIVEMEM_DENSE_KERNEL``, ``LIVEMEM_SCAN_THREADS``) are read once, here, and passed down by
-``configure`` (docs/dense-scan.md).
+The process knobs (``LIVEMEM_DENSE_KERNEL``, ``LIVEMEM_SCAN_THREADS``) are read once by the entry point (the serving
+state: ``serving.state.ServingState.from_settings``) and passed down by ``configure`` (docs/dense-scan.md); until
+then the defaults hold.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def configure(settings: DenseSettings) -> None:
     scan.SCAN_THREADS = scan.scan_threads(settings.scan_threads)
 
 
-configure(DenseSettings.from_env())  # LIVEMEM_SCAN_THREADS, LIVEMEM_DENSE_KERNEL (a bad value: ConfigError)
+configure(DenseSettings.defaults())  # until an entry point configures it (serving: ServingState.from_settings)
 
 
 class DenseRows:

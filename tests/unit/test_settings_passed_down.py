@@ -25,8 +25,6 @@ SECTIONS = {
 
 # (module, enclosing function or <module>, what it calls or defines) of the core sites still reading the environment.
 REMAINING = {
-    # Next, in the module split of index/dense.py (another change): the scan's threads and kernel, read at import.
-    ("livemem/index/*.py", "<module>", "DenseSettings.from_env"),
     # Next, with the version format's owner (livemem/version/, another change): the Chroma server and the serving
     # copies' directory; SourcesConfig.uses_chroma reads the same CHROMA_HOST and moves with server_address.
     ("livemem/version/vectors.py", "server_address", "ChromaSettings.from_env"),
