@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from serving.models import Text, examples
+from serving.models import AnsweredFrom, AsOf, Text, VersionId, examples
 from serving.models.context import ChatResponse, Citation, ContextRequest, Profile
 
 
@@ -39,6 +39,8 @@ class SeedRequest(BaseModel):
     history: list[Annotated[str, Field(max_length=4000)]] | None = Field(
         None, max_length=50, description="earlier user messages, oldest first (as on /chat)"
     )
+    version: VersionId = None
+    as_of: AsOf = None
 
     @model_validator(mode="after")
     def _valid_for_chat(self) -> Self:
@@ -94,6 +96,9 @@ class LightResponse(BaseModel):
     persona: str | None = Field(description="the persona answered as (the request's `role`), or null")
     index_version: str = Field(description="the published index version that answered")
     trace_id: str = Field(description="this answer's signed trace id: send it to /feedback to judge the passages")
+    answered_from: AnsweredFrom | None = Field(
+        None, description="only when the request named a version or as_of: which version answered, and whether current"
+    )
 
 
 class GisRagResponse(ChatResponse):

@@ -47,6 +47,7 @@ def chat_light(
         persona=full.route.persona,
         index_version=full.index_version,
         trace_id=full.trace_id,
+        answered_from=full.answered_from,
     )
 
 

@@ -30,7 +30,16 @@ def test_seed_requests_as_written(client):
 
     light = client.post("/chat/light", content=SEED_BODY, headers=JSON)
     assert light.status_code == 200
-    assert set(light.json()) == {"answer", "citations", "backend", "model", "persona", "index_version", "trace_id"}
+    assert set(light.json()) == {
+        "answer",
+        "citations",
+        "backend",
+        "model",
+        "persona",
+        "index_version",
+        "trace_id",
+        "answered_from",
+    }  # answered_from: null unless the request named a version (docs/versions.md)
     assert light.json()["answer"] == body["answer"] and light.json()["persona"] == "community"
 
     gis = client.post("/gis_rag", content=SEED_BODY, headers=JSON)

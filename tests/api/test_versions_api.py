@@ -262,3 +262,21 @@ def test_mcp_tools_and_the_cli_answer_from_a_named_version_too(history, embedder
     assert shown.exit_code == 0 and f"answered from version {history['v1']}, not the current one" in shown.output
     unknown = runner.invoke(cli, [*base, "--as-of", "2001-01-01"])
     assert unknown.exit_code == 1 and "no version was published" in unknown.output
+
+
+def test_the_seed_routes_answer_from_a_named_version_too(client, history) -> None:
+    """/chat/sync, /chat/light and /gis_rag take `version` / `as_of` as /chat does and say which version answered."""
+    message = {"message": "Where do SNAP applications in Mingo County go?", "version": history["v1"]}
+    for route in ("/chat/sync", "/chat/light", "/gis_rag"):
+        answered = client.post(route, json=message)
+        assert answered.status_code == 200, (route, answered.text)
+        body = answered.json()
+        assert body["index_version"] == history["v1"], route
+        assert body["answered_from"] == {"version_id": history["v1"], "current": False, "how": "version",
+                                         "asked": history["v1"]}, route  # fmt: skip
+    full = client.post("/chat/sync", json=message).json()
+    assert "mingo-county.md" not in passages(full["evidence"])  # Mingo was added in v2
+    now = client.post("/chat/light", json={"message": message["message"]}).json()
+    assert now["answered_from"] is None and now["index_version"] == history["v3"]
+    missing = client.post("/gis_rag", json={**message, "version": "20990101T000000000000Z"})
+    assert missing.status_code == 404 and "no kept version" in missing.json()["detail"]
