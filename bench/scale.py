@@ -67,7 +67,7 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -885,21 +885,36 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {**machine_facts(), "loadavg_at_start": _load()},
         "sizes": [],
     }
+
+    def measure(target: int) -> dict[str, Any]:
+        return run_size(
+            target, args.work, docs, args.queries, args.queries_file, args.vector_store, kernels, args.documents
+        )
+
+    return measure_sizes(sizes, measure, results, args.output, report_md)
+
+
+def measure_sizes(
+    sizes: list[int],
+    measure: Callable[[int], dict[str, Any]],
+    results: dict[str, Any],
+    output: Path,
+    report: Callable[[dict[str, Any]], str],
+) -> int:
+    """``measure(size)`` for each size into ``results["sizes"]`` (a failure is recorded with its traceback and the
+    next size still measured), ``output`` (JSON) and its Markdown ``report`` rewritten after each size, so a long
+    run keeps what it measured. Returns the exit status: 2 when a size failed."""
     status = 0
     for target in sizes:
         try:
-            results["sizes"].append(
-                run_size(
-                    target, args.work, docs, args.queries, args.queries_file, args.vector_store, kernels, args.documents
-                )
-            )
+            results["sizes"].append(measure(target))
         except Exception:
             status = 2
             results["sizes"].append({"target_chunks": target, "error": traceback.format_exc()})
             log.error("size %d failed:\n%s", target, results["sizes"][-1]["error"])
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-        args.output.with_suffix(".md").write_text(report_md(results), encoding="utf-8")
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        output.with_suffix(".md").write_text(report(results), encoding="utf-8")
     return status
 
 

@@ -46,7 +46,6 @@ import shutil
 import subprocess
 import sys
 import time
-import traceback
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -460,18 +459,11 @@ def main(argv: list[str] | None = None) -> int:
         "targets": TARGETS,
         "sizes": [],
     }
-    status = 0
-    for target in sizes:
-        try:
-            results["sizes"].append(run_size(target, args.work, docs, args.queries, args.queries_file, args.year_days))
-        except Exception:
-            status = 2
-            results["sizes"].append({"target_chunks": target, "error": traceback.format_exc()})
-            log.error("size %d failed:\n%s", target, results["sizes"][-1]["error"])
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-        args.output.with_suffix(".md").write_text(report_md(results), encoding="utf-8")
-    return status
+
+    def measure(target: int) -> dict[str, Any]:
+        return run_size(target, args.work, docs, args.queries, args.queries_file, args.year_days)
+
+    return scale.measure_sizes(sizes, measure, results, args.output, report_md)
 
 
 if __name__ == "__main__":

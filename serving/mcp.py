@@ -74,8 +74,7 @@ from livemem.usage.traces import (
 from livemem.version.history import summary as version_summary
 from livemem.version.reader import Snapshot
 from serving.deps import visible_manifest, with_persona, without_server_paths
-from serving.models import UUID_PATTERN, ChunkResponse, FeedbackResponse, QueryFilters, QueryRequest, VersionId
-from serving.models import AsOf as AsOfField
+from serving.models import UUID_PATTERN, AsOf, ChunkResponse, FeedbackResponse, QueryFilters, QueryRequest, VersionId
 from serving.models.context import ChatResponse, ContextResponse
 from serving.models.gis import GisQueryRequest, GisQueryResponse
 from serving.models.mcp import (
@@ -648,7 +647,6 @@ def build_server(
         ),
     ]
     Message = Annotated[str, Field(min_length=1, max_length=4000, description="the person's message, as written")]
-    Version, AsOf = VersionId, AsOfField  # as POST /query has them (docs/versions.md)
     TopK = Annotated[int | None, Field(ge=1, le=50, description="text passages (default 6)")]
 
     @server.tool(annotations=READ_ONLY)
@@ -667,7 +665,7 @@ def build_server(
         consider_also: Annotated[
             int, Field(ge=0, le=10, description="related high-attention chunks to suggest beside the results")
         ] = 3,
-        version: Version = None,
+        version: VersionId = None,
         as_of: AsOf = None,
     ) -> QueryOutput:
         """Search the chunks of the indexed repositories this role may read; returns chunks (or whole documents)
@@ -706,7 +704,7 @@ def build_server(
         zip: Zip = None,
         top_k: TopK = None,
         persona: Persona = None,
-        version: Version = None,
+        version: VersionId = None,
         as_of: AsOf = None,
     ) -> ContextResponse:
         """Route a message (intents, place, eligibility) and return its evidence by source (text passages, facts,
@@ -721,7 +719,7 @@ def build_server(
         top_k: TopK = None,
         persona: Persona = None,
         thread_id: Annotated[str | None, Field(max_length=128, description="the conversation, audited")] = None,
-        version: Version = None,
+        version: VersionId = None,
         as_of: AsOf = None,
     ) -> ChatResponse:
         """Answer a message from the living memory: `context`, then an answer from the configured model (or quoted

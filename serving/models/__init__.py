@@ -189,6 +189,13 @@ class AnsweredFrom(BaseModel):
     asked: str | None = Field(None, description="the version or as_of the request gave")
 
 
+# ``answered_from`` of every answer that may come from an older version (null unless the request named one)
+AnsweredFromField = Annotated[
+    AnsweredFrom | None,
+    Field(description="only when the request named a version or as_of: which version answered, and whether current"),
+]
+
+
 class Provenance(BaseModel):
     """Where a chunk comes from in its repository."""
 
@@ -291,9 +298,7 @@ class QueryResponse(BaseModel):
     return_: str = Field(alias="return", description="what the results are: chunks or documents")
     candidates: int = Field(description="chunks that passed the collections and filters")
     cached: bool = Field(description="true: served from this process's result cache (same request, same version)")
-    answered_from: AnsweredFrom | None = Field(
-        None, description="only when the request named a version or as_of: which version answered, and whether current"
-    )
+    answered_from: AnsweredFromField = None
 
 
 class Verification(BaseModel):

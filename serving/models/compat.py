@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from serving.models import AnsweredFrom, AsOf, Text, VersionId, examples
+from serving.models import AnsweredFromField, AsOf, Text, VersionId, examples
 from serving.models.context import ChatResponse, Citation, ContextRequest, Profile
 
 
@@ -96,9 +96,7 @@ class LightResponse(BaseModel):
     persona: str | None = Field(description="the persona answered as (the request's `role`), or null")
     index_version: str = Field(description="the published index version that answered")
     trace_id: str = Field(description="this answer's signed trace id: send it to /feedback to judge the passages")
-    answered_from: AnsweredFrom | None = Field(
-        None, description="only when the request named a version or as_of: which version answered, and whether current"
-    )
+    answered_from: AnsweredFromField = None
 
 
 class GisRagResponse(ChatResponse):

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from serving.models import AnsweredFrom, AsOf, Text, VersionId, examples
+from serving.models import AnsweredFromField, AsOf, Text, VersionId, examples
 
 MAX_PROFILE_EXTRAS = 20
 MAX_EXTRA_CHARS = 200
@@ -443,9 +443,7 @@ class ContextResponse(Evidence):
     trace_id: str = Field(description="this answer's signed trace id: send it to /feedback to judge the passages")
     thread_id: str | None = Field(None, description="the conversation's id, as sent")
     cached: bool = Field(description="true: served from the answer cache")
-    answered_from: AnsweredFrom | None = Field(
-        None, description="only when the request named a version or as_of: which version answered, and whether current"
-    )
+    answered_from: AnsweredFromField = None
 
 
 class Guardrail(BaseModel):
@@ -486,9 +484,7 @@ class ChatResponse(BaseModel):
     trace_id: str = Field(description="this answer's signed trace id: send it to /feedback to judge the passages")
     thread_id: str | None = Field(None, description="the conversation's id, as sent")
     cached: bool = Field(description="true: served from the answer cache")
-    answered_from: AnsweredFrom | None = Field(
-        None, description="only when the request named a version or as_of: which version answered, and whether current"
-    )
+    answered_from: AnsweredFromField = None
 
 
 # --- OpenAI chat format -------------------------------------------------------------------------------------------------
@@ -642,9 +638,7 @@ class LivingMemoryExtra(BaseModel):
     trace_id: str = Field(description="this answer's signed trace id: send it to /feedback to judge the passages")
     cached: bool = Field(description="true: served from the answer cache")
     persona: str | None = Field(None, description="the persona answered as (living_memory.persona)")
-    answered_from: AnsweredFrom | None = Field(
-        None, description="only when the request named a version or as_of: which version answered, and whether current"
-    )
+    answered_from: AnsweredFromField = None
     options: dict[str, Any] = Field(
         default_factory=dict,
         description="what became of each request option: applied, not applicable (and why) or ignored; and how the "

@@ -12,15 +12,17 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from livemem.answer.results import geojson_point
+from livemem.version.reader import Snapshot
 from serving.deps import CallerRole, CurrentSnapshot, State, ThreadScope
 from serving.models.compat import GisRagResponse, LightResponse, SeedRequest
 from serving.models.context import ChatResponse
 from serving.services.answers import ERRORS, answer_chat
+from serving.state import Role, ServingState
 
 router = APIRouter(tags=["seed compatibility"])
 
 
-def chat(body: SeedRequest, state, role, snap, scope) -> ChatResponse:
+def chat(body: SeedRequest, state: ServingState, role: Role, snap: Snapshot, scope: str) -> ChatResponse:
     """The /chat answer to a seed request."""
     return ChatResponse.model_validate(answer_chat(body.as_context_request(), state, role, snap, scope))
 
