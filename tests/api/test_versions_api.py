@@ -280,3 +280,27 @@ def test_the_seed_routes_answer_from_a_named_version_too(client, history) -> Non
     assert now["answered_from"] is None and now["index_version"] == history["v3"]
     missing = client.post("/gis_rag", json={**message, "version": "20990101T000000000000Z"})
     assert missing.status_code == 404 and "no kept version" in missing.json()["detail"]
+
+
+def test_hostile_version_references_are_clear_errors_at_every_door(client, history, embedder) -> None:
+    """A path, an over-long value, a lone surrogate or a non-string as `version` / `as_of`: a clear refusal through
+    HTTP, MCP and the CLI, never a server path or a 5xx."""
+    from serving.mcp import build_server
+    from serving.state import ServingState
+
+    for bad in ("../../etc/passwd", "x" * 65, "2026-13-45T99:00:00Z"):
+        for field in ("version", "as_of"):
+            answered = client.post("/query", json={"query": "SNAP", field: bad})
+            assert answered.status_code in (404, 422), (field, bad, answered.text)
+            assert str(history["home"].root) not in answered.text
+    surrogate = b'{"query": "SNAP", "version": "\\ud800"}'
+    assert client.post("/query", content=surrogate, headers={"content-type": "application/json"}).status_code == 422
+    assert client.post("/chat", json={"message": "SNAP", "as_of": 12.5}).status_code == 422
+    settings = Settings(index_dir=history["home"].root, warm_up=False, api_keys=API_KEYS)
+    server = build_server(ServingState.from_settings(settings, embedder), role="public", operator_roles=())
+    failed, message = mcp_call(server, "context", {"message": "SNAP", "version": "../../etc/passwd"})
+    assert failed and "version" in message and str(history["home"].root) not in message
+    refused = CliRunner().invoke(
+        cli, ["--index-dir", str(history["home"].root), "query", "SNAP", "--version", "x" * 65]
+    )
+    assert refused.exit_code != 0 and "version" in refused.output and "Traceback" not in refused.output
