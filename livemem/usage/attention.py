@@ -215,7 +215,7 @@ def _parse_line(line: bytes, where: str, lo: float, hi: float, out: DayEvents) -
     if not isinstance(trace, str) or not (chunk is None or isinstance(chunk, str)):
         out.bad(where, "trace_id must be a string and chunk_id a string or null")
         return
-    trace = trace_key(trace)  # lines written before issue 33 carry the whole signed id
+    trace = trace_key(trace)  # older trace lines (before traces named a trace by its key) carry the whole signed id
     if not lo <= when < hi:
         out.other_days += 1
         return
@@ -267,7 +267,7 @@ def judgements(events: DayEvents) -> list[tuple[str, str, bool, float]]:
     A verdict naming a chunk is worth 1 to it; one on a whole answer (no chunk) is shared by the n chunks that
     answer returned (1/n each), so judging an answer never says more about a chunk than judging the chunk itself.
     A caller (``caller`` of the event: a keyed tag of its API key, or of its address without one; events without
-    it, from before issue 33 or from MCP, count as one caller per trace) who asks again and again, each time with a
+    it, older ones or from MCP, count as one caller per trace) who asks again and again, each time with a
     new signed trace, and judges the same chunk each time, still gives one judgement: 50 anonymous query and
     feedback pairs move a chunk as one verdict does."""
     return [(trace, c, verdict, share) for _, trace, c, verdict, share, _ in _judgements(events)]

@@ -27,13 +27,14 @@ every worker and replica sharing the secret (``RAG_TRACE_SECRET``, or one genera
 directory) can check it.
 
 Events record bounded summaries of what a caller sent (``bounded``): a huge filter list is counted, hashed and
-shortened to its first values instead of being repeated in every event. A request's trace costs at most one line
-per result plus one (issue 33): the first event of a request (its *record*) carries the query (cut to
-``QUERY_CHARS`` characters and ``QUERY_BYTES`` bytes), the summaries and the shared fields once; every other
-returned chunk gets one small *hit* line (``HIT_FIELDS``). Events name a trace by its key (``trace_key``: the
-uuid of the signed id), never by the signed id, whose per-chunk tags would make every line grow with ``top_k``.
-The same answer given again to the same caller within ``REPEAT_WINDOW_S`` (``RepeatWindow``) is written as one
-small line naming the first (``context.repeat_of``), so repeats cost a line each, not a full trace.
+shortened to its first values instead of being repeated in every event. A request's trace costs at most one line per
+result plus one (so a trace stays small whatever the query and ``top_k``): the first event of a request (its
+*record*) carries the query (cut to ``QUERY_CHARS`` characters and ``QUERY_BYTES`` bytes), the summaries and the
+shared fields once; every other returned chunk gets one small *hit* line (``HIT_FIELDS``). Events name a trace by
+its key (``trace_key``: the uuid of the signed id), never by the signed id, whose per-chunk tags would make every
+line grow with ``top_k``. The same answer given again to the same caller within ``REPEAT_WINDOW_S``
+(``RepeatWindow``) is written as one small line naming the first (``context.repeat_of``), so repeats cost a line
+each, not a full trace.
 
 A block of events either lands whole or not at all: an append that fails part way (a full disk) cuts the file
 back to where the block began, and each append first makes sure the file ends with a complete line (a process

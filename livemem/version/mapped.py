@@ -10,13 +10,13 @@ the pages live once in the page cache, shared by all workers of the machine, and
 are read.
 
 Why a copy rather than mapping the segment's own files: those are compressed (Parquet) or zipped (``.npz``), and
-a worker must survive the index files being damaged or truncated under it (issue 12: a truncated memory-mapped file
+a worker must survive the index files being damaged or truncated under it (a truncated memory-mapped file
 ends the process with SIGBUS). The copy is the serving side's own, written from verified bytes; nothing else writes
 it. A segment id names its content, so a copy never goes stale; copies of segments that no kept version names are
 removed with them (``gc``), and by readers (``prune``).
 
 A copy must never end a worker: a file truncated under a mapping ends the process with SIGBUS at the first access
-past its new end (issue 33: ``truncate -s 0 .../arrays.bin`` took every worker down), and Python cannot catch that.
+past its new end (``truncate -s 0 .../arrays.bin`` would take every worker down), and Python cannot catch that.
 So a copy is written read-only (``FILE_MODE`` 0440) into a directory only the service's user enters (``ROOT_MODE``
 0700); it is mapped only after checking the open file (``_checked``: a regular file this user owns, writable by
 nobody else, of its recorded size, ending with the random marker ``copy.json`` records); and every request checks

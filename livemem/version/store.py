@@ -46,9 +46,9 @@ TABLES = "tables.duckdb"
 CHROMA = "chroma"
 OWNER_SUFFIX = ".owner.json"
 STALE_STAGING_S = 24 * 3600  # a staged version this old is reclaimable whoever owns it (e.g. a lost host)
-# Who may read the index home (issue 33: its files were 0644, and versions, segments and caches hold internal
-# text): the home directory is 0750 (the service's user, and a group it chooses, e.g. a serving user's), so nothing
-# under it is reachable by other users whatever their own modes; a version's files and directories lose every
+# Who may read the index home (versions, segments and caches hold internal text, so nothing there may be 0644):
+# the home directory is 0750 (the service's user, and a group it chooses, e.g. a serving user's), so nothing under
+# it is reachable by other users whatever their own modes; a version's files and directories lose every
 # permission for others and write for the group when its manifest is written (``private_tree``: 0640 / 0750),
 # segments are 0440 (``livemem.version.segments``), serving copies 0440 under a 0700 directory
 # (``livemem.version.mapped``).

@@ -150,7 +150,8 @@ def publish_staged(
     }
     if row_count is not None:
         metadata["dagster/row_count"] = row_count(manifest)
-    # what changed in this build, against the version it was built on, and the disk kept versions take (issue 37)
+    # what changed in this build, against the version it was built on, and the disk kept versions take
+    # (docs/versions.md, "Each publish says what changed")
     metadata["what_changed"] = changes["what_changed"]
     if "changes" in changes:
         metadata["changes"] = MetadataValue.json(changes["changes"])

@@ -29,7 +29,8 @@ async def query(body: QueryRequest, state: State, role: CallerRole, request: Req
     writes before answering). The same answer to the same caller again within a minute is traced as one line
     naming the first (``livemem.usage.traces.RepeatWindow``)."""
     # One trip to the thread pool for the whole request (the version, the search, the JSON), instead of one for
-    # a sync dependency, one for the endpoint, one for response validation and one for the trace (issue 15).
+    # a sync dependency, one for the endpoint, one for response validation and one for the trace
+    # (docs/decisions/0004-request-path.md).
     return await to_thread.run_sync(answer_query, body, state, role, caller_identity(request))
 
 
