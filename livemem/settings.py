@@ -185,7 +185,8 @@ class ChromaSettings(Section):
 
 
 class DenseSettings(Section):
-    """The dense scan's process knobs, read once at import of ``livemem.index.dense`` (docs/dense-scan.md)."""
+    """The dense scan's process knobs, read once by the entry point and passed to ``livemem.index.dense.configure``
+    (docs/dense-scan.md, docs/approximate-search.md)."""
 
     title: ClassVar[str] = "dense scan settings"
     scan_threads: int | None = Field(
@@ -197,6 +198,19 @@ class DenseSettings(Section):
     )
     kernel: Literal["int8", "fbgemm", "torch-half"] | None = Field(
         None, validation_alias="LIVEMEM_DENSE_KERNEL", description="the dense first stage's kernel (default: int8)"
+    )
+    ann: Literal["auto", "exact"] = Field(
+        "auto",
+        validation_alias="LIVEMEM_ANN",
+        description="auto: segments with an approximate-search graph answer candidates from it; exact: every row "
+        "scanned (docs/approximate-search.md)",
+    )
+    ann_candidates: int = Field(
+        40,
+        ge=1,
+        le=100_000,
+        validation_alias="LIVEMEM_ANN_CANDIDATES",
+        description="candidates a graph gives at least, scored exactly (max(this, 4·k); more under filters)",
     )
 
 
@@ -231,6 +245,14 @@ class BuildSettings(Section):
         le=65536,
         validation_alias="LIVEMEM_DOCUMENT_MEMORY_MB",
         description="address space (MiB) the document extraction worker may add (docs/documents.md)",
+    )
+    ann_min_rows: int = Field(
+        250_000,
+        ge=0,
+        le=1_000_000_000,
+        validation_alias="LIVEMEM_ANN_MIN_ROWS",
+        description="a segment of at least this many rows gets an approximate-search graph (0: never; "
+        "docs/approximate-search.md)",
     )
 
 

@@ -44,10 +44,13 @@ __all__ = [
 
 
 def configure(settings: DenseSettings) -> None:
-    """The dense scan's process knobs: the kernel tried first, and the number of background scan threads. Read
-    before the first scan (the kernel is chosen once per process, the pool started once)."""
+    """The dense scan's process knobs: the kernel tried first, the number of background scan threads, and whether
+    segments' graphs answer candidates (``ann``, ``ann_candidates``: ``livemem.index.ann``). Read before the first
+    scan (the kernel is chosen once per process, the pool started once)."""
     kernels.KERNELS = kernels.kernel_order(settings.kernel)
     scan.SCAN_THREADS = scan.scan_threads(settings.scan_threads)
+    scan.ANN_MODE = settings.ann
+    scan.ANN_CANDIDATES = settings.ann_candidates
 
 
 configure(DenseSettings.defaults())  # until an entry point configures it (serving: ServingState.from_settings)
@@ -58,10 +61,19 @@ class DenseRows:
     scores every row (``exact_scores``); ``scan(vector, mask)`` finds the best rows exactly without scoring every
     row in float32; ``materialize()`` is the whole matrix in row order (a copy)."""
 
-    def __init__(self, parts: list[tuple[np.ndarray, np.ndarray]], dim: int, sentences: list | None = None) -> None:
+    def __init__(
+        self,
+        parts: list[tuple[np.ndarray, np.ndarray]],
+        dim: int,
+        sentences: list | None = None,
+        graphs: list | None = None,
+    ) -> None:
         self.parts = parts  # (segment vectors, the segment rows this snapshot holds, in order)
         # per part, its segment's ``livemem.index.sentences.Sentences`` (None: the segment has no sentence vectors)
         self.sentences = sentences if sentences is not None else [None] * len(parts)
+        # per part, its segment's approximate-search graph (``livemem.index.ann.Graph``; None: scanned exactly)
+        self.graphs = graphs if graphs is not None else [None] * len(parts)
+        self._inverse: dict[int, np.ndarray] = {}
         self.has_sentences = any(s is not None and s.count for s in self.sentences)
         self.size = sum(int(rows.size) for _, rows in parts)
         self.shape = (self.size, dim)
@@ -81,6 +93,17 @@ class DenseRows:
             where = np.flatnonzero(part_of == p)
             groups.append((int(p), where, rows[where] - self.offsets[p]))
         return groups
+
+    def inverse(self, part: int) -> np.ndarray:
+        """For each row of ``part``'s segment, its position among the part's rows in this snapshot (-1: the
+        snapshot does not hold it): a graph's keys are segment rows. Built once per part."""
+        found = self._inverse.get(part)
+        if found is None:
+            vectors, held = self.parts[part]
+            found = np.full(vectors.shape[0], -1, dtype=np.int64)
+            found[held] = np.arange(held.size, dtype=np.int64)
+            self._inverse[part] = found
+        return found
 
     def block_rows(self, part: int, start: int, end: int) -> tuple[int, int, np.ndarray | bool]:
         """Where segment rows ``[start, end)`` of ``part`` go in the snapshot: ``(first, end)`` positions within the

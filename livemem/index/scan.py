@@ -11,6 +11,14 @@ reach the top k is then scored exactly. The result is identical to ranking the e
 
 Ties are broken by row (``top_order``), so the top k is one well-defined set however it is found.
 
+**Segments with a graph** (``livemem.index.ann``: large segments, ``DenseSettings.ann`` "auto") are not scanned:
+their graph gives ``max(ANN_CANDIDATES, 4·k)`` candidates (more when a filter or the version's deletions keep a
+fraction of the segment's rows), scored exactly; the segments without one go through the two stages above, and the
+top k is taken over both. Scores stay exact; which rows are candidates is approximate (recall of the final top 10
+against exact search: ``bench/results/ann.md``, ``bench/results/scale*.md``). With a weight per row, a graph is asked
+for more until its lowest candidate score, at the highest weight of its rows, cannot reach the k-th best weighted
+score found (``_graph_candidates``).
+
 A segment's vectors are packed for the kernel once per process (``packed``: the int8 codes the serving copies hold
 when registered with ``share_int8``, else a private copy) and dropped with the segment's array.
 """
@@ -28,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from livemem.index.bounds import F16_MAX, INT8_MAX_NORM, INT8_RHO, SLACK, error_bound, int8_terms, max_row_norm
-from livemem.index.kernels import Int8Codes, Kernel, first_stage_kernel
+from livemem.index.kernels import Int8Codes, Kernel, first_stage_kernel, gathered_scores
 
 if TYPE_CHECKING:
     from livemem.index.dense import DenseRows
@@ -73,6 +81,16 @@ def top_order(scores: np.ndarray, k: int) -> np.ndarray:
 # more than it saves). ``LIVEMEM_SCAN_THREADS=0`` scans on the calling thread always.
 SCAN_BLOCK_ROWS = 65_536
 PARALLEL_MIN_ROWS = 100_000
+
+
+# Approximate first stage (``livemem.index.dense.configure`` sets them from ``DenseSettings``): "auto" uses the graphs
+# segments have, "exact" scans every row; the candidates a graph gives at least. A graph part with at most
+# ``GRAPH_EXACT_ROWS`` allowed rows, or whose filter would need more than ``GRAPH_MAX_COUNT`` candidates, is scored
+# exactly over its allowed rows instead (few by then: gathering 20k rows costs ≈ 2 ms).
+ANN_MODE = "auto"
+ANN_CANDIDATES = 40
+GRAPH_EXACT_ROWS = 20_000
+GRAPH_MAX_COUNT = 20_000
 
 
 def scan_threads(configured: int | None = None) -> int:
@@ -215,14 +233,28 @@ class DenseScan:
         if allowed is None:
             allowed = np.arange(dense.size) if mask is None else np.flatnonzero(mask)
         self.allowed = allowed
+        # parts answered by their graph (livemem.index.ann), and the allowed rows of the others (``rest``)
+        self._graph_parts = _graph_parts(dense, query) if allowed.size else []
+        self.rest = allowed
+        if self._graph_parts:
+            in_graph = np.zeros(allowed.size, dtype=bool)
+            for p in self._graph_parts:
+                in_graph[slice(*self._allowed_range(p))] = True
+            self.rest = allowed[~in_graph]
         self._approx: np.ndarray | None = None  # first-stage scores (float32), -inf where not allowed
         self._pending: tuple | None = None  # blocks being scanned on the pool (``_settle``)
         self.bound: tuple[float, float] = (math.inf, 0.0)  # |approx − exact| ≤ b0 + rho·|approx|
         self._row_bounds: tuple[list[Packed], float, float] | None = None  # int8: (parts, ‖q‖, rest): int8_terms
         self.exact = np.full(dense.size, np.nan, dtype=np.float32)  # exact scores computed so far (NaN: not yet)
         self.known = np.zeros(dense.size, dtype=bool)
-        if self.allowed.size > EXACT_SHARE * dense.size:
+        scanned = dense.size - sum(int(dense.parts[p][1].size) for p in self._graph_parts)
+        if self.rest.size and self.rest.size > EXACT_SHARE * scanned:
             self._first_stage()
+
+    def _allowed_range(self, part: int) -> tuple[int, int]:
+        """Where the allowed rows of ``part`` are in ``allowed`` (ascending): ``allowed[a:b]``."""
+        start, end = self.dense.offsets[part], self.dense.offsets[part + 1]
+        return tuple(int(i) for i in np.searchsorted(self.allowed, [start, end]))
 
     def _first_stage(self) -> None:
         kernel = first_stage_kernel()
@@ -239,11 +271,13 @@ class DenseScan:
         if kernel.reads_int8 and all(p.row_error is not None for p in parts):  # a bound per row, for candidates
             self._row_bounds = (parts, *int8_terms(kernel, self.query, parts, query))
         approx = np.empty(self.dense.size, dtype=np.float32)
+        for p in self._graph_parts:  # answered by their graph: never first-stage candidates
+            approx[self.dense.offsets[p] : self.dense.offsets[p + 1]] = -np.inf
         # (part, packed block, where its scores go: a slice of approx, or None: picked from the whole part later;
         # the block's rows the snapshot holds when it does not hold them all)
         jobs: list[tuple[int, Any, np.ndarray | None, np.ndarray | None]] = []
         for p, part in enumerate(parts):
-            for a, b, block in part.blocks:
+            for a, b, block in part.blocks if p not in self._graph_parts else ():
                 first, end, local = self.dense.block_rows(p, a, b)
                 out = None if local is False else approx[self.dense.offsets[p] + first : self.dense.offsets[p] + end]
                 jobs.append((p, block, out, None if local is False or local is True else local))
@@ -302,12 +336,90 @@ class DenseScan:
 
     def candidates(self, k: int, weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Allowed rows (ascending) among which are all the ``k`` best by ``score × weight`` (``weight``: one
-        finite, non-negative number per snapshot row, None for 1), ties included, with their exact scores."""
+        finite, non-negative number per snapshot row, None for 1), ties included, with their exact scores. Over
+        segments with a graph, "all" holds as far as the graph finds the best rows (module docstring)."""
         k = min(k, self.allowed.size)
         if k <= 0:
             return self.allowed[:0], np.zeros(0, dtype=np.float32)
-        if self.approx is None or (weight is not None and not _plain(weight)):
+        if weight is not None and not _plain(weight):
             return self.allowed, self._exact(self.allowed)
+        if not self._graph_parts:
+            return self._scanned(k, weight, self.allowed)
+        rows, _ = self._scanned(min(k, self.rest.size), weight, self.rest)
+        return self._graph_candidates(k, weight, rows)
+
+    def _graph_candidates(
+        self, k: int, weight: np.ndarray | None, scanned: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The candidates of the parts with a graph, with ``scanned`` (those of the others), ascending, with their
+        exact scores. Each graph part gives ``count`` candidates (``max(ANN_CANDIDATES, 4k)`` over the fraction of
+        its rows allowed); while the lowest score a part gave, at its rows' highest weight, could still reach the
+        k-th best weighted score of all candidates, that part is asked for four times as many."""
+        need = max(ANN_CANDIDATES, 4 * k)
+        found: dict[int, tuple[np.ndarray, float | None]] = {}  # part -> (its allowed candidates, lowest score given)
+        counts: dict[int, int] = {}
+        for p in self._graph_parts:
+            a, b = self._allowed_range(p)
+            segment_rows = self.dense.parts[p][0].shape[0]
+            if b - a <= max(GRAPH_EXACT_ROWS, need) or need * segment_rows > GRAPH_MAX_COUNT * (b - a):
+                found[p] = (self.allowed[a:b], None)  # every allowed row of the part: exhaustive
+            else:
+                counts[p] = min(segment_rows, -(-need * segment_rows // (b - a)))
+        fetched: dict[int, int] = {}
+        while True:
+            for p, count in counts.items():
+                if fetched.get(p) != count:
+                    found[p], fetched[p] = self._from_graph(p, count), count
+            rows = np.unique(np.concatenate([scanned, *(r for r, _ in found.values())]))
+            scores = self._exact(rows)
+            weighted = scores.astype(np.float64) if weight is None else scores * weight[rows]
+            kth = float(np.partition(weighted, weighted.size - k)[weighted.size - k]) if weighted.size >= k else -np.inf
+            short = [p for p in counts if found[p][1] is not None and self._may_miss(p, found[p][1], weight, kth)]
+            if not short:
+                return rows, scores
+            for p in short:
+                if counts[p] * 4 > GRAPH_MAX_COUNT or counts[p] >= self.dense.parts[p][0].shape[0]:
+                    # the graph is no help here (or walked all it reaches): every allowed row, exactly
+                    a, b = self._allowed_range(p)
+                    found[p] = (self.allowed[a:b], None)
+                    del counts[p]
+                else:
+                    counts[p] *= 4
+
+    def _from_graph(self, part: int, count: int) -> tuple[np.ndarray, float | None]:
+        """The allowed snapshot rows among the ``count`` candidates ``part``'s graph gives, and the lowest exact
+        score of those candidates (allowed or not; None: the graph gave every row of its segment)."""
+        vectors, _ = self.dense.parts[part]
+        keys = self.dense.graphs[part].search(self.query, count)
+        if keys.size == 0:
+            return keys, None
+        exact = gathered_scores(vectors, keys, self.query)
+        position = self.dense.inverse(part)[keys]
+        held = position >= 0
+        rows = self.dense.offsets[part] + position[held]
+        if rows.size:
+            self.exact[rows] = exact[held]
+            self.known[rows] = True
+        if self.mask is not None:
+            rows = rows[self.mask[rows]]
+        lowest = None if keys.size >= vectors.shape[0] else float(np.min(exact))
+        return rows, lowest
+
+    def _may_miss(self, part: int, lowest: float, weight: np.ndarray | None, kth: float) -> bool:
+        """Whether a row of ``part`` its graph did not give (score ≤ ``lowest``) could still reach ``kth``."""
+        if weight is None:
+            return lowest > kth or not math.isfinite(kth)
+        a, b = self._allowed_range(part)
+        w = weight[self.allowed[a:b]]
+        reach = lowest * float(w.max() if lowest >= 0 else w.min())
+        return reach > kth or not math.isfinite(kth)
+
+    def _scanned(self, k: int, weight: np.ndarray | None, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``candidates`` over the rows of the parts without a graph: ``allowed``."""
+        if k <= 0:
+            return allowed[:0], np.zeros(0, dtype=np.float32)
+        if self.approx is None:
+            return allowed, self._exact(allowed)
         a = self.approx
         b0, rho = self.bound
         if weight is None:
@@ -332,7 +444,6 @@ class DenseScan:
             if self._row_bounds is not None and rows.size:
                 rows = self._within_row_bounds(rows, lower)
         else:
-            allowed = self.allowed
             a = a[allowed].astype(np.float64)
             spread = b0 + rho * np.abs(a)
             low = (a - spread) * weight[allowed]
@@ -370,6 +481,13 @@ def _kth_at_most(a: np.ndarray, k: int) -> float:
         if math.isfinite(guess) and np.count_nonzero(a >= guess) >= k:  # k numbers ≥ guess: the k-th is ≥ guess
             return guess
     return float(np.partition(a, a.size - k)[a.size - k])
+
+
+def _graph_parts(dense: DenseRows, query: np.ndarray) -> list[int]:
+    """The parts whose graph answers this query: those with one, when ``ANN_MODE`` is "auto" and the query finite."""
+    if ANN_MODE != "auto" or not any(g is not None for g in dense.graphs) or not np.all(np.isfinite(query)):
+        return []
+    return [p for p, g in enumerate(dense.graphs) if g is not None and dense.parts[p][1].size]
 
 
 def _plain(weight: np.ndarray) -> bool:

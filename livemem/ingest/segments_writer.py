@@ -44,16 +44,19 @@ def write_segments(
     terms: list[TermIds],
     timings: dict[str, float],
     sentences: Sentences | None = None,
+    graph_min_rows: int = 0,
 ) -> list[dict[str, Any]]:
     """Write the rebuilt chunks and files (``terms``: the BM25 tokens of ``rows``, batch by batch; ``sentences``:
     their sentence vectors) as one new segment under ``parts`` (``dim``: the vectors'), name its rows in the
     membership, merge segments when the version would hold too many or too little of one (``merge_plan``; its time
-    is added to ``timings["merge_s"]``), and define the ``chunks`` / ``parents`` views. Returns the version's
-    segments with the rows it holds of each."""
+    is added to ``timings["merge_s"]``), and define the ``chunks`` / ``parents`` views. A segment written (new or
+    merged) with at least ``graph_min_rows`` rows gets its approximate-search graph (``livemem.index.ann``). Returns
+    the version's segments with the rows it holds of each."""
     if rows or parents:
         segment = write_segment(
             con, parts, pd.DataFrame(rows, columns=list(records.CHUNK_COLUMNS)),
             pd.DataFrame(parents, columns=list(PARENT_COLUMNS)), vectors, texts, Postings.merge(terms), sentences,
+            graph_min_rows,
         )  # fmt: skip
         hold_segment(con, segment, len(rows), len(parents))
     release_segments(con, [s for s, c, p in live_rows(con) if c == 0 and p == 0])  # nothing of it is held
@@ -63,14 +66,17 @@ def write_segments(
     plan = merge_plan(live, sizes)
     if plan:
         t = time.perf_counter()
-        merge_segments(con, parts, dim, plan)
+        merge_segments(con, parts, dim, plan, graph_min_rows)
         timings["merge_s"] = round(timings.get("merge_s", 0.0) + time.perf_counter() - t, 3)
         create_views(con, version_segments(con))
     return [{"id": s, "chunks": n_chunks, "parents": n_parents} for s, n_chunks, n_parents in live_rows(con)]
 
 
-def merge_segments(con: duckdb.DuckDBPyConnection, parts: Path, dim: int, plan: list[str]) -> None:
-    """Rewrite the rows this version holds of the ``plan`` segments as one segment (``dim``: the vectors')."""
+def merge_segments(
+    con: duckdb.DuckDBPyConnection, parts: Path, dim: int, plan: list[str], graph_min_rows: int = 0
+) -> None:
+    """Rewrite the rows this version holds of the ``plan`` segments as one segment (``dim``: the vectors'), with its
+    graph when it has at least ``graph_min_rows`` rows."""
     listed = sql_literals(plan)
     held = (
         "SELECT p.* FROM {kind}_parts p ANTI JOIN {kind}_deletes d ON d.segment = p._seg AND d.seg_row = p._row "
@@ -95,7 +101,7 @@ def merge_segments(con: duckdb.DuckDBPyConnection, parts: Path, dim: int, plan: 
     ]
     segment = write_segment(
         con, parts, chunks.drop(columns=["_seg", "_row"]), parents.drop(columns=["_seg", "_row"]), vectors, texts,
-        sentences=sentences,
+        sentences=sentences, graph_min_rows=graph_min_rows,
     )  # fmt: skip
     hold_segment(con, segment, len(chunks), len(parents))
     log.info("merged %d segments into %s (%d chunks, %d files)", len(plan), segment, len(chunks), len(parents))

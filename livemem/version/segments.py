@@ -8,8 +8,11 @@
     postings.npz      BM25 postings of the chunks (``livemem.index.sparse.Postings``)
     sentences.npz     (when some chunk has sentences) their vectors as int8 codes with a scale each, and where each
                       chunk row's sentences start (``livemem.index.sentences.Sentences``)
+    ann.usearch       (a segment of at least ``BuildSettings.ann_min_rows`` rows) the HNSW graph of its vectors for
+                      the approximate first stage (``livemem.index.ann``), memory-mapped by every serving worker
     segment.json      counts and the size and SHA-256 of every file above; the segment id is
-                      ``seg-`` + the first 32 hex digits of the SHA-256 of those hashes
+                      ``seg-`` + the first 32 hex digits of the SHA-256 of those hashes, the graph's excepted (it is
+                      derived from the vectors: recorded under ``graph``, outside the id)
 
 Files are written into a temporary directory, made read-only, and renamed into place: a segment directory that
 exists is complete. Writing a segment whose content already exists reuses it.
@@ -27,6 +30,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -39,6 +43,7 @@ import pandas as pd
 
 from livemem.duck import registered, sql_literals
 from livemem.errors import LivingMemoryError
+from livemem.index.ann import GRAPH_FILE, Graph, GraphError, build_graph
 from livemem.index.bounds import INT8_MAX_NORM, max_row_norm
 from livemem.index.kernels import Int8Codes, quantize_int8
 from livemem.index.scan import share_int8
@@ -100,10 +105,12 @@ def write_segment(
     texts: list[str],
     postings: Postings | None = None,
     sentences: Sentences | None = None,
+    graph_min_rows: int = 0,
 ) -> str:
     """Write one segment (chunk rows in the order of ``vectors`` and ``texts``) and return its id. ``postings``: those
     of ``texts`` when the caller has them (a build merges the batches its worker processes tokenized);
-    ``sentences``: the rows' sentence vectors (none: no row has any)."""
+    ``sentences``: the rows' sentence vectors (none: no row has any); ``graph_min_rows``: a segment of at least
+    this many rows gets its approximate-search graph (``livemem.index.ann``; 0: never)."""
     if len(chunks) != len(vectors) or len(chunks) != len(texts):
         raise ValueError(f"{len(chunks)} chunk rows, {len(vectors)} vectors, {len(texts)} texts")
     if sentences is not None:
@@ -133,6 +140,10 @@ def write_segment(
         segment_id = "seg-" + hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:32]
         meta = {"id": segment_id, "format": SEGMENT_FORMAT, "chunks": len(chunks), "parents": len(parents),
                 "files": files}  # fmt: skip
+        if 0 < graph_min_rows <= len(chunks) and not (parts / segment_id).is_dir():
+            started = time.perf_counter()
+            meta["graph"] = build_graph(np.load(tmp / "dense.npy", mmap_mode="r"), tmp / GRAPH_FILE)
+            log.info("graph of %s: %d rows in %.1f s", segment_id, len(chunks), time.perf_counter() - started)
         (tmp / "segment.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
         for f in tmp.iterdir():
             f.chmod(0o440)  # read-only, never readable by others (livemem.version.store.HOME_MODE)
@@ -247,6 +258,7 @@ class Segment:
     sentences: Sentences | None = None  # the chunks' sentence vectors, when the segment has any
     derived: dict[str, Any] = field(default_factory=dict)  # what readers compute once per segment (columns)
     guard: mapped.Guard | None = None  # the mapped serving copy's file (None: held in this process's memory)
+    graph: Graph | None = None  # the approximate-search graph of a large segment (``livemem.index.ann``), mapped
 
     @property
     def size(self) -> int:
@@ -354,11 +366,27 @@ def load_segment(parts: Path, segment_id: str) -> Segment:
             except OSError as exc:
                 log.warning("serving copy of %s not written (%s): held in this worker's memory", segment_id, exc)
         if found is None:
-            return _segment(segment_id, {"chunks": size}, arrays, False)
+            segment = _segment(segment_id, {"chunks": size}, arrays, False)
+            segment.graph = _graph(parts, segment_id)
+            return segment
     meta, arrays = found
     segment = _segment(segment_id, meta, arrays, True)
     segment.guard = meta["guard"]
+    segment.graph = _graph(parts, segment_id)
     return segment
+
+
+def _graph(parts: Path, segment_id: str) -> Graph | None:
+    """The segment's graph, mapped, when ``segment.json`` records one; a graph that does not match what it records
+    is left unused (the segment is then searched exactly: slower, never wrong) and said in the log."""
+    recorded = segment_meta(parts, segment_id).get("graph")
+    if not recorded:
+        return None
+    try:
+        return Graph.open(parts / segment_id / GRAPH_FILE, recorded)
+    except (GraphError, OSError, RuntimeError, ValueError) as exc:
+        log.warning("graph of segment %s not used (%s): searched exactly", segment_id, exc)
+        return None
 
 
 class SegmentCache:

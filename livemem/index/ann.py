@@ -1,0 +1,109 @@
+"""The approximate first stage for large segments: an HNSW graph per segment (usearch, int8), memory-mapped.
+
+Exact search reads every row's int8 code per query (``livemem.index.scan``): 192 MB at 500k rows, the floor of its
+latency. A segment with at least ``BuildSettings.ann_min_rows`` rows gets a graph when it is written
+(``livemem.version.segments.write_segment``), saved beside its parts as ``ann.usearch`` and memory-mapped by every
+serving worker (one copy in the page cache, as the serving copies). A query walks the graph for a few hundred
+candidates instead of reading every row; **the candidates are scored exactly** (``DenseScan``), so a score is
+always exact and only which rows are candidates is approximate. Chosen by measurement (``bench/ann.py``,
+``bench/results/ann.md``, docs/approximate-search.md): usearch HNSW with int8 storage, connectivity 16,
+``expansion_add`` 128; 40 candidates keep the final top 10 equal to exact search in ≥ 99.9 % at 50k–250k rows.
+
+The graph's keys are the segment's rows (``_row``), every row of the segment: a version that holds fewer of them
+(deletion vectors) drops the others after the search (``DenseScan`` asks for more when a filter or a deletion
+keeps a fraction of the rows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# simsimd is loaded before usearch, always: usearch's own SIMD library (numkong) exports the same symbols, and a
+# simsimd loaded after it resolves them there and refuses int8 inputs (``cdist``: "matching datatypes").
+import simsimd  # noqa: F401  (the dense first stage's kernel, livemem.index.kernels)
+
+GRAPH_FILE = "ann.usearch"
+GRAPH_FORMAT = 1
+CONNECTIVITY = 16
+EXPANSION_ADD = 128
+MIN_EXPANSION_SEARCH = 64  # usearch's default breadth; a search for more candidates walks at least that many
+
+
+class GraphError(ValueError):
+    """A graph file that cannot be used for its segment (missing, truncated, another shape)."""
+
+
+def graph_meta(path: Path, rows: int, dim: int) -> dict[str, Any]:
+    """What ``segment.json`` records of a segment's graph (``graph``): outside the segment's content hash, so the
+    segment's id depends on its rows only (a graph is derived from them)."""
+    with open(path, "rb") as fh:
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    return {"file": GRAPH_FILE, "format": GRAPH_FORMAT, "rows": rows, "dim": dim, "dtype": "i8", "metric": "ip",
+            "connectivity": CONNECTIVITY, "expansion_add": EXPANSION_ADD, "size": path.stat().st_size,
+            "sha256": digest}  # fmt: skip
+
+
+def build_graph(vectors: np.ndarray, path: Path, threads: int = 0) -> dict[str, Any]:
+    """Build the graph of a segment's ``vectors`` (row ``i`` is key ``i``), save it to ``path`` and return its
+    ``graph_meta``. ``threads``: 0 uses every core (a build step, never a request)."""
+    from usearch.index import Index
+
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    rows, dim = vectors.shape
+    index = Index(ndim=dim, metric="ip", dtype="i8", connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD)
+    if rows:
+        index.add(np.arange(rows, dtype=np.uint64), vectors, threads=threads)
+    index.save(str(path))
+    return graph_meta(path, rows, dim)
+
+
+@dataclass(eq=False)
+class Graph:
+    """A segment's graph, memory-mapped: ``search(query, count)`` gives about the ``count`` segment rows of highest
+    inner product with ``query``, best first."""
+
+    index: Any
+    rows: int
+    path: Path
+    _lock: threading.Lock
+
+    @classmethod
+    def open(cls, path: Path, meta: dict[str, Any]) -> Graph:
+        """Map the graph at ``path`` after checking it against what ``segment.json`` recorded (``meta``): its size,
+        format, and the rows and dimensions usearch's own header declares."""
+        from usearch.index import Index
+
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise GraphError(f"{path.name} is missing: {exc}") from None
+        if meta.get("format") != GRAPH_FORMAT or size != meta.get("size"):
+            raise GraphError(f"{path.name}: {size} bytes (format {meta.get('format')}), {meta.get('size')} recorded")
+        header = Index.metadata(str(path))
+        if (
+            header is None
+            or header.get("count_present") != meta.get("rows")
+            or header.get("dimensions") != meta.get("dim")
+        ):
+            raise GraphError(f"{path.name}: its header does not declare {meta.get('rows')} rows of {meta.get('dim')}")
+        index = Index.restore(str(path), view=True)
+        if index is None:
+            raise GraphError(f"{path.name}: usearch could not map it")
+        return cls(index, int(meta["rows"]), path, threading.Lock())
+
+    def search(self, query: np.ndarray, count: int) -> np.ndarray:
+        """About the ``count`` rows nearest ``query`` (inner product), best first (fewer when the segment has
+        fewer). The breadth of the walk is at least ``count``."""
+        count = min(int(count), self.rows)
+        if count <= 0:
+            return np.zeros(0, dtype=np.int64)
+        with self._lock:  # the breadth is the index's state: one search at a time per graph (≈ 0.3 ms each)
+            self.index.expansion_search = max(MIN_EXPANSION_SEARCH, count)
+            found = self.index.search(query, count, threads=1)
+        return np.asarray(found.keys, dtype=np.int64)

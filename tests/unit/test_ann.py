@@ -1,0 +1,132 @@
+"""The approximate first stage (``livemem.index.ann`` + ``DenseScan`` over parts with a graph): candidates from the
+graph are scored exactly, filters, deletions and weights are honoured, and the final top k matches exact search
+(recall of the final top 10, as bench/results/ann.md reports it)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from livemem.index import scan
+from livemem.index.ann import GRAPH_FILE, Graph, GraphError, build_graph
+from livemem.index.dense import DenseRows
+from livemem.index.scan import top_order
+
+DIM = 384
+
+
+def clustered(rng: np.random.Generator, n: int, centres: int = 40) -> np.ndarray:
+    """Unit vectors around a few centres: near neighbours that matter, as real chunk vectors have."""
+    base = rng.standard_normal((centres, DIM)).astype(np.float32)
+    v = base[rng.integers(0, centres, n)] + 0.6 * rng.standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Two segments: a large one with a graph (of which the version deletes a few rows) and a small one scanned."""
+    rng = np.random.default_rng(7)
+    big, small = clustered(rng, 6000), clustered(rng, 1500)
+    path = tmp_path_factory.mktemp("ann") / GRAPH_FILE
+    meta = build_graph(big, path, threads=2)
+    held = np.setdiff1d(np.arange(6000), rng.choice(6000, 300, replace=False))  # deleted rows: not in the version
+    # questions near what the corpus holds (a random direction has no near neighbours: every row ties)
+    near = big[rng.integers(0, 6000, 60)] + 0.08 * rng.standard_normal((60, DIM)).astype(np.float32)
+    queries = near / np.linalg.norm(near, axis=1, keepdims=True)
+    return big, small, held, Graph.open(path, meta), meta, path, queries
+
+
+@pytest.fixture
+def small_limits(monkeypatch):
+    """The graph path even for a few thousand rows (by default a part with ≤ 20k allowed rows is scored exactly)."""
+    monkeypatch.setattr(scan, "GRAPH_EXACT_ROWS", 50)
+    monkeypatch.setattr(scan, "ANN_MODE", "auto")
+
+
+def rows_of(corpus, with_graph: bool = True) -> DenseRows:
+    big, small, held, graph, *_ = corpus
+    return DenseRows([(big, held), (small, np.arange(small.shape[0]))], DIM, graphs=[graph if with_graph else None, None])
+
+
+def exact_top(dense: DenseRows, query: np.ndarray, k: int, mask=None, weight=None) -> np.ndarray:
+    scores = (dense @ query).astype(np.float64)
+    if weight is not None:
+        scores = scores * weight
+    if mask is not None:
+        scores[~mask] = -np.inf
+    return top_order(scores, k)
+
+
+def test_a_graph_finds_the_nearest_rows_and_is_memory_mapped(corpus) -> None:
+    big, _, _, graph, meta, path, queries = corpus
+    assert meta["rows"] == 6000 and meta["dim"] == DIM and meta["size"] == path.stat().st_size
+    found = graph.search(queries[0], 40)
+    exact = np.argsort(-(big @ queries[0]), kind="stable")[:10]
+    assert found.size == 40 and len(set(exact) & set(found)) >= 9
+    assert 5900 <= graph.search(queries[0], 10**6).size <= 6000  # at most every row (a walk may miss a few)
+
+
+def test_a_graph_that_is_not_what_the_segment_recorded_is_refused(corpus, tmp_path) -> None:
+    _, _, _, _, meta, path, _ = corpus
+    with pytest.raises(GraphError, match="missing"):
+        Graph.open(tmp_path / GRAPH_FILE, meta)
+    cut = tmp_path / "cut.usearch"
+    cut.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(GraphError, match="bytes"):
+        Graph.open(cut, meta)
+    with pytest.raises(GraphError, match="rows"):
+        Graph.open(path, {**meta, "rows": 5999})
+    assert json.dumps(meta)  # what segment.json records is plain JSON
+
+
+def test_candidates_are_scored_exactly_and_the_top_ten_matches_exact_search(corpus, small_limits) -> None:
+    dense, exact_dense = rows_of(corpus), rows_of(corpus, with_graph=False)
+    *_, queries = corpus
+    overlap = total = 0
+    for q in queries:
+        got_rows, got_scores = dense.top(q, 10)
+        want = exact_top(exact_dense, q, 10)
+        assert np.array_equal(got_scores, exact_dense.scores(q, got_rows))  # every score is the exact one
+        overlap += len(set(got_rows) & set(want))
+        total += 10
+    assert overlap / total >= 0.99
+    scan_ = dense.scan(queries[0])
+    assert scan_.rest.size == 1500  # only the part without a graph is scanned
+
+
+def test_filters_deletions_and_weights_are_honoured(corpus, small_limits) -> None:
+    dense, exact_dense = rows_of(corpus), rows_of(corpus, with_graph=False)
+    *_, queries = corpus
+    rng = np.random.default_rng(3)
+    overlap = total = 0
+    for i, q in enumerate(queries[:30]):
+        keep = rng.random(dense.size) < (0.5 if i % 3 else 0.05)  # a broad filter and a narrow one
+        weight = rng.uniform(0.2, 1.0, dense.size) if i % 2 else None
+        rows, scores = dense.scan(q, keep).candidates(10, weight)
+        assert np.all(keep[rows]) and np.array_equal(rows, np.sort(rows))  # only allowed rows, ascending
+        assert np.array_equal(scores, exact_dense.scores(q, rows))
+        best = rows[top_order(scores * (1 if weight is None else weight[rows]), 10)]
+        want = exact_top(exact_dense, q, 10, keep, weight)
+        overlap += len(set(best) & set(want))
+        total += 10
+    assert overlap / total >= 0.99
+
+
+def test_exact_mode_ignores_the_graphs(corpus, small_limits, monkeypatch) -> None:
+    monkeypatch.setattr(scan, "ANN_MODE", "exact")
+    dense, exact_dense = rows_of(corpus), rows_of(corpus, with_graph=False)
+    *_, queries = corpus
+    for q in queries[:10]:
+        assert np.array_equal(dense.top(q, 10)[0], exact_top(exact_dense, q, 10))
+    assert dense.scan(queries[0]).rest.size == dense.size
+
+
+def test_a_part_with_few_allowed_rows_is_scored_exactly(corpus) -> None:
+    """Below ``GRAPH_EXACT_ROWS`` allowed rows (the default 20k here: the whole test corpus) a graph part is scored
+    over its allowed rows: the top k is then exactly that of exact search."""
+    dense, exact_dense = rows_of(corpus), rows_of(corpus, with_graph=False)
+    *_, queries = corpus
+    for q in queries[:10]:
+        assert np.array_equal(dense.top(q, 10)[0], exact_top(exact_dense, q, 10))
