@@ -42,7 +42,7 @@ from livemem.query.fusion import (
     with_feedback,
     with_sentences,
 )
-from livemem.query.signals import attention_multiplier, consider_also, question_memory, recency_boost
+from livemem.query.signals import attention_multiplier, consider_also, recency_boost
 from livemem.query.types import MULTI_VALUE_FILTERS, DocumentHit, Filters, Hit, Query, Retrieval
 from livemem.version.reader import Snapshot, breath_number
 
@@ -216,7 +216,7 @@ class Retriever:
             scores = scores * recency_boost(
                 snap, rows, query.recency_bias, query.recency_half_life_days or self.recency_half_life_days
             )
-        if rows.size and query.attention_boost and question_memory(snap).size:
+        if rows.size and query.attention_boost and snap.signals.questions.size:
             # after the candidates are found: living memory reorders them, never adds one
             if vector is None:
                 vector = self.encode(query.text)
@@ -255,7 +255,7 @@ class Retriever:
         if query.recency_bias:
             half_life = query.recency_half_life_days or self.recency_half_life_days
             recency = weight = recency_boost(snap, every, query.recency_bias, half_life)
-        if query.attention_boost and question_memory(snap).size:
+        if query.attention_boost and snap.signals.questions.size:
             attention = attention_multiplier(snap, every, query.attention_boost, vector)
             weight = attention if weight is None else weight * attention
         depth = query.top_k if query.return_ == "chunks" else max(query.top_k * 4, 50)

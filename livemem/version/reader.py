@@ -44,7 +44,8 @@ from livemem.version import connect, mapped, parts_dir
 from livemem.version.mapped import Table
 from livemem.version.schema import LAYOUT_VERSION
 from livemem.version.segments import Segment, SegmentCache
-from livemem.version.store import CHROMA, MANIFEST, IndexHome
+from livemem.version.signals import MemorySignals, question_memory, read_signals
+from livemem.version.store import CHROMA, MANIFEST, TABLES, IndexHome
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +97,11 @@ class Snapshot:
     columns: dict[str, np.ndarray]
     row_of: dict[str, int]
     access_of: dict[str, str]
-    related: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
+    # attention, last breath, related chunks and question memory, read with the version (livemem.version.signals)
+    signals: MemorySignals = field(default_factory=MemorySignals.empty)
     loaded_at: float = field(default_factory=time.time)
     sparse_levels: dict[frozenset[str], LevelSparse] = field(default_factory=dict)
     segments: tuple[str, ...] = ()
-    last_breath: list[str | None] = field(default_factory=list)
     collection_masks: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)  # see retrieval.filter_mask
     _con: duckdb.DuckDBPyConnection | None = None
     _sparse_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -167,8 +168,8 @@ class Snapshot:
         """The chunk record (``schemas/chunk.schema.json``) of the chunk at ``row``."""
         return records.row_to_record(
             self.rows[row],
-            attention=float(self.columns["attention"][row]),
-            last_breath_seen=self.last_breath[row],
+            attention=float(self.signals.attention[row]),
+            last_breath_seen=self.signals.last_breath[row],
         )
 
     def parents(self, parent_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -342,14 +343,17 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
         dense.prepare()  # new segments packed for the first stage (``livemem.index.scan``), now, not on a first query
         if len(set(ids)) != len(ids):
             raise ValueError(f"the version holds {len(ids) - len(set(ids))} chunk ids twice")
-        attention, last_breath = _attention(con, ids)
+        row_of = {cid: i for i, cid in enumerate(ids)}
         columns = {
             name: np.concatenate([p[name] for p in per_segment]) if per_segment else np.zeros(0, dtype=kind)
             for name, kind in _COLUMN_KINDS.items()
         }
-        columns["attention"] = attention
-        columns["breath"] = np.array([breath_number(b) for b in last_breath], dtype=np.float64)
-        related = _related(con, {cid: i for i, cid in enumerate(ids)})
+        parent_ids, model_id = columns["parent_id"], manifest.get("model", {}).get("id", "")
+        signals = read_signals(  # the question memory: read at its first use, once
+            con, ids, row_of, lambda: question_memory(path / TABLES, manifest, row_of, parent_ids, dim, model_id)
+        )
+        columns["attention"] = signals.attention  # a filter column too (``min_attention``)
+        columns["breath"] = np.array([breath_number(b) for b in signals.last_breath], dtype=np.float64)
         sparse = SparseScorer([(s.postings, positions) for s, positions in sparse_parts], len(ids)) if ids else None
     except IndexUnavailable:
         if con is not None:
@@ -375,11 +379,10 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
         sparse=sparse,
         rows=Rows([(segment.table, seg_rows) for segment, seg_rows in segments]),
         columns=columns,
-        row_of={cid: i for i, cid in enumerate(ids)},
+        row_of=row_of,
         access_of=access_of,
-        related=related,
+        signals=signals,
         segments=tuple(order),
-        last_breath=last_breath,
         sparse_parts=sparse_parts,
         _con=con,
     )
@@ -401,17 +404,6 @@ def _prune_copies(parts: Path) -> None:
 
 def _still_held() -> set[str]:
     return {s for snap in list(_HELD) for s in snap.segments}
-
-
-def _attention(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[np.ndarray, list[str | None]]:
-    """Attention score and last breath seen of every row (the version's own, not the segments')."""
-    frame = con.execute("SELECT chunk_id, attention_score, last_breath_seen FROM attention").df()
-    scores = dict(zip(frame["chunk_id"], frame["attention_score"], strict=True))
-    breaths = {c: b for c, b in zip(frame["chunk_id"], frame["last_breath_seen"], strict=True) if isinstance(b, str)}
-    return (
-        np.fromiter((scores.get(c, 0.0) for c in ids), dtype=np.float64, count=len(ids)),
-        [breaths.get(c) for c in ids],
-    )
 
 
 class DamagedVersion(IndexUnavailable):
@@ -464,22 +456,6 @@ def without_paths(text: str, version_dir: Path | None = None) -> str:
     if version_dir is not None:
         text = text.replace(str(version_dir) + "/", "").replace(str(version_dir), "the version directory")
     return _ABSOLUTE_PATH.sub(lambda m: m.group(0).rsplit("/", 1)[-1], text)
-
-
-def _related(con: duckdb.DuckDBPyConnection, row_of: dict[str, int]) -> dict[int, list[tuple[int, float]]]:
-    """Chunks retrieved together (from the nightly rollup's ``related_chunks``), by row, strongest first."""
-    exists = con.execute(
-        "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'related_chunks'"
-    ).fetchone()[0]
-    if not exists:
-        return {}
-    related: dict[int, list[tuple[int, float]]] = {}
-    for cid, rid, weight in con.execute(
-        "SELECT chunk_id, related_id, weight FROM related_chunks ORDER BY chunk_id, weight DESC"
-    ).fetchall():
-        if cid in row_of and rid in row_of:
-            related.setdefault(row_of[cid], []).append((row_of[rid], float(weight)))
-    return related
 
 
 _COLUMN_KINDS = {

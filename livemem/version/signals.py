@@ -1,0 +1,144 @@
+"""The living-memory signals of a version, read with it as one object (``MemorySignals``, ``Snapshot.signals``).
+
+The nightly rollup (``livemem.usage.attention``) writes three tables into a version's ``tables.duckdb``:
+``attention`` (a score and the last Δ-phase seen, per chunk), ``related_chunks`` (chunks retrieved together) and
+``attention_questions`` (the questions a chunk was confirmed useful for, with their vectors). Serving reads them
+here, for the rows of one snapshot: attention and last breath and the related chunks when the snapshot is loaded
+(``read_signals``), the question memory at its first use and then never again for that snapshot (it is the one
+large table, and a version asked nothing that weighs attention never needs it). How ranking weighs them is
+``livemem.query.signals`` (docs/attention.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+Related = dict[int, list[tuple[int, float]]]  # row -> (related row, weight), strongest first
+
+
+@dataclass(frozen=True)
+class QuestionMemory:
+    """The questions chunks were confirmed useful for (``attention_questions``, written by the nightly rollup)."""
+
+    rows: np.ndarray  # per remembered question: the row of its chunk
+    vectors: np.ndarray  # per remembered question: its embedding (the index's model), float32
+    share: np.ndarray  # per remembered question: its weight / the summed weights of its chunk's questions
+    parent_of: np.ndarray  # per snapshot row: its parent document's number
+    parent_count: int
+
+    @property
+    def size(self) -> int:
+        return int(self.rows.size)
+
+    @classmethod
+    def empty(cls) -> QuestionMemory:
+        return cls(np.zeros(0, np.int64), np.zeros((0, 1), np.float32), np.zeros(0), np.zeros(0, np.int64), 0)
+
+
+class MemorySignals:
+    """A snapshot's living memory, per row: ``attention`` (score), ``last_breath`` (the last Δ-phase seen, or None),
+    ``related`` (chunks often retrieved with it) and ``questions`` (``QuestionMemory``: read once, at first use,
+    by ``load_questions``; safe to share between threads)."""
+
+    def __init__(
+        self,
+        attention: np.ndarray,
+        last_breath: list[str | None],
+        related: Related,
+        load_questions: Callable[[], QuestionMemory],
+    ) -> None:
+        self.attention = attention
+        self.last_breath = last_breath
+        self.related = related
+        self._load_questions = load_questions
+        self._questions: QuestionMemory | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def questions(self) -> QuestionMemory:
+        found = self._questions
+        if found is None:
+            with self._lock:  # concurrent first requests read the table once
+                if self._questions is None:
+                    self._questions = self._load_questions()
+                found = self._questions
+        return found
+
+    @classmethod
+    def empty(cls) -> MemorySignals:
+        return cls(np.zeros(0), [], {}, QuestionMemory.empty)
+
+
+def read_signals(
+    con: duckdb.DuckDBPyConnection, ids: list[str], row_of: dict[str, int], questions: Callable[[], QuestionMemory]
+) -> MemorySignals:
+    """Attention, last breath and related chunks of the rows ``ids`` (the version's own tables, not the segments');
+    ``questions`` reads the question memory when it is first needed (``question_memory``)."""
+    frame = con.execute("SELECT chunk_id, attention_score, last_breath_seen FROM attention").df()
+    scores = dict(zip(frame["chunk_id"], frame["attention_score"], strict=True))
+    breaths = {c: b for c, b in zip(frame["chunk_id"], frame["last_breath_seen"], strict=True) if isinstance(b, str)}
+    attention = np.fromiter((scores.get(c, 0.0) for c in ids), dtype=np.float64, count=len(ids))
+    return MemorySignals(attention, [breaths.get(c) for c in ids], _related(con, row_of), questions)
+
+
+def _related(con: duckdb.DuckDBPyConnection, row_of: dict[str, int]) -> Related:
+    """Chunks retrieved together (from the nightly rollup's ``related_chunks``), by row, strongest first."""
+    if not _has_table(con, "related_chunks"):
+        return {}
+    related: Related = {}
+    for cid, rid, weight in con.execute(
+        "SELECT chunk_id, related_id, weight FROM related_chunks ORDER BY chunk_id, weight DESC"
+    ).fetchall():
+        if cid in row_of and rid in row_of:
+            related.setdefault(row_of[cid], []).append((row_of[rid], float(weight)))
+    return related
+
+
+def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    found = con.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()
+    return bool(found and found[0])
+
+
+def question_memory(
+    tables: Path, manifest: dict[str, Any], row_of: dict[str, int], parent_ids: np.ndarray, dim: int, model_id: str
+) -> QuestionMemory:
+    """The question memory of the version whose tables are ``tables`` (``tables.duckdb``), for the snapshot rows
+    ``row_of`` (with their ``parent_ids``): empty for a version without one, or whose questions were embedded by
+    another model than the index's (``manifest.attention.question_model``) or at another dimension."""
+    empty = QuestionMemory.empty()
+    size = len(row_of)
+    if not size or not tables.is_file():
+        return empty
+    # its own read-only connection: read at first use, possibly after the snapshot's own was closed
+    con = duckdb.connect(str(tables), read_only=True)
+    try:
+        if not _has_table(con, "attention_questions"):
+            return empty
+        table = con.execute("SELECT chunk_id, vector, weight FROM attention_questions ORDER BY chunk_id").fetchnumpy()
+    finally:
+        con.close()
+    model = (manifest.get("attention") or {}).get("question_model")
+    keep = [
+        i for i, (c, v) in enumerate(zip(table["chunk_id"], table["vector"], strict=True))
+        if c in row_of and len(v) == dim
+    ]  # fmt: skip
+    if not keep or (model and model != model_id):
+        return empty
+    index = np.array([row_of[table["chunk_id"][i]] for i in keep], dtype=np.int64)
+    weight = np.asarray(table["weight"], dtype=np.float64)[keep]
+    total = np.bincount(index, weights=weight, minlength=size)
+    _, parent_of = np.unique(np.asarray(parent_ids).astype(str), return_inverse=True)
+    return QuestionMemory(
+        rows=index,
+        vectors=np.stack([table["vector"][i] for i in keep]).astype(np.float32),
+        share=weight / total[index],
+        parent_of=parent_of.astype(np.int64),
+        parent_count=int(parent_of.max()) + 1,
+    )
