@@ -35,7 +35,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from livemem.errors import LivingMemoryError
-from livemem.settings import PathSettings, RegistrySettings, ServingSettings
+from livemem.settings import ChromaSettings, PathSettings, RegistrySettings, ServingSettings
 from livemem.version.store import IndexHome
 from orchestration.instance import open_instance
 
@@ -46,6 +46,7 @@ err = Console(stderr=True)
 
 class Context:
     paths: PathSettings  # read once per command (``main``): the options, else the environment, else the defaults
+    chroma: ChromaSettings  # the Chroma server builds mirror to and pruning cleans (CHROMA_HOST), read once too
 
 
 CTX = Context()
@@ -88,11 +89,14 @@ def main(
 ) -> None:
     given = {"sources_file": sources, "index_dir": index_dir}
     CTX.paths = PathSettings.from_env(**{k: v for k, v in given.items() if v is not None})
+    CTX.chroma = ChromaSettings.from_env()
     configure_logging(json_logs, log_level)
 
 
 def home() -> IndexHome:
-    return IndexHome(CTX.paths.index_dir)
+    h = IndexHome(CTX.paths.index_dir)
+    h.chroma_server = CTX.chroma.address
+    return h
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -378,7 +382,19 @@ def materialize(
         mark = "[green]passed[/green]" if check.passed else "[red]failed[/red]"
         console.print(f"  check {check.check_name}: {mark} {check.description or ''}")
     if not result.success:
-        fail(f"{label} failed (run {result.run_id}); see the Dagster UI or the log above")
+        reasons = [step_failure_reason(e.event_specific_data.error) for e in result.all_events if e.is_step_failure]
+        why = "".join(f"; {r}" for r in dict.fromkeys(reasons) if r)
+        fail(f"{label} failed (run {result.run_id}){why}; see the Dagster UI or the log above")
+
+
+def step_failure_reason(error: Any) -> str:
+    """A failed step's own error under Dagster's wrapper, as ``ChromaNotInstalled: ...`` (its first line)."""
+    while error is not None and error.cls_name and error.cls_name.startswith("Dagster") and error.cause is not None:
+        error = error.cause
+    if error is None or not error.message.strip():
+        return ""
+    kind, sep, rest = error.message.strip().splitlines()[0].partition(": ")
+    return f"{kind.rsplit('.', 1)[-1]}{sep}{rest}"
 
 
 @app.command()
@@ -529,7 +545,7 @@ def verify(
     if target is None:
         fail(f"no index published under {h.root} yet")
     try:
-        config = load_sources(CTX.paths.sources_file)
+        config = load_sources(CTX.paths.sources_file, CTX.chroma)
         if rebuild:
             with console.status(f"rebuilding the commits of {target} from scratch …"):
                 report = rebuild_and_compare(config, h, load_embedder(), target)

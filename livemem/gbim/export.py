@@ -40,7 +40,7 @@ from livemem.version.store import (
     derive_version,
     write_manifest,
 )
-from livemem.version.vectors import delete, open_vectors, upsert
+from livemem.version.vectors import delete, open_vectors, require_chroma, upsert
 
 COUNTIES_MAX_BYTES = 512 * 1024  # larger boundaries are simplified: a browser draws them on every page
 COUNTIES_TOLERANCE_DEG = 0.002  # ~200 m, under a pixel on a state-wide map of a few hundred pixels
@@ -76,6 +76,8 @@ def export_gbim(
     """Stage a new version with the GBIM entities of the configured spatial sources (nothing when unchanged).
     ``dsns``: database URLs of PostGIS sources by the variable each names (default: the environment)."""
     spatial = load_spatial(config)
+    if spatial is not None:
+        require_chroma(config)  # Chroma asked for but not installed: refused before anything is written
     home.ensure()
     with home.write_lock():
         base = home.current()
@@ -149,7 +151,7 @@ def export_gbim(
             _write_counties(staged, counties)
         _write_gis_snapshot(staged, entities, vectors)
         if config.uses_chroma:
-            _update_chroma(staged, spatial, entities, vectors, previous.get("collections", []))
+            _update_chroma(staged, spatial, entities, vectors, previous.get("collections", []), config.chroma_server)
         elif (staged / CHROMA).exists():
             shutil.rmtree(staged / CHROMA)  # the vector store was switched off since the base version
         timings["write_s"] = round(time.perf_counter() - t, 3)
@@ -291,7 +293,12 @@ def chroma_metadata(entity: dict[str, Any]) -> dict[str, Any]:
 
 
 def _update_chroma(
-    staged: Path, spatial: SpatialConfig, entities: list[dict[str, Any]], vectors: np.ndarray, previous: list[str]
+    staged: Path,
+    spatial: SpatialConfig,
+    entities: list[dict[str, Any]],
+    vectors: np.ndarray,
+    previous: list[str],
+    server: tuple[str, int] | None = None,
 ) -> None:
     """Upsert every entity into its collections, delete entities that are gone, drop collections no longer used."""
     members: dict[str, list[int]] = {name: [] for name in spatial.collections}
@@ -299,7 +306,7 @@ def _update_chroma(
         members[spatial.collection].append(i)
         if e["collection"] != spatial.collection:
             members[e["collection"]].append(i)
-    client = open_vectors(staged, None)  # the staged copy already holds the base version's collections
+    client = open_vectors(staged, None, server)  # the staged copy already holds the base version's collections
     try:
         existing = {c.name for c in client.list_collections()}
         for name in set(previous) & existing - set(members):

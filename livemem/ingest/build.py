@@ -39,6 +39,7 @@ from livemem.sources.config import SourcesConfig
 from livemem.sources.gitsource import GitSource
 from livemem.version import PARTS, connect, use_parts
 from livemem.version.store import TABLES, IndexHome, dir_size_mb, segments_mb, write_manifest
+from livemem.version.vectors import require_chroma
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ def build_version(
     (``livemem.ingest.progress.Progress`` turns it into lines with rate and time left). ``settings``: the build
     section the entry point read (worker processes, document limits); None: its defaults.
     """
+    require_chroma(config)  # Chroma asked for but not installed: refused before anything is written
     home.ensure()
     with home.write_lock():
         home.clear_staging()
@@ -183,7 +185,7 @@ class _Builder:
             if self.config.uses_chroma:
                 update_chroma(
                     con, staged, new_rows, vectors, embedder=self.embedder, cache_dir=self.home.cache_dir,
-                    base_dir=self.base.dir, base_manifest=self.base.manifest,
+                    base_dir=self.base.dir, base_manifest=self.base.manifest, server=self.config.chroma_server,
                 )  # fmt: skip
                 t = self._tick("chroma_s", t)
             breath = read_breath(self.config, {name: repo for name, (repo, _) in opened.items()})

@@ -16,7 +16,7 @@ from livemem.index import records
 from livemem.model.embed_cache import EmbeddingCache
 from livemem.model.embedding import Embedder
 from livemem.sources.config import SourcesConfig
-from livemem.version.vectors import delete, open_vectors, server_address, upsert
+from livemem.version.vectors import delete, open_vectors, upsert
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +31,12 @@ def update_chroma(
     cache_dir: Path,
     base_dir: Path | None,
     base_manifest: dict[str, Any] | None,
+    server: tuple[str, int] | None = None,
 ) -> None:
-    """Start from the base version's vector store, then upsert rebuilt chunks and delete the gone ones."""
+    """Start from the base version's vector store, then upsert rebuilt chunks and delete the gone ones; ``server``:
+    the Chroma server the configuration names (``SourcesConfig.chroma_server``), else a directory in the version."""
     same_model = (base_manifest or {}).get("model", {}).get("id") == embedder.model_id
-    client = open_vectors(staged, base_dir if same_model else None)
+    client = open_vectors(staged, base_dir if same_model else None, server)
     if client.carried:
         gone = con.execute(
             "SELECT b.collection, b.chunk_id FROM base.chunks b LEFT JOIN chunks n "
@@ -113,7 +115,7 @@ def vector_store_mode(config: SourcesConfig) -> str:
     ``chroma-server`` (collections on the Chroma server named by ``CHROMA_HOST``)."""
     if not config.uses_chroma:
         return "none"
-    return "chroma-server" if server_address() else "chroma"
+    return "chroma-server" if config.chroma_server else "chroma"
 
 
 def chroma_metadata(row: dict[str, Any]) -> dict[str, Any]:

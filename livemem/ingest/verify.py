@@ -86,12 +86,13 @@ class Comparison:
         )
 
 
-def compare_versions(published: Path, reference: Path) -> Comparison:
-    """Compare the chunk-owned parts of two version directories (``reference`` is the from-scratch build)."""
+def compare_versions(published: Path, reference: Path, chroma_server: tuple[str, int] | None = None) -> Comparison:
+    """Compare the chunk-owned parts of two version directories (``reference`` is the from-scratch build;
+    ``chroma_server``: the Chroma server the configuration names, where versions may keep their vectors)."""
     result = Comparison()
     _compare_tables(published, reference, result)
     _compare_retrieval(published, reference, result)
-    _compare_vectors(published, reference, result)
+    _compare_vectors(published, reference, result, chroma_server)
     _compare_manifests(published, reference, result)
     return result
 
@@ -223,18 +224,20 @@ def _sample_queries(snap, count: int = 24) -> list[str]:
 
 
 # --- vector store -------------------------------------------------------------------------------------------
-def read_collections(version: Path, names: list[str]) -> dict[str, dict[str, tuple]]:
-    """id -> (document, metadata, vector) for each named collection of a version's vector store.
+def read_collections(
+    version: Path, names: list[str], address: tuple[str, int] | None = None
+) -> dict[str, dict[str, tuple]]:
+    """id -> (document, metadata, vector) for each named collection of a version's vector store (``address``: the
+    Chroma server the configuration names, for a version that keeps its vectors there).
 
     A persistent Chroma directory is read from a private copy: opening it in place could write to a published
     version.
     """
-    from livemem.version.vectors import SERVER_FILE, _http_client, server_address
+    from livemem.version.vectors import SERVER_FILE, _http_client
 
     out: dict[str, dict[str, tuple]] = {}
     mapping_file = version / CHROMA / SERVER_FILE
     if mapping_file.is_file():
-        address = server_address()
         if address is None:
             raise LivingMemoryError(
                 f"{version.name} keeps its vectors on a Chroma server; set CHROMA_HOST to read them"
@@ -270,7 +273,9 @@ def _read_collection(collection: Any) -> dict[str, tuple]:
     return rows
 
 
-def _compare_vectors(published: Path, reference: Path, result: Comparison) -> None:
+def _compare_vectors(
+    published: Path, reference: Path, result: Comparison, server: tuple[str, int] | None = None
+) -> None:
     present = [(published / CHROMA).is_dir(), (reference / CHROMA).is_dir()]
     if not any(present):
         return  # no vector store configured: the retrieval snapshot (compared above) holds the vectors
@@ -283,7 +288,7 @@ def _compare_vectors(published: Path, reference: Path, result: Comparison) -> No
     )
     where = {r[0]: (r[1], r[2]) for r in _rows(reference, "SELECT chunk_id, source, path FROM chunks")}
     where.update({r[0]: (r[1], r[2]) for r in _rows(published, "SELECT chunk_id, source, path FROM chunks")})
-    got, want = read_collections(published, names), read_collections(reference, names)
+    got, want = read_collections(published, names, server), read_collections(reference, names, server)
 
     def locate(cid: str, meta: dict | None) -> tuple[str, str]:
         if cid in where:
@@ -363,6 +368,7 @@ def rebuild_and_compare(
         return RebuildReport(version, Comparison(unrebuildable=gone), notes, {})
     with tempfile.TemporaryDirectory(prefix="livemem-rebuild-", dir=home.root) as tmp, home.write_lock():
         scratch = IndexHome(Path(tmp) / "home", cache_dir=home.cache_dir)
+        scratch.chroma_server = config.chroma_server  # its build wrote there: its collections are deleted there
         built = build_version(config, scratch, embedder, force=True, commits=commits)
         if built.version_id is None:
             raise LivingMemoryError(f"rebuild of {version} staged nothing: {built.reason}")
@@ -387,7 +393,7 @@ def rebuild_and_compare(
                     f"{entry.get('extractors')} (an extractor was upgraded: the next build extracts them again)"
                 )
         try:
-            comparison = compare_versions(home.version_dir(version), reference)
+            comparison = compare_versions(home.version_dir(version), reference, config.chroma_server)
         finally:
             shutil.rmtree(scratch.staging, ignore_errors=True)
             scratch._gc_vectors()  # a Chroma server keeps collections until no version of the home names them

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -145,6 +145,9 @@ class SourcesConfig:
     governance: Governance = field(default_factory=Governance)
     breath_source: str | None = None
     breath_path: str = "BREATH.md"
+    # Not from the file: the Chroma server (host, port) the entry point's ``ChromaSettings`` names (``CHROMA_HOST``),
+    # handed to ``load_sources``; None: no server (a build never reads the environment for it).
+    chroma_server: tuple[str, int] | None = None
 
     def source(self, name: str) -> SourceConfig:
         for src in self.sources:
@@ -167,9 +170,10 @@ class SourcesConfig:
     @property
     def uses_chroma(self) -> bool:
         """Whether versions keep their vectors in Chroma too (``index.vector_store: chroma``, or a Chroma server
-        named by ``CHROMA_HOST``). Serving reads the retrieval snapshot either way; by default no Chroma store is
-        written, which is most of a version's bytes and build time at scale."""
-        return self.vector_store == "chroma" or ChromaSettings.from_env().address is not None
+        named by ``CHROMA_HOST``, passed in as ``chroma_server``). Serving reads the retrieval snapshot either way; by
+        default no Chroma store is written, which is most of a version's bytes and build time at scale. Chroma is the
+        optional ``chroma`` extra (``livemem.version.vectors.require_chroma``)."""
+        return self.vector_store == "chroma" or self.chroma_server is not None
 
     @property
     def names(self) -> list[str]:
@@ -201,9 +205,10 @@ def _node_at(node: yaml.Node | None, parts: list[Any]) -> yaml.Node | None:
     return node
 
 
-def load_sources(path: str | os.PathLike[str]) -> SourcesConfig:
-    """Read, validate and resolve a sources file (an entry point passes ``RAG_SOURCES``: ``PathSettings``). Raises
-    ConfigError listing every problem with its location."""
+def load_sources(path: str | os.PathLike[str], chroma: ChromaSettings | None = None) -> SourcesConfig:
+    """Read, validate and resolve a sources file (an entry point passes ``RAG_SOURCES``: ``PathSettings``, and its
+    ``ChromaSettings``: the Chroma server a build mirrors vectors to; None: none). Raises ConfigError listing every
+    problem with its location."""
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"sources file {file} does not exist (set RAG_SOURCES to a YAML sources file)")
@@ -225,6 +230,8 @@ def load_sources(path: str | os.PathLike[str]) -> SourcesConfig:
     if problems:
         raise ConfigError("invalid sources file:\n  " + "\n  ".join(problems))
     config = _resolve(file, data)
+    if chroma is not None and chroma.address is not None:
+        config = replace(config, chroma_server=chroma.address)
     object.__setattr__(config, "_raw", data)
     object.__setattr__(config, "_root", root)
     return config

@@ -63,6 +63,9 @@ class IndexHome:
     # whether another owner's run has finished (True / False; None when unknown, then its process decides).
     owner: Owner | None = None
     run_finished: Callable[[str], bool | None] | None = None
+    # The Chroma server (host, port) the entry point's ``ChromaSettings`` names (``CHROMA_HOST``): pruning deletes
+    # the server collections no kept version references. None: no server, nothing to delete there.
+    chroma_server: tuple[str, int] | None = None
 
     def __init__(self, root: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root).resolve()
@@ -298,7 +301,7 @@ class IndexHome:
         from livemem.version.segments import gc_parts
         from livemem.version.vectors import gc_server_collections
 
-        gc_server_collections(self.root)
+        gc_server_collections(self.root, self.chroma_server)
         gc_parts(self.root, self.referenced_segments())
 
     def referenced_segments(self) -> set[str]:
@@ -491,7 +494,9 @@ def dir_size_mb(path: Path) -> float:
 
 
 def open_chroma(path: Path):
-    """A persistent Chroma client on ``path`` with telemetry off (no network)."""
+    """A persistent Chroma client on ``path`` with telemetry off (no network). ``chromadb`` is the optional ``chroma``
+    extra, imported only here and in ``livemem.version.vectors`` (``require_chroma`` refuses a build that needs it
+    when it is missing)."""
     import chromadb
     from chromadb.config import Settings
 

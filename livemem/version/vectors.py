@@ -1,8 +1,13 @@
 """Where a version's vectors live in Chroma: a persistent directory in the version (default) or a Chroma server.
 
-Both are opened the same way, ``open_vectors(staged_dir, base_dir)``, and used like a Chroma client
+Both are opened the same way, ``open_vectors(staged_dir, base_dir, server)``, and used like a Chroma client
 (``list_collections``, ``get_collection``, ``get_or_create_collection``, ``delete_collection``), so the steps
 that write vectors (chunks, GBIM) do not care which one is configured:
+
+Chroma is an optional extra (``pip install 'living-memory[chroma]'``): the product builds, publishes and serves
+without it, and a build that asks for it without it installed is refused before anything is written
+(``require_chroma``). The server is the one the entry point's ``ChromaSettings`` names (``CHROMA_HOST``), passed
+down as ``SourcesConfig.chroma_server`` and ``IndexHome.chroma_server``; nothing here reads the environment.
 
 - **Embedded** (no ``CHROMA_HOST``): ``<version>/chroma/`` is a ``PersistentClient`` directory, copied from the
   base version and then changed. Published versions are never opened again by a writer.
@@ -23,10 +28,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from livemem.settings import ChromaSettings
+from livemem.errors import ConfigError
+from livemem.sources.config import SourcesConfig
 from livemem.version.store import CHROMA, close_chroma, open_chroma
 
 SERVER_FILE = "SERVER.json"
+INSTALL = "pip install 'living-memory[chroma]'"
 PAGE = 2000
 BATCH = 4000  # below Chroma's largest batch per call (~5,461)
 
@@ -47,15 +54,34 @@ def delete(collection: Any, ids: list[str]) -> None:
         collection.delete(ids=ids[start : start + BATCH])
 
 
-def server_address() -> tuple[str, int] | None:
-    """The Chroma server named by ``CHROMA_HOST`` / ``CHROMA_PORT`` (``ChromaSettings``), or None."""
-    return ChromaSettings.from_env().address
+class ChromaNotInstalled(ConfigError):
+    """The configuration asks for a Chroma mirror, but ``chromadb`` (the ``chroma`` extra) is not installed."""
 
 
-def open_vectors(staged: Path, base_dir: Path | None) -> LocalVectors | ServerVectors:
-    """The vector store of a version being staged, starting from ``base_dir``'s (None: start empty)."""
-    address = server_address()
-    return ServerVectors(staged, base_dir, address) if address else LocalVectors(staged, base_dir)
+def require_chroma(config: SourcesConfig) -> None:
+    """Refuse, before anything is built or written, a build whose configuration asks for Chroma (``index.vector_store:
+    chroma`` in the sources file, or a Chroma server named by ``CHROMA_HOST``) when ``chromadb`` cannot be imported;
+    the error names the setting that asked and the install command. Nothing to check when Chroma is not asked for."""
+    if not config.uses_chroma:
+        return
+    try:
+        import chromadb  # noqa: F401  (the extra: imported only where a version is mirrored to Chroma)
+    except ImportError as exc:
+        if config.chroma_server is not None:
+            host, port = config.chroma_server
+            asked = f"CHROMA_HOST={host} (port {port}) asks for a Chroma server mirror of the index"
+        else:
+            asked = f"{config.path}: index.vector_store: chroma asks for a Chroma mirror of the index"
+        raise ChromaNotInstalled(
+            f"{asked}, but chromadb is not installed ({exc}): install the extra with `{INSTALL}`, or drop the "
+            "setting (serving never reads Chroma; docs/deploy.md); nothing was built"
+        ) from exc
+
+
+def open_vectors(staged: Path, base_dir: Path | None, server: tuple[str, int] | None) -> LocalVectors | ServerVectors:
+    """The vector store of a version being staged, starting from ``base_dir``'s (None: start empty): on the Chroma
+    ``server`` (host, port) the entry point's ``ChromaSettings`` names, else a directory in the version."""
+    return ServerVectors(staged, base_dir, server) if server else LocalVectors(staged, base_dir)
 
 
 class LocalVectors:
@@ -154,9 +180,9 @@ class ServerVectors:
         (target / SERVER_FILE).write_text(json.dumps({"collections": mapping}, indent=2), encoding="utf-8")
 
 
-def gc_server_collections(home_root: Path) -> list[str]:
-    """Delete this home's server collections that no version (published or staged) references any more."""
-    address = server_address()
+def gc_server_collections(home_root: Path, address: tuple[str, int] | None) -> list[str]:
+    """Delete this home's collections on the Chroma server at ``address`` that no version (published or staged)
+    references any more; None (no server configured): nothing to do."""
     if address is None:
         return []
     referenced: set[str] = set()

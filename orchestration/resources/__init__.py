@@ -13,7 +13,7 @@ from dagster import ConfigurableResource, DagsterInstance, EnvVar, InitResourceC
 from pydantic import Field, PrivateAttr
 
 from livemem.model.embedding import Embedder
-from livemem.settings import CacheSettings, EncoderSettings, PathSettings, TraceSettings
+from livemem.settings import CacheSettings, ChromaSettings, EncoderSettings, PathSettings, TraceSettings
 from livemem.sources.config import SourcesConfig, load_sources
 from livemem.version.owners import Owner
 from livemem.version.store import IndexHome
@@ -33,7 +33,8 @@ class GitSourcesResource(ConfigurableResource):
         return Path(self.sources_file) if self.sources_file else PathSettings.from_env().sources_file
 
     def load(self) -> SourcesConfig:
-        return load_sources(self.path())
+        """The sources file, with the Chroma server ``CHROMA_HOST`` names (when set) to mirror vectors to."""
+        return load_sources(self.path(), ChromaSettings.from_env())
 
 
 class IndexStoreResource(ConfigurableResource):
@@ -53,6 +54,7 @@ class IndexStoreResource(ConfigurableResource):
 
     def home(self) -> IndexHome:
         home = IndexHome(Path(self.index_dir) if self.index_dir else PathSettings.from_env().index_dir)
+        home.chroma_server = ChromaSettings.from_env().address  # pruning deletes the collections no version names
         if self._run_id is not None:
             home.owner = Owner.this_process(self._run_id)
         if self._instance is not None:

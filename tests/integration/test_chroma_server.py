@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from livemem.ingest.build import build_version
+from livemem.settings import ChromaSettings
 from livemem.sources.config import load_sources
 from livemem.version.store import IndexHome, derive_version, write_manifest
 from livemem.version.vectors import SERVER_FILE, _http_client
@@ -55,10 +56,8 @@ def mapping(home: IndexHome, version: str) -> dict[str, str]:
 
 
 def test_versions_live_on_the_server_and_share_unchanged_collections(
-    tmp_path: Path, make_repo, embedder, chroma_server, monkeypatch
+    tmp_path: Path, make_repo, embedder, chroma_server
 ) -> None:
-    monkeypatch.setenv("CHROMA_HOST", chroma_server[0])
-    monkeypatch.setenv("CHROMA_PORT", str(chroma_server[1]))
     client = _http_client(chroma_server)
     repo = make_repo(files={"a.md": "# A\n\n## One\n\nFirst.\n\n## Two\n\nSecond.\n"})
     sources = tmp_path / "sources.yaml"
@@ -66,8 +65,10 @@ def test_versions_live_on_the_server_and_share_unchanged_collections(
         f"index: {{retention: 1}}\nsources:\n  - {{name: docs, repo: {repo.path}, collection: docs}}\n",
         encoding="utf-8",
     )
-    config = load_sources(sources)
+    # The server an entry point's ChromaSettings names (CHROMA_HOST / CHROMA_PORT), passed down, never read below.
+    config = load_sources(sources, ChromaSettings.defaults(host=chroma_server[0], port=chroma_server[1]))
     home = IndexHome(tmp_path / "index")
+    home.chroma_server = config.chroma_server
 
     first = build_version(config, home, embedder)
     home.publish(first.version_id, None, 5)

@@ -29,10 +29,10 @@ from livemem.settings import (
     WebSettings,
 )
 from livemem.sources.breath import Breath
+from livemem.sources.config import load_sources
 from livemem.usage.attention import AttentionConfig, rollup_day
 from livemem.usage.traces import TraceSigner, feedback_events, retrieval_events
 from livemem.version.store import IndexHome
-from livemem.version.vectors import server_address
 
 VARIABLES = (
     "RAG_SOURCES", "RAG_INDEX_DIR", "DAGSTER_HOME", "RAG_TRACE_DIR", "RAG_TRACE_DSN", "CHROMA_HOST", "CHROMA_PORT",
@@ -58,7 +58,7 @@ def test_defaults_without_any_variable(clean_env) -> None:
     assert tree.paths.sources_file == DEFAULT_SOURCES_FILE and tree.paths.index_dir == DEFAULT_INDEX_DIR
     assert tree.paths.dagster_home is None
     assert tree.traces.directory(tree.paths.index_dir) == DEFAULT_INDEX_DIR / "traces" and tree.traces.dsn is None
-    assert tree.chroma.address is None and server_address() is None
+    assert tree.chroma.address is None and load_sources(DEFAULT_SOURCES_FILE, tree.chroma).chroma_server is None
     assert tree.personal.retention_days == 365 and tree.mcp.operator_roles == []
     assert tree.serving.roles == {"public": ["public"], "internal": ["public", "internal"]}
     assert tree.context.web_roles is None and tree.context.model_name == "extractive"
@@ -76,7 +76,8 @@ def test_every_reader_sees_the_tree(clean_env, tmp_path: Path) -> None:
     tree = LivingMemorySettings.from_env()
     assert tree.paths.index_dir == tmp_path / "home" and tree.serving.index_dir == tmp_path / "home"
     assert tree.serving.traces_path == tmp_path / "traces" == tree.traces.directory(tree.paths.index_dir)
-    assert tree.chroma.address == ("chroma.internal", 8123) == server_address()
+    chroma_server = load_sources(DEFAULT_SOURCES_FILE, tree.chroma).chroma_server  # what the entry points pass down
+    assert tree.chroma.address == ("chroma.internal", 8123) == chroma_server
     assert personal_dir_from_env(tmp_path / "home") == tmp_path / "personal" and retention_days_from_env() == 30
     assert tree.mcp.operator_roles == ["admin", "ops"]
     assert tree.serving.api_keys == {"k-123456": "internal"}

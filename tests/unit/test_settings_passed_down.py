@@ -25,11 +25,8 @@ SECTIONS = {
 
 # (module, enclosing function or <module>, what it calls or defines) of the core sites still reading the environment.
 REMAINING = {
-    # Next, with the version format's owner (livemem/version/, another change): the Chroma server and the serving
-    # copies' directory; SourcesConfig.uses_chroma reads the same CHROMA_HOST and moves with server_address.
-    ("livemem/version/vectors.py", "server_address", "ChromaSettings.from_env"),
+    # Next, with the version format's owner (livemem/version/, another change): the serving copies' directory.
     ("livemem/version/mapped.py", "*", "CacheSettings.from_env"),
-    ("livemem/sources/config.py", "uses_chroma", "ChromaSettings.from_env"),
     # Next: their callers are the serving memory service and router (serving/services/memory.py,
     # serving/routers/memory.py), the MCP persona tools and the chat router, which will hand over their section.
     ("livemem/personal/common.py", "personal_dir_from_env", "def"),
