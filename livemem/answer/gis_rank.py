@@ -25,13 +25,15 @@ class RankedEntities:
 
 def rank_entities(gis: GisIndex, vector: np.ndarray, k: int, mask: np.ndarray) -> RankedEntities:
     """The ``k`` entities of ``mask`` (``GisIndex.mask``: access and constraints applied before ranking) most like
-    the query ``vector``; ties go to the lower row."""
+    the query ``vector``; ties go to the lower row. Exact: the chunks' two-stage top-k (``livemem.index.dense``)
+    scores the kept rows exactly when they are few (a bbox, a radius, a county), else scans the int8 codes of every
+    row and rescores in float32 only the rows whose error bound lets them reach the top ``k``."""
     rows = np.flatnonzero(mask)
     if not rows.size or k <= 0:
         return RankedEntities(rows[:0], np.zeros(0, dtype=np.float32), int(rows.size))
-    scores = gis.dense[rows] @ vector
+    found, scores = gis.vectors.scan(vector, mask, rows).candidates(min(k, rows.size))
     order = top_order(scores, min(k, rows.size))
-    return RankedEntities(rows[order], scores[order], int(rows.size))
+    return RankedEntities(found[order], scores[order], int(rows.size))
 
 
 def ranked_hits(

@@ -2,17 +2,28 @@
 
 The GBIM export (``livemem.gbim``) writes, inside a version directory, the tables ``gbim_entities`` and
 ``gbim_relations`` in ``tables.duckdb`` and the snapshot ``gis/`` (``ids.json``: entity ids; ``dense.npy``: their
-L2-normalised description vectors, same order). ``load_gis_index`` reads them once; spatial and metadata
-constraints are boolean masks over all entities computed *before* ranking, like the chunk filters in
-``livemem.query.retrieval``. This module imports numpy and DuckDB only, so the serving app stays light.
+L2-normalised description vectors, same order). ``load_gis_index`` serves them from a **GIS serving copy**
+(``livemem.version.mapped``, like the segments' copies): the first worker of a machine that loads a version's GIS
+part reads those files once and writes, in one file, the entities by column (text dictionary-encoded), the
+relations by column grouped by subject, the float32 vectors, their int8 codes for the exact two-stage top-k
+(``livemem.index.dense``), and the rows sorted by longitude (the bbox / radius prefilter); every worker maps it, so
+N workers share one copy in the page cache and none holds a dict per entity: an entity's record is built when a
+response needs it (``Entities``). Spatial and metadata constraints are boolean masks over all entities computed
+*before* ranking, like the chunk filters in ``livemem.query.retrieval``; on the columns' codes, not per-row strings.
+The copy is named by what it was read from (the version's recorded file hashes and its export), so versions that
+share an export share a copy. This module imports numpy and DuckDB only, so the serving app stays light.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import math
-from dataclasses import dataclass
-from functools import lru_cache
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +32,11 @@ import numpy as np
 
 from livemem.errors import LivingMemoryError
 from livemem.geo.names import tidy_county_key
-from livemem.version import connect
+from livemem.index.bounds import INT8_MAX_NORM, max_row_norm
+from livemem.index.dense import DenseRows, Int8Codes, quantize_int8, share_int8
+from livemem.version import connect, mapped, parts_dir
+
+log = logging.getLogger(__name__)
 
 GIS = "gis"
 ENTITY_TABLE = "gbim_entities"
@@ -34,6 +49,12 @@ ENTITY_COLUMNS = (
     "geometry_type", "county_source", "county_spatial", *FLAG_COLUMNS,
 )  # fmt: skip
 RELATION_COLUMNS = ("subject", "predicate", "object", "object_kind", "provenance")
+GIS_COPY_FORMAT = 1  # bump when what the GIS serving copy holds changes (a copy of another format is written again)
+FLOAT_COLUMNS = ("centroid_x", "centroid_y", "lon", "lat")
+# how each column is stored in the copy (``livemem.version.mapped.Table``)
+ENTITY_KINDS = {c: "float" if c in FLOAT_COLUMNS else "int" if c == "srid" or c in FLAG_COLUMNS else "text"
+                for c in ENTITY_COLUMNS}  # fmt: skip
+RELATION_KINDS = {c: "text" for c in RELATION_COLUMNS if c != "subject"}  # the subject is the group's entity
 
 
 def haversine_km(lat: np.ndarray, lon: np.ndarray, lat0: Any, lon0: Any) -> np.ndarray:
@@ -76,25 +97,176 @@ def has_gbim_tables(con: duckdb.DuckDBPyConnection) -> bool:
     return {ENTITY_TABLE, RELATION_TABLE} <= names
 
 
+class Entities(Sequence):
+    """The entity records (``row_to_entity``) of a ``GisIndex``'s rows, built from the mapped columns when asked for
+    (a list of a million dicts was ~1M objects and seconds of load in every worker)."""
+
+    def __init__(self, table: mapped.Table) -> None:
+        self.table = table
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __getitem__(self, row):  # type: ignore[override]
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(len(self)))]
+        row = int(row)
+        if row < 0:
+            row += len(self)
+        if not 0 <= row < len(self):
+            raise IndexError(row)
+        return row_to_entity(self.table.row(row))
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self[i] for i in range(len(self)))
+
+
+class Ids(Sequence):
+    """Entity ids by row (``gis/ids.json``'s order), read from the mapped ``entity_id`` column."""
+
+    def __init__(self, table: mapped.Table) -> None:
+        codes, offsets, blob = (
+            table.codes("entity_id"),
+            table.arrays["entity_id.offsets"],
+            table.arrays["entity_id.bytes"],
+        )
+        self._codes, self._offsets, self._blob = codes, offsets, blob
+
+    def __len__(self) -> int:
+        return int(self._codes.size)
+
+    def __getitem__(self, row):  # type: ignore[override]
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(len(self)))]
+        code = int(self._codes[int(row)])
+        return self._blob[int(self._offsets[code]) : int(self._offsets[code + 1])].tobytes().decode("utf-8")
+
+    def __iter__(self) -> Iterator[str]:
+        return (self[i] for i in range(len(self)))
+
+
+class RowOf(Mapping):
+    """entity id -> row: a binary search over the rows sorted by id (``id_order``), no dict of a million keys."""
+
+    def __init__(self, ids: Ids, order: np.ndarray) -> None:
+        self.ids, self.order = ids, order
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __iter__(self) -> Iterator[str]:
+        return (self.ids[int(r)] for r in self.order)
+
+    def __getitem__(self, entity_id: str) -> int:
+        if not isinstance(entity_id, str):
+            raise KeyError(entity_id)
+        lo, hi = 0, int(self.order.size)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.ids[int(self.order[mid])] < entity_id:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < self.order.size and self.ids[int(self.order[lo])] == entity_id:
+            return int(self.order[lo])
+        raise KeyError(entity_id)
+
+
+class Relations(Mapping):
+    """subject entity id -> its relations (dicts as ``read_relations`` gives them, provenance parsed), read from the
+    mapped columns: the relations of row r are ``starts[r]:starts[r + 1]``."""
+
+    def __init__(self, row_of: RowOf, table: mapped.Table, starts: np.ndarray, orphans: dict[str, list]) -> None:
+        self.row_of, self.table, self.starts, self.orphans = row_of, table, starts, orphans
+
+    def _of_row(self, subject: str, row: int) -> list[dict[str, Any]]:
+        out = []
+        for i in range(int(self.starts[row]), int(self.starts[row + 1])):
+            rel = self.table.row(i)
+            out.append({"subject": subject, **rel, "provenance": json.loads(rel["provenance"])})
+        return out
+
+    def __getitem__(self, subject: str) -> list[dict[str, Any]]:
+        if subject in self.orphans:
+            return self.orphans[subject]
+        row = self.row_of.get(subject)
+        if row is None or self.starts[row] == self.starts[row + 1]:
+            raise KeyError(subject)
+        return self._of_row(subject, row)
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(np.diff(self.starts))) + len(self.orphans)
+
+    def __iter__(self) -> Iterator[str]:
+        rows = np.flatnonzero(np.diff(self.starts))
+        yield from (self.row_of.ids[int(r)] for r in rows)
+        yield from self.orphans
+
+
 @dataclass
 class GisIndex:
-    """The entities of one version, in the order of ``gis/ids.json``, with columns for the masks."""
+    """The entities of one version, in the order of ``gis/ids.json``, over the mapped columns of its GIS serving
+    copy: ``entities[row]`` an entity record, ``relations.get(entity_id)`` its relations, ``row_of`` /
+    ``ids`` between ids and rows, ``dense`` the float32 vectors, ``vectors`` the same for the exact top-k."""
 
     path: Path
-    ids: list[str]
+    table: mapped.Table
     dense: np.ndarray
-    entities: list[dict[str, Any]]
-    relations: dict[str, list[dict[str, Any]]]
-    row_of: dict[str, int]
+    vectors: DenseRows
     lon: np.ndarray
     lat: np.ndarray
-    county: np.ndarray
-    dataset: np.ndarray
-    access: np.ndarray
+    lon_order: np.ndarray  # rows with a longitude, by longitude (the bbox / radius prefilter) ...
+    lon_sorted: np.ndarray  # ... and their longitudes
+    relations: Relations
+    guard: mapped.Guard | None = None  # the mapping of the copy (None: held in this process's memory)
+    _access_masks: dict = field(default_factory=dict, repr=False)
+
+    @cached_property
+    def ids(self) -> Ids:
+        return self.relations.row_of.ids
+
+    @property
+    def row_of(self) -> RowOf:
+        return self.relations.row_of
+
+    @cached_property
+    def entities(self) -> Entities:
+        return Entities(self.table)
+
+    @cached_property
+    def access(self) -> np.ndarray:
+        """Each row's access level (an object array over the few distinct values)."""
+        return self.table.column("access")
+
+    @cached_property
+    def dataset(self) -> np.ndarray:
+        return self.table.column("dataset")
+
+    @cached_property
+    def county(self) -> np.ndarray:
+        """Each row's county key (``tidy_county_key``; None: none known)."""
+        keys = np.array([tidy_county_key(v) if v is not None else None for v in self.table.dictionary("county")],
+                        dtype=object)  # fmt: skip
+        return keys[np.asarray(self.table.codes("county"))]
 
     @property
     def size(self) -> int:
-        return len(self.ids)
+        return len(self.table)
+
+    def intact(self) -> bool:
+        """Whether the mapped copy is still the file it was checked as (``mapped.Guard``)."""
+        return self.guard is None or self.guard.intact()
+
+    def _codes_matching(self, column: str, wanted) -> np.ndarray:
+        """Rows whose ``column`` value passes ``wanted`` (a predicate over the column's distinct values)."""
+        dictionary = self.table.dictionary(column)[:-1]  # without the trailing None of NULL
+        codes = [i for i, value in enumerate(dictionary) if wanted(value)]
+        if not codes:
+            return np.zeros(self.size, dtype=bool)
+        column_codes = np.asarray(self.table.codes(column))
+        if len(codes) == 1:
+            return column_codes == codes[0]
+        return np.isin(column_codes, np.array(codes, dtype=np.int32))
 
     def mask(
         self,
@@ -107,88 +279,247 @@ class GisIndex:
         """Which entities the caller may read and that meet every constraint.
 
         ``bbox`` is (min_lon, min_lat, max_lon, max_lat); ``near`` is (lat, lon, radius_km), by great-circle
-        distance; ``counties`` match case-insensitively and with or without the word County.
+        distance; ``counties`` match case-insensitively and with or without the word County. A bbox or radius looks
+        only at the rows within its longitudes (``lon_order``), not at every row.
         """
-        keep = self.access_mask(access).copy()
+        keep = None
+        if bbox is not None or near is not None:
+            keep = self._spatial(bbox, near)
         if datasets:
-            keep &= np.isin(self.dataset, np.array(datasets, dtype=object))
+            chosen = set(datasets)
+            found = self._codes_matching("dataset", lambda v: v in chosen)
+            keep = found if keep is None else keep & found
         if counties:
-            keys = [tidy_county_key(c) for c in counties]
-            keep &= np.isin(self.county, np.array([k for k in keys if k], dtype=object))
+            keys = {k for k in (tidy_county_key(c) for c in counties) if k}
+            found = self._codes_matching("county", lambda v: tidy_county_key(v) in keys)
+            keep = found if keep is None else keep & found
+        allowed = self.access_mask(access)
+        return allowed.copy() if keep is None else keep & allowed
+
+    def _spatial(
+        self, bbox: tuple[float, float, float, float] | None, near: tuple[float, float, float] | None
+    ) -> np.ndarray:
+        """The rows inside ``bbox`` and within ``near``'s radius: the rows between the longitudes that can qualify
+        (a binary search in ``lon_order``), then each condition on those rows only."""
+        lo_lon, hi_lon = -math.inf, math.inf
         if bbox is not None:
-            min_lon, min_lat, max_lon, max_lat = bbox
-            keep &= (self.lon >= min_lon) & (self.lon <= max_lon) & (self.lat >= min_lat) & (self.lat <= max_lat)
+            lo_lon, hi_lon = max(lo_lon, bbox[0]), min(hi_lon, bbox[2])
         if near is not None:
             lat0, lon0, radius_km = near
-            candidates = np.flatnonzero(keep)
-            within = haversine_km(self.lat[candidates], self.lon[candidates], lat0, lon0) <= radius_km
-            keep[candidates[~within]] = False
+            reach = _lon_reach(lat0, radius_km)
+            if reach is not None:
+                lo_lon, hi_lon = max(lo_lon, lon0 - reach), min(hi_lon, lon0 + reach)
+        keep = np.zeros(self.size, dtype=bool)
+        if not lo_lon <= hi_lon:  # includes NaN bounds
+            return keep
+        first = int(np.searchsorted(self.lon_sorted, lo_lon, side="left"))
+        last = int(np.searchsorted(self.lon_sorted, hi_lon, side="right"))
+        rows = self.lon_order[first:last]
+        lat, lon = self.lat[rows], self.lon[rows]
+        ok = np.ones(rows.size, dtype=bool)
+        if bbox is not None:
+            min_lon, min_lat, max_lon, max_lat = bbox
+            ok &= (lon >= min_lon) & (lon <= max_lon) & (lat >= min_lat) & (lat <= max_lat)
+        if near is not None:
+            lat0, lon0, radius_km = near
+            where = np.flatnonzero(ok)
+            ok[where] = haversine_km(lat[where], lon[where], lat0, lon0) <= radius_km
+        keep[rows[ok]] = True
         return keep
 
     def access_mask(self, access: frozenset[str]) -> np.ndarray:
         """Entities readable with these access levels, computed once per set (a role's mask on every query)."""
-        cache = self.__dict__.setdefault("_access_masks", {})
+        cache = self._access_masks
         if access not in cache:
-            cache[access] = np.isin(self.access, np.array(sorted(access), dtype=object))
+            cache[access] = self._codes_matching("access", lambda v: v in access)
         return cache[access]
 
     def distances_km(self, rows: np.ndarray, lat0: float, lon0: float) -> np.ndarray:
         return haversine_km(self.lat[rows], self.lon[rows], lat0, lon0)
 
 
+def _lon_reach(lat0: float, radius_km: float) -> float | None:
+    """Degrees of longitude within which every point at most ``radius_km`` from (lat0, ·) lies; None: any longitude
+    (the circle reaches a pole, or wraps around)."""
+    ratio = radius_km / EARTH_RADIUS_KM
+    if not math.isfinite(ratio) or ratio >= math.pi / 2 or abs(lat0) + math.degrees(ratio) >= 90:
+        return None
+    sin_reach = math.sin(ratio) / math.cos(math.radians(lat0))
+    if sin_reach >= 1:
+        return None
+    return math.degrees(math.asin(sin_reach)) * (1 + 1e-9) + 1e-9  # a hair wider: never drops a point on the edge
+
+
+def copy_name(version_dir: Path) -> str:
+    """The GIS serving copy's name: a hash of what it is read from (the recorded hashes of ``gis/ids.json``,
+    ``gis/dense.npy`` and ``tables.duckdb``'s export, i.e. the manifest's ``gbim`` section); versions without
+    recorded files are named by their files' sizes and times."""
+    try:
+        manifest = json.loads((version_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    gbim = manifest.get("gbim") if isinstance(manifest, dict) else None
+    if isinstance(files, dict) and f"{GIS}/ids.json" in files and f"{GIS}/dense.npy" in files:
+        basis: Any = [files[f"{GIS}/ids.json"], files[f"{GIS}/dense.npy"], gbim if isinstance(gbim, dict) else None]
+        if not isinstance(gbim, dict):
+            basis.append(files.get("tables.duckdb"))
+    else:
+        basis = [str(version_dir.resolve())] + [
+            [(s := (version_dir / name).stat()).st_size, s.st_mtime_ns]
+            for name in (f"{GIS}/ids.json", f"{GIS}/dense.npy", "tables.duckdb")
+        ]
+    digest = hashlib.sha256(json.dumps([GIS_COPY_FORMAT, basis], sort_keys=True, default=str).encode()).hexdigest()
+    return f"gis-{digest[:32]}"
+
+
+def _read_arrays(version_dir: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The arrays and metadata of a GIS serving copy, read from the version's files (raises OSError, ValueError or
+    duckdb.Error when they cannot be read or disagree)."""
+    import pandas as pd
+
+    gis = version_dir / GIS
+    ids = json.loads((gis / "ids.json").read_text(encoding="utf-8"))
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ValueError("gis/ids.json is not a list of entity ids")
+    dense = np.ascontiguousarray(np.load(gis / "dense.npy"), dtype=np.float32)
+    if dense.ndim != 2 or dense.shape[0] != len(ids):
+        raise ValueError(f"gis/dense.npy has shape {dense.shape} but gis/ids.json lists {len(ids)} entities")
+    con = connect(version_dir)
+    try:
+        entities = con.execute(f"SELECT {', '.join(ENTITY_COLUMNS)} FROM {ENTITY_TABLE}").df()
+        relations = con.execute(
+            f"SELECT {', '.join(RELATION_COLUMNS)} FROM {RELATION_TABLE} ORDER BY subject, predicate, object"
+        ).df()
+    finally:
+        con.close()
+    index = pd.Index(ids)
+    if not index.is_unique:
+        raise ValueError("gis/ids.json lists an entity id twice")
+    where = pd.Index(entities["entity_id"]).get_indexer(index)
+    if len(entities) != len(ids) or (where < 0).any():
+        raise ValueError(f"gis/ids.json lists {len(ids)} entities, {ENTITY_TABLE} holds {len(entities)}")
+    entities = entities.iloc[where].reset_index(drop=True)
+    for name in FLAG_COLUMNS:
+        entities[name] = entities[name].astype(bool).astype(np.int64)
+    arrays = {f"e.{k}": v for k, v in mapped.encode_frame(entities, ENTITY_KINDS).items()}
+    lon = entities["lon"].to_numpy(dtype=np.float64, na_value=np.nan)
+    lat = entities["lat"].to_numpy(dtype=np.float64, na_value=np.nan)
+    arrays["lon"], arrays["lat"] = lon, lat
+    arrays["lon_order"] = np.argsort(lon, kind="stable")[: int(np.count_nonzero(~np.isnan(lon)))].astype(np.int64)
+    arrays["lon_sorted"] = lon[arrays["lon_order"]]
+    arrays["id_order"] = np.argsort(np.array(ids, dtype=object), kind="stable").astype(np.int64)
+    subject_row = index.get_indexer(relations["subject"])
+    orphan = subject_row < 0
+    orphans: dict[str, list] = {}
+    for rec in relations[orphan].to_dict("records"):
+        orphans.setdefault(rec["subject"], []).append({**rec, "provenance": json.loads(rec["provenance"])})
+    grouped = relations[~orphan]
+    rows = subject_row[~orphan]
+    order = np.argsort(rows, kind="stable")
+    grouped = grouped.iloc[order].reset_index(drop=True)
+    arrays["rel.starts"] = np.searchsorted(rows[order], np.arange(len(ids) + 1), side="left").astype(np.int64)
+    arrays.update({f"r.{k}": v for k, v in mapped.encode_frame(grouped, RELATION_KINDS).items()})
+    arrays["dense"] = dense
+    meta: dict[str, Any] = {"gis_format": GIS_COPY_FORMAT, "entities": len(ids), "relations": len(grouped),
+                            "orphan_relations": orphans, "dense_max_norm": max_row_norm(dense)}  # fmt: skip
+    if meta["dense_max_norm"] < INT8_MAX_NORM:  # the int8 codes of the exact two-stage top-k (livemem.index.scan)
+        codes = quantize_int8(dense)
+        arrays.update({"dense.i8": codes.codes, "dense.i8scale": codes.scales, "dense.i8error": codes.row_error})
+        meta.update(dense_i8_error=codes.error, dense_i8_max_hat=codes.max_hat)
+    return arrays, meta
+
+
+def _index(version_dir: Path, arrays: Mapping[str, np.ndarray], meta: dict[str, Any]) -> GisIndex:
+    size = int(meta["entities"])
+    table = mapped.Table({k[2:]: v for k, v in arrays.items() if k.startswith("e.")}, ENTITY_KINDS, size)
+    dense = arrays["dense"]
+    if dense.shape[0] != size or table.codes("entity_id").size != size or arrays["rel.starts"].size != size + 1:
+        raise ValueError(f"the GIS copy holds {size} entities, {dense.shape[0]} vectors")
+    if "dense.i8" in arrays:
+        codes = Int8Codes(arrays["dense.i8"], arrays["dense.i8scale"], float(meta["dense_i8_error"]),
+                          float(meta["dense_i8_max_hat"]), arrays["dense.i8error"])  # fmt: skip
+        share_int8(dense, codes, float(meta["dense_max_norm"]))
+    rel_size = int(arrays["rel.starts"][-1]) if size else 0
+    relations_table = mapped.Table({k[2:]: v for k, v in arrays.items() if k.startswith("r.")}, RELATION_KINDS,
+                                   rel_size)  # fmt: skip
+    ids = Ids(table)
+    row_of = RowOf(ids, arrays["id_order"])
+    return GisIndex(
+        path=version_dir,
+        table=table,
+        dense=dense,
+        vectors=DenseRows([(dense, np.arange(size, dtype=np.int64))], int(dense.shape[1])),
+        lon=arrays["lon"],
+        lat=arrays["lat"],
+        lon_order=arrays["lon_order"],
+        lon_sorted=arrays["lon_sorted"],
+        relations=Relations(row_of, relations_table, arrays["rel.starts"], meta.get("orphan_relations") or {}),
+        guard=meta.get("guard"),
+    )
+
+
 def load_gis_index(version_dir: Path) -> GisIndex | None:
-    """The GIS snapshot of a version directory; None when the version holds no GBIM export.
+    """The GIS part of a version directory, mapped from its GIS serving copy (written first, from the version's
+    files, when this machine has none yet; held in this process's memory when no copy can be written); None when
+    the version holds no GBIM export.
 
     Raises LivingMemoryError when the export is there but cannot be read (ids and tables disagree, ...).
     """
+    version_dir = Path(version_dir)
     gis = version_dir / GIS
     if not (gis / "ids.json").is_file():
         return None
     try:
-        ids = json.loads((gis / "ids.json").read_text(encoding="utf-8"))
-        dense = np.ascontiguousarray(np.load(gis / "dense.npy"), dtype=np.float32)
-        if dense.ndim != 2 or dense.shape[0] != len(ids):
-            raise ValueError(f"gis/dense.npy has shape {dense.shape} but gis/ids.json lists {len(ids)} entities")
-        con = connect(version_dir)
-        try:
-            entities = {e["entity_id"]: e for e in read_entities(con)}
-            relations: dict[str, list[dict[str, Any]]] = {}
-            for rel in read_relations(con):
-                relations.setdefault(rel["subject"], []).append(rel)
-        finally:
-            con.close()
-        missing = [i for i in ids if i not in entities]
-        if missing or len(entities) != len(ids):
-            raise ValueError(f"gis/ids.json lists {len(ids)} entities, {ENTITY_TABLE} holds {len(entities)}")
-    except (OSError, ValueError, duckdb.Error) as exc:
+        root = mapped.cache_root(parts_dir(version_dir))
+        name = copy_name(version_dir)
+        found = mapped.open_copy(root, name)
+        if found is None:
+            arrays, meta = _read_arrays(version_dir)
+            if mapped.writable(root):
+                mapped.write_copy(root, name, arrays, meta)
+                found = mapped.open_copy(root, name)
+            if found is None:
+                return _index(version_dir, arrays, meta)
+            del arrays
+        meta, arrays = found
+        return _index(version_dir, arrays, meta)
+    except (OSError, ValueError, KeyError, duckdb.Error) as exc:
         raise LivingMemoryError(
             f"the GIS part of index version {version_dir.name} cannot be read ({type(exc).__name__}: {exc}); "
             "run the `export_gbim` job to publish a new version"
         ) from exc
-    ordered = [entities[i] for i in ids]
-
-    def column(name: str) -> np.ndarray:
-        return np.array([e[name] for e in ordered], dtype=object)
-
-    def coordinate(name: str) -> np.ndarray:
-        return np.array([np.nan if e[name] is None else e[name] for e in ordered], dtype=np.float64)
-
-    return GisIndex(
-        path=version_dir,
-        ids=ids,
-        dense=dense,
-        entities=ordered,
-        relations=relations,
-        row_of={eid: i for i, eid in enumerate(ids)},
-        lon=coordinate("lon"),
-        lat=coordinate("lat"),
-        county=np.array([tidy_county_key(e["county"]) for e in ordered], dtype=object),
-        dataset=column("dataset"),
-        access=column("access"),
-    )
 
 
-@lru_cache(maxsize=4)
+_CACHE: dict[str, GisIndex | None] = {}
+_CACHE_LOCK = threading.Lock()
+CACHED_VERSIONS = 4
+
+
 def cached_gis_index(version_dir: str) -> GisIndex | None:
-    """``load_gis_index`` once per (immutable) version directory and process, shared by every caller."""
-    return load_gis_index(Path(version_dir))
+    """``load_gis_index`` once per (immutable) version directory and process, shared by every caller (the last
+    ``CACHED_VERSIONS`` versions). A copy found changed under its mapping (``GisIndex.intact``) is dropped, removed
+    and written again before this caller reads from it (a truncated mapped file would end the process)."""
+    key = str(version_dir)
+    with _CACHE_LOCK:
+        found = _CACHE.get(key, False)
+        if found is not False:
+            if found is None or found.intact():
+                _CACHE[key] = _CACHE.pop(key)  # most recently used last
+                return found
+            del _CACHE[key]
+            if found.guard is not None:
+                mapped.discard(mapped.cache_root(parts_dir(Path(key))), copy_name(Path(key)), found.guard)
+        loaded = load_gis_index(Path(key))
+        _CACHE[key] = loaded
+        while len(_CACHE) > CACHED_VERSIONS:
+            _CACHE.pop(next(iter(_CACHE)))
+        return loaded
+
+
+def _cache_clear() -> None:
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+cached_gis_index.cache_clear = _cache_clear  # type: ignore[attr-defined]  # as functools.lru_cache offered
