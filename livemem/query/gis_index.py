@@ -54,6 +54,7 @@ FLOAT_COLUMNS = ("centroid_x", "centroid_y", "lon", "lat")
 # how each column is stored in the copy (``livemem.version.mapped.Table``)
 ENTITY_KINDS = {c: "float" if c in FLOAT_COLUMNS else "int" if c == "srid" or c in FLAG_COLUMNS else "text"
                 for c in ENTITY_COLUMNS}  # fmt: skip
+LISTED_MAX = 200_000  # Entities kept as a list once walked whole, up to this many (a few hundred MB at the most)
 RELATION_KINDS = {c: "text" for c in RELATION_COLUMNS if c != "subject"}  # the subject is the group's entity
 
 
@@ -118,7 +119,15 @@ class Entities(Sequence):
         return row_to_entity(self.table.row(row))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        return (self[i] for i in range(len(self)))
+        """Every record in row order: up to ``LISTED_MAX`` entities built once and kept (callers that walk every
+        entity, ``livemem.answer.graph``, then cost what they did with a list); above it built as they go."""
+        if len(self) > LISTED_MAX:
+            return (self[i] for i in range(len(self)))
+        return iter(self._listed)
+
+    @cached_property
+    def _listed(self) -> list[dict[str, Any]]:
+        return [self[i] for i in range(len(self))]
 
 
 class Ids(Sequence):
@@ -479,6 +488,7 @@ def load_gis_index(version_dir: Path) -> GisIndex | None:
             if mapped.writable(root):
                 mapped.write_copy(root, name, arrays, meta)
                 found = mapped.open_copy(root, name)
+                prune_copies(version_dir)
             if found is None:
                 return _index(version_dir, arrays, meta)
             del arrays
@@ -489,6 +499,25 @@ def load_gis_index(version_dir: Path) -> GisIndex | None:
             f"the GIS part of index version {version_dir.name} cannot be read ({type(exc).__name__}: {exc}); "
             "run the `export_gbim` job to publish a new version"
         ) from exc
+
+
+def prune_copies(version_dir: Path) -> list[str]:
+    """Remove the GIS serving copies of the home of ``version_dir`` that no version of it (published or staged)
+    reads any more (``livemem.version.mapped.prune`` removes the segments' copies, by segment); run when a copy is
+    written. A worker still mapping a removed copy keeps its pages."""
+    home = Path(version_dir).resolve().parent.parent
+    root = mapped.cache_root(parts_dir(version_dir))
+    wanted = set()
+    for folder in ("versions", "staging"):
+        for directory in (home / folder).glob("*") if (home / folder).is_dir() else ():
+            if (directory / GIS / "ids.json").is_file():
+                try:
+                    wanted.add(copy_name(directory))
+                except OSError:  # removed meanwhile
+                    continue
+    removed = [p.name for p in root.glob("gis-*") if p.name not in wanted]
+    mapped.remove(root, removed)
+    return removed
 
 
 _CACHE: dict[str, GisIndex | None] = {}

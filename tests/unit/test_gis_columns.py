@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -202,3 +203,22 @@ def test_ids_and_tables_that_disagree_are_a_clear_error_naming_the_version(tmp_p
     with pytest.raises(LivingMemoryError, match=r"GIS part of index version v2 cannot be read .*20 entities.*19"):
         load_gis_index(staged)
     assert not any(p.name.startswith("gis-") for p in mapped.cache_root(parts_dir(staged)).glob("*"))
+
+
+def test_copies_of_versions_no_longer_kept_are_removed_when_a_copy_is_written(tmp_path: Path) -> None:
+    """Retention removes a version: its GIS copy (hundreds of MB at a million entities) goes with the next copy."""
+    home = IndexHome(tmp_path / "rag_index").ensure()
+    names = []
+    for i, version_id in enumerate(("v1", "v2", "v3")):
+        staged = home.version_dir(version_id)
+        staged.mkdir(parents=True)
+        entities, relations, vectors = make_entities(30 + i, seed=i)
+        _write_tables(staged, entities, relations)
+        _write_gis_snapshot(staged, entities, vectors)
+        write_manifest(staged, {"version_id": version_id, "gbim": {"input_hash": version_id, "exported_at": "now"}})
+        if version_id == "v3":
+            shutil.rmtree(home.version_dir("v1"))  # retention
+        assert load_gis_index(staged).size == 30 + i
+        names.append(gis_index.copy_name(staged))
+    root = mapped.cache_root(parts_dir(home.version_dir("v3")))
+    assert sorted(p.name for p in root.glob("gis-*")) == sorted(names[1:])
