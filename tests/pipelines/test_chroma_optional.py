@@ -55,7 +55,7 @@ class Workspace:
             "PYTHONPATH": os.pathsep.join([str(self.blocker), str(PROJECT)]),
             "DAGSTER_HOME": str(self.dagster),
             "HF_HUB_OFFLINE": "1",
-            "COLUMNS": "400",  # one line per message: rich wraps at the terminal width
+            "COLUMNS": "2000",  # one line per message: rich wraps at the terminal width
         }
         command = [sys.executable, "-m", "orchestration.cli", "--sources", str(self.sources)]
         return subprocess.run(
@@ -89,9 +89,12 @@ def test_without_chromadb_the_bundled_example_builds_publishes_and_answers(publi
     assert answer["results"][0]["provenance"]["path"] == "examples/corpus/benefits/raleigh-county.md"
 
 
-@pytest.mark.parametrize("asked_by", ["CHROMA_HOST", "index.vector_store"])
+@pytest.mark.parametrize(
+    ("job", "asked_by"),
+    [("build_index", "CHROMA_HOST"), ("build_index", "index.vector_store"), ("export_gbim", "CHROMA_HOST")],
+)
 def test_chroma_asked_for_without_chromadb_is_refused_before_anything_is_written(
-    published: Workspace, asked_by: str
+    published: Workspace, job: str, asked_by: str
 ) -> None:
     before = published.written()
     sources = published.sources.read_text(encoding="utf-8")
@@ -104,12 +107,12 @@ def test_chroma_asked_for_without_chromadb_is_refused_before_anything_is_written
             sources.replace("index:\n", "index:\n  vector_store: chroma\n", 1), encoding="utf-8"
         )
         setting = f"{published.sources}: index.vector_store: chroma"
-    try:  # either would stage a new version (the manifest records the vector store), were it not refused
-        refused = published.livemem("materialize", "--job", "build_index", **env)
+    try:  # each would stage a new version (the manifest records the vector store; no GBIM yet), were it not refused
+        refused = published.livemem("materialize", "--job", job, **env)
     finally:
         published.sources.write_text(sources, encoding="utf-8")
     assert refused.returncode != 0
     error = refused.stderr.splitlines()[-1]
-    assert error.startswith("error: build_index failed") and "ChromaNotInstalled" in error, refused.stderr[-3000:]
+    assert error.startswith(f"error: {job} failed") and "ChromaNotInstalled" in error, refused.stderr[-3000:]
     assert setting in error and "chromadb is not installed" in error and INSTALL in error
     assert published.written() == before  # nothing staged, nothing published: the same version keeps answering
