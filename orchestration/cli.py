@@ -35,7 +35,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from livemem.errors import LivingMemoryError
-from livemem.settings import ChromaSettings, PathSettings, RegistrySettings, ServingSettings
+from livemem.settings import CacheSettings, ChromaSettings, PathSettings, RegistrySettings, ServingSettings
 from livemem.version.store import IndexHome
 from orchestration.instance import open_instance
 
@@ -90,6 +90,9 @@ def main(
     given = {"sources_file": sources, "index_dir": index_dir}
     CTX.paths = PathSettings.from_env(**{k: v for k, v in given.items() if v is not None})
     CTX.chroma = ChromaSettings.from_env()
+    from livemem.version import mapped
+
+    mapped.configure(CacheSettings.from_env())  # where the versions this process loads map their serving copies
     configure_logging(json_logs, log_level)
 
 
@@ -586,8 +589,9 @@ def eval_answers(
 
     Roles and API keys of the cases are the serving settings' (RAG_ROLES, RAG_API_KEYS). Exits 1 when any case
     fails, or with ``--min-accuracy`` when fewer than that share pass (docs/answers-eval.md)."""
+    from livemem.answer.chat import personas
     from livemem.answer.evaluation import EvalConfig, SnapshotAsker, load_suite, retriever_for, run_suite
-    from livemem.settings import ContextSettings
+    from livemem.settings import ContextSettings, PersonaSettings
     from livemem.sources.config import load_sources
     from livemem.version.reader import IndexUnavailable, load_snapshot
 
@@ -622,7 +626,10 @@ def eval_answers(
     )  # fmt: skip
     settings = ContextSettings.from_env(warm_up=False, audit=False)
     try:
-        result = run_suite(questions, SnapshotAsker(snap, retriever_for(serving, embedder), settings, serving), target)
+        ask = SnapshotAsker(
+            snap, retriever_for(serving, embedder), settings, serving, personas(PersonaSettings.from_env())
+        )
+        result = run_suite(questions, ask, target)
     finally:
         snap.close()
     passed = result.accuracy >= min_accuracy if min_accuracy is not None else not result.failed

@@ -113,7 +113,7 @@ def with_persona(message: Message, persona: str | None, role: Role, state: Servi
     caller's role name with the persona's access. Unknown persona: 422; one needing more access than the key
     gives: 403 (a persona narrows, never widens)."""
     try:
-        chosen = resolve_persona(persona, role.name, role.access, state.settings.roles)
+        chosen = resolve_persona(persona, role.name, role.access, state.settings.roles, state.personas)
     except PersonaError as exc:
         raise ServiceError(exc.status, str(exc)) from None  # an HTTP status, or a tool error over MCP
     narrowed = Role(role.name, chosen.access)

@@ -57,7 +57,6 @@ from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, Completion, PromptReference, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from livemem.answer.chat import personas
 from livemem.answer.evidence import gis_for
 from livemem.answer.results import chat_body
 from livemem.answer.routing import ContextRequest
@@ -609,7 +608,9 @@ def build_server(
     from serving.state import ServingState
 
     settings = settings or LivingMemorySettings.from_env()
-    state = state or ServingState.from_settings(settings.serving)
+    state = state or ServingState.from_settings(
+        settings.serving, personal=settings.personal, persona_settings=settings.personas, caches=settings.caches
+    )
     caller_role = state.role(role or settings.mcp.role or state.settings.public_role)
     if operator_roles is None:
         operator_roles = tuple(settings.mcp.operator_roles)
@@ -638,7 +639,7 @@ def build_server(
     county_type: Any = Literal[tuple(counties)]
     County = Annotated[county_type | None, Field(description=f"a county of {STATE}, e.g. Fayette")]
     Zip = Annotated[str | None, Field(pattern=ZIP_PATTERN, description="a 5-digit ZIP code, e.g. 25901")]
-    persona_type: Any = Literal[tuple(sorted({*personas(), *state.settings.roles}))]
+    persona_type: Any = Literal[tuple(sorted({*state.personas, *state.settings.roles}))]
     Persona = Annotated[
         persona_type | None,
         Field(

@@ -1,6 +1,8 @@
 """What one serving process holds: the index reader, the retriever (one embedder), the cache, the trace writer and
 the trace signer (its secret is shared by every worker and replica, so any of them accepts feedback on a trace),
-and the services every front door calls (``serving.services``: HTTP routes, MCP tools and ``livemem query``)."""
+personal memory's store, the personas, and the services every front door calls (``serving.services``: HTTP routes,
+MCP tools and ``livemem query``). ``from_settings`` is where serving reads its settings, once per process: the
+serving section, and beside it the personal-memory, persona and cache sections it passes down."""
 
 from __future__ import annotations
 
@@ -8,13 +10,16 @@ from dataclasses import dataclass, field
 
 from threadpoolctl import threadpool_limits
 
+from livemem.answer.chat import Persona, personas
 from livemem.index import dense
 from livemem.model.embedding import Embedder
+from livemem.personal import PersonalStore
 from livemem.query.cache import ResultCache
 from livemem.query.fusion import FusionSettings
 from livemem.query.retrieval import Retriever
-from livemem.settings import DenseSettings
+from livemem.settings import CacheSettings, DenseSettings, PersonalSettings, PersonaSettings
 from livemem.usage.traces import PostgresTraceWriter, TraceSigner, TraceWriter, trace_writer
+from livemem.version import mapped
 from livemem.version.history import OpenVersions
 from livemem.version.reader import IndexReader
 from livemem.version.store import IndexHome
@@ -42,6 +47,8 @@ class ServingState:
     cache: ResultCache
     traces: TraceWriter | PostgresTraceWriter
     signer: TraceSigner
+    personal: PersonalStore  # LIVEMEM_PERSONAL_* and the traces' database (livemem.personal)
+    personas: dict[str, Persona]  # the built-in personas and LIVEMEM_PERSONAS (livemem.answer.chat.personas)
     metrics: Metrics = field(init=False)
     older: OpenVersions = field(init=False)  # non-current versions requests name (``version`` / ``as_of``), LRU
     query: QueryService = field(init=False)
@@ -63,12 +70,25 @@ class ServingState:
         self.feedback = FeedbackService(self)
 
     @classmethod
-    def from_settings(cls, settings: Settings, embedder: Embedder | None = None) -> ServingState:
+    def from_settings(
+        cls,
+        settings: Settings,
+        embedder: Embedder | None = None,
+        *,
+        personal: PersonalSettings | None = None,
+        persona_settings: PersonaSettings | None = None,
+        caches: CacheSettings | None = None,
+    ) -> ServingState:
+        """The state of a serving process. ``personal``, ``persona_settings``, ``caches``: those sections of the
+        settings tree (an entry point holding the tree passes them), else read from the environment here."""
         # A multi-threaded BLAS makes the one matrix-vector product per query several times slower (thread
         # wake-ups, contention with torch and other workers): one thread per serving process, like torch.
         threadpool_limits(settings.torch_threads, user_api="blas")
         # the dense scan's process knobs (LIVEMEM_DENSE_KERNEL, LIVEMEM_SCAN_THREADS), read here once for the process
         dense.configure(DenseSettings.from_env())
+        # where serving copies are written and mapped (LIVEMEM_SERVING_CACHE), also a process knob
+        mapped.configure(caches or CacheSettings.from_env())
+        personal = personal or PersonalSettings.from_env()
         fusion = FusionSettings.from_serving(settings)
         return cls(
             settings=settings,
@@ -88,6 +108,8 @@ class ServingState:
             cache=ResultCache(settings.cache_size),
             traces=trace_writer(settings.traces_path, settings.trace_dsn),
             signer=TraceSigner.for_directory(settings.traces_path, settings.trace_secret),
+            personal=PersonalStore.configured(personal, settings.index_dir, settings.trace_dsn),
+            personas=personas(persona_settings or PersonaSettings.from_env()),
         )
 
     def role(self, name: str) -> Role:

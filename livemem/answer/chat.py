@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from typing import Any
@@ -269,23 +269,30 @@ def persona_key(name: str) -> str:
     return re.sub(r"[\s\-]+", "_", name.strip().lower())
 
 
-def personas() -> dict[str, Persona]:
-    """The built-in personas, overridden or extended by ``LIVEMEM_PERSONAS`` (JSON: ``{"name": {"access": [...],
-    "collections": [...], "framing": "...", "heading": "..."}}``)."""
+def personas(configured: PersonaSettings | None = None) -> dict[str, Persona]:
+    """The built-in personas, overridden or extended by the ``configured`` ones (``LIVEMEM_PERSONAS``, JSON:
+    ``{"name": {"access": [...], "collections": [...], "framing": "...", "heading": "..."}}``, read by the entry
+    point, which builds this table once and passes it to ``resolve_persona`` and ``generate``)."""
     table = dict(PERSONAS)
-    for name, spec in PersonaSettings.from_env().personas.items():
+    for name, spec in (configured.personas if configured is not None else {}).items():
         key = persona_key(name)
         table[key] = Persona(key, frozenset(spec.access), tuple(spec.collections), spec.framing, spec.heading)
     return table
 
 
-def resolve_persona(name: str | None, role: str, access: frozenset[str], roles: dict[str, list[str]]) -> Persona:
-    """The persona a request names for a caller of ``role`` (with ``access``). A role name is a persona too (that
-    role's access, every collection). A persona narrows and never widens: its access must lie within the caller's."""
+def resolve_persona(
+    name: str | None,
+    role: str,
+    access: frozenset[str],
+    roles: dict[str, list[str]],
+    table: Mapping[str, Persona] = PERSONAS,
+) -> Persona:
+    """The persona a request names for a caller of ``role`` (with ``access``), from ``table`` (``personas``). A role
+    name is a persona too (that role's access, every collection). A persona narrows and never widens: its access
+    must lie within the caller's."""
     if name is None or name == role:
         return Persona(role, access)
     key = persona_key(name)
-    table = personas()
     if name in roles:
         persona = Persona(name, frozenset(roles[name]))
     elif key in table:
@@ -358,7 +365,8 @@ def within_budget(lines: list[str], max_words: int | None) -> list[str]:
     return kept
 
 
-def extractive_answer(context: dict[str, Any]) -> str:
+def extractive_answer(context: dict[str, Any], table: Mapping[str, Persona] = PERSONAS) -> str:
+    """The answer without an LLM, headed by the persona's heading (of ``table``) when it has one."""
     lines: list[str] = []
     # a relationship question is answered from the graph first (livemem.answer.graph), citing the triples it rests on
     said = connection_sentences(context["route"].get("graph"))
@@ -380,7 +388,7 @@ def extractive_answer(context: dict[str, Any]) -> str:
     hedge = HEDGES.get((route.get("budget") or {}).get("hedging", "none"))
     if hedge:
         lines.append(hedge)
-    heading = personas().get(persona_key(context["route"].get("persona") or ""))
+    heading = table.get(persona_key(context["route"].get("persona") or ""))
     head = (
         heading.heading if heading is not None and heading.heading
         else "From the West Virginia evidence in Living Memory:" if context["route"]["wv_scoped"]
@@ -561,12 +569,14 @@ def generate(
     options: dict[str, Any] | None = None,
     failure: str | None = None,
     dialogue: Dialogue | None = None,
+    persona_table: Mapping[str, Persona] = PERSONAS,
 ) -> dict[str, Any]:
     """The answer to the message of ``context`` with its citations, backend, fallback, guardrail report and
     ``finish_reason``. ``options``: the caller's sampling fields (``SAMPLING``), given to an LLM backend;
     ``max_tokens`` also cuts a fixed or extractive answer (``finish_reason: length``). ``failure``: the backend
     already failed (a stream that never started): answer extractively, saying why. ``dialogue``: the client's
-    instructions and earlier turns, given to an LLM backend (an extractive answer cannot use them)."""
+    instructions and earlier turns, given to an LLM backend (an extractive answer cannot use them).
+    ``persona_table``: the deployment's personas (``personas``), whose headings head an extractive answer."""
     fixed = canned_answer(context)
     fallback = None
     finish = "stop"
@@ -574,7 +584,7 @@ def generate(
         text, used, model = fixed, "fixed", "none"
     elif failure is not None:
         fallback = failure
-        text = FALLBACK_NOTE.format(reason=fallback) + "\n" + extractive_answer(context)
+        text = FALLBACK_NOTE.format(reason=fallback) + "\n" + extractive_answer(context, persona_table)
         used, model = "extractive", "extractive"
     elif backend is not None:
         try:
@@ -585,10 +595,10 @@ def generate(
         except BackendError as exc:
             log.warning("LLM backend failed, answering extractively: %s", exc)
             fallback = str(exc)
-            text = FALLBACK_NOTE.format(reason=fallback) + "\n" + extractive_answer(context)
+            text = FALLBACK_NOTE.format(reason=fallback) + "\n" + extractive_answer(context, persona_table)
             used, model = "extractive", "extractive"
     else:
-        text, used, model = extractive_answer(context), "extractive", "extractive"
+        text, used, model = extractive_answer(context, persona_table), "extractive", "extractive"
     text, cited, report = guard(
         text, with_supplied(context, dialogue if used == "llm" else None), snap, settings.guardrail
     )
@@ -645,6 +655,7 @@ def stream_answer(
     backend: OpenAICompatibleBackend | None,
     options: dict[str, Any] | None = None,
     dialogue: Dialogue | None = None,
+    persona_table: Mapping[str, Persona] = PERSONAS,
 ) -> Iterator[dict[str, Any]]:
     """The answer as ``{"delta": text, "model": who answers}`` items, then ``{"answer": <generate()'s dict>}``.
 
@@ -689,9 +700,9 @@ def stream_answer(
                               "fallback": error, "note": None, "guardrail": report,
                               "finish_reason": "error" if error else finish}}  # fmt: skip
             return
-        answer = generate(context, snap, settings, None, options, failure=failure)
+        answer = generate(context, snap, settings, None, options, failure=failure, persona_table=persona_table)
     else:
-        answer = generate(context, snap, settings, backend, options, dialogue=dialogue)
+        answer = generate(context, snap, settings, backend, options, dialogue=dialogue, persona_table=persona_table)
     model = "fixed" if answer["backend"] == "fixed" else answer["model"]
     for piece in pieces(answer["answer"]):
         yield {"delta": piece, "model": model}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from livemem import yamlio
-from livemem.answer.chat import PersonaError, generate, persona_collections, resolve_persona
+from livemem.answer.chat import PERSONAS, Persona, PersonaError, generate, persona_collections, resolve_persona
 from livemem.answer.context import build_context
 from livemem.answer.conversation import carry, from_history
 from livemem.answer.prompt import SECTIONS
@@ -178,11 +178,13 @@ class SnapshotAsker:
         retriever: Retriever,
         settings: ContextSettings | None = None,
         serving: ServingSettings | None = None,
+        personas: Mapping[str, Persona] = PERSONAS,
     ) -> None:
         self.snap = snap
         self.retriever = retriever
         self.settings = settings or ContextSettings.defaults(warm_up=False, audit=False)
         self.serving = serving or ServingSettings.defaults()
+        self.personas = personas  # the deployment's (livemem.answer.chat.personas), as serving resolves them
 
     def role_of(self, case: Case) -> tuple[str | None, str]:
         """The API role a case asks as (None: refused), and why."""
@@ -206,14 +208,14 @@ class SnapshotAsker:
             conversation=carried.notes,
         )  # fmt: skip
         try:  # as serving.deps.with_persona
-            chosen = resolve_persona(carried.persona, role, access, self.serving.roles)
+            chosen = resolve_persona(carried.persona, role, access, self.serving.roles, self.personas)
         except PersonaError as exc:
             return exc.status, {"detail": str(exc)}
         collections = persona_collections(chosen, self.snap.collections_for(chosen.access))
         named = None if carried.persona is None else chosen.name
         request = replace(request, persona=named, collections=collections, framing=chosen.framing)
         result = build_context(self.snap, self.retriever, Caller(role, chosen.access), request, self.settings)
-        answer = generate(result, self.snap, self.settings, None)
+        answer = generate(result, self.snap, self.settings, None, persona_table=self.personas)
         return 200, {**answer, "route": result["route"], "evidence": {s: result[s] for s in SECTIONS}}
 
 
@@ -533,12 +535,12 @@ class GateOutcome:
 
 def evaluate_version(
     path: Path, version_id: str, suite: Suite, retriever: Retriever, settings: ContextSettings,
-    serving: ServingSettings,
+    serving: ServingSettings, personas: Mapping[str, Persona] = PERSONAS,
 ) -> SuiteResult:  # fmt: skip
     """The suite asked of the version in directory ``path`` (published or staged)."""
     snap = load_snapshot_at(path, version_id)
     try:
-        return run_suite(suite, SnapshotAsker(snap, retriever, settings, serving), version_id)
+        return run_suite(suite, SnapshotAsker(snap, retriever, settings, serving, personas), version_id)
     finally:
         snap.close()
 
@@ -550,13 +552,14 @@ def gate(
     embedder: Any,
     serving: ServingSettings | None = None,
     context: ContextSettings | None = None,
+    personas: Mapping[str, Persona] = PERSONAS,
 ) -> GateOutcome:
     """The publish gate of the sources file's ``eval`` section: the staged version must pass at least as many of
     the suite's cases as the published one (and ``min_accuracy`` of them when set). Nothing published yet: it
     passes, and its score is the first. No suite named, ``gate: false`` or nothing staged: passes, saying so.
     An invalid suite or section fails, naming the problem (a gate that cannot run is not a gate that passed).
-    The cases are asked as the serving app would (``serving``, ``context``: the entry point's sections, else the
-    defaults; no warm-up, no audit)."""
+    The cases are asked as the serving app would (``serving``, ``context``, ``personas``: the entry point's, else
+    the defaults; no warm-up, no audit)."""
     try:
         wanted = EvalConfig.from_sources(config)
         if wanted is None:
@@ -571,13 +574,13 @@ def gate(
     serving = serving or ServingSettings.defaults()
     settings = (context or ContextSettings.defaults()).model_copy(update={"warm_up": False, "audit": False})
     retriever = retriever_for(serving, embedder)
-    staged_result = evaluate_version(home.locate(staged), staged, suite, retriever, settings, serving)
+    staged_result = evaluate_version(home.locate(staged), staged, suite, retriever, settings, serving, personas)
     published, notes = home.current(), []
     published_result = None
     if published is not None and published != staged:
         try:
             published_result = evaluate_version(
-                home.version_dir(published), published, suite, retriever, settings, serving
+                home.version_dir(published), published, suite, retriever, settings, serving, personas
             )
         except IndexUnavailable as exc:  # a damaged published version must not stop its replacement
             notes.append(f"the published version {published} could not be asked ({exc}); compared with nothing")

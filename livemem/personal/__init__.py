@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from livemem.personal.common import (
     CURRENT,
+    DEFAULT_MAX_USERS,
     DEFAULT_RETENTION_DAYS,
     EXCHANGE_ANSWER_CHARS,
     KINDS,
@@ -38,14 +39,12 @@ from livemem.personal.common import (
     SNAPSHOTS,
     TRACE_DSN_ENV,
     MemoryFull,
+    PersonalStore,
     TooManyUsers,
     event_iso,
     item_hash,
-    max_users_from_env,
     normalized_text,
     nudge_factor,
-    personal_dir_from_env,
-    retention_days_from_env,
     user_key,
 )
 from livemem.personal.consolidation import Consolidation, consolidate
@@ -62,6 +61,7 @@ from livemem.personal.writes import add_card, add_exchange, add_feedback, admit_
 
 __all__ = [
     "CURRENT",
+    "DEFAULT_MAX_USERS",
     "DEFAULT_RETENTION_DAYS",
     "EXCHANGE_ANSWER_CHARS",
     "KINDS",
@@ -78,6 +78,7 @@ __all__ = [
     "MemoryFull",
     "MemorySnapshot",
     "PersonalLog",
+    "PersonalStore",
     "PersonalView",
     "PostgresPersonalLog",
     "TooManyUsers",
@@ -95,12 +96,9 @@ __all__ = [
     "item_text",
     "load_memory_snapshot",
     "log_for",
-    "max_users_from_env",
     "normalized_text",
     "nudge_factor",
-    "personal_dir_from_env",
     "read_view",
-    "retention_days_from_env",
     "user_key",
     "users_holding",
     "write_snapshot",

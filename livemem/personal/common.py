@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from livemem.dates import utc_now
 from livemem.settings import PersonalSettings
 
 PERSONAL_DIR_ENV = "LIVEMEM_PERSONAL_DIR"
-DEFAULT_RETENTION_DAYS = 365
+DEFAULT_RETENTION_DAYS = 365  # PersonalSettings.retention_days, passed down by the entry point
+DEFAULT_MAX_USERS = 1000  # PersonalSettings.max_users_per_key, likewise
 LOG_FILE = "log.sqlite"
 PERSONAL_TABLE = "living_memory_personal"
 TRACE_DSN_ENV = "RAG_TRACE_DSN"
@@ -44,20 +46,23 @@ class TooManyUsers(Exception):
     """The API key already keeps memory for ``LIVEMEM_PERSONAL_MAX_USERS_PER_KEY`` users, and this is a new one."""
 
 
-def personal_dir_from_env(index_dir: str | os.PathLike[str]) -> Path:
-    """Where personal memory lives: ``LIVEMEM_PERSONAL_DIR``, else ``<index home>/personal`` (serving and the
-    asset resolve it with this one function)."""
-    return PersonalSettings.from_env().directory(index_dir)
+@dataclass(frozen=True)
+class PersonalStore:
+    """One deployment's personal memory: its directory, the database of its log (``dsn``: the traces' Postgres,
+    ``RAG_TRACE_DSN``; None: ``log.sqlite`` in the directory), how long it keeps items and how many users one key
+    may have. Built once by an entry point from its settings (``configured``) and handed to every call."""
 
+    directory: Path
+    dsn: str | None = None
+    retention_days: int = DEFAULT_RETENTION_DAYS
+    max_users: int = DEFAULT_MAX_USERS
 
-def retention_days_from_env() -> int:
-    """How long personal memory is kept: ``LIVEMEM_PERSONAL_RETENTION_DAYS`` (default 365)."""
-    return PersonalSettings.from_env().retention_days
-
-
-def max_users_from_env() -> int:
-    """How many users one API key may keep memory for: ``LIVEMEM_PERSONAL_MAX_USERS_PER_KEY`` (default 1000)."""
-    return PersonalSettings.from_env().max_users_per_key
+    @classmethod
+    def configured(
+        cls, settings: PersonalSettings, index_dir: str | os.PathLike[str], dsn: str | None = None
+    ) -> PersonalStore:
+        """The store of ``settings`` (``LIVEMEM_PERSONAL_*``) for the index home ``index_dir``."""
+        return cls(settings.directory(index_dir), dsn, settings.retention_days, settings.max_users_per_key)
 
 
 def user_key(scope: str, user_id: str | None) -> str:

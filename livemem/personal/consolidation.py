@@ -42,6 +42,7 @@ def consolidate(
     model_id: str,
     retention_days: int = DEFAULT_RETENTION_DAYS,
     now: datetime | None = None,
+    dsn: str | None = None,
 ) -> Consolidation:
     """Every log row so far → one new snapshot; then the rows that tombstones cover, expired rows, duplicates and
     applied tombstones are purged from the log. Vectors of texts the previous snapshot has (same model) are reused;
@@ -50,14 +51,19 @@ def consolidate(
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     with open(directory / ".consolidate.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one at a time: each deletes every snapshot but its own
-        return _consolidate(directory, encode, model_id, retention_days, now or utc_now())
+        return _consolidate(directory, encode, model_id, retention_days, now or utc_now(), dsn)
 
 
 def _consolidate(
-    directory: Path, encode: Callable[[list[str]], np.ndarray], model_id: str, retention_days: int, now: datetime
+    directory: Path,
+    encode: Callable[[list[str]], np.ndarray],
+    model_id: str,
+    retention_days: int,
+    now: datetime,
+    dsn: str | None,
 ) -> Consolidation:
     started = time.perf_counter()
-    log = log_for(directory)
+    log = log_for(directory, dsn)
     cutoff = event_iso(now - timedelta(days=retention_days))
     through = log.max_id()
     rows = log.rows(through=through)

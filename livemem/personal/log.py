@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from livemem.personal.common import LOG_FILE, PERSONAL_TABLE, _event_time
-from livemem.settings import TraceSettings
 from livemem.usage.traces import POSTGRES_STATEMENT_TIMEOUT_S
 
 
@@ -220,10 +219,10 @@ def _scope_range(scope: str) -> tuple[str, str, str]:
 _LOGS: dict[tuple[str, str | None], PersonalLog | PostgresPersonalLog] = {}
 
 
-def log_for(directory: str | os.PathLike[str]) -> PersonalLog | PostgresPersonalLog:
-    """The log of the store at ``directory``: the Postgres table when ``RAG_TRACE_DSN`` is set (as the traces
-    choose), else ``log.sqlite`` there. One object per process (its schema is checked once, not per request)."""
-    dsn = TraceSettings.from_env().dsn
+def log_for(directory: str | os.PathLike[str], dsn: str | None = None) -> PersonalLog | PostgresPersonalLog:
+    """The log of the store at ``directory``: the Postgres table at ``dsn`` when given (the traces' database,
+    ``RAG_TRACE_DSN``, which the entry point passes down), else ``log.sqlite`` there. One object per process and
+    store (its schema is checked once, not per request)."""
     key = (str(directory), dsn)
     found = _LOGS.get(key)
     if found is None:

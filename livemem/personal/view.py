@@ -128,11 +128,13 @@ def read_view(
     encode: Callable[[list[str]], np.ndarray] | None = None,
     model_id: str = "",
     now: datetime | None = None,
+    dsn: str | None = None,
 ) -> PersonalView:
     """The user's memory now: the current snapshot's items minus those deleted since, plus the user's log rows after
     it (cards and exchanges; tombstones; votes), minus what is past retention. Pending items are embedded with
-    ``encode`` (when given and ``share`` > 0), once per text per process."""
-    log = log_for(directory)
+    ``encode`` (when given and ``share`` > 0), once per text per process. ``dsn``: the log's database
+    (``log_for``)."""
+    log = log_for(directory, dsn)
     for _ in range(3):  # a consolidation may switch CURRENT (and purge rows) between the two reads: read again
         snapshot = cached_snapshot(directory)
         through = snapshot.through_id if snapshot else 0

@@ -10,8 +10,9 @@ from typing import Any
 
 from dagster import AssetCheckExecutionContext, AssetCheckResult, MetadataValue, asset_check
 
+from livemem.answer.chat import personas
 from livemem.answer.evaluation import Comparison, GateOutcome, SuiteResult, gate
-from livemem.settings import ContextSettings, ServingSettings
+from livemem.settings import ContextSettings, PersonaSettings, ServingSettings
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource
 
 CHECK = "answers_not_worse"
@@ -77,7 +78,7 @@ def answer_gate_check(asset: Any, staging: str) -> Any:
         home = kwargs["index_store"].home()
         outcome = gate(
             kwargs["git_sources"].load(), home, staged["version_id"], kwargs["embedder"].embedder(),
-            ServingSettings.from_env(), ContextSettings.from_env(),
+            ServingSettings.from_env(), ContextSettings.from_env(), personas(PersonaSettings.from_env()),
         )  # fmt: skip
         context.log.info(outcome.summary)
         return gate_result(outcome)

@@ -27,7 +27,7 @@ from pydantic import Field
 
 from livemem import personal
 from livemem.settings import PersonalSettings
-from orchestration.resources import EmbedderResource, IndexStoreResource
+from orchestration.resources import EmbedderResource, IndexStoreResource, TraceStoreResource
 
 GROUP = "personal_memory"
 
@@ -54,12 +54,14 @@ def personal_memory(
     config: PersonalMemoryConfig,
     index_store: IndexStoreResource,
     embedder: EmbedderResource,
+    trace_store: TraceStoreResource,
 ) -> MaterializeResult:
     settings = PersonalSettings.from_env()  # read once, passed down
     directory = settings.directory(index_store.home().root)
     days = config.retention_days or settings.retention_days
+    dsn = trace_store.settings().dsn  # the log lives beside the traces: their Postgres table when they have one
     model = embedder.embedder()  # loaded only when something new has to be embedded
-    result = personal.consolidate(directory, lambda texts: model.encode(texts), model.model_id, days)
+    result = personal.consolidate(directory, lambda texts: model.encode(texts), model.model_id, days, dsn=dsn)
     context.log.info(f"snapshot {result.snapshot_id}: {result.items} items of {result.users} users")
     purged = "\n".join(f"| {name} | {n} |" for name, n in result.purged.items())
     return MaterializeResult(

@@ -15,6 +15,7 @@ from pydantic import Field, PrivateAttr
 from livemem.model.embedding import Embedder
 from livemem.settings import CacheSettings, ChromaSettings, EncoderSettings, PathSettings, TraceSettings
 from livemem.sources.config import SourcesConfig, load_sources
+from livemem.version import mapped
 from livemem.version.owners import Owner
 from livemem.version.store import IndexHome
 
@@ -55,6 +56,7 @@ class IndexStoreResource(ConfigurableResource):
     def home(self) -> IndexHome:
         home = IndexHome(Path(self.index_dir) if self.index_dir else PathSettings.from_env().index_dir)
         home.chroma_server = ChromaSettings.from_env().address  # pruning deletes the collections no version names
+        mapped.configure(CacheSettings.from_env())  # the serving copies the checks load and pruning removes
         if self._run_id is not None:
             home.owner = Owner.this_process(self._run_id)
         if self._instance is not None:

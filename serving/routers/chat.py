@@ -379,7 +379,7 @@ def chat_completions(
         result = service.context(snap, caller, message)
         remember_exchange(state, message, result, "chat.completions")  # before the answer exists: the question
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        items = stream_answer(result, snap, service.settings, backend, sampling, dialogue)
+        items = stream_answer(result, snap, service.settings, backend, sampling, dialogue, state.personas)
         return StreamingResponse(
             events(items, result, completion_id, created, include_usage, extra, usage),
             media_type="text/event-stream",
@@ -390,7 +390,9 @@ def chat_completions(
         answer = result["answer"]
     else:  # the model sees the dialogue too: its answer depends on more than the cache key
         result = service.context(snap, caller, message)
-        answer = generate(result, snap, service.settings, backend, sampling, dialogue=dialogue)
+        answer = generate(
+            result, snap, service.settings, backend, sampling, dialogue=dialogue, persona_table=state.personas
+        )
     remember_exchange(state, message, {**result, "answer": answer}, "chat.completions")
     return ChatCompletion.model_validate(
         {

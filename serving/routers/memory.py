@@ -15,7 +15,7 @@ from serving.deps import CallerRole, State, thread_scope
 from serving.models import ErrorBody
 from serving.models.context import USER_ID_PATTERN
 from serving.models.memory import Card, CardRequest, Deleted, Memory, MemoryItem, Nudge
-from serving.services.memory import admitted, store_dir, user_of
+from serving.services.memory import admitted, user_of
 
 router = APIRouter(tags=["memory"])
 ERRORS = {
@@ -42,8 +42,11 @@ def cleaned(text: str) -> str:
 def add_card(body: CardRequest, request: Request, state: State, role: CallerRole) -> Card:
     """Remember a card for the caller (or its `user_id`): searchable at once, consolidated nightly."""
     user = user_of(state, request_scope(request), body.user_id)
+    store, text = state.personal, cleaned(body.text)
     try:
-        return Card(**admitted(lambda: personal.add_card(store_dir(state), user, cleaned(body.text))))
+        return Card(
+            **admitted(lambda: personal.add_card(store.directory, user, text, None, store.max_users, store.dsn))
+        )
     except personal.MemoryFull as exc:
         raise HTTPException(409, str(exc)) from None
 
@@ -52,8 +55,9 @@ def add_card(body: CardRequest, request: Request, state: State, role: CallerRole
 def list_memory(request: Request, state: State, role: CallerRole, user_id: str | None = UserId) -> Memory:
     """Everything the caller's memory holds now: cards, remembered exchanges and feedback nudges."""
     user = user_of(state, request_scope(request), user_id)
-    days = personal.retention_days_from_env()
-    view = personal.read_view(store_dir(state), user, user_id=user_id, retention_days=days)
+    store = state.personal
+    days = store.retention_days
+    view = personal.read_view(store.directory, user, user_id=user_id, retention_days=days, dsn=store.dsn)
     items = [MemoryItem(memory_id=i["item_id"], content=i["text"], **i) for i in view.items]
     nudges = [Nudge(chunk_id=c, votes=v, factor=personal.nudge_factor(v)) for c, v in view.votes.items() if v]
     return Memory(
@@ -67,7 +71,8 @@ def delete_memory(request: Request, state: State, role: CallerRole, user_id: str
     """Forget all of the caller's memory: cards, exchanges and feedback. Reads stop seeing it at once; the next
     consolidation removes it from the log and the snapshots."""
     user = user_of(state, request_scope(request), user_id)
-    done = personal.delete(store_dir(state), user)
+    store = state.personal
+    done = personal.delete(store.directory, user, dsn=store.dsn)
     return Deleted(**done, effect="hidden now; removed physically at the next consolidation")
 
 
@@ -77,8 +82,9 @@ def delete_item(
 ) -> Deleted:
     """Forget one card or exchange (404 when the caller's memory has none with this id)."""
     user = user_of(state, request_scope(request), user_id)
-    view = personal.read_view(store_dir(state), user, retention_days=personal.retention_days_from_env())
+    store = state.personal
+    view = personal.read_view(store.directory, user, retention_days=store.retention_days, dsn=store.dsn)
     if memory_id not in {i["item_id"] for i in view.items}:
         raise HTTPException(404, "no memory with this id in your memory")
-    done = personal.delete(store_dir(state), user, memory_id)
+    done = personal.delete(store.directory, user, memory_id, dsn=store.dsn)
     return Deleted(**done, effect="hidden now; removed physically at the next consolidation")

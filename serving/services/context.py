@@ -155,7 +155,9 @@ class ContextService:
             latency.update(result["route"]["steps_ms"])
             if kind == "chat":
                 t = time.perf_counter()
-                result["answer"] = generate(result, snap, self.settings, self.backend)
+                result["answer"] = generate(
+                    result, snap, self.settings, self.backend, persona_table=self.state.personas
+                )
                 latency["generate"] = round((time.perf_counter() - t) * 1000, 3)
                 if result["answer"]["fallback"]:
                     with self._lock:

@@ -6,7 +6,6 @@ key's scope (only its hash is kept), or a ``user_id`` within it, so no caller ca
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,10 +22,6 @@ NEEDS_KEY = (
     "personal memory needs an API key (X-API-Key or Authorization: Bearer): it is kept per key, and a caller "
     "without one cannot be told apart from any other"
 )
-
-
-def store_dir(state: ServingState) -> Path:
-    return personal.personal_dir_from_env(state.settings.index_dir)
 
 
 def user_of(state: ServingState, scope: str, user_id: str | None) -> str:
@@ -50,14 +45,15 @@ def personal_view(state: ServingState, scope: str, body: Any) -> personal.Person
     if body.mix is None and body.user_id is None and not body.remember:
         return None
     user = user_of(state, scope, body.user_id)
+    store = state.personal
     if body.remember:  # refused before answering, not after: the exchange could not be remembered
-        admitted(lambda: personal.admit_user(store_dir(state), user))
+        admitted(lambda: personal.admit_user(store.directory, user, store.max_users, store.dsn))
     share = body.mix.personal if body.mix else 0.0
     retriever = state.retriever
     return personal.read_view(
-        store_dir(state), user, user_id=body.user_id, share=share, remember=body.remember,
-        retention_days=personal.retention_days_from_env(), model_id=retriever.model_id,
-        encode=lambda texts: np.stack([retriever.encode(t) for t in texts]),
+        store.directory, user, user_id=body.user_id, share=share, remember=body.remember,
+        retention_days=store.retention_days, model_id=retriever.model_id,
+        encode=lambda texts: np.stack([retriever.encode(t) for t in texts]), dsn=store.dsn,
     )  # fmt: skip
 
 
@@ -68,10 +64,14 @@ def remember_exchange(state: ServingState, message: Message, result: dict[str, A
         return
     answer = (result.get("answer") or {}).get("answer")
     chunk_ids = [p["chunk_id"] for p in result["unstructured"]]
-    personal.add_exchange(store_dir(state), view.user, result["message"], answer, chunk_ids, endpoint)
+    store = state.personal
+    personal.add_exchange(
+        store.directory, view.user, result["message"], answer, chunk_ids, endpoint, store.max_users, store.dsn
+    )
 
 
 def record_feedback(state: ServingState, scope: str, user_id: str | None, chunk_ids: list[str], useful: bool):
     """/feedback with ``personal: true``: the chunks are nudged for this user only (``livemem.personal``)."""
     user = user_of(state, scope, user_id)
-    return admitted(lambda: personal.add_feedback(store_dir(state), user, chunk_ids, useful))
+    store = state.personal
+    return admitted(lambda: personal.add_feedback(store.directory, user, chunk_ids, useful, store.max_users, store.dsn))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -20,7 +21,7 @@ from livemem import personal
 from livemem.settings import ContextSettings
 from livemem.version.store import IndexHome
 from orchestration.assets.personal_memory import personal_memory, personal_memory_readable
-from orchestration.resources import EmbedderResource, IndexStoreResource
+from orchestration.resources import EmbedderResource, IndexStoreResource, TraceStoreResource
 from serving.app import create_app
 from serving.services.context import ContextService
 from serving.settings import Settings
@@ -53,18 +54,22 @@ def client(home, embedder):
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch) -> Path:
-    """A fresh personal-memory store for each test (serving and the asset both resolve it from the env)."""
+def store(client, tmp_path, monkeypatch) -> Path:
+    """A fresh personal-memory store for each test: the serving state's (the entry point builds it once from its
+    settings and passes it down) and the consolidation asset's (which reads ``LIVEMEM_PERSONAL_DIR`` when it runs)."""
     directory = tmp_path / "personal"
     monkeypatch.setenv(personal.PERSONAL_DIR_ENV, str(directory))
     monkeypatch.delenv(personal.TRACE_DSN_ENV, raising=False)
+    state = client.app.state.serving
+    monkeypatch.setattr(state, "personal", replace(state.personal, directory=directory, dsn=None))
     return directory
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def any_store(request, store, monkeypatch) -> Path:
+def any_store(request, client, store, monkeypatch) -> personal.PersonalStore:
     """``store`` with its log in SQLite, then in Postgres (``RAG_TRACE_DSN``, as the traces choose; a real server:
-    ``LIVEMEM_TEST_PG_DSN``, which ``.ci/run`` sets up)."""
+    ``LIVEMEM_TEST_PG_DSN``, which ``.ci/run`` sets up): the store serving was given."""
+    state = client.app.state.serving
     if request.param == "postgres":
         psycopg = pytest.importorskip("psycopg")
         try:
@@ -72,18 +77,23 @@ def any_store(request, store, monkeypatch) -> Path:
         except psycopg.Error as exc:
             pytest.skip(f"no PostgreSQL server reachable at LIVEMEM_TEST_PG_DSN ({exc.__class__.__name__}: {exc})")
         conn.execute(f"DROP TABLE IF EXISTS {personal.PERSONAL_TABLE}")
-        monkeypatch.setenv(personal.TRACE_DSN_ENV, PG_DSN)
-        yield store
+        monkeypatch.setenv(personal.TRACE_DSN_ENV, PG_DSN)  # the asset's trace_store resource reads it
+        monkeypatch.setattr(state, "personal", replace(state.personal, dsn=PG_DSN))
+        yield state.personal
         conn.execute(f"DROP TABLE IF EXISTS {personal.PERSONAL_TABLE}")
         conn.close()
     else:
-        yield store
+        yield state.personal
 
 
 def consolidate(home: IndexHome, **config):
     result = materialize(
         [personal_memory, personal_memory_readable],
-        resources={"index_store": IndexStoreResource(index_dir=str(home.root)), "embedder": EmbedderResource()},
+        resources={
+            "index_store": IndexStoreResource(index_dir=str(home.root)),
+            "embedder": EmbedderResource(),
+            "trace_store": TraceStoreResource(),
+        },
         run_config={"ops": {"personal_memory": {"config": config}}} if config else None,
     )
     assert result.success
@@ -211,7 +221,7 @@ def test_openai_clients_use_it_through_living_memory_options(client, store) -> N
 
 
 def test_deletion_hides_at_once_and_is_physical_after_consolidation(client, any_store, home) -> None:
-    store = any_store
+    store = any_store.directory
     alice = client.post("/memory", json={"text": CARD}, headers=ALICE).json()
     bob_text = "Bob keeps his LIHEAP letters in the blue folder."
     client.post("/memory", json={"text": bob_text}, headers=BOB)
@@ -233,7 +243,8 @@ def test_deletion_hides_at_once_and_is_physical_after_consolidation(client, any_
     assert not contains(store, "Dana Whitfield")
     assert contains(store, "blue folder")
     assert [i["content"] for i in client.get("/memory", headers=BOB).json()["items"]] == [bob_text]
-    assert [(r["kind"], r["body"]) for r in personal.log_for(store).rows()] == [("card", {"text": bob_text})]
+    rows = personal.log_for(store, any_store.dsn).rows()
+    assert [(r["kind"], r["body"]) for r in rows] == [("card", {"text": bob_text})]
     assert len(list((store / personal.SNAPSHOTS).glob("*.npz"))) == 1
 
 
@@ -242,12 +253,12 @@ def test_a_store_locked_elsewhere_is_a_503_then_works_again(client, any_store) -
     lock) answers 503 with Retry-After once the store's own timeout passes (SQLite's busy timeout, Postgres'
     statement_timeout), never hangs or crashes, and takes the card once the lock is gone."""
     assert client.post("/memory", json={"text": CARD}, headers=ALICE).status_code == 201  # the store exists
-    log = personal.log_for(any_store)
+    log = personal.log_for(any_store.directory, any_store.dsn)
     if isinstance(log, personal.PostgresPersonalLog):
         log.statement_timeout_s = 0.5  # for connections opened from now on
         hold = postgres_table_locked(PG_DSN, personal.PERSONAL_TABLE)
     else:
-        hold = sqlite_locked(any_store / personal.LOG_FILE)
+        hold = sqlite_locked(any_store.directory / personal.LOG_FILE)
     with locks_held(hold) as (answer, _):  # a request that waits for good fails the test instead of hanging it
         refused = answer(partial(client.post, "/memory", json={"text": "Ask about the LIHEAP letter."}, headers=ALICE))
     assert refused.status_code == 503 and refused.headers["retry-after"] == "1", refused.text
@@ -268,14 +279,14 @@ def test_a_full_memory_refuses_new_cards(client, store, monkeypatch) -> None:
 def test_concurrent_appends_are_all_kept_in_order(any_store) -> None:
     def append(n: int) -> None:
         for i in range(25):
-            personal.add_feedback(any_store, f"user-{n}", [f"chunk-{i}"], useful=True)
+            personal.add_feedback(any_store.directory, f"user-{n}", [f"chunk-{i}"], useful=True, dsn=any_store.dsn)
 
     threads = [threading.Thread(target=append, args=(n,)) for n in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    rows = personal.log_for(any_store).rows()
+    rows = personal.log_for(any_store.directory, any_store.dsn).rows()
     assert len(rows) == 8 * 25 and len({r["id"] for r in rows}) == len(rows)
     for n in range(8):  # each writer's rows in the order it wrote them
         assert [r["item_id"] for r in rows if r["user"] == f"user-{n}"] == [f"chunk-{i}" for i in range(25)]
@@ -288,8 +299,8 @@ def contains(store: Path, text: str) -> bool:
 
 
 def test_consolidation_expires_merges_duplicates_and_applies_card_deletions(any_store, home) -> None:
-    store = any_store
-    log = personal.log_for(store)
+    store, dsn = any_store.directory, any_store.dsn
+    log = personal.log_for(store, dsn)
     old = datetime.now(UTC) - timedelta(days=40)
     log.append("u", "card", "old", {"text": "an old card"}, now=old)
     log.append("u", "card", "a", {"text": "Rent is due on the 3rd"})
@@ -303,8 +314,8 @@ def test_consolidation_expires_merges_duplicates_and_applies_card_deletions(any_
     snap = personal.load_memory_snapshot(store, meta["snapshot"].value)
     assert [i["item_id"] for i in snap.items] == ["a"]
     assert snap.feedback == [{"user": "v", "chunk_id": "chunk-1", "votes": 1}]
-    assert personal.read_view(store, "v").nudges() == {"chunk-1": 1.25}
-    assert [i["item_id"] for i in personal.read_view(store, "u").items] == ["a"]
+    assert personal.read_view(store, "v", dsn=dsn).nudges() == {"chunk-1": 1.25}
+    assert [i["item_id"] for i in personal.read_view(store, "u", dsn=dsn).items] == ["a"]
     assert [r["item_id"] for r in log.rows()] == ["a", "chunk-1"]
 
 

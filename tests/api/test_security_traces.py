@@ -129,9 +129,8 @@ def test_feedback_on_a_full_disk_is_a_503_and_the_next_after_space_is_freed_coun
 
 def test_one_api_key_keeps_memory_for_a_bounded_number_of_users(client, tmp_path, monkeypatch):
     """Issue 33, weak: one key could create unlimited personal-memory users (a user_id each)."""
-    monkeypatch.setenv(personal.PERSONAL_DIR_ENV, str(tmp_path / "personal"))
-    monkeypatch.setenv("LIVEMEM_PERSONAL_MAX_USERS_PER_KEY", "3")
-    monkeypatch.delenv(personal.TRACE_DSN_ENV, raising=False)
+    state = client.app.state.serving  # LIVEMEM_PERSONAL_MAX_USERS_PER_KEY=3, as the entry point passes it down
+    monkeypatch.setattr(state, "personal", personal.PersonalStore(tmp_path / "personal", None, max_users=3))
     key, other = ({"X-API-Key": k} for k in MEMORY_KEYS)
 
     def card(user: str | None, headers=key) -> httpx.Response:

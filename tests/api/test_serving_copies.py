@@ -120,7 +120,7 @@ def test_an_unwritable_cache_falls_back_to_private_memory(home_with_two_versions
     home, (_, version) = home_with_two_versions
     blocker = home.root / "not-a-directory"
     blocker.write_text("a file where the cache directory would be\n")
-    monkeypatch.setenv(mapped.SERVING_CACHE_ENV, str(blocker / "copies"))
+    monkeypatch.setattr(mapped, "SERVING_CACHE", blocker / "copies")  # LIVEMEM_SERVING_CACHE, passed down
     fresh_process(monkeypatch)
     snap = load_snapshot(home, version)
     assert not any(reader.SEGMENTS.get(home.root / "parts", s).mapped for s in snap.segments)

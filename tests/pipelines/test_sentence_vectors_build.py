@@ -15,6 +15,7 @@ from livemem.index.sentences import SENTENCES_FILE, sentence_texts
 from livemem.ingest.build import build_version
 from livemem.ingest.verify import compare_versions
 from livemem.sources.config import load_sources
+from livemem.version import mapped
 from livemem.version.reader import IndexUnavailable, load_snapshot
 from livemem.version.segments import MAX_SEGMENTS
 from livemem.version.store import IndexHome
@@ -108,7 +109,7 @@ def test_carried_and_merged_sentences_equal_a_from_scratch_build(tmp_path, prose
     assert len(edited) == MAX_SEGMENTS + 2 and all(snap.dense.sentence_vectors(r).shape[0] == 5 for r in edited)
 
 
-def test_a_damaged_sentence_file_makes_the_version_unusable(tmp_path, prose, embedder) -> None:
+def test_a_damaged_sentence_file_makes_the_version_unusable(tmp_path, prose, embedder, monkeypatch) -> None:
     config = load_sources(sources(tmp_path, prose.path))
     home = IndexHome(tmp_path / "index", cache_dir=tmp_path / "cache")
     version = publish(config, home, embedder)
@@ -117,6 +118,6 @@ def test_a_damaged_sentence_file_makes_the_version_unusable(tmp_path, prose, emb
     data = bytearray(path.read_bytes())
     data[-20] ^= 0xFF
     path.write_bytes(bytes(data))
-    os.environ.setdefault("LIVEMEM_SERVING_CACHE", str(tmp_path / "copies"))  # no copy written before the damage
+    monkeypatch.setattr(mapped, "SERVING_CACHE", tmp_path / "copies")  # no copy written before the damage
     with pytest.raises(IndexUnavailable, match=SENTENCES_FILE.replace(".", r"\.")):
         load_snapshot(home, version)

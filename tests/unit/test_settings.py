@@ -13,7 +13,7 @@ from livemem.answer.chat import personas
 from livemem.answer.web import web_gateway
 from livemem.errors import ConfigError
 from livemem.model.embedding import Embedder
-from livemem.personal import personal_dir_from_env, retention_days_from_env
+from livemem.personal import PersonalStore
 from livemem.settings import (
     DEFAULT_INDEX_DIR,
     DEFAULT_SOURCES_FILE,
@@ -78,7 +78,8 @@ def test_every_reader_sees_the_tree(clean_env, tmp_path: Path) -> None:
     assert tree.serving.traces_path == tmp_path / "traces" == tree.traces.directory(tree.paths.index_dir)
     chroma_server = load_sources(DEFAULT_SOURCES_FILE, tree.chroma).chroma_server  # what the entry points pass down
     assert tree.chroma.address == ("chroma.internal", 8123) == chroma_server
-    assert personal_dir_from_env(tmp_path / "home") == tmp_path / "personal" and retention_days_from_env() == 30
+    store = PersonalStore.configured(tree.personal, tree.paths.index_dir, tree.traces.dsn)  # what serving passes down
+    assert store.directory == tmp_path / "personal" and store.retention_days == 30 and store.dsn is None
     assert tree.mcp.operator_roles == ["admin", "ops"]
     assert tree.serving.api_keys == {"k-123456": "internal"}
     # Keyword arguments win over the environment.
@@ -311,9 +312,10 @@ def test_the_trace_secret_is_read_from_the_tree(clean_env, tmp_path: Path) -> No
 
 
 def test_personas_default_read_and_refuse(clean_env) -> None:
-    assert PersonaSettings.from_env().personas == {} and "caseworker" in personas()
+    assert PersonaSettings.from_env().personas == {} and "caseworker" in personas(PersonaSettings.from_env())
     clean_env.setenv("LIVEMEM_PERSONAS", json.dumps({"Field Worker": {"access": ["public"], "framing": "Be brief."}}))
-    worker = personas()["field_worker"]
+    assert "field_worker" not in personas()  # the core reads no variable: the entry point passes the section
+    worker = personas(PersonaSettings.from_env())["field_worker"]
     assert (worker.access, worker.collections, worker.framing, worker.heading) == (
         frozenset({"public"}), ("*",), "Be brief.", None
     )  # fmt: skip
@@ -323,7 +325,7 @@ def test_personas_default_read_and_refuse(clean_env) -> None:
         PersonaSettings.from_env()
     clean_env.setenv("LIVEMEM_PERSONAS", json.dumps({"field worker": {"framing": "no access named"}}))
     with pytest.raises(ConfigError, match=r"personas \(LIVEMEM_PERSONAS\)\.field worker\.access"):
-        personas()
+        PersonaSettings.from_env()
 
 
 def test_the_web_gateway_knobs_default_read_and_refuse(clean_env) -> None:
