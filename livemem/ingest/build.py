@@ -176,7 +176,7 @@ class _Builder:
             t = self._tick("embed_s", t)
             segments = write_segments(
                 con, self.parts, self.embedder.dim, new_rows, new_parents, vectors, texts, terms, self.timings,
-                sentences,
+                sentences, self.settings.ann_min_rows,
             )  # fmt: skip
             t = self._tick("segment_s", t)
             record_change(con, skips, new_rows, self.base)
