@@ -73,3 +73,18 @@ def test_an_entry_point_holding_the_settings_tree_passes_its_sections(home, embe
     monkeypatch.setattr(reader, "SEGMENTS", segments.SegmentCache())  # as in a new worker: nothing loaded yet
     state.reader.snapshot()  # a version loaded now maps its copies there
     assert any((tmp_path / "copies").rglob("arrays.bin"))
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"), [("LIVEMEM_PERSONAL_MAX_USERS_PER_KEY", "0"), ("LIVEMEM_PERSONAS", '{"field worker": ')]
+)
+def test_a_bad_setting_stops_the_app_at_start_naming_it(embedder, tmp_path, monkeypatch, variable, value):
+    """Read once at start, a bad value is refused then, naming the variable (before, the app started and each
+    request that used it failed)."""
+    from livemem.errors import ConfigError
+    from serving.app import create_app
+    from serving.settings import Settings
+
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=variable):
+        create_app(Settings(index_dir=tmp_path / "rag_index", warm_up=False), embedder)
