@@ -348,6 +348,7 @@ def load_segment(parts: Path, segment_id: str) -> Segment:
     none yet; held in memory when no copy can be written."""
     root = mapped.cache_root(parts)
     found = mapped.open_copy(root, segment_id)
+    verify = found is None  # the segment's files (and its graph) are checked when the machine's copy is written
     if found is None:
         size, arrays = _read_verified(parts, segment_id)
         if mapped.writable(root):
@@ -367,23 +368,28 @@ def load_segment(parts: Path, segment_id: str) -> Segment:
                 log.warning("serving copy of %s not written (%s): held in this worker's memory", segment_id, exc)
         if found is None:
             segment = _segment(segment_id, {"chunks": size}, arrays, False)
-            segment.graph = _graph(parts, segment_id)
+            segment.graph = _graph(parts, segment_id, verify=True)
             return segment
     meta, arrays = found
     segment = _segment(segment_id, meta, arrays, True)
     segment.guard = meta["guard"]
-    segment.graph = _graph(parts, segment_id)
+    segment.graph = _graph(parts, segment_id, verify)
     return segment
 
 
-def _graph(parts: Path, segment_id: str) -> Graph | None:
+def _graph(parts: Path, segment_id: str, verify: bool) -> Graph | None:
     """The segment's graph, mapped, when ``segment.json`` records one; a graph that does not match what it records
-    is left unused (the segment is then searched exactly: slower, never wrong) and said in the log."""
+    is left unused (the segment is then searched exactly: slower, never wrong) and said in the log. ``verify``: its
+    SHA-256 checked too, as the segment's own files are when the machine's serving copy is written from them
+    (later loads check its size and header)."""
     recorded = segment_meta(parts, segment_id).get("graph")
     if not recorded:
         return None
+    path = parts / segment_id / GRAPH_FILE
     try:
-        return Graph.open(parts / segment_id / GRAPH_FILE, recorded)
+        if verify and path.is_file() and _sha256(path) != recorded.get("sha256"):
+            raise GraphError(f"{GRAPH_FILE} does not match its recorded SHA-256")
+        return Graph.open(path, recorded)
     except (GraphError, OSError, RuntimeError, ValueError) as exc:
         log.warning("graph of segment %s not used (%s): searched exactly", segment_id, exc)
         return None
