@@ -28,9 +28,11 @@ from livemem.query.gis_index import (
     ENTITY_TABLE,
     FLAG_COLUMNS,
     GIS,
+    GIS_GRAPH_META,
     RELATION_COLUMNS,
     RELATION_TABLE,
 )
+from livemem.settings import BuildSettings
 from livemem.sources.config import SourcesConfig
 from livemem.version import connect
 from livemem.version.schema import LAYOUT_VERSION, create_sql
@@ -72,9 +74,13 @@ def export_gbim(
     *,
     force: bool = False,
     dsns: Mapping[str, str] | None = None,
+    graph_min_rows: int | None = None,
 ) -> GbimResult:
     """Stage a new version with the GBIM entities of the configured spatial sources (nothing when unchanged).
-    ``dsns``: database URLs of PostGIS sources by the variable each names (default: the environment)."""
+    ``dsns``: database URLs of PostGIS sources by the variable each names (default: the environment);
+    ``graph_min_rows``: with at least this many entities their approximate-search graph is written (default:
+    ``LIVEMEM_ANN_MIN_ROWS``, the chunk segments' threshold; 0: never)."""
+    min_rows = BuildSettings.from_env().ann_min_rows if graph_min_rows is None else graph_min_rows
     spatial = load_spatial(config)
     if spatial is not None:
         require_chroma(config)  # Chroma asked for but not installed: refused before anything is written
@@ -149,7 +155,7 @@ def export_gbim(
         _write_rdf(staged, entities, relations)
         if counties is not None:
             _write_counties(staged, counties)
-        _write_gis_snapshot(staged, entities, vectors)
+        _write_gis_snapshot(staged, entities, vectors, min_rows)
         if config.uses_chroma:
             _update_chroma(staged, spatial, entities, vectors, previous.get("collections", []), config.chroma_server)
         elif (staged / CHROMA).exists():
@@ -275,12 +281,23 @@ def _write_counties(staged: Path, counties) -> None:
     (staged / COUNTIES_FILE).write_text(text, encoding="utf-8")
 
 
-def _write_gis_snapshot(staged: Path, entities: list[dict[str, Any]], vectors: np.ndarray) -> None:
+def _write_gis_snapshot(
+    staged: Path, entities: list[dict[str, Any]], vectors: np.ndarray, graph_min_rows: int = 0
+) -> None:
+    """``gis/``: ``ids.json`` (entity ids, row order), ``dense.npy`` (their vectors), and with at least
+    ``graph_min_rows`` entities (0: never) the approximate-search graph of the vectors, ``ann.usearch``
+    (``livemem.index.ann``, keys = rows) with what it was built as in ``graph.json`` (issue 38)."""
     target = staged / GIS
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir()
     (target / "ids.json").write_text(json.dumps([e["entity_id"] for e in entities]), encoding="utf-8")
-    np.save(target / "dense.npy", np.asarray(vectors, dtype=np.float32).reshape(len(entities), -1))
+    dense = np.asarray(vectors, dtype=np.float32).reshape(len(entities), -1)
+    np.save(target / "dense.npy", dense)
+    if 0 < graph_min_rows <= len(entities):
+        from livemem.index.ann import GRAPH_FILE, build_graph
+
+        meta = build_graph(dense, target / GRAPH_FILE)
+        (target / GIS_GRAPH_META).write_text(json.dumps(meta), encoding="utf-8")
 
 
 def chroma_metadata(entity: dict[str, Any]) -> dict[str, Any]:

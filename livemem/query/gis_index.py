@@ -49,6 +49,7 @@ ENTITY_COLUMNS = (
     "geometry_type", "county_source", "county_spatial", *FLAG_COLUMNS,
 )  # fmt: skip
 RELATION_COLUMNS = ("subject", "predicate", "object", "object_kind", "provenance")
+GIS_GRAPH_META = "graph.json"  # gis/graph.json: how gis/ann.usearch was built (livemem.index.ann.graph_meta)
 GIS_COPY_FORMAT = 1  # bump when what the GIS serving copy holds changes (a copy of another format is written again)
 FLOAT_COLUMNS = ("centroid_x", "centroid_y", "lon", "lat")
 # how each column is stored in the copy (``livemem.version.mapped.Table``)
@@ -454,11 +455,12 @@ def _index(version_dir: Path, arrays: Mapping[str, np.ndarray], meta: dict[str, 
                                    rel_size)  # fmt: skip
     ids = Ids(table)
     row_of = RowOf(ids, arrays["id_order"])
+    graph = _graph(version_dir, size)
     return GisIndex(
         path=version_dir,
         table=table,
         dense=dense,
-        vectors=DenseRows([(dense, np.arange(size, dtype=np.int64))], int(dense.shape[1])),
+        vectors=DenseRows([(dense, np.arange(size, dtype=np.int64))], int(dense.shape[1]), graphs=[graph]),
         lon=arrays["lon"],
         lat=arrays["lat"],
         lon_order=arrays["lon_order"],
@@ -466,6 +468,26 @@ def _index(version_dir: Path, arrays: Mapping[str, np.ndarray], meta: dict[str, 
         relations=Relations(row_of, relations_table, arrays["rel.starts"], meta.get("orphan_relations") or {}),
         guard=meta.get("guard"),
     )
+
+
+def _graph(version_dir: Path, size: int) -> Any:
+    """The entities' approximate-search graph (``gis/ann.usearch``, written by exports of at least
+    ``LIVEMEM_ANN_MIN_ROWS`` entities), mapped; None when there is none, or it does not match what ``graph.json``
+    records (then logged, and every query is answered by the exact scan)."""
+    recorded = version_dir / GIS / GIS_GRAPH_META
+    if not recorded.is_file():
+        return None
+    from livemem.index.ann import GRAPH_FILE, Graph, GraphError
+
+    try:
+        meta = json.loads(recorded.read_text(encoding="utf-8"))
+        if not isinstance(meta, dict) or meta.get("rows") != size:
+            raise GraphError(f"{GIS_GRAPH_META} records {meta.get('rows') if isinstance(meta, dict) else meta} rows, "
+                             f"the version has {size} entities")  # fmt: skip
+        return Graph.open(version_dir / GIS / GRAPH_FILE, meta)
+    except (GraphError, OSError, RuntimeError, ValueError) as exc:
+        log.warning("graph of the GIS part of %s not used (%s): searched exactly", version_dir.name, exc)
+        return None
 
 
 def load_gis_index(version_dir: Path) -> GisIndex | None:

@@ -179,8 +179,15 @@ def test_the_int8_first_stage_runs_on_an_unconstrained_query(gis) -> None:
     assert scan.approx is not None and 10 <= rows.size < N // 10 and 3 in rows
 
 
-def test_a_copy_truncated_under_a_worker_is_written_again_not_read(version) -> None:
+def test_a_copy_truncated_under_a_worker_is_written_again_not_read(tmp_path: Path) -> None:
     """A copy changed under its mapping is never read (SIGBUS): the next caller gets a fresh copy."""
+    home = IndexHome(tmp_path / "rag_index").ensure()
+    version = home.version_dir("v1")
+    version.mkdir(parents=True)
+    entities, relations, vectors = make_entities(50)
+    _write_tables(version, entities, relations)
+    _write_gis_snapshot(version, entities, vectors)
+    write_manifest(version, {"version_id": "v1"})
     cached_gis_index.cache_clear()
     first = cached_gis_index(str(version))
     assert cached_gis_index(str(version)) is first
@@ -222,3 +229,51 @@ def test_copies_of_versions_no_longer_kept_are_removed_when_a_copy_is_written(tm
         names.append(gis_index.copy_name(staged))
     root = mapped.cache_root(parts_dir(home.version_dir("v3")))
     assert sorted(p.name for p in root.glob("gis-*")) == sorted(names[1:])
+
+
+@pytest.fixture(scope="module")
+def with_graph(tmp_path_factory) -> Path:
+    """A version whose export wrote the entities' approximate-search graph (as one of 250k entities or more would)."""
+    home = IndexHome(tmp_path_factory.mktemp("gisgraph") / "rag_index").ensure()
+    staged = home.version_dir("v1")
+    staged.mkdir(parents=True)
+    entities, relations, vectors = make_entities(N)
+    _write_tables(staged, entities, relations)
+    _write_gis_snapshot(staged, entities, vectors, graph_min_rows=1)
+    write_manifest(staged, {"version_id": "v1", "gbim": {"input_hash": "g", "exported_at": "now"}})
+    return staged
+
+
+def test_a_large_export_is_searched_through_its_graph_with_exact_scores(with_graph, gis) -> None:
+    """Meaning only: the graph's candidates rescored exactly, the top 10 as exact search's (recall@10 ≥ 0.99);
+    a bbox keeps few rows: scored exactly, identical to exact search."""
+    graphed = load_gis_index(with_graph)
+    assert graphed.vectors.graphs[0] is not None and gis.vectors.graphs[0] is None
+    rng = np.random.default_rng(3)
+    access = ACCESS["internal"]
+    found = 0
+    for _ in range(50):
+        query = rng.standard_normal(16).astype(np.float32)
+        query /= np.linalg.norm(query)
+        mask = graphed.mask(access)
+        approx, exact = rank_entities(graphed, query, 10, mask), rank_entities(gis, query, 10, mask)
+        np.testing.assert_allclose(approx.scores, np.asarray(graphed.dense)[approx.rows] @ query, atol=1e-5)
+        found += np.isin(approx.rows, exact.rows).sum()
+        small = graphed.mask(access, bbox=(-81.5, 38.0, -81.0, 38.5))
+        assert np.array_equal(rank_entities(graphed, query, 10, small).rows, rank_entities(gis, query, 10, small).rows)
+    assert found / 500 >= 0.99
+
+
+def test_a_graph_that_does_not_match_its_record_is_left_unused(tmp_path: Path, with_graph, gis, caplog) -> None:
+    """A damaged graph never fails the GIS part: logged, and every query is the exact scan's."""
+    staged = tmp_path / "rag_index" / "versions" / "v1"
+    shutil.copytree(with_graph, staged)
+    graph = staged / "gis" / "ann.usearch"
+    graph.chmod(0o640)
+    with open(graph, "r+b") as fh:
+        fh.truncate(graph.stat().st_size // 2)
+    damaged = load_gis_index(staged)
+    assert damaged.vectors.graphs[0] is None and "searched exactly" in caplog.text
+    query = np.asarray(gis.dense[9])
+    mask = damaged.mask(ACCESS["public"])
+    assert np.array_equal(rank_entities(damaged, query, 10, mask).rows, rank_entities(gis, query, 10, mask).rows)
