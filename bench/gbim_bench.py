@@ -205,6 +205,7 @@ def export(n: int) -> tuple[dict, str]:
         read_counties,
         relations_for,
     )
+    from livemem.settings import BuildSettings
     from livemem.version.schema import LAYOUT_VERSION
     from livemem.version.store import write_manifest
 
@@ -250,7 +251,11 @@ def export(n: int) -> tuple[dict, str]:
     del relations
     vectors = np.random.default_rng(3).standard_normal((len(entities), 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    _write_gis_snapshot(staged, entities, vectors)
+    graph_min_rows = BuildSettings.from_env().ann_min_rows  # as export_gbim: a graph from LIVEMEM_ANN_MIN_ROWS on
+    g = time.perf_counter()
+    _write_gis_snapshot(staged, entities, vectors, graph_min_rows)
+    result["gis_snapshot_s"] = round(time.perf_counter() - g, 3)
+    result["graph"] = 0 < graph_min_rows <= len(entities)
     del vectors, entities
     now = iso(utc_now())
     manifest = {
@@ -383,6 +388,7 @@ Machine: {m["platform"]}, {m["cpus"]} CPUs, Python {m["python"]}; load average a
 | export of {e["features"]:,} features (entities + relations, embedding excluded) | {export_line} | ≤ {e["target_s"]} s ({"PASS" if e["passed"] else "FAIL"}) |
 | of which: county polygons read / entities (repair, centroids, reprojection, county) / relations | {e["read_counties_s"]} / {e["entities_s"]} / {e["relations_s"]} s | |
 | entities / repaired / quarantined / with a county / relations | {e["entities"]:,} / {e["repaired"]:,} / {e["quarantined"]:,} / {e["with_county"]:,} / {e["relations"]:,} | |
+| `gis/` written (ids, vectors{", and the approximate-search graph" if e.get("graph") else ""}) | {e.get("gis_snapshot_s", "not timed")} s | |
 | a worker's load, first on the machine (writes the GIS serving copy) | {load["first"]["load_s"]} s, RSS {load["first"]["rss_before_mib"]} → {load["first"]["rss_loaded_mib"]} MiB | |
 | a worker's load, later (maps the copy) | {load["later"]["load_s"]} s, RSS {load["later"]["rss_before_mib"]} → {load["later"]["rss_loaded_mib"]} MiB | |
 | a worker's first query of each kind, the four together (compiles the scoring loops; not in the p50/p99 below) | {load["later"].get("first_round_ms", "n/a")} ms | |
