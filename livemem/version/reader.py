@@ -354,7 +354,10 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             con, ids, row_of, lambda: question_memory(path / TABLES, manifest, row_of, parent_ids, dim, model_id)
         )
         columns["attention"] = signals.attention  # a filter column too (``min_attention``)
-        columns["breath"] = np.array([breath_number(b) for b in signals.last_breath], dtype=np.float64)
+        columns["breath"] = np.full(len(ids), np.nan)  # parsed for the few rows with a last breath only
+        for row, phase in enumerate(signals.last_breath):
+            if phase:
+                columns["breath"][row] = breath_number(phase)
         sparse = SparseScorer([(s.postings, positions) for s, positions in sparse_parts], len(ids)) if ids else None
     except IndexUnavailable:
         if con is not None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import pandas as pd
 
 Related = dict[int, list[tuple[int, float]]]  # row -> (related row, weight), strongest first
 
@@ -82,10 +83,19 @@ def read_signals(
     """Attention, last breath and related chunks of the rows ``ids`` (the version's own tables, not the segments');
     ``questions`` reads the question memory when it is first needed (``question_memory``)."""
     frame = con.execute("SELECT chunk_id, attention_score, last_breath_seen FROM attention").df()
-    scores = dict(zip(frame["chunk_id"], frame["attention_score"], strict=True))
-    breaths = {c: b for c, b in zip(frame["chunk_id"], frame["last_breath_seen"], strict=True) if isinstance(b, str)}
-    attention = np.fromiter((scores.get(c, 0.0) for c in ids), dtype=np.float64, count=len(ids))
-    return MemorySignals(attention, [breaths.get(c) for c in ids], _related(con, row_of), questions)
+    # only the chunks with some attention are looked up (a hash join in C), not every row of the version
+    frame = frame.drop_duplicates("chunk_id", keep="last")  # one row per chunk (as a dict of them kept the last)
+    where = pd.Index(frame["chunk_id"]).get_indexer(ids) if len(frame) else np.full(len(ids), -1)
+    held = np.flatnonzero(where >= 0)
+    attention = np.zeros(len(ids), dtype=np.float64)
+    attention[held] = frame["attention_score"].to_numpy(dtype=np.float64)[where[held]]
+    last_breath: list[str | None] = [None] * len(ids)
+    seen = frame["last_breath_seen"].to_numpy(dtype=object)
+    for row in held.tolist():
+        breath = seen[where[row]]
+        if isinstance(breath, str):
+            last_breath[row] = breath
+    return MemorySignals(attention, last_breath, _related(con, row_of), questions)
 
 
 def _related(con: duckdb.DuckDBPyConnection, row_of: dict[str, int]) -> Related:
