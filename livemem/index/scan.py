@@ -12,7 +12,7 @@ reach the top k is then scored exactly. The result is identical to ranking the e
 Ties are broken by row (``top_order``), so the top k is one well-defined set however it is found.
 
 **Segments with a graph** (``livemem.index.ann``: large segments, ``DenseSettings.ann`` "auto") are not scanned:
-their graph gives ``max(ANN_CANDIDATES, 4·k)`` candidates (more when a filter or the version's deletions keep a
+their graph gives ``max(ANN_CANDIDATES, min(4·k, k + 8·ANN_CANDIDATES))`` candidates (more when a filter or the version's deletions keep a
 fraction of the segment's rows), scored exactly; the segments without one go through the two stages above, and the
 top k is taken over both. Scores stay exact; which rows are candidates is approximate (recall of the final top 10
 against exact search: ``bench/results/ann.md``, ``bench/results/scale*.md``). With a weight per row, a graph is asked
@@ -352,10 +352,12 @@ class DenseScan:
         self, k: int, weight: np.ndarray | None, scanned: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """The candidates of the parts with a graph, with ``scanned`` (those of the others), ascending, with their
-        exact scores. Each graph part gives ``count`` candidates (``max(ANN_CANDIDATES, 4k)`` over the fraction of
+        exact scores. Each graph part gives ``count`` candidates (``need`` below over the fraction of
         its rows allowed); while the lowest score a part gave, at its rows' highest weight, could still reach the
         k-th best weighted score of all candidates, that part is asked for four times as many."""
-        need = max(ANN_CANDIDATES, 4 * k)
+        # 4k below 100 (the top 10 a user reads: 40); a deep ranking (hybrid fusion asks for 1000) gets k plus a
+        # margin, not 4k: a miss near its end moves no answer a user reads (bench/scale.py measures the final top 10)
+        need = max(ANN_CANDIDATES, min(4 * k, k + 8 * ANN_CANDIDATES))
         found: dict[int, tuple[np.ndarray, float | None]] = {}  # part -> (its allowed candidates, lowest score given)
         counts: dict[int, int] = {}
         for p in self._graph_parts:
