@@ -133,3 +133,36 @@ def test_graph_min_rows_is_a_build_setting_from_the_environment(monkeypatch) -> 
     monkeypatch.setenv("LIVEMEM_ANN_MIN_ROWS", "-1")
     with pytest.raises(Exception, match="LIVEMEM_ANN_MIN_ROWS"):
         BuildSettings.from_env()
+
+
+def test_the_query_api_answers_the_same_with_the_graph_as_scanning_every_row(
+    tmp_path, config, embedder, graph_path, monkeypatch
+) -> None:
+    """Through the real app (TestClient): ``LIVEMEM_ANN=auto`` (the graph) and ``exact`` give the same chunks and
+    scores for dense and hybrid queries, with a filter too."""
+    from fastapi.testclient import TestClient
+
+    from serving.app import create_app
+    from serving.settings import Settings
+
+    home = IndexHome(tmp_path / "index")
+    publish(config, home, embedder, min_rows=10)
+
+    def answers(mode: str) -> list:
+        monkeypatch.setenv("LIVEMEM_ANN", mode)
+        got = []
+        with TestClient(create_app(Settings(index_dir=home.root, warm_up=False), embedder)) as client:
+            for question in QUESTIONS:
+                for body in (
+                    {"mode": "dense"},
+                    {"mode": "hybrid"},
+                    {"mode": "dense", "filters": {"path_prefix": "docs/food"}},
+                ):
+                    r = client.post("/query", json={"query": question, "top_k": 5, **body})
+                    assert r.status_code == 200, r.text
+                    got.append([(h["chunk_id"], round(h["score"], 6)) for h in r.json()["results"]])
+        assert scan.ANN_MODE == mode
+        return got
+
+    with_graph = answers("auto")
+    assert any(with_graph) and with_graph == answers("exact")
