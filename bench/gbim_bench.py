@@ -118,7 +118,7 @@ def memory() -> dict:
     return out
 
 
-def worker(version_dir: str, queries: int, wait: bool) -> None:
+def worker(version_dir: str, queries: int, wait: bool, real: bool = False) -> None:
     """One serving worker's view: load the GIS part, rank ``queries`` queries of each kind; print JSON. With
     ``wait``, print the load first and report memory only after a line on stdin (so two workers hold it at once)."""
     import geopandas as gpd
@@ -151,8 +151,21 @@ def worker(version_dir: str, queries: int, wait: bool) -> None:
             ranked = rank_entities(gis, vector, 10, mask)
             timings[kind].append((time.perf_counter() - t) * 1000)
             kept[kind].append(ranked.candidates)
+    recall = None
+    if not wait:  # meaning only: the final top 10 against exact search's (the graph, when there is one, left out)
+        from livemem.index.dense import DenseRows
+
+        exact = DenseRows([(gis.dense, np.arange(gis.size))], gis.dense.shape[1])
+        mask = gis.mask(access)
+        found = 0
+        held = query_vectors(real, min(queries, QUERY_HOLDOUT), gis.dense.shape[1])
+        for vector in held:
+            found += int(np.isin(rank_entities(gis, vector, 10, mask).rows, exact.top(vector, 10, mask)[0]).sum())
+        recall = {"queries": len(held), "recall_at_10": round(found / (10 * len(held)), 4),
+                  "graph": gis.vectors.graphs[0] is not None}  # fmt: skip
     out = {
         "entities": gis.size,
+        "meaning_recall": recall,
         "load_s": round(load_s, 3),
         "rss_before_mib": before["rss_mib"],
         "rss_loaded_mib": loaded["rss_mib"],
@@ -166,9 +179,10 @@ def worker(version_dir: str, queries: int, wait: bool) -> None:
     print(json.dumps(out), flush=True)
 
 
-def run_worker(version_dir, queries: int) -> dict:
+def run_worker(version_dir, queries: int, vectors: str = "random") -> dict:
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.gbim_bench", "--worker", str(version_dir), "--queries", str(queries)],
+        [sys.executable, "-m", "bench.gbim_bench", "--worker", str(version_dir), "--queries", str(queries),
+         "--vectors", vectors],
         capture_output=True, text=True, check=True, cwd=PROJECT_ROOT,
     )  # fmt: skip
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -192,7 +206,32 @@ def two_workers(version_dir, queries: int) -> list[dict]:
     return out
 
 
-def export(n: int) -> tuple[dict, str]:
+def entity_vectors(n: int, real: bool) -> np.ndarray:
+    """Stand-ins for the description embeddings: random unit vectors (no structure: an HNSW graph finds nothing
+    near, so its recall is meaningless there), or with ``real`` the real MiniLM vectors of the SciFact index and
+    perturbed copies of them (``bench.ann.corpus``: near-duplicate clusters, the hard case for a graph)."""
+    if not real:
+        vectors = np.random.default_rng(3).standard_normal((n, 384)).astype(np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    from bench.ann import DEFAULT_INDEX, corpus, real_vectors
+
+    base = real_vectors(DEFAULT_INDEX)[QUERY_HOLDOUT:]  # the first ones are the recall queries, held out
+    return corpus(base, n, np.random.default_rng(38))[0]
+
+
+QUERY_HOLDOUT = 200
+
+
+def query_vectors(real: bool, count: int, dim: int) -> np.ndarray:
+    if real:
+        from bench.ann import DEFAULT_INDEX, real_vectors
+
+        return real_vectors(DEFAULT_INDEX)[:count]
+    vectors = np.random.default_rng(17).standard_normal((count, dim)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def export(n: int, real: bool = False) -> tuple[dict, str]:
     """Export ``n`` synthetic features into a version under bench/.work (the export timed); its directory."""
     from livemem.gbim import (
         CountyBoundaries,
@@ -239,7 +278,7 @@ def export(n: int) -> tuple[dict, str]:
         "passed": export_s <= 20.0 * n / 100_000,
     }
     del frame
-    work = WORK / str(n)
+    work = WORK / (str(n) + ("-real" if real else ""))
     shutil.rmtree(work, ignore_errors=True)
     home = IndexHome(work / "rag_index").ensure()
     version = home.new_version_id()
@@ -249,8 +288,7 @@ def export(n: int) -> tuple[dict, str]:
     _write_empty_chunk_parts(staged, 384)
     _write_tables(staged, entities, relations)
     del relations
-    vectors = np.random.default_rng(3).standard_normal((len(entities), 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = entity_vectors(len(entities), real)
     graph_min_rows = BuildSettings.from_env().ann_min_rows  # as export_gbim: a graph from LIVEMEM_ANN_MIN_ROWS on
     g = time.perf_counter()
     _write_gis_snapshot(staged, entities, vectors, graph_min_rows)
@@ -322,25 +360,31 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--reuse", action="store_true", help="keep the version an earlier run wrote at this size")
+    parser.add_argument(
+        "--vectors",
+        choices=("random", "real"),
+        default="random",
+        help="entity vectors: random unit vectors, or real MiniLM vectors and perturbed copies",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--wait", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.queries, args.wait)
+        worker(args.worker, args.queries, args.wait, args.vectors == "real")
         return
-    work = WORK / str(args.features)
+    work = WORK / (str(args.features) + ("-real" if args.vectors == "real" else ""))
     if args.reuse and (work / "export.json").is_file():
         export_result = {**json.loads((work / "export.json").read_text(encoding="utf-8")), "reused": True}
         home = IndexHome(work / "rag_index")
         version_dir = str(home.version_dir(home.current()))
     else:
-        export_result, version_dir = export(args.features)
+        export_result, version_dir = export(args.features, args.vectors == "real")
     home_root = work / "rag_index"
     from livemem.version import mapped
 
     shutil.rmtree(mapped.cache_root(home_root / "parts"), ignore_errors=True)  # the first load writes the copy
     first = run_worker(version_dir, max(args.queries // 4, 5))
-    later = run_worker(version_dir, args.queries)
+    later = run_worker(version_dir, args.queries, args.vectors)
     pair = two_workers(version_dir, max(args.queries // 4, 5))
     http = http_latencies(home_root, args.queries)
     results = {
@@ -353,12 +397,14 @@ def main() -> None:
             "load": os.getloadavg(),
             "note": "shared 2-core VM: other engineers' builds and tests ran at the same time",
         },
+        "vectors": args.vectors,
         "export": export_result,
         "load": {"first": first, "later": later, "two_workers": pair},
         "gis_query": http,
     }
     stem = "gbim" if args.features == 100_000 else f"gbim-{args.features // 1_000_000}m" if (
         args.features % 1_000_000 == 0) else f"gbim-{args.features}"  # fmt: skip
+    stem += "-real" if args.vectors == "real" else ""
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     md = markdown(results)
@@ -393,6 +439,7 @@ Machine: {m["platform"]}, {m["cpus"]} CPUs, Python {m["python"]}; load average a
 | a worker's load, later (maps the copy) | {load["later"]["load_s"]} s, RSS {load["later"]["rss_before_mib"]} → {load["later"]["rss_loaded_mib"]} MiB | |
 | a worker's first query of each kind, the four together (compiles the scoring loops; not in the p50/p99 below) | {load["later"].get("first_round_ms", "n/a")} ms | |
 | two workers at once, after loading and querying: RSS / PSS each | {pair[0]["memory"]["rss_mib"]} / {pair[0]["memory"]["pss_mib"]} and {pair[1]["memory"]["rss_mib"]} / {pair[1]["memory"]["pss_mib"]} MiB | |
+| meaning only: recall@10 of the final top 10 against exact search ({"through the graph" if (load["later"].get("meaning_recall") or {}).get("graph") else "no graph: exact"}; entity vectors: {r.get("vectors", "random")}) | {(load["later"].get("meaning_recall") or {}).get("recall_at_10", "not measured")} | ≥ 0.99 |
 | first `/gis/query` of the app (loads the GIS part) | {q["first_query_s"]} s | |
 | query encoding alone (the model, one thread), p50 / p99 | {q["encode_only"]["p50_ms"]} / {q["encode_only"]["p99_ms"]} ms | |
 
