@@ -317,7 +317,7 @@ class GisIndex:
         if near is not None:
             lat0, lon0, radius_km = near
             reach = _lon_reach(lat0, radius_km)
-            if reach is not None:
+            if reach is not None and lon0 - reach >= -180 and lon0 + reach <= 180:  # not across the antimeridian
                 lo_lon, hi_lon = max(lo_lon, lon0 - reach), min(hi_lon, lon0 + reach)
         keep = np.zeros(self.size, dtype=bool)
         if not lo_lon <= hi_lon:  # includes NaN bounds

@@ -277,3 +277,17 @@ def test_a_graph_that_does_not_match_its_record_is_left_unused(tmp_path: Path, w
     query = np.asarray(gis.dense[9])
     mask = damaged.mask(ACCESS["public"])
     assert np.array_equal(rank_entities(damaged, query, 10, mask).rows, rank_entities(gis, query, 10, mask).rows)
+
+
+def test_a_radius_across_the_antimeridian_keeps_both_sides(tmp_path: Path) -> None:
+    home = IndexHome(tmp_path / "rag_index").ensure()
+    staged = home.version_dir("v1")
+    staged.mkdir(parents=True)
+    entities, relations, vectors = make_entities(25)
+    for e, lon in zip(entities, (179.99, -179.99, 170.0, 0.0), strict=False):
+        e["lon"], e["lat"] = lon, 0.0
+    _write_tables(staged, entities, relations)
+    _write_gis_snapshot(staged, entities, vectors)
+    gis = load_gis_index(staged)
+    assert np.flatnonzero(gis.mask(ACCESS["internal"], near=(0.0, 179.99, 50.0))).tolist() == [0, 1]
+    assert np.flatnonzero(gis.mask(ACCESS["internal"], near=(0.0, -179.99, 50.0))).tolist() == [0, 1]
