@@ -66,7 +66,7 @@ class GisService:
             mode="dense",
             return_="chunks",
             filters=body.model_dump(exclude_none=True, include={"bbox", "near", "county", "dataset"}),
-            collections=sorted({index.entities[index.row_of[i]]["collection"] for i in ids}),
+            collections=sorted({index.entities[int(row)]["collection"] for row in ranked.rows}),
             cache_hit=False,
         )
         for event in events:
