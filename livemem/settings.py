@@ -206,11 +206,12 @@ class DenseSettings(Section):
         "scanned (docs/approximate-search.md)",
     )
     ann_candidates: int = Field(
-        40,
+        400,
         ge=1,
         le=100_000,
         validation_alias="LIVEMEM_ANN_CANDIDATES",
-        description="candidates a graph gives at least, scored exactly (max(this, 4·k); more under filters)",
+        description="candidates a graph gives at least, scored exactly (max(this, min(4·k, k + this)); more under "
+        "filters; docs/approximate-search.md)",
     )
 
 

@@ -12,7 +12,7 @@ reach the top k is then scored exactly. The result is identical to ranking the e
 Ties are broken by row (``top_order``), so the top k is one well-defined set however it is found.
 
 **Segments with a graph** (``livemem.index.ann``: large segments, ``DenseSettings.ann`` "auto") are not scanned:
-their graph gives ``max(ANN_CANDIDATES, min(4·k, k + 8·ANN_CANDIDATES))`` candidates (more when a filter or the version's deletions keep a
+their graph gives ``max(ANN_CANDIDATES, min(4·k, k + ANN_CANDIDATES))`` candidates (more when a filter or the version's deletions keep a
 fraction of the segment's rows), scored exactly; the segments without one go through the two stages above, and the
 top k is taken over both. Scores stay exact; which rows are candidates is approximate (recall of the final top 10
 against exact search: ``bench/results/ann.md``, ``bench/results/scale*.md``). With a weight per row, a graph is asked
@@ -88,7 +88,7 @@ PARALLEL_MIN_ROWS = 100_000
 # ``GRAPH_EXACT_ROWS`` allowed rows, or whose filter would need more than ``GRAPH_MAX_COUNT`` candidates, is scored
 # exactly over its allowed rows instead (few by then: gathering 20k rows costs ≈ 2 ms).
 ANN_MODE = "auto"
-ANN_CANDIDATES = 40
+ANN_CANDIDATES = 400
 GRAPH_EXACT_ROWS = 20_000
 GRAPH_MAX_COUNT = 20_000
 
@@ -248,7 +248,9 @@ class DenseScan:
         self.exact = np.full(dense.size, np.nan, dtype=np.float32)  # exact scores computed so far (NaN: not yet)
         self.known = np.zeros(dense.size, dtype=bool)
         scanned = dense.size - sum(int(dense.parts[p][1].size) for p in self._graph_parts)
-        if self.rest.size and self.rest.size > EXACT_SHARE * scanned:
+        # beside graph parts, a few rows scanned are scored exactly (a first stage would still cost a pass per part)
+        few = bool(self._graph_parts) and self.rest.size <= GRAPH_EXACT_ROWS
+        if self.rest.size and self.rest.size > EXACT_SHARE * scanned and not few:
             self._first_stage()
 
     def _allowed_range(self, part: int) -> tuple[int, int]:
@@ -355,9 +357,10 @@ class DenseScan:
         exact scores. Each graph part gives ``count`` candidates (``need`` below over the fraction of
         its rows allowed); while the lowest score a part gave, at its rows' highest weight, could still reach the
         k-th best weighted score of all candidates, that part is asked for four times as many."""
-        # 4k below 100 (the top 10 a user reads: 40); a deep ranking (hybrid fusion asks for 1000) gets k plus a
-        # margin, not 4k: a miss near its end moves no answer a user reads (bench/scale.py measures the final top 10)
-        need = max(ANN_CANDIDATES, min(4 * k, k + 8 * ANN_CANDIDATES))
+        # at least ANN_CANDIDATES (the top 10 a user reads), 4k for a deeper ranking, and k plus ANN_CANDIDATES for
+        # a deep one (hybrid fusion asks for 1000): a miss near its end moves no answer a user reads
+        # (bench/scale.py measures the final top 10)
+        need = max(ANN_CANDIDATES, min(4 * k, k + ANN_CANDIDATES))
         found: dict[int, tuple[np.ndarray, float | None]] = {}  # part -> (its allowed candidates, lowest score given)
         counts: dict[int, int] = {}
         for p in self._graph_parts:
@@ -423,6 +426,10 @@ class DenseScan:
         if self.approx is None:
             return allowed, self._exact(allowed)
         a = self.approx
+        # with graph parts the scanned rows are a part of the snapshot: ranked over them alone (``at`` maps back)
+        at = allowed if self._graph_parts else None
+        if at is not None:
+            a = a[at]
         b0, rho = self.bound
         if weight is None:
             # the bound grows with |a|, so lower and upper bounds are monotone in a: one threshold on a suffices.
@@ -432,7 +439,7 @@ class DenseScan:
             kth = _kth_at_most(a, k)
             lower = kth - (b0 + rho * abs(kth))
             if math.isfinite(kth):  # then every row at or above it is allowed (the others are at -inf)
-                exact = self._exact(np.flatnonzero(a >= kth))
+                exact = self._exact(_rows(np.flatnonzero(a >= kth), at))
                 if exact.size >= k:
                     lower = max(lower, float(np.partition(exact, exact.size - k)[exact.size - k]))
             # the rows whose upper bound reaches it: a + b0 + rho·|a| ≥ lower ⇔ a ≥ limit
@@ -442,11 +449,11 @@ class DenseScan:
             threshold = np.float32(limit)
             if threshold > limit:  # float32 rounded up: the next float32 below
                 threshold = np.nextafter(threshold, np.float32(-np.inf))
-            rows = np.flatnonzero(a >= threshold)
+            rows = _rows(np.flatnonzero(a >= threshold), at)
             if self._row_bounds is not None and rows.size:
                 rows = self._within_row_bounds(rows, lower)
         else:
-            a = a[allowed].astype(np.float64)
+            a = (a if at is not None else a[allowed]).astype(np.float64)
             spread = b0 + rho * np.abs(a)
             low = (a - spread) * weight[allowed]
             high = (a + spread) * weight[allowed]
@@ -470,6 +477,11 @@ class DenseScan:
         rows, scores = self.candidates(k)
         order = top_order(scores, k)
         return rows[order], scores[order]
+
+
+def _rows(positions: np.ndarray, at: np.ndarray | None) -> np.ndarray:
+    """Snapshot rows of ``positions`` in a ranking over the rows ``at`` (None: the positions are the rows)."""
+    return positions if at is None else at[positions]
 
 
 def _kth_at_most(a: np.ndarray, k: int) -> float:

@@ -53,6 +53,8 @@ def graph_path(monkeypatch):
     """The graph answers even for a few rows (by default a part with ≤ 20k allowed rows is scored exactly)."""
     monkeypatch.setattr(scan, "GRAPH_EXACT_ROWS", 4)
     monkeypatch.setattr(scan, "ANN_MODE", "auto")
+    monkeypatch.setattr(scan, "ANN_CANDIDATES", 8)  # fewer than the 48 rows: the graph walk decides
+    monkeypatch.setenv("LIVEMEM_ANN_CANDIDATES", "8")  # as the app configures it
 
 
 def segment_meta(home: IndexHome, segment: str) -> dict:

@@ -43,6 +43,7 @@ def small_limits(monkeypatch):
     """The graph path even for a few thousand rows (by default a part with ≤ 20k allowed rows is scored exactly)."""
     monkeypatch.setattr(scan, "GRAPH_EXACT_ROWS", 50)
     monkeypatch.setattr(scan, "ANN_MODE", "auto")
+    monkeypatch.setattr(scan, "ANN_CANDIDATES", 40)  # the recall these few thousand rows need
 
 
 def rows_of(corpus, with_graph: bool = True) -> DenseRows:
