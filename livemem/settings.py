@@ -252,8 +252,8 @@ class BuildSettings(Section):
         ge=0,
         le=1_000_000_000,
         validation_alias="LIVEMEM_ANN_MIN_ROWS",
-        description="a segment of at least this many rows gets an approximate-search graph (0: never; "
-        "docs/approximate-search.md)",
+        description="a segment of at least this many rows, and a GBIM export of at least this many entities, gets "
+        "an approximate-search graph (0: never; docs/approximate-search.md)",
     )
 
 
