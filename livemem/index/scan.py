@@ -245,7 +245,7 @@ class DenseScan:
         self._pending: tuple | None = None  # blocks being scanned on the pool (``_settle``)
         self.bound: tuple[float, float] = (math.inf, 0.0)  # |approx − exact| ≤ b0 + rho·|approx|
         self._row_bounds: tuple[list[Packed], float, float] | None = None  # int8: (parts, ‖q‖, rest): int8_terms
-        self.exact = np.full(dense.size, np.nan, dtype=np.float32)  # exact scores computed so far (NaN: not yet)
+        self.exact = np.empty(dense.size, dtype=np.float32)  # exact scores computed so far (where ``known``)
         self.known = np.zeros(dense.size, dtype=bool)
         scanned = dense.size - sum(int(dense.parts[p][1].size) for p in self._graph_parts)
         # beside graph parts, a few rows scanned are scored exactly (a first stage would still cost a pass per part)
