@@ -138,24 +138,28 @@ def spatial_search(
     gis: GisIndex, access: frozenset[str], vector: np.ndarray, sq: SelfQuery, k: int, min_score: float
 ) -> list[dict[str, Any]]:
     """Entities of the counties (or, without one, similar enough), towns named in the message first; an entity in
-    a named town is a candidate whatever county it is filed under (a town may span counties)."""
+    a named town is a candidate whatever county it is filed under (a town may span counties).
+
+    Ranked by ``rank_entities`` for the top ``k`` only (the entities in a named town, then the others), and only
+    those ``k`` records are built: a request costs what ``/gis/query`` does, not a walk over every entity."""
     if k <= 0:
         return []
     mask = gis.mask(access, counties=tuple(sq.counties))
-    towns = {t.lower() for t in sq.towns}
-    if towns and sq.counties:
-        anywhere = gis.mask(access, counties=())
-        for row in np.flatnonzero(anywhere & ~mask):
-            if str(gis.entities[int(row)]["attributes"].get("city", "")).lower() in towns:
-                mask[row] = True
-    ranked = rank_entities(gis, vector, int(mask.sum()), mask)  # every candidate, best first
+    in_town = gis.town_mask(sq.towns) & gis.access_mask(access) if sq.towns else None
     picked: list[tuple[int, float, bool]] = []
-    for row, score in zip(ranked.rows, ranked.scores, strict=True):
-        entity = gis.entities[int(row)]
-        in_town = str(entity["attributes"].get("city", "")).lower() in towns
-        if in_town or sq.counties or score >= min_score:
-            picked.append((int(row), float(score), in_town))
-    picked.sort(key=lambda p: (not p[2], -p[1]))
+    if in_town is not None:
+        if sq.counties:
+            mask |= in_town
+        found = rank_entities(gis, vector, k, mask & in_town)
+        picked += [(int(r), float(s), True) for r, s in zip(found.rows, found.scores, strict=True)]
+        mask &= ~in_town
+    if len(picked) < k:
+        found = rank_entities(gis, vector, k - len(picked), mask)  # best first: those under min_score end it
+        picked += [
+            (int(r), float(s), False)
+            for r, s in zip(found.rows, found.scores, strict=True)
+            if sq.counties or s >= min_score
+        ]
     return [spatial_item(gis.entities[row], score, in_town) for row, score, in_town in picked[:k]]
 
 

@@ -16,15 +16,18 @@ Only entities the caller's access levels may read are resolved, named or summari
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import json
 import re
-from collections import defaultdict
-from functools import lru_cache
 from typing import Any
 
-from livemem.gbim import find_entities, normalize_name
+import numpy as np
+
+from livemem.gbim import normalize_name
 from livemem.geo.gazetteer import wv_towns, zip_counties
 from livemem.geo.places import county_name
-from livemem.query.gis_index import GisIndex, cached_gis_index
+from livemem.query.gis_index import GisIndex
 
 MAX_NAMED = 5  # entities named in passages whose facts are fetched
 MAX_RESOLVED = 3  # nodes one side of a relationship question may resolve to
@@ -74,18 +77,252 @@ def _clean(term: str) -> str:
     return _LEADING.sub("", term.strip(" \t\"'“”‘’,;:")).strip()
 
 
-def _visible(gis: GisIndex, access: frozenset[str]) -> list[dict[str, Any]]:
-    return [e for e, a in zip(gis.entities, gis.access, strict=True) if a in access]
+class Labels:
+    """The entity labels of a GIS index by their compared form (``normalize_name``), built once per index and kept
+    with it (``GisIndex.derived``), so that no request walks every label: numpy arrays over the label column's
+    distinct values (a hash per compared label, the compared labels in sorted order, each word's labels, the first
+    two words of each label of ``MIN_LABEL_WORDS`` or more) and one string of the compared labels; no dict or
+    object per entity. ``find`` answers as ``livemem.gbim.find_entities`` over the visible entities did, and
+    ``named`` finds the labels a text names as the one regular expression of every label did."""
+
+    def __init__(self, gis: GisIndex) -> None:
+        table = gis.table
+        offsets = np.asarray(table.arrays["label.offsets"]).tolist()
+        blob = table.arrays["label.bytes"].tobytes()
+        raw = [blob[a:b].decode("utf-8") for a, b in itertools.pairwise(offsets)]
+        del blob
+        keys = _compared(raw)
+        n = len(keys)
+        self.size = n
+        self.raw_rank = np.empty(n, dtype=np.int32)  # each label's place among the labels as written (sorted)
+        self.raw_rank[np.argsort(np.array(raw, dtype=object), kind="stable")] = np.arange(n, dtype=np.int32)
+        del raw
+        self.text = "\n".join(keys) + "\n"  # compared label i: text[starts[i] : starts[i + 1] - 1]
+        lengths = np.fromiter((len(k) + 1 for k in keys), dtype=np.int64, count=n)
+        self.starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        hashes = np.fromiter((hash(k) for k in keys), dtype=np.int64, count=n)
+        self.by_hash = np.argsort(hashes, kind="stable").astype(np.int32)
+        self.hashes = hashes[self.by_hash]
+        self.sorted_keys = np.argsort(np.array(keys, dtype=object), kind="stable").astype(np.int32)
+        word_hash, word_code = [], []
+        bigram_hash, bigram_words = [], []
+        for code, key in enumerate(keys):
+            words = key.split()
+            for w in set(words):
+                word_hash.append(hash(w))
+                word_code.append(code)
+            if len(words) >= MIN_LABEL_WORDS:
+                bigram_hash.append(hash(f"{words[0]} {words[1]}"))
+                bigram_words.append(len(words))
+        del keys
+        word_hash_a = np.array(word_hash, dtype=np.int64)
+        order = np.argsort(word_hash_a, kind="stable")
+        self.word_hashes, self.word_codes = word_hash_a[order], np.array(word_code, dtype=np.int32)[order]
+        bigrams = np.array(bigram_hash, dtype=np.int64)
+        widths = np.array(bigram_words, dtype=np.int32)
+        order = np.lexsort((-widths, bigrams))  # per first two words, the widest label first
+        bigrams, widths = bigrams[order], widths[order]
+        first = np.ones(bigrams.size, dtype=bool)
+        first[1:] = bigrams[1:] != bigrams[:-1]
+        self.bigrams, self.bigram_width = bigrams[first], widths[first]
+        self.row_code = np.asarray(table.codes("label"))
+        self.code_rows = np.argsort(self.row_code, kind="stable").astype(np.int64)  # rows of code c, in row order:
+        self.code_starts = np.searchsorted(self.row_code[self.code_rows], np.arange(n + 1))  # [code_starts[c]:...]
+
+    @classmethod
+    def of(cls, gis: GisIndex) -> Labels:
+        return gis.derived("graph.labels", lambda: cls(gis))
+
+    def key(self, code: int) -> str:
+        return self.text[int(self.starts[code]) : int(self.starts[code + 1]) - 1]
+
+    def codes(self, key: str) -> list[int]:
+        """The labels whose compared form is ``key``."""
+        h = hash(key)
+        lo, hi = np.searchsorted(self.hashes, h, side="left"), np.searchsorted(self.hashes, h, side="right")
+        return sorted(int(c) for c in self.by_hash[lo:hi] if self.key(int(c)) == key)
+
+    def rows(self, codes: Any) -> np.ndarray:
+        """The rows of these labels, in row order."""
+        codes = np.asarray(codes, dtype=np.int64)
+        if codes.size > 64:
+            wanted = np.zeros(self.size + 1, dtype=bool)
+            wanted[codes] = True
+            return np.flatnonzero(wanted[self.row_code])
+        if not codes.size:
+            return np.zeros(0, dtype=np.int64)
+        parts = [self.code_rows[self.code_starts[c] : self.code_starts[c + 1]] for c in codes.tolist()]
+        return np.sort(np.concatenate(parts))
+
+    def _with_prefix(self, prefix: str) -> np.ndarray:
+        """The labels whose compared form starts with ``prefix`` (a binary search in their sorted order)."""
+        keys = _KeyView(self)
+        lo = bisect.bisect_left(keys, prefix)
+        hi = bisect.bisect_left(keys, prefix[:-1] + chr(ord(prefix[-1]) + 1), lo)
+        return self.sorted_keys[lo:hi].astype(np.int64)
+
+    def _with_words(self, words: set[str]) -> np.ndarray:
+        """The labels holding every one of ``words`` (the intersection of each word's labels)."""
+        found: np.ndarray | None = None
+        for w in sorted(words, key=len, reverse=True):
+            h = hash(w)
+            lo = np.searchsorted(self.word_hashes, h, side="left")
+            hi = np.searchsorted(self.word_hashes, h, side="right")
+            codes = np.unique(self.word_codes[lo:hi])
+            found = codes if found is None else np.intersect1d(found, codes, assume_unique=True)
+            if not found.size:
+                break
+        return found if found is not None else np.zeros(0, dtype=np.int32)
+
+    def find(self, name: str, visible: np.ndarray, limit: int) -> list[int]:
+        """The rows (at most ``limit``) ``find_entities`` would give over the ``visible`` entities: the exact label
+        first, then labels starting with the name (or that the name starts with), then labels holding every word
+        of it; within each, by label as written, then row."""
+        wanted = normalize_name(name)
+        if not wanted:
+            return []
+        words = wanted.split()
+        exact = np.array(self.codes(wanted), dtype=np.int64)
+        starting = [self._with_prefix(wanted + " ")]
+        starting += [np.array(self.codes(" ".join(words[:j])), dtype=np.int64) for j in range(1, len(words))]
+        starts = np.setdiff1d(np.unique(np.concatenate(starting)), exact)
+        holding = np.setdiff1d(self._with_words(set(words)), np.concatenate([exact, starts]))
+        out: list[int] = []
+        for codes in (exact, starts, holding):
+            if len(out) >= limit:
+                break
+            rows = self.rows(codes)
+            rows = rows[visible[rows]]
+            if not rows.size:
+                continue
+            order = self.raw_rank[self.row_code[rows]].astype(np.int64) * (self.row_code.size + 1) + rows
+            take = min(limit - len(out), rows.size)
+            best = np.argpartition(order, take - 1)[:take] if take < rows.size else np.arange(rows.size)
+            out += [int(r) for r in rows[best[np.argsort(order[best])]]]
+        return out
+
+    def named(self, text: str) -> list[str]:
+        """The compared labels (of ``MIN_LABEL_WORDS`` words or more) ``text`` names, left to right: at each word,
+        the longest label starting there, then on after it."""
+        words = [w.casefold() for w in re.findall(r"\w+", text)]
+        if len(words) < MIN_LABEL_WORDS or not self.bigrams.size:
+            return []
+        pairs = np.fromiter((hash(f"{a} {b}") for a, b in itertools.pairwise(words)), dtype=np.int64)
+        where = np.searchsorted(self.bigrams, pairs).clip(0, self.bigrams.size - 1)
+        hit = self.bigrams[where] == pairs
+        found: list[str] = []
+        i = 0
+        for i_hit in np.flatnonzero(hit).tolist():
+            if i_hit < i:
+                continue
+            for n in range(min(int(self.bigram_width[where[i_hit]]), len(words) - i_hit), MIN_LABEL_WORDS - 1, -1):
+                key = " ".join(words[i_hit : i_hit + n])
+                if self.codes(key):
+                    found.append(key)
+                    i = i_hit + n
+                    break
+        return found
+
+
+class _KeyView:
+    """The compared labels in sorted order, as a sequence for ``bisect``."""
+
+    def __init__(self, labels: Labels) -> None:
+        self.labels = labels
+
+    def __len__(self) -> int:
+        return int(self.labels.sorted_keys.size)
+
+    def __getitem__(self, i: int) -> str:
+        return self.labels.key(int(self.labels.sorted_keys[i]))
+
+
+def _compared(labels: list[str]) -> list[str]:
+    """``normalize_name`` of every label, applied to all of them joined (one pass of each expression, not one per
+    label); labels holding a line break are compared one by one."""
+    joined = "\n".join(labels)
+    if joined.count("\n") != max(len(labels) - 1, 0):
+        return [normalize_name(label) for label in labels]
+    text = re.sub(r"\([^)\n]*\)", " ", joined.casefold())
+    text = re.sub(r"[^\w\s]", " ", text)
+    return [" ".join(line.split()) for line in text.split("\n")] if labels else []
+
+
+def _label(gis: GisIndex, row: int) -> str:
+    return gis.table.row(int(row))["label"]
+
+
+def _relation(gis: GisIndex, index: int, subject: str) -> dict[str, Any]:
+    """Relation ``index`` of the mapped relations, as ``gis.relations`` gives it."""
+    rel = gis.relations.table.row(int(index))
+    return {"subject": subject, **rel, "provenance": json.loads(rel["provenance"])}
+
+
+class _Objects:
+    """The relations of each object kind (their indexes, in subject-row order, and their objects' codes), found
+    once per index: a request matches a node against the distinct objects of its kind, not every relation."""
+
+    def __init__(self, gis: GisIndex) -> None:
+        table = gis.relations.table
+        self.kinds = {str(k): i for i, k in enumerate(table.dictionary("object_kind")[:-1])}
+        self.kind_codes = np.asarray(table.codes("object_kind"))
+        self.object_codes = np.asarray(table.codes("object"))
+        self.table = table
+        self.starts = np.asarray(gis.relations.starts)
+        self._of_kind: dict[str, tuple[np.ndarray, dict[int, str]]] = {}
+
+    @classmethod
+    def of(cls, gis: GisIndex) -> _Objects:
+        return gis.derived("graph.objects", lambda: cls(gis))
+
+    def of_kind(self, kind: str) -> tuple[np.ndarray, dict[int, str]]:
+        """The relations whose object is of ``kind``, and the distinct objects among them (code -> value)."""
+        if kind not in self._of_kind:
+            code = self.kinds.get(kind)
+            index = np.flatnonzero(self.kind_codes == code) if code is not None else np.zeros(0, dtype=np.int64)
+            offsets, blob = self.table.arrays["object.offsets"], self.table.arrays["object.bytes"]
+            values = {
+                int(c): blob[int(offsets[c]) : int(offsets[c + 1])].tobytes().decode("utf-8")
+                for c in np.unique(self.object_codes[index]).tolist()
+                if c >= 0
+            }
+            self._of_kind[kind] = (index, values)
+        return self._of_kind[kind]
+
+    def matching(self, kind: str, wanted: Any) -> np.ndarray:
+        """Indexes (ascending) of the relations of ``kind`` whose object passes ``wanted``."""
+        index, values = self.of_kind(kind)
+        codes = [c for c, v in values.items() if wanted(v)]
+        if not codes:
+            return np.zeros(0, dtype=np.int64)
+        return index[np.isin(self.object_codes[index], np.array(codes, dtype=self.object_codes.dtype))]
+
+    def subject_rows(self, index: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.starts, index, side="right") - 1
+
+
+def _node_relations(gis: GisIndex, node: dict[str, Any]) -> np.ndarray:
+    """Indexes of the relations whose object is ``node`` (``_matches``), ascending."""
+    objects = _Objects.of(gis)
+    if node["kind"] == "entity":
+        return objects.matching("entity", lambda v: v == node["value"])
+    if node["kind"] == "county":
+        return objects.matching("county", lambda v: county_name(v) == node["value"])
+    wanted = normalize_name(node["value"])
+    return objects.matching(node["kind"], lambda v: normalize_name(v) == wanted)
 
 
 def resolve(gis: GisIndex, access: frozenset[str], term: str) -> list[dict[str, str]]:
     """Graph nodes a name stands for: an entity by its exact label, else a county, a ZIP, the entities whose labels
-    match best, or a program, organization or worldview some visible triple names."""
-    visible = _visible(gis, access)
+    match best, or a program, organization or worldview some visible triple names. Looked up in the index's
+    ``Labels`` and relation objects (built once per index), not by walking the entities."""
+    labels = Labels.of(gis)
+    visible = gis.access_mask(access)
     wanted = normalize_name(term)
-    exact = [e for e in visible if normalize_name(e["label"]) == wanted]
-    if exact:
-        return [{"kind": "entity", "value": e["entity_id"], "label": e["label"]} for e in exact]
+    exact = labels.rows(labels.codes(wanted))
+    exact = exact[visible[exact]]
+    if exact.size:
+        return [{"kind": "entity", "value": gis.ids[int(r)], "label": _label(gis, r)} for r in exact]
     # "Raleigh County" is the county, not the first label that starts with it
     county = county_name(term)
     if county:
@@ -96,16 +333,19 @@ def resolve(gis: GisIndex, access: frozenset[str], term: str) -> list[dict[str, 
     town = wv_towns().get(wanted)
     if town:  # a West Virginia town by its name alone ("Mount Hope"; "Mount Hope Food Pantry" is an entity)
         return [{"kind": "town", "value": term.strip().title(), "label": term.strip().title(), "counties": list(town)}]
-    entities = find_entities(visible, term)[:MAX_RESOLVED]
-    if entities:
-        return [{"kind": "entity", "value": e["entity_id"], "label": e["label"]} for e in entities]
-    for e in visible:
-        for rel in gis.relations.get(e["entity_id"], ()):
-            if (
-                rel["object_kind"] in ("program", "organization", "worldview")
-                and normalize_name(rel["object"]) == wanted
-            ):
-                return [{"kind": rel["object_kind"], "value": rel["object"], "label": rel["object"]}]
+    rows = labels.find(term, visible, MAX_RESOLVED)
+    if rows:
+        return [{"kind": "entity", "value": gis.ids[r], "label": _label(gis, r)} for r in rows]
+    objects = _Objects.of(gis)
+    first: tuple[int, str] | None = None
+    for kind in ("program", "organization", "worldview"):
+        found = objects.matching(kind, lambda v: normalize_name(v) == wanted)
+        found = found[visible[objects.subject_rows(found)]]
+        if found.size and (first is None or int(found[0]) < first[0]):
+            first = (int(found[0]), kind)
+    if first is not None:
+        obj = objects.table.row(first[0])["object"]
+        return [{"kind": first[1], "value": obj, "label": obj}]
     return []
 
 
@@ -125,7 +365,7 @@ def connections(
     (entities with a triple to each of two non-entity nodes). Also the triples involved, as (subject id, triple)."""
     found: list[dict[str, Any]] = []
     triples: list[tuple[str, dict[str, Any]]] = []
-    visible = _visible(gis, access)
+    visible = gis.access_mask(access)
     for a in a_nodes:
         for b in b_nodes:
             for one, other in ((a, b), (b, a)):
@@ -146,43 +386,38 @@ def connections(
                                       "predicate": r["predicate"], "object": r["object"]})  # fmt: skip
                         triples += [(a["value"], rels_a[key]), (b["value"], r)]
             elif a["kind"] != "entity" and b["kind"] != "entity":
-                for e in visible:
-                    rels = gis.relations.get(e["entity_id"], ())
-                    to_a = next((r for r in rels if _matches(r, a)), None)
-                    to_b = next((r for r in rels if _matches(r, b)), None)
-                    if to_a and to_b:
-                        found.append({"kind": "through", "from": a["label"], "to": b["label"], "via": e["label"],
-                                      "predicates": [to_a["predicate"], to_b["predicate"]]})  # fmt: skip
-                        triples += [(e["entity_id"], to_a), (e["entity_id"], to_b)]
+                # the visible entities with a triple to each (their first such triple), in row order
+                rows_a, first_a = _first_per_subject(gis, _node_relations(gis, a))
+                rows_b, first_b = _first_per_subject(gis, _node_relations(gis, b))
+                both, in_a, in_b = np.intersect1d(rows_a, rows_b, assume_unique=True, return_indices=True)
+                for row, i, j in zip(both.tolist(), in_a.tolist(), in_b.tolist(), strict=True):
+                    if not visible[row]:
+                        continue
+                    entity_id = gis.ids[row]
+                    to_a, to_b = _relation(gis, first_a[i], entity_id), _relation(gis, first_b[j], entity_id)
+                    found.append({"kind": "through", "from": a["label"], "to": b["label"], "via": _label(gis, row),
+                                  "predicates": [to_a["predicate"], to_b["predicate"]]})  # fmt: skip
+                    triples += [(entity_id, to_a), (entity_id, to_b)]
     return found, triples
 
 
-@lru_cache(maxsize=8)
-def _label_pattern(version_dir: str) -> tuple[re.Pattern[str] | None, dict[str, list[int]]]:
-    """One regular expression of every entity label of a version (longest first), and the rows of each label."""
-    gis = cached_gis_index(version_dir)
-    rows: dict[str, list[int]] = defaultdict(list)
-    for row, e in enumerate(gis.entities if gis else []):
-        label = normalize_name(e["label"])
-        if len(label.split()) >= MIN_LABEL_WORDS:
-            rows[label].append(row)
-    if not rows:
-        return None, {}
-    alternatives = sorted(rows, key=len, reverse=True)
-    pattern = r"\b(?:" + "|".join(r"\W+".join(map(re.escape, label.split())) for label in alternatives) + r")\b"
-    return re.compile(pattern, re.IGNORECASE), dict(rows)
+def _first_per_subject(gis: GisIndex, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The subject rows of these relations (ascending indexes), each once, and the first relation of each."""
+    rows = _Objects.of(gis).subject_rows(index)
+    unique, first = np.unique(rows, return_index=True)
+    return unique, index[first]
 
 
 def named_entities(gis: GisIndex, access: frozenset[str], passages: list[dict[str, Any]]) -> list[tuple[int, str]]:
-    """(entity row, chunk id) of the entities the passages name by label, in passage order, each once."""
-    pattern, rows = _label_pattern(str(gis.path))
-    if pattern is None:
-        return []
+    """(entity row, chunk id) of the entities the passages name by label, in passage order, each once (the labels
+    looked up in the index's ``Labels``, built once per index)."""
+    labels = Labels.of(gis)
+    visible = gis.access_mask(access)
     out: dict[int, str] = {}
     for p in passages:
-        for m in pattern.finditer(p["content"]):
-            for row in rows.get(normalize_name(m.group(0)), []):
-                if gis.access[row] in access and row not in out:
+        for key in labels.named(p["content"]):
+            for row in labels.rows(labels.codes(key)).tolist():
+                if visible[row] and row not in out:
                     out[row] = p["chunk_id"]
             if len(out) >= MAX_NAMED:
                 return list(out.items())

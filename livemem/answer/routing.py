@@ -38,9 +38,7 @@ class ContextRequest:
     recency_half_life_days: float | None = None
     max_words: int | None = None  # the answer budget (None: the persona's, else ``answer_words``)
     conversation: dict[str, Any] | None = None  # what the conversation carried (route.conversation)
-    personal: Any = (
-        None  # livemem.personal.PersonalView: the caller's own memory, its mix and nudges (None: unused)
-    )
+    personal: Any = None  # livemem.personal.PersonalView: the caller's own memory, its mix and nudges (None: unused)
 
 
 @dataclass(frozen=True)
@@ -396,7 +394,7 @@ def eligibility(snap: Snapshot, gis: GisIndex | None, caller: Caller, settings: 
     hidden = sorted(set(snap.access_of) - set(visible))
     datasets: list[str] = []
     if gis is not None:
-        datasets = sorted({str(d) for d, a in zip(gis.dataset, gis.access, strict=True) if a in caller.access})
+        datasets = gis.datasets(caller.access)  # on the column codes, once per access set (not per row)
     registries = [REGISTRY_NAME] if load_registry_index(snap.path) is not None else []
     web = settings.web_roles is None or caller.role in settings.web_roles
     return Eligibility(visible, hidden, registries, datasets, web)

@@ -17,11 +17,12 @@ share an export share a copy. This module imports numpy and DuckDB only, so the 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import math
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -230,6 +231,9 @@ class GisIndex:
     relations: Relations
     guard: mapped.Guard | None = None  # the mapping of the copy (None: held in this process's memory)
     _access_masks: dict = field(default_factory=dict, repr=False)
+    # what is derived from the columns once per index and kept with it (``derived``: the answer layer's label index)
+    _derived: dict = field(default_factory=dict, repr=False)
+    _derived_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @cached_property
     def ids(self) -> Ids:
@@ -344,8 +348,57 @@ class GisIndex:
             cache[access] = self._codes_matching("access", lambda v: v in access)
         return cache[access]
 
+    def datasets(self, access: frozenset[str]) -> list[str]:
+        """The datasets (sorted; a NULL one as "None") of the entities readable with these access levels: the
+        dataset codes of the access mask counted, once per set of levels (not every row's dataset per request)."""
+        return self.derived(("datasets", access), lambda: self._datasets(access))
+
+    def _datasets(self, access: frozenset[str]) -> list[str]:
+        codes = np.asarray(self.table.codes("dataset"))[self.access_mask(access)]
+        present = np.flatnonzero(np.bincount(codes.astype(np.int64) + 1, minlength=1)) - 1  # -1: NULL
+        dictionary = self.table.dictionary("dataset")  # its last value, None, is the NULL code's
+        return sorted({str(dictionary[int(c)]) for c in present})
+
+    def town_mask(self, towns: Iterable[str]) -> np.ndarray:
+        """Which entities name one of ``towns`` as their ``attributes.city`` (compared lower-cased): a code per row
+        for its city, built once per index from the distinct attribute values, then a mask on those codes."""
+        codes, cities = self.derived("cities", self._cities)
+        wanted = [cities[t] for t in {str(t).lower() for t in towns} if t in cities]
+        if not wanted:
+            return np.zeros(self.size, dtype=bool)
+        return np.isin(codes, np.array(wanted, dtype=np.int32))
+
+    def _cities(self) -> tuple[np.ndarray, dict[str, int]]:
+        """Each row's city code (-1: none) and the code of each city (lower-cased ``str`` of ``attributes.city``)."""
+        offsets = np.asarray(self.table.arrays["attributes.offsets"]).tolist()
+        blob = self.table.arrays["attributes.bytes"]
+        cities: dict[str, int] = {}
+        per_value = np.full(len(offsets), -1, dtype=np.int32)  # per distinct attributes value, then NULL's (-1)
+        for i, (a, b) in enumerate(itertools.pairwise(offsets)):
+            text = blob[a:b].tobytes()
+            if b'"city"' not in text:
+                continue
+            value = json.loads(text)
+            if isinstance(value, dict) and "city" in value:
+                per_value[i] = cities.setdefault(str(value["city"]).lower(), len(cities))
+        return per_value[np.asarray(self.table.codes("attributes"))], cities
+
+    def derived(self, key: Any, build: Callable[[], Any]) -> Any:
+        """``build()`` once per index and key, kept with the index (dropped with it): structures derived from the
+        columns that requests read (a label index, the cities, the datasets per access set)."""
+        found = self._derived.get(key, _MISSING)
+        if found is _MISSING:
+            with self._derived_lock:
+                found = self._derived.get(key, _MISSING)
+                if found is _MISSING:
+                    found = self._derived[key] = build()
+        return found
+
     def distances_km(self, rows: np.ndarray, lat0: float, lon0: float) -> np.ndarray:
         return haversine_km(self.lat[rows], self.lon[rows], lat0, lon0)
+
+
+_MISSING = object()
 
 
 def _lon_reach(lat0: float, radius_km: float) -> float | None:
