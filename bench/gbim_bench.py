@@ -17,6 +17,12 @@
 4. A worker's load (``cached_gis_index`` in a fresh process: time, RSS; the first load on a machine writes the GIS
    serving copy, later ones map it) and two workers at once (each loads and queries; their RSS and PSS, read from
    ``/proc/self/smaps_rollup`` while both hold the index).
+5. ``--context``: only ``POST /context`` and ``POST /chat`` (extractive, answer cache off) with spatial evidence, a
+   few place questions (a town, a county, no place, relationship questions naming entities) through the TestClient
+   over the version an earlier run wrote (``--reuse`` implied, its serving copy kept): the first request (maps the
+   GIS part, builds the label index, cities and relation objects once per worker), then p50 / p99 per question and
+   over all, and the spatial and graph steps' own times (``route.steps_ms``); added to the results of that size
+   (the section is replaced, the rest kept).
 Results: bench/results/gbim.{json,md} (100,000 features), bench/results/gbim-<n>.{json,md} for other sizes
 (1,000,000: gbim-1m). ``--reuse`` keeps the version written by an earlier run with the same feature count (the
 export is then not timed again).
@@ -355,6 +361,132 @@ def http_latencies(home_root, queries: int) -> dict:
     return out
 
 
+# A place named several ways, and relationship questions whose sides are entity labels of the synthetic export
+# ("Facility <i>"): the spatial evidence (a town's counties and its own entities first, a county, every entity by
+# meaning), the graph's label and relation lookups, eligibility.
+PLACE_QUESTIONS = (
+    "food pantry in Beckley",
+    "Where can I get SNAP help in Fayette County?",
+    "benefits office near me",
+    "help paying the heating bill in Oak Hill WV",
+    "Is Facility 12345 in Raleigh County?",
+    "How is Facility 777 connected to Facility 778?",
+)
+
+
+def context_latencies(home_root, rounds: int) -> dict:
+    """``POST /context`` and ``/chat`` (extractive, answer cache off) for ``PLACE_QUESTIONS`` through the TestClient:
+    the first request (loads the GIS part, builds what the answer paths derive from it once per worker) and then
+    ``rounds`` rounds, p50 / p99 per question and over all, with the spatial and graph steps' times."""
+    from fastapi.testclient import TestClient
+
+    from livemem.model.embedding import Embedder
+    from livemem.settings import CacheSettings, EncoderSettings
+    from serving.app import create_app
+    from serving.settings import Settings
+
+    os.environ["LIVEMEM_ANSWER_CACHE_SIZE"] = "0"  # every /chat answered, none from the cache
+    embedder = Embedder.configured(EncoderSettings.from_env(), CacheSettings.from_env().onnx_cache, threads=1)
+    out: dict = {"questions": list(PLACE_QUESTIONS), "rounds": rounds}
+    with TestClient(create_app(Settings(index_dir=home_root, warm_up=True), embedder)) as client:
+        t = time.perf_counter()
+        first = client.post("/context", json={"message": PLACE_QUESTIONS[0]})
+        out["first_request_s"] = round(time.perf_counter() - t, 3)
+        assert first.status_code == 200, first.text
+        for message in PLACE_QUESTIONS:  # each path once (its per-index structures built) before timing
+            assert client.post("/context", json={"message": message}).status_code == 200
+        per: dict[str, dict] = {}
+        for path in ("/context", "/chat"):
+            every: list[float] = []
+            steps: dict[str, list[float]] = {"spatial": [], "graph": []}
+            for message in PLACE_QUESTIONS:
+                times, spatial = [], 0
+                for _ in range(rounds):
+                    start = time.perf_counter()
+                    response = client.post(path, json={"message": message})
+                    times.append((time.perf_counter() - start) * 1000)
+                    assert response.status_code == 200, response.text
+                    body = response.json()
+                    if path == "/context":
+                        for name in steps:
+                            steps[name].append(body["route"]["steps_ms"].get(name, 0.0))
+                        spatial = len(body["spatial"])
+                every += times
+                if path == "/context":
+                    per[message] = {**percentiles(times), "spatial": spatial}
+            key = path.strip("/")
+            out[key] = {**percentiles(every), "target_p50_ms": 40.0 if key == "context" else 50.0}
+            out[key]["passed"] = out[key]["p50_ms"] <= out[key]["target_p50_ms"]
+            if path == "/context":
+                out["context_steps"] = {name: percentiles(v) for name, v in steps.items()}
+        out["per_question"] = per
+    return out
+
+
+def context_markdown(r: dict) -> str:
+    c, m = r["context"], r["machine"]
+    rows = "\n".join(
+        f"| {q} | {v['p50_ms']} / {v['p99_ms']} ms | {v['spatial']} |" for q, v in c["per_question"].items()
+    )
+    return f"""
+## `/context` and `/chat` with spatial evidence ({r["entities"]:,} entities)
+
+Command: `.venv/bin/{r["command"]}` — {r["date"]}; load average at the end {tuple(round(x, 2) for x in m["load"])}
+({m["note"]}). TestClient in one process, the question encoded by the model, answer cache off, {c["rounds"]}
+rounds of {len(c["questions"])} place questions (the synthetic version has no passages: the text search finds none).
+
+| measure | value | target |
+|---|---|---|
+| first `/context` of the app (maps the GIS part; builds the label index, cities, datasets, relation objects) | {c["first_request_s"]} s | |
+| `/context` p50 / p99, all questions | {c["context"]["p50_ms"]} / {c["context"]["p99_ms"]} ms | p50 ≤ 40 ms ({"PASS" if c["context"]["passed"] else "FAIL"}) |
+| `/chat` (extractive) p50 / p99, all questions | {c["chat"]["p50_ms"]} / {c["chat"]["p99_ms"]} ms | p50 ≤ 50 ms ({"PASS" if c["chat"]["passed"] else "FAIL"}) |
+| of `/context`: the spatial step p50 / p99 | {c["context_steps"]["spatial"]["p50_ms"]} / {c["context_steps"]["spatial"]["p99_ms"]} ms | |
+| of `/context`: the graph step p50 / p99 | {c["context_steps"]["graph"]["p50_ms"]} / {c["context_steps"]["graph"]["p99_ms"]} ms | |
+
+| question | `/context` p50 / p99 | places in evidence |
+|---|---|---|
+{rows}
+"""
+
+
+def context_only(args) -> None:
+    """``--context``: time /context and /chat over the version an earlier run wrote at this size, and add the
+    result to that size's results (replacing an earlier ``--context`` section, keeping the rest)."""
+    work = WORK / (str(args.features) + ("-real" if args.vectors == "real" else ""))
+    if not (work / "export.json").is_file():
+        raise SystemExit(f"no version at {work}: run the benchmark at this size first")
+    home_root = work / "rag_index"
+    context = context_latencies(home_root, args.rounds)
+    stem = result_stem(args.features, args.vectors)
+    json_path, md_path = RESULTS / f"{stem}.json", RESULTS / f"{stem}.md"
+    results = json.loads(json_path.read_text(encoding="utf-8")) if json_path.is_file() else {}
+    entities = json.loads((work / "export.json").read_text(encoding="utf-8"))["entities"]
+    section = {
+        "command": " ".join(["python -m bench.gbim_bench", *sys.argv[1:]]),
+        "date": iso(utc_now()),
+        "entities": entities,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load": os.getloadavg(),
+            "note": "shared 2-core VM: other engineers' builds and tests ran at the same time",
+        },
+        "context": context,
+    }
+    results["context"] = section
+    json_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    md = md_path.read_text(encoding="utf-8") if md_path.is_file() else ""
+    marker = "\n## `/context` and `/chat` with spatial evidence"
+    md = md.split(marker)[0].rstrip("\n") + "\n" + context_markdown(section)
+    md_path.write_text(md, encoding="utf-8")
+    print(context_markdown(section))
+
+
+def result_stem(features: int, vectors: str) -> str:
+    stem = "gbim" if features == 100_000 else f"gbim-{features // 1_000_000}m" if (
+        features % 1_000_000 == 0) else f"gbim-{features}"  # fmt: skip
+    return stem + ("-real" if vectors == "real" else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--features", type=int, default=100_000)
@@ -366,11 +498,18 @@ def main() -> None:
         default="random",
         help="entity vectors: random unit vectors, or real MiniLM vectors and perturbed copies",
     )
+    parser.add_argument(
+        "--context", action="store_true", help="only /context and /chat over the version an earlier run wrote"
+    )
+    parser.add_argument("--rounds", type=int, default=20, help="--context: rounds of the place questions")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--wait", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args.queries, args.wait, args.vectors == "real")
+        return
+    if args.context:
+        context_only(args)
         return
     work = WORK / (str(args.features) + ("-real" if args.vectors == "real" else ""))
     if args.reuse and (work / "export.json").is_file():
@@ -402,9 +541,7 @@ def main() -> None:
         "load": {"first": first, "later": later, "two_workers": pair},
         "gis_query": http,
     }
-    stem = "gbim" if args.features == 100_000 else f"gbim-{args.features // 1_000_000}m" if (
-        args.features % 1_000_000 == 0) else f"gbim-{args.features}"  # fmt: skip
-    stem += "-real" if args.vectors == "real" else ""
+    stem = result_stem(args.features, args.vectors)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     md = markdown(results)
