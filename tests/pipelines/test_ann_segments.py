@@ -163,7 +163,7 @@ def test_the_query_api_answers_the_same_with_the_graph_as_scanning_every_row(
                     r = client.post("/query", json={"query": question, "top_k": 5, **body})
                     assert r.status_code == 200, r.text
                     got.append([(h["chunk_id"], round(h["score"], 6)) for h in r.json()["results"]])
-        assert scan.ANN_MODE == mode
+        assert mode == scan.ANN_MODE
         return got
 
     with_graph = answers("auto")
