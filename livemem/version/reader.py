@@ -338,7 +338,9 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             offset += seg_rows.size
         dim = int(manifest.get("model", {}).get("dim") or (segments[0][0].dense.shape[1] if segments else 384))
         dense = DenseRows(
-            [(segment.dense, seg_rows) for segment, seg_rows in segments], dim, [s.sentences for s, _ in segments],
+            [(segment.dense, seg_rows) for segment, seg_rows in segments],
+            dim,
+            [s.sentences for s, _ in segments],
             [s.graph for s, _ in segments],
         )
         dense.prepare()  # new segments packed for the first stage (``livemem.index.scan``), now, not on a first query

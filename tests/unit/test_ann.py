@@ -48,7 +48,9 @@ def small_limits(monkeypatch):
 
 def rows_of(corpus, with_graph: bool = True) -> DenseRows:
     big, small, held, graph, *_ = corpus
-    return DenseRows([(big, held), (small, np.arange(small.shape[0]))], DIM, graphs=[graph if with_graph else None, None])
+    return DenseRows(
+        [(big, held), (small, np.arange(small.shape[0]))], DIM, graphs=[graph if with_graph else None, None]
+    )
 
 
 def exact_top(dense: DenseRows, query: np.ndarray, k: int, mask=None, weight=None) -> np.ndarray:
