@@ -235,3 +235,27 @@ def test_the_label_index_is_built_once_per_index_and_kept_with_it(gis) -> None:
     graph.resolve(gis, ACCESS["public"], "Food Pantry")
     graph.named_entities(gis, ACCESS["public"], [{"chunk_id": "c", "content": "Beckley DHHR Office"}])
     assert graph.Labels.of(gis) is first and first.size == len(gis.table.dictionary("label")) - 1
+
+
+def test_a_request_builds_only_the_records_it_shows(gis, monkeypatch) -> None:
+    """What made /context cost seconds at a million entities: a record built for every candidate entity (the
+    spatial evidence) and every label walked (the graph). A fresh worker's index (nothing cached yet) now builds
+    the records it shows and none besides."""
+    from livemem.query import gis_index
+
+    fresh = load_gis_index(gis.path)
+    built: list[int] = []
+    real = gis_index.row_to_entity
+    monkeypatch.setattr(gis_index, "row_to_entity", lambda row: built.append(1) or real(row))
+    vector = gis.dense[7]
+    sq = SelfQuery(counties=["Fayette"], towns=["Oak Hill", "Beckley"])
+    assert len(spatial_search(fresh, ACCESS["internal"], vector, sq, 5, 0.0)) == 5
+    assert len(built) == 5
+    built.clear()
+    assert graph.resolve(fresh, ACCESS["public"], "Beckley DHHR")
+    assert graph.resolve(fresh, ACCESS["public"], "WIC")[0]["kind"] == "program"
+    county, program = graph.resolve(fresh, ACCESS["public"], "Fayette County"), [{"kind": "program", "value": "WIC"}]
+    assert graph.connections(fresh, ACCESS["public"], county, [{**program[0], "label": "WIC"}])[0]
+    passages = [{"chunk_id": "c", "content": "the Beckley DHHR Office and Mount Hope Food Pantry 3"}]
+    assert graph.named_entities(fresh, ACCESS["public"], passages)
+    assert built == []
