@@ -162,35 +162,48 @@ class Labels:
         return self.sorted_keys[lo:hi].astype(np.int64)
 
     def _with_words(self, words: set[str]) -> np.ndarray:
-        """The labels holding every one of ``words`` (the intersection of each word's labels)."""
-        found: np.ndarray | None = None
-        for w in sorted(words, key=len, reverse=True):
+        """The labels holding every one of ``words``: the shortest word's labels, kept where each other word's
+        labels (sorted) hold them too."""
+        postings = []
+        for w in words:
             h = hash(w)
-            lo = np.searchsorted(self.word_hashes, h, side="left")
-            hi = np.searchsorted(self.word_hashes, h, side="right")
-            codes = np.unique(self.word_codes[lo:hi])
-            found = codes if found is None else np.intersect1d(found, codes, assume_unique=True)
+            lo, hi = np.searchsorted(self.word_hashes, h, side="left"), np.searchsorted(self.word_hashes, h, "right")
+            postings.append(self.word_codes[lo:hi])
+        postings.sort(key=len)
+        found = postings[0] if postings else np.zeros(0, dtype=np.int32)
+        for posting in postings[1:]:
             if not found.size:
                 break
-        return found if found is not None else np.zeros(0, dtype=np.int32)
+            at = np.searchsorted(posting, found).clip(0, max(posting.size - 1, 0))
+            found = found[posting[at] == found] if posting.size else found[:0]
+        return found
 
     def find(self, name: str, visible: np.ndarray, limit: int) -> list[int]:
         """The rows (at most ``limit``) ``find_entities`` would give over the ``visible`` entities: the exact label
         first, then labels starting with the name (or that the name starts with), then labels holding every word
-        of it; within each, by label as written, then row."""
+        of it; within each, by label as written, then row. Each rank is looked up only when the ones before it
+        gave fewer than ``limit``."""
         wanted = normalize_name(name)
         if not wanted:
             return []
         words = wanted.split()
-        exact = np.array(self.codes(wanted), dtype=np.int64)
-        starting = [self._with_prefix(wanted + " ")]
-        starting += [np.array(self.codes(" ".join(words[:j])), dtype=np.int64) for j in range(1, len(words))]
-        starts = np.setdiff1d(np.unique(np.concatenate(starting)), exact)
-        holding = np.setdiff1d(self._with_words(set(words)), np.concatenate([exact, starts]))
+        ranks = (
+            lambda: np.array(self.codes(wanted), dtype=np.int64),
+            lambda: np.concatenate([
+                self._with_prefix(wanted + " "),
+                *(np.array(self.codes(" ".join(words[:j])), dtype=np.int64) for j in range(1, len(words))),
+            ]),
+            lambda: self._with_words(set(words)),
+        )  # fmt: skip
+        seen = np.zeros(self.size + 1, dtype=bool)
         out: list[int] = []
-        for codes in (exact, starts, holding):
+        for codes_of_rank in ranks:
             if len(out) >= limit:
                 break
+            codes = np.asarray(codes_of_rank(), dtype=np.int64)
+            codes = np.unique(codes[~seen[codes]]) if codes.size <= 64 else np.flatnonzero(
+                np.bincount(codes, minlength=self.size + 1).astype(bool) & ~seen)  # fmt: skip
+            seen[codes] = True
             rows = self.rows(codes)
             rows = rows[visible[rows]]
             if not rows.size:
@@ -403,9 +416,10 @@ def connections(
 
 def _first_per_subject(gis: GisIndex, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The subject rows of these relations (ascending indexes), each once, and the first relation of each."""
-    rows = _Objects.of(gis).subject_rows(index)
-    unique, first = np.unique(rows, return_index=True)
-    return unique, index[first]
+    rows = _Objects.of(gis).subject_rows(index)  # nondecreasing: the relations are grouped by subject row
+    first = np.ones(rows.size, dtype=bool)
+    first[1:] = rows[1:] != rows[:-1]
+    return rows[first], index[first]
 
 
 def named_entities(gis: GisIndex, access: frozenset[str], passages: list[dict[str, Any]]) -> list[tuple[int, str]]:
