@@ -45,6 +45,15 @@ Per size, in one index home:
 files shared with another version count nothing); "versions total" counts every inode under ``versions/``
 once. The embedding cache, attention state and signals outside ``versions/`` are reported apart.
 
+Approximate search (issue 38): a segment of at least ``LIVEMEM_ANN_MIN_ROWS`` rows gets its graph in the build
+(its time is in ``segment_s``); the worker then runs the same queries again with every row scanned
+(``LIVEMEM_ANN=exact``) and reports both latencies and the recall@10 of the final top 10 against exact. Measure it
+with ``--embedder structured`` (``StructuredStandIn``: real vectors plus per-copy noise; hash vectors have no
+neighbours to find)::
+
+    LIVEMEM_ANN_MIN_ROWS=250000 .venv/bin/python -m bench.scale --sizes 1000000 --allow-huge \
+        --embedder structured --noise 1.0 --output bench/results/scale-1m.json
+
 Results: ``--output`` (default ``bench/results/scale.json``) and the same path with ``.md``; the machine facts
 and the exact command are in both. Other processes sharing the CPUs distort wall times: every phase records the
 load average and its process CPU time beside the wall time.
@@ -53,6 +62,7 @@ load average and its process CPU time beside the wall time.
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import hashlib
 import io
@@ -60,6 +70,7 @@ import json
 import logging
 import os
 import random
+import re
 import shlex
 import shutil
 import subprocess
@@ -124,6 +135,75 @@ class StandInEmbedder:
 
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
+
+
+COPY_LINE = re.compile(r"Copy \d+ of SciFact document")
+
+
+class StructuredStandIn(StandInEmbedder):
+    """STAND-IN with the structure of real vectors, for measuring approximate search (``--embedder structured``).
+
+    A cycled copy's chunk gets the **real** all-MiniLM-L6-v2 vector of the same chunk in copy 0 (its text with the
+    copy number set to 0; embedded once by the real model, cached in ``--work``) plus a per-text noise vector of
+    norm ``noise`` (SHAKE-256 of the text, as ``StandInEmbedder``), renormalised: copies of one abstract are
+    distinct points around its real vector, the corpus keeps the real topics, and queries (``encode_queries``) are
+    the real model's vectors of the SciFact questions, without noise. Hash vectors (the default stand-in) are
+    structureless: every row nearly ties with every other, the case no graph index is for."""
+
+    def __init__(self, noise: float, cache: Path) -> None:
+        super().__init__()
+        self.noise = noise
+        self.model_id = f"bench/stand-in-scifact-minilm-plus-noise-{noise:g}"
+        self.cache = cache
+        self._real: dict[str, np.ndarray] = {}
+        if cache.is_file():
+            with np.load(cache) as stored:
+                self._real = dict(zip(stored["keys"].tolist(), stored["vectors"], strict=True))
+        self._model = None
+        self._unsaved, self._saved_at = 0, time.monotonic()
+        atexit.register(self.save)
+
+    def _real_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        missing = {k: t for k, t in zip(keys, texts, strict=True) if k not in self._real}
+        if missing:
+            if self._model is None:
+                from livemem.model.embedding import Embedder
+
+                self._model = Embedder(threads=max(1, os.cpu_count() or 1))
+            vectors = self._model.encode(list(missing.values()))
+            self._real.update(zip(missing, np.asarray(vectors, dtype=np.float32), strict=True))
+            self._unsaved += len(missing)
+            if time.monotonic() - self._saved_at > 120:
+                self.save()
+        return np.stack([self._real[k] for k in keys]).astype(np.float32)
+
+    def save(self) -> None:
+        """Write the real vectors computed so far to the cache (every two minutes while embedding, and at exit)."""
+        if not self._unsaved:
+            return
+        self.cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.cache.with_suffix(".tmp.npz")
+        np.savez(tmp, keys=np.array(list(self._real)), vectors=np.stack(list(self._real.values())))
+        os.replace(tmp, self.cache)
+        self._unsaved, self._saved_at = 0, time.monotonic()
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        base = self._real_vectors([COPY_LINE.sub("Copy 0 of SciFact document", t) for t in texts])
+        vectors = base + np.float32(self.noise) * super().encode(texts)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._real_vectors(list(texts))
+
+
+def make_embedder(kind: str, noise: float, work: Path) -> StandInEmbedder:
+    if kind == "structured":
+        return StructuredStandIn(noise, work / "real-vectors.npz")
+    return StandInEmbedder()
 
 
 # --- measuring -------------------------------------------------------------------------------------------------
@@ -390,7 +470,10 @@ def build_and_publish(config, home, embedder, entry: dict[str, Any]) -> str:
 
     with phase(entry):
         t0 = time.perf_counter()
-        result = build_version(config, home, embedder)
+        from livemem.settings import BuildSettings
+
+        # LIVEMEM_ANN_MIN_ROWS: a segment at least this large gets its approximate-search graph (in segment_s)
+        result = build_version(config, home, embedder, settings=BuildSettings.from_env())
         t1 = time.perf_counter()
         if result.version_id is None:
             raise RuntimeError(f"nothing was built: {result.reason}")
@@ -472,10 +555,16 @@ def attention_publish(home, version_id: str, entry: dict[str, Any]) -> str:
 
 
 def start_worker(
-    home: Path, versions: list[str], queries: int, queries_file: Path, kernel: str | None = None
+    home: Path,
+    versions: list[str],
+    queries: int,
+    queries_file: Path,
+    kernel: str | None = None,
+    embedder: tuple[str, float, Path] = ("hash", 0.0, DEFAULT_WORK),
 ) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "bench.scale", "worker", "--home", str(home), "--queries", str(queries)]
     cmd += ["--queries-file", str(queries_file), "--versions", *versions]
+    cmd += ["--embedder", embedder[0], "--noise", str(embedder[1]), "--work", str(embedder[2])]
     env = dict(os.environ)
     if kernel:
         env[KERNEL_ENV] = kernel
@@ -491,17 +580,22 @@ def read_worker(proc: subprocess.Popen) -> dict[str, Any]:
 
 
 def serving(
-    home_dir: Path, versions: list[str], queries: int, queries_file: Path, kernel: str | None = None
+    home_dir: Path,
+    versions: list[str],
+    queries: int,
+    queries_file: Path,
+    kernel: str | None = None,
+    embedder: tuple[str, float, Path] = ("hash", 0.0, DEFAULT_WORK),
 ) -> dict[str, Any]:
     """One worker alone (loads, switches, queries, RSS), then a second beside it: PSS of both. The serving copies
     are removed first, so the first worker's first load includes writing them (the second maps them)."""
     shutil.rmtree(home_dir / "cache" / "serving", ignore_errors=True)
-    first = start_worker(home_dir, versions, queries, queries_file, kernel)
+    first = start_worker(home_dir, versions, queries, queries_file, kernel, embedder)
     second = None
     try:
         one = read_worker(first)
         pss_alone = proc_kib(f"/proc/{first.pid}/smaps_rollup", "Pss") or 0
-        second = start_worker(home_dir, versions, queries, queries_file, kernel)
+        second = start_worker(home_dir, versions, queries, queries_file, kernel, embedder)
         two = read_worker(second)
         pss = [proc_kib(f"/proc/{p.pid}/smaps_rollup", "Pss") for p in (first, second)]
         rss = [proc_kib(f"/proc/{p.pid}/status", "VmRSS") for p in (first, second)]
@@ -535,6 +629,7 @@ def run_size(
     vector_store: str | None = None,
     kernels: tuple[str, ...] = (),
     documents: int = 0,
+    embedder_kind: tuple[str, float] = ("hash", 0.0),
 ) -> dict[str, Any]:
     """Every measurement of one size (a target number of chunks); the core the smoke test runs too."""
     from livemem.sources.config import load_sources
@@ -555,7 +650,8 @@ def run_size(
     sources.write_text(sources_yaml(repo, vector_store, documents), encoding="utf-8")
     config = load_sources(sources)
     home = IndexHome(home_dir)
-    embedder = StandInEmbedder()
+    embedder = make_embedder(*embedder_kind, work)
+    served_with = (*embedder_kind, work)
 
     full = out["full_build"] = {}
     v_full = build_and_publish(config, home, embedder, full)
@@ -591,16 +687,71 @@ def run_size(
     log.info("attention publish: %.2f s, %.0f MB added", attention["total_s"], attention["bytes_added"] / 1e6)
 
     with phase(out.setdefault("serving", {})) as entry:
-        entry.update(serving(home_dir, [v_full, v_change, v_attention], queries, queries_file, (kernels or (None,))[0]))
+        entry.update(
+            serving(
+                home_dir, [v_full, v_change, v_attention], queries, queries_file, (kernels or (None,))[0], served_with
+            )
+        )
     for kernel in kernels[1:]:  # the same versions served with another first-stage kernel
         with phase(out.setdefault("serving_by_kernel", {}).setdefault(kernel, {})) as entry:
-            entry.update(serving(home_dir, [v_full, v_change, v_attention], queries, queries_file, kernel))
+            entry.update(serving(home_dir, [v_full, v_change, v_attention], queries, queries_file, kernel, served_with))
     worker = out["serving"]["worker"]
     log.info("serving: switch %.2f s, hybrid p50 %.2f ms", worker["loads"][1]["s"], worker["queries"]["p50_ms"])
     return out
 
 
 # --- the serving worker (a separate process) -------------------------------------------------------------------
+def _exact_comparison(snap, retriever, collections, texts, vectors) -> dict[str, Any]:
+    """The same queries with every row scanned (``LIVEMEM_ANN=exact``), timed, and the recall@10 of the final
+    top 10 with the graphs against it: of the hybrid answer (what a user gets) and of the dense ranking alone."""
+    from livemem.index import scan
+    from livemem.query.types import Query
+
+    def answers() -> tuple[list[tuple[list[int], list[float]]], list[tuple[list[int], list[float]]], list[float]]:
+        hybrid, dense, times = [], [], []
+        for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
+            t0 = time.perf_counter()
+            result = retriever.search(snap, Query(text=text, top_k=10, mode="hybrid"), collections, vector=vector)
+            if i >= WARMUP_QUERIES:
+                times.append(time.perf_counter() - t0)
+                hybrid.append(([h.row for h in result.chunks], [h.score for h in result.chunks]))
+                rows, scores = snap.dense.top(vector, 10)
+                dense.append((rows.tolist(), scores.tolist()))
+        return hybrid, dense, times
+
+    with_graph = answers()
+    scan.ANN_MODE = "exact"
+    try:
+        exact = answers()
+    finally:
+        scan.ANN_MODE = "auto"
+
+    def recall(found, truth) -> float:
+        """The share of the exact top 10 found. The cycled corpus repeats chunks word for word (a copy differs only
+        in its first chunk), so rows tie exactly: a found row scoring at least the exact 10th score counts."""
+        shares = []
+        for (rows, scores), (exact_rows, exact_scores) in zip(found, truth, strict=True):
+            if not exact_rows:
+                continue
+            kth = exact_scores[-1]
+            same = len(set(rows) & set(exact_rows))
+            tied = sum(1 for r, x in zip(rows, scores, strict=True) if r not in exact_rows and x >= kth - 1e-6)
+            shares.append(min(len(exact_rows), same + tied) / len(exact_rows))
+        return round(float(np.mean(shares)), 4)
+
+    def same_rows(found, truth) -> float:
+        return round(float(np.mean([len(set(f[0]) & set(t[0])) / max(1, len(t[0]))
+                                    for f, t in zip(found, truth, strict=True)])), 4)  # fmt: skip
+
+    return {
+        "queries": percentiles_ms(exact[2]),
+        "recall_at_10_hybrid": recall(with_graph[0], exact[0]),
+        "recall_at_10_dense": recall(with_graph[1], exact[1]),
+        "same_rows_at_10_hybrid": same_rows(with_graph[0], exact[0]),  # ties counted as misses
+        "same_rows_at_10_dense": same_rows(with_graph[1], exact[1]),
+    }
+
+
 def worker_main(argv: list[str]) -> None:
     """Load each version in turn (holding the previous one meanwhile, as ``IndexReader`` does), run the hybrid
     queries on the last, print one JSON line, then wait until stdin closes (so the parent can read its PSS)."""
@@ -609,6 +760,9 @@ def worker_main(argv: list[str]) -> None:
     parser.add_argument("--versions", nargs="+", required=True)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--queries-file", type=Path, default=DEFAULT_QUERIES)
+    parser.add_argument("--embedder", choices=("hash", "structured"), default="hash")
+    parser.add_argument("--noise", type=float, default=0.0)
+    parser.add_argument("--work", type=Path, default=DEFAULT_WORK)
     args = parser.parse_args(argv)
 
     from threadpoolctl import threadpool_limits
@@ -629,7 +783,7 @@ def worker_main(argv: list[str]) -> None:
 
     torch.set_num_threads(1)  # the dense first stage runs on torch's kernels: one thread, as serving sets
     home = IndexHome(args.home)
-    embedder = StandInEmbedder()
+    embedder = make_embedder(args.embedder, args.noise, args.work)
     retriever = Retriever(embedder)
     loads = []
     snap = None
@@ -643,7 +797,7 @@ def worker_main(argv: list[str]) -> None:
         gc.collect()
     texts = [q["text"] for q in read_jsonl(args.queries_file)]
     wanted = [texts[i % len(texts)] for i in range(args.queries + WARMUP_QUERIES)]
-    vectors = embedder.encode(wanted)
+    vectors = embedder.encode_queries(wanted) if isinstance(embedder, StructuredStandIn) else embedder.encode(wanted)
     collections = snap.collections_for(frozenset({"public"}))
     samples: list[float] = []
     stages: list[dict[str, float]] = []
@@ -656,10 +810,14 @@ def worker_main(argv: list[str]) -> None:
         if i >= WARMUP_QUERIES:
             samples.append(elapsed)
             stages.append(result.timings_ms)
+    graphs = sum(g is not None for g in snap.dense.graphs)
+    exact = _exact_comparison(snap, retriever, collections, wanted, vectors) if graphs else None
     gc.collect()
     report = {
         "loads": loads,
         "queries": percentiles_ms(samples),
+        "graphs": graphs,  # segments answered by their approximate-search graph (livemem.index.ann)
+        **({"exact": exact} if exact else {}),
         # where a query's time goes (Retrieval.timings_ms: filter, dense, sparse, score, rank), median per stage
         "query_stage_p50_ms": {k: round(float(np.median([t.get(k, 0.0) for t in stages])), 3) for k in stages[0]},
         "first_stage_kernel": getattr(first_stage_kernel(), "name", None),
@@ -761,7 +919,44 @@ def report_md(results: dict[str, Any]) -> str:
         "|" + "---|" * 10,
         *kernel_rows,
     ]
+    ann_rows = []
+    for r in results["sizes"]:
+        if "error" in r:
+            continue
+        w = r["serving"]["worker"]
+        if "exact" in w:
+            e = w["exact"]
+            ann_rows.append(
+                f"| {r['chunks']:,} | {w['graphs']} | {w['queries']['p50_ms']:.2f} / {w['queries']['p99_ms']:.2f} ms "
+                f"| {e['queries']['p50_ms']:.2f} / {e['queries']['p99_ms']:.2f} ms | {e['recall_at_10_hybrid']:.4f} "
+                f"({e.get('same_rows_at_10_hybrid', float('nan')):.4f}) | {e['recall_at_10_dense']:.4f} "
+                f"({e.get('same_rows_at_10_dense', float('nan')):.4f}) |"
+            )
+    ann = [
+        "",
+        "Approximate search (`livemem.index.ann`; segments of at least `LIVEMEM_ANN_MIN_ROWS` rows have a graph): the "
+        "same worker, the same queries, with the graphs and with every row scanned (`LIVEMEM_ANN=exact`); recall@10 "
+        "of the final top 10 against the exact one (a row tying the exact 10th score counts: the cycled corpus repeats "
+        "chunks word for word; in brackets, the same rows only):",
+        "",
+        "| chunks | segments with a graph | hybrid p50 / p99, graphs | hybrid p50 / p99, exact | recall@10 hybrid "
+        "| recall@10 dense |",
+        "|---|---|---|---|---|---|",
+        *ann_rows,
+    ]
     m = results["machine"]
+    e = results.get("embedder", {})
+    embedding = (
+        f"Embedding: **STAND-IN with real structure** (`bench.scale.StructuredStandIn`): each chunk the real "
+        f"all-MiniLM-L6-v2 vector of its copy-0 text plus a per-copy hash-noise vector of norm {e.get('noise')}, "
+        "renormalised; queries are the real model's vectors of the SciFact questions. Corpus: SciFact abstracts "
+        "cycled into one markdown file each (a copy-number line makes every copy differ), one commit in a bare git "
+        "repository."
+        if e.get("class") == "bench.scale.StructuredStandIn"
+        else "Embedding: **STAND-IN** (`bench.scale.StandInEmbedder`: SHAKE-256 of each text as 384 signed bytes, "
+        "L2-normalised), so only the pipeline is timed. Corpus: SciFact abstracts cycled into one markdown file "
+        "each (a copy-number line makes every copy differ), one commit in a bare git repository."
+    )
     return "\n".join(
         [
             "# Scale benchmark (issue 13)",
@@ -770,10 +965,21 @@ def report_md(results: dict[str, Any]) -> str:
             f"{m['ram_gib']} GiB), Python {m['python']}; project {project_line(results['project'])}.",
             "",
             f"Command: `{results['command']}`",
+            *(
+                [
+                    "",
+                    "Serving measured again (`--serving-only`, the same versions): "
+                    + "; ".join(
+                        f"{run['at']}, commit `{run['project']['commit'][:12]}`, `{run['command']}`"
+                        for r in results["sizes"]
+                        for run in r.get("serving_runs", [])
+                    ),
+                ]
+                if any(r.get("serving_runs") for r in results["sizes"])
+                else []
+            ),
             "",
-            "Embedding: **STAND-IN** (`bench.scale.StandInEmbedder`: SHAKE-256 of each text as 384 signed bytes, "
-            "L2-normalised), so only the pipeline is timed. Corpus: SciFact abstracts cycled into one markdown file "
-            "each (a copy-number line makes every copy differ), one commit in a bare git repository.",
+            embedding,
             "",
             "| chunks | files | full build (no embedding) | of which Chroma | one-file change, build + publish "
             "| version size | disk added by the change | 2 versions | attention publish, disk added "
@@ -808,6 +1014,7 @@ def report_md(results: dict[str, Any]) -> str:
             *disk_rows,
             *(stages + [row + " |" for row in stage_rows] if stage_rows else []),
             *(kernels if kernel_rows else []),
+            *(ann if ann_rows else []),
             "",
             "Disk added by a version: bytes of its files whose inode no other kept version uses. Worker switch: "
             "`load_snapshot` of the one-file change's version while holding the full build's. RSS: `VmRSS` of "
@@ -816,6 +1023,13 @@ def report_md(results: dict[str, Any]) -> str:
             "",
         ]
     )
+
+
+def _embedder_facts(kind: str, noise: float) -> dict[str, Any]:
+    if kind == "structured":
+        return {"class": "bench.scale.StructuredStandIn", "noise": noise,
+                "model_id": f"bench/stand-in-scifact-minilm-plus-noise-{noise:g}"}  # fmt: skip
+    return {"class": "bench.scale.StandInEmbedder", "model_id": StandInEmbedder.model_id}
 
 
 def command_line(argv: list[str]) -> str:
@@ -861,8 +1075,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--documents", type=int, default=0, help="a mixed corpus: this many generated 3-page PDFs beside the markdown"
     )
+    parser.add_argument(
+        "--embedder",
+        choices=("hash", "structured"),
+        default="hash",
+        help="hash: StandInEmbedder (noise vectors); structured: StructuredStandIn (real vectors + per-copy noise)",
+    )
+    parser.add_argument("--noise", type=float, default=1.0, help="structured: the per-copy noise vector's norm")
     parser.add_argument("--allow-huge", action="store_true", help=f"allow sizes of {HUGE:,} chunks and more")
     parser.add_argument("--report-only", action="store_true", help="rewrite the Markdown from --output's JSON")
+    parser.add_argument(
+        "--serving-only",
+        action="store_true",
+        help="measure serving again over the versions --output's JSON names (their index homes under --work kept)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(message)s")
@@ -871,6 +1097,8 @@ def main(argv: list[str] | None = None) -> int:
         results = json.loads(args.output.read_text(encoding="utf-8"))
         args.output.with_suffix(".md").write_text(report_md(results), encoding="utf-8")
         return 0
+    if args.serving_only:
+        return serve_again(args)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     kernels = tuple(k.strip() for k in args.kernels.split(",") if k.strip())
     if any(s >= HUGE for s in sizes) and not args.allow_huge:
@@ -881,17 +1109,43 @@ def main(argv: list[str] | None = None) -> int:
         "command": command_line(argv),
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "project": project_state(),
-        "embedder": {"stand_in": True, "class": "bench.scale.StandInEmbedder", "model_id": StandInEmbedder.model_id},
+        "embedder": {"stand_in": True, **_embedder_facts(args.embedder, args.noise)},
         "machine": {**machine_facts(), "loadavg_at_start": _load()},
         "sizes": [],
     }
 
     def measure(target: int) -> dict[str, Any]:
         return run_size(
-            target, args.work, docs, args.queries, args.queries_file, args.vector_store, kernels, args.documents
-        )
+            target, args.work, docs, args.queries, args.queries_file, args.vector_store, kernels, args.documents,
+            (args.embedder, args.noise),
+        )  # fmt: skip
 
     return measure_sizes(sizes, measure, results, args.output, report_md)
+
+
+def serve_again(args: argparse.Namespace) -> int:
+    """``--serving-only``: the serving measurements of each size in ``--output`` again (a change to serving
+    measured without building the versions again); the build figures are kept, the run recorded."""
+    results = json.loads(args.output.read_text(encoding="utf-8"))
+    embedder = results.get("embedder", {})
+    kind = "structured" if embedder.get("class") == "bench.scale.StructuredStandIn" else "hash"
+    for r in results["sizes"]:
+        if "error" in r:
+            continue
+        versions = [r[p]["version_id"] for p in ("full_build", "one_file_change", "attention_publish")]
+        home_dir = args.work / f"size-{r['target_chunks']}" / "index"
+        with phase(r.setdefault("serving", {})) as entry:
+            entry.update(
+                serving(home_dir, versions, args.queries, args.queries_file, None,
+                        (kind, float(embedder.get("noise") or 0.0), args.work))
+            )  # fmt: skip
+        r.setdefault("serving_runs", []).append(
+            {"at": datetime.now(UTC).isoformat(timespec="seconds"), "project": project_state(), "command":
+             command_line(sys.argv[1:]), "load": _load()}
+        )  # fmt: skip
+    args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    args.output.with_suffix(".md").write_text(report_md(results), encoding="utf-8")
+    return 0
 
 
 def measure_sizes(

@@ -213,6 +213,14 @@ class DenseSettings(Section):
         description="candidates a graph gives at least, scored exactly (max(this, min(4·k, k + this)); more under "
         "filters; docs/approximate-search.md)",
     )
+    ann_breadth: int = Field(
+        1600,
+        ge=1,
+        le=100_000,
+        validation_alias="LIVEMEM_ANN_BREADTH",
+        description="rows a graph walk keeps in view (usearch expansion_search), at least the candidates asked for "
+        "(docs/approximate-search.md)",
+    )
 
 
 class BuildSettings(Section):

@@ -97,13 +97,14 @@ class Graph:
             raise GraphError(f"{path.name}: usearch could not map it")
         return cls(index, int(meta["rows"]), path, threading.Lock())
 
-    def search(self, query: np.ndarray, count: int) -> np.ndarray:
+    def search(self, query: np.ndarray, count: int, breadth: int = 0) -> np.ndarray:
         """About the ``count`` rows nearest ``query`` (inner product), best first (fewer when the segment has
-        fewer). The breadth of the walk is at least ``count``."""
+        fewer). ``breadth``: how many rows the walk keeps in view (usearch's ``expansion_search``), at least
+        ``count``: a wider walk finds the nearest rows more surely (bench/results/scale-1m.md)."""
         count = min(int(count), self.rows)
         if count <= 0:
             return np.zeros(0, dtype=np.int64)
         with self._lock:  # the breadth is the index's state: one search at a time per graph (≈ 0.3 ms each)
-            self.index.expansion_search = max(MIN_EXPANSION_SEARCH, count)
+            self.index.expansion_search = max(MIN_EXPANSION_SEARCH, count, int(breadth))
             found = self.index.search(query, count, threads=1)
         return np.asarray(found.keys, dtype=np.int64)

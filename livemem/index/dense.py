@@ -51,6 +51,7 @@ def configure(settings: DenseSettings) -> None:
     scan.SCAN_THREADS = scan.scan_threads(settings.scan_threads)
     scan.ANN_MODE = settings.ann
     scan.ANN_CANDIDATES = settings.ann_candidates
+    scan.ANN_BREADTH = settings.ann_breadth
 
 
 configure(DenseSettings.defaults())  # until an entry point configures it (serving: ServingState.from_settings)

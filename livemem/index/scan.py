@@ -89,6 +89,7 @@ PARALLEL_MIN_ROWS = 100_000
 # exactly over its allowed rows instead (few by then: gathering 20k rows costs ≈ 2 ms).
 ANN_MODE = "auto"
 ANN_CANDIDATES = 400
+ANN_BREADTH = 1600
 GRAPH_EXACT_ROWS = 20_000
 GRAPH_MAX_COUNT = 20_000
 
@@ -395,7 +396,7 @@ class DenseScan:
         """The allowed snapshot rows among the ``count`` candidates ``part``'s graph gives, and the lowest exact
         score of those candidates (allowed or not; None: the graph gave every row of its segment)."""
         vectors, _ = self.dense.parts[part]
-        keys = self.dense.graphs[part].search(self.query, count)
+        keys = self.dense.graphs[part].search(self.query, count, ANN_BREADTH)
         if keys.size == 0:
             return keys, None
         exact = gathered_scores(vectors, keys, self.query)
