@@ -26,7 +26,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -95,7 +95,7 @@ class Snapshot:
     sparse: SparseScorer | None
     rows: Rows
     columns: dict[str, np.ndarray]
-    row_of: dict[str, int]
+    row_of: Mapping[str, int]  # chunk id -> row (``RowOf``)
     access_of: dict[str, str]
     # attention, last breath, related chunks and question memory, read with the version (livemem.version.signals)
     signals: MemorySignals = field(default_factory=MemorySignals.empty)
@@ -344,9 +344,10 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             [s.graph for s, _ in segments],
         )
         dense.prepare()  # new segments packed for the first stage (``livemem.index.scan``), now, not on a first query
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"the version holds {len(ids) - len(set(ids))} chunk ids twice")
-        row_of = {cid: i for i, cid in enumerate(ids)}
+        row_of = RowOf([(segment_rows(segment), positions) for segment, positions in sparse_parts], ids)
+        twice = row_of.repeated()
+        if twice:
+            raise ValueError(f"the version holds {twice} chunk ids twice")
         columns = {
             name: np.concatenate([p[name] for p in per_segment]) if per_segment else np.zeros(0, dtype=kind)
             for name, kind in _COLUMN_KINDS.items()
@@ -394,6 +395,66 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
     )
     _HELD.add(snap)
     return snap
+
+
+def segment_rows(segment: Segment) -> dict[str, int]:
+    """A segment's chunk id -> its row, built once per segment per process (segments are immutable and shared by
+    the versions that hold them: a worker switching versions builds it only for the segments it adds)."""
+    found = segment.derived.get("row_of")
+    if found is None:
+        found = {cid: i for i, cid in enumerate(segment.chunk_ids.tolist())}
+        segment.derived["row_of"] = found
+    return found
+
+
+class RowOf(Mapping[str, int]):
+    """Chunk id -> snapshot row, read through the segments' own maps (``segment_rows``) and where the snapshot
+    puts each segment row (``positions``: -1 for a row it does not hold): no map of every row per version."""
+
+    def __init__(self, parts: list[tuple[dict[str, int], np.ndarray]], ids: list[str]) -> None:
+        self.parts = parts
+        self.ids = ids
+
+    def get(self, key: str, default: Any = None) -> Any:
+        for rows, positions in self.parts:
+            row = rows.get(key)
+            if row is not None and positions[row] >= 0:
+                return int(positions[row])
+        return default
+
+    def __getitem__(self, key: str) -> int:
+        row = self.get(key)
+        if row is None:
+            raise KeyError(key)
+        return row
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key) is not None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def repeated(self) -> int:
+        """How many chunk ids the snapshot holds more than once (0 for a sound version): within a segment when its
+        map is smaller than its rows, else across segments (looked up from all but the largest part)."""
+        if any(len(rows) < positions.size for rows, positions in self.parts):
+            return len(self.ids) - len(set(self.ids))
+        held = [int(np.count_nonzero(positions >= 0)) for _, positions in self.parts]
+        largest = int(np.argmax(held)) if held else 0
+        twice = 0
+        for p, (rows, positions) in enumerate(self.parts):
+            if p == largest:
+                continue
+            for cid, row in rows.items():
+                if positions[row] < 0:
+                    continue
+                for q, (other, where) in enumerate(self.parts):
+                    if q != p and (q > p or q == largest) and (r := other.get(cid)) is not None and where[r] >= 0:
+                        twice += 1
+        return twice
 
 
 _HELD: weakref.WeakSet[Snapshot] = weakref.WeakSet()  # snapshots alive in this process: their segments stay loaded

@@ -139,6 +139,39 @@ def test_a_worker_switching_versions_loads_only_new_segments(tmp_path, many_file
     query = embedder.encode_one("heating help")
     scores = after.dense @ query
     assert scores.shape == (after.size,) and np.isclose(scores.max(), 1.0, atol=0.5)
+    # chunk id -> row through the shared segments' own maps: the edited chunk's new row, never its deleted old one
+    assert before.row_of.keys() != after.row_of.keys() or before.ids != after.ids
+    for snap in (before, after):
+        assert len(snap.row_of) == snap.size and all(snap.row_of[c] == i for i, c in enumerate(snap.ids))
+    old_ids = set(before.ids) - set(after.ids)
+    assert old_ids and not any(c in after.row_of for c in old_ids) and after.row_of.get(next(iter(old_ids))) is None
+    edited = next(c for c in after.ids if c not in set(before.ids))
+    assert after.rows[after.row_of[edited]]["content"].endswith("changed")
+    assert segment_rows_built_once(reader, after)
+
+
+def segment_rows_built_once(reader_module, snap) -> bool:
+    """The shared segment's id map is the one object both versions read (built once per segment per process)."""
+    shared = snap.row_of.parts[0][0]
+    return shared is reader_module.segment_rows(
+        reader_module.SEGMENTS.get(snap.path.parent.parent / "parts", snap.segments[0])
+    )
+
+
+def test_chunk_ids_held_twice_are_counted_across_and_within_segments() -> None:
+    """``RowOf.repeated``: a version holding one chunk id in two segments (or twice in one) is refused at load
+    ("holds N chunk ids twice"); rows the version does not hold (deleted) never count."""
+    from livemem.version.reader import RowOf
+
+    big = ({"a": 0, "b": 1, "c": 2}, np.array([0, 1, -1]))  # row c deleted
+    small = ({"c": 0, "d": 1}, np.array([2, 3]))
+    assert RowOf([big, small], ["a", "b", "c", "d"]).repeated() == 0
+    again = ({"b": 0}, np.array([4]))
+    assert RowOf([big, small, again], ["a", "b", "c", "d", "b"]).repeated() == 1
+    lookups = RowOf([big, small], ["a", "b", "c", "d"])
+    assert lookups["c"] == 2 and "c" in lookups and lookups.get("zz") is None and list(lookups) == ["a", "b", "c", "d"]
+    within = ({"a": 1}, np.array([0, 1]))  # two rows, one id: the map is smaller than the segment
+    assert RowOf([within], ["a", "a"]).repeated() == 1
 
 
 def test_merge_plan() -> None:
