@@ -108,6 +108,18 @@ def poll_health(url: str, until: list[Future], times: list[float]) -> None:
         time.sleep(0.1)
 
 
+def wait_until_busy(server: int, workers: int, limit: float = 15.0) -> None:
+    """Until ``workers`` of the server's SPARQL worker processes are computing (their CPU time grows)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        before = cpu_seconds(sparql_workers(server))
+        time.sleep(0.2)
+        after = cpu_seconds(sparql_workers(server))
+        if sum(1 for pid, t in after.items() if t > before.get(pid, t)) >= workers:
+            return
+    raise AssertionError(f"{workers} SPARQL workers were not busy within {limit} s")
+
+
 def test_runaway_queries_are_stopped_while_healthz_answers(server) -> None:
     assert sparql(server, LABELS).status_code == 200  # workers started and the graph loaded
     uvicorn_pid = server_pid(server)
@@ -115,7 +127,7 @@ def test_runaway_queries_are_stopped_while_healthz_answers(server) -> None:
     with ThreadPoolExecutor(4) as pool:
         bombs = [pool.submit(sparql, server, q) for q in (REGEX_BOMB, CARTESIAN_COUNT)]
         health = pool.submit(poll_health, server, bombs, health_times)
-        time.sleep(0.5)  # both take the two workers
+        wait_until_busy(uvicorn_pid, workers=2)  # both bombs hold the two workers (not a fixed sleep: CI is loaded)
         started = time.monotonic()
         refused = sparql(server, REGEX_BOMB)
         assert refused.status_code == 429, refused.text
