@@ -310,17 +310,31 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
         con = connect(path)
         parts = parts_dir(path)
         order = [e["id"] for e in manifest.get("segments") or []]
-        members = con.execute("SELECT segment, seg_row FROM chunk_members ORDER BY segment, seg_row").fetchnumpy()
-        names, starts = np.unique(np.asarray(members["segment"], dtype=object), return_index=True)
-        ends = [*starts[1:].tolist(), len(members["seg_row"])] if len(starts) else []  # no member: no segment
-        bounds = dict(zip(names.tolist(), zip(starts.tolist(), ends, strict=True), strict=True))
-        unknown = set(bounds) - set(order)
+        # the rows held of each segment: all of them but the deleted ones (``chunk_members``, computed from the
+        # small membership tables rather than read back row by row: a worker switch at 1M rows)
+        held = dict(con.execute("SELECT segment, chunks FROM held_segments").fetchall())
+        unknown = set(held) - set(order)
         if unknown:
-            raise ValueError(f"chunk_members names segments the manifest does not list: {sorted(unknown)[:3]}")
-        all_rows = np.asarray(members["seg_row"], dtype=np.int64)
-        segments = [
-            (SEGMENTS.get(parts, s), all_rows[bounds[s][0] : bounds[s][1]]) for s in order if s in bounds
-        ]  # fmt: skip
+            raise ValueError(f"held_segments names segments the manifest does not list: {sorted(unknown)[:3]}")
+        deletes = con.execute("SELECT segment, seg_row FROM chunk_deletes ORDER BY segment, seg_row").fetchnumpy()
+        deleted: dict[str, np.ndarray] = {}
+        if len(deletes["seg_row"]):
+            names, starts = np.unique(np.asarray(deletes["segment"], dtype=object), return_index=True)
+            rows = np.asarray(deletes["seg_row"], dtype=np.int64)
+            for name, a, b in zip(names.tolist(), starts.tolist(), [*starts[1:].tolist(), rows.size], strict=True):
+                deleted[name] = rows[a:b]
+        segments = []
+        for s in order:
+            if s not in held:
+                continue
+            segment = SEGMENTS.get(parts, s)
+            if int(held[s]) != segment.size:
+                raise ValueError(f"held_segments records {held[s]} rows of {s}, which has {segment.size}")
+            kept = np.arange(segment.size, dtype=np.int64)
+            if s in deleted:
+                kept = kept[~np.isin(kept, deleted[s], assume_unique=True)]
+            if kept.size:  # a segment none of whose rows is held holds nothing of this version
+                segments.append((segment, kept))
         SEGMENTS.retain(parts, set(order) | _still_held())
         _prune_copies(parts)
         ids: list[str] = []
