@@ -256,7 +256,7 @@ class BuildSettings(Section):
         description="address space (MiB) the document extraction worker may add (docs/documents.md)",
     )
     ann_min_rows: int = Field(
-        250_000,
+        500_000,
         ge=0,
         le=1_000_000_000,
         validation_alias="LIVEMEM_ANN_MIN_ROWS",
