@@ -95,6 +95,12 @@ class DenseRows:
             groups.append((int(p), where, rows[where] - self.offsets[p]))
         return groups
 
+    @property
+    def walks(self) -> bool:
+        """Whether a query's candidates come from graphs (a part has one and ``LIVEMEM_ANN`` is auto): a walk on
+        the calling thread, not a scan on the pool."""
+        return scan.ANN_MODE == "auto" and any(g is not None for g in self.graphs)
+
     def inverse(self, part: int) -> np.ndarray:
         """For each row of ``part``'s segment, its position among the part's rows in this snapshot (-1: the
         snapshot does not hold it): a graph's keys are segment rows. Built once per part."""

@@ -89,14 +89,20 @@ class Retriever:
         sparse_wanted = bool(candidates.size) and query.mode in ("sparse", "hybrid") and index is not None
         bm25 = None
         if candidates.size and query.mode in ("dense", "hybrid"):
+            pool = scan_pool() if sparse_wanted else None
+            # with graphs (livemem.index.ann) the dense side is a walk on this thread, not a scan on the pool
+            walk = query.mode == "hybrid" and snap.dense.walks
             if vector is None:
-                pool = scan_pool() if sparse_wanted else None
                 if pool is not None:  # BM25 is scored on the scan pool while this thread encodes (both free the GIL)
                     bm25 = pool.submit(index.scores, query.text)
                 vector = self.encode(query.text)
+            elif pool is not None and walk:  # BM25 on the pool while this thread walks the graphs
+                bm25 = pool.submit(index.scores, query.text)
             t = _tick(timings, "encode", t)
             # on a large snapshot the first stage runs on the scan pool while BM25 is scored here (livemem.index.dense)
             scan = snap.dense.scan(vector, mask, candidates)
+            if walk:  # the graphs' candidates now, while BM25 is scored on the pool
+                dense_top = scan.top(min(self.fusion.depth, candidates.size))
             t = _tick(timings, "dense", t)
         if sparse_wanted:
             # not started yet (the pool is busy): scored here instead of waiting for it
@@ -105,7 +111,7 @@ class Retriever:
             else:
                 sparse_all = bm25.result() if bm25 is not None and not bm25.cancel() else index.scores(query.text)
             t = _tick(timings, "sparse", t)
-        if scan is not None and query.mode == "hybrid":
+        if scan is not None and query.mode == "hybrid" and dense_top is None:
             dense_top = scan.top(min(self.fusion.depth, candidates.size))
             now = time.perf_counter()  # the dense side's wait and top, after BM25
             timings["dense"] = round(timings["dense"] + (now - t) * 1000, 3)
