@@ -78,9 +78,9 @@ def export_gbim(
 ) -> GbimResult:
     """Stage a new version with the GBIM entities of the configured spatial sources (nothing when unchanged).
     ``dsns``: database URLs of PostGIS sources by the variable each names (default: the environment);
-    ``graph_min_rows``: with at least this many entities their approximate-search graph is written (default:
-    ``LIVEMEM_ANN_MIN_ROWS``, the chunk segments' threshold; 0: never)."""
-    min_rows = BuildSettings.from_env().ann_min_rows if graph_min_rows is None else graph_min_rows
+    ``graph_min_rows``: with at least this many entities their approximate-search graph is written (the entry point
+    passes ``BuildSettings.ann_min_rows``, ``LIVEMEM_ANN_MIN_ROWS``; default: its default; 0: never)."""
+    min_rows = BuildSettings.defaults().ann_min_rows if graph_min_rows is None else graph_min_rows
     spatial = load_spatial(config)
     if spatial is not None:
         require_chroma(config)  # Chroma asked for but not installed: refused before anything is written

@@ -25,6 +25,7 @@ from dagster import (
 
 from livemem.gbim import EXPORT_VERSION, GbimResult, check_entities_valid, check_entity_flags, export_gbim
 from livemem.ingest.checks import CheckOutcome
+from livemem.settings import BuildSettings
 from livemem.sources.config import SourcesConfig
 from orchestration.assets.answer_gate import answer_gate_check
 from orchestration.assets.publishing import check_result, publish_asset, staged_output, staging_asset
@@ -114,7 +115,10 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         spatial_databases: SpatialDatabasesResource,
     ) -> Output[dict[str, Any]]:
         home = index_store.home()
-        result = export_gbim(git_sources.load(), home, embedder.embedder(), dsns=spatial_databases.dsns)
+        result = export_gbim(
+            git_sources.load(), home, embedder.embedder(), dsns=spatial_databases.dsns,
+            graph_min_rows=BuildSettings.from_env().ann_min_rows,  # read once here, passed down
+        )  # fmt: skip
         context.log.info(result.reason if not result.staged else f"staged version {result.version_id}")
         for q in result.quarantined:
             context.log.warning(f"quarantined {q.source} {q.source_pk}: {q.reason}")
