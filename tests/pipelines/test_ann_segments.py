@@ -54,6 +54,7 @@ def graph_path(monkeypatch):
     monkeypatch.setattr(scan, "GRAPH_EXACT_ROWS", 4)
     monkeypatch.setattr(scan, "ANN_MODE", "auto")
     monkeypatch.setattr(scan, "ANN_CANDIDATES", 8)  # fewer than the 48 rows: the graph walk decides
+    monkeypatch.setattr(scan, "WALK_COST", 0)  # (a walk costs more than scoring 48 rows: taken all the same)
     monkeypatch.setenv("LIVEMEM_ANN_CANDIDATES", "8")  # as the app configures it
 
 
