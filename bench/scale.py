@@ -1042,6 +1042,13 @@ def report_md(results: dict[str, Any]) -> str:
     )
 
 
+def _embedder_of(results: dict[str, Any]) -> tuple[str, float]:
+    """The stand-in (``--embedder``, ``--noise``) a result file's versions were built with."""
+    facts = results.get("embedder", {})
+    kind = "structured" if facts.get("class") == "bench.scale.StructuredStandIn" else "hash"
+    return kind, float(facts.get("noise") or 0.0)
+
+
 def _embedder_facts(kind: str, noise: float) -> dict[str, Any]:
     if kind == "structured":
         return {"class": "bench.scale.StructuredStandIn", "noise": noise,
@@ -1153,8 +1160,7 @@ def serve_again(args: argparse.Namespace) -> int:
     """``--serving-only``: the serving measurements of each size in ``--output`` again (a change to serving
     measured without building the versions again); the build figures are kept, the run recorded."""
     results = json.loads(args.output.read_text(encoding="utf-8"))
-    embedder = results.get("embedder", {})
-    kind = "structured" if embedder.get("class") == "bench.scale.StructuredStandIn" else "hash"
+    kind, noise = _embedder_of(results)
     for r in results["sizes"]:
         if "error" in r:
             continue
@@ -1163,7 +1169,7 @@ def serve_again(args: argparse.Namespace) -> int:
         with phase(r.setdefault("serving", {})) as entry:
             entry.update(
                 serving(home_dir, versions, args.queries, args.queries_file, None,
-                        (kind, float(embedder.get("noise") or 0.0), args.work))
+                        (kind, noise, args.work))
             )  # fmt: skip
         r.setdefault("serving_runs", []).append(
             {"at": datetime.now(UTC).isoformat(timespec="seconds"), "project": project_state(), "command":
@@ -1182,9 +1188,7 @@ def change_again(args: argparse.Namespace) -> int:
     from livemem.version.store import IndexHome
 
     results = json.loads(args.output.read_text(encoding="utf-8"))
-    embedder_facts = results.get("embedder", {})
-    kind = "structured" if embedder_facts.get("class") == "bench.scale.StructuredStandIn" else "hash"
-    embedder = make_embedder(kind, float(embedder_facts.get("noise") or 0.0), args.work)
+    embedder = make_embedder(*_embedder_of(results), args.work)
     embedder.encode(["the model loaded before the changes are timed"])
     docs = read_jsonl(args.corpus)
     for r in results["sizes"]:

@@ -17,6 +17,7 @@ keeps a fraction of the rows).
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ import numpy as np
 # simsimd is loaded before usearch, always: usearch's own SIMD library (numkong) exports the same symbols, and a
 # simsimd loaded after it resolves them there and refuses int8 inputs (``cdist``: "matching datatypes").
 import simsimd  # noqa: F401  (the dense first stage's kernel, livemem.index.kernels)
+
+log = logging.getLogger(__name__)
 
 GRAPH_FILE = "ann.usearch"
 GRAPH_FORMAT = 1
@@ -108,3 +111,18 @@ class Graph:
             self.index.expansion_search = max(MIN_EXPANSION_SEARCH, count, int(breadth))
             found = self.index.search(query, count, threads=1)
         return np.asarray(found.keys, dtype=np.int64)
+
+
+def open_recorded(path: Path, meta: dict[str, Any], what: str, verify: bool = False) -> Graph | None:
+    """The graph at ``path`` mapped, or None when it does not match what its owner recorded (``meta``; ``verify``:
+    its SHA-256 too): then said in the log and left unused — ``what`` (a segment, a GIS part) is searched exactly,
+    slower, never wrong. The one way segments and the GIS part open their graphs."""
+    try:
+        if verify and path.is_file():
+            with open(path, "rb") as fh:
+                if hashlib.file_digest(fh, "sha256").hexdigest() != meta.get("sha256"):
+                    raise GraphError(f"{path.name} does not match its recorded SHA-256")
+        return Graph.open(path, meta)
+    except (GraphError, OSError, RuntimeError, ValueError) as exc:
+        log.warning("graph of %s not used (%s): searched exactly", what, exc)
+        return None

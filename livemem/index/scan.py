@@ -505,7 +505,7 @@ def _kth_at_most(a: np.ndarray, k: int) -> float:
 
 def _graph_parts(dense: DenseRows, query: np.ndarray) -> list[int]:
     """The parts whose graph answers this query: those with one, when ``ANN_MODE`` is "auto" and the query finite."""
-    if ANN_MODE != "auto" or not any(g is not None for g in dense.graphs) or not np.all(np.isfinite(query)):
+    if not dense.walks or not np.all(np.isfinite(query)):
         return []
     return [p for p, g in enumerate(dense.graphs) if g is not None and dense.parts[p][1].size]
 

@@ -530,17 +530,20 @@ def _graph(version_dir: Path, size: int) -> Any:
     recorded = version_dir / GIS / GIS_GRAPH_META
     if not recorded.is_file():
         return None
-    from livemem.index.ann import GRAPH_FILE, Graph, GraphError
+    from livemem.index.ann import GRAPH_FILE, open_recorded
 
+    what = f"the GIS part of {version_dir.name}"
     try:
         meta = json.loads(recorded.read_text(encoding="utf-8"))
-        if not isinstance(meta, dict) or meta.get("rows") != size:
-            raise GraphError(f"{GIS_GRAPH_META} records {meta.get('rows') if isinstance(meta, dict) else meta} rows, "
-                             f"the version has {size} entities")  # fmt: skip
-        return Graph.open(version_dir / GIS / GRAPH_FILE, meta)
-    except (GraphError, OSError, RuntimeError, ValueError) as exc:
-        log.warning("graph of the GIS part of %s not used (%s): searched exactly", version_dir.name, exc)
+    except (OSError, ValueError) as exc:
+        log.warning("graph of %s not used (%s): searched exactly", what, exc)
         return None
+    if not isinstance(meta, dict) or meta.get("rows") != size:
+        rows = meta.get("rows") if isinstance(meta, dict) else meta
+        log.warning("graph of %s not used (%s records %s rows, the version has %d entities): searched exactly",
+                    what, GIS_GRAPH_META, rows, size)  # fmt: skip
+        return None
+    return open_recorded(version_dir / GIS / GRAPH_FILE, meta, what)
 
 
 def load_gis_index(version_dir: Path) -> GisIndex | None:

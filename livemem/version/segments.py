@@ -43,7 +43,7 @@ import pandas as pd
 
 from livemem.duck import registered, sql_literals
 from livemem.errors import LivingMemoryError
-from livemem.index.ann import GRAPH_FILE, Graph, GraphError, build_graph
+from livemem.index.ann import GRAPH_FILE, Graph, build_graph, open_recorded
 from livemem.index.bounds import INT8_MAX_NORM, max_row_norm
 from livemem.index.kernels import Int8Codes, quantize_int8
 from livemem.index.scan import share_int8
@@ -378,21 +378,13 @@ def load_segment(parts: Path, segment_id: str) -> Segment:
 
 
 def _graph(parts: Path, segment_id: str, verify: bool) -> Graph | None:
-    """The segment's graph, mapped, when ``segment.json`` records one; a graph that does not match what it records
-    is left unused (the segment is then searched exactly: slower, never wrong) and said in the log. ``verify``: its
-    SHA-256 checked too, as the segment's own files are when the machine's serving copy is written from them
-    (later loads check its size and header)."""
+    """The segment's graph, mapped, when ``segment.json`` records one (``livemem.index.ann.open_recorded``;
+    ``verify``: its SHA-256 checked too, as the segment's own files are when the machine's serving copy is written
+    from them; later loads check its size and header)."""
     recorded = segment_meta(parts, segment_id).get("graph")
     if not recorded:
         return None
-    path = parts / segment_id / GRAPH_FILE
-    try:
-        if verify and path.is_file() and _sha256(path) != recorded.get("sha256"):
-            raise GraphError(f"{GRAPH_FILE} does not match its recorded SHA-256")
-        return Graph.open(path, recorded)
-    except (GraphError, OSError, RuntimeError, ValueError) as exc:
-        log.warning("graph of segment %s not used (%s): searched exactly", segment_id, exc)
-        return None
+    return open_recorded(parts / segment_id / GRAPH_FILE, recorded, f"segment {segment_id}", verify)
 
 
 class SegmentCache:
