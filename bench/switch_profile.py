@@ -1,0 +1,141 @@
+"""Where a serving worker's version switch spends its time (issue 38: a switch at 2M chunks within 1 s).
+
+A worker switches when ``CURRENT`` moves: ``livemem.version.reader.load_snapshot(home, new)`` while it still holds
+the snapshot of the old version (``bench.scale``'s serving phase times exactly that). This loads the oldest version
+of a home (the full build) once, then, ``--repeats`` times, loads each next version while holding it, as a fresh
+worker would: the segments the next version adds are forgotten by the process between repeats (so each repeat maps
+them again and derives their columns again), the big segment stays loaded by the held snapshot. Prints the wall time
+of every switch, then one more switch under ``cProfile``: its stages (the functions of ``load_snapshot``) and the
+functions with the most own time.
+
+    .venv/bin/python -m bench.switch_profile --home /tmp/scalework/size-1000000/index
+
+Nothing under the home is written: a version whose segments have no serving copy yet (which loading would write)
+is refused, and the oldest version's copy must exist too (its first load is then a mapping, ≈ 2 s at 1M).
+A 1M snapshot takes ≈ 6 GB of memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import json
+import os
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+# the functions whose cumulative time is reported as stages of a switch (``load_snapshot`` and what it calls)
+STAGES = (
+    ("load_snapshot_at", "reader.py"),
+    ("verify_files", "reader.py"),
+    ("connect", "version/__init__.py"),
+    ("get", "segments.py"),
+    ("retain", "segments.py"),
+    ("_prune_copies", "reader.py"),
+    ("_segment_columns", "reader.py"),
+    ("segment_rows", "reader.py"),
+    ("__init__", "dense.py"),
+    ("prepare", "dense.py"),
+    ("repeated", "reader.py"),
+    ("read_signals", "signals.py"),
+    ("_related", "signals.py"),
+    ("__init__", "sparse.py"),
+    ("__init__", "reader.py"),
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--home", type=Path, required=True, help="an index home (its versions/ and parts/)")
+    parser.add_argument("--base", help="the version held (default: the oldest)")
+    parser.add_argument("--to", nargs="+", help="the versions switched to (default: the one after the base)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--top", type=int, default=25, help="functions listed by own time under cProfile")
+    parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
+    args = parser.parse_args(argv)
+
+    from livemem.version import mapped, parts_dir
+    from livemem.version.reader import SEGMENTS, load_snapshot
+    from livemem.version.store import IndexHome
+
+    home = IndexHome(args.home)
+    versions = sorted(p.name for p in (args.home / "versions").iterdir() if (p / "manifest.json").is_file())
+    base = args.base or versions[0]
+    targets = args.to or [versions[versions.index(base) + 1]]
+    for version in (base, *targets):  # loading a segment without a serving copy would write one under the home
+        path = home.version_dir(version)
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        root = mapped.cache_root(parts_dir(path))
+        missing = [s["id"] for s in manifest.get("segments") or [] if not (root / s["id"]).is_dir()]
+        if missing:
+            sys.exit(
+                f"version {version}: no serving copy of {', '.join(missing)} under {root} (loading would write it)"
+            )
+
+    print(f"load average {tuple(round(x, 2) for x in os.getloadavg())}; base {base}; switching to {', '.join(targets)}")
+    t0 = time.perf_counter()
+    held = load_snapshot(home, base)
+    print(f"base load: {time.perf_counter() - t0:.2f} s, {held.size:,} chunks, {_rss_mib():,} MiB RSS")
+    parts = parts_dir(held.path)
+
+    def switch(version: str, profiler: cProfile.Profile | None = None) -> tuple[float, int]:
+        gc.collect()
+        t0 = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
+        fresh = load_snapshot(home, version)
+        if profiler is not None:
+            profiler.disable()
+        elapsed = time.perf_counter() - t0
+        size = fresh.size
+        fresh.close()
+        del fresh
+        gc.collect()
+        SEGMENTS.retain(parts, set(held.segments))  # the next repeat maps the segments the version adds again
+        return elapsed, size
+
+    results = {}
+    for version in targets:
+        times = []
+        for _ in range(args.repeats):
+            elapsed, size = switch(version)
+            times.append(elapsed)
+        results[version] = {"chunks": size, "s": [round(t, 4) for t in times]}
+        print(
+            f"switch to {version} ({size:,} chunks): min {min(times):.3f} s, median {statistics.median(times):.3f} s"
+            f" ({', '.join(f'{t:.3f}' for t in times)})"
+        )
+    print(f"RSS {_rss_mib():,} MiB; load average {tuple(round(x, 2) for x in os.getloadavg())}")
+    if not args.no_profile:
+        profiler = cProfile.Profile()
+        elapsed, _ = switch(targets[0], profiler)
+        stats = pstats.Stats(profiler)
+        print(f"\nunder cProfile: {elapsed:.3f} s; stages (cumulative s, calls):")
+        entries = stats.stats  # type: ignore[attr-defined]
+        stages = {}
+        for name, where in STAGES:
+            found = [(v[3], v[1]) for (file, _, func), v in entries.items() if func == name and file.endswith(where)]
+            if found:
+                stages[f"{where}:{name}"] = round(sum(c for c, _ in found), 4)
+                print(f"  {where}:{name:<20} {sum(c for c, _ in found):8.3f}  {sum(n for _, n in found):>8}")
+        results["profile"] = {"wall_s": round(elapsed, 4), "stages_s": stages}
+        print(f"\nfunctions by own time (top {args.top}):")
+        stats.sort_stats("tottime").print_stats(args.top)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+
+
+def _rss_mib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) // 1024
+    return 0
+
+
+if __name__ == "__main__":
+    main()
