@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import operator
 import re
 import threading
 import time
@@ -90,11 +91,11 @@ class Snapshot:
     version_id: str
     path: Path
     manifest: dict[str, Any]
-    ids: list[str]
+    ids: Sequence[str]  # chunk id of each row (``ChunkIds``)
     dense: DenseRows
     sparse: SparseScorer | None
     rows: Rows
-    columns: dict[str, np.ndarray]
+    columns: Mapping[str, np.ndarray]  # per row, by name (``Columns``)
     row_of: Mapping[str, int]  # chunk id -> row (``RowOf``)
     access_of: dict[str, str]
     # attention, last breath, related chunks and question memory, read with the version (livemem.version.signals)
@@ -324,6 +325,7 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             for name, a, b in zip(names.tolist(), starts.tolist(), [*starts[1:].tolist(), rows.size], strict=True):
                 deleted[name] = rows[a:b]
         segments = []
+        gone: dict[str, np.ndarray] = {}  # per segment, its rows the version does not hold
         for s in order:
             if s not in held:
                 continue
@@ -332,24 +334,26 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
                 raise ValueError(f"held_segments records {held[s]} rows of {s}, which has {segment.size}")
             kept = np.arange(segment.size, dtype=np.int64)
             if s in deleted:
-                kept = kept[~np.isin(kept, deleted[s], assume_unique=True)]
+                keep = np.ones(segment.size, dtype=bool)
+                keep[deleted[s][(deleted[s] >= 0) & (deleted[s] < segment.size)]] = False
+                kept, gone[s] = np.flatnonzero(keep), np.flatnonzero(~keep)
             if kept.size:  # a segment none of whose rows is held holds nothing of this version
                 segments.append((segment, kept))
         SEGMENTS.retain(parts, set(order) | _still_held())
         _prune_copies(parts)
-        ids: list[str] = []
-        per_segment: list[dict[str, np.ndarray]] = []
         sparse_parts = []
         offset = 0
         for segment, seg_rows in segments:
-            if seg_rows.size and int(seg_rows.max()) >= segment.size:
+            if seg_rows.size and int(seg_rows[-1]) >= segment.size:
                 raise ValueError(f"chunk_members names rows beyond the {segment.size} of {segment.id}")
-            ids.extend(segment.chunk_ids[seg_rows].tolist())
-            per_segment.append({k: v[seg_rows] for k, v in _segment_columns(segment).items()})
             positions = np.full(segment.size, -1, dtype=np.int64)
             positions[seg_rows] = np.arange(offset, offset + seg_rows.size)
             sparse_parts.append((segment, positions))
             offset += seg_rows.size
+        # a segment held whole is read as it is (``None``: every row, in order), else at the rows held
+        whole = [(segment, None if seg_rows.size == segment.size else seg_rows) for segment, seg_rows in segments]
+        ids = ChunkIds([(segment.chunk_ids, seg_rows) for segment, seg_rows in whole])
+        columns = Columns([(_segment_columns(segment), seg_rows) for segment, seg_rows in whole], offset)
         dim = int(manifest.get("model", {}).get("dim") or (segments[0][0].dense.shape[1] if segments else 384))
         dense = DenseRows(
             [(segment.dense, seg_rows) for segment, seg_rows in segments],
@@ -362,19 +366,18 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
         twice = row_of.repeated()
         if twice:
             raise ValueError(f"the version holds {twice} chunk ids twice")
-        columns = {
-            name: np.concatenate([p[name] for p in per_segment]) if per_segment else np.zeros(0, dtype=kind)
-            for name, kind in _COLUMN_KINDS.items()
-        }
-        parent_ids, model_id = columns["parent_id"], manifest.get("model", {}).get("id", "")
+        model_id = manifest.get("model", {}).get("id", "")
         signals = read_signals(  # the question memory: read at its first use, once
-            con, ids, row_of, lambda: question_memory(path / TABLES, manifest, row_of, parent_ids, dim, model_id)
+            con,
+            ids,
+            row_of,
+            lambda: question_memory(path / TABLES, manifest, row_of, columns["parent_id"], dim, model_id),
         )
         columns["attention"] = signals.attention  # a filter column too (``min_attention``)
         columns["breath"] = np.full(len(ids), np.nan)  # parsed for the few rows with a last breath only
-        for row, phase in enumerate(signals.last_breath):
-            if phase:
-                columns["breath"][row] = breath_number(phase)
+        for row in signals.breathed.tolist():
+            columns["breath"][row] = breath_number(signals.last_breath[row])
+        held_pairs = _held_pairs([(segment, gone.get(segment.id)) for segment, _ in segments])
         sparse = SparseScorer([(s.postings, positions) for s, positions in sparse_parts], len(ids)) if ids else None
     except IndexUnavailable:
         if con is not None:
@@ -389,7 +392,7 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             f"{MATERIALIZE_HINT}, or roll CURRENT back to an earlier version"
         ) from exc
     access_of = {name: info.get("access", "public") for name, info in manifest.get("collections", {}).items()}
-    for collection, access in set(zip(columns["collection"].tolist(), columns["access"].tolist(), strict=True)):
+    for collection, access in held_pairs:
         access_of.setdefault(collection, access)
     snap = Snapshot(
         version_id=version_id,
@@ -411,6 +414,136 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
     return snap
 
 
+class ChunkIds(Sequence[str]):
+    """A snapshot's chunk ids in row order, read from its segments' ``chunk_ids`` at the rows it holds of each
+    (``None``: all of them), not copied into a list per version (a worker switch at 1M rows); equal to a list of
+    the same ids."""
+
+    def __init__(self, parts: list[tuple[np.ndarray, np.ndarray | None]]) -> None:
+        self.parts = parts
+        sizes = [int(ids.size if rows is None else rows.size) for ids, rows in parts]
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.size = int(self.offsets[-1])
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, row):  # type: ignore[override]
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(self.size))]
+        row = operator.index(row)
+        if row < 0:
+            row += self.size
+        if not 0 <= row < self.size:
+            raise IndexError(f"row {row} of {self.size}")
+        part = 0 if len(self.parts) == 1 else int(np.searchsorted(self.offsets, row, side="right")) - 1
+        ids, rows = self.parts[part]
+        local = row - int(self.offsets[part])
+        return ids[local if rows is None else rows[local]]
+
+    def __iter__(self) -> Iterator[str]:
+        for ids, rows in self.parts:
+            count = ids.size if rows is None else rows.size
+            for start in range(0, count, 65536):  # a block of ids at a time, not a list of every one
+                end = min(start + 65536, count)
+                yield from (ids[start:end] if rows is None else ids[rows[start:end]]).tolist()
+
+    def tolist(self) -> list[str]:
+        return list(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ChunkIds | list | tuple):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ChunkIds({self.size} ids)"
+
+
+class Columns(Mapping[str, np.ndarray]):
+    """A snapshot's per-row columns by name (``_COLUMN_KINDS``, then the version's own: ``attention``,
+    ``breath``), each gathered from its segments' columns (``_segment_columns``) at its first use and kept for
+    the snapshot: a worker switch copies no column, and a request reads only those it filters or scores on. A
+    snapshot holding one segment whole reads that segment's arrays themselves (shared, read-only)."""
+
+    def __init__(self, parts: list[tuple[dict[str, np.ndarray], np.ndarray | None]], size: int) -> None:
+        self.parts = parts  # (a segment's columns, the segment rows the snapshot holds, in order; None: all)
+        self.size = size
+        self._found: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def __setitem__(self, name: str, values: np.ndarray) -> None:
+        """A column of the version's own (attention, breath), given whole."""
+        self._found[name] = values
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        found = self._found.get(name)
+        if found is None:
+            kind = _COLUMN_KINDS[name]  # KeyError: no such column
+            with self._lock:
+                found = self._found.get(name)
+                if found is None:
+                    found = self._found[name] = self._gather(name, kind)
+        return found
+
+    def _gather(self, name: str, kind: type) -> np.ndarray:
+        if not self.parts:
+            return np.zeros(0, dtype=kind)
+        if len(self.parts) == 1 and self.parts[0][1] is None:
+            return self.parts[0][0][name]
+        out = np.empty(self.size, dtype=self.parts[0][0][name].dtype)
+        offset = 0
+        for columns, rows in self.parts:
+            values = columns[name]
+            count = values.size if rows is None else rows.size
+            if rows is None:
+                out[offset : offset + count] = values
+            else:  # rows are within the segment (checked by load_snapshot_at): no bounds buffering
+                np.take(values, rows, out=out[offset : offset + count], mode="clip")
+            offset += count
+        return out
+
+    def __iter__(self) -> Iterator[str]:
+        yield from _COLUMN_KINDS
+        yield from (name for name in self._found if name not in _COLUMN_KINDS)
+
+    def __len__(self) -> int:
+        return len(_COLUMN_KINDS) + sum(name not in _COLUMN_KINDS for name in self._found)
+
+    def __contains__(self, name: object) -> bool:
+        return name in _COLUMN_KINDS or name in self._found
+
+
+def _held_pairs(parts: list[tuple[Segment, np.ndarray | None]]) -> list[tuple[str | None, str | None]]:
+    """The distinct (collection, access) of the rows a snapshot holds, from each segment's counts per pair (once
+    per segment) less those of its rows not held (``None``: none), in code order."""
+    found: dict[tuple[str | None, str | None], None] = {}
+    for segment, gone in parts:
+        pair, counts, collections, levels = _segment_pairs(segment)
+        if gone is not None and gone.size:
+            counts = counts - np.bincount(pair[gone], minlength=counts.size)
+        width = levels.size  # codes are stored + 1: NULL (-1) is 0, read as the dictionaries' last value, None
+        for code in np.flatnonzero(counts > 0).tolist():
+            found.setdefault((collections[code // width - 1], levels[code % width - 1]), None)
+    return list(found)
+
+
+def _segment_pairs(segment: Segment) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of a segment its (collection, access) pair's code, the rows per code, and the two dictionaries
+    (``Table.dictionary``: values, then None); computed once per segment and process."""
+    found = segment.derived.get("pairs")
+    if found is None:
+        collections, levels = segment.table.dictionary("collection"), segment.table.dictionary("access")
+        pair = (np.asarray(segment.table.codes("collection"), dtype=np.int64) + 1) * levels.size + (
+            np.asarray(segment.table.codes("access"), dtype=np.int64) + 1
+        )
+        counts = np.bincount(pair, minlength=collections.size * levels.size)
+        found = segment.derived["pairs"] = (pair, counts, collections, levels)
+    return found
+
+
 def segment_rows(segment: Segment) -> dict[str, int]:
     """A segment's chunk id -> its row, built once per segment per process (segments are immutable and shared by
     the versions that hold them: a worker switching versions builds it only for the segments it adds)."""
@@ -425,7 +558,7 @@ class RowOf(Mapping[str, int]):
     """Chunk id -> snapshot row, read through the segments' own maps (``segment_rows``) and where the snapshot
     puts each segment row (``positions``: -1 for a row it does not hold): no map of every row per version."""
 
-    def __init__(self, parts: list[tuple[dict[str, int], np.ndarray]], ids: list[str]) -> None:
+    def __init__(self, parts: list[tuple[dict[str, int], np.ndarray]], ids: Sequence[str]) -> None:
         self.parts = parts
         self.ids = ids
 
@@ -568,6 +701,8 @@ def _segment_columns(segment: Segment) -> dict[str, np.ndarray]:
     columns["updated"] = times[np.asarray(table.codes("updated_at"))]
     dated = np.array([parse_time(d.get("document_date")) for d in domains], dtype=np.float64)
     columns["document_date"] = dated[domain_codes]
+    for values in columns.values():  # shared by every snapshot holding the segment (``Columns``)
+        values.flags.writeable = False
     segment.derived["columns"] = columns
     return columns
 

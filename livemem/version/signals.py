@@ -12,7 +12,7 @@ large table, and a version asked nothing that weighs attention never needs it). 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 Related = dict[int, list[tuple[int, float]]]  # row -> (related row, weight), strongest first
+FEW_ATTENDED = 8  # fewer chunks with attention than 1/8 of a snapshot's rows: looked up one by one (read_signals)
 
 
 @dataclass(frozen=True)
@@ -54,13 +55,24 @@ class MemorySignals:
         last_breath: list[str | None],
         related: Related,
         load_questions: Callable[[], QuestionMemory],
+        breathed: np.ndarray | None = None,
     ) -> None:
         self.attention = attention
         self.last_breath = last_breath
+        # the rows whose last breath is set, ascending (None: not known, found from ``last_breath`` when asked)
+        self._breathed = breathed
         self.related = related
         self._load_questions = load_questions
         self._questions: QuestionMemory | None = None
         self._lock = threading.Lock()
+
+    @property
+    def breathed(self) -> np.ndarray:
+        """The rows that have a last breath, ascending (what ``read_signals`` found; a scan of ``last_breath`` for
+        signals made without it)."""
+        if self._breathed is None:
+            self._breathed = np.array([r for r, b in enumerate(self.last_breath) if b], dtype=np.int64)
+        return self._breathed
 
     @property
     def questions(self) -> QuestionMemory:
@@ -78,27 +90,42 @@ class MemorySignals:
 
 
 def read_signals(
-    con: duckdb.DuckDBPyConnection, ids: list[str], row_of: dict[str, int], questions: Callable[[], QuestionMemory]
+    con: duckdb.DuckDBPyConnection,
+    ids: Sequence[str],
+    row_of: Mapping[str, int],
+    questions: Callable[[], QuestionMemory],
 ) -> MemorySignals:
     """Attention, last breath and related chunks of the rows ``ids`` (the version's own tables, not the segments');
     ``questions`` reads the question memory when it is first needed (``question_memory``)."""
     frame = con.execute("SELECT chunk_id, attention_score, last_breath_seen FROM attention").df()
-    # only the chunks with some attention are looked up (a hash join in C), not every row of the version
     frame = frame.drop_duplicates("chunk_id", keep="last")  # one row per chunk (as a dict of them kept the last)
-    where = pd.Index(frame["chunk_id"]).get_indexer(ids) if len(frame) else np.full(len(ids), -1)
-    held = np.flatnonzero(where >= 0)
-    attention = np.zeros(len(ids), dtype=np.float64)
+    size = len(ids)
+    if len(frame) * FEW_ATTENDED < size:
+        # few chunks with attention (a version's usual case): each is looked up in ``row_of``, not every row of the
+        # version in them (a worker switch at 1M rows); a snapshot holds each chunk id once
+        found = np.fromiter((row_of.get(c, -1) for c in frame["chunk_id"].tolist()), np.int64, count=len(frame))
+        own = np.flatnonzero(found >= 0)
+        where = np.full(size, -1, dtype=np.int64)
+        where[found[own]] = own
+        held = np.sort(found[own])
+    else:  # every row of the version looked up among them (a hash join in C)
+        where = pd.Index(frame["chunk_id"]).get_indexer(list(ids)) if len(frame) else np.full(size, -1)
+        held = np.flatnonzero(where >= 0)
+    attention = np.zeros(size, dtype=np.float64)
     attention[held] = frame["attention_score"].to_numpy(dtype=np.float64)[where[held]]
-    last_breath: list[str | None] = [None] * len(ids)
+    last_breath: list[str | None] = [None] * size
     seen = frame["last_breath_seen"].to_numpy(dtype=object)
+    breathed = []
     for row in held.tolist():
         breath = seen[where[row]]
         if isinstance(breath, str):
             last_breath[row] = breath
-    return MemorySignals(attention, last_breath, _related(con, row_of), questions)
+            if breath:
+                breathed.append(row)
+    return MemorySignals(attention, last_breath, _related(con, row_of), questions, np.array(breathed, dtype=np.int64))
 
 
-def _related(con: duckdb.DuckDBPyConnection, row_of: dict[str, int]) -> Related:
+def _related(con: duckdb.DuckDBPyConnection, row_of: Mapping[str, int]) -> Related:
     """Chunks retrieved together (from the nightly rollup's ``related_chunks``), by row, strongest first."""
     if not _has_table(con, "related_chunks"):
         return {}
