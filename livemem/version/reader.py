@@ -112,6 +112,7 @@ class Snapshot:
     _parents: dict[str, tuple[Table, int]] | None = None  # parent_id -> its row in a segment's serving copy
     _parents_lock: threading.Lock = field(default_factory=threading.Lock)
     _parent_segments: list[Segment] = field(default_factory=list)  # segments ``_parents`` reads
+    held_pairs: tuple[tuple[str | None, str | None], ...] = ()  # the distinct (collection, access) of its rows
 
     @property
     def size(self) -> int:
@@ -137,8 +138,8 @@ class Snapshot:
 
     @cached_property
     def access_levels(self) -> frozenset[str]:
-        """The access levels of this version's chunks."""
-        return frozenset(self.columns["access"]) if self.size else frozenset()
+        """The access levels of this version's chunks (from ``held_pairs``: no pass over every row)."""
+        return frozenset(access for _, access in self.held_pairs) if self.size else frozenset()
 
     def sparse_for(self, levels: frozenset[str]) -> LevelSparse | None:
         """BM25 scored with the term statistics of exactly the chunks of access ``levels`` (so scores never depend
@@ -409,6 +410,7 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
         segments=tuple(order),
         sparse_parts=sparse_parts,
         _con=con,
+        held_pairs=tuple(held_pairs),
     )
     _HELD.add(snap)
     return snap

@@ -72,6 +72,7 @@ def test_a_switch_shares_whole_segments_and_a_version_with_deletions_reads_every
     after = load_snapshot(home, second)  # while ``before`` is held, as a worker switches
     assert len(after.segments) == 2 and segment.id in after.segments  # the old segment, less its deleted rows
     assert before.access_of == {"docs": "public", "notes": "internal"}
+    assert before.access_levels == frozenset({"public", "internal"})
     assert after.access_of == {"docs": "public"}  # the dropped collection's rows are deleted, not held
     assert after.collections_for(frozenset({"internal"})) == [] and after.access_levels == frozenset({"public"})
     for snap, version in ((before, first), (after, second)):
