@@ -5,8 +5,9 @@ the snapshot of the old version (``bench.scale``'s serving phase times exactly t
 of a home (the full build) once, then, ``--repeats`` times, loads each next version while holding it, as a fresh
 worker would: the segments the next version adds are forgotten by the process between repeats (so each repeat maps
 them again and derives their columns again), the big segment stays loaded by the held snapshot. Prints the wall time
-of every switch, then one more switch under ``cProfile``: its stages (the functions of ``load_snapshot``) and the
-functions with the most own time.
+of every switch and, after it, of reading every column of the new snapshot once (what its first requests read:
+``Snapshot.columns`` are gathered at first use), then one more switch under ``cProfile``: its stages (the functions
+of ``load_snapshot``) and the functions with the most own time.
 
     .venv/bin/python -m bench.switch_profile --home /tmp/scalework/size-1000000/index
 
@@ -93,6 +94,10 @@ def main(argv: list[str] | None = None) -> None:
             profiler.disable()
         elapsed = time.perf_counter() - t0
         size = fresh.size
+        t0 = time.perf_counter()
+        for name in fresh.columns:  # what a snapshot's first requests read (gathered at first use, if not at load)
+            fresh.columns[name]
+        columns.append(time.perf_counter() - t0)
         fresh.close()
         del fresh
         gc.collect()
@@ -100,15 +105,22 @@ def main(argv: list[str] | None = None) -> None:
         return elapsed, size
 
     results = {}
+    columns: list[float] = []
     for version in targets:
         times = []
+        columns.clear()
         for _ in range(args.repeats):
             elapsed, size = switch(version)
             times.append(elapsed)
-        results[version] = {"chunks": size, "s": [round(t, 4) for t in times]}
+        results[version] = {
+            "chunks": size,
+            "s": [round(t, 4) for t in times],
+            "every_column_after_s": [round(t, 4) for t in columns],
+        }
         print(
             f"switch to {version} ({size:,} chunks): min {min(times):.3f} s, median {statistics.median(times):.3f} s"
-            f" ({', '.join(f'{t:.3f}' for t in times)})"
+            f" ({', '.join(f'{t:.3f}' for t in times)}); then every column read once: median"
+            f" {statistics.median(columns):.3f} s"
         )
     print(f"RSS {_rss_mib():,} MiB; load average {tuple(round(x, 2) for x in os.getloadavg())}")
     if not args.no_profile:
