@@ -6,7 +6,8 @@ L2-normalised description vectors, same order). ``load_gis_index`` serves them f
 (``livemem.version.mapped``, like the segments' copies): the first worker of a machine that loads a version's GIS
 part reads those files once and writes, in one file, the entities by column (text dictionary-encoded), the
 relations by column grouped by subject, the float32 vectors, their int8 codes for the exact two-stage top-k
-(``livemem.index.dense``), and the rows sorted by longitude (the bbox / radius prefilter); every worker maps it, so
+(``livemem.index.dense``), and the rows sorted by longitude with their longitudes and latitudes in that order (the
+bbox / radius prefilter: a slice, then one pass over contiguous latitudes); every worker maps it, so
 N workers share one copy in the page cache and none holds a dict per entity: an entity's record is built when a
 response needs it (``Entities``). Spatial and metadata constraints are boolean masks over all entities computed
 *before* ranking, like the chunk filters in ``livemem.query.retrieval``; on the columns' codes, not per-row strings.
@@ -51,7 +52,7 @@ ENTITY_COLUMNS = (
 )  # fmt: skip
 RELATION_COLUMNS = ("subject", "predicate", "object", "object_kind", "provenance")
 GIS_GRAPH_META = "graph.json"  # gis/graph.json: how gis/ann.usearch was built (livemem.index.ann.graph_meta)
-GIS_COPY_FORMAT = 1  # bump when what the GIS serving copy holds changes (a copy of another format is written again)
+GIS_COPY_FORMAT = 2  # bump when what the GIS serving copy holds changes (a copy of another format is written again)
 FLOAT_COLUMNS = ("centroid_x", "centroid_y", "lon", "lat")
 # how each column is stored in the copy (``livemem.version.mapped.Table``)
 ENTITY_KINDS = {c: "float" if c in FLOAT_COLUMNS else "int" if c == "srid" or c in FLAG_COLUMNS else "text"
@@ -228,8 +229,10 @@ class GisIndex:
     lat: np.ndarray
     lon_order: np.ndarray  # rows with a longitude, by longitude (the bbox / radius prefilter) ...
     lon_sorted: np.ndarray  # ... and their longitudes
+    lat_by_lon: np.ndarray  # ... and their latitudes (the prefilter reads contiguous columns, gathers no row)
     relations: Relations
     guard: mapped.Guard | None = None  # the mapping of the copy (None: held in this process's memory)
+    int8: Int8Codes | None = None  # the vectors' int8 codes (``quantize_int8``), when the copy holds them
     _access_masks: dict = field(default_factory=dict, repr=False)
     # what is derived from the columns once per index and kept with it (``derived``: the answer layer's label index)
     _derived: dict = field(default_factory=dict, repr=False)
@@ -324,21 +327,25 @@ class GisIndex:
             if reach is not None and lon0 - reach >= -180 and lon0 + reach <= 180:  # not across the antimeridian
                 lo_lon, hi_lon = max(lo_lon, lon0 - reach), min(hi_lon, lon0 + reach)
         keep = np.zeros(self.size, dtype=bool)
-        if not lo_lon <= hi_lon:  # includes NaN bounds
+        if not lo_lon <= hi_lon or (bbox is not None and any(math.isnan(v) for v in bbox)):  # NaN bounds: nothing
             return keep
         first = int(np.searchsorted(self.lon_sorted, lo_lon, side="left"))
         last = int(np.searchsorted(self.lon_sorted, hi_lon, side="right"))
-        rows = self.lon_order[first:last]
-        lat, lon = self.lat[rows], self.lon[rows]
-        ok = np.ones(rows.size, dtype=bool)
+        # the slice holds exactly the rows with lo_lon <= lon <= hi_lon (NaN longitudes are not in lon_order): within
+        # it, the conditions on latitude and distance, over contiguous columns (no gather of every row of the slice)
+        lat = self.lat_by_lon[first:last]
+        lo_lat, hi_lat = -math.inf, math.inf
         if bbox is not None:
-            min_lon, min_lat, max_lon, max_lat = bbox
-            ok &= (lon >= min_lon) & (lon <= max_lon) & (lat >= min_lat) & (lat <= max_lat)
-        if near is not None:
+            lo_lat, hi_lat = bbox[1], bbox[3]
+        if near is not None:  # a point farther in latitude than the radius is farther on the sphere too
+            reach = math.degrees(near[2] / EARTH_RADIUS_KM) * (1 + 1e-9) + 1e-9  # a hair wider, as _lon_reach
+            lo_lat, hi_lat = max(lo_lat, near[0] - reach), min(hi_lat, near[0] + reach)
+        where = np.flatnonzero((lat >= lo_lat) & (lat <= hi_lat))  # a NaN latitude is never inside
+        if near is not None and where.size:
             lat0, lon0, radius_km = near
-            where = np.flatnonzero(ok)
-            ok[where] = haversine_km(lat[where], lon[where], lat0, lon0) <= radius_km
-        keep[rows[ok]] = True
+            lon = self.lon_sorted[first:last][where]
+            where = where[haversine_km(lat[where], lon, lat0, lon0) <= radius_km]
+        keep[self.lon_order[first:last][where]] = True
         return keep
 
     def access_mask(self, access: frozenset[str]) -> np.ndarray:
@@ -471,6 +478,7 @@ def _read_arrays(version_dir: Path) -> tuple[dict[str, np.ndarray], dict[str, An
     arrays["lon"], arrays["lat"] = lon, lat
     arrays["lon_order"] = np.argsort(lon, kind="stable")[: int(np.count_nonzero(~np.isnan(lon)))].astype(np.int64)
     arrays["lon_sorted"] = lon[arrays["lon_order"]]
+    arrays["lat_by_lon"] = lat[arrays["lon_order"]]
     arrays["id_order"] = np.argsort(np.array(ids, dtype=object), kind="stable").astype(np.int64)
     subject_row = index.get_indexer(relations["subject"])
     orphan = subject_row < 0
@@ -499,6 +507,7 @@ def _index(version_dir: Path, arrays: Mapping[str, np.ndarray], meta: dict[str, 
     dense = arrays["dense"]
     if dense.shape[0] != size or table.codes("entity_id").size != size or arrays["rel.starts"].size != size + 1:
         raise ValueError(f"the GIS copy holds {size} entities, {dense.shape[0]} vectors")
+    codes = None
     if "dense.i8" in arrays:
         codes = Int8Codes(arrays["dense.i8"], arrays["dense.i8scale"], float(meta["dense_i8_error"]),
                           float(meta["dense_i8_max_hat"]), arrays["dense.i8error"])  # fmt: skip
@@ -518,8 +527,10 @@ def _index(version_dir: Path, arrays: Mapping[str, np.ndarray], meta: dict[str, 
         lat=arrays["lat"],
         lon_order=arrays["lon_order"],
         lon_sorted=arrays["lon_sorted"],
+        lat_by_lon=arrays["lat_by_lon"],
         relations=Relations(row_of, relations_table, arrays["rel.starts"], meta.get("orphan_relations") or {}),
         guard=meta.get("guard"),
+        int8=codes,
     )
 
 
