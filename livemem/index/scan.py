@@ -241,11 +241,14 @@ class DenseScan:
         # parts answered by their graph (livemem.index.ann), and the allowed rows of the others (``rest``)
         self._graph_parts = _graph_parts(dense, query) if allowed.size else []
         self.rest = allowed
-        if self._graph_parts:
-            in_graph = np.zeros(allowed.size, dtype=bool)
-            for p in self._graph_parts:
-                in_graph[slice(*self._allowed_range(p))] = True
-            self.rest = allowed[~in_graph]
+        if self._graph_parts:  # the allowed rows between the graph parts' (ascending: slices, not a mask of all)
+            pieces, start = [], 0
+            for p in sorted(self._graph_parts):
+                a, b = self._allowed_range(p)
+                pieces.append(allowed[start:a])
+                start = b
+            pieces.append(allowed[start:])
+            self.rest = np.concatenate(pieces)
         self._approx: np.ndarray | None = None  # first-stage scores (float32), -inf where not allowed
         self._pending: tuple | None = None  # blocks being scanned on the pool (``_settle``)
         self.bound: tuple[float, float] = (math.inf, 0.0)  # |approx − exact| ≤ b0 + rho·|approx|

@@ -80,24 +80,28 @@ class Retriever:
         """
         timings: dict[str, float] = {}
         t = time.perf_counter()
-        mask = filter_mask(snap, collections, query.filters)
-        candidates = np.flatnonzero(mask)
+        mask, candidates = allowed_rows(snap, collections, query.filters)
         t = _tick(timings, "filter", t)
-        scan = sparse_all = dense_top = None
+        scan = sparse_all = sparse_rows = dense_top = None
         # Term statistics of only the access levels searched: scores never depend on chunks the caller may not read.
         index = snap.sparse_for(frozenset(snap.access_of[c] for c in collections if c in snap.access_of))
         sparse_wanted = bool(candidates.size) and query.mode in ("sparse", "hybrid") and index is not None
         bm25 = None
+        # hybrid's BM25 side: every row's score and the list fused (its best ``sparse_depth`` allowed rows), found on
+        # the thread that scores them (livemem.index.sparse.SparseScorer.ranked)
+        fusion = self.fusion_for(snap)
+        allowed = None if candidates.size == snap.size else mask
+        bm25_list = (query.text, allowed, fusion.depth if fusion.sparse_depth is None else fusion.sparse_depth)
         if candidates.size and query.mode in ("dense", "hybrid"):
             pool = scan_pool() if sparse_wanted else None
             # with graphs (livemem.index.ann) the dense side is a walk on this thread, not a scan on the pool
             walk = query.mode == "hybrid" and snap.dense.walks
             if vector is None:
                 if pool is not None:  # BM25 is scored on the scan pool while this thread encodes (both free the GIL)
-                    bm25 = pool.submit(index.scores, query.text)
+                    bm25 = pool.submit(index.ranked, *bm25_list)
                 vector = self.encode(query.text)
             elif pool is not None and walk:  # BM25 on the pool while this thread walks the graphs
-                bm25 = pool.submit(index.scores, query.text)
+                bm25 = pool.submit(index.ranked, *bm25_list)
             t = _tick(timings, "encode", t)
             # on a large snapshot the first stage runs on the scan pool while BM25 is scored here (livemem.index.dense)
             scan = snap.dense.scan(vector, mask, candidates)
@@ -109,7 +113,8 @@ class Retriever:
             if query.mode == "sparse":  # BM25 of the chunk text and of its heading path (LevelSparse.field_scores)
                 sparse_all = index.field_scores(query.text)
             else:
-                sparse_all = bm25.result() if bm25 is not None and not bm25.cancel() else index.scores(query.text)
+                ranked = bm25.result() if bm25 is not None and not bm25.cancel() else index.ranked(*bm25_list)
+                sparse_rows, sparse_all = ranked
             t = _tick(timings, "sparse", t)
         if scan is not None and query.mode == "hybrid" and dense_top is None:
             dense_top = scan.top(min(self.fusion.depth, candidates.size))
@@ -131,7 +136,7 @@ class Retriever:
             t = _tick(timings, "score", t)
         else:
             if dense_top is not None:
-                rows, scores = self._hybrid(snap, mask, candidates, vector, dense_top, sparse_all, timings)
+                rows, scores = self._hybrid(snap, vector, dense_top, sparse_rows, sparse_all, timings)
             else:
                 sparse = None if sparse_all is None else sparse_all[candidates]
                 rows, scores = self._score(query, candidates, None, sparse)
@@ -167,17 +172,18 @@ class Retriever:
     def _hybrid(
         self,
         snap: Snapshot,
-        mask: np.ndarray,
-        candidates: np.ndarray,
         vector: np.ndarray,
         dense_top: tuple[np.ndarray, np.ndarray],
+        sparse_rows: np.ndarray | None,
         sparse_all: np.ndarray | None,
         timings: dict[str, float],
     ) -> tuple[np.ndarray, np.ndarray]:
         """Fusion over the union of the two lists only: the dense top ``depth`` and the BM25 top ``sparse_depth``
-        (``livemem.query.fusion``: every method computes a side's contribution from its own list, so this equals
-        fusing every candidate). The union holds every row either list would take (ties go to the lower row on
-        both sides); rows outside the dense top carry a dense score of -inf, below every score of its list.
+        (``sparse_rows``: the allowed rows scoring above 0, best first, ties to the lower row —
+        ``LevelSparse.ranked``) (``livemem.query.fusion``: every method computes a side's contribution from its own
+        list, so this equals fusing every candidate). The union holds every row either list would take (ties go to
+        the lower row on both sides); rows outside the dense top carry a dense score of -inf, below every score of
+        its list.
 
         With feedback on (``FusionSettings.feedback``), the first fused chunks move the query vector (Rocchio) and
         the first ``feedback_depth`` fused chunks gain their cosine to the moved query
@@ -185,14 +191,8 @@ class Retriever:
         (``timings["feedback"]``)."""
         fusion = self.fusion_for(snap)
         top_rows, top_scores = dense_top
-        sparse_rows = top_rows[:0]
-        if sparse_all is not None:
-            depth = fusion.depth if fusion.sparse_depth is None else fusion.sparse_depth
-            # BM25 scores are ≥ 0: the best `depth` of every allowed row, less those at 0, are the best `depth`
-            # matching rows (the same ties: the lower row), found without gathering the matching rows first
-            allowed = sparse_all if candidates.size == sparse_all.size else np.where(mask, sparse_all, 0)
-            best = top_order(allowed, min(depth, allowed.size))
-            sparse_rows = best[allowed[best] > 0]
+        if sparse_rows is None:
+            sparse_rows = top_rows[:0]
         union = sorted_union(top_rows, sparse_rows)
         dense = np.full(union.size, -np.inf, dtype=np.float32)
         dense[np.searchsorted(union, top_rows)] = top_scores
@@ -368,16 +368,28 @@ MAX_CACHED_MASKS = 64
 
 def filter_mask(snap: Snapshot, collections: list[str], filters: Filters) -> np.ndarray:
     """Which chunks (in snapshot order) are in ``collections`` and meet every filter."""
+    return allowed_rows(snap, collections, filters)[0]
+
+
+def allowed_rows(snap: Snapshot, collections: list[str], filters: Filters) -> tuple[np.ndarray, np.ndarray]:
+    """``filter_mask`` and its rows (``np.flatnonzero``). Without a filter both are the collections' own, computed
+    once per snapshot and set of collections and shared read-only (at 2M chunks a copy of the mask and its 16 MB of
+    rows per query were a millisecond)."""
     cols = snap.columns
     # The mask of a set of collections depends only on the (immutable) snapshot: computed once per role's set
     # (np.isin over an object array of every chunk was 8 ms a query at 123k chunks), copied for the filters.
     key = tuple(sorted(collections))
-    base = snap.collection_masks.get(key)
-    if base is None:
+    found = snap.collection_masks.get(key)
+    if found is None:
         base = np.isin(cols["collection"], np.array(collections, dtype=object))
+        rows = np.flatnonzero(base)
+        base.flags.writeable = rows.flags.writeable = False
         if len(snap.collection_masks) >= MAX_CACHED_MASKS:
             snap.collection_masks.clear()
-        snap.collection_masks[key] = base
+        found = snap.collection_masks[key] = (base, rows)
+    base = found[0]
+    if not filters.narrows():
+        return found
     mask = base.copy()
     for name in MULTI_VALUE_FILTERS:
         wanted = getattr(filters, name)
@@ -399,7 +411,7 @@ def filter_mask(snap: Snapshot, collections: list[str], filters: Filters) -> np.
         mask &= cols["updated"] <= filters.updated_before.timestamp()
     if filters.dated_after is not None or filters.dated_before is not None:
         mask &= date_mask(snap, filters.dated_after, filters.dated_before)
-    return mask
+    return mask, np.flatnonzero(mask)
 
 
 def _tick(timings: dict[str, float], name: str, since: float) -> float:

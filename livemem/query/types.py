@@ -36,6 +36,15 @@ class Filters:
     dated_after: datetime | None = None
     dated_before: datetime | None = None
 
+    def narrows(self) -> bool:
+        """Whether any condition is set (as ``livemem.query.retrieval.allowed_rows`` applies them)."""
+        if any(getattr(self, name) for name in MULTI_VALUE_FILTERS):
+            return True
+        if self.path_prefix or self.seal_state or self.last_seen_breath:
+            return True
+        dates = (self.updated_after, self.updated_before, self.dated_after, self.dated_before)
+        return self.min_attention is not None or any(d is not None for d in dates)
+
 
 @dataclass(frozen=True)
 class Query:

@@ -103,7 +103,8 @@ class Snapshot:
     loaded_at: float = field(default_factory=time.time)
     sparse_levels: dict[frozenset[str], LevelSparse] = field(default_factory=dict)
     segments: tuple[str, ...] = ()
-    collection_masks: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)  # see retrieval.filter_mask
+    # a set of collections' mask and its rows (read-only; see retrieval.allowed_rows)
+    collection_masks: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     _con: duckdb.DuckDBPyConnection | None = None
     _sparse_lock: threading.Lock = field(default_factory=threading.Lock)
     sparse_parts: list[tuple[Segment, np.ndarray]] = field(default_factory=list)  # segments, their version rows
@@ -246,15 +247,26 @@ class Snapshot:
 @dataclass
 class LevelSparse:
     """BM25 over a snapshot with the statistics of the rows in ``corpus`` (one set of access levels). ``headings``
-    gives the scorer of the heading-path field (built on first use; None: no field)."""
+    gives the scorer of the heading-path field (built on first use; None: no field). The corpus's statistics and
+    its terms' document frequencies are computed once and kept (the snapshot and the corpus never change)."""
 
     scorer: SparseScorer
     corpus: np.ndarray
     headings: Callable[[], SparseScorer] | None = None
+    dfs: dict[str, int] = field(default_factory=dict)
+
+    @cached_property
+    def stats(self) -> tuple[int, float, bool]:
+        return self.scorer.corpus_stats(self.corpus)
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 of the chunk text (hybrid's BM25 side)."""
-        return self.scorer.scores(query, self.corpus)
+        return self.scorer.scores(query, self.corpus, self.dfs, self.stats)
+
+    def ranked(self, query: str, allowed: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Hybrid's BM25 list: the best ``k`` rows of ``allowed`` (None: every row) scoring above 0, best first,
+        and every row's BM25 (``SparseScorer.ranked``)."""
+        return self.scorer.ranked(query, self.corpus, allowed, k, self.dfs, self.stats)
 
     def field_scores(self, query: str) -> np.ndarray:
         """``mode: sparse``: BM25 of the chunk text plus ``HEADINGS_WEIGHT`` × BM25 of its heading path (float32;

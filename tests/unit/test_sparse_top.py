@@ -1,0 +1,132 @@
+"""BM25's list for hybrid (``SparseScorer.ranked``: the best k rows found in one compiled pass on the thread that
+scored them) is exactly ``top_order`` over the scores kept where allowed: the same rows in the same order, whatever
+the parts, dropped rows, corpus, filter and ties; parts that hold every row of their segment score through their
+offset (no positions gathered) to the same floats."""
+
+from __future__ import annotations
+
+from datetime import UTC
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from livemem.index.scan import top_order
+from livemem.index.sparse import Postings, SparseScorer
+
+WORDS = ["river", "county", "food", "pantry", "office", "snap", "clinic", "school", "bridge", "water", "mount", "hope"]
+
+
+def _texts(rng: np.random.Generator, n: int, duplicates: bool) -> list[str]:
+    texts = []
+    for _ in range(n):
+        if duplicates and texts and rng.random() < 0.3:  # repeated texts tie exactly
+            texts.append(texts[int(rng.integers(len(texts)))])
+            continue
+        size = int(rng.integers(0, 25))
+        # a skewed vocabulary: some words in most texts (long lists, low weight), some rare
+        words = rng.choice(WORDS, size=size, p=np.linspace(3, 0.2, len(WORDS)) / np.linspace(3, 0.2, len(WORDS)).sum())
+        texts.append(" ".join(words))
+    return texts
+
+
+def _scorer(rng: np.random.Generator, sizes: list[int], drop: float, duplicates: bool) -> SparseScorer:
+    parts = []
+    offset = 0
+    for size in sizes:
+        postings = Postings.build(_texts(rng, size, duplicates))
+        held = rng.random(size) >= drop
+        positions = np.full(size, -1, dtype=np.int64)
+        positions[held] = np.arange(offset, offset + int(held.sum()))
+        offset += int(held.sum())
+        parts.append((postings, positions))
+    return SparseScorer(parts, offset)
+
+
+def _exhaustive(scorer: SparseScorer, query: str, corpus: np.ndarray, allowed: np.ndarray, k: int):
+    scores = scorer.scores(query, corpus)
+    masked = np.where(allowed, scores, 0)
+    best = top_order(masked, min(k, masked.size))
+    best = best[masked[best] > 0]
+    return best, scores[best], scores
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    sizes=st.lists(st.integers(1, 400), min_size=1, max_size=4),
+    drop=st.sampled_from([0.0, 0.0, 0.05, 0.5]),
+    corpus_share=st.sampled_from([1.0, 1.0, 0.7]),
+    allowed_share=st.sampled_from([1.0, 0.9, 0.2]),
+    k=st.sampled_from([1, 3, 10, 50, 1000]),
+    duplicates=st.booleans(),
+    query=st.lists(st.sampled_from([*WORDS, "absent"]), min_size=1, max_size=6).map(" ".join),
+)
+def test_the_list_is_the_exhaustive_ranking(seed, sizes, drop, corpus_share, allowed_share, k, duplicates, query):
+    rng = np.random.default_rng(seed)
+    scorer = _scorer(rng, sizes, drop, duplicates)
+    if not scorer.size:
+        return
+    corpus = rng.random(scorer.size) < corpus_share
+    allowed = corpus & (rng.random(scorer.size) < allowed_share)
+    want_rows, _, every = _exhaustive(scorer, query, corpus, allowed, k)
+    rows, scores = scorer.ranked(query, corpus, allowed, k)
+    assert rows.tolist() == want_rows.tolist()
+    assert scores.tobytes() == every.tobytes()
+    if allowed.all():  # None: every row allowed
+        assert scorer.ranked(query, corpus, None, k)[0].tolist() == want_rows.tolist()
+
+
+def test_parts_scored_through_their_offset_give_the_same_floats():
+    rng = np.random.default_rng(3)
+    texts = [_texts(rng, 300, True), _texts(rng, 200, False)]
+    whole = SparseScorer(
+        [(Postings.build(texts[0]), np.arange(300)), (Postings.build(texts[1]), np.arange(300, 500))], 500
+    )
+    assert whole._offsets == [0, 300]
+    # the same parts through their positions (a part with a row dropped and given back is not contiguous)
+    positions = np.arange(500)[::-1].copy()
+    gathered = SparseScorer([(Postings.build(texts[0] + texts[1]), positions)], 500)
+    assert gathered._offsets == [-1]
+    corpus = np.ones(500, dtype=bool)
+    for query in ["food pantry", "county river water school", "hope hope mount"]:
+        got = whole.scores(query, corpus)
+        want = gathered.scores(query, corpus)[::-1]
+        # the same rows, the same statistics: the same floats (the part split does not change BM25 of a row)
+        assert got.tobytes() == want.tobytes()
+
+
+def test_document_frequencies_remembered_per_corpus_give_the_same_scores():
+    rng = np.random.default_rng(7)
+    scorer = _scorer(rng, [300, 40], 0.1, True)
+    corpus = np.ones(scorer.size, dtype=bool)
+    dfs: dict[str, int] = {}
+    first = scorer.scores("food pantry mount hope", corpus, dfs)
+    assert set(dfs) == {"food", "pantri", "mount", "hope"}
+    assert scorer.scores("food pantry mount hope", corpus, dfs).tobytes() == first.tobytes()
+    assert scorer.scores("food pantry mount hope", corpus).tobytes() == first.tobytes()
+
+
+@pytest.mark.parametrize("k", [1, 10, 100])
+def test_ties_go_to_the_lower_row_past_the_buffer(k):
+    # 5,000 rows scoring the same: the list is the first k rows, however often the buffer fills and is cut
+    scorer = SparseScorer([(Postings.build(["county water"] * 5000), np.arange(5000))], 5000)
+    everything = np.ones(5000, dtype=bool)
+    assert scorer.ranked("water", everything, None, k)[0].tolist() == list(range(k))
+    allowed = np.arange(5000) % 7 == 3
+    assert scorer.ranked("water", everything, allowed, k)[0].tolist() == list(range(3, 7 * k, 7))
+
+
+def test_every_filter_narrows_the_rows():
+    """A query without a filter shares its collections' mask and rows; each filter field, set, is applied."""
+    import dataclasses
+    from datetime import datetime
+
+    from livemem.query.types import Filters
+
+    assert not Filters().narrows()
+    samples = {str: "x", float: 0.0, datetime: datetime(2020, 1, 1, tzinfo=UTC)}
+    for f in dataclasses.fields(Filters):
+        value = ("x",) if f.default == () else next(v for t, v in samples.items() if t.__name__ in str(f.type))
+        assert Filters(**{f.name: value}).narrows(), f.name
