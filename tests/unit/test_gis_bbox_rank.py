@@ -89,8 +89,10 @@ CONSTRAINTS = [
 def test_kept_entities_are_ranked_as_today_reading_few_float32_vectors(gis, float32_rows, monkeypatch, case, few):
     """The top k of a constraint is today's, rows and scores bit for bit, ties to the lower row; the float32
     vectors of only the rows that can reach the top k are read (today, for a constraint keeping few of the entities,
-    as a bbox does at 1M: every kept row). ``INT8_FEW_ROWS`` is lowered to the scale of this index."""
+    as a bbox does at 1M: every kept row). ``INT8_FEW_ROWS`` and ``PARALLEL_GATHER_ROWS`` are lowered to the scale
+    of this index."""
     monkeypatch.setattr(gis_rank, "INT8_FEW_ROWS", 64, raising=False)
+    monkeypatch.setattr(gis_rank, "PARALLEL_GATHER_ROWS", 1000, raising=False)  # the larger ones on two threads
     assert first_stage_kernel() is not None and first_stage_kernel().reads_int8
     mask = gis.mask(ACCESS, **case)
     rows = np.flatnonzero(mask)
