@@ -7,6 +7,7 @@ and either way every row reads the values the version's tables hold for its chun
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -103,3 +104,28 @@ def test_chunk_ids_compare_and_index_as_the_list_they_stand_for() -> None:
     with pytest.raises(IndexError):
         held[5]
     assert reader.ChunkIds([]) == [] and not reader.ChunkIds([])
+
+
+def test_a_column_is_gathered_once_at_its_first_read_however_many_requests_ask_at_once() -> None:
+    big = {"path": np.array(["a", "b", "c", "d"], dtype=object), "updated": np.array([1.0, 2.0, 3.0, 4.0])}
+    small = {"path": np.array(["e"], dtype=object), "updated": np.array([5.0])}
+    columns = reader.Columns([(big, np.array([0, 2, 3])), (small, None)], 4)
+    barrier = threading.Barrier(8)
+    seen: list[np.ndarray] = []
+
+    def read() -> None:
+        barrier.wait()
+        seen.append(columns["path"])
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(found is seen[0] for found in seen) and seen[0].tolist() == ["a", "c", "d", "e"]
+    assert columns["updated"].tolist() == [1.0, 3.0, 4.0, 5.0] and columns.get("breath") is None
+    columns["breath"] = np.full(4, np.nan)
+    assert "breath" in columns and "attention" not in columns and list(columns)[-1] == "breath"
+    whole = reader.Columns([(big, None)], 4)
+    assert whole["path"] is big["path"]  # one segment held whole: its own array
+    assert reader.Columns([], 0)["updated"].dtype == np.float64 and reader.Columns([], 0)["path"].dtype == object
