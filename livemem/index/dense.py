@@ -68,13 +68,14 @@ class DenseRows:
         dim: int,
         sentences: list | None = None,
         graphs: list | None = None,
+        inverse: dict[int, np.ndarray] | None = None,
     ) -> None:
         self.parts = parts  # (segment vectors, the segment rows this snapshot holds, in order)
         # per part, its segment's ``livemem.index.sentences.Sentences`` (None: the segment has no sentence vectors)
         self.sentences = sentences if sentences is not None else [None] * len(parts)
         # per part, its segment's approximate-search graph (``livemem.index.ann.Graph``; None: scanned exactly)
         self.graphs = graphs if graphs is not None else [None] * len(parts)
-        self._inverse: dict[int, np.ndarray] = {}
+        self._inverse: dict[int, np.ndarray] = dict(inverse or {})  # given where the caller has it (``inverse``)
         self.has_sentences = any(s is not None and s.count for s in self.sentences)
         self.size = sum(int(rows.size) for _, rows in parts)
         self.shape = (self.size, dim)

@@ -373,6 +373,8 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             dim,
             [s.sentences for s, _ in segments],
             [s.graph for s, _ in segments],
+            # the first part starts at row 0: its segment rows' snapshot positions are their positions in the part
+            {0: sparse_parts[0][1]} if sparse_parts else None,
         )
         dense.prepare()  # new segments packed for the first stage (``livemem.index.scan``), now, not on a first query
         row_of = RowOf([(segment_rows(segment), positions) for segment, positions in sparse_parts], ids)

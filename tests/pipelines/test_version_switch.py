@@ -93,6 +93,12 @@ def test_a_switch_shares_whole_segments_and_a_version_with_deletions_reads_every
     assert after.columns["path"][after.row_of[edited]].endswith("page-07.md")  # the edited file's new chunk, in its row
     assert not any(p.endswith("only.md") for p in after.columns["path"])
     assert before.ids != after.ids and len(after.columns) == len(reader._COLUMN_KINDS) + 2
+    for snap in (before, after):  # a graph's segment rows -> rows of the part: the first part's is not built again
+        assert snap.dense.inverse(0) is snap.sparse_parts[0][1]
+        for part, (vectors, held) in enumerate(snap.dense.parts):
+            expected = np.full(vectors.shape[0], -1)
+            expected[held] = np.arange(held.size)
+            assert snap.dense.inverse(part).tolist() == expected.tolist()
 
 
 def test_chunk_ids_compare_and_index_as_the_list_they_stand_for() -> None:
