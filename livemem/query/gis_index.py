@@ -6,9 +6,12 @@ L2-normalised description vectors, same order). ``load_gis_index`` serves them f
 (``livemem.version.mapped``, like the segments' copies): the first worker of a machine that loads a version's GIS
 part reads those files once and writes, in one file, the entities by column (text dictionary-encoded), the
 relations by column grouped by subject, the float32 vectors, their int8 codes for the exact two-stage top-k
-(``livemem.index.dense``), and the rows sorted by longitude with their longitudes and latitudes in that order (the
-bbox / radius prefilter: a slice, then one pass over contiguous latitudes); every worker maps it, so
-N workers share one copy in the page cache and none holds a dict per entity: an entity's record is built when a
+(``livemem.index.dense``), the rows sorted by longitude with their longitudes and latitudes in that order (the
+bbox / radius prefilter: a slice, then one pass over contiguous latitudes), and the int8 codes again in a spatial
+order (``grid_order``: cells of ``GRID_CELL_DEG`` of longitude, by latitude within a cell), so that the rows a
+bbox, a radius or a county keeps are read as a few runs of neighbouring rows rather than one row per page of the
+whole copy (``livemem.answer.gis_rank``; the row-ordered codes stay on disk unless a full scan reads them); every
+worker maps it, so N workers share one copy in the page cache and none holds a dict per entity: an entity's record is built when a
 response needs it (``Entities``). Spatial and metadata constraints are boolean masks over all entities computed
 *before* ranking, like the chunk filters in ``livemem.query.retrieval``; on the columns' codes, not per-row strings.
 The copy is named by what it was read from (the version's recorded file hashes and its export), so versions that
@@ -52,11 +55,12 @@ ENTITY_COLUMNS = (
 )  # fmt: skip
 RELATION_COLUMNS = ("subject", "predicate", "object", "object_kind", "provenance")
 GIS_GRAPH_META = "graph.json"  # gis/graph.json: how gis/ann.usearch was built (livemem.index.ann.graph_meta)
-GIS_COPY_FORMAT = 2  # bump when what the GIS serving copy holds changes (a copy of another format is written again)
+GIS_COPY_FORMAT = 3  # bump when what the GIS serving copy holds changes (a copy of another format is written again)
 FLOAT_COLUMNS = ("centroid_x", "centroid_y", "lon", "lat")
 # how each column is stored in the copy (``livemem.version.mapped.Table``)
 ENTITY_KINDS = {c: "float" if c in FLOAT_COLUMNS else "int" if c == "srid" or c in FLAG_COLUMNS else "text"
                 for c in ENTITY_COLUMNS}  # fmt: skip
+GRID_CELL_DEG = 0.05  # the spatial order's cells: ≈ 4.4 km of longitude in WV; a 0.5° bbox reads ≈ 10 runs of rows
 LISTED_MAX = 200_000  # Entities kept as a list once walked whole, up to this many (a few hundred MB at the most)
 RELATION_KINDS = {c: "text" for c in RELATION_COLUMNS if c != "subject"}  # the subject is the group's entity
 
@@ -232,7 +236,10 @@ class GisIndex:
     lat_by_lon: np.ndarray  # ... and their latitudes (the prefilter reads contiguous columns, gathers no row)
     relations: Relations
     guard: mapped.Guard | None = None  # the mapping of the copy (None: held in this process's memory)
-    int8: Int8Codes | None = None  # the vectors' int8 codes (``quantize_int8``), when the copy holds them
+    int8: Int8Codes | None = None  # the vectors' int8 codes (``quantize_int8``), when the copy holds them ...
+    int8_grid: Int8Codes | None = None  # ... the same in the spatial order: position p holds row grid_rows[p] ...
+    grid_rows: np.ndarray | None = None  # ... (``grid_order``)
+    grid_pos: np.ndarray | None = None  # ... and the position of each row
     _access_masks: dict = field(default_factory=dict, repr=False)
     # what is derived from the columns once per index and kept with it (``derived``: the answer layer's label index)
     _derived: dict = field(default_factory=dict, repr=False)
@@ -420,6 +427,14 @@ def _lon_reach(lat0: float, radius_km: float) -> float | None:
     return math.degrees(math.asin(sin_reach)) * (1 + 1e-9) + 1e-9  # a hair wider: never drops a point on the edge
 
 
+def grid_order(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """Every row in the spatial order of the copy's second int8 codes: by cell of ``GRID_CELL_DEG`` of longitude,
+    then latitude, then row; rows without a position last."""
+    known = np.isfinite(lon) & np.isfinite(lat)
+    cell = np.where(known, np.floor(np.where(known, lon, 0.0) / GRID_CELL_DEG), np.inf)
+    return np.lexsort((np.arange(lon.size), np.where(known, lat, np.inf), cell)).astype(np.int64)
+
+
 def copy_name(version_dir: Path) -> str:
     """The GIS serving copy's name: a hash of what it is read from (the recorded hashes of ``gis/ids.json``,
     ``gis/dense.npy`` and ``tables.duckdb``'s export, i.e. the manifest's ``gbim`` section); versions without
@@ -497,6 +512,10 @@ def _read_arrays(version_dir: Path) -> tuple[dict[str, np.ndarray], dict[str, An
     if meta["dense_max_norm"] < INT8_MAX_NORM:  # the int8 codes of the exact two-stage top-k (livemem.index.scan)
         codes = quantize_int8(dense)
         arrays.update({"dense.i8": codes.codes, "dense.i8scale": codes.scales, "dense.i8error": codes.row_error})
+        rows = grid_order(lon, lat)
+        arrays.update({"grid.rows": rows, "grid.pos": np.argsort(rows, kind="stable").astype(np.int64),
+                       "grid.i8": codes.codes[rows], "grid.i8scale": codes.scales[rows],
+                       "grid.i8error": codes.row_error[rows]})  # fmt: skip
         meta.update(dense_i8_error=codes.error, dense_i8_max_hat=codes.max_hat)
     return arrays, meta
 
@@ -507,10 +526,11 @@ def _index(version_dir: Path, arrays: Mapping[str, np.ndarray], meta: dict[str, 
     dense = arrays["dense"]
     if dense.shape[0] != size or table.codes("entity_id").size != size or arrays["rel.starts"].size != size + 1:
         raise ValueError(f"the GIS copy holds {size} entities, {dense.shape[0]} vectors")
-    codes = None
+    codes = grid = None
     if "dense.i8" in arrays:
         codes = Int8Codes(arrays["dense.i8"], arrays["dense.i8scale"], float(meta["dense_i8_error"]),
                           float(meta["dense_i8_max_hat"]), arrays["dense.i8error"])  # fmt: skip
+        grid = Int8Codes(arrays["grid.i8"], arrays["grid.i8scale"], codes.error, codes.max_hat, arrays["grid.i8error"])
         share_int8(dense, codes, float(meta["dense_max_norm"]))
     rel_size = int(arrays["rel.starts"][-1]) if size else 0
     relations_table = mapped.Table({k[2:]: v for k, v in arrays.items() if k.startswith("r.")}, RELATION_KINDS,
@@ -531,6 +551,9 @@ def _index(version_dir: Path, arrays: Mapping[str, np.ndarray], meta: dict[str, 
         relations=Relations(row_of, relations_table, arrays["rel.starts"], meta.get("orphan_relations") or {}),
         guard=meta.get("guard"),
         int8=codes,
+        int8_grid=grid,
+        grid_rows=arrays.get("grid.rows"),
+        grid_pos=arrays.get("grid.pos"),
     )
 
 

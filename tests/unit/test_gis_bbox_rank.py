@@ -13,6 +13,7 @@ from livemem.answer.gis_rank import rank_entities
 from livemem.gbim.export import _write_gis_snapshot, _write_tables
 from livemem.index import kernels, scan
 from livemem.index.kernels import first_stage_kernel
+from livemem.query import gis_index
 from livemem.query.gis_index import EARTH_RADIUS_KM, haversine_km, load_gis_index
 from livemem.version import mapped
 from livemem.version.store import IndexHome, write_manifest
@@ -89,10 +90,8 @@ CONSTRAINTS = [
 def test_kept_entities_are_ranked_as_today_reading_few_float32_vectors(gis, float32_rows, monkeypatch, case, few):
     """The top k of a constraint is today's, rows and scores bit for bit, ties to the lower row; the float32
     vectors of only the rows that can reach the top k are read (today, for a constraint keeping few of the entities,
-    as a bbox does at 1M: every kept row). ``INT8_FEW_ROWS`` and ``PARALLEL_GATHER_ROWS`` are lowered to the scale
-    of this index."""
+    as a bbox does at 1M: every kept row). ``INT8_FEW_ROWS`` is lowered to the scale of this index."""
     monkeypatch.setattr(gis_rank, "INT8_FEW_ROWS", 64, raising=False)
-    monkeypatch.setattr(gis_rank, "PARALLEL_GATHER_ROWS", 1000, raising=False)  # the larger ones on two threads
     assert first_stage_kernel() is not None and first_stage_kernel().reads_int8
     mask = gis.mask(ACCESS, **case)
     rows = np.flatnonzero(mask)
@@ -113,9 +112,17 @@ def test_kept_entities_are_ranked_as_today_reading_few_float32_vectors(gis, floa
 def test_a_radius_keeps_the_entities_exactly_at_its_edge_and_the_prefilter_reads_ordered_columns(gis) -> None:
     """Entities due north and south of the centre at exactly the radius are kept (the latitude prefilter is a hair
     wider than the radius), as the distance says; bbox edges equal to an entity's coordinates keep it. The prefilter
-    reads the latitudes in longitude order from the mapped copy, not each row's latitude."""
+    reads the latitudes in longitude order from the mapped copy, not each row's latitude; the ranking reads the
+    int8 codes in the copy's spatial order (every row once: neighbours in a cell of longitude, by latitude)."""
     assert mapped.is_mapped(gis.lat_by_lon)
     assert np.array_equal(np.asarray(gis.lat_by_lon), np.asarray(gis.lat)[np.asarray(gis.lon_order)])
+    grid = np.asarray(gis.grid_rows)
+    assert mapped.is_mapped(gis.int8_grid.codes) and np.array_equal(np.sort(grid), np.arange(gis.size))
+    assert np.array_equal(np.asarray(gis.grid_pos)[grid], np.arange(gis.size))
+    assert np.array_equal(np.asarray(gis.int8_grid.codes), np.asarray(gis.int8.codes)[grid])
+    cells = np.floor(np.asarray(gis.lon)[grid] / gis_index.GRID_CELL_DEG)
+    known = np.isfinite(cells)
+    assert known[: known.sum()].all() and (np.diff(cells[known]) >= 0).all()  # positionless rows last
     lat, lon = np.asarray(gis.lat), np.asarray(gis.lon)
     for row in (1, 2, 500, 4321):
         for dlat in (0.3, -0.3, 1e-7):
