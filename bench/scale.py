@@ -630,8 +630,12 @@ def run_size(
     kernels: tuple[str, ...] = (),
     documents: int = 0,
     embedder_kind: tuple[str, float] = ("hash", 0.0),
+    grow_from: int | None = None,
 ) -> dict[str, Any]:
-    """Every measurement of one size (a target number of chunks); the core the smoke test runs too."""
+    """Every measurement of one size (a target number of chunks); the core the smoke test runs too. ``grow_from``:
+    the home an earlier run built at that size (``size-<grow_from>``, moved to this size's directory) grows to this
+    size by one incremental build (the files it holds carried over, the rest built as one new segment), instead of a
+    full build from nothing: a memory that grew, and what fits where a full build at this size does not."""
     from livemem.sources.config import load_sources
     from livemem.version.store import IndexHome
 
@@ -644,7 +648,16 @@ def run_size(
         entry.update({"path": str(repo), "created": created, "head": git(repo, "rev-parse", BRANCH).strip()})
     size_dir = work / f"size-{target}"
     home_dir = size_dir / "index"
-    shutil.rmtree(home_dir, ignore_errors=True)
+    if grow_from:
+        earlier = work / f"size-{grow_from}"
+        if not (home_dir / "CURRENT").exists():
+            if not (earlier / "index" / "CURRENT").exists():
+                raise SystemExit(f"--grow-from {grow_from}: no index home at {earlier / 'index'}")
+            shutil.rmtree(size_dir, ignore_errors=True)
+            earlier.rename(size_dir)
+        out["grown_from"] = {"target_chunks": grow_from, "versions_before": sorted(os.listdir(home_dir / "versions"))}
+    else:
+        shutil.rmtree(home_dir, ignore_errors=True)
     size_dir.mkdir(parents=True, exist_ok=True)
     sources = size_dir / "sources.yaml"
     sources.write_text(sources_yaml(repo, vector_store, documents), encoding="utf-8")
@@ -1107,6 +1120,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--noise", type=float, default=1.0, help="structured: the per-copy noise vector's norm")
     parser.add_argument("--allow-huge", action="store_true", help=f"allow sizes of {HUGE:,} chunks and more")
+    parser.add_argument(
+        "--grow-from", type=int, help="grow the home an earlier run built at this size (one size only; see run_size)"
+    )
     parser.add_argument("--report-only", action="store_true", help="rewrite the Markdown from --output's JSON")
     parser.add_argument(
         "--changes-only",
@@ -1150,7 +1166,7 @@ def main(argv: list[str] | None = None) -> int:
     def measure(target: int) -> dict[str, Any]:
         return run_size(
             target, args.work, docs, args.queries, args.queries_file, args.vector_store, kernels, args.documents,
-            (args.embedder, args.noise),
+            (args.embedder, args.noise), args.grow_from,
         )  # fmt: skip
 
     return measure_sizes(sizes, measure, results, args.output, report_md)

@@ -119,6 +119,22 @@ def scan_pool() -> ThreadPoolExecutor | None:
         return _POOL[0]
 
 
+_WALKS: list[ThreadPoolExecutor] = []
+
+
+def walk_pool() -> ThreadPoolExecutor | None:
+    """Threads that walk the graphs of a version's other graph parts while the request's thread walks the first
+    (a version that grew holds several large segments, one graph each; usearch releases the GIL while it walks):
+    one thread fewer than the cores, at most three; None on one core."""
+    threads = min(4, os.cpu_count() or 1) - 1
+    if threads <= 0:
+        return None
+    with _POOL_LOCK:
+        if not _WALKS:
+            _WALKS.append(ThreadPoolExecutor(threads, thread_name_prefix="graph-walk"))
+        return _WALKS[0]
+
+
 @dataclass(frozen=True)
 class Packed:
     """A segment's vectors packed for the first stage, with what the error bound (``livemem.index.bounds``) needs."""
@@ -381,9 +397,14 @@ class DenseScan:
                 counts[p] = count
         fetched: dict[int, int] = {}
         while True:
-            for p, count in counts.items():
-                if fetched.get(p) != count:
-                    found[p], fetched[p] = self._from_graph(p, count), count
+            todo = [(p, count) for p, count in counts.items() if fetched.get(p) != count]
+            pool = walk_pool() if len(todo) > 1 else None
+            # the other parts' walks on the walk threads while this thread walks the first (disjoint rows written)
+            walking = [(p, count, pool.submit(self._from_graph, p, count)) for p, count in todo[1:]] if pool else []
+            for p, count in todo[: 1 if pool else None]:
+                found[p], fetched[p] = self._from_graph(p, count), count
+            for p, count, walk in walking:
+                found[p], fetched[p] = walk.result(), count
             rows = np.unique(np.concatenate([scanned, *(r for r, _ in found.values())]))
             scores = self._exact(rows)
             weighted = scores.astype(np.float64) if weight is None else scores * weight[rows]

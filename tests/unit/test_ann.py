@@ -133,3 +133,37 @@ def test_a_part_with_few_allowed_rows_is_scored_exactly(corpus) -> None:
     *_, queries = corpus
     for q in queries[:10]:
         assert np.array_equal(dense.top(q, 10)[0], exact_top(exact_dense, q, 10))
+
+
+def test_a_version_with_several_graph_parts_walks_them_at_once_and_answers_the_same(corpus, small_limits, monkeypatch):
+    """A memory that grew holds several large segments, each with its graph: their walks run on the walk threads
+    beside the request's own (``scan.walk_pool``) and give exactly the candidates, scores and top 10 of walking
+    them one after another; the rows between the graph parts are the ones scanned."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    big, small, held, graph, *_ = corpus
+    *_, queries = corpus
+    three = DenseRows(
+        [(big, held), (small, np.arange(small.shape[0])), (big, np.arange(big.shape[0]))],
+        DIM,
+        graphs=[graph, None, graph],
+    )
+    submitted = []
+
+    class Counting(ThreadPoolExecutor):
+        def submit(self, fn, *args, **kwargs):
+            submitted.append(args)
+            return super().submit(fn, *args, **kwargs)
+
+    walks = Counting(2)
+    monkeypatch.setattr(scan, "walk_pool", lambda: walks)
+    keep = np.random.default_rng(5).random(three.size) < 0.7
+    together = [three.scan(q, keep).candidates(10) for q in queries[:20]]
+    assert len(submitted) >= 20  # one walk a query on the walk threads (the first part on the caller's)
+    monkeypatch.setattr(scan, "walk_pool", lambda: None)
+    apart = [three.scan(q, keep).candidates(10) for q in queries[:20]]
+    for (rows, scores), (rows2, scores2) in zip(together, apart, strict=True):
+        assert np.array_equal(rows, rows2) and np.array_equal(scores, scores2)
+    start, end = held.size, held.size + small.shape[0]
+    assert np.array_equal(three.scan(queries[0], keep).rest, np.flatnonzero(keep[start:end]) + start)
+    walks.shutdown()
