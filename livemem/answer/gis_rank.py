@@ -13,7 +13,7 @@ import numpy as np
 from livemem.answer.results import gis_hit
 from livemem.index import scan
 from livemem.index.bounds import INT8_MAX_NORM, INT8_RHO, SLACK, int8_terms
-from livemem.index.kernels import first_stage_kernel, gathered_scores
+from livemem.index.kernels import BY_NAME, gathered_scores
 from livemem.query.fusion import top_order
 from livemem.query.gis_index import GisIndex
 
@@ -61,13 +61,13 @@ def _few(gis: GisIndex, query: np.ndarray, k: int, rows: np.ndarray) -> tuple[np
     ``SimsimdInt8`` scores a block) and only those whose own error bound (``livemem.index.bounds``: the row's
     quantization error, the query's, the float32 roundings) reaches the ``k``-th best lower bound are scored
     exactly; a row left out scores below the ``k``-th best, so no tie is lost."""
-    codes, kernel = gis.int8, first_stage_kernel()
+    # the int8 kernel's query codes and bound terms; its products are _int8_rows' own exact integer sums (no simsimd,
+    # so no probe of it: ``first_stage_kernel`` would import torch in a worker that has no other use for it)
+    codes, kernel = gis.int8, BY_NAME["int8"]
     if (
         rows.size <= INT8_FEW_ROWS
         or codes is None
         or codes.row_error is None
-        or kernel is None
-        or not kernel.reads_int8
         or query.size > INT8_EXACT_DIM
         or not np.all(np.isfinite(query))
     ):

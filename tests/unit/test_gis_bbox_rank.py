@@ -12,7 +12,6 @@ from livemem.answer import gis_rank
 from livemem.answer.gis_rank import rank_entities
 from livemem.gbim.export import _write_gis_snapshot, _write_tables
 from livemem.index import kernels, scan
-from livemem.index.kernels import first_stage_kernel
 from livemem.query import gis_index
 from livemem.query.gis_index import EARTH_RADIUS_KM, haversine_km, load_gis_index
 from livemem.version import mapped
@@ -92,7 +91,6 @@ def test_kept_entities_are_ranked_as_today_reading_few_float32_vectors(gis, floa
     vectors of only the rows that can reach the top k are read (today, for a constraint keeping few of the entities,
     as a bbox does at 1M: every kept row). ``INT8_FEW_ROWS`` is lowered to the scale of this index."""
     monkeypatch.setattr(gis_rank, "INT8_FEW_ROWS", 64, raising=False)
-    assert first_stage_kernel() is not None and first_stage_kernel().reads_int8
     mask = gis.mask(ACCESS, **case)
     rows = np.flatnonzero(mask)
     assert rows.size > 100 and (rows.size <= scan.EXACT_SHARE * gis.size) == few
