@@ -54,6 +54,14 @@ neighbours to find)::
     LIVEMEM_ANN_MIN_ROWS=250000 .venv/bin/python -m bench.scale --sizes 1000000 --allow-huge \
         --embedder structured --noise 1.0 --output bench/results/scale-1m.json
 
+Grown sizes (``--grow-from N``): a full build at 2M does not fit a 24 GB machine (killed by the OOM killer at
+24.3 GB of anonymous memory, after embedding), so the 2M home is the 1M home grown by one incremental build from a
+repository holding the 1M files and as many more (``run_size``'s ``grow_from``): the 1M chunks carried over, the
+new ones written as one new segment with its own graph, as a memory that grows over time holds them::
+
+    .venv/bin/python -m bench.scale --sizes 2000000 --allow-huge --grow-from 1000000 --embedder structured \
+        --noise 1.0 --output bench/results/scale-2m.json
+
 Results: ``--output`` (default ``bench/results/scale.json``) and the same path with ``.md``; the machine facts
 and the exact command are in both. Other processes sharing the CPUs distort wall times: every phase records the
 load average and its process CPU time beside the wall time.
