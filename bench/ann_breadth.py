@@ -20,21 +20,16 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
-
-from bench.scale import DEFAULT_QUERIES, DEFAULT_WORK, WARMUP_QUERIES, make_embedder, percentiles_ms, read_jsonl
-
-
-def _recall(found: list[tuple[list[int], list[float]]], truth: list[tuple[list[int], list[float]]]) -> float:
-    shares = []
-    for (rows, scores), (exact_rows, exact_scores) in zip(found, truth, strict=True):
-        if not exact_rows:
-            continue
-        kth = exact_scores[-1]
-        same = len(set(rows) & set(exact_rows))
-        tied = sum(1 for r, x in zip(rows, scores, strict=True) if r not in exact_rows and x >= kth - 1e-6)
-        shares.append(min(len(exact_rows), same + tied) / len(exact_rows))
-    return round(float(np.mean(shares)), 4)
+from bench.scale import (
+    DEFAULT_QUERIES,
+    DEFAULT_WORK,
+    WARMUP_QUERIES,
+    hybrid_answers,
+    make_embedder,
+    percentiles_ms,
+    read_jsonl,
+    recall_at_10,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +48,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from livemem.index import scan
     from livemem.query.retrieval import Retriever
-    from livemem.query.types import Query
     from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
 
@@ -72,16 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     collections = snap.collections_for(frozenset({"public"}))
 
     def run() -> tuple[list, list, list]:
-        hybrid, dense, times = [], [], []
-        for i, (text, vector) in enumerate(zip(wanted, vectors, strict=True)):
-            started = time.perf_counter()
-            result = retriever.search(snap, Query(text=text, top_k=10, mode="hybrid"), collections, vector=vector)
-            if i >= WARMUP_QUERIES:
-                times.append(time.perf_counter() - started)
-                hybrid.append(([h.row for h in result.chunks], [h.score for h in result.chunks]))
-                rows, scores = snap.dense.top(vector, 10)
-                dense.append((rows.tolist(), scores.tolist()))
-        return hybrid, dense, times
+        return hybrid_answers(snap, retriever, collections, wanted, vectors)
 
     scan.ANN_MODE = "exact"
     exact = run()
@@ -95,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                 "candidates": candidates,
                 "breadth": breadth,
                 "hybrid": percentiles_ms(found[2]),
-                "recall_at_10_hybrid": _recall(found[0], exact[0]),
-                "recall_at_10_dense": _recall(found[1], exact[1]),
+                "recall_at_10_hybrid": recall_at_10(found[0], exact[0]),
+                "recall_at_10_dense": recall_at_10(found[1], exact[1]),
                 "load": os.getloadavg(),
             }
             print(json.dumps(line), flush=True)

@@ -722,43 +722,48 @@ def run_size(
 
 
 # --- the serving worker (a separate process) -------------------------------------------------------------------
+def hybrid_answers(snap, retriever, collections, texts, vectors) -> tuple[list, list, list[float]]:
+    """The hybrid top 10 (rows, scores) of each query after the warm-up ones, the dense top 10 alone, and the
+    hybrid queries' times (vector given)."""
+    from livemem.query.types import Query
+
+    hybrid, dense, times = [], [], []
+    for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
+        t0 = time.perf_counter()
+        result = retriever.search(snap, Query(text=text, top_k=10, mode="hybrid"), collections, vector=vector)
+        if i >= WARMUP_QUERIES:
+            times.append(time.perf_counter() - t0)
+            hybrid.append(([h.row for h in result.chunks], [h.score for h in result.chunks]))
+            rows, scores = snap.dense.top(vector, 10)
+            dense.append((rows.tolist(), scores.tolist()))
+    return hybrid, dense, times
+
+
+def recall_at_10(found, truth) -> float:
+    """The share of the exact top 10 found. The cycled corpus repeats chunks word for word (a copy differs only
+    in its first chunk), so rows tie exactly: a found row scoring at least the exact 10th score counts."""
+    shares = []
+    for (rows, scores), (exact_rows, exact_scores) in zip(found, truth, strict=True):
+        if not exact_rows:
+            continue
+        kth = exact_scores[-1]
+        same = len(set(rows) & set(exact_rows))
+        tied = sum(1 for r, x in zip(rows, scores, strict=True) if r not in exact_rows and x >= kth - 1e-6)
+        shares.append(min(len(exact_rows), same + tied) / len(exact_rows))
+    return round(float(np.mean(shares)), 4)
+
+
 def _exact_comparison(snap, retriever, collections, texts, vectors) -> dict[str, Any]:
     """The same queries with every row scanned (``LIVEMEM_ANN=exact``), timed, and the recall@10 of the final
     top 10 with the graphs against it: of the hybrid answer (what a user gets) and of the dense ranking alone."""
     from livemem.index import scan
-    from livemem.query.types import Query
 
-    def answers() -> tuple[list[tuple[list[int], list[float]]], list[tuple[list[int], list[float]]], list[float]]:
-        hybrid, dense, times = [], [], []
-        for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
-            t0 = time.perf_counter()
-            result = retriever.search(snap, Query(text=text, top_k=10, mode="hybrid"), collections, vector=vector)
-            if i >= WARMUP_QUERIES:
-                times.append(time.perf_counter() - t0)
-                hybrid.append(([h.row for h in result.chunks], [h.score for h in result.chunks]))
-                rows, scores = snap.dense.top(vector, 10)
-                dense.append((rows.tolist(), scores.tolist()))
-        return hybrid, dense, times
-
-    with_graph = answers()
+    with_graph = hybrid_answers(snap, retriever, collections, texts, vectors)
     scan.ANN_MODE = "exact"
     try:
-        exact = answers()
+        exact = hybrid_answers(snap, retriever, collections, texts, vectors)
     finally:
         scan.ANN_MODE = "auto"
-
-    def recall(found, truth) -> float:
-        """The share of the exact top 10 found. The cycled corpus repeats chunks word for word (a copy differs only
-        in its first chunk), so rows tie exactly: a found row scoring at least the exact 10th score counts."""
-        shares = []
-        for (rows, scores), (exact_rows, exact_scores) in zip(found, truth, strict=True):
-            if not exact_rows:
-                continue
-            kth = exact_scores[-1]
-            same = len(set(rows) & set(exact_rows))
-            tied = sum(1 for r, x in zip(rows, scores, strict=True) if r not in exact_rows and x >= kth - 1e-6)
-            shares.append(min(len(exact_rows), same + tied) / len(exact_rows))
-        return round(float(np.mean(shares)), 4)
 
     def same_rows(found, truth) -> float:
         return round(float(np.mean([len(set(f[0]) & set(t[0])) / max(1, len(t[0]))
@@ -766,8 +771,8 @@ def _exact_comparison(snap, retriever, collections, texts, vectors) -> dict[str,
 
     return {
         "queries": percentiles_ms(exact[2]),
-        "recall_at_10_hybrid": recall(with_graph[0], exact[0]),
-        "recall_at_10_dense": recall(with_graph[1], exact[1]),
+        "recall_at_10_hybrid": recall_at_10(with_graph[0], exact[0]),
+        "recall_at_10_dense": recall_at_10(with_graph[1], exact[1]),
         "same_rows_at_10_hybrid": same_rows(with_graph[0], exact[0]),  # ties counted as misses
         "same_rows_at_10_dense": same_rows(with_graph[1], exact[1]),
     }
