@@ -349,8 +349,8 @@ def _data(data: bytes) -> bytes:
     return b"data %d\n" % len(data) + data + b"\n"
 
 
-def _commit_header(message: str, when: int, parent: str | None) -> bytes:
-    head = f"commit refs/heads/{BRANCH}\ncommitter {IDENTITY} {when} +0000\n".encode() + _blob(message)
+def _commit_header(message: str, when: int, parent: str | None, branch: str = BRANCH) -> bytes:
+    head = f"commit refs/heads/{branch}\ncommitter {IDENTITY} {when} +0000\n".encode() + _blob(message)
     return head + (f"from {parent}\n".encode() if parent else b"")
 
 
@@ -440,13 +440,13 @@ def commit_one_pdf_change(repo: Path, documents: int, docs: list[dict[str, str]]
     return path
 
 
-def commit_one_change(repo: Path, files: int, docs: list[dict[str, str]]) -> str:
+def commit_one_change(repo: Path, files: int, docs: list[dict[str, str]], branch: str = BRANCH) -> str:
     """Append a sentence to one file (chosen with a fixed seed) in a new commit on the branch; returns its path."""
     copy, doc = divmod(random.Random(SEED).randrange(files), len(docs))
     path = doc_path(copy, docs[doc]["_id"])
-    parent = git(repo, "rev-parse", f"refs/heads/{BRANCH}").strip()
+    parent = git(repo, "rev-parse", f"refs/heads/{branch}").strip()
     text = git(repo, "cat-file", "blob", f"{parent}:{path}") + "Edited for the scale benchmark's one-file change.\n"
-    stream = _commit_header(f"Edit {path}", COMMIT_TIME + 3600, parent)
+    stream = _commit_header(f"Edit {path}", COMMIT_TIME + 3600, parent, branch)
     stream += f"M 100644 inline {path}\n".encode() + _blob(text) + b"done\n"
     git(repo, "fast-import", "--quiet", "--done", stdin=stream)
     return path
