@@ -54,13 +54,10 @@ neighbours to find)::
     LIVEMEM_ANN_MIN_ROWS=250000 .venv/bin/python -m bench.scale --sizes 1000000 --allow-huge \
         --embedder structured --noise 1.0 --output bench/results/scale-1m.json
 
-Grown sizes (``--grow-from N``): a full build at 2M does not fit a 24 GB machine (killed by the OOM killer at
-24.3 GB of anonymous memory, after embedding), so the 2M home is the 1M home grown by one incremental build from a
-repository holding the 1M files and as many more (``run_size``'s ``grow_from``): the 1M chunks carried over, the
-new ones written as one new segment with its own graph, as a memory that grows over time holds them::
-
-    .venv/bin/python -m bench.scale --sizes 2000000 --allow-huge --grow-from 1000000 --embedder structured \
-        --noise 1.0 --output bench/results/scale-2m.json
+Beyond what a build fits in memory: a full build of 2M chunks was killed by the OOM killer at 24.3 GB of anonymous
+memory on this 24 GB machine (twice, the second time after ``EmbeddingCache.embed`` stopped holding an object per
+vector); 1.5M fits (≈ 20 GB at its peak). ``bench.scale_home`` measures the one-file change, the attention publish
+and serving over such a home (``bench/results/scale-1.5m.md``).
 
 Results: ``--output`` (default ``bench/results/scale.json``) and the same path with ``.md``; the machine facts
 and the exact command are in both. Other processes sharing the CPUs distort wall times: every phase records the
@@ -638,12 +635,8 @@ def run_size(
     kernels: tuple[str, ...] = (),
     documents: int = 0,
     embedder_kind: tuple[str, float] = ("hash", 0.0),
-    grow_from: int | None = None,
 ) -> dict[str, Any]:
-    """Every measurement of one size (a target number of chunks); the core the smoke test runs too. ``grow_from``:
-    the home an earlier run built at that size (``size-<grow_from>``, moved to this size's directory) grows to this
-    size by one incremental build (the files it holds carried over, the rest built as one new segment), instead of a
-    full build from nothing: a memory that grew, and what fits where a full build at this size does not."""
+    """Every measurement of one size (a target number of chunks); the core the smoke test runs too."""
     from livemem.sources.config import load_sources
     from livemem.version.store import IndexHome
 
@@ -656,16 +649,7 @@ def run_size(
         entry.update({"path": str(repo), "created": created, "head": git(repo, "rev-parse", BRANCH).strip()})
     size_dir = work / f"size-{target}"
     home_dir = size_dir / "index"
-    if grow_from:
-        earlier = work / f"size-{grow_from}"
-        if not (home_dir / "CURRENT").exists():
-            if not (earlier / "index" / "CURRENT").exists():
-                raise SystemExit(f"--grow-from {grow_from}: no index home at {earlier / 'index'}")
-            shutil.rmtree(size_dir, ignore_errors=True)
-            earlier.rename(size_dir)
-        out["grown_from"] = {"target_chunks": grow_from, "versions_before": sorted(os.listdir(home_dir / "versions"))}
-    else:
-        shutil.rmtree(home_dir, ignore_errors=True)
+    shutil.rmtree(home_dir, ignore_errors=True)
     size_dir.mkdir(parents=True, exist_ok=True)
     sources = size_dir / "sources.yaml"
     sources.write_text(sources_yaml(repo, vector_store, documents), encoding="utf-8")
@@ -1133,9 +1117,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--noise", type=float, default=1.0, help="structured: the per-copy noise vector's norm")
     parser.add_argument("--allow-huge", action="store_true", help=f"allow sizes of {HUGE:,} chunks and more")
-    parser.add_argument(
-        "--grow-from", type=int, help="grow the home an earlier run built at this size (one size only; see run_size)"
-    )
     parser.add_argument("--report-only", action="store_true", help="rewrite the Markdown from --output's JSON")
     parser.add_argument(
         "--changes-only",
@@ -1179,7 +1160,7 @@ def main(argv: list[str] | None = None) -> int:
     def measure(target: int) -> dict[str, Any]:
         return run_size(
             target, args.work, docs, args.queries, args.queries_file, args.vector_store, kernels, args.documents,
-            (args.embedder, args.noise), args.grow_from,
+            (args.embedder, args.noise),
         )  # fmt: skip
 
     return measure_sizes(sizes, measure, results, args.output, report_md)
