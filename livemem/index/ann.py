@@ -6,8 +6,9 @@ latency. A segment with at least ``BuildSettings.ann_min_rows`` rows gets a grap
 serving worker (one copy in the page cache, as the serving copies). A query walks the graph for a few hundred
 candidates instead of reading every row; **the candidates are scored exactly** (``DenseScan``), so a score is
 always exact and only which rows are candidates is approximate. Chosen by measurement (``bench/ann.py``,
-``bench/results/ann.md``, docs/approximate-search.md): usearch HNSW with int8 storage, connectivity 16,
-``expansion_add`` 128; 40 candidates keep the final top 10 equal to exact search in ≥ 99.9 % at 50k–250k rows.
+``bench/results/ann.md``, docs/approximate-search.md): usearch HNSW with int8 storage, connectivity 32,
+``expansion_add`` 256 (16 / 128 until round 17: enough at 50k–1M rows, 0.972 dense recall@10 at 1.5M rows of
+near-duplicate clusters, where 32 / 256 found 1.0 at the same breadth and walk time; its build costs ≈ 4× as long).
 
 The graph's keys are the segment's rows (``_row``), every row of the segment: a version that holds fewer of them
 (deletion vectors) drops the others after the search (``DenseScan`` asks for more when a filter or a deletion
@@ -33,8 +34,10 @@ log = logging.getLogger(__name__)
 
 GRAPH_FILE = "ann.usearch"
 GRAPH_FORMAT = 1
-CONNECTIVITY = 16
-EXPANSION_ADD = 128
+# links per node and the breadth of the walk that places each row (bench/results/scale-1.5m.md, "graph links"):
+# at 1.5M rows 16 / 128 gave dense recall@10 0.9735 at breadth 1,600, 32 / 256 gave 1.0 (walk 9.2 -> 8.1 ms)
+CONNECTIVITY = 32
+EXPANSION_ADD = 256
 MIN_EXPANSION_SEARCH = 64  # usearch's default breadth; a search for more candidates walks at least that many
 
 
