@@ -104,35 +104,31 @@ def scan_threads(configured: int | None = None) -> int:
 
 
 SCAN_THREADS = scan_threads()  # livemem.index.dense.configure sets the configured number
-_POOL: list[ThreadPoolExecutor] = []
+_POOLS: dict[str, ThreadPoolExecutor] = {}
 _POOL_LOCK = threading.Lock()
+
+
+def _shared_pool(name: str, threads: int) -> ThreadPoolExecutor | None:
+    """The process's one pool called ``name`` (made at the first call); None for no threads."""
+    if threads <= 0:
+        return None
+    with _POOL_LOCK:
+        if name not in _POOLS:
+            _POOLS[name] = ThreadPoolExecutor(threads, thread_name_prefix=name)
+        return _POOLS[name]
 
 
 def scan_pool() -> ThreadPoolExecutor | None:
     """The background threads of the dense scan (None when ``SCAN_THREADS`` is 0); the retriever also scores BM25
     on it while the request's thread encodes the query."""
-    if SCAN_THREADS <= 0:
-        return None
-    with _POOL_LOCK:
-        if not _POOL:
-            _POOL.append(ThreadPoolExecutor(SCAN_THREADS, thread_name_prefix="dense-scan"))
-        return _POOL[0]
-
-
-_WALKS: list[ThreadPoolExecutor] = []
+    return _shared_pool("dense-scan", SCAN_THREADS)
 
 
 def walk_pool() -> ThreadPoolExecutor | None:
     """Threads that walk the graphs of a version's other graph parts while the request's thread walks the first
     (a version that grew holds several large segments, one graph each; usearch releases the GIL while it walks):
     one thread fewer than the cores, at most three; None on one core."""
-    threads = min(4, os.cpu_count() or 1) - 1
-    if threads <= 0:
-        return None
-    with _POOL_LOCK:
-        if not _WALKS:
-            _WALKS.append(ThreadPoolExecutor(threads, thread_name_prefix="graph-walk"))
-        return _WALKS[0]
+    return _shared_pool("graph-walk", min(4, os.cpu_count() or 1) - 1)
 
 
 @dataclass(frozen=True)
