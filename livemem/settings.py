@@ -263,6 +263,14 @@ class BuildSettings(Section):
         description="a segment of at least this many rows, and a GBIM export of at least this many entities, gets "
         "an approximate-search graph (0: never; docs/approximate-search.md)",
     )
+    segment_rows: int = Field(
+        1_000_000,
+        ge=1,
+        le=1_000_000_000,
+        validation_alias="LIVEMEM_SEGMENT_ROWS",
+        description="chunk rows a build writes per segment, and the most a merge writes into one: a build holds one "
+        "segment's rows, texts and vectors at a time (≈ 6 GB per million chunks; docs/approximate-search.md)",
+    )
 
 
 class ScheduleSettings(Section):

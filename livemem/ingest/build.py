@@ -2,9 +2,10 @@
 
 For each source the files at its HEAD commit are compared, by blob id, with the files the current version
 indexed (``plan``): unchanged files are carried over (``carry``: the new version names their rows in the base's
-segments, nothing is copied), new and changed files are re-chunked (``rechunk``) into one new segment
-(``segments_writer``, ``livemem.version``) with their vectors and BM25 postings, only text never embedded before
-is embedded, and chunks of deleted files are dropped from the membership. The Chroma mirror (``chroma_mirror``)
+segments, nothing is copied), new and changed files are re-chunked (``rechunk``) into new segments of at most
+about ``BuildSettings.segment_rows`` chunks, each written as soon as it is full (``flush``, ``livemem.version``) with
+their vectors and BM25 postings, so a build's memory is bounded by a segment's, not the corpus; only text never
+embedded before is embedded, and chunks of deleted files are dropped from the membership. The Chroma mirror (``chroma_mirror``)
 and the manifest (``manifest``) follow. When no source has a new commit and nothing in the configuration changed,
 nothing is built.
 
@@ -25,14 +26,14 @@ import duckdb
 
 from livemem.errors import SourceError
 from livemem.index.sentences import sentence_texts
-from livemem.index.sparse import TermIds
 from livemem.ingest.carry import CarryOver, carry_other_parts, record_change
-from livemem.ingest.chroma_mirror import update_chroma
+from livemem.ingest.chroma_mirror import flushed_rows, update_chroma
+from livemem.ingest.flush import SegmentFlusher
 from livemem.ingest.layout import SCHEMA_SQL
 from livemem.ingest.manifest import SourceStats, count_chunks, governance_status, read_breath, version_manifest
-from livemem.ingest.plan import Base, already_indexed, plan_source, source_fingerprint
-from livemem.ingest.rechunk import chunk_files, embed_new, embed_sentences
-from livemem.ingest.segments_writer import write_segments
+from livemem.ingest.plan import Base, FilePlan, already_indexed, plan_source, source_fingerprint
+from livemem.ingest.rechunk import chunk_batches
+from livemem.ingest.segments_writer import finish_segments
 from livemem.model.embedding import Embedder
 from livemem.settings import BuildSettings
 from livemem.sources.config import SourcesConfig
@@ -163,35 +164,37 @@ class _Builder:
                 con.execute(f"ATTACH '{self.base.dir / TABLES}' AS base (READ_ONLY)")
                 carry_other_parts(con, self.base.dir, staged)
             carry = CarryOver()
-            new_rows, new_parents, skips, terms, failed = self._collect(con, stats, opened, carry)
+            plans, failed = self._plan(con, stats, opened, carry)
             t = time.perf_counter()
-            carry.members(con, self.base)
+            carry.members(con, self.base)  # before any new segment is held: it copies the base's membership
             t = self._tick("carry_over_s", t)
-            texts = [r.pop("_embed_text") for r in new_rows]
-            vectors, computed, reused = embed_new(texts, self.home.cache_dir, self.embedder, self.progress)
-            sentences, more, again = embed_sentences(
-                self._sentences(new_rows), self.home.cache_dir, self.embedder, self.progress
-            )
-            computed, reused = computed + more, reused + again  # texts embedded: chunks and sentences
-            t = self._tick("embed_s", t)
-            segments = write_segments(
-                con, self.parts, self.embedder.dim, new_rows, new_parents, vectors, texts, terms, self.timings,
-                sentences, self.settings.ann_min_rows,
+            flusher = SegmentFlusher(
+                con, self.parts, self.embedder, self.home.cache_dir, self.settings.segment_rows,
+                self.settings.ann_min_rows, self._sentences, self.timings, self.progress,
+            )  # fmt: skip
+            skips = self._chunk(plans, stats, flusher)
+            t = time.perf_counter()
+            segments = finish_segments(
+                con, self.parts, self.embedder.dim, self.timings, self.settings.ann_min_rows,
+                self.settings.segment_rows,
             )  # fmt: skip
             t = self._tick("segment_s", t)
-            record_change(con, skips, new_rows, self.base)
+            record_change(con, skips, flusher.fresh_table(), self.base)
             count_chunks(con, stats, self.base)
             t = self._tick("tables_s", t)
             if self.config.uses_chroma:
+                new_rows, vectors = flushed_rows(con, self.parts, flusher.written)
                 update_chroma(
                     con, staged, new_rows, vectors, embedder=self.embedder, cache_dir=self.home.cache_dir,
                     base_dir=self.base.dir, base_manifest=self.base.manifest, server=self.config.chroma_server,
                 )  # fmt: skip
+                del new_rows, vectors
                 t = self._tick("chroma_s", t)
             breath = read_breath(self.config, {name: repo for name, (repo, _) in opened.items()})
             manifest = version_manifest(
-                con, version_id, self.config, self.embedder, self.base, stats, breath, computed, reused, failed
-            )
+                con, version_id, self.config, self.embedder, self.base, stats, breath, flusher.computed,
+                flusher.reused, failed,
+            )  # fmt: skip
             manifest["segments"] = segments
         finally:
             con.close()
@@ -211,16 +214,12 @@ class _Builder:
             return [[] for _ in rows]
         return [sentence_texts(r["content"], json.loads(r["heading_path"]), r["type"]) for r in rows]
 
-    def _collect(
+    def _plan(
         self, con: duckdb.DuckDBPyConnection, stats: dict[str, SourceStats], opened: dict, carry: CarryOver
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[TermIds], list[str]]:
-        """Plan each readable source and re-chunk its rebuilt files: the new chunk, parent and skipped-file rows,
-        the BM25 tokens of the chunk rows, and the sources that could not be read. ``carry`` learns what each plan
-        keeps of the base."""
-        new_rows: list[dict[str, Any]] = []
-        new_parents: list[dict[str, Any]] = []
-        skips: list[dict[str, Any]] = []
-        terms: list[TermIds] = []
+    ) -> tuple[list[FilePlan], list[str]]:
+        """Plan each readable source (``carry`` learns what each plan keeps of the base); returns the plans and the
+        sources that could not be read."""
+        plans: list[FilePlan] = []
         failed: list[str] = []
         for src in self.config.sources:
             st = stats[src.name]
@@ -238,15 +237,29 @@ class _Builder:
             st.files_deleted = len(plan.deleted)
             st.changed_paths = plan.changed_paths
             st.deleted_paths = plan.deleted
-            t = self._tick("git_list_s", t)
+            self._tick("git_list_s", t)
             carry.add(plan)
-            chunked = chunk_files(plan, self.config, self.embedder.model_id, self.settings)
-            for row in chunked.skipped:
-                st.skipped[row["reason"]] += 1
-            st.truncated_files += len(chunked.truncated)
-            self._tick("read_chunk_s", t)
-            new_rows += chunked.rows
-            new_parents += chunked.parents
-            skips += chunked.skipped
-            terms += chunked.terms
-        return new_rows, new_parents, skips, terms, failed
+            plans.append(plan)
+        return plans, failed
+
+    def _chunk(
+        self, plans: list[FilePlan], stats: dict[str, SourceStats], flusher: SegmentFlusher
+    ) -> list[dict[str, Any]]:
+        """Re-chunk each plan's rebuilt files into ``flusher`` (which writes a segment whenever it holds enough rows,
+        and the rest at the end); returns the skipped-file rows."""
+        skips: list[dict[str, Any]] = []
+        for plan in plans:
+            st = stats[plan.source.name]
+            t, flushing = time.perf_counter(), flusher.busy_s
+            for batch in chunk_batches(plan, self.config, self.embedder.model_id, self.settings):
+                for row in batch.skipped:
+                    st.skipped[row["reason"]] += 1
+                st.truncated_files += len(batch.truncated)
+                skips += batch.skipped
+                flusher.add(batch.rows, batch.parents, batch.terms)
+            # reading and chunking, less the segments flushed meanwhile (their time is in embed_s / segment_s)
+            self.timings["read_chunk_s"] = round(
+                self.timings.get("read_chunk_s", 0.0) + time.perf_counter() - t - (flusher.busy_s - flushing), 3
+            )
+        flusher.flush()
+        return skips

@@ -106,29 +106,24 @@ class CarryOver:
             con.execute(f"INSERT INTO skipped_files SELECT * FROM base.skipped_files p WHERE NOT ({gone})")
 
 
-def record_change(
-    con: duckdb.DuckDBPyConnection, skips: list[dict[str, Any]], new_rows: list[dict[str, Any]], base: Base
-) -> None:
+def record_change(con: duckdb.DuckDBPyConnection, skips: list[dict[str, Any]], fresh: str, base: Base) -> None:
     """Add the rebuilt files' skipped-file rows; list the change (temp tables ``removed``: base chunks gone from
-    this version, ``fresh_only``: chunks the base did not hold); pass attention on (``inherit_attention``)."""
+    this version, ``fresh_only``: chunks the base did not hold); pass attention on (``inherit_attention``).
+    ``fresh``: the table of the rebuilt chunk rows' ``chunk_id, source, path, heading_path``
+    (``SegmentFlusher.fresh_table``)."""
     if skips:
         with registered(con, pd.DataFrame(skips, columns=list(SKIP_COLUMNS)), "skipped_files") as frame:
             con.execute(f"INSERT INTO skipped_files SELECT * FROM {frame}")
-    fresh = pd.DataFrame(
-        [(r["chunk_id"], r["source"], r["path"], r["heading_path"]) for r in new_rows],
-        columns=["chunk_id", "source", "path", "heading_path"], dtype=object,
-    )  # fmt: skip
-    with registered(con, fresh, "fresh") as frame:
-        # removed: base chunks gone from this version; fresh_only: chunks the base did not hold. Rebuilt paths'
-        # rows are all dropped and carried rows are never rebuilt, so both come from the change alone.
-        con.execute(
-            "CREATE TEMP TABLE removed AS SELECT chunk_id, source, path, heading_path FROM dropped_chunks "
-            f"WHERE chunk_id NOT IN (SELECT chunk_id FROM {frame})"
-        )
-        con.execute(
-            f"CREATE TEMP TABLE fresh_only AS SELECT * FROM {frame} "
-            "WHERE chunk_id NOT IN (SELECT chunk_id FROM dropped_chunks)"
-        )
+    # removed: base chunks gone from this version; fresh_only: chunks the base did not hold. Rebuilt paths' rows
+    # are all dropped and carried rows are never rebuilt, so both come from the change alone.
+    con.execute(
+        "CREATE TEMP TABLE removed AS SELECT chunk_id, source, path, heading_path FROM dropped_chunks "
+        f"WHERE chunk_id NOT IN (SELECT chunk_id FROM {fresh})"
+    )
+    con.execute(
+        f"CREATE TEMP TABLE fresh_only AS SELECT * FROM {fresh} "
+        "WHERE chunk_id NOT IN (SELECT chunk_id FROM dropped_chunks)"
+    )
     if base.dir is not None:
         inherit_attention(con)
 

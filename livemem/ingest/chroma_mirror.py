@@ -79,6 +79,21 @@ def update_chroma(
         client.close()
 
 
+def flushed_rows(
+    con: duckdb.DuckDBPyConnection, parts: Path, segments: list[str]
+) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """The chunk rows and vectors of the segments a build wrote (``SegmentFlusher.written``), read back from them:
+    the mirror's upserts (the build itself holds one segment's rows at a time; the mirror needs them all)."""
+    rows: list[dict[str, Any]] = []
+    vectors: list[np.ndarray] = []
+    for segment in segments:
+        path = str(parts / segment / "chunks.parquet").replace("'", "''")
+        frame = con.execute(f"SELECT {', '.join(records.CHUNK_COLUMNS)} FROM read_parquet('{path}') ORDER BY _row").df()
+        rows += frame.astype(object).where(frame.notna(), None).to_dict("records")
+        vectors.append(np.load(parts / segment / "dense.npy"))
+    return rows, (np.concatenate(vectors) if vectors else np.zeros((0, 0), dtype=np.float32))
+
+
 def all_rows_with_vectors(
     con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], vectors: np.ndarray, embedder: Embedder, cache_dir: Path
 ) -> tuple[list[dict[str, Any]], np.ndarray]:

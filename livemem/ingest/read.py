@@ -11,7 +11,7 @@ import os
 import re
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -44,6 +44,7 @@ CHUNK_BATCH_FILES = 512  # files chunked together (one tokenizer call for their 
 # and small builds (every one-file change, every test) stay in this process.
 POOL_MIN_FILES = 4000
 WORKERS_ENV = "LIVEMEM_BUILD_WORKERS"
+READ_AHEAD = 4  # batches in flight per worker process
 
 
 def chunk_many(files: list[tuple[str, str]], max_chars: int, max_tokens: int | None) -> list[list[Chunk]]:
@@ -116,16 +117,20 @@ def build_workers(settings: BuildSettings) -> int:
 
 def _in_workers(function, job: ReadJob, batches: list[list[FileTask]], workers: int) -> Iterator[BatchRows]:
     """``function(job, batch)`` of every batch in worker processes, yielded in order. A worker that raises or dies
-    stops the build with an error naming the files; nothing has been written by then (segments are written after
-    every file is read)."""
+    stops the build with an error naming the files; no version is published (a segment flushed before is held by
+    none, and ``gc`` removes it)."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])  # workers fork from a server that imported this module once
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_watch_build, initargs=(os.getpid(),))
     try:
-        futures = [pool.submit(function, job, batch) for batch in batches]
-        for i, future in enumerate(futures):
+        # a window of batches in flight, not all of them: while the build writes a segment (``livemem.ingest.flush``)
+        # the workers get this far ahead, and their finished rows wait in memory
+        futures: deque = deque(pool.submit(function, job, batch) for batch in batches[: workers * READ_AHEAD])
+        for i in range(len(batches)):
             try:
-                yield future.result()
+                rows = futures.popleft().result()
+                if i + len(futures) + 1 < len(batches):
+                    futures.append(pool.submit(function, job, batches[i + len(futures) + 1]))
             except BrokenProcessPool as exc:
                 # which batch the dead worker held is unknown: name the files of every batch left unfinished
                 left = [t.path for batch in batches[i:] for t in batch]
@@ -135,6 +140,7 @@ def _in_workers(function, job: ReadJob, batches: list[list[FileTask]], workers: 
                     f"killed, out of memory, or a main script without an `if __name__ == '__main__':` guard ran "
                     f"again in it; {WORKERS_ENV}=1 builds in one process"
                 ) from exc
+            yield rows
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 

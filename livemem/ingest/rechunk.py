@@ -5,7 +5,7 @@ text never embedded before is embedded, the rest comes from the cache)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Chunked:
-    """What the rebuilt files of one source give, in path order."""
+    """What a batch of one source's rebuilt files gives, in path order."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     parents: list[dict[str, Any]] = field(default_factory=list)
@@ -36,11 +36,11 @@ class Chunked:
     truncated: list[tuple[str, int]] = field(default_factory=list)  # (path, size) of files indexed in part
 
 
-def chunk_files(plan: FilePlan, config: SourcesConfig, model_id: str, settings: BuildSettings) -> Chunked:
-    """Rows, parent rows and skipped-file rows of the rebuilt files, in path order: read and chunked in batches,
-    by worker processes when there are many files (``read_and_chunk``). A file whose path cannot be indexed (a
-    name that is not UTF-8, or ``..``, ``.git``, a ``/`` inside a name: ``TreeEntry.problem``) is reported as
-    skipped for that reason without being read."""
+def chunk_batches(plan: FilePlan, config: SourcesConfig, model_id: str, settings: BuildSettings) -> Iterator[Chunked]:
+    """Rows, parent rows and skipped-file rows of the rebuilt files, batch by batch in path order: read and chunked
+    by worker processes when there are many files (``read_and_chunk``). A file whose path cannot be indexed (a name
+    that is not UTF-8, or ``..``, ``.git``, a ``/`` inside a name: ``TreeEntry.problem``) is reported as skipped for
+    that reason without being read (in the first batch)."""
     named = [p for p in plan.rebuilt if plan.tree[p].problem is None]
     found = history(plan, named)
     job = ReadJob(
@@ -49,21 +49,20 @@ def chunk_files(plan: FilePlan, config: SourcesConfig, model_id: str, settings: 
     )  # fmt: skip
     created = {p: None if p in plan.new else plan.base_created.get(p) for p in named}
     tasks = [FileTask(p, plan.tree[p], found[p], created[p]) for p in sorted(named)]
-    out = Chunked()
+    unnamed = Chunked()
     for path in sorted(set(plan.rebuilt) - set(named)):
         entry = plan.tree[path]
-        out.skipped.append(skip_row(plan.source.name, path, entry, entry.problem or ""))
+        unnamed.skipped.append(skip_row(plan.source.name, path, entry, entry.problem or ""))
         log.warning("source %s: %s skipped (%s)", plan.source.name, path, entry.problem)
+    if unnamed.skipped:
+        yield unnamed
     for batch in read_and_chunk(job, tasks, plan.git):
-        out.terms.append(batch.terms)
-        out.rows += batch.rows
-        out.parents += batch.parents
-        out.skipped += batch.skipped
+        out = Chunked(rows=batch.rows, parents=batch.parents, skipped=batch.skipped, terms=[batch.terms])
         for path, size in batch.truncated:
             out.truncated.append((path, size))
             log.warning("source %s: %s is %d bytes; indexed its first %d", job.source.name, path, size,
                         job.max_file_bytes)  # fmt: skip
-    return out
+        yield out
 
 
 def history(plan: FilePlan, paths: list[str] | None = None) -> dict:

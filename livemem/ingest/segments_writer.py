@@ -1,6 +1,6 @@
-"""Writing a build's rows into the version's segments (``livemem.version.segments``): the rebuilt chunks and files
-as one new segment named in the membership, segments no row of which is held released, and segments merged when
-the version would hold too many or too little of one (``merge_plan``)."""
+"""The version's segments once a build's new ones are written (``livemem.ingest.flush``): segments no row of which is
+held released, and segments merged when the version would hold too many or too little of one (``merge_plan``), into
+segments of at most ``BuildSettings.segment_rows`` chunk rows."""
 
 from __future__ import annotations
 
@@ -12,14 +12,12 @@ from typing import Any
 
 import duckdb
 import numpy as np
-import pandas as pd
 
 from livemem.duck import sql_literals
 from livemem.index import records
 from livemem.index.sentences import SENTENCES_FILE, Sentences, concat
-from livemem.index.sparse import Postings, TermIds
 from livemem.version.segments import (
-    PARENT_COLUMNS,
+    MIN_LIVE,
     create_views,
     hold_segment,
     live_rows,
@@ -33,43 +31,53 @@ from livemem.version.segments import (
 log = logging.getLogger(__name__)
 
 
-def write_segments(
+def finish_segments(
     con: duckdb.DuckDBPyConnection,
     parts: Path,
     dim: int,
-    rows: list[dict[str, Any]],
-    parents: list[dict[str, Any]],
-    vectors: np.ndarray,
-    texts: list[str],
-    terms: list[TermIds],
     timings: dict[str, float],
-    sentences: Sentences | None = None,
     graph_min_rows: int = 0,
+    max_rows: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Write the rebuilt chunks and files (``terms``: the BM25 tokens of ``rows``, batch by batch; ``sentences``:
-    their sentence vectors) as one new segment under ``parts`` (``dim``: the vectors'), name its rows in the
-    membership, merge segments when the version would hold too many or too little of one (``merge_plan``; its time
-    is added to ``timings["merge_s"]``), and define the ``chunks`` / ``parents`` views. A segment written (new or
-    merged) with at least ``graph_min_rows`` rows gets its approximate-search graph (``livemem.index.ann``). Returns
-    the version's segments with the rows it holds of each."""
-    if rows or parents:
-        segment = write_segment(
-            con, parts, pd.DataFrame(rows, columns=list(records.CHUNK_COLUMNS)),
-            pd.DataFrame(parents, columns=list(PARENT_COLUMNS)), vectors, texts, Postings.merge(terms), sentences,
-            graph_min_rows,
-        )  # fmt: skip
-        hold_segment(con, segment, len(rows), len(parents))
+    """Once the build's new segments are written and held (``livemem.ingest.flush``): release the segments no row of
+    which is held, merge segments when the version would hold too many or too little of one (``merge_plan``; merged
+    segments of at most ``max_rows`` chunk rows each, ``dim``: the vectors'; its time is added to
+    ``timings["merge_s"]``), and define the ``chunks`` / ``parents`` views. A segment merged with at least
+    ``graph_min_rows`` rows gets its approximate-search graph (``livemem.index.ann``). Returns the version's segments
+    with the rows it holds of each."""
     release_segments(con, [s for s, c, p in live_rows(con) if c == 0 and p == 0])  # nothing of it is held
     create_views(con, version_segments(con))
-    live = {s: c + p for s, c, p in live_rows(con)}
+    held = live_rows(con)
+    live = {s: c + p for s, c, p in held}
     sizes = {s: (m := segment_meta(parts, s))["chunks"] + m["parents"] for s in live}
-    plan = merge_plan(live, sizes)
+    plan = merge_plan(live, sizes, max_rows)
     if plan:
         t = time.perf_counter()
-        merge_segments(con, parts, dim, plan, graph_min_rows)
+        chunks = {s: c for s, c, _ in held}
+        for group in merge_groups(plan, chunks, max_rows):
+            if len(group) == 1 and live[group[0]] >= MIN_LIVE * sizes[group[0]]:
+                continue  # chosen to be merged, but no other fits beside it: kept as it is
+            merge_segments(con, parts, dim, group, graph_min_rows)
         timings["merge_s"] = round(timings.get("merge_s", 0.0) + time.perf_counter() - t, 3)
         create_views(con, version_segments(con))
     return [{"id": s, "chunks": n_chunks, "parents": n_parents} for s, n_chunks, n_parents in live_rows(con)]
+
+
+def merge_groups(plan: list[str], chunks: dict[str, int], max_rows: int | None) -> list[list[str]]:
+    """The ``plan`` segments in groups to merge, each holding at most ``max_rows`` live chunk rows (``chunks``) unless
+    one segment alone holds more. ``max_rows`` None: one group."""
+    if max_rows is None:
+        return [plan]
+    groups: list[list[str]] = []
+    total = 0
+    for segment in plan:
+        if groups and total + chunks[segment] <= max_rows:
+            groups[-1].append(segment)
+            total += chunks[segment]
+        else:
+            groups.append([segment])
+            total = chunks[segment]
+    return groups
 
 
 def merge_segments(

@@ -219,13 +219,19 @@ def live_rows(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, int]]:
     return [(s, int(c), int(p)) for s, c, p in rows]
 
 
-def merge_plan(live: dict[str, int], sizes: dict[str, int]) -> list[str]:
+def merge_plan(live: dict[str, int], sizes: dict[str, int], max_rows: int | None = None) -> list[str]:
     """The segments to rewrite as one: those of which too little is live, then the smallest while there are too
     many (``MAX_SEGMENTS``). ``live``/``sizes``: rows held by the version / written in the segment (chunks and
-    parents together). Fewer than two segments to merge and none mostly deleted: nothing."""
+    parents together). Fewer than two segments to merge and none mostly deleted: nothing. ``max_rows`` (the build's
+    ``segment_rows``): a segment holding at least half as many rows is full, as in Lucene's ``TieredMergePolicy``
+    (``maxMergedSegmentMB``): never merged for being one too many, so a large memory is held as several segments of
+    about ``max_rows`` rows instead of being merged back into one that no build could write in bounded memory."""
     chosen = [s for s, n in live.items() if sizes.get(s, 0) and n < MIN_LIVE * sizes[s]]
     rest = sorted((s for s in live if s not in chosen), key=lambda s: (live[s], s))
-    while len(rest) + (1 if chosen else 0) > MAX_SEGMENTS:
+    if max_rows is not None:
+        rest = [s for s in rest if live[s] < max_rows / 2]
+    full = len(live) - len(chosen) - len(rest)
+    while rest and full + len(rest) + (1 if chosen else 0) > MAX_SEGMENTS:
         chosen.append(rest.pop(0))
     if len(chosen) == 1 and live[chosen[0]] >= MIN_LIVE * sizes.get(chosen[0], 0):
         return []
