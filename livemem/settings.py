@@ -206,15 +206,15 @@ class DenseSettings(Section):
         "scanned (docs/approximate-search.md)",
     )
     ann_candidates: int = Field(
-        400,
+        200,
         ge=1,
         le=100_000,
         validation_alias="LIVEMEM_ANN_CANDIDATES",
-        description="candidates a graph gives at least, scored exactly (max(this, min(4·k, k + this)); more under "
-        "filters; docs/approximate-search.md)",
+        description="candidates a graph gives at least, scored exactly (max(this, min(4·k', k' + this)), k' the "
+        "graph's share of k by rows; more under filters; docs/approximate-search.md)",
     )
     ann_breadth: int = Field(
-        1600,
+        800,
         ge=1,
         le=100_000,
         validation_alias="LIVEMEM_ANN_BREADTH",

@@ -12,8 +12,9 @@ reach the top k is then scored exactly. The result is identical to ranking the e
 Ties are broken by row (``top_order``), so the top k is one well-defined set however it is found.
 
 **Segments with a graph** (``livemem.index.ann``: large segments, ``DenseSettings.ann`` "auto") are not scanned:
-their graph gives ``max(ANN_CANDIDATES, min(4·k, k + ANN_CANDIDATES))`` candidates (more when a filter or the version's deletions keep a
-fraction of the segment's rows), scored exactly; the segments without one go through the two stages above, and the
+their graph gives ``max(ANN_CANDIDATES, min(4·k', k' + ANN_CANDIDATES))`` candidates, ``k'`` the part's share of the
+top k by its allowed rows (more when a filter or the version's deletions keep a fraction of the segment's rows, or
+when the part holds more than its share), scored exactly; the segments without one go through the two stages above, and the
 top k is taken over both. Scores stay exact; which rows are candidates is approximate (recall of the final top 10
 against exact search: ``bench/results/ann.md``, ``bench/results/scale*.md``). With a weight per row, a graph is asked
 for more until its lowest candidate score, at the highest weight of its rows, cannot reach the k-th best weighted
@@ -88,8 +89,8 @@ PARALLEL_MIN_ROWS = 100_000
 # ``GRAPH_EXACT_ROWS`` allowed rows, or whose filter would need more than ``GRAPH_MAX_COUNT`` candidates or a walk
 # costlier than the rows themselves (``WALK_COST``), is scored exactly over its allowed rows instead.
 ANN_MODE = "auto"
-ANN_CANDIDATES = 400
-ANN_BREADTH = 1600
+ANN_CANDIDATES = 200
+ANN_BREADTH = 800
 GRAPH_EXACT_ROWS = 20_000
 GRAPH_MAX_COUNT = 20_000
 # A walk for ``count`` candidates reads about WALK_COST times as much as scoring ``count`` rows exactly (each step
@@ -374,17 +375,20 @@ class DenseScan:
         self, k: int, weight: np.ndarray | None, scanned: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """The candidates of the parts with a graph, with ``scanned`` (those of the others), ascending, with their
-        exact scores. Each graph part gives ``count`` candidates (``need`` below over the fraction of
-        its rows allowed); while the lowest score a part gave, at its rows' highest weight, could still reach the
+        exact scores. Each graph part gives ``count`` candidates (``need`` below, for its share of k, over the fraction
+        of its rows allowed); while the lowest score a part gave, at its rows' highest weight, could still reach the
         k-th best weighted score of all candidates, that part is asked for four times as many."""
         # at least ANN_CANDIDATES (the top 10 a user reads), 4k for a deeper ranking, and k plus ANN_CANDIDATES for
         # a deep one (hybrid fusion asks for 1000): a miss near its end moves no answer a user reads
         # (bench/scale.py measures the final top 10)
-        need = max(ANN_CANDIDATES, min(4 * k, k + ANN_CANDIDATES))
         found: dict[int, tuple[np.ndarray, float | None]] = {}  # part -> (its allowed candidates, lowest score given)
         counts: dict[int, int] = {}
         for p in self._graph_parts:
             a, b = self._allowed_range(p)
+            # the part's share of the top k, in proportion to its allowed rows (a memory written as two segments of
+            # 1M walks each for about half of a deep list); a part holding more than its share is asked again below
+            k_part = min(k, -(-k * (b - a) // max(1, self.allowed.size)))
+            need = max(ANN_CANDIDATES, min(4 * k_part, k_part + ANN_CANDIDATES))
             segment_rows = self.dense.parts[p][0].shape[0]
             count = min(segment_rows, -(-need * segment_rows // max(1, b - a)))
             if b - a <= max(GRAPH_EXACT_ROWS, need, WALK_COST * count) or count > GRAPH_MAX_COUNT:

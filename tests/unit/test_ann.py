@@ -167,3 +167,38 @@ def test_a_version_with_several_graph_parts_walks_them_at_once_and_answers_the_s
     start, end = held.size, held.size + small.shape[0]
     assert np.array_equal(three.scan(queries[0], keep).rest, np.flatnonzero(keep[start:end]) + start)
     walks.shutdown()
+
+
+def test_a_graph_holding_more_than_its_share_of_a_deep_list_is_asked_again(corpus, small_limits, tmp_path) -> None:
+    """Each graph part walks for its share of k (by its allowed rows): two 1M-row segments walk for about half of a
+    hybrid query's 1,000-deep dense list each. When the question's neighbours all lie in one part, that part's
+    lowest candidate still beats the k-th score found, and it is asked again: the deep list is the exact one."""
+    big, *_ = corpus
+    *_, queries = corpus
+    # a segment pointing away from every question: none of its rows is among their neighbours
+    away = -queries[:5].sum(axis=0) + 0.02 * np.random.default_rng(11).standard_normal((3000, DIM)).astype(np.float32)
+    far = away / np.linalg.norm(away, axis=1, keepdims=True)
+    path = tmp_path / GRAPH_FILE
+    two = DenseRows(
+        [(big, np.arange(big.shape[0])), (far, np.arange(far.shape[0]))],
+        DIM,
+        graphs=[corpus[3], Graph.open(path, build_graph(far, path, threads=2))],
+    )
+    asked: list[int] = []
+    search = Graph.search
+
+    def counting(self, query, count, breadth=0):
+        asked.append(int(count))
+        return search(self, query, count, breadth)
+
+    k, share = 1000, -(-1000 * big.shape[0] // two.size)  # the big part's share: 667 of hybrid's 1,000
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Graph, "search", counting)
+        mp.setattr(scan, "ANN_CANDIDATES", 200)  # the default margin (40 is too tight for a deep list)
+        mp.setattr(scan, "WALK_COST", 1)  # walk these 6,000 rows for 867 candidates (a 1M-row segment would)
+        found = [two.scan(q).top(k)[0] for q in queries[:5]]
+    assert max(asked) > share + 200  # asked again, for more than its first share
+    for q, rows in zip(queries[:5], found, strict=True):
+        exact = exact_top(two, q, k)
+        assert exact.max() < big.shape[0]  # the whole deep list lies in the big part
+        assert len(set(rows.tolist()) & set(exact.tolist())) >= 0.98 * k
