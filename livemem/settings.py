@@ -269,7 +269,7 @@ class BuildSettings(Section):
         le=1_000_000_000,
         validation_alias="LIVEMEM_SEGMENT_ROWS",
         description="chunk rows a build writes per segment, and the most a merge writes into one: a build holds one "
-        "segment's rows, texts and vectors at a time (≈ 6 GB per million chunks; docs/approximate-search.md)",
+        "segment's rows, texts and vectors at a time (≈ 16 GB at the peak per million chunks; docs/approximate-search.md)",
     )
 
 
