@@ -124,3 +124,39 @@ def test_segment_rows_is_a_build_setting_from_the_environment(monkeypatch) -> No
     monkeypatch.setenv("LIVEMEM_SEGMENT_ROWS", "0")
     with pytest.raises(Exception, match="LIVEMEM_SEGMENT_ROWS"):
         BuildSettings.from_env()
+
+
+def test_a_build_failing_after_a_flush_publishes_nothing_and_its_segments_go_at_the_next_publish(
+    tmp_path, corpus, embedder, monkeypatch
+) -> None:
+    """A segment flushed by a build that fails later is complete but named by no version: the published version
+    answers as before, the next build publishes, and its publish removes what the failed build left."""
+    from livemem.ingest.flush import SegmentFlusher
+    from livemem.version.reader import load_snapshot
+
+    monkeypatch.setattr("livemem.ingest.read.CHUNK_BATCH_FILES", 4)
+    home, first = build(tmp_path, corpus, embedder, "home", segment_rows=25)
+    corpus.commit({f"docs/heating-help-{i:02d}.md": f"# Heating {i}\n\n## Where\n\nEdited: furnace repair {i}.\n"
+                   for i in range(12)} | {f"docs/rent-assistance-{i:02d}.md": f"# Rent {i}\n\nEdited: deposits {i}.\n"
+                   for i in range(12)})  # fmt: skip
+    flush, flushed = SegmentFlusher.flush, []
+
+    def failing(self) -> None:
+        if self._rows and flushed:
+            raise OSError("No space left on device (injected)")
+        flush(self)
+        flushed.extend(self.written)
+
+    monkeypatch.setattr(SegmentFlusher, "flush", failing)
+    path = tmp_path / "home.yaml"
+    with pytest.raises(OSError, match="injected"):
+        build_version(load_sources(path), home, embedder, settings=BuildSettings(segment_rows=10))
+    parts = {p.name for p in (home.root / "parts").iterdir() if p.name.startswith("seg-")}
+    assert home.current() == first and flushed and set(flushed) <= parts  # complete, named by no version
+    assert not set(flushed) & {s for s, _, _ in held(home, first)}
+    assert load_snapshot(home, first).size == sum(c for _, c, _ in held(home, first))
+    monkeypatch.setattr(SegmentFlusher, "flush", flush)
+    _, second = build(tmp_path, corpus, embedder, "home", segment_rows=25)
+    left = {p.name for p in (home.root / "parts").iterdir() if p.name.startswith("seg-")}
+    assert left == {s for s, _, _ in held(home, first)} | {s for s, _, _ in held(home, second)}
+    assert any("furnace repair 3" in r["content"] for r in load_snapshot(home, second).rows)
