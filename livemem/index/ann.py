@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,12 +72,20 @@ def build_graph(vectors: np.ndarray, path: Path, threads: int = 0) -> dict[str, 
 @dataclass(eq=False)
 class Graph:
     """A segment's graph, memory-mapped: ``search(query, count)`` gives about the ``count`` segment rows of highest
-    inner product with ``query``, best first."""
+    inner product with ``query``, best first.
 
-    index: Any
+    Walks of one graph run at once, each on a view of its own: usearch keeps the walk's breadth
+    (``expansion_search``) in the index, and its Python ``search`` takes none, so one view walks for one query at a
+    time. A view is opened when every other is walking (≈ 0.08 s and ≈ 20 MB of private memory for a 1M-row graph:
+    the file's pages are the page cache's, one copy for every view and worker) and kept for the next."""
+
+    index: Any  # the first view
     rows: int
     path: Path
     _lock: threading.Lock
+    _header: dict[str, Any] = field(default_factory=dict)
+    _free: list[Any] = field(default_factory=list)  # views no walk is using
+    views: int = 1
 
     @classmethod
     def open(cls, path: Path, meta: dict[str, Any]) -> Graph:
@@ -98,22 +106,45 @@ class Graph:
             or header.get("dimensions") != meta.get("dim")
         ):
             raise GraphError(f"{path.name}: its header does not declare {meta.get('rows')} rows of {meta.get('dim')}")
-        index = Index.restore(str(path), view=True)
-        if index is None:
-            raise GraphError(f"{path.name}: usearch could not map it")
-        return cls(index, int(meta["rows"]), path, threading.Lock())
+        index = _view(path, header)
+        return cls(index, int(meta["rows"]), path, threading.Lock(), header, [index])
 
     def search(self, query: np.ndarray, count: int, breadth: int = 0) -> np.ndarray:
         """About the ``count`` rows nearest ``query`` (inner product), best first (fewer when the segment has
         fewer). ``breadth``: how many rows the walk keeps in view (usearch's ``expansion_search``), at least
-        ``count``: a wider walk finds the nearest rows more surely (bench/results/scale-1m.md)."""
+        ``count``: a wider walk finds the nearest rows more surely (bench/results/scale-2m-notes.md)."""
         count = min(int(count), self.rows)
         if count <= 0:
             return np.zeros(0, dtype=np.int64)
-        with self._lock:  # the breadth is the index's state: one search at a time per graph (≈ 0.3 ms each)
-            self.index.expansion_search = max(MIN_EXPANSION_SEARCH, count, int(breadth))
-            found = self.index.search(query, count, threads=1)
+        with self._lock:
+            index = self._free.pop() if self._free else None
+            if index is None:
+                self.views += 1
+        if index is None:  # every view is walking for another query: one more, kept for later
+            index = _view(self.path, self._header)
+        try:
+            index.expansion_search = max(MIN_EXPANSION_SEARCH, count, int(breadth))
+            found = index.search(query, count, threads=1)
+        finally:
+            with self._lock:
+                self._free.append(index)
         return np.asarray(found.keys, dtype=np.int64)
+
+
+def _view(path: Path, header: dict[str, Any]) -> Any:
+    """A usearch view of the graph file, configured from its header, without a key → node table (the keys are the
+    segment's rows, never looked up: ≈ 25 MB less private memory per 1M rows)."""
+    from usearch.index import Index
+
+    index = Index(
+        ndim=header["dimensions"], metric=header["kind_metric"], dtype=header["kind_scalar"], enable_key_lookups=False
+    )
+    index.view(str(path))
+    if len(index) != header.get("count_present"):
+        raise GraphError(
+            f"{path.name}: usearch mapped {len(index)} rows, its header declares {header.get('count_present')}"
+        )
+    return index
 
 
 def open_recorded(path: Path, meta: dict[str, Any], what: str, verify: bool = False) -> Graph | None:

@@ -202,3 +202,21 @@ def test_a_graph_holding_more_than_its_share_of_a_deep_list_is_asked_again(corpu
         exact = exact_top(two, q, k)
         assert exact.max() < big.shape[0]  # the whole deep list lies in the big part
         assert len(set(rows.tolist()) & set(exact.tolist())) >= 0.98 * k
+
+
+def test_walks_of_one_graph_run_at_once_on_views_of_their_own(corpus) -> None:
+    """usearch keeps a walk's breadth in the index, so one view walks for one query at a time: a walk that finds
+    every view busy opens another of the same file (kept for later), and threads walking at once get what one
+    thread walking them in turn gets."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, _, _, _, meta, path, queries = corpus
+    graph = Graph.open(path, meta)  # a graph of its own: the module's is shared with other tests
+    alone = [graph.search(q, 40, 200) for q in queries[:40]]
+    busy = graph._free.pop()  # as if a walk for another query held the only view
+    assert np.array_equal(graph.search(queries[0], 40, 200), alone[0]) and graph.views == 2
+    graph._free.append(busy)
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda q: graph.search(q, 40, 200), queries[:40]))
+    assert all(np.array_equal(a, b) for a, b in zip(alone, together, strict=True))
+    assert graph.views == len(graph._free) <= 1 + 4  # every view back, at most one per thread walking at once
