@@ -25,14 +25,18 @@ PROJECT = Path(__file__).resolve().parents[2]
 SOAK_SECONDS = float(os.environ.get("LIVEMEM_SOAK_S", "30"))
 
 BUILD_SCRIPT = """
-import sys
+import sys, time
 from livemem.ingest.build import build_version
 from livemem.sources.config import load_sources
 from livemem.model.embedding import Embedder
 from livemem.version.store import IndexHome
 config = load_sources(sys.argv[1])
 home = IndexHome(sys.argv[2])
-result = build_version(config, home, Embedder())
+hold = sys.argv[3:] == ["hold"]
+def progress(what, done, total):
+    if hold:  # held as it starts embedding, its version half-written in staging, until the test kills it
+        time.sleep(300)
+result = build_version(config, home, Embedder(), progress=progress)
 if result.staged:
     home.publish(result.version_id, result.base_version, config.retention)
 print(result.version_id)
@@ -93,8 +97,8 @@ def test_kill_9_mid_build_keeps_the_previous_version_serving(served_home) -> Non
     commit_files(repo, {"benefits/new-guide.md": "# New guide\n\n" + "Winter heating help. " * 400}, "more")
     with uvicorn(home) as url, Load(url) as load:
         time.sleep(1.0)
-        build = subprocess.Popen(
-            [sys.executable, "-c", BUILD_SCRIPT, str(sources), str(home.root)], cwd=PROJECT,
+        build = subprocess.Popen(  # held mid-build: it cannot finish between two looks at staging
+            [sys.executable, "-c", BUILD_SCRIPT, str(sources), str(home.root), "hold"], cwd=PROJECT,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         deadline = time.monotonic() + 60
