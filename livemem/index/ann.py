@@ -79,7 +79,6 @@ class Graph:
     time. A view is opened when every other is walking (≈ 0.08 s and ≈ 20 MB of private memory for a 1M-row graph:
     the file's pages are the page cache's, one copy for every view and worker) and kept for the next."""
 
-    index: Any  # the first view
     rows: int
     path: Path
     _lock: threading.Lock
@@ -107,7 +106,7 @@ class Graph:
         ):
             raise GraphError(f"{path.name}: its header does not declare {meta.get('rows')} rows of {meta.get('dim')}")
         index = _view(path, header)
-        return cls(index, int(meta["rows"]), path, threading.Lock(), header, [index])
+        return cls(int(meta["rows"]), path, threading.Lock(), header, [index])
 
     def search(self, query: np.ndarray, count: int, breadth: int = 0) -> np.ndarray:
         """About the ``count`` rows nearest ``query`` (inner product), best first (fewer when the segment has

@@ -28,7 +28,7 @@ from livemem.errors import SourceError
 from livemem.index.sentences import sentence_texts
 from livemem.ingest.carry import CarryOver, carry_other_parts, record_change
 from livemem.ingest.chroma_mirror import flushed_rows, update_chroma
-from livemem.ingest.flush import SegmentFlusher
+from livemem.ingest.flush import SegmentFlusher, tick
 from livemem.ingest.layout import SCHEMA_SQL
 from livemem.ingest.manifest import SourceStats, count_chunks, governance_status, read_breath, version_manifest
 from livemem.ingest.plan import Base, FilePlan, already_indexed, plan_source, source_fingerprint
@@ -105,9 +105,7 @@ class _Builder:
         self.settings = BuildSettings.defaults()
 
     def _tick(self, name: str, since: float) -> float:
-        now = time.perf_counter()
-        self.timings[name] = round(self.timings.get(name, 0.0) + now - since, 3)
-        return now
+        return tick(self.timings, name, since)
 
     def run(self, force: bool) -> BuildResult:
         t0 = time.perf_counter()
@@ -258,8 +256,6 @@ class _Builder:
                 skips += batch.skipped
                 flusher.add(batch.rows, batch.parents, batch.terms)
             # reading and chunking, less the segments flushed meanwhile (their time is in embed_s / segment_s)
-            self.timings["read_chunk_s"] = round(
-                self.timings.get("read_chunk_s", 0.0) + time.perf_counter() - t - (flusher.busy_s - flushing), 3
-            )
+            tick(self.timings, "read_chunk_s", t + flusher.busy_s - flushing)
         flusher.flush()
         return skips

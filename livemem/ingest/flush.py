@@ -31,6 +31,13 @@ from livemem.version.segments import PARENT_COLUMNS, hold_segment, write_segment
 log = logging.getLogger(__name__)
 
 
+def tick(timings: dict[str, float], name: str, since: float) -> float:
+    """Add the seconds since ``since`` to ``timings[name]`` (a build's ``BuildResult.timings``); returns now."""
+    now = time.perf_counter()
+    timings[name] = round(timings.get(name, 0.0) + now - since, 3)
+    return now
+
+
 @dataclass
 class SegmentFlusher:
     """Gathers a build's new chunk and file rows (``add``, in path order) and writes them as segments of about
@@ -92,9 +99,7 @@ class SegmentFlusher:
         log.info("flushed segment %s: %d chunks, %d files", segment, len(chunks), len(parents))
 
     def _tick(self, name: str, since: float) -> float:
-        now = time.perf_counter()
-        self.timings[name] = round(self.timings.get(name, 0.0) + now - since, 3)
-        return now
+        return tick(self.timings, name, since)
 
     def fresh_table(self, name: str = "fresh_rows") -> str:
         """A temp table of the flushed chunk rows' (chunk_id, source, path, heading_path), read back from the segments
