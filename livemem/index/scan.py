@@ -30,9 +30,9 @@ import math
 import os
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -41,6 +41,15 @@ from livemem.index.kernels import Int8Codes, Kernel, first_stage_kernel, gathere
 
 if TYPE_CHECKING:
     from livemem.index.dense import DenseRows
+
+
+class Beside(Protocol):
+    """Work a request does beside its dense walks (``livemem.index.sparse.Pieces``): handed to a pool, and taken up
+    one step at a time by a thread that would otherwise wait."""
+
+    def submit(self, pool: Executor | None) -> Any: ...
+
+    def help(self) -> bool: ...
 
 
 def top_order(scores: np.ndarray, k: int) -> np.ndarray:
@@ -357,10 +366,16 @@ class DenseScan:
             self.known[todo] = True
         return self.exact[rows]
 
-    def candidates(self, k: int, weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def candidates(
+        self, k: int, weight: np.ndarray | None = None, beside: Beside | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Allowed rows (ascending) among which are all the ``k`` best by ``score × weight`` (``weight``: one
         finite, non-negative number per snapshot row, None for 1), ties included, with their exact scores. Over
-        segments with a graph, "all" holds as far as the graph finds the best rows (module docstring)."""
+        segments with a graph, "all" holds as far as the graph finds the best rows (module docstring).
+
+        ``beside``: other work of the request (hybrid's BM25 pieces, ``livemem.index.sparse.Pieces``), handed to the
+        walk threads once the graphs' walks are (so they walk first) and done on this thread while it waits for
+        them: two cores hold two busy threads, not three."""
         k = min(k, self.allowed.size)
         if k <= 0:
             return self.allowed[:0], np.zeros(0, dtype=np.float32)
@@ -369,10 +384,10 @@ class DenseScan:
         if not self._graph_parts:
             return self._scanned(k, weight, self.allowed)
         rows, _ = self._scanned(min(k, self.rest.size), weight, self.rest)
-        return self._graph_candidates(k, weight, rows)
+        return self._graph_candidates(k, weight, rows, beside)
 
     def _graph_candidates(
-        self, k: int, weight: np.ndarray | None, scanned: np.ndarray
+        self, k: int, weight: np.ndarray | None, scanned: np.ndarray, beside: Beside | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """The candidates of the parts with a graph, with ``scanned`` (those of the others), ascending, with their
         exact scores. Each graph part gives ``count`` candidates (``need`` below, for its share of k, over the fraction
@@ -401,9 +416,13 @@ class DenseScan:
             pool = walk_pool() if len(todo) > 1 else None
             # the other parts' walks on the walk threads while this thread walks the first (disjoint rows written)
             walking = [(p, count, pool.submit(self._from_graph, p, count)) for p, count in todo[1:]] if pool else []
+            if beside is not None:  # after the walks: the walk threads take it up when their walk is done
+                beside.submit(walk_pool())
             for p, count in todo[: 1 if pool else None]:
                 found[p], fetched[p] = self._from_graph(p, count), count
             for p, count, walk in walking:
+                while beside is not None and not walk.done() and beside.help():
+                    pass  # this thread's walk is done and another is not: it takes up the other work meanwhile
                 found[p], fetched[p] = walk.result(), count
             rows = np.unique(np.concatenate([scanned, *(r for r, _ in found.values())]))
             scores = self._exact(rows)
@@ -502,9 +521,9 @@ class DenseScan:
         upper = a + (q_norm * errors + rest) * (1 + SLACK) + 1e-30 + INT8_RHO * np.abs(a)
         return rows[upper >= lower - SLACK * (abs(lower) + 1e-30)]
 
-    def top(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` best allowed rows by exact score, best first, and their scores."""
-        rows, scores = self.candidates(k)
+    def top(self, k: int, beside: Beside | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best allowed rows by exact score, best first, and their scores (``beside``: ``candidates``)."""
+        rows, scores = self.candidates(k, beside=beside)
         order = top_order(scores, k)
         return rows[order], scores[order]
 

@@ -31,12 +31,17 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import numba
 import numpy as np
+
+# segment rows per piece of one query's BM25 (``SparseScorer.split``): a 1M-row segment is scored in 4 pieces, which
+# the request's thread and the scan pool share (livemem.query.retrieval)
+PIECE_ROWS = 262_144
 
 # ``mode: sparse`` adds BM25 over each chunk's heading path (a second field, ``heading_text``) at this weight: a
 # later chunk of a section is found by its section's title too. SciFact train nDCG@10 0.6905 -> 0.6942, better on
@@ -59,26 +64,51 @@ _LOCAL = threading.local()
 _NOTHING = np.zeros(0, dtype=bool)
 
 
-# BM25's inner loops, compiled (numba, the GIL released so BM25 runs beside the dense scan threads): one pass per
-# posting list instead of nine numpy passes over temporaries (gather the version rows, gather their length terms,
-# four arithmetic operations, gather, add, scatter): 3.4-4.5 -> 0.8-1.5 ms at 500k chunks. The same float32
+# BM25's inner loop, compiled (numba, the GIL released so BM25 runs beside the dense walks and scan threads): one
+# pass per posting list instead of nine numpy passes over temporaries (gather the version rows, gather their length
+# terms, four arithmetic operations, gather, add, scatter): 3.4-4.5 -> 0.8-1.5 ms at 500k chunks. The same float32
 # operations in the same order as the numpy expression ``out[rows] += weight * (tf / (tf + constant + scaled[rows]))``
 # (no fast-math: nothing is reassociated or fused), so the scores are the same floats.
 @numba.njit(nogil=True, cache=True)
-def _add_term(out, local, positions, tf, scaled, constant, weight):  # pragma: no cover - compiled
-    for i in range(local.size):
-        r = positions[local[i]]
-        t = tf[i]
-        out[r] += weight * (t / (t + constant + scaled[r]))
+def _add_piece(
+    out, rows, tf, firsts, ends, weights, lo, hi, base, dropped, positions, keep, scaled, constant
+):  # pragma: no cover - compiled
+    """Add every query term's postings of segment rows ``[lo, hi)`` of one part, term after term (a row's terms
+    add in query order, whatever the pieces: the same floats). Term ``t``'s postings are ``rows[firsts[t]:ends[t]]``
+    (ascending), weighing ``weights[t]``.
 
-
-@numba.njit(nogil=True, cache=True)
-def _add_term_kept(out, local, positions, tf, scaled, constant, weight, keep):  # pragma: no cover - compiled
-    for i in range(local.size):
-        r = positions[local[i]]
-        if keep[r]:
-            t = tf[i]
-            out[r] += weight * (t / (t + constant + scaled[r]))
+    Version rows: ``base`` ≥ 0 for a part holding its segment's rows in order but the ``dropped`` ones (ascending;
+    none for an intact part): version row = segment row + ``base`` − the dropped rows before it, so each run of
+    postings between two dropped rows adds at a fixed offset and a dropped row's posting is skipped (no position
+    gathered per posting: BM25 of a 1M-row part that lost one file's rows took 1.4x an intact one's time that way);
+    ``base`` < 0: ``positions[row]`` (the version row, or the thrown-away slot past the last row). ``keep`` (empty:
+    every row) is the corpus: rows outside it score nothing."""
+    kept = keep.size > 0
+    for t in range(firsts.size):
+        a, b = firsts[t], ends[t]
+        i = a + np.searchsorted(rows[a:b], lo)
+        e = a + np.searchsorted(rows[a:b], hi)
+        w = weights[t]
+        if base < 0:
+            for x in range(i, e):
+                r = positions[rows[x]]
+                if not kept or keep[r]:
+                    v = tf[x]
+                    out[r] += w * (v / (v + constant + scaled[r]))
+            continue
+        j = np.searchsorted(dropped, lo)  # the dropped rows before this piece
+        while i < e:
+            stop = e if j >= dropped.size or dropped[j] >= hi else i + np.searchsorted(rows[i:e], dropped[j])
+            shift = base - j
+            for x in range(i, stop):
+                r = rows[x] + shift
+                if not kept or keep[r]:
+                    v = tf[x]
+                    out[r] += w * (v / (v + constant + scaled[r]))
+            i = stop
+            if i < e and rows[i] == dropped[j]:
+                i += 1
+            j += 1
 
 
 @numba.njit(nogil=True, cache=True)
@@ -88,16 +118,6 @@ def _count_kept(local, positions, keep):  # pragma: no cover - compiled
         if keep[positions[local[i]]]:
             n += 1
     return n
-
-
-@numba.njit(nogil=True, cache=True)
-def _add_term_from(out, local, offset, tf, scaled, constant, weight):  # pragma: no cover - compiled
-    """``_add_term`` for a part holding every row of its segment: version row = segment row + ``offset`` (no
-    positions gathered per posting)."""
-    for i in range(local.size):
-        r = local[i] + offset
-        t = tf[i]
-        out[r] += weight * (t / (t + constant + scaled[r]))
 
 
 @numba.njit(nogil=True, cache=True)
@@ -112,59 +132,93 @@ def _compact(top_rows, top_scores, count, k):  # pragma: no cover - compiled
     return keep
 
 
+BLOCK = 64  # rows per block of ``best_rows``' first pass: the second looks inside the blocks whose best can enter
+
+
 @numba.njit(nogil=True, cache=True)
-def _best(scores, allowed, every, k, floor):  # pragma: no cover - compiled
-    """The ``k`` best rows scoring above 0 and at least ``floor`` (of ``allowed``, unless ``every``), best first,
-    ties to the lower row (as ``livemem.index.scan.top_order``), in one pass, and how many rows reached ``floor``:
-    rows are taken in order into a buffer of ``2k``, which keeps its best ``k`` when full; from then on a row must
-    beat the ``k``-th kept (a row tying it comes later: it loses)."""
+def _block_best(bits, allowed, every, one):  # pragma: no cover - compiled
+    """The largest of each ``BLOCK`` rows' scores where allowed, as bits (a non-negative float32 orders as its int32
+    bits do, and an integer max vectorises where a float one needs fast-math): 0 for a block with none. ``one`` is
+    1, passed in: LLVM vectorises the loop that multiplies by it (0.18 ms at 2M rows) and not the one without (1.0)."""
+    n = bits.size
+    full = n // BLOCK
+    out = np.zeros((n + BLOCK - 1) // BLOCK, np.int32)
+    for b in range(full):
+        best = 0
+        base = b * BLOCK
+        if every:
+            for j in range(BLOCK):
+                value = np.int64(bits[base + j]) * one
+                best = value if value > best else best
+        else:
+            for j in range(BLOCK):
+                value = np.int64(bits[base + j]) * np.int64(allowed[base + j])
+                best = value if value > best else best
+        out[b] = best
+    for r in range(full * BLOCK, n):  # the last, shorter block
+        if (every or allowed[r]) and bits[r] > out[full]:
+            out[full] = bits[r]
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _best(scores, bits, block_best, allowed, every, k, floor):  # pragma: no cover - compiled
+    """The ``k`` best rows scoring above 0 and at least ``floor`` (int32 bits; of ``allowed``, unless ``every``),
+    best first, ties to the lower row (as ``livemem.index.scan.top_order``): rows are taken in order into a buffer
+    of ``2k``, which keeps its best ``k`` when full; from then on a row must beat the ``k``-th kept (a row tying it
+    comes later: it loses). A block whose best (``block_best``) is below ``floor`` or at most the ``k``-th kept
+    holds no such row and is not looked into."""
     capacity = max(2 * k, 64)
     top_rows = np.empty(capacity, np.int64)
     top_scores = np.empty(capacity, np.float32)
     count = 0
-    reached = 0
-    bar = np.float32(0)
-    for r in range(scores.size):
-        value = scores[r]
-        if value >= floor and value > bar and (every or allowed[r]):
-            reached += 1
-            top_rows[count] = r
-            top_scores[count] = value
-            count += 1
-            if count == capacity:
-                count = _compact(top_rows, top_scores, count, k)
-                bar = top_scores[k - 1]
+    bar = np.int32(0)
+    n = scores.size
+    for b in range(block_best.size):
+        most = block_best[b]
+        if most < floor or most <= bar:
+            continue
+        for r in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
+            value = bits[r]
+            if value >= floor and value > bar and (every or allowed[r]):
+                top_rows[count] = r
+                top_scores[count] = scores[r]
+                count += 1
+                if count == capacity:
+                    count = _compact(top_rows, top_scores, count, k)
+                    bar = bits[top_rows[k - 1]]
     count = _compact(top_rows, top_scores, count, k)
-    return top_rows[:count].copy(), reached
+    return top_rows[:count].copy()
 
 
 def best_rows(scores: np.ndarray, allowed: np.ndarray | None, k: int) -> np.ndarray:
     """``top_order`` of the rows scoring above 0 where ``allowed`` (None: everywhere) — the same rows, same order —
-    without a pass per temporary: a floor guessed from a strided sample (≈ 1.25 k rows of all reach it) keeps the
-    compiled pass to one comparison a row; if fewer than ``k`` allowed rows reach it, the pass runs again from 0."""
+    in two compiled passes: the best allowed score of each block of ``BLOCK`` rows (one vectorised pass), whose
+    ``k``-th largest is a floor at most the ``k``-th best score (k rows reach it); then only the blocks holding a
+    row at or above the floor are looked into (≈ k of them). BM25 scores are never negative (``SparseScorer``:
+    every weight and term is), so they order as their float32 bits."""
     if k <= 0 or not scores.size:
         return np.zeros(0, dtype=np.int64)
+    scores = np.ascontiguousarray(scores, dtype=np.float32)
     every = allowed is None
-    floor = np.float32(0)
-    if k * 64 <= scores.size:
-        sample = scores[::16]
-        rank = -(-k * 5 // 64)
-        floor = np.float32(np.partition(sample, sample.size - rank)[sample.size - rank])
-    rows, reached = _best(scores, _NOTHING if every else allowed, every, k, floor)
-    if reached < k and floor > 0:  # the guess was too high (or the filter kept few of the rows above it)
-        rows, _ = _best(scores, _NOTHING if every else allowed, every, k, np.float32(0))
-    return rows
+    mask = _NOTHING if every else allowed
+    bits = scores.view(np.int32)
+    block_best = _block_best(bits, mask, every, 1)
+    floor = np.int32(0)
+    if block_best.size > k:
+        floor = np.partition(block_best, block_best.size - k)[block_best.size - k]
+    return _best(scores, bits, block_best, mask, every, k, floor)
 
 
 def warm_up() -> None:
     """Compile (or load from numba's cache) BM25's loops now, not on a worker's first query."""
     one, rows, tf, keep = np.zeros(2, np.float32), np.zeros(1, np.int32), np.ones(1, np.float32), np.ones(2, bool)
-    _add_term(one, rows, rows, tf, one, np.float32(1), np.float32(1))
-    _add_term_kept(one, rows, rows, tf, one, np.float32(1), np.float32(1), keep)
+    starts, none = np.zeros(1, np.int64), np.zeros(0, np.int32)
+    for base, dropped, kept in ((0, none, _NOTHING), (0, rows, keep), (-1, none, keep)):
+        _add_piece(one, rows, tf, starts, starts + 1, tf, 0, 1, base, dropped, rows, kept, one, np.float32(1))
     _count_kept(rows, rows, keep)
-    _add_term_from(one, rows, 0, tf, one, np.float32(1), np.float32(1))
-    _best(one, keep, True, 1, np.float32(0))
-    _best(one, keep, False, 1, np.float32(0))
+    best_rows(one, None, 1)
+    best_rows(one, keep, 1)
 
 
 def _stemmer():
@@ -342,11 +396,15 @@ class SparseScorer:
         self._stats: dict[bytes, tuple[int, float, bool]] = {}
         self._scaled: dict[float, np.ndarray] = {}
         self._dropped_rows: dict[int, np.ndarray] = {}
-        # a part holding every row of its segment, in order, starts at a version row: its postings add there directly
-        self._offsets = [
-            int(positions[0]) if not holes and np.array_equal(positions, np.arange(positions[0], positions[0] + positions.size)) else -1
-            for _, positions, holes in self.parts
-        ]  # fmt: skip
+        # how a part's segment rows become version rows (``_add_piece``): (its first version row, the rows it dropped)
+        # for a part holding its segment's rows in order but the dropped ones (none: an intact part, whose postings
+        # add at a fixed offset); (-1, none) for any other order (a position gathered per posting)
+        self._layout: list[tuple[int, np.ndarray]] = []
+        for p, (_, positions, holes) in enumerate(self.parts):
+            held = positions[positions < size]
+            in_order = held.size and np.array_equal(held, np.arange(held[0], held[0] + held.size))
+            dropped = self._dropped(p) if holes else np.zeros(0, dtype=np.int32)
+            self._layout.append((int(held[0]), dropped) if in_order else (-1, np.zeros(0, dtype=np.int32)))
 
     def corpus_stats(self, corpus: np.ndarray) -> tuple[int, float, bool]:
         """Number of rows in ``corpus``, their mean length, and whether the corpus is every row."""
@@ -455,25 +513,100 @@ class SparseScorer:
         dfs: dict[str, int] | None = None,
         stats: tuple[int, float, bool] | None = None,
     ) -> np.ndarray:
-        """BM25 of every row for ``query`` (float32; zero outside ``corpus``). Each posting costs one step of a
-        compiled loop: the corpus test is skipped where the corpus is every row, rows a part no longer holds score
-        into a slot that is thrown away, and the length term is computed once per corpus (the same float32
-        operations in the same order as term by term)."""
-        out = np.zeros(self.size + 1, dtype=np.float32)
-        q = self.terms(query, corpus, dfs, stats)
-        if q is None:
-            return out[: self.size]
-        for t, weight in enumerate(q.weights):
-            for part, (postings, positions, _) in enumerate(self.parts):  # a term's rows are distinct (but the slot)
-                i = q.found[t, part]
-                if i < 0:
-                    continue
-                a, b = postings.starts[i], postings.starts[i + 1]
-                local, tf = postings.rows[a:b], postings.tf[a:b]
-                if q.keep is None and self._offsets[part] >= 0:
-                    _add_term_from(out, local, self._offsets[part], tf, q.scaled, q.constant, weight)
-                elif q.keep is None:
-                    _add_term(out, local, positions, tf, q.scaled, q.constant, weight)
-                else:
-                    _add_term_kept(out, local, positions, tf, q.scaled, q.constant, weight, q.keep)
-        return out[: self.size]
+        """BM25 of every row for ``query`` (float32; zero outside ``corpus``): ``split`` into one piece per part,
+        scored on this thread."""
+        pieces = self.split(query, corpus, dfs, stats, piece_rows=None)
+        for i in range(len(pieces.pieces)):
+            pieces.run(i)
+        return pieces.scores
+
+    def split(
+        self,
+        query: str,
+        corpus: np.ndarray,
+        dfs: dict[str, int] | None = None,
+        stats: tuple[int, float, bool] | None = None,
+        piece_rows: int | None = PIECE_ROWS,
+    ) -> Pieces:
+        """BM25 of ``query`` to be scored in pieces of at most ``piece_rows`` segment rows of a part (None: a part
+        each), by any threads at once (``Pieces``); the query's terms and weights are found here."""
+        return Pieces(self, self.terms(query, corpus, dfs, stats), piece_rows)
+
+
+class Pieces:
+    """One query's BM25 over a version, in pieces: each is the segment rows ``[lo, hi)`` of one part, every query
+    term's postings there (``_add_piece``). Pieces hold disjoint version rows, so threads score them into the one
+    array at once, and a row's terms add in query order within its piece: the same floats however the pieces are
+    cut and whichever thread scores them. ``submit`` hands them to a pool; ``ranked`` scores here the pieces no pool
+    thread has started (from the last back, as the pool takes them from the first: a request thread done with its
+    dense walk shares the BM25 work instead of waiting on it), then finds the best rows."""
+
+    def __init__(self, scorer: SparseScorer, q: QueryTerms | None, piece_rows: int | None) -> None:
+        self.scorer = scorer
+        self.q = q
+        self.out = np.zeros(scorer.size + 1, dtype=np.float32)
+        self.pieces: list[tuple[int, int, int]] = []  # (part, lo, hi)
+        self._terms: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # part -> firsts, ends, weights
+        self._futures: list[Future] = []
+        self._lock = threading.Lock()
+        if q is not None:
+            self._split(q, piece_rows)
+        self._next = len(self.pieces) - 1  # the last piece ``help`` may take (pools take them from the first)
+
+    def _split(self, q: QueryTerms, piece_rows: int | None) -> None:
+        scorer = self.scorer
+        for part, (postings, _, _) in enumerate(scorer.parts):
+            held = q.found[:, part] >= 0
+            if not held.any():
+                continue
+            found = q.found[held, part]
+            self._terms[part] = (postings.starts[found], postings.starts[found + 1], q.weights[held])
+            step = postings.size if piece_rows is None else max(1, piece_rows)
+            self.pieces += [(part, lo, min(lo + step, postings.size)) for lo in range(0, postings.size, step)]
+
+    @property
+    def scores(self) -> np.ndarray:
+        """Every row's BM25 (what the pieces scored so far: all of them after ``ranked``)."""
+        return self.out[: self.scorer.size]
+
+    def run(self, i: int) -> None:
+        """Score piece ``i``."""
+        part, lo, hi = self.pieces[i]
+        postings, positions, _ = self.scorer.parts[part]
+        base, dropped = self.scorer._layout[part]
+        firsts, ends, weights = self._terms[part]
+        q = self.q
+        keep = _NOTHING if q.keep is None else q.keep
+        _add_piece(self.out, postings.rows, postings.tf, firsts, ends, weights, lo, hi, base, dropped, positions,
+                   keep, q.scaled, q.constant)  # fmt: skip
+
+    def submit(self, pool: Executor | None) -> Pieces:
+        """Hand every piece to ``pool`` (in order; once: a second call does nothing; None: no pool, ``ranked`` scores
+        them all here); ``ranked`` collects them."""
+        if pool is not None and not self._futures:
+            self._futures = [pool.submit(self.run, i) for i in range(len(self.pieces))]
+        return self
+
+    def help(self) -> bool:
+        """Score the last piece no thread has started, here (a thread waiting for something else shares the work);
+        False when none is left."""
+        with self._lock:
+            while self._next >= 0:
+                i, self._next = self._next, self._next - 1
+                future = self._futures[i] if self._futures else None
+                if future is None or future.cancel():
+                    break
+            else:
+                return False
+        self.run(i)
+        return True
+
+    def ranked(self, allowed: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``SparseScorer.ranked``: the best ``k`` rows of ``allowed`` (None: every row) scoring above 0, best first,
+        ties to the lower row, and every row's BM25 — once every piece is scored (those not started, here)."""
+        while self.help():
+            pass
+        for future in self._futures:
+            if not future.cancelled():
+                future.result()
+        return best_rows(self.scores, allowed, k), self.scores

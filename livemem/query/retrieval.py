@@ -87,8 +87,9 @@ class Retriever:
         index = snap.sparse_for(frozenset(snap.access_of[c] for c in collections if c in snap.access_of))
         sparse_wanted = bool(candidates.size) and query.mode in ("sparse", "hybrid") and index is not None
         bm25 = None
-        # hybrid's BM25 side: every row's score and the list fused (its best ``sparse_depth`` allowed rows), found on
-        # the thread that scores them (livemem.index.sparse.SparseScorer.ranked)
+        # hybrid's BM25 side: every row's score and the list fused (its best ``sparse_depth`` allowed rows), scored in
+        # pieces on the scan pool while this thread encodes or walks; this thread then scores the pieces the pool
+        # has not started (livemem.index.sparse.Pieces) and finds the list
         fusion = self.fusion_for(snap)
         allowed = None if candidates.size == snap.size else mask
         bm25_list = (query.text, allowed, fusion.depth if fusion.sparse_depth is None else fusion.sparse_depth)
@@ -98,22 +99,22 @@ class Retriever:
             walk = query.mode == "hybrid" and snap.dense.walks
             if vector is None:
                 if pool is not None:  # BM25 is scored on the scan pool while this thread encodes (both free the GIL)
-                    bm25 = pool.submit(index.ranked, *bm25_list)
+                    bm25 = index.split(query.text).submit(pool)
                 vector = self.encode(query.text)
-            elif pool is not None and walk:  # BM25 on the pool while this thread walks the graphs
-                bm25 = pool.submit(index.ranked, *bm25_list)
+            elif pool is not None and walk:  # BM25 in pieces beside the walks (DenseScan.candidates: ``beside``)
+                bm25 = index.split(query.text)
             t = _tick(timings, "encode", t)
             # on a large snapshot the first stage runs on the scan pool while BM25 is scored here (livemem.index.dense)
             scan = snap.dense.scan(vector, mask, candidates)
-            if walk:  # the graphs' candidates now, while BM25 is scored on the pool
-                dense_top = scan.top(min(self.fusion.depth, candidates.size))
+            if walk:  # the graphs' candidates now, while BM25 is scored beside them
+                dense_top = scan.top(min(self.fusion.depth, candidates.size), beside=bm25)
             t = _tick(timings, "dense", t)
         if sparse_wanted:
             # not started yet (the pool is busy): scored here instead of waiting for it
             if query.mode == "sparse":  # BM25 of the chunk text and of its heading path (LevelSparse.field_scores)
                 sparse_all = index.field_scores(query.text)
             else:
-                ranked = bm25.result() if bm25 is not None and not bm25.cancel() else index.ranked(*bm25_list)
+                ranked = index.ranked(*bm25_list) if bm25 is None else bm25.ranked(*bm25_list[1:])
                 sparse_rows, sparse_all = ranked
             t = _tick(timings, "sparse", t)
         if scan is not None and query.mode == "hybrid" and dense_top is None:

@@ -40,7 +40,7 @@ import numpy as np
 from livemem.errors import LivingMemoryError
 from livemem.index import records
 from livemem.index.dense import DenseRows
-from livemem.index.sparse import HEADINGS_WEIGHT, Postings, SparseScorer, heading_text
+from livemem.index.sparse import HEADINGS_WEIGHT, Pieces, Postings, SparseScorer, heading_text
 from livemem.version import connect, mapped, parts_dir
 from livemem.version.mapped import Table
 from livemem.version.schema import LAYOUT_VERSION
@@ -267,6 +267,10 @@ class LevelSparse:
         """Hybrid's BM25 list: the best ``k`` rows of ``allowed`` (None: every row) scoring above 0, best first,
         and every row's BM25 (``SparseScorer.ranked``)."""
         return self.scorer.ranked(query, self.corpus, allowed, k, self.dfs, self.stats)
+
+    def split(self, query: str) -> Pieces:
+        """Hybrid's BM25 in pieces that threads share (``SparseScorer.split``); ``Pieces.ranked`` is ``ranked``."""
+        return self.scorer.split(query, self.corpus, self.dfs, self.stats)
 
     def field_scores(self, query: str) -> np.ndarray:
         """``mode: sparse``: BM25 of the chunk text plus ``HEADINGS_WEIGHT`` × BM25 of its heading path (float32;

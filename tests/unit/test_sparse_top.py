@@ -5,6 +5,7 @@ offset (no positions gathered) to the same floats."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC
 
 import numpy as np
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from livemem.index.scan import top_order
 from livemem.index.sparse import Postings, SparseScorer
 
+POOL = ThreadPoolExecutor(2, thread_name_prefix="test-bm25-pieces")
 WORDS = ["river", "county", "food", "pantry", "office", "snap", "clinic", "school", "bridge", "water", "mount", "hope"]
 
 
@@ -62,8 +64,11 @@ def _exhaustive(scorer: SparseScorer, query: str, corpus: np.ndarray, allowed: n
     k=st.sampled_from([1, 3, 10, 50, 1000]),
     duplicates=st.booleans(),
     query=st.lists(st.sampled_from([*WORDS, "absent"]), min_size=1, max_size=6).map(" ".join),
+    piece_rows=st.sampled_from([1, 7, 64, 1000]),
 )
-def test_the_list_is_the_exhaustive_ranking(seed, sizes, drop, corpus_share, allowed_share, k, duplicates, query):
+def test_the_list_is_the_exhaustive_ranking(
+    seed, sizes, drop, corpus_share, allowed_share, k, duplicates, query, piece_rows
+):
     rng = np.random.default_rng(seed)
     scorer = _scorer(rng, sizes, drop, duplicates)
     if not scorer.size:
@@ -76,6 +81,13 @@ def test_the_list_is_the_exhaustive_ranking(seed, sizes, drop, corpus_share, all
     assert scores.tobytes() == every.tobytes()
     if allowed.all():  # None: every row allowed
         assert scorer.ranked(query, corpus, None, k)[0].tolist() == want_rows.tolist()
+    # cut in pieces scored by two pool threads and this one at once: the same list, the same floats
+    split = scorer.split(query, corpus, piece_rows=piece_rows)
+    cut = sum(-(-scorer.parts[part][0].size // piece_rows) for part in split._terms)
+    assert len(split.pieces) == cut  # every part holding a query term, in pieces of at most piece_rows rows
+    rows, scores = split.submit(POOL).ranked(allowed, k)
+    assert rows.tolist() == want_rows.tolist()
+    assert scores.tobytes() == every.tobytes()
 
 
 def test_parts_scored_through_their_offset_give_the_same_floats():
@@ -84,11 +96,11 @@ def test_parts_scored_through_their_offset_give_the_same_floats():
     whole = SparseScorer(
         [(Postings.build(texts[0]), np.arange(300)), (Postings.build(texts[1]), np.arange(300, 500))], 500
     )
-    assert whole._offsets == [0, 300]
+    assert [base for base, _ in whole._layout] == [0, 300]
     # the same parts through their positions (a part with a row dropped and given back is not contiguous)
     positions = np.arange(500)[::-1].copy()
     gathered = SparseScorer([(Postings.build(texts[0] + texts[1]), positions)], 500)
-    assert gathered._offsets == [-1]
+    assert [base for base, _ in gathered._layout] == [-1]
     corpus = np.ones(500, dtype=bool)
     for query in ["food pantry", "county river water school", "hope hope mount"]:
         got = whole.scores(query, corpus)
@@ -130,3 +142,30 @@ def test_every_filter_narrows_the_rows():
     for f in dataclasses.fields(Filters):
         value = ("x",) if f.default == () else next(v for t, v in samples.items() if t.__name__ in str(f.type))
         assert Filters(**{f.name: value}).narrows(), f.name
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 200_000),
+    nonzero=st.sampled_from([0.0, 0.001, 0.3, 1.0]),
+    levels=st.sampled_from([3, 50, 0]),
+    allowed_share=st.sampled_from([None, 1.0, 0.5, 0.01]),
+    k=st.sampled_from([1, 10, 1000]),
+)
+def test_best_rows_is_top_order_over_large_score_arrays(seed, n, nonzero, levels, allowed_share, k):
+    """``best_rows`` (block maxima, then only the blocks that can enter) over arrays long enough for the floor:
+    the same rows in the same order as ``top_order`` of the positive allowed scores, with many exact ties."""
+    from livemem.index.sparse import best_rows
+
+    rng = np.random.default_rng(seed)
+    scores = np.zeros(n, dtype=np.float32)
+    hit = rng.random(n) < nonzero
+    # few distinct values (levels > 0): ties everywhere; 0: continuous
+    values = rng.integers(1, levels + 1, n) / 7 if levels else rng.gamma(2.0, 1.0, n)
+    scores[hit] = values[hit].astype(np.float32)
+    allowed = None if allowed_share is None else rng.random(n) < allowed_share
+    kept = scores if allowed is None else np.where(allowed, scores, 0)
+    want = top_order(kept, min(k, n))
+    want = want[kept[want] > 0]
+    assert best_rows(scores, allowed, k).tolist() == want.tolist()
