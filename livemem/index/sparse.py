@@ -515,7 +515,7 @@ class SparseScorer:
     ) -> np.ndarray:
         """BM25 of every row for ``query`` (float32; zero outside ``corpus``): ``split`` into one piece per part,
         scored on this thread."""
-        pieces = self.split(query, corpus, dfs, stats, piece_rows=None)
+        pieces = self.split(query, corpus, dfs, stats, piece_rows=max([p.size for p, _, _ in self.parts] or [1]))
         for i in range(len(pieces.pieces)):
             pieces.run(i)
         return pieces.scores
@@ -526,11 +526,11 @@ class SparseScorer:
         corpus: np.ndarray,
         dfs: dict[str, int] | None = None,
         stats: tuple[int, float, bool] | None = None,
-        piece_rows: int | None = PIECE_ROWS,
+        piece_rows: int | None = None,
     ) -> Pieces:
-        """BM25 of ``query`` to be scored in pieces of at most ``piece_rows`` segment rows of a part (None: a part
-        each), by any threads at once (``Pieces``); the query's terms and weights are found here."""
-        return Pieces(self, self.terms(query, corpus, dfs, stats), piece_rows)
+        """BM25 of ``query`` to be scored in pieces of at most ``piece_rows`` segment rows of a part (None:
+        ``PIECE_ROWS``), by any threads at once (``Pieces``); the query's terms and weights are found here."""
+        return Pieces(self, self.terms(query, corpus, dfs, stats), piece_rows or PIECE_ROWS)
 
 
 class Pieces:
@@ -541,7 +541,7 @@ class Pieces:
     thread has started (from the last back, as the pool takes them from the first: a request thread done with its
     dense walk shares the BM25 work instead of waiting on it), then finds the best rows."""
 
-    def __init__(self, scorer: SparseScorer, q: QueryTerms | None, piece_rows: int | None) -> None:
+    def __init__(self, scorer: SparseScorer, q: QueryTerms | None, piece_rows: int) -> None:
         self.scorer = scorer
         self.q = q
         self.out = np.zeros(scorer.size + 1, dtype=np.float32)
@@ -553,7 +553,7 @@ class Pieces:
             self._split(q, piece_rows)
         self._next = len(self.pieces) - 1  # the last piece ``help`` may take (pools take them from the first)
 
-    def _split(self, q: QueryTerms, piece_rows: int | None) -> None:
+    def _split(self, q: QueryTerms, piece_rows: int) -> None:
         scorer = self.scorer
         for part, (postings, _, _) in enumerate(scorer.parts):
             held = q.found[:, part] >= 0
@@ -561,7 +561,7 @@ class Pieces:
                 continue
             found = q.found[held, part]
             self._terms[part] = (postings.starts[found], postings.starts[found + 1], q.weights[held])
-            step = postings.size if piece_rows is None else max(1, piece_rows)
+            step = max(1, piece_rows)
             self.pieces += [(part, lo, min(lo + step, postings.size)) for lo in range(0, postings.size, step)]
 
     @property

@@ -169,3 +169,57 @@ def test_the_query_api_answers_the_same_with_the_graph_as_scanning_every_row(
 
     with_graph = answers("auto")
     assert any(with_graph) and with_graph == answers("exact")
+
+
+def test_hybrid_with_bm25_beside_the_walks_answers_as_scored_on_one_thread(
+    tmp_path, make_repo, embedder, graph_path, monkeypatch
+) -> None:
+    """Several segments with a graph each (a split build), chunks with sentence vectors: hybrid's BM25 in pieces
+    shared by the walk threads and the request's thread, and the first dense rows' sentences found on a walk thread
+    (``Pieces``, ``DenseScan.prefetch_sentences``), give the same chunks, scores, BM25 and sentence cosines as BM25
+    and the sentences scored on the request's thread alone — and as every row scanned."""
+    from livemem.index import sparse
+    from livemem.query.retrieval import Retriever
+    from livemem.query.types import Query
+
+    files = {
+        f"docs/{TOPICS[i % 6].replace(' ', '-')}-{i:02d}.md": f"# {TOPICS[i % 6].title()} {i}\n\n"
+        f"Notes number {i} on {TOPICS[i % 6]} in county {i % 9}. The office opens at {8 + i % 3} am. "
+        f"Bring proof of address for {TOPICS[(i + 1) % 6]}.\n"
+        for i in range(60)
+    }
+    path = tmp_path / "sources.yaml"
+    path.write_text(f"sources:\n  - name: docs\n    repo: {make_repo(files=files).path}\n    collection: docs\n")
+    home = IndexHome(tmp_path / "index")
+    monkeypatch.setattr("livemem.ingest.read.CHUNK_BATCH_FILES", 4)  # segments flushed between batches of 4 files
+    result = build_version(load_sources(path), home, embedder, settings=BuildSettings(ann_min_rows=10, segment_rows=16))
+    home.publish(result.version_id, result.base_version, retention=50)
+    snap = load_snapshot(home, result.version_id)
+    assert sum(g is not None for g in snap.dense.graphs) >= 3 and snap.dense.has_sentences
+    monkeypatch.setattr(sparse, "PIECE_ROWS", 5)  # several pieces per segment
+    retriever = Retriever(embedder)
+    collections = snap.collections_for(frozenset({"public"}))
+
+    def answers() -> list:
+        got = []
+        for question in QUESTIONS:
+            found = retriever.search(snap, Query(text=question, top_k=8, mode="hybrid"), collections)
+            got.append([(h.row, h.score, h.sparse, h.dense, h.sentence) for h in found.chunks])
+        return got
+
+    split = sparse.Pieces.__init__
+
+    def counted(self, scorer, q, piece_rows):  # how many pieces each question's BM25 was cut into
+        split(self, scorer, q, piece_rows)
+        cuts.append(len(self.pieces))
+
+    cuts: list[int] = []
+    monkeypatch.setattr(sparse.Pieces, "__init__", counted)
+    beside = answers()
+    assert min(cuts) > len(snap.dense.parts)  # several pieces per segment, shared by the threads
+    assert any(h[4] is not None for got in beside for h in got)  # sentences were blended
+    monkeypatch.setattr(scan, "SCAN_THREADS", 0)  # BM25 on the request's thread, after the walks
+    assert answers() == beside
+    monkeypatch.setattr(scan, "SCAN_THREADS", 1)
+    monkeypatch.setattr(scan, "ANN_MODE", "exact")
+    assert answers() == beside
