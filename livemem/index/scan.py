@@ -272,8 +272,6 @@ class DenseScan:
             pieces.append(allowed[start:])
             self.rest = np.concatenate(pieces)
         self._approx: np.ndarray | None = None  # first-stage scores (float32), -inf where not allowed
-        # best sentence cosines found ahead (``prefetch_sentences``): rows ascending, their values
-        self._sentences: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
         self._pending: tuple | None = None  # blocks being scanned on the pool (``_settle``)
         self.bound: tuple[float, float] = (math.inf, 0.0)  # |approx − exact| ≤ b0 + rho·|approx|
         self._row_bounds: tuple[list[Packed], float, float] | None = None  # int8: (parts, ‖q‖, rest): int8_terms
@@ -357,26 +355,6 @@ class DenseScan:
             approx[~self.mask] = -np.inf
         self._approx = approx
 
-    def prefetch_sentences(self, rows: np.ndarray) -> None:
-        """Find ``rows``' best sentence cosines now (a pool thread, while the request's thread finishes BM25), for
-        ``best_sentences`` to answer from: the sentence codes of a 2M-row index are read from memory, not cache,
-        ≈ 4 µs a chunk, on the request's serial path otherwise."""
-        rows = np.unique(np.asarray(rows, dtype=np.int64))
-        self._sentences = (rows, self.dense.best_sentences(self.query, rows))
-
-    def best_sentences(self, rows: np.ndarray) -> np.ndarray:
-        """``DenseRows.best_sentences`` of ``rows`` for this query, those found ahead taken from there."""
-        rows = np.asarray(rows, dtype=np.int64)
-        known, values = self._sentences
-        if not known.size:
-            return self.dense.best_sentences(self.query, rows)
-        at = np.minimum(np.searchsorted(known, rows), known.size - 1)
-        found = known[at] == rows
-        out = np.where(found, values[at], np.float32(np.nan)).astype(np.float32)
-        if not found.all():
-            out[~found] = self.dense.best_sentences(self.query, rows[~found])
-        return out
-
     def scores(self, rows: np.ndarray) -> np.ndarray:
         """The exact scores of snapshot ``rows`` (computed once per scan)."""
         return self._exact(np.asarray(rows, dtype=np.int64))
@@ -438,7 +416,7 @@ class DenseScan:
             pool = walk_pool() if len(todo) > 1 else None
             # the other parts' walks on the walk threads while this thread walks the first (disjoint rows written)
             walking = [(p, count, pool.submit(self._from_graph, p, count)) for p, count in todo[1:]] if pool else []
-            if beside is not None:  # after the walks: the walk threads take it up when their walk is done
+            if beside is not None:  # after the other walks: the walk threads take it up when their walk is done
                 beside.submit(walk_pool())
             for p, count in todo[: 1 if pool else None]:
                 found[p], fetched[p] = self._from_graph(p, count), count

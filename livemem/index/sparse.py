@@ -31,13 +31,15 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 import numba
 import numpy as np
+
+from livemem.index.work import SharedWork
 
 # segment rows per piece of one query's BM25 (``SparseScorer.split``): a 1M-row segment is scored in 4 pieces, which
 # the request's thread and the scan pool share (livemem.query.retrieval)
@@ -62,6 +64,7 @@ def _stopwords() -> frozenset[str]:
 
 _LOCAL = threading.local()
 _NOTHING = np.zeros(0, dtype=bool)
+_NO_SCORES = np.zeros(1, dtype=np.float32)
 
 
 # BM25's inner loop, compiled (numba, the GIL released so BM25 runs beside the dense walks and scan threads): one
@@ -516,8 +519,7 @@ class SparseScorer:
         """BM25 of every row for ``query`` (float32; zero outside ``corpus``): ``split`` into one piece per part,
         scored on this thread."""
         pieces = self.split(query, corpus, dfs, stats, piece_rows=max([p.size for p, _, _ in self.parts] or [1]))
-        for i in range(len(pieces.pieces)):
-            pieces.run(i)
+        pieces.ranked(None, 0)
         return pieces.scores
 
     def split(
@@ -529,40 +531,50 @@ class SparseScorer:
         piece_rows: int | None = None,
     ) -> Pieces:
         """BM25 of ``query`` to be scored in pieces of at most ``piece_rows`` segment rows of a part (None:
-        ``PIECE_ROWS``), by any threads at once (``Pieces``); the query's terms and weights are found here."""
-        return Pieces(self, self.terms(query, corpus, dfs, stats), piece_rows or PIECE_ROWS)
+        ``PIECE_ROWS``), by any threads at once (``Pieces``). Its terms are found, and its scores allocated, when
+        the pieces are first wanted (``submit``, ``help``, ``ranked``): after the other walks were handed out."""
+        return Pieces(self, (query, corpus, dfs, stats), piece_rows or PIECE_ROWS)
 
 
 class Pieces:
     """One query's BM25 over a version, in pieces: each is the segment rows ``[lo, hi)`` of one part, every query
     term's postings there (``_add_piece``). Pieces hold disjoint version rows, so threads score them into the one
     array at once, and a row's terms add in query order within its piece: the same floats however the pieces are
-    cut and whichever thread scores them. ``submit`` hands them to a pool; ``ranked`` scores here the pieces no pool
-    thread has started (from the last back, as the pool takes them from the first: a request thread done with its
-    dense walk shares the BM25 work instead of waiting on it), then finds the best rows."""
+    cut and whichever thread scores them. The pieces are jobs of a ``SharedWork`` (``work``): ``submit`` hands them
+    to a pool, ``help`` scores one on the calling thread, ``ranked`` scores what is left, waits for the rest and
+    finds the best rows. Other jobs of the request may join them (``work.add``)."""
 
-    def __init__(self, scorer: SparseScorer, q: QueryTerms | None, piece_rows: int) -> None:
+    def __init__(self, scorer: SparseScorer, query: tuple, piece_rows: int) -> None:
         self.scorer = scorer
-        self.q = q
-        self.out = np.zeros(scorer.size + 1, dtype=np.float32)
+        self.work = SharedWork()
+        self.q: QueryTerms | None = None
+        self.out = _NO_SCORES
         self.pieces: list[tuple[int, int, int]] = []  # (part, lo, hi)
         self._terms: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # part -> firsts, ends, weights
-        self._futures: list[Future] = []
+        self._query = query
+        self._piece_rows = piece_rows
         self._lock = threading.Lock()
-        if q is not None:
-            self._split(q, piece_rows)
-        self._next = len(self.pieces) - 1  # the last piece ``help`` may take (pools take them from the first)
+        self._ready = False
 
-    def _split(self, q: QueryTerms, piece_rows: int) -> None:
-        scorer = self.scorer
-        for part, (postings, _, _) in enumerate(scorer.parts):
-            held = q.found[:, part] >= 0
-            if not held.any():
-                continue
-            found = q.found[held, part]
-            self._terms[part] = (postings.starts[found], postings.starts[found + 1], q.weights[held])
-            step = max(1, piece_rows)
-            self.pieces += [(part, lo, min(lo + step, postings.size)) for lo in range(0, postings.size, step)]
+    def _prepare(self) -> None:
+        """Find the query's terms, allocate the scores and add the pieces to ``work`` (once)."""
+        with self._lock:
+            if self._ready:
+                return
+            scorer = self.scorer
+            self.q = q = scorer.terms(*self._query)
+            self.out = np.zeros(scorer.size + 1, dtype=np.float32)
+            for part, (postings, _, _) in enumerate(scorer.parts if q is not None else ()):
+                held = q.found[:, part] >= 0
+                if not held.any():
+                    continue
+                found = q.found[held, part]
+                self._terms[part] = (postings.starts[found], postings.starts[found + 1], q.weights[held])
+                step = max(1, self._piece_rows)
+                self.pieces += [(part, lo, min(lo + step, postings.size)) for lo in range(0, postings.size, step)]
+            for i in range(len(self.pieces)):
+                self.work.add(partial(self.run, i))
+            self._ready = True
 
     @property
     def scores(self) -> np.ndarray:
@@ -581,32 +593,19 @@ class Pieces:
                    keep, q.scaled, q.constant)  # fmt: skip
 
     def submit(self, pool: Executor | None) -> Pieces:
-        """Hand every piece to ``pool`` (in order; once: a second call does nothing; None: no pool, ``ranked`` scores
-        them all here); ``ranked`` collects them."""
-        if pool is not None and not self._futures:
-            self._futures = [pool.submit(self.run, i) for i in range(len(self.pieces))]
+        """Hand every piece to ``pool`` (once; None: no pool, ``ranked`` scores them all here)."""
+        self._prepare()
+        self.work.submit(pool)
         return self
 
     def help(self) -> bool:
-        """Score the last piece no thread has started, here (a thread waiting for something else shares the work);
-        False when none is left."""
-        with self._lock:
-            while self._next >= 0:
-                i, self._next = self._next, self._next - 1
-                future = self._futures[i] if self._futures else None
-                if future is None or future.cancel():
-                    break
-            else:
-                return False
-        self.run(i)
-        return True
+        """Score (or run) the last job of ``work`` no thread has started, here; False when none is left."""
+        self._prepare()
+        return self.work.help()
 
     def ranked(self, allowed: np.ndarray | None, k: int) -> tuple[np.ndarray, np.ndarray]:
         """``SparseScorer.ranked``: the best ``k`` rows of ``allowed`` (None: every row) scoring above 0, best first,
         ties to the lower row, and every row's BM25 — once every piece is scored (those not started, here)."""
-        while self.help():
-            pass
-        for future in self._futures:
-            if not future.cancelled():
-                future.result()
+        self._prepare()
+        self.work.finish()
         return best_rows(self.scores, allowed, k), self.scores

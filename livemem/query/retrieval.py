@@ -30,7 +30,6 @@ import numpy as np
 
 from livemem.dates import date_mask
 from livemem.index.dense import DenseScan, scan_pool
-from livemem.index.scan import walk_pool
 from livemem.model.embedding import Embedder
 from livemem.query.fusion import (
     FusionSettings,
@@ -110,14 +109,6 @@ class Retriever:
             if walk:  # the graphs' candidates now, while BM25 is scored beside them
                 dense_top = scan.top(min(self.fusion.depth, candidates.size), beside=bm25)
             t = _tick(timings, "dense", t)
-        sentences = None
-        if dense_top is not None and bm25 is not None and self.fusion_for(snap).sentences and snap.dense.has_sentences:
-            # the first dense rows' best sentences, found on a walk thread once BM25's pieces are taken, while this
-            # thread finds BM25's list: most of the first fused rows (whose sentences are blended) are among them
-            helper = walk_pool()
-            if helper is not None:
-                depth = self.fusion_for(snap).sentence_depth
-                sentences = helper.submit(scan.prefetch_sentences, dense_top[0][:depth])
         if sparse_wanted:
             # not started yet (the pool is busy): scored here instead of waiting for it
             if query.mode == "sparse":  # BM25 of the chunk text and of its heading path (LevelSparse.field_scores)
@@ -146,9 +137,7 @@ class Retriever:
             t = _tick(timings, "score", t)
         else:
             if dense_top is not None:
-                if sentences is not None and not sentences.cancel():
-                    sentences.result()
-                rows, scores = self._hybrid(snap, vector, dense_top, sparse_rows, sparse_all, timings, scan)
+                rows, scores = self._hybrid(snap, vector, dense_top, sparse_rows, sparse_all, timings)
             else:
                 sparse = None if sparse_all is None else sparse_all[candidates]
                 rows, scores = self._score(query, candidates, None, sparse)
@@ -175,7 +164,7 @@ class Retriever:
                 h.dense = float(dense)
             blends = self.dense_blend(snap) if query.mode == "dense" else self.fusion_for(snap).sentences
             if blends and snap.dense.has_sentences:
-                for h, best in zip(made, scan.best_sentences(shown), strict=True):
+                for h, best in zip(made, snap.dense.best_sentences(vector, shown), strict=True):
                     h.sentence = None if np.isnan(best) else float(best)
         suggestions = consider_also(snap, [h.row for h in chunks], mask, query.consider_also)
         _tick(timings, "rank", t)
@@ -189,7 +178,6 @@ class Retriever:
         sparse_rows: np.ndarray | None,
         sparse_all: np.ndarray | None,
         timings: dict[str, float],
-        scan: DenseScan | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Fusion over the union of the two lists only: the dense top ``depth`` and the BM25 top ``sparse_depth``
         (``sparse_rows``: the allowed rows scoring above 0, best first, ties to the lower row —
@@ -215,8 +203,7 @@ class Retriever:
             started = time.perf_counter()
             top = sentence_order(scores, fusion)  # ties: the lower row (rows ascend)
             cosines = dense[np.searchsorted(union, rows[top])]  # -inf: not on the dense list
-            best = scan.best_sentences(rows[top]) if scan is not None else snap.dense.best_sentences(vector, rows[top])
-            scores[top] = with_sentences(scores[top], cosines, best, fusion)
+            scores[top] = with_sentences(scores[top], cosines, snap.dense.best_sentences(vector, rows[top]), fusion)
             timings["sentences"] = round((time.perf_counter() - started) * 1000, 3)
         if not fusion.feedback or not rows.size:
             return rows, scores

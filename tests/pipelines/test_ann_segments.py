@@ -175,9 +175,8 @@ def test_hybrid_with_bm25_beside_the_walks_answers_as_scored_on_one_thread(
     tmp_path, make_repo, embedder, graph_path, monkeypatch
 ) -> None:
     """Several segments with a graph each (a split build), chunks with sentence vectors: hybrid's BM25 in pieces
-    shared by the walk threads and the request's thread, and the first dense rows' sentences found on a walk thread
-    (``Pieces``, ``DenseScan.prefetch_sentences``), give the same chunks, scores, BM25 and sentence cosines as BM25
-    and the sentences scored on the request's thread alone — and as every row scanned."""
+    shared by the walk threads and the request's thread (``Pieces``) gives the same chunks, scores, BM25 and
+    sentence cosines as BM25 scored on the request's thread alone — and as every row scanned."""
     from livemem.index import sparse
     from livemem.query.retrieval import Retriever
     from livemem.query.types import Query
@@ -207,14 +206,14 @@ def test_hybrid_with_bm25_beside_the_walks_answers_as_scored_on_one_thread(
             got.append([(h.row, h.score, h.sparse, h.dense, h.sentence) for h in found.chunks])
         return got
 
-    split = sparse.Pieces.__init__
+    prepare = sparse.Pieces._prepare
 
-    def counted(self, scorer, q, piece_rows):  # how many pieces each question's BM25 was cut into
-        split(self, scorer, q, piece_rows)
+    def counted(self):  # how many pieces each question's BM25 was cut into
+        prepare(self)
         cuts.append(len(self.pieces))
 
     cuts: list[int] = []
-    monkeypatch.setattr(sparse.Pieces, "__init__", counted)
+    monkeypatch.setattr(sparse.Pieces, "_prepare", counted)
     beside = answers()
     assert min(cuts) > len(snap.dense.parts)  # several pieces per segment, shared by the threads
     assert any(h[4] is not None for got in beside for h in got)  # sentences were blended
