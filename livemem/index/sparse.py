@@ -17,12 +17,18 @@ from the postings of the query's terms, over the chunks the version holds (its m
 read**. A role is scored with the statistics of the access levels it searches only, so its scores never depend on
 words of chunks it may not read (issue 12), and a change costs O(change): nothing global is rebuilt.
 
-Hybrid's BM25 list (``SparseScorer.ranked``) is found where the scores are computed (the scan pool, beside the dense
-walk): every posting of the query's terms scored term after term, then the best ``depth`` rows in one compiled pass
-(``best_rows``) — not a pass per numpy temporary on the request's thread. A pruned top k (MaxScore, windowed as in
-Lucene) was measured and not kept: on the cycled SciFact corpus with the fusion's depth of 1,000 it took 7.2 ms
-against 1.3 ms exhaustive at 518k chunks (BM25 saturates, so the non-essential terms' bounds leave most rows in the
-race and each costs lookups); see docs/approximate-search.md.
+Hybrid's BM25 list scores every posting of the query's terms, exactly, then takes the best ``depth`` rows
+(``best_rows``: the best allowed score of each block of 64 rows in one vectorised pass, whose ``depth``-th largest is
+a floor; only the blocks reaching it are looked into). Over graphs (2M chunks: two 1M-row segments) the scoring is
+cut into pieces (``SparseScorer.split``, ``Pieces``): a piece is every query term's postings of 262,144 segment rows
+of one part, so pieces hold disjoint rows, give the same floats in any order on any thread, and zero their own rows
+as they start. The walk thread takes them from the first once its walk is done, the request's thread from the last
+while it waits (``livemem.index.work.SharedWork``): two busy threads on two cores, not three (a third thread woken
+while both cores are busy waited for a time slice, and the walks and BM25 slowed each other ≈ 1.5×). A part holding
+its segment's rows in order but a few dropped ones adds by runs between them, without a position per posting.
+A pruned top k (MaxScore, windowed as in Lucene) was measured and not kept: on the cycled SciFact corpus with the
+fusion's depth of 1,000 it took 7.2 ms against 1.3 ms exhaustive at 518k chunks (BM25 saturates, so the
+non-essential terms' bounds leave most rows in the race and each costs lookups); see docs/approximate-search.md.
 """
 
 from __future__ import annotations
