@@ -30,6 +30,7 @@ import numpy as np
 
 from livemem.dates import date_mask
 from livemem.index.dense import DenseScan, scan_pool
+from livemem.index.scan import walk_pool
 from livemem.model.embedding import Embedder
 from livemem.query.fusion import (
     FusionSettings,
@@ -203,7 +204,7 @@ class Retriever:
             started = time.perf_counter()
             top = sentence_order(scores, fusion)  # ties: the lower row (rows ascend)
             cosines = dense[np.searchsorted(union, rows[top])]  # -inf: not on the dense list
-            scores[top] = with_sentences(scores[top], cosines, snap.dense.best_sentences(vector, rows[top]), fusion)
+            scores[top] = with_sentences(scores[top], cosines, best_sentences(snap, vector, rows[top]), fusion)
             timings["sentences"] = round((time.perf_counter() - started) * 1000, 3)
         if not fusion.feedback or not rows.size:
             return rows, scores
@@ -317,6 +318,23 @@ class Retriever:
         if dense is None:
             return candidates[:0], np.zeros(0)
         return fuse(candidates, dense, sparse if sparse is not None else np.zeros(candidates.size), self.fusion)
+
+
+SHARED_SENTENCE_ROWS = 64  # from this many rows, a walk thread scores half their sentences (read from memory)
+
+
+def best_sentences(snap: Snapshot, vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``DenseRows.best_sentences`` of ``rows``; over graphs, half of them on a walk thread (idle while the fusion
+    runs): at 2M chunks a row's sentence codes come from memory, not cache (≈ 4 µs a row), and the 200 rows blended
+    cost ≈ 1 ms on the request's thread alone. The same floats (a row's score does not depend on the others)."""
+    pool = walk_pool() if snap.dense.walks and rows.size >= SHARED_SENTENCE_ROWS else None
+    if pool is None:
+        return snap.dense.best_sentences(vector, rows)
+    half = rows.size // 2
+    other = pool.submit(snap.dense.best_sentences, vector, rows[half:])
+    first = snap.dense.best_sentences(vector, rows[:half])
+    second = snap.dense.best_sentences(vector, rows[half:]) if other.cancel() else other.result()
+    return np.concatenate([first, second])
 
 
 def sorted_union(a: np.ndarray, b: np.ndarray) -> np.ndarray:

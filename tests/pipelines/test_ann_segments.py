@@ -175,9 +175,11 @@ def test_hybrid_with_bm25_beside_the_walks_answers_as_scored_on_one_thread(
     tmp_path, make_repo, embedder, graph_path, monkeypatch
 ) -> None:
     """Several segments with a graph each (a split build), chunks with sentence vectors: hybrid's BM25 in pieces
-    shared by the walk threads and the request's thread (``Pieces``) gives the same chunks, scores, BM25 and
-    sentence cosines as BM25 scored on the request's thread alone — and as every row scanned."""
+    shared by the walk threads and the request's thread (``Pieces``), and the blended rows' sentences half on a walk
+    thread, give the same chunks, scores, BM25 and sentence cosines as BM25 scored on the request's thread alone —
+    and as every row scanned (no walk threads: the sentences on the request's thread)."""
     from livemem.index import sparse
+    from livemem.query import retrieval
     from livemem.query.retrieval import Retriever
     from livemem.query.types import Query
 
@@ -196,6 +198,7 @@ def test_hybrid_with_bm25_beside_the_walks_answers_as_scored_on_one_thread(
     snap = load_snapshot(home, result.version_id)
     assert sum(g is not None for g in snap.dense.graphs) >= 3 and snap.dense.has_sentences
     monkeypatch.setattr(sparse, "PIECE_ROWS", 5)  # several pieces per segment
+    monkeypatch.setattr(retrieval, "SHARED_SENTENCE_ROWS", 2)  # the blended rows' sentences: half on a walk thread
     retriever = Retriever(embedder)
     collections = snap.collections_for(frozenset({"public"}))
 
