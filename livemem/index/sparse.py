@@ -568,6 +568,8 @@ class Pieces:
         self._piece_rows = piece_rows
         self._lock = threading.Lock()
         self._ready = False
+        self._pool: Executor | None = None  # where ``submit`` hands the pieces (once they are found)
+        self._preparing = False  # a pool finds them (``prepare_on``)
 
     def _prepare(self) -> None:
         """Find the query's terms, allocate the scores and add the pieces to ``work`` (once)."""
@@ -595,6 +597,8 @@ class Pieces:
             for i in range(len(self.pieces)):
                 self.work.add(partial(self.run, i))
             self._ready = True
+            pool = self._pool
+        self.work.submit(pool)  # when ``submit`` came first
 
     @property
     def scores(self) -> np.ndarray:
@@ -612,10 +616,24 @@ class Pieces:
         _add_piece(self.out, postings.rows, postings.tf, firsts, ends, weights, lo, hi, base, dropped, positions,
                    keep, q.scaled, q.constant)  # fmt: skip
 
+    def prepare_on(self, pool: Executor | None) -> Pieces:
+        """Find the pieces on ``pool`` (the query's terms, its scores allocated: ≈ 0.5 ms of Python at 2M chunks,
+        beside the walks instead of before this thread's); None: when first wanted."""
+        if pool is not None:
+            self._preparing = True
+            pool.submit(self._prepare)
+        return self
+
     def submit(self, pool: Executor | None) -> Pieces:
-        """Hand every piece to ``pool`` (once; None: no pool, ``ranked`` scores them all here)."""
-        self._prepare()
-        self.work.submit(pool)
+        """Hand every piece to ``pool`` (once; None: no pool, ``ranked`` scores them all here): found here first,
+        unless a pool finds them (``prepare_on``: then handed out as soon as they are)."""
+        with self._lock:
+            self._pool = self._pool or pool
+            ready, preparing = self._ready, self._preparing
+        if ready:
+            self.work.submit(pool)
+        elif not preparing:
+            self._prepare()
         return self
 
     def help(self) -> bool:

@@ -99,10 +99,11 @@ class Retriever:
             # with graphs (livemem.index.ann) the dense side is a walk on this thread, not a scan on the pool
             walk = query.mode == "hybrid" and snap.dense.walks
             if vector is None:
-                if pool is not None:  # BM25 is scored on the scan pool while this thread encodes (both free the GIL)
-                    bm25 = index.split(query.text).submit(pool)
+                if pool is not None:  # BM25 is found and scored on the scan pool while this thread encodes
+                    bm25 = index.split(query.text).prepare_on(pool).submit(pool)
                 vector = self.encode(query.text)
-            elif pool is not None and walk:  # BM25 in pieces beside the walks (DenseScan.candidates: ``beside``)
+            elif pool is not None and walk:  # BM25 in pieces beside the walks (DenseScan.candidates: ``beside``;
+                # found there, on this thread: on the scan pool, a third busy thread, p50 +2 ms at 2M)
                 bm25 = index.split(query.text)
             t = _tick(timings, "encode", t)
             # on a large snapshot the first stage runs on the scan pool while BM25 is scored here (livemem.index.dense)
