@@ -214,7 +214,7 @@ class DenseSettings(Section):
         "graph's share of k by rows; more under filters; docs/approximate-search.md)",
     )
     ann_breadth: int = Field(
-        800,
+        600,
         ge=1,
         le=100_000,
         validation_alias="LIVEMEM_ANN_BREADTH",

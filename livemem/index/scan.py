@@ -99,7 +99,7 @@ PARALLEL_MIN_ROWS = 100_000
 # costlier than the rows themselves (``WALK_COST``), is scored exactly over its allowed rows instead.
 ANN_MODE = "auto"
 ANN_CANDIDATES = 200
-ANN_BREADTH = 800
+ANN_BREADTH = 600
 GRAPH_EXACT_ROWS = 20_000
 GRAPH_MAX_COUNT = 20_000
 # A walk for ``count`` candidates reads about WALK_COST times as much as scoring ``count`` rows exactly (each step
