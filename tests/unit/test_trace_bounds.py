@@ -25,7 +25,12 @@ from livemem.usage.traces import (
 
 SIGNER = TraceSigner(b"a test secret of at least 16 bytes")
 VERSION = "20261126T065447Z-0123456789ab"
-TODAY = datetime.now(UTC).date()
+
+
+def today():
+    """The UTC date now, when a test asks: a date taken at import went stale when CI's collection ran before
+    midnight and these tests after it (the writer names its file by the date it writes)."""
+    return datetime.now(UTC).date()
 
 
 def chunk_ids(n: int) -> list[str]:
@@ -58,8 +63,8 @@ def lines(directory: Path) -> list[dict]:
 
 
 def day(directory: Path):
-    events = read_day(directory, TODAY, UTC)
-    return events, compute_signals(events, TODAY, "UTC")
+    events = read_day(directory, today(), UTC)
+    return events, compute_signals(events, today(), "UTC")
 
 
 def test_a_long_top_200_request_writes_a_bounded_trace_linear_in_its_results(tmp_path: Path):
@@ -174,13 +179,13 @@ def test_a_failed_sync_is_a_failed_write(tmp_path, monkeypatch):
 
 def test_a_torn_line_left_by_a_killed_writer_is_cut_before_the_next_append(tmp_path: Path):
     writer = TraceWriter(tmp_path)
-    path = writer.path_for(TODAY.isoformat())
+    path = writer.path_for(today().isoformat())
     tmp_path.mkdir(exist_ok=True)
-    whole = json.dumps({"timestamp": f"{TODAY}T00:00:01Z", "event": "retrieval", "trace_id": "t", "chunk_id": "c"})
+    whole = json.dumps({"timestamp": f"{today()}T00:00:01Z", "event": "retrieval", "trace_id": "t", "chunk_id": "c"})
     path.write_text(whole + "\n" + whole[:40])  # the writer died 40 bytes into its line
-    assert writer.write([{"timestamp": f"{TODAY}T00:00:02Z", "event": "retrieval", "trace_id": "u", "chunk_id": "d"}])
+    assert writer.write([{"timestamp": f"{today()}T00:00:02Z", "event": "retrieval", "trace_id": "u", "chunk_id": "d"}])
     assert [e["trace_id"] for e in lines(tmp_path)] == ["t", "u"]
-    assert read_day(tmp_path, TODAY, UTC).malformed == 0
+    assert read_day(tmp_path, today(), UTC).malformed == 0
 
 
 def test_the_rollup_keeps_an_event_glued_to_a_torn_line_and_the_lines_after_it(tmp_path: Path):
@@ -191,7 +196,7 @@ def test_the_rollup_keeps_an_event_glued_to_a_torn_line_and_the_lines_after_it(t
     verdicts = [verdict(trace_id, [c], f"c{n}")[0] for n, c in enumerate(ids)]
     dump = [json.dumps(e, ensure_ascii=False) for e in [*events, *verdicts]]
     torn = dump[2][:57]
-    (tmp_path / f"{TODAY}-host-1.jsonl").write_text(
+    (tmp_path / f"{today()}-host-1.jsonl").write_text(
         "\n".join([dump[0], dump[1], torn + dump[2], dump[3], "{not json"]) + "\n"
     )
     found, signals = day(tmp_path)
@@ -205,14 +210,14 @@ def test_trace_lines_written_before_issue_33_still_roll_up_with_new_ones(tmp_pat
     ids = chunk_ids(3)
     trace_id = SIGNER.issue(role="public", index_version=VERSION, chunk_ids=ids)
     old = [
-        {"timestamp": f"{TODAY}T00:00:01Z", "event": "retrieval", "trace_id": trace_id, "chunk_id": c,
+        {"timestamp": f"{today()}T00:00:01Z", "event": "retrieval", "trace_id": trace_id, "chunk_id": c,
          "query": "old question", "breath_phase": "Δ2", "agent": "serving", "role": "public", "useful": None,
          "index_version": VERSION, "rank": rank, "score": 0.5,
          "context": {"related_chunks": [x for x in ids if x != c], "mode": "hybrid", "cache_hit": False}}
         for rank, c in enumerate(ids, start=1)
     ]  # fmt: skip
     old_verdict = {**old[0], "event": "feedback", "useful": True, "query": None, "chunk_id": ids[0]}
-    (tmp_path / f"{TODAY}-old-1.jsonl").write_text("".join(json.dumps(e) + "\n" for e in [*old, old_verdict]))
+    (tmp_path / f"{today()}-old-1.jsonl").write_text("".join(json.dumps(e) + "\n" for e in [*old, old_verdict]))
     new = verdict(trace_id, [], "c9")
     TraceWriter(tmp_path, name="new").write(new)
     events, signals = day(tmp_path)
