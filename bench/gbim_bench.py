@@ -130,8 +130,11 @@ def worker(version_dir: str, queries: int, wait: bool, real: bool = False) -> No
     import geopandas as gpd
 
     from livemem.answer.gis_rank import rank_entities
+    from livemem.index import dense
     from livemem.query.gis_index import cached_gis_index
+    from livemem.settings import DenseSettings
 
+    dense.configure(DenseSettings.from_env())  # as a serving worker does: LIVEMEM_ANN_BREADTH etc. apply here too
     before = memory()
     start = time.perf_counter()
     gis = cached_gis_index(version_dir)
