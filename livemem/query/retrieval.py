@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 
 import numpy as np
 
 from livemem.dates import date_mask
 from livemem.index.dense import DenseScan, scan_pool
 from livemem.index.scan import walk_pool
+from livemem.index.work import SharedWork
 from livemem.model.embedding import Embedder
 from livemem.query.fusion import (
     FusionSettings,
@@ -89,8 +91,8 @@ class Retriever:
         sparse_wanted = bool(candidates.size) and query.mode in ("sparse", "hybrid") and index is not None
         bm25 = None
         # hybrid's BM25 side: every row's score and the list fused (its best ``sparse_depth`` allowed rows), scored in
-        # pieces on the scan pool while this thread encodes or walks; this thread then scores the pieces the pool
-        # has not started (livemem.index.sparse.Pieces) and finds the list
+        # pieces (livemem.index.sparse.Pieces) on the scan pool while this thread encodes, or on the walk thread
+        # after its walk; this thread scores the pieces no pool thread has started, then finds the list
         fusion = self.fusion_for(snap)
         allowed = None if candidates.size == snap.size else mask
         bm25_list = (query.text, allowed, fusion.depth if fusion.sparse_depth is None else fusion.sparse_depth)
@@ -112,7 +114,6 @@ class Retriever:
                 dense_top = scan.top(min(self.fusion.depth, candidates.size), beside=bm25)
             t = _tick(timings, "dense", t)
         if sparse_wanted:
-            # not started yet (the pool is busy): scored here instead of waiting for it
             if query.mode == "sparse":  # BM25 of the chunk text and of its heading path (LevelSparse.field_scores)
                 sparse_all = index.field_scores(query.text)
             else:
@@ -331,11 +332,17 @@ def best_sentences(snap: Snapshot, vector: np.ndarray, rows: np.ndarray) -> np.n
     pool = walk_pool() if snap.dense.walks and rows.size >= SHARED_SENTENCE_ROWS else None
     if pool is None:
         return snap.dense.best_sentences(vector, rows)
-    half = rows.size // 2
-    other = pool.submit(snap.dense.best_sentences, vector, rows[half:])
-    first = snap.dense.best_sentences(vector, rows[:half])
-    second = snap.dense.best_sentences(vector, rows[half:]) if other.cancel() else other.result()
-    return np.concatenate([first, second])
+    out = np.empty(rows.size, dtype=np.float32)
+
+    def score(part: slice) -> None:
+        out[part] = snap.dense.best_sentences(vector, rows[part])
+
+    work = SharedWork()
+    for part in (slice(0, rows.size // 2), slice(rows.size // 2, None)):  # the pool takes the first, this thread
+        work.add(partial(score, part))  # the second
+    work.submit(pool)
+    work.finish()
+    return out
 
 
 def sorted_union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
