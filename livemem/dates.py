@@ -9,7 +9,9 @@ Two sides of one idea (docs/context.md, "Dates"):
   (``date_source: commit``), at query time, so nothing is stored for it.
 - **The date range a question names** (``question_dates``): "in September 2026", "September 2026", "2025",
   "last month" (the calendar month before this one), "past 30 days", "this year", "since March 2026",
-  "before 2026", "yesterday", "recently". The range filters on the document date where a chunk has one, else its
+  "before 2026", "yesterday", "recently", "from March to June 2026", "between March and May", "from March 2026 on"
+  (since), "minutes from March 2026" (that month: "from" alone says where they come from), "last fall", "this fall"
+  (while it lasts), "winter 2025". The range filters on the document date where a chunk has one, else its
   commit time (``date_mask``): the question's dates win over the commit time.
 
 Explicit patterns rather than a fuzzy parser: ``dateutil``'s fuzzy mode reads "Chapter 3" as the 3rd of this month,
@@ -232,9 +234,10 @@ def question_dates(message: str, now: datetime) -> tuple[DateRange, list[dict[st
         found.phrase = found.phrase or phrase
         notes.append({"field": field_, "value": iso(value), "from": phrase})
 
-    def period(start: date, end: date, phrase: str) -> None:
+    def period(start: date, end: date | None, phrase: str) -> None:
         note("updated_after", _at(start), phrase)
-        note("updated_before", _at(end), phrase)
+        if end is not None:
+            note("updated_before", _at(end), phrase)
 
     if m := re.search(r"\b(?:last|past|previous) (\d+) (day|week|month|year)s?\b", text):
         note("updated_after", now - timedelta(days=int(m.group(1)) * UNIT_DAYS[m.group(2)]), m.group(0))
@@ -269,6 +272,8 @@ def question_dates(message: str, now: datetime) -> tuple[DateRange, list[dict[st
     if found.after or found.before:
         return found, notes
 
+    if _named_span(text, today, period):  # "from March to June 2026", "between ...", "this fall", "from March 2026"
+        return found, notes
     used: list[tuple[int, int]] = []
     if m := re.search(r"\b(since|after|from|starting) ", text):
         rest = find_period(text[m.end() :], bare_year=True)
@@ -304,6 +309,83 @@ def question_dates(message: str, now: datetime) -> tuple[DateRange, list[dict[st
         start = date(year, month, 1)
         period(start, _add_months(start, 1), m.group(0))
     return found, notes
+
+
+# Meteorological seasons: the month each starts in and lasts three months from ("this fall": September-November).
+SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
+_SEASON_RE = "|".join(SEASONS)
+_ONWARD = re.compile(r"\s*(?:on|onwards?|forward|and later|or later)\b")
+_TO = re.compile(r"\s*(?:to|until|till|through|thru|and|-|–)\s+")
+
+
+def _month_period(text: str, today: date, may: bool = False) -> tuple[Period, int] | None:
+    """A period written at the start of ``text``: a date with a year (``find_period``) or a month alone (the latest
+    such month that has begun; "may" alone only where ``may``: "help from may be late"); with how many characters
+    it took."""
+    hit = find_period(text, bare_year=True)
+    if hit is not None and hit[1].start() == 0:
+        return hit[0], hit[1].end()
+    if (m := re.match(rf"({'|'.join(_MONTH_NAMES)})\b(?!\s*,?\s*\d)", text)) and (may or m.group(1) != "may"):
+        month = MONTHS[m.group(1).rstrip(".")]
+        year = today.year if month <= today.month else today.year - 1
+        return Period(date(year, month, 1), "month"), m.end()
+    return None
+
+
+def _season(which: str, name: str, year: str | None, today: date) -> tuple[date, date]:
+    """The first day of a season and the first day after it: ``this`` (the latest one that has begun), ``last`` (the
+    one before), or of a given year (winter 2025: December 2025 to February 2026)."""
+    month = SEASONS[name]
+    if year is not None:
+        start = date(int(year), month, 1)
+    else:
+        start = date(today.year, month, 1)
+        if start > today:
+            start = start.replace(year=today.year - 1)
+        if which == "last":
+            start = start.replace(year=start.year - 1)
+    return start, _add_months(start, 3)
+
+
+def _named_span(text: str, today: date, period: Any) -> bool:
+    """The ranges people write with a start and an end, and the periods "from" names: "from March to June 2026" and
+    "between March and June" (both months whole), "from March 2026 on" (since), "minutes from March 2026" (that
+    month: "from" says where the minutes come from, not since when), "this fall", "last winter", "in the summer of
+    2025", "fall 2025". Calls ``period(start, end, phrase)``, or ``period(start, None, phrase)`` for an open end;
+    whether one was found."""
+    season = rf"\b(this|last|past|previous|in the|during the)\s+({_SEASON_RE})(?:\s+of\s+({YEAR_RE}))?\b"
+    if m := re.search(season, text):
+        which = "last" if m.group(1) in ("last", "past", "previous") else "this"
+        start, end = _season(which, m.group(2), m.group(3), today)
+        # "this winter" asked before it began means the one ahead, which nothing is dated in yet: no filter
+        if which == "last" or m.group(3) or end > today:
+            period(start, end, m.group(0))
+            return True
+        return False
+    if m := re.search(rf"\b({_SEASON_RE})\s+({YEAR_RE})\b", text):
+        start, end = _season("this", m.group(1), m.group(2), today)
+        period(start, end, m.group(0))
+        return True
+    for m in re.finditer(r"\b(from|between) ", text):
+        first = _month_period(text[m.end() :], today)
+        if first is None:
+            continue
+        p, used = first
+        at = m.end() + used
+        if (to := _TO.match(text, at)) and (second := _month_period(text[to.end() :], today, may=True)):
+            q, used2 = second
+            if p.precision == "month" and q.precision != "month" and p.start.year != q.start.year:
+                p = Period(p.start.replace(year=q.start.year), "month")  # "from March to June 2026": both in 2026
+            if q.end > p.start:
+                period(p.start, q.end, text[m.start() : to.end() + used2])
+                return True
+        if m.group(1) == "from":
+            if onward := _ONWARD.match(text, at):
+                period(p.start, None, text[m.start() : onward.end()])
+            else:
+                period(p.start, p.end, text[m.start() : at])
+            return True
+    return False
 
 
 def _with_preposition(text: str, start: int, end: int) -> str:

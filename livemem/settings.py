@@ -248,6 +248,14 @@ class BuildSettings(Section):
         validation_alias="LIVEMEM_DOCUMENT_TIMEOUT",
         description="seconds one PDF/DOCX/ODT/HTML document may take to extract (docs/documents.md)",
     )
+    document_budget_s: float = Field(
+        600.0,
+        ge=0,
+        le=86400,
+        validation_alias="LIVEMEM_DOCUMENT_BUDGET_S",
+        description="seconds of document extraction one build may spend in all (0: no limit); the documents past it "
+        "are reported deferred and extracted by the next build (docs/documents.md)",
+    )
     document_memory_mb: int = Field(
         2048,
         ge=64,

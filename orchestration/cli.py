@@ -12,7 +12,7 @@
     livemem verify [--rebuild]           is the index exactly its sources at their commits?
     livemem eval [SUITE] [--category C] [--show-failures] [--json]
                                          ask an answer suite, accuracy per category (docs/answers-eval.md)
-    livemem registry import-hsds DIR OUT turn an Open Referral HSDS 3.0 export into a registry file
+    livemem registry import-hsds DIR OUT turn an Open Referral HSDS export (1.0-3.0) into a registry file
     livemem registry export-hsds DIR     write the registry as HSDS 3.0 (JSON and the tabular data package)
 
 Settings come from the environment as everywhere (``RAG_SOURCES``, ``RAG_INDEX_DIR``) or the options below.
@@ -655,34 +655,45 @@ def eval_answers(
 
 
 registry_app = typer.Typer(
-    help="The local_resources registry: exchange with Open Referral HSDS 3.0.", no_args_is_help=True
+    help="The local_resources registry: exchange with Open Referral HSDS (import 1.0-3.0, export 3.0).",
+    no_args_is_help=True,
 )
 app.add_typer(registry_app, name="registry")
 
 
 @registry_app.command("import-hsds")
 def import_hsds(
-    directory: Annotated[Path, typer.Argument(help="HSDS 3.0 export: services.csv / services.json, locations, ...")],
+    directory: Annotated[
+        Path,
+        typer.Argument(help="HSDS export: a 1.0 / 1.1 / 2.0 / 3.0 tabular datapackage (CSV) or 3.0 JSON directory"),
+    ],
     out: Annotated[Path, typer.Argument(help="registry file to write (.csv or .json)")],
     as_json: Annotated[bool, typer.Option("--json", help="print the summary and every problem as JSON")] = False,
 ) -> None:
-    """Turn an HSDS 3.0 export directory into a registry input file (one row per service).
+    """Turn an HSDS export directory (HSDS 1.0, 1.1, 2.0 or 3.0, the version detected) into a registry input file
+    (one row per service), and print the import-fidelity report: the version, tables read and not read, services
+    read / kept / typed by need / flagged per rule, unmapped taxonomy terms.
 
-    Bad records are listed with file, row and id and left out; good ones are kept. Exits 1 when the directory
-    cannot be read or no service could be imported. Verify the result as usual (``materialize --job
-    verify_registry`` with the file as the registry source)."""
-    from livemem.registry.hsds import import_export, write_registry_file
+    A bad field is flagged and the program kept; a 3.0 record that breaks its schema is listed with file, row and id
+    and left out. Exits 1 when the directory cannot be read or no service could be imported. Verify the result as
+    usual (``materialize --job verify_registry`` with the file as the registry source), or point the registry
+    source at the package itself (``registry: {kind: hsds, path: DIR}``)."""
+    from livemem.registry.hsds import write_registry_file
+    from livemem.registry.hsds_legacy import import_hsds, report_lines
 
     try:
-        result = import_export(directory)
+        result = import_hsds(directory)
     except LivingMemoryError as exc:
         fail(str(exc))
     write_registry_file(result.rows, out)
     if as_json:
         problems = [vars(p) for p in result.problems]
-        console.print_json(json.dumps({"summary": result.summary(), "rows": len(result.rows), "problems": problems}))
+        body = {"summary": result.summary(), "rows": len(result.rows), "report": result.report, "problems": problems}
+        console.print_json(json.dumps(body))
     else:
         console.print(f"{result.summary()} → {out}", soft_wrap=True)
+        for line in report_lines(result.report):
+            console.print(f"  {line}", soft_wrap=True, markup=False)
         for problem in result.problems:
             colour = "red" if problem.severity == "error" else "yellow"
             console.print(f"  {problem}", style=colour, soft_wrap=True, markup=False)

@@ -62,7 +62,7 @@ from livemem.answer.results import chat_body
 from livemem.answer.routing import ContextRequest
 from livemem.errors import LivingMemoryError
 from livemem.gbim.sparql_worker import SparqlError, SparqlLimits, SparqlPool
-from livemem.geo.places import STATE
+from livemem.geo.home import WEST_VIRGINIA
 from livemem.registry import RESOURCE_TYPES, RegistryQueryError, load_registry_index, resolve, state_counties
 from livemem.settings import LivingMemorySettings
 from livemem.usage.traces import (
@@ -321,13 +321,25 @@ def tool_gis_query(ctx: McpContext, query: str, n_results: int, county: str | No
 
 
 def tool_resources(
-    ctx: McpContext, zip: str | None, county: str | None, resource_type: str | None, include_stale: bool, limit: int
+    ctx: McpContext,
+    zip: str | None,
+    county: str | None,
+    resource_type: str | None,
+    include_stale: bool,
+    limit: int,
+    taxonomy: str | None = None,
 ) -> ResourcesResponse:
     snap = ctx.snapshot()
-    ctx.used("resources", f"zip={zip} county={county} type={resource_type}", snap.version_id)
+    ctx.used("resources", f"zip={zip} county={county} type={resource_type} taxonomy={taxonomy}", snap.version_id)
     try:
         found = resolve(
-            snap, zip=zip, county=county, resource_type=resource_type, include_stale=include_stale, limit=limit
+            snap,
+            zip=zip,
+            county=county,
+            resource_type=resource_type,
+            taxonomy=taxonomy,
+            include_stale=include_stale,
+            limit=limit,
         )
     except RegistryQueryError as exc:
         raise ToolError(str(exc)) from None
@@ -615,17 +627,19 @@ def build_server(
     if operator_roles is None:
         operator_roles = tuple(settings.mcp.operator_roles)
     ctx = McpContext(state, caller_role, tuple(operator_roles), settings.paths.dagster_home)
+    # Enums of this deployment, advertised in the tools' input schemas; the home states (docs/home.md) of the
+    # version served at start-up name its counties.
+    try:
+        current = state.reader.snapshot()
+        known_collections, home = current.collections_for(caller_role.access), current.home
+    except LivingMemoryError:  # nothing published yet: any name, checked at call time
+        known_collections, home = [], WEST_VIRGINIA
     server = LivingMemoryServer(
         "living-memory",
         version=server_version(),
-        instructions="Place-aware retrieval memory for West Virginia benefits.",
+        instructions=f"Place-aware retrieval memory for {home.state_names} benefits.",
     )
 
-    # Enums of this deployment, advertised in the tools' input schemas.
-    try:
-        known_collections = state.reader.snapshot().collections_for(caller_role.access)
-    except LivingMemoryError:  # nothing published yet: any name, checked at call time
-        known_collections = []
     collection_type: Any = Literal[tuple(known_collections)] if known_collections else str
     Collections = Annotated[
         list[collection_type] | None,
@@ -635,9 +649,10 @@ def build_server(
             description="search only these collections (default: every collection this role may read)",
         ),
     ]
-    counties = sorted(state_counties(STATE).values())
+    counties = sorted({c for s in home.states for c in state_counties(s).values()})
     county_type: Any = Literal[tuple(counties)]
-    County = Annotated[county_type | None, Field(description=f"a county of {STATE}, e.g. Fayette")]
+    example = "Fayette" if "Fayette" in counties and "WV" in home.states else counties[0]
+    County = Annotated[county_type | None, Field(description=f"a county of {home.label}, e.g. {example}")]
     Zip = Annotated[str | None, Field(pattern=ZIP_PATTERN, description="a 5-digit ZIP code, e.g. 25901")]
     persona_type: Any = Literal[tuple(sorted({*state.personas, *state.settings.roles}))]
     Persona = Annotated[
@@ -693,10 +708,18 @@ def build_server(
         ] = None,
         include_stale: Annotated[bool, Field(description="also return stale and unverified programs")] = False,
         limit: Annotated[int, Field(ge=1, le=500, description="at most this many programs")] = 10,
+        taxonomy: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=200,
+                description="a taxonomy term of the source: code or code prefix (BD-1800), or words of its name",
+            ),
+        ] = None,
     ) -> ResourcesResponse:
         """Verified programs of the local_resources registry: those whose ZIP or coverage includes `zip`, then the
-        rest of its county (or of `county`), optionally of one type."""
-        return tool_resources(ctx, zip, county, resource_type, include_stale, limit)
+        rest of its county (or of `county`), optionally of one type (any of a program's types) or taxonomy term."""
+        return tool_resources(ctx, zip, county, resource_type, include_stale, limit, taxonomy)
 
     @server.tool(annotations=READ_ONLY)
     def context(
@@ -874,7 +897,12 @@ def build_server(
     Question = Annotated[str, Field(min_length=1, max_length=4000, description="the question, as the person asks it")]
     Place = Annotated[
         str | None,
-        Field(min_length=1, max_length=200, description="a town or place of West Virginia, e.g. Oak Hill"),
+        Field(
+            min_length=1,
+            max_length=200,
+            description=f"a town or place of {home.state_names}"
+            + (", e.g. Oak Hill" if home.states == ("WV",) else ""),
+        ),
     ]
 
     @server.prompt(title="Answer about my place")

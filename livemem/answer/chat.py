@@ -33,6 +33,7 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 
 from livemem.answer.graph import connection_sentences
 from livemem.answer.prompt import GREETING_REPLY, REDIRECT_EMERGENCY, display_phone, plain_lines, tidy
+from livemem.geo.home import home_of
 from livemem.index.sparse import tokens
 from livemem.settings import ContextSettings, PersonaSettings
 from livemem.version.reader import Snapshot
@@ -351,18 +352,34 @@ HEDGES = {
 }
 
 
-def within_budget(lines: list[str], max_words: int | None) -> list[str]:
-    """The first lines whose words fit the answer budget (always the first): whole items, so no citation is cut."""
+def within_budget(lines: list[str], max_words: int | None, reserved: int = 0) -> list[str]:
+    """The first lines whose words fit the answer budget less the ``reserved`` words of what the answer must say
+    anyway (its heading, offers and hedge): whole items, so no citation is cut; the first line is always given,
+    shortened (``shorten``) when it alone is over."""
     if not max_words:
         return lines
+    room = max(max_words - reserved, 0)
     kept, used = [], 0
     for line in lines:
         words = len(line.split())
-        if kept and used + words > max_words:
+        if used + words > room:
+            if not kept:
+                kept.append(shorten(line, room))
             break
         kept.append(line)
         used += words
     return kept
+
+
+def shorten(line: str, words: int) -> str:
+    """A line cut to about ``words`` words, its citations (``[3]``) kept at the end: ``- Name: the first words… [3]``."""
+    refs = CITATION.findall(line)
+    body = CITATION.sub("", line).split()
+    marks = [f"[{n}]" for n in dict.fromkeys(refs)]
+    keep = max(words - len(marks), 3)
+    if len(body) <= keep:
+        return line
+    return " ".join(body[:keep]).rstrip(",;:") + "… " + " ".join(marks)
 
 
 def extractive_answer(context: dict[str, Any], table: Mapping[str, Persona] = PERSONAS) -> str:
@@ -383,17 +400,20 @@ def extractive_answer(context: dict[str, Any], table: Mapping[str, Persona] = PE
     if not lines:
         return CLARIFY_TEXT
     route = context["route"]
-    lines = within_budget(lines, (route.get("budget") or {}).get("max_words"))
-    lines.extend(offer["text"] for offer in route.get("negotiation") or [])
+    offers = [offer["text"] for offer in route.get("negotiation") or []]
     hedge = HEDGES.get((route.get("budget") or {}).get("hedging", "none"))
-    if hedge:
-        lines.append(hedge)
     heading = table.get(persona_key(context["route"].get("persona") or ""))
     head = (
         heading.heading if heading is not None and heading.heading
-        else "From the West Virginia evidence in Living Memory:" if context["route"]["wv_scoped"]
+        else home_heading(context["route"]) if context["route"]["wv_scoped"]
         else "From Living Memory:"
     )  # fmt: skip
+    # the budget holds for the whole answer: what it must say (heading, offers, hedge) is counted first
+    reserved = sum(len(text.split()) for text in [head, *offers, *([hedge] if hedge else [])])
+    lines = within_budget(lines, (route.get("budget") or {}).get("max_words"), reserved)
+    lines.extend(offers)
+    if hedge:
+        lines.append(hedge)
     return head + "\n" + "\n".join(tidy(line) for line in lines)
 
 
@@ -421,8 +441,10 @@ def program_lines(context: dict[str, Any]) -> list[str]:
                             f"hours {row['hours']}" if row.get("hours") else None) if p
             )  # fmt: skip
             note = conflict_note(row.get("conflicts") or [])
+            marked = f"; {row['verification_note']}" if row.get("verification_note") else ""
             lines.append(
-                f"- {row['name']} ({row['county']} County): {row.get('description') or ''} {details}{note} [{row['ref']}]"
+                f"- {program_name(row)} ({row['county']} County{marked}): {row.get('description') or ''} "
+                f"{details}{note} [{row['ref']}]"
             )
         elif item["kind"] == "place" and (place := places.get(item["id"])):
             if place.get("same_as") in rows:
@@ -430,6 +452,15 @@ def program_lines(context: dict[str, Any]) -> list[str]:
             where = ", ".join(str(v) for v in (place.get("address"), place.get("town")) if v)
             lines.append(f"- {place['label']}{f' ({where})' if where else ''}: {place['description']} [{place['ref']}]")
     return lines
+
+
+def program_name(row: dict[str, Any]) -> str:
+    """A registry program as an answer names it: "Florida DCF ACCESS — HIALEAH office" when the row's name is a
+    site of its organization (the organization not already in the name), else the name."""
+    org = (row.get("organization") or "").strip()
+    if not org or org.casefold() in row["name"].casefold():
+        return row["name"]
+    return f"{org} — {row['name']}"
 
 
 def conflict_note(conflicts: list[dict[str, Any]]) -> str:
@@ -443,19 +474,26 @@ def conflict_note(conflicts: list[dict[str, Any]]) -> str:
     return f" (Note: {who} gives {said}; the registry's verified details are given here.)"
 
 
+def home_heading(route: dict[str, Any]) -> str:
+    """The heading of a home-scoped extractive answer: "From the West Virginia evidence in Living Memory:"."""
+    home = home_of(route.get("home"))
+    return f"From the {home.state_names} evidence in {home.name}:"
+
+
 def canned_answer(context: dict[str, Any]) -> str | None:
     """The fixed reply of a message that is not answered from evidence (None: it is)."""
     route = context["route"]
+    home = home_of(route.get("home"))  # the version's home (livemem.geo.home): West Virginia when none is named
     if route["intents"] == ["greeting"]:
-        return GREETING_REPLY
+        return GREETING_REPLY if home.states == ("WV",) else GREETING_REPLY.replace("West Virginia", home.state_names)
     if route["response_class"] == "redirect":
         if "emergency" in route["reason"]:
             return REDIRECT_EMERGENCY
-        elsewhere = [p for p in route.get("places") or [] if p.get("state") and p["state"] != "WV"]
-        where = f"{elsewhere[0]['name']} is outside West Virginia. " if elsewhere else ""
+        elsewhere = [p for p in route.get("places") or [] if p.get("state") and not home.covers(p["state"])]
+        where = f"{elsewhere[0]['name']} is outside {home.state_names}. " if elsewhere else ""
         return (
-            f"{where}Living Memory covers West Virginia programs only. For other states, call 211 or the state's own "
-            "benefits agency."
+            f"{where}{home.name} covers {home.state_names} programs only. For other states, call 211 or the state's "
+            "own benefits agency."
         )
     if route["response_class"] == "refuse":
         return REFUSE_TEXT

@@ -11,8 +11,9 @@ Plain functions, each a visible step of ``route`` (docs/context.md has the rules
    its commit time: ``livemem.dates``); collections from scope phrases; ``seal_state`` from "authoritative" /
    "sealed".
 3. ``eligibility``: what the caller's role may use (collections, registry, spatial datasets, web).
-4. WV-first: a West-Virginia-scoped message makes WV text, spatial and registry evidence mandatory and
-   authoritative and excludes web context.
+4. Home-first: a message scoped to the deployment's home states (``Snapshot.home``: West Virginia unless the
+   sources file names another, docs/home.md) makes home text, spatial and registry evidence mandatory and
+   authoritative and excludes web context; a message naming only places outside them is redirected.
 5. Retrieval per source, kept apart (``unstructured``, ``structured_facts``, ``spatial``, ``registry``, ``web``;
    population hints steer the registry's program types; the GBIM graph answers relationship questions and adds the
    facts of entities the passages name, ``livemem.answer.graph``), then ``response_class`` (answer, negotiate, clarify,
@@ -60,11 +61,11 @@ from livemem.answer.routing import (
     ContextRequest,
     SelfQuery,
     eligibility,
+    home_scope,
     iso,
     out_of_state,
     route_intents,
     self_query,
-    wv_scope,
 )
 from livemem.query.retrieval import Retriever
 from livemem.settings import ContextSettings
@@ -98,9 +99,10 @@ def build_context(
     if request.collections:  # narrows only: a collection the caller may not read never comes back
         elig.collections = [c for c in elig.collections if c in request.collections]
     # A collection the role may not read is treated as one that does not exist: same answer, same notes.
-    sq = self_query(request, elig.collections, now)
+    home = snap.home  # the state(s) this version covers (livemem.geo.home; West Virginia by default)
+    sq = self_query(request, elig.collections, now, home)
     tick("self_query")
-    wv_reasons = wv_scope(sq, request, caller, settings)
+    wv_reasons = home_scope(sq, request, caller, settings, home)
     wv_scoped = bool(wv_reasons)
     sections: dict[str, list[dict[str, Any]]] = {s: [] for s in SECTIONS}
     queried: list[str] = []
@@ -110,7 +112,7 @@ def build_context(
     graph_route: dict[str, Any] | None = None
     response_class, reason = "answer", "evidence found"
     web_info: dict[str, Any] = {"admitted": False, "reason": "", "calls": []}
-    elsewhere = out_of_state(sq)
+    elsewhere = out_of_state(sq, home)
     top_k = request.top_k or settings.top_k
 
     if intents == ["greeting"]:
@@ -120,9 +122,10 @@ def build_context(
     elif sq.invalid_zips and not sq.counties:
         response_class = "clarify"
         reason = f"ZIP {', '.join(sq.invalid_zips)} is not a ZIP code: which town, county or ZIP is meant?"
-    elif elsewhere:  # named outside West Virginia, and no WV place named: never answered with WV programs
+    elif elsewhere:  # named outside the home states, and no home place named: never answered with home programs
         response_class = "redirect"
-        reason = f"place outside West Virginia ({'; '.join(p.name for p in elsewhere)}): this memory covers WV"
+        where = "; ".join(p.name for p in elsewhere)
+        reason = f"place outside {home.state_names} ({where}): this memory covers {home.label}"
     else:
         collections = sq.collections or elig.collections
         vector = retriever.encode(request.message)
@@ -188,7 +191,8 @@ def build_context(
             queried.append(REGISTRY_NAME)
             tick("registry")
         if wv_scoped:
-            web_info["reason"] = "excluded: West-Virginia-scoped (" + "; ".join(wv_reasons) + ")"
+            scope = "West-Virginia" if home.states == ("WV",) else home.label
+            web_info["reason"] = f"excluded: {scope}-scoped (" + "; ".join(wv_reasons) + ")"
         elif web is None:
             web_info["reason"] = "excluded: the web gateway is disabled"
         elif not elig.web:
@@ -198,7 +202,7 @@ def build_context(
             sections["web"] = results
             web_info.update(admitted=bool(results), calls=calls)
             failed = [c["error"] for c in calls if c.get("error")]
-            web_info["reason"] = "admitted: not WV-scoped" if results else (
+            web_info["reason"] = f"admitted: not {home.label}-scoped" if results else (
                 f"no web results: {failed[0]}" if failed else "no web result passed the policy")  # fmt: skip
             queried.append("web")
             tick("web")
@@ -227,7 +231,7 @@ def build_context(
     extra = [request.framing] if request.framing else []
     if response_class in ("answer", "negotiate") and intents != ["greeting"]:
         extra.append(budget_instruction(budget, response_class))
-    prompt, citations = assemble_prompt(request.message, sections, wv_scoped, settings, extra)
+    prompt, citations = assemble_prompt(request.message, sections, wv_scoped, settings, extra, home.state_names)
     tick("prompt")
     filters = sq.filters()
     notes = sq.notes
@@ -238,9 +242,11 @@ def build_context(
         "reason": reason,
         "filters": filters,
         "self_query": notes,
-        "wv_scoped": wv_scoped,
+        "wv_scoped": wv_scoped,  # the names of when the home was always West Virginia: home_scoped, home_reasons
         "wv_reasons": wv_reasons,
-        "state": elsewhere[0].state if elsewhere else "WV" if wv_scoped else None,
+        "home_scoped": wv_scoped,
+        "home": home.route(),
+        "state": elsewhere[0].state if elsewhere else home_state(sq, home) if wv_scoped else None,
         "places": [place_route(p) for p in sq.places],
         "programs": programs,
         "links": links,
@@ -279,6 +285,12 @@ def build_context(
         "thread_id": request.thread_id,
         "hidden_collections": elig.hidden,  # for the guardrail and the audit only; never sent to the caller
     }
+
+
+def home_state(sq: SelfQuery, home: Any) -> str:
+    """The home state a home-scoped message is about: that of the first home place it names, else the main one."""
+    named = [p.state for p in sq.places if home.covers(p.state)] + [sq.zip_state] * home.covers(sq.zip_state)
+    return named[0] if named else home.state
 
 
 def place_route(place: Any) -> dict[str, Any]:

@@ -10,8 +10,9 @@ a topic. It never holds the messages. It comes from one of two places:
   expiring, memory only (serving never writes the index). With several workers a thread's next message may reach
   a worker that has not seen the thread, so clients that need certainty send the history.
 
-The latest turn wins: a message naming a place, persona or topic replaces the thread's (a place outside West
-Virginia clears the thread's place, so nothing from WV is carried into it).
+The latest turn wins: a message naming a place, persona or topic replaces the thread's (a place outside the
+deployment's home states clears the thread's place, so nothing from home is carried into it). Places are read for
+the home of the version answering (``home``: livemem.geo.home; West Virginia by default).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from typing import Any
 from cachetools import TTLCache
 
 from livemem.answer.routing import RESOURCE_PATTERNS, resource_types, route_intents
-from livemem.geo.places import STATE, find_places, zip_place
+from livemem.geo.home import WEST_VIRGINIA, Home
+from livemem.geo.places import find_places, zip_place
 
 ANONYMOUS_SCOPE = "anonymous"
 # Only the latest earlier turns, and the start of each, are read: enough for a place or topic named in a chat, and
@@ -40,7 +42,7 @@ class ThreadState:
     county: str | None = None
     zip: str | None = None
     place: str | None = None  # the words that named the place ("Oak Hill", "25840", "Fayette County")
-    elsewhere: str | None = None  # a place outside West Virginia the conversation is about ("Raleigh, NC")
+    elsewhere: str | None = None  # a place outside the home states the conversation is about ("Raleigh, NC")
     persona: str | None = None
     topic: str | None = None
     turns: int = 0
@@ -60,7 +62,7 @@ class Carried:
     state: ThreadState = field(default_factory=ThreadState)
 
 
-def topic_of(message: str) -> str | None:
+def topic_of(message: str, home: Home = WEST_VIRGINIA) -> str | None:
     """The topic a message names: its program words, or, for a governance or factual question, its words without
     its places. None for a message with no topic of its own ("what are the hours?", "what about Raleigh?")."""
     intents, _ = route_intents(message)
@@ -69,17 +71,19 @@ def topic_of(message: str) -> str | None:
         return ", ".join(dict.fromkeys(w.lower() for w in words))
     if set(intents) - {"general", "spatial", "greeting"}:
         text = message
-        for place in find_places(message):
+        for place in find_places(message, home):
             text = text.replace(place.text, "")
         return " ".join(text.split()) or None
     return None
 
 
-def names_place(message: str, county: str | None, zip_code: str | None, profile: dict[str, Any]) -> bool:
+def names_place(
+    message: str, county: str | None, zip_code: str | None, profile: dict[str, Any], home: Home = WEST_VIRGINIA
+) -> bool:
     """Whether the message (or its request fields) names a place of its own."""
     if county or zip_code or profile.get("county") or profile.get("zip"):
         return True
-    return any(p.kind != "state" or p.state != STATE for p in find_places(message))
+    return any(p.kind != "state" or not home.covers(p.state) for p in find_places(message, home))
 
 
 def advance(
@@ -89,6 +93,7 @@ def advance(
     zip_code: str | None = None,
     profile: dict[str, Any] | None = None,
     persona: str | None = None,
+    home: Home = WEST_VIRGINIA,
 ) -> ThreadState:
     """The thread after one user turn: a place, persona or topic it names replaces the thread's."""
     profile = profile or {}
@@ -96,17 +101,17 @@ def advance(
     zip_code = zip_code or (profile.get("zip") if isinstance(profile.get("zip"), str) else None)
     changes: dict[str, Any] = {"turns": state.turns + 1}
     if county or zip_code:
-        zip_county = zip_place(zip_code) if zip_code else None
+        zip_county = zip_place(zip_code, home) if zip_code else None
         changes |= {
-            "county": county or (zip_county.county if zip_county and zip_county.state == STATE else None),
+            "county": county or (zip_county.county if zip_county and home.covers(zip_county.state) else None),
             "zip": zip_code,
             "place": county or zip_code,
         }
     else:
-        places = [p for p in find_places(message) if p.kind != "state" or p.state != STATE]
+        places = [p for p in find_places(message, home) if p.kind != "state" or not home.covers(p.state)]
         if places:
             place = next((p for p in reversed(places) if p.kind != "state"), places[-1])
-            in_wv = place.state == STATE
+            in_wv = home.covers(place.state)
             changes |= {
                 "county": place.county if in_wv else None,
                 "zip": place.text if place.kind == "zip" and in_wv else None,
@@ -115,17 +120,17 @@ def advance(
             }
     if persona:
         changes["persona"] = persona
-    if (topic := topic_of(message)) is not None:
+    if (topic := topic_of(message, home)) is not None:
         changes["topic"] = topic
     return replace(state, **changes)
 
 
-def from_history(turns: list[str]) -> ThreadState:
+def from_history(turns: list[str], home: Home = WEST_VIRGINIA) -> ThreadState:
     """The state of a conversation from its earlier user turns, oldest first (the latest ``HISTORY_TURNS``, each
     read up to ``HISTORY_CHARS``; ``turns`` counts them all)."""
     state = ThreadState(turns=max(0, len(turns) - HISTORY_TURNS))
     for turn in turns[-HISTORY_TURNS:]:
-        state = advance(state, turn[:HISTORY_CHARS])
+        state = advance(state, turn[:HISTORY_CHARS], home=home)
     return state
 
 
@@ -139,6 +144,7 @@ def carry(
     persona: str | None = None,
     source: str = "thread",
     max_chars: int = 4000,
+    home: Home = WEST_VIRGINIA,
 ) -> Carried:
     """``message`` with the place, topic and persona of its conversation where it names none itself.
 
@@ -147,19 +153,19 @@ def carry(
     place words, the thread's topic is added ("what are the hours? (about: pantry)"). Persona: the thread's, when
     the request names none (it is still checked against the caller's access)."""
     profile = profile or {}
-    after = advance(state, message, county, zip_code, profile, persona)
+    after = advance(state, message, county, zip_code, profile, persona, home)
     intents, _ = route_intents(message)
     if state.turns == 0 or intents == ["greeting"]:
         return Carried(message, county, zip_code, persona, None, None, after)
     carried: dict[str, Any] = {}
     place_from = None
-    if not names_place(message, county, zip_code, profile) and (state.county or state.zip):
+    if not names_place(message, county, zip_code, profile, home) and (state.county or state.zip):
         county, zip_code = state.county, state.zip
         place_from = f"conversation: {state.place}"
         carried["place"] = {"county": state.county, "zip": state.zip, "from": state.place}
-    elif not names_place(message, county, zip_code, profile) and state.elsewhere:
-        # a conversation about a place outside West Virginia stays there: the place is named again, so the
-        # message is routed (redirected) as its first turn was, never answered with WV programs
+    elif not names_place(message, county, zip_code, profile, home) and state.elsewhere:
+        # a conversation about a place outside the home states stays there: the place is named again, so the
+        # message is routed (redirected) as its first turn was, never answered with home programs
         message = f"{message} (in {state.elsewhere})"[:max_chars]
         carried["place"] = {"county": None, "zip": None, "from": state.elsewhere}
     if state.topic and not resource_types(message) and set(intents) <= {"general", "spatial"}:

@@ -200,8 +200,8 @@ class SnapshotAsker:
             return 401, {"detail": why}
         access = frozenset(self.serving.roles[role])
         carried = carry(
-            from_history(list(case.history)), case.question, county=case.county, zip_code=case.zip, profile={},
-            persona=case.persona, source="history",
+            from_history(list(case.history), self.snap.home), case.question, county=case.county, zip_code=case.zip,
+            profile={}, persona=case.persona, source="history", home=self.snap.home,
         )  # fmt: skip
         request = ContextRequest(
             carried.message, carried.county, carried.zip, {}, None, None, place_from=carried.place_from,
@@ -344,6 +344,10 @@ def check_case(case: Case, status: int, body: dict[str, Any]) -> list[str]:
     if "wv_scope" in expect and bool(route.get("wv_scoped")) is not expect["wv_scope"]:
         why = "; ".join(route.get("wv_reasons") or []) or "no WV reason"
         failures.append(f"wv_scope: {bool(route.get('wv_scoped'))} ({why}), expected {expect['wv_scope']}")
+    scoped = bool(route.get("home_scoped", route.get("wv_scoped")))
+    if "home_scope" in expect and scoped is not expect["home_scope"]:
+        why = "; ".join(route.get("wv_reasons") or []) or "no home reason"
+        failures.append(f"home_scope: {scoped} ({why}), expected {expect['home_scope']}")
     if "response_class" in expect:
         accepted = _as_list(expect["response_class"])
         if route.get("response_class") not in accepted:
@@ -586,3 +590,174 @@ def gate(
             notes.append(f"the published version {published} could not be asked ({exc}); compared with nothing")
     comparison = compare(staged_result, published_result, wanted.min_accuracy)
     return GateOutcome(not comparison.worse, comparison.summary(), comparison, tuple(notes))
+
+
+# --- the crisis suite (docs/crisis.md) ---------------------------------------------------------------------------------
+CRISIS_SCHEMA = "crisis_suite"
+RECALL_TARGET = 0.99  # per kind, on the crisis messages
+FALSE_ALARM_TARGET = 0.02  # per kind, on the controls that share its words
+
+
+@dataclass(frozen=True)
+class CrisisCase:
+    """One message of a crisis suite: a crisis (``crisis: True``) of ``kind``, or a control sharing its words."""
+
+    crisis: bool
+    kind: str
+    language: str
+    message: str
+
+    @property
+    def id(self) -> str:
+        """Its identity across runs (the gate's "passed before"): part, kind, language and the message itself."""
+        return f"{'crisis' if self.crisis else 'control'}/{self.kind}/{self.language}: {self.message}"
+
+
+@dataclass(frozen=True)
+class CrisisSuite:
+    path: Path
+    name: str
+    cases: tuple[CrisisCase, ...]
+
+
+def load_crisis_suite(path: str | os.PathLike[str]) -> CrisisSuite:
+    """Read and validate a crisis suite (``schemas/crisis_suite.schema.json``); ConfigError lists every problem."""
+    file = Path(path)
+    data, root = _yaml(file)
+    problems = _located_errors(file, root, data, CRISIS_SCHEMA, [])
+    if problems:
+        raise ConfigError("invalid crisis suite:\n  " + "\n  ".join(problems))
+    cases = [
+        CrisisCase(part == "crisis", kind, lang, message)
+        for part in ("crisis", "controls")
+        for kind, langs in (data.get(part) or {}).items()
+        for lang, messages in (langs or {}).items()
+        for message in messages or []
+    ]
+    seen: set[str] = set()
+    for case in cases:
+        if case.id in seen:
+            problems.append(f"{file}: {case.id!r} is given twice")
+        seen.add(case.id)
+    if problems:
+        raise ConfigError("invalid crisis suite:\n  " + "\n  ".join(problems))
+    return CrisisSuite(file.resolve(), data.get("name") or file.stem, tuple(cases))
+
+
+@dataclass(frozen=True)
+class CrisisCaseResult:
+    case: CrisisCase
+    found: dict[str, Any] | None  # kind, kinds, language, matched_by, score (None: no crisis found)
+    elapsed_ms: float  # the detector's, given the vector
+
+    @property
+    def passed(self) -> bool:
+        return (self.found is not None) is self.case.crisis
+
+    @property
+    def kind_right(self) -> bool:
+        return self.found is not None and self.case.kind in self.found["kinds"]
+
+
+def _rates(results: list[CrisisCaseResult]) -> dict[str, Any]:
+    crisis = [r for r in results if r.case.crisis]
+    controls = [r for r in results if not r.case.crisis]
+    found = sum(r.found is not None for r in crisis)
+    alarms = sum(r.found is not None for r in controls)
+    return {
+        "crisis": len(crisis), "found": found, "recall": round(found / len(crisis), 4) if crisis else None,
+        "kind_right": sum(r.kind_right for r in crisis), "controls": len(controls), "false_alarms": alarms,
+        "false_alarm_rate": round(alarms / len(controls), 4) if controls else None,
+        "by_lexicon": sum(bool(r.found) and r.found["matched_by"] == "lexicon" for r in crisis),
+        "by_similarity": sum(bool(r.found) and r.found["matched_by"] == "similarity" for r in crisis),
+    }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CrisisResult:
+    suite: str
+    cases: tuple[CrisisCaseResult, ...]
+    with_model: bool  # False: the lexicon alone (no embedder)
+
+    def by_kind(self) -> dict[str, dict[str, Any]]:
+        from livemem.answer.crisis import KINDS
+
+        return {k: _rates([r for r in self.cases if r.case.kind == k]) for k in KINDS}
+
+    def by_language(self) -> dict[str, dict[str, Any]]:
+        langs = sorted({r.case.language for r in self.cases})
+        return {lang: _rates([r for r in self.cases if r.case.language == lang]) for lang in langs}
+
+    def by_kind_language(self) -> dict[str, dict[str, Any]]:
+        pairs = sorted({(r.case.kind, r.case.language) for r in self.cases})
+        return {f"{k}/{lang}": _rates([r for r in self.cases if (r.case.kind, r.case.language) == (k, lang)])
+                for k, lang in pairs}  # fmt: skip
+
+    def overall(self) -> dict[str, Any]:
+        return _rates(list(self.cases))
+
+    def below_targets(self) -> list[str]:
+        """Each kind below a target, in words ("violence_abuse: recall 0.9778 < 0.99")."""
+        out = []
+        for kind, row in self.by_kind().items():
+            if row["recall"] is not None and row["recall"] < RECALL_TARGET:
+                out.append(f"{kind}: recall {row['recall']} < {RECALL_TARGET}")
+            if row["false_alarm_rate"] is not None and row["false_alarm_rate"] > FALSE_ALARM_TARGET:
+                out.append(f"{kind}: false alarms {row['false_alarm_rate']} > {FALSE_ALARM_TARGET}")
+        return out
+
+    @property
+    def failed(self) -> list[CrisisCaseResult]:
+        return [r for r in self.cases if not r.passed]
+
+    def passing_ids(self) -> set[str]:
+        return {r.case.id for r in self.cases if r.passed}
+
+    def as_dict(self, cases: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "suite": self.suite, "with_model": self.with_model, "overall": self.overall(), "kinds": self.by_kind(),
+            "languages": self.by_language(), "kinds_languages": self.by_kind_language(),
+            "below_targets": self.below_targets(),
+        }  # fmt: skip
+        if cases:
+            out["failed"] = [{"id": r.case.id, "found": r.found} for r in self.failed]
+        return out
+
+    def summary(self) -> str:
+        row = self.overall()
+        below = self.below_targets()
+        return (
+            f"crisis suite: recall {row['found']}/{row['crisis']}, false alarms {row['false_alarms']}/"
+            f"{row['controls']}" + (f"; below target: {'; '.join(below)}" if below else "; every kind meets its target")
+        )
+
+
+def run_crisis_suite(suite: CrisisSuite, embedder: Any = None) -> CrisisResult:
+    """The detector (``livemem.answer.crisis.detect``) on every case, each message encoded as a query is
+    (``encode_one``); without an embedder, the lexicon alone."""
+    from livemem.answer.crisis import detect, exemplar_matrix
+
+    if embedder is not None:
+        exemplar_matrix(embedder)  # embedded once, before the clock runs
+    results = []
+    for case in suite.cases:
+        vector = embedder.encode_one(case.message) if embedder is not None else None
+        started = time.perf_counter()
+        found = detect(case.message, vector, embedder)
+        elapsed = (time.perf_counter() - started) * 1000
+        said = None if found is None else {
+            "kind": found.kind, "kinds": list(found.kinds), "language": found.language, "matched_by": found.matched_by,
+            "score": found.score,
+        }  # fmt: skip
+        results.append(CrisisCaseResult(case, said, round(elapsed, 4)))
+    return CrisisResult(suite.name, tuple(results), embedder is not None)
+
+
+def crisis_gate(result: CrisisResult, passed_before: set[str] | None) -> tuple[bool, str, list[str]]:
+    """Whether a version's crisis result may be published: every kind meets its targets and no case that passed
+    for the published version (``passed_before``; None: nothing recorded) fails now. Returns (passed, summary,
+    the ids that regressed)."""
+    regressed = sorted(r.case.id for r in result.failed if passed_before and r.case.id in passed_before)
+    below = result.below_targets()
+    text = result.summary() + (f"; {len(regressed)} crisis case(s) passed before and fail now" if regressed else "")
+    return not below and not regressed, text, regressed

@@ -25,7 +25,7 @@ from livemem.dates import passage_date
 from livemem.geo.gazetteer import distance_km, town_point
 from livemem.geo.names import county_key
 from livemem.geo.places import county_name
-from livemem.geo.zips import town_zip_codes, zip_city
+from livemem.geo.zips import county_point, town_zip_codes, zip_city, zip_point
 from livemem.query.fusion import normalized_score
 from livemem.query.gis_index import GisIndex, cached_gis_index
 from livemem.query.retrieval import Retriever
@@ -212,6 +212,26 @@ REGISTRY_FIELDS = (
     "local_resource_id", "name", "resource_type", "county", "zip", "zip_coverage", "address", "contact_phone", "url",
     "hours", "eligibility", "description", "verification_status", "last_verified_at", "match",
 )  # fmt: skip
+# shown only where a row has them (imported rows: the provider, the marking of an undated row, other types, ...)
+REGISTRY_EXTRA = (
+    "organization", "verification_note", "listed_at", "resource_types", "phones", "languages", "fees",
+    "service_area", "state", "flagged_fields",
+)  # fmt: skip
+
+
+def registry_view(row: dict[str, Any]) -> dict[str, Any]:
+    """A resolved registry row as the registry section shows it: REGISTRY_FIELDS, and REGISTRY_EXTRA where they say
+    something (resource_types only beyond the primary type, phones only with a note or several numbers)."""
+    view = {k: row.get(k) for k in REGISTRY_FIELDS}
+    for k in REGISTRY_EXTRA:
+        value = row.get(k)
+        if k == "resource_types" and value == [row.get("resource_type")]:
+            continue
+        if k == "phones" and value and len(value) == 1 and not value[0].get("note"):
+            continue
+        if value:
+            view[k] = value
+    return view
 
 
 def registry_lookup(
@@ -224,7 +244,7 @@ def registry_lookup(
     index = load_registry_index(snap.path)
     if index is None or limit <= 0:
         return [], []
-    place_zip = sq.zip if sq.zip_state == index.state else None
+    place_zip = sq.zip if sq.zip_state in (index.states or (index.state,)) else None
     counties: list[str | None] = list(sq.counties[:MAX_LOOKUP_COUNTIES]) or [None]
     types = sq.steered_types()
     if place_zip is None and counties == [None] and not types and not ids:
@@ -248,7 +268,7 @@ def registry_lookup(
                 ]
             lookups.append(lookup)
             for row in found.rows:
-                rows.setdefault(row["local_resource_id"], {k: row.get(k) for k in REGISTRY_FIELDS})
+                rows.setdefault(row["local_resource_id"], registry_view(row))
     by_town = _rows_by_town(str(snap.path))
     for town in sq.towns:  # a town's programs filed under another county (a town spanning counties)
         town_ids = by_town.get(town.casefold(), [])
@@ -259,7 +279,7 @@ def registry_lookup(
                 continue
             in_town = [r for r in found.rows if r["local_resource_id"] in town_ids]
             for row in in_town:
-                rows.setdefault(row["local_resource_id"], {k: row.get(k) for k in REGISTRY_FIELDS})
+                rows.setdefault(row["local_resource_id"], registry_view(row))
             if in_town:
                 lookups.append({"town": town, "resource_type": rtype, "total": len(in_town),
                                 "returned": [r["local_resource_id"] for r in in_town]})  # fmt: skip
@@ -277,7 +297,7 @@ def registry_rows(snap: Snapshot, ids: list[str]) -> list[dict[str, Any]]:
     index = load_registry_index(snap.path)
     if index is None:
         return []
-    return [{k: r.get(k) for k in REGISTRY_FIELDS} for r in resolve(index, ids=ids).rows]
+    return [registry_view(r) for r in resolve(index, ids=ids).rows]
 
 
 def _covers(row: dict[str, Any], code: str) -> bool:
@@ -319,7 +339,7 @@ def negotiation(
     for e in sections["spatial"]:  # a place at the person's town or county offering it answers the need too
         if {str(e.get("town") or "").casefold(), str(e.get("county") or "").casefold()} & local:
             have |= {t for t in sq.resource_types if place_matches_need(e, t)}
-    origin = next((p for p in (_town_point(t) for t in sq.towns) if p), None)
+    origin = _origin(sq)
     for rtype in sq.resource_types:
         asked = [lk for lk in lookups if lk.get("resource_type") == rtype and "error" not in lk]
         if rtype in have or not asked or any(lk["total"] for lk in asked):
@@ -327,7 +347,7 @@ def negotiation(
         rows = resolve(index, resource_type=rtype).rows
         elsewhere = [r for r in rows if r["county"] not in sq.counties]
         if origin is not None:  # nearest first
-            elsewhere.sort(key=lambda r: distance_km(origin, _town_point(row_town(r)) or (0.0, 0.0)))
+            elsewhere.sort(key=lambda r: distance_km(origin, _row_point(r, sq.home.states) or (0.0, 0.0)))
         elsewhere = elsewhere[:ALTERNATIVES]
         label = TYPE_LABELS.get(rtype, rtype.replace("_", " "))
         missing = f"No verified {label} program is listed for {place}"
@@ -349,7 +369,9 @@ def negotiation(
 
 
 # --- programs ranked by need, place and distance; registry rows, places and passages linked ---------------------------
-ROW_TOWN = re.compile(r",\s*([A-Za-z][A-Za-z .'-]+?),\s*(?:WV|W\.\s?Va\.?|West Virginia)\b")
+ROW_TOWN = re.compile(
+    r",\s*([A-Za-z][A-Za-z .'-]+?),\s*(?:WV|W\.\s?Va\.?|West Virginia|[A-Z]{2}(?=\s+\d{5}))\b"
+)  # "100 Main Street, Oak Hill, WV 25901"; another state's "1401 W 49th St, Hialeah, FL 33012"
 STREET_WORDS = {"street": "st", "avenue": "ave", "road": "rd", "drive": "dr", "lane": "ln", "boulevard": "blvd",
                 "highway": "hwy", "court": "ct", "place": "pl", "way": "way", "south": "s", "north": "n",
                 "east": "e", "west": "w"}  # fmt: skip
@@ -383,8 +405,26 @@ def place_matches_need(place: dict[str, Any], need: str) -> bool:
     return bool(RESOURCE_PATTERNS[need].search(text.replace("_", " ")))
 
 
-def _town_point(town: str | None) -> tuple[float, float] | None:
-    return town_point(town) if town else None
+def _town_point(town: str | None, states: tuple[str, ...] = ("WV",)) -> tuple[float, float] | None:
+    """A town's point in the first home state that has it."""
+    return next((p for s in states if (p := town_point(town, s))), None) if town else None
+
+
+def _row_point(row: dict[str, Any], states: tuple[str, ...]) -> tuple[float, float] | None:
+    """Where a registry row or place is: its town's point, else its ZIP's centroid (the ZIP data)."""
+    return _town_point(row_town(row), states) or (zip_point(str(row["zip"])) if row.get("zip") else None)
+
+
+def _origin(sq: SelfQuery) -> tuple[float, float] | None:
+    """The point distances are measured from: the town the message names, else its ZIP's post office town or
+    the ZIP's centroid, else the middle of the first county named (home counties: the ZIP data's points)."""
+    states = sq.home.states
+    origin = next((p for p in (_town_point(t, states) for t in sq.towns) if p), None)
+    if origin is None and sq.zip:
+        origin = _town_point(zip_city(sq.zip), states) or zip_point(sq.zip)
+    if origin is None and sq.counties:
+        origin = next((p for s in states if (p := county_point(s, sq.counties[0]))), None)
+    return origin
 
 
 def rank_programs(sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, message: str) -> list[dict[str, Any]]:
@@ -396,9 +436,7 @@ def rank_programs(sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, mess
     row (``same_as``) is not listed again."""
     needs = sq.steered_types()
     towns = {t.casefold() for t in sq.towns}
-    origin = next((p for p in (_town_point(t) for t in sq.towns) if p), None)
-    if origin is None and sq.zip:
-        origin = _town_point(zip_city(sq.zip))
+    origin = _origin(sq)
     words = {w for w in re.findall(r"[a-z]{4,}", message.casefold())}
     items: list[tuple[tuple, dict[str, Any]]] = []
     for kind, section in (("registry", "registry"), ("place", "spatial")):
@@ -415,7 +453,9 @@ def rank_programs(sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, mess
                 text = f"{item.get('label')} {item.get('description')}"
             town = row_town(item)
             in_town = bool(town) and town.casefold() in towns
-            point = _town_point(town)
+            point = _town_point(town, sq.home.states) or (
+                zip_point(str(item["zip"])) if kind == "registry" and item.get("zip") else None
+            )
             distance = round(distance_km(origin, point), 1) if origin and point else None
             shared = len(words & set(re.findall(r"[a-z]{4,}", text.casefold())))
             need_rank = min(matched) if matched else (len(needs) if needs else 0)
@@ -601,7 +641,7 @@ def registry_verdict(snap: Snapshot, message: str) -> tuple[dict[str, Any] | Non
     b = terms[1].strip()
     covered = [str(z) for z in (row.get("zip") or "", *(row.get("zip_coverage") or [])) if z]
     code = re.fullmatch(r"(?:zip(?: code)?\s*)?(\d{5})", b, re.I)
-    county = county_name(b)
+    county = county_name(b, snap.home)
     town_zips = town_zip_codes().get(b.casefold(), ())
     if code:
         yes, target = code.group(1) in covered, f"ZIP {code.group(1)}"

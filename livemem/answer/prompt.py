@@ -181,9 +181,13 @@ def evidence_line(section: str, item: dict[str, Any], max_chars: int) -> str:
             else f"{item['label']} ({item['gbim_entity']}, {item['county']} County): {item['description']}"
         )
     if section == "registry":
+        org = item.get("organization")
+        name = f"{org} — {item['name']}" if org and org.casefold() not in item["name"].casefold() else item["name"]
+        status = item["verification_status"] + (
+            f": {item['verification_note']}" if item.get("verification_note") else ""
+        )
         parts = [
-            f"{item['name']} [{item['local_resource_id']}; {item['resource_type']}; {item['county']} County; "
-            f"{item['verification_status']}]",
+            f"{name} [{item['local_resource_id']}; {item['resource_type']}; {item['county']} County; {status}]",
             item.get("description"),
             item.get("address"),
             f"phone {display_phone(item['contact_phone'])}" if item.get("contact_phone") else None,
@@ -229,6 +233,7 @@ def assemble_prompt(
     wv_scoped: bool,
     settings: ContextSettings,
     extra_system: list[str] | None = None,
+    home_names: str = "West Virginia",
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """System text with the grounding instruction, then the labelled context block, within the size budget.
 
@@ -236,7 +241,7 @@ def assemble_prompt(
     passages are cut to ``max_passage_chars``; an item that does not fit is left out (``ref`` stays None).
     Citation numbers follow the order of the context block.
     """
-    grounding = GROUNDING_WV if wv_scoped else GROUNDING_OPEN
+    grounding = GROUNDING_WV.replace("West Virginia", home_names) if wv_scoped else GROUNDING_OPEN  # the home
     system = "\n".join([SYSTEM_TEXT, grounding, *(extra_system or [])])
     question = f"\n\nQuestion: {message}"
     budget = settings.prompt_budget_chars - len(system) - len(question) - 40

@@ -1,5 +1,5 @@
 """What a message asks and who asks it: intents, structured filters (self-query), eligibility by role, the
-West-Virginia-first scope. Steps 1-4 of ``livemem.answer.context``.
+home-first scope (the deployment's home states: livemem.geo.home). Steps 1-4 of ``livemem.answer.context``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from livemem.dates import iso, question_dates
-from livemem.geo.places import STATE, Place, county_name, find_places, zip_place
+from livemem.geo.home import WEST_VIRGINIA, Home
+from livemem.geo.places import Place, county_name, find_places, state_name, zip_place
 from livemem.query.gis_index import GisIndex
 from livemem.registry import load_registry_index
 from livemem.settings import ContextSettings
@@ -259,6 +260,7 @@ def time_filters(message: str, now: datetime) -> tuple[dict[str, datetime], list
 @dataclass
 class SelfQuery:
     counties: list[str] = field(default_factory=list)
+    home: Home = WEST_VIRGINIA  # the home states the message's places were read for
     zip: str | None = None
     zip_state: str | None = None
     places: list[Place] = field(default_factory=list)
@@ -298,10 +300,13 @@ class SelfQuery:
         return {k: v for k, v in out.items() if v}
 
 
-def self_query(request: ContextRequest, known_collections: list[str], now: datetime) -> SelfQuery:
-    """Structured filters from the request fields and the message text. Only ``known_collections`` (the ones the
-    caller may read) can become a scope: any other name, hidden or nonexistent, is ignored the same way."""
-    sq = SelfQuery()
+def self_query(
+    request: ContextRequest, known_collections: list[str], now: datetime, home: Home = WEST_VIRGINIA
+) -> SelfQuery:
+    """Structured filters from the request fields and the message text, its places read for ``home`` (the
+    deployment's home states). Only ``known_collections`` (the ones the caller may read) can become a scope: any
+    other name, hidden or nonexistent, is ignored the same way."""
+    sq = SelfQuery(home=home)
 
     def add_county(county: str | None, source: str) -> None:
         if county and county not in sq.counties:
@@ -309,25 +314,25 @@ def self_query(request: ContextRequest, known_collections: list[str], now: datet
             sq.notes.append({"field": "county", "value": county, "from": source})
 
     if request.county:
-        add_county(county_name(request.county) or request.county, request.place_from or "request county")
+        add_county(county_name(request.county, home) or request.county, request.place_from or "request county")
         sq.named_counties.append(sq.counties[-1])
     profile = request.profile or {}
     if isinstance(profile.get("county"), str):
-        add_county(county_name(profile["county"]) or profile["county"], "profile county")
+        add_county(county_name(profile["county"], home) or profile["county"], "profile county")
     zip_code = request.zip or (profile.get("zip") if isinstance(profile.get("zip"), str) else None)
     if zip_code:
-        place = zip_place(zip_code)
+        place = zip_place(zip_code, home)
         sq.zip = zip_code
         sq.zip_state = place.state if place else None
         sq.notes.append({"field": "zip", "value": zip_code, "from": request.place_from or "request zip"})
-        if place and place.state == STATE:
+        if place and home.covers(place.state):
             for county in place.counties:
                 add_county(county, f"{request.place_from}: ZIP {zip_code}" if request.place_from else f"ZIP {zip_code}")
-    sq.places = find_places(request.message)
+    sq.places = find_places(request.message, home)
     for place in sq.places:
         if place.corrected_from:
             sq.notes.append({"field": "place", "value": place.corrected, "from": f"corrected {place.corrected_from!r}"})
-        if place.state != STATE:
+        if not home.covers(place.state):
             continue
         if place.kind == "zip":
             if sq.zip is None:
@@ -346,7 +351,7 @@ def self_query(request: ContextRequest, known_collections: list[str], now: datet
     for place in sq.places:  # a ZIP of another state written in the message, or one that does not exist
         if place.kind == "zip" and not place.state:
             sq.invalid_zips.append(place.text)
-        elif place.kind == "zip" and place.state != STATE and sq.zip is None:
+        elif place.kind == "zip" and not home.covers(place.state) and sq.zip is None:
             sq.zip, sq.zip_state = place.text, place.state
     for collection, pattern in SCOPE_RULES:
         m = pattern.search(request.message)
@@ -400,32 +405,39 @@ def eligibility(snap: Snapshot, gis: GisIndex | None, caller: Caller, settings: 
     return Eligibility(visible, hidden, registries, datasets, web)
 
 
-def wv_scope(sq: SelfQuery, request: ContextRequest, caller: Caller, settings: ContextSettings) -> list[str]:
-    """Why the message is West-Virginia-scoped (empty: it is not)."""
+def home_scope(
+    sq: SelfQuery, request: ContextRequest, caller: Caller, settings: ContextSettings, home: Home = WEST_VIRGINIA
+) -> list[str]:
+    """Why the message is scoped to the home states (empty: it is not). A West Virginia home words them as it
+    always has ("WV county Fayette"); another names its states ("FL county Miami-Dade")."""
     reasons: list[str] = []
+    label = home.label
     for county in sq.counties:
-        if county_name(county):
-            reasons.append(f"WV county {county}")
-    if sq.zip and sq.zip_state == STATE:
-        reasons.append(f"WV ZIP {sq.zip}")
+        if county_name(county, home):
+            reasons.append(f"{label} county {county}")
+    if sq.zip and home.covers(sq.zip_state):
+        reasons.append(f"{label} ZIP {sq.zip}")
     if caller.role in settings.wv_roles:
-        reasons.append(f"WV role {caller.role}")
+        reasons.append(f"{label} role {caller.role}")
     state = str((request.profile or {}).get("state", "")).strip().lower()
-    if state in ("wv", "west virginia"):
-        reasons.append("profile state WV")
+    if state in {s.lower() for s in home.states} | {state_name(s).lower() for s in home.states}:
+        reasons.append(f"profile state {label}")
     for place in sq.places:
-        if place.state == STATE and place.kind in ("state", "town"):
-            reasons.append(f"WV place in the text: {place.corrected}")
+        if home.covers(place.state) and place.kind in ("state", "town"):
+            reasons.append(f"{label} place in the text: {place.corrected}")
     return list(dict.fromkeys(reasons))
 
 
-def out_of_state(sq: SelfQuery) -> list[Place]:
-    """The places outside West Virginia the message names, when it names no West Virginia place (then the message
-    is about them, whatever the caller's role or profile says)."""
-    elsewhere = [p for p in sq.places if p.state and p.state != STATE]
-    if sq.zip and sq.zip_state and sq.zip_state != STATE and not any(p.kind == "zip" for p in elsewhere):
-        elsewhere.append(Place("zip", sq.zip, None, sq.zip_state))
-    named_wv = [p for p in sq.places if p.state == STATE]
+wv_scope = home_scope  # the name it had when the home was always West Virginia
+
+
+def out_of_state(sq: SelfQuery, home: Home = WEST_VIRGINIA) -> list[Place]:
+    """The places outside the home states the message names, when it names no home place (then the message is
+    about them, whatever the caller's role or profile says)."""
+    elsewhere = [p for p in sq.places if p.state and not home.covers(p.state)]
+    if sq.zip and sq.zip_state and not home.covers(sq.zip_state) and not any(p.kind == "zip" for p in elsewhere):
+        elsewhere.append(Place("zip", sq.zip, None, sq.zip_state, home=home.states))
+    named_wv = [p for p in sq.places if home.covers(p.state)]
     if not elsewhere or named_wv:
         return []
     # "Raleigh, North Carolina" is one place: the state qualifying it is not named again

@@ -90,26 +90,32 @@ STRADDLE_KM = 2.0  # a town whose own ZIP's point lies this close but in another
 
 @cache
 def wv_towns() -> dict[str, tuple[str, ...]]:
-    """lower-case West Virginia town name → its counties: the gazetteer's one, and also the county of the town's
+    """lower-case West Virginia town name → its counties (``state_towns``)."""
+    return state_towns("WV")
+
+
+@cache
+def state_towns(state: str) -> dict[str, tuple[str, ...]]:
+    """lower-case town name of a state → its counties: the gazetteer's one, and also the county of the town's
     own ZIP code when that ZIP's point lies within ``STRADDLE_KM`` of the town's point (the county line runs through
     the town: Montgomery, Kanawha and Fayette); a town the gazetteer lacks takes every county of its ZIP codes, most
     ZIP codes first. Names beginning "Mount" are also known as "Mt" and "Mt." ("Mt Hope")."""
     from livemem.geo.zips import town_zip_codes, zip_data, zip_point, zip_towns
 
-    towns: dict[str, tuple[str, ...]] = dict(zip_towns("WV"))
-    own_zips = {t: [z for z in codes if zip_data()[z][0] == "WV"] for t, codes in town_zip_codes().items()}
+    towns: dict[str, tuple[str, ...]] = dict(zip_towns(state))
+    own_zips = {t: [z for z in codes if zip_data()[z][0] == state] for t, codes in town_zip_codes().items()}
     for name, places in us_places().items():
-        wv = [p for p in places if p.state == "WV" and p.county]
-        if not wv:
+        here = [p for p in places if p.state == state and p.county]
+        if not here:
             continue
-        counties = list(dict.fromkeys(p.county for p in wv))
+        counties = list(dict.fromkeys(p.county for p in here))
         for code in own_zips.get(name, []):
             county, point = zip_data()[code][1], zip_point(code)
             if (
                 county
                 and county not in counties
                 and point
-                and distance_km(point, (wv[0].lat, wv[0].lon)) <= STRADDLE_KM
+                and distance_km(point, (here[0].lat, here[0].lon)) <= STRADDLE_KM
             ):
                 counties.append(county)
         towns[name] = tuple(counties)

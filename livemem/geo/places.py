@@ -21,14 +21,22 @@ not as the message's first word, and not when the name is an ordinary English wo
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 
-from livemem.geo.gazetteer import places_named, state_abbreviations, state_county_names, wv_towns, zip_counties
+from livemem.geo.gazetteer import (
+    places_named,
+    state_abbreviations,
+    state_county_names,
+    state_towns,
+    wv_towns,
+    zip_counties,
+)
+from livemem.geo.home import DEFAULT_STATE, WEST_VIRGINIA, Home
 from livemem.geo.names import county_key
 from livemem.geo.zips import state_counties, zip_data
 
-STATE = "WV"
+STATE = DEFAULT_STATE  # the default home's state (a deployment's own come from its ``Home``: livemem.geo.home)
 STATE_NAMES = {"WV": "West Virginia"}  # filled from the ``us`` package on first use (state_name)
 # One-word town or county names that are ordinary words, first names, or better-known places elsewhere.
 AMBIGUOUS_NAMES = frozenset(
@@ -158,21 +166,43 @@ AMBIGUOUS_NAMES = frozenset(
         "nolan",
         "kyle",
         "leon",
+        # county names of other homes that are ordinary words, first names or better-known places elsewhere
+        "orange",
+        "bay",
+        "lee",
+        "martin",
+        "gulf",
+        "citrus",
+        "glades",
+        "charlotte",
+        "columbia",
+        "hamilton",
+        "highlands",
+        "holmes",
+        "levy",
+        "christmas",
+        "golden",
     ]
 )
+# A name of AMBIGUOUS_NAMES is still a home place when the most populous US place of that name is in a home state
+# and at least this big ("Miami" for a Florida home; no West Virginia place is this big).
+HOME_CITY_POPULATION = 50_000
+# A one-word home town written in lower case counts only after "in / near / ..." and when this big ("in hialeah").
+LOWER_TOWN_POPULATION = 10_000
 
 
 @dataclass(frozen=True)
 class Place:
     kind: str  # zip | county | town | state
     text: str  # as written in the message
-    county: str | None  # the first of ``counties`` (None outside West Virginia)
+    county: str | None  # the first of ``counties`` (None outside the home states)
     state: str  # postal abbreviation
     counties: tuple[str, ...] = ()  # every county: a ZIP or town spanning several keeps all
     corrected_from: str | None = None  # the misspelling this place corrects ("Fayete")
     qualified_by: str | None = (
         None  # the state written beside the place ("North Carolina" in "Raleigh, North Carolina")
     )
+    home: tuple[str, ...] = field(default=(STATE,), compare=False, repr=False)  # the home states it was read for
 
     @property
     def name(self) -> str:
@@ -182,7 +212,7 @@ class Place:
         if self.kind == "state":
             return state_name(self.state)
         base = self.corrected if self.corrected_from else self.text
-        return base if self.state == STATE else f"{base}, {self.state}"
+        return base if self.state in self.home else f"{base}, {self.state}"
 
     @property
     def corrected(self) -> str:
@@ -197,21 +227,85 @@ def state_name(abbr: str) -> str:
     return STATE_NAMES.get(abbr, abbr)
 
 
-def _towns() -> dict[str, tuple[str, ...]]:
-    """lower-case West Virginia town name → its counties (``livemem.geo.gazetteer.wv_towns``)."""
-    return wv_towns()
+def _forms(name: str) -> list[str]:
+    """The lower-case forms people write a county or town name in: as it is, with a space or nothing for a hyphen
+    ("miami dade"), and "Saint" as "St." or "St" and back ("st. lucie", "saint lucie", "st lucie")."""
+    key = " ".join(name.lower().split())
+    forms = [key, key.replace("-", " ")]
+    for form in list(forms):
+        m = re.match(r"^(?:saint|st\.?)\s+(.+)$", form)
+        if m:
+            forms += [f"saint {m.group(1)}", f"st. {m.group(1)}", f"st {m.group(1)}"]
+    return list(dict.fromkeys(forms))
 
 
 @cache
-def _town_pattern() -> re.Pattern[str]:
-    names = sorted(_towns(), key=len, reverse=True)
+def _home_counties(states: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """lower-case county name, in every form people write it (``_forms``; and the part after a hyphen on its own:
+    "dade" for Miami-Dade) → (state, county as the ZIP data names it), for the home states, the first state first."""
+    out: dict[str, tuple[str, str]] = {}
+    tails: dict[str, tuple[str, str]] = {}
+    for state in states:
+        for county in state_counties(state).values():
+            for form in _forms(county):
+                out.setdefault(form, (state, county))
+            if "-" in county:
+                tail = county.rsplit("-", 1)[1].lower()
+                if len(tail) >= 4:
+                    tails.setdefault(tail, (state, county))
+    for tail, found in tails.items():
+        out.setdefault(tail, found)  # never over a county of that name
+    return out
+
+
+def _county_of(value: str, states: tuple[str, ...]) -> tuple[str, str] | None:
+    return _home_counties(states).get(" ".join(county_key(value).split()))
+
+
+def _gazetteer_county(state: str, county: str) -> str:
+    """A gazetteer county as the ZIP data names it ("Saint Johns" → "St. Johns", "Desoto" → "DeSoto")."""
+    found = _home_counties((state,)).get(" ".join(county.lower().split()))
+    return found[1] if found else county
+
+
+@cache
+def _towns(states: tuple[str, ...]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """lower-case town name of the home states → (its state, its counties) (``livemem.geo.gazetteer.state_towns``;
+    "Saint" names also as "St." and "St"), the first state first."""
+    out: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for state in states:
+        towns = wv_towns() if state == "WV" else state_towns(state)
+        for name, counties in towns.items():
+            if state != "WV":
+                counties = tuple(dict.fromkeys(_gazetteer_county(state, c) for c in counties))
+            out.setdefault(name, (state, counties))
+    if states != ("WV",):
+        for name in list(out):
+            for form in _forms(name)[1:]:
+                out.setdefault(form, out[name])
+    return out
+
+
+@cache
+def _town_pattern(states: tuple[str, ...]) -> re.Pattern[str]:
+    names = sorted(_towns(states), key=len, reverse=True)
     return re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b", re.IGNORECASE)
 
 
 @cache
-def _county_pattern() -> re.Pattern[str]:
-    names = sorted(state_counties(STATE).values(), key=len, reverse=True)
+def _county_pattern(states: tuple[str, ...]) -> re.Pattern[str]:
+    names = sorted(_home_counties(states), key=len, reverse=True)
     return re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")(\s+(?:county|co\.))?(?=\W|$)", re.IGNORECASE)
+
+
+def _ambiguous(name: str, states: tuple[str, ...]) -> bool:
+    """Whether a one-word name is an ordinary word, a first name or a better-known place elsewhere: one of
+    AMBIGUOUS_NAMES, unless the most populous US place of that name is a big city of a home state ("Miami")."""
+    key = name.lower()
+    if key not in AMBIGUOUS_NAMES:
+        return False
+    top = places_named(key)[:1]
+    return not (top and top[0].state in states and top[0].population >= HOME_CITY_POPULATION)
 
 
 # Postal abbreviations that are also words: a state only in capitals right after a place (or after a comma), never
@@ -245,7 +339,7 @@ def _state_of(text: str) -> str | None:
     """The state a written form names ("North Carolina", "NC", "N.C.", "W. Va."), None when none."""
     key = " ".join(text.lower().split())
     if re.fullmatch(WV_FORMS, key):
-        return STATE
+        return "WV"
     return state_abbreviations().get(key) or _abbreviations().get(key)
 
 
@@ -282,17 +376,21 @@ def _qualifier(message: str, end: int) -> tuple[str, int, int] | None:
     return None
 
 
-def county_name(value: str) -> str | None:
-    """The WV county named by ``value`` (``fayette county`` → ``Fayette``), None when it is not one."""
-    return state_counties(STATE).get(county_key(value))
+def county_name(value: str, home: Home = WEST_VIRGINIA) -> str | None:
+    """The home county named by ``value`` (``fayette county`` → ``Fayette``; for a Florida home ``Dade`` →
+    ``Miami-Dade``), None when it is not one."""
+    found = _county_of(value, home.states)
+    return found[1] if found else None
 
 
-def zip_place(code: str) -> Place | None:
+def zip_place(code: str, home: Home = WEST_VIRGINIA) -> Place | None:
     found = zip_data().get(code)
     if found is None:
         return None
-    counties = zip_counties(code) if found[0] == STATE else ((found[1],) if found[1] else ())
-    return Place("zip", code, counties[0] if counties else None, found[0], counties)
+    counties = zip_counties(code) if found[0] in home.states else ((found[1],) if found[1] else ())
+    if found[0] in home.states and found[0] != "WV":
+        counties = tuple(dict.fromkeys(_gazetteer_county(found[0], c) for c in counties))
+    return Place("zip", code, counties[0] if counties else None, found[0], counties, home=home.states)
 
 
 def _elsewhere(place: Place, state: str, qualified_by: str | None) -> Place:
@@ -310,9 +408,23 @@ def _exists_in(place: Place, state: str) -> bool:
 
 NAME_BEFORE_WV = re.compile(r"\b([A-Z][a-z]{3,}(?:\.?\s+[A-Z][a-z]{2,})?)\.?,?\s+(?:WV|W\.\s?Va\.?|West Virginia)\b")
 PREPOSITION_NAME = re.compile(r"\b(?:in|near|around|at|from|to|for)\s+([A-Z][a-z]{3,}(?:\s+[A-Z][a-z]{2,})?)")
-COUNTY_PHRASE = re.compile(r"\b([A-Za-z][a-z]{3,}(?:\s+[A-Za-z][a-z]+)?)\s+(?:county|co\.)(?=\W|$)", re.IGNORECASE)
+# lower case after a preposition ("wic in hialeah", "food in browrd"): home towns of LOWER_TOWN_POPULATION or more
+# and home counties only, by name or close misspelling
+PREPOSITION_LOWER = re.compile(r"\b(?:in|near|around|at|from)\s+([a-z][a-z-]{4,}(?:\s+[a-z][a-z]{2,})?)\b")
+HYPHENATED = re.compile(r"\b([A-Za-z][a-z]{2,}-[A-Za-z][a-z]{2,})\b")  # "Miami-Dad": a misspelt hyphenated county
+COUNTY_PHRASE = re.compile(r"\b([A-Za-z][a-z]{3,}(?:[\s-]+[A-Za-z][a-z]+)?)\s+(?:county|co\.)(?=\W|$)", re.IGNORECASE)
 MIN_CITY_ELSEWHERE = 20000  # a capitalised unknown name is another state's city only when it is this big
 FUZZY_CUTOFF = 84  # rapidfuzz ratio a misspelling must reach (Fayete / Fayette: 92; Beckly / Beckley: 92)
+
+
+@cache
+def _name_before_home(states: tuple[str, ...]) -> re.Pattern[str]:
+    """A place written before a home state ("Sofia WV", "Hialeh, FL", "Hialeh Florida")."""
+    if states == ("WV",):
+        return NAME_BEFORE_WV
+    forms = [r"WV|W\.\s?Va\.?|West Virginia"] if "WV" in states else []
+    forms += [f"{s}|{re.escape(state_name(s))}" for s in states if s != "WV"]
+    return re.compile(r"\b([A-Z][a-z]{3,}(?:\.?\s+[A-Z][a-z]{2,})?)\.?,?\s+(?:" + "|".join(forms) + r")\b")
 
 
 def _sounds(name: str) -> str:
@@ -331,17 +443,30 @@ def _closest(word: str, names: list[str]) -> str | None:
 
 
 @cache
-def _county_choices() -> list[str]:
-    return sorted(c.lower() for c in state_counties(STATE).values())
+def _county_choices(states: tuple[str, ...]) -> list[str]:
+    """The home counties' names (lower case) a misspelling is compared with: each county once, as it is named."""
+    return sorted({c.lower() for s in states for c in state_counties(s).values()})
 
 
 @cache
-def _town_choices() -> list[str]:
-    return sorted(n for n in _towns() if len(n) >= 5)
+def _town_choices(states: tuple[str, ...]) -> list[str]:
+    return sorted(n for n in _towns(states) if len(n) >= 5)
 
 
-def find_places(message: str) -> list[Place]:
-    """Every ZIP, county, town and state named in the message, in the order they appear (see the module)."""
+@cache
+def _big_town_choices(states: tuple[str, ...]) -> list[str]:
+    """Home towns a lower-case word may name: those of LOWER_TOWN_POPULATION people or more."""
+    return sorted(n for n in _towns(states) if len(n) >= 5 and _population(n, states) >= LOWER_TOWN_POPULATION)
+
+
+def _population(name: str, states: tuple[str, ...]) -> int:
+    return max((p.population for p in places_named(name) if p.state in states), default=0)
+
+
+def find_places(message: str, home: Home = WEST_VIRGINIA) -> list[Place]:
+    """Every ZIP, county, town and state named in the message, in the order they appear (see the module), read
+    for ``home`` (the deployment's home states: their counties and towns)."""
+    states = home.states
     found: list[tuple[int, Place]] = []
     taken: list[tuple[int, int]] = []
 
@@ -353,16 +478,24 @@ def find_places(message: str) -> list[Place]:
         qualifier = _qualifier(message, end)
         if qualifier is not None:
             text, q_start, q_end = qualifier
-            state = _state_of(text) or STATE
-            if state != STATE:
+            state = _state_of(text) or place.state
+            if state != place.state:
                 place = _elsewhere(place, state, text)
             if free(q_start, q_end):
-                found.append((q_start, Place("state", text, None, state)))
+                found.append((q_start, Place("state", text, None, state, home=states)))
                 taken.append((q_start, q_end))
         found.append((start, place))
         taken.append((start, end))
 
-    def states() -> None:
+    def county_place(text: str, found_county: tuple[str, str], corrected_from: str | None = None) -> Place:
+        state, county = found_county
+        return Place("county", text, county, state, (county,), corrected_from=corrected_from, home=states)
+
+    def town_place(text: str, key: str, corrected_from: str | None = None) -> Place:
+        state, counties = _towns(states)[key]
+        return Place("town", text, counties[0], state, counties, corrected_from=corrected_from, home=states)
+
+    def states_named() -> None:
         for m in _state_pattern().finditer(message):
             if not free(*m.span()):
                 continue
@@ -374,92 +507,125 @@ def find_places(message: str) -> list[Place]:
                 continue  # a name, a street or a county far more often than the state
             state = _state_of(text)
             if state:
-                found.append((m.start(), Place("state", text, None, state)))
+                found.append((m.start(), Place("state", text, None, state, home=states)))
                 taken.append(m.span())
 
     for m in ZIP_PATTERN.finditer(message):
-        place = zip_place(m.group(1))
+        place = zip_place(m.group(1), home)
         if place is None and re.search(r"\b(?:zip(?: code)?|in|near|around)\s*$", message[: m.start()], re.I):
-            place = Place("zip", m.group(1), None, "")  # a ZIP code that does not exist: state unknown ("")
+            place = Place("zip", m.group(1), None, "", home=states)  # a ZIP code that does not exist: state unknown
         if place is not None:
             found.append((m.start(), place))
             taken.append(m.span())
-    states()  # before towns: "North Carolina" is a state, not the WV town Carolina
-    for m in _county_pattern().finditer(message):
+    states_named()  # before towns: "North Carolina" is a state, not the WV town Carolina
+    town_spans = [m.span() for m in _town_pattern(states).finditer(message)]
+    for m in _county_pattern(states).finditer(message):
         name, suffix = m.group(1), m.group(2)
         if not free(*m.span()):
             continue
-        if not suffix and (name.lower() in AMBIGUOUS_NAMES or not name[0].isupper()):
+        several_words = bool(re.search(r"[\s-]", name))  # "Palm Beach", "miami-dade": any case, like towns
+        if not suffix and not several_words and (_ambiguous(name, states) or not name[0].isupper()):
             continue
-        county = county_name(name)
+        if not suffix and any(s <= m.start() and m.end() <= e and e - s > len(name) for s, e in town_spans):
+            continue  # part of a longer town's name: "West Palm Beach" is a town, not Palm Beach County
+        county = _county_of(name, states)
         if county:
-            qualify(Place("county", m.group(0), county, STATE, (county,)), *m.span())
-    for m in _town_pattern().finditer(message):
+            qualify(county_place(m.group(0), county), *m.span())
+    for m in HYPHENATED.finditer(message):  # "Miami-Dad": a misspelt hyphenated county
+        if free(*m.span()) and any("-" in c for c in _county_choices(states)):
+            close = _closest(m.group(1), [c for c in _county_choices(states) if "-" in c])
+            if close:
+                qualify(county_place(f"{close.title()} County", _county_of(close, states), m.group(1)), *m.span())
+    for m in _town_pattern(states).finditer(message):
         text = m.group(1)
         if not free(*m.span()):
             continue
         first_word = not message[: m.start()].strip()
         if " " not in text and (
-            not text[0].isupper()
-            or text.lower() in AMBIGUOUS_NAMES
-            or (first_word and not places_named(text, STATE))  # a sentence's first word: only a gazetteer town
+            (not text[0].isupper() and not _lower_town(message, m.start(), text, states))
+            or _ambiguous(text, states)
+            or (first_word and not any(places_named(text, s) for s in states))  # a first word: a gazetteer town
         ):
             continue
-        counties = _towns()[text.lower()]
-        canonical = re.sub(r"^mt\.?\s+", "mount ", text.lower()).title() if text.lower().startswith("mt") else None
-        if canonical:
-            place = Place("town", canonical, counties[0], STATE, counties, corrected_from=text)
-        else:
-            place = Place("town", text, counties[0], STATE, counties)
-        qualify(place, *m.span())
+        key = text.lower()
+        canonical = re.sub(r"^mt\.?\s+", "mount ", key).title() if key.startswith("mt") else None
+        qualify(town_place(canonical, key, corrected_from=text) if canonical else town_place(text, key), *m.span())
     for m in re.finditer(r"(?<![A-Za-z])([A-Z]{2})(?![A-Za-z])", message):  # "SNAP in NC": capitals only
         if free(*m.span()) and not message.isupper() and m.group(1).lower() not in WORD_ABBREVIATIONS:
             state = _abbreviations().get(m.group(1).lower())
-            if state and state != STATE and m.group(1) not in ("ZIP",):
-                found.append((m.start(), Place("state", m.group(1), None, state)))
+            if state and state != "WV" and m.group(1) not in ("ZIP",):
+                found.append((m.start(), Place("state", m.group(1), None, state, home=states)))
                 taken.append(m.span())
-    for m in COUNTY_PHRASE.finditer(message):  # "Fayete County": a misspelt West Virginia county
+    home_keys = set(_home_counties(states))
+    for m in COUNTY_PHRASE.finditer(message):  # "Fayete County": a misspelt home county
         if not free(*m.span()):
             continue
         words = m.group(1).split()
         for n in range(len(words)):
             word = " ".join(words[n:])
-            if county_key(word) in {c.lower() for c in state_counties(STATE).values()}:
+            if " ".join(county_key(word).split()) in home_keys:
                 break
-            close = _closest(word, _county_choices())
+            close = _closest(word, _county_choices(states))
             if close:
-                county = county_name(close)
+                county = _county_of(close, states)
                 start = m.start(1) + len(" ".join(words[:n])) + (1 if n else 0)
-                qualify(
-                    Place("county", f"{county} County", county, STATE, (county,), corrected_from=word), start, m.end()
-                )
+                qualify(county_place(f"{county[1]} County", county, corrected_from=word), start, m.end())
                 break
-    for pattern in (PREPOSITION_NAME, NAME_BEFORE_WV):  # "in Beckly", "Sofia WV": misspelt towns and counties
+    for pattern in (PREPOSITION_NAME, _name_before_home(states)):  # "in Beckly", "Sofia WV": misspelt places
         for m in pattern.finditer(message):
             name = m.group(1)
             if not free(*m.span(1)) or _state_of(name) or name.lower() in AMBIGUOUS_NAMES:
                 continue
-            close = _closest(name, _county_choices()) or _closest(name, _town_choices())
-            if close and county_name(close):
-                county = county_name(close)
-                qualify(Place("county", f"{county} County", county, STATE, (county,), corrected_from=name), *m.span(1))
+            close = _closest(name, _county_choices(states)) or _closest(name, _town_choices(states))
+            if close and _county_of(close, states):
+                county = _county_of(close, states)
+                qualify(county_place(f"{county[1]} County", county, corrected_from=name), *m.span(1))
             elif close:
-                counties = _towns()[close]
-                qualify(Place("town", close.title(), counties[0], STATE, counties, corrected_from=name), *m.span(1))
+                qualify(town_place(close.title(), close, corrected_from=name), *m.span(1))
             elif pattern is PREPOSITION_NAME:
-                elsewhere = [p for p in places_named(name) if p.state != STATE and p.population >= MIN_CITY_ELSEWHERE]
+                qualifier = _qualifier(message, m.end(1))
+                written = _state_of(qualifier[0]) if qualifier else None  # "Beckley, WV" for a Florida home
+                elsewhere = [
+                    p
+                    for p in places_named(name)
+                    if p.state not in states and (p.population >= MIN_CITY_ELSEWHERE or p.state == written)
+                ]
                 if elsewhere:
-                    qualify(Place("town", name, None, elsewhere[0].state, ()), *m.span(1))
+                    qualify(Place("town", name, None, elsewhere[0].state, (), home=states), *m.span(1))
+    for m in PREPOSITION_LOWER.finditer(message):  # "wic in hialeh", "food in browrd": lower case, misspelt
+        name = m.group(1)
+        if not free(*m.span(1)) or _state_of(name) or name in AMBIGUOUS_NAMES or name in ENGLISH_WORDS:
+            continue
+        for words in (name, name.split()[0]):
+            if words in AMBIGUOUS_NAMES or (words != name and len(words) < 5):
+                continue
+            span = (m.start(1), m.start(1) + len(words))
+            close = _closest(words, _county_choices(states))
+            if close:
+                qualify(county_place(f"{_county_of(close, states)[1]} County", _county_of(close, states), words), *span)
+                break
+            close = _closest(words, _big_town_choices(states))
+            if close:
+                qualify(town_place(close.title(), close, corrected_from=words), *span)
+                break
     places = [p for _, p in sorted(found, key=lambda item: item[0])]
-    # one other state named, West Virginia not: a West Virginia name that state also has is that state's place
+    # one other state named, no home state: a home name that state also has is that state's place
     named_states = {p.state for p in places if p.kind == "state"}
-    other = named_states - {STATE}
-    if len(other) == 1 and STATE not in named_states:
+    other = named_states - set(states)
+    if len(other) == 1 and not named_states & set(states):
         (state,) = other
         places = [
             _elsewhere(p, state, None)
-            if p.kind in ("county", "town") and p.state == STATE and p.qualified_by is None and _exists_in(p, state)
+            if p.kind in ("county", "town") and p.state in states and p.qualified_by is None and _exists_in(p, state)
             else p
             for p in places
         ]
     return places
+
+
+def _lower_town(message: str, start: int, text: str, states: tuple[str, ...]) -> bool:
+    """Whether a one-word home town written in lower case is meant as the town: right after "in / near / around /
+    at / from", and a town of LOWER_TOWN_POPULATION people or more ("wic in hialeah")."""
+    return bool(re.search(r"\b(?:in|near|around|at|from)\s+$", message[:start], re.IGNORECASE)) and (
+        _population(text, states) >= LOWER_TOWN_POPULATION
+    )

@@ -82,3 +82,15 @@ def town_zip_codes() -> dict[str, tuple[str, ...]]:
         if row.get("city"):
             found.setdefault(row["city"].lower(), []).append(code)
     return {town: tuple(codes) for town, codes in found.items()}
+
+
+@cache
+def county_point(state: str, county: str) -> tuple[float, float] | None:
+    """The middle of a county: the mean of its ZIP codes' points in the ZIP data (None when it has none)."""
+    key = county_key(county)
+    points = [
+        p for code, (s, c, _) in zip_data().items() if s == state and county_key(c) == key and (p := zip_point(code))
+    ]
+    if not points:
+        return None
+    return (sum(p[0] for p in points) / len(points), sum(p[1] for p in points) / len(points))

@@ -32,6 +32,7 @@ from livemem.ingest.flush import SegmentFlusher, tick
 from livemem.ingest.layout import SCHEMA_SQL
 from livemem.ingest.manifest import SourceStats, count_chunks, governance_status, read_breath, version_manifest
 from livemem.ingest.plan import Base, FilePlan, already_indexed, plan_source, source_fingerprint
+from livemem.ingest.read import ExtractionBudget
 from livemem.ingest.rechunk import chunk_batches
 from livemem.ingest.segments_writer import finish_segments
 from livemem.model.embedding import Embedder
@@ -43,6 +44,8 @@ from livemem.version.store import TABLES, IndexHome, dir_size_mb, segments_mb, w
 from livemem.version.vectors import require_chroma
 
 log = logging.getLogger(__name__)
+
+MAX_SKIP_REPORTS = 200  # per source and build: the files it could not index, each with its error
 
 
 @dataclass
@@ -244,14 +247,18 @@ class _Builder:
         self, plans: list[FilePlan], stats: dict[str, SourceStats], flusher: SegmentFlusher
     ) -> list[dict[str, Any]]:
         """Re-chunk each plan's rebuilt files into ``flusher`` (which writes a segment whenever it holds enough rows,
-        and the rest at the end); returns the skipped-file rows."""
+        and the rest at the end); returns the skipped-file rows. Every source's documents share one extraction
+        budget (``LIVEMEM_DOCUMENT_BUDGET_S``)."""
         skips: list[dict[str, Any]] = []
+        budget = ExtractionBudget(self.settings.document_budget_s)
         for plan in plans:
             st = stats[plan.source.name]
             t, flushing = time.perf_counter(), flusher.busy_s
-            for batch in chunk_batches(plan, self.config, self.embedder.model_id, self.settings):
+            for batch in chunk_batches(plan, self.config, self.embedder.model_id, self.settings, budget):
                 for row in batch.skipped:
                     st.skipped[row["reason"]] += 1
+                    if "error" in row and len(st.skip_reports) < MAX_SKIP_REPORTS:
+                        st.skip_reports.append({k: row[k] for k in ("path", "reason", "extractor", "error")})
                 st.truncated_files += len(batch.truncated)
                 skips += batch.skipped
                 flusher.add(batch.rows, batch.parents, batch.terms)

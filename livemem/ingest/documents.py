@@ -16,10 +16,12 @@ start of each PDF page, so a chunk knows its page (docs/documents.md).
   list items, table rows, link text kept.
 
 A document that cannot be turned into text raises ``DocumentError`` with a short ``reason`` reported in
-``skipped_files``: ``encrypted``, ``malformed``, ``no_text_layer`` (a scanned document: OCR is out of scope),
+``skipped_files``: ``encrypted``, ``malformed`` (also any ``PdfiumError`` while a page, the metadata or the outline
+is read: a page tree that contains itself), ``no_text_layer`` (a scanned document: OCR is out of scope),
 ``too_large`` (over ``DOCUMENT_MAX_BYTES``, a zip whose parts expand past ``MAX_EXPANDED_BYTES`` — a decompression
-bomb — or a worker that ran out of its memory limit) and ``timeout``. ``extract_isolated`` runs the extraction in a
-worker process with a memory limit and a deadline, so a hostile file costs at most that.
+bomb — or a worker that ran out of its memory limit), ``timeout`` and ``extraction_failed`` (any other exception a
+library or a rule raised on the file: never the build's). ``extract_isolated`` runs the extraction in a worker
+process with a memory limit and a deadline, so a hostile file costs at most that.
 """
 
 from __future__ import annotations
@@ -102,11 +104,24 @@ def extract(path: str, raw: bytes) -> Extracted:
         raise ValueError(f"{path} is not a document ({', '.join(DOCUMENT_FORMATS)})")
     if len(raw) > DOCUMENT_MAX_BYTES:
         raise DocumentError("too_large", f"{len(raw)} bytes, over {DOCUMENT_MAX_BYTES}")
-    out = _EXTRACT[fmt](raw)
+    try:
+        out = _EXTRACT[fmt](raw)
+    except (DocumentError, MemoryError):
+        raise
+    except Exception as exc:  # whatever else one file makes a library (or a rule) raise is that file's report
+        raise DocumentError(_failure_reason(fmt, exc), f"{type(exc).__name__}: {exc}") from exc
     text, pages = out if isinstance(out, tuple) else (out, ())
     if not text.strip():
         raise DocumentError("no_text_layer" if fmt == "pdf" else "empty", "no text found")
     return Extracted(text, extractor_id(fmt), tuple(pages))
+
+
+def _failure_reason(fmt: str, exc: Exception) -> str:
+    """``malformed`` for pdfium's own error (a page, the metadata or the outline it cannot load), else
+    ``extraction_failed``."""
+    if fmt == "pdf" and type(exc).__name__ == "PdfiumError":
+        return "malformed"
+    return "extraction_failed"
 
 
 # --- PDF ---------------------------------------------------------------------------------------------------------
@@ -506,6 +521,10 @@ def extract_isolated(path: str, raw: bytes, settings: BuildSettings | None = Non
     except BrokenProcessPool as exc:
         _discard_pool()
         raise DocumentError("too_large", "the extraction worker died (out of its memory limit, or killed)") from exc
+    except DocumentError:
+        raise
+    except Exception as exc:  # an error the worker could not hand back as a DocumentError: still this file's
+        raise DocumentError("extraction_failed", f"{type(exc).__name__}: {exc}") from exc
 
 
 def blob_text(path: str, raw: bytes) -> str:

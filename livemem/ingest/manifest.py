@@ -18,6 +18,7 @@ from livemem.model.embedding import Embedder
 from livemem.sources.breath import Breath, parse_breath
 from livemem.sources.config import Governance, SourcesConfig
 from livemem.sources.gitsource import GitSource
+from livemem.sources.home import home_from_sources
 from livemem.usage.attention import attention_stats
 from livemem.version.schema import LAYOUT_VERSION
 
@@ -42,6 +43,8 @@ class SourceStats:
     chunks_deleted: int = 0
     truncated_files: int = 0
     skipped: Counter = field(default_factory=Counter)
+    # the files this build read and could not index, with why: path, reason, extractor (documents), error
+    skip_reports: list[dict[str, Any]] = field(default_factory=list)
     changed_paths: list[str] = field(default_factory=list)
     deleted_paths: list[str] = field(default_factory=list)
 
@@ -120,6 +123,7 @@ def version_manifest(
         "last_updated": now,
         "model": {"id": embedder.model_id, "dim": embedder.dim},
         "vector_store": vector_store_mode(config),
+        "home": home_from_sources(config).to_manifest(),  # what serving answers for (livemem.geo.home)
         "chunking": config.chunking,
         "total_chunks": total,
         "total_parents": parents_total,

@@ -3,7 +3,8 @@ carried over unchanged, which are rebuilt (new or changed), which are deleted; a
 build at all.
 
 A file is carried when its blob and its provenance are the same as in the base and the source's configuration
-(and the model) did not change; a document also needs the same extractor (``stale_formats``). With the base commit an ancestor of the head, only the paths the commits since the
+(and the model) did not change; a document also needs the same extractor (``stale_formats``), and one the base
+reported ``deferred`` (past that build's extraction budget) is always extracted again. With the base commit an ancestor of the head, only the paths the commits since the
 base touched are looked at (``quick_plan``, O(change)); otherwise the whole tree is compared (``plan_source``).
 """
 
@@ -24,6 +25,7 @@ from livemem.version.schema import LAYOUT_VERSION
 from livemem.version.store import IndexHome
 
 QUICK_PLAN_MAX_PATHS = 2000  # more paths touched since the base: list the whole tree instead (one git call)
+DEFERRED = "deferred"  # the skipped-file reason of a document past its build's extraction budget
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,23 @@ def already_indexed(base: Base, config: SourcesConfig, model_id: str, heads: dic
             return False
         if stale_formats(entry):
             return False  # an extractor changed: its documents are extracted again
+        if entry.get("skipped_files", {}).get(DEFERRED):
+            return False  # documents past the last build's extraction budget wait for this one
     return True
+
+
+def deferred_paths(con: duckdb.DuckDBPyConnection, base: Base, source: str) -> set[str]:
+    """The paths of ``source`` the base reported ``deferred``: rebuilt whatever their blob."""
+    if (
+        base.dir is None
+        or not base.segmented
+        or not base.sources.get(source, {}).get("skipped_files", {}).get(DEFERRED)
+    ):
+        return set()
+    rows = con.execute(
+        "SELECT path FROM base.skipped_files WHERE source = ? AND reason = ?", [source, DEFERRED]
+    ).fetchall()
+    return {path for (path,) in rows}
 
 
 def base_files(
@@ -154,6 +172,7 @@ def plan_source(
     # (history rewritten, base commit gone) nothing can be carried.
     touched = repo.touched_since(base_commit, head) if before_files else set()
     stale = stale_formats(base_entry)
+    deferred = deferred_paths(con, base, src.name)
     carried, rebuilt, new = [], [], set()
     for path, entry in tree.items():
         before = before_files.get(path)
@@ -166,6 +185,7 @@ def plan_source(
             and touched is not None
             and path not in touched
             and document_format(path) not in stale
+            and path not in deferred
         ):
             carried.append(path)
         else:
@@ -194,6 +214,8 @@ def quick_plan(
         return None
     if stale_formats(base_entry):
         return None  # an extractor changed: its documents are rebuilt wherever they are, compare the whole tree
+    if base_entry.get("skipped_files", {}).get(DEFERRED):
+        return None  # deferred documents are extracted again wherever they are
     base_commit = base_entry.get("head_commit")
     touched = repo.touched_since(base_commit, head)
     if touched is None or len(touched) > QUICK_PLAN_MAX_PATHS:

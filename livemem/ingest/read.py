@@ -1,6 +1,12 @@
 """Reading and chunking a build's changed files: git blobs → text → chunks → rows, in batches, in worker
 processes when there are many (``read_and_chunk``; forkserver workers, ``LIVEMEM_BUILD_WORKERS``, a watchdog that
-ends them with the build). ``livemem.ingest.plan`` plans what to read, ``livemem.ingest.rechunk`` asks for it."""
+ends them with the build). ``livemem.ingest.plan`` plans what to read, ``livemem.ingest.rechunk`` asks for it.
+
+One file never stops a build: whatever extracting or chunking it raises becomes its ``skipped_files`` row with a
+report (path, reason, extractor, error; ``BuildResult.sources[...].skip_reports``, the manifest's
+``changes.per_source``), and the documents past the build's extraction budget (``ExtractionBudget``,
+``LIVEMEM_DOCUMENT_BUDGET_S``) are reported ``deferred`` and extracted by the next build. Only a blob git cannot
+hand over (a damaged repository, not a file) or a dead worker process stops it."""
 
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ from livemem.ingest.documents import (
     Extracted,
     document_format,
     extract_isolated,
+    extractor_id,
 )
 from livemem.model.embedding import cache_key
 from livemem.settings import BuildSettings
@@ -90,7 +97,31 @@ class BatchRows:
     terms: TermIds | None = None  # the BM25 tokens of the rows' embedded texts (``Postings.tokenize``)
 
 
-def read_and_chunk(job: ReadJob, tasks: list[FileTask], git: GitSource) -> Iterator[BatchRows]:
+class ExtractionBudget:
+    """The seconds of document extraction one build may spend (``LIVEMEM_DOCUMENT_BUDGET_S``; 0: no limit), summed
+    over its worker processes (a shared counter, handed to them when they start). A document is extracted only while
+    some of the budget is left, and one started then has its whole ``LIVEMEM_DOCUMENT_TIMEOUT``; the others are
+    reported ``deferred``, and the next build extracts them (``livemem.ingest.plan`` never carries a deferred file)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._spent = multiprocessing.get_context("forkserver").Value("d", 0.0)
+
+    def left(self) -> bool:
+        return self.seconds <= 0 or self._spent.value < self.seconds
+
+    def charge(self, seconds: float) -> None:
+        with self._spent.get_lock():
+            self._spent.value += seconds
+
+    @property
+    def spent(self) -> float:
+        return self._spent.value
+
+
+def read_and_chunk(
+    job: ReadJob, tasks: list[FileTask], git: GitSource, budget: ExtractionBudget | None = None
+) -> Iterator[BatchRows]:
     """The rows of ``tasks`` in batches of ``CHUNK_BATCH_FILES`` files, in order. With ``POOL_MIN_FILES`` files or
     more, worker processes (``LIVEMEM_BUILD_WORKERS``, default one per core) read and chunk the batches while this
     process collects them in order; the rows are the same either way (each batch is a pure function of its files).
@@ -99,14 +130,16 @@ def read_and_chunk(job: ReadJob, tasks: list[FileTask], git: GitSource) -> Itera
     tokenizer's and Dagster's threads) could deadlock a worker on a lock another thread held. Like any
     ``multiprocessing`` start method but ``fork``, it imports the main script in each worker, so a script that
     builds a large corpus needs the usual ``if __name__ == "__main__":`` guard (console scripts, ``python -m``
-    and Dagster have one); ``LIVEMEM_BUILD_WORKERS=1`` builds in this process."""
+    and Dagster have one); ``LIVEMEM_BUILD_WORKERS=1`` builds in this process. ``budget``: the build's extraction
+    budget (None: one of ``job.settings.document_budget_s`` for these tasks alone)."""
+    budget = budget or ExtractionBudget(job.settings.document_budget_s)
     batches = [tasks[i : i + CHUNK_BATCH_FILES] for i in range(0, len(tasks), CHUNK_BATCH_FILES)]
     workers = min(build_workers(job.settings), len(batches))
     if len(tasks) < POOL_MIN_FILES or workers < 2:
         for batch in batches:
-            yield _batch_rows(job, batch, git)
+            yield _batch_rows(job, batch, git, budget)
         return
-    yield from _in_workers(_worker_batch, job, batches, workers)
+    yield from _in_workers(_worker_batch, job, batches, workers, budget)
 
 
 def build_workers(settings: BuildSettings) -> int:
@@ -115,13 +148,16 @@ def build_workers(settings: BuildSettings) -> int:
     return (os.cpu_count() or 1) if workers is None else max(1, workers)
 
 
-def _in_workers(function, job: ReadJob, batches: list[list[FileTask]], workers: int) -> Iterator[BatchRows]:
-    """``function(job, batch)`` of every batch in worker processes, yielded in order. A worker that raises or dies
-    stops the build with an error naming the files; no version is published (a segment flushed before is held by
-    none, and ``gc`` removes it)."""
+def _in_workers(
+    function, job: ReadJob, batches: list[list[FileTask]], workers: int, budget: ExtractionBudget | None = None
+) -> Iterator[BatchRows]:
+    """``function(job, batch)`` of every batch in worker processes, yielded in order; ``budget`` is shared with them.
+    A worker that raises or dies stops the build with an error naming the files; no version is published (a segment
+    flushed before is held by none, and ``gc`` removes it)."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])  # workers fork from a server that imported this module once
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_watch_build, initargs=(os.getpid(),))
+    budget = budget or ExtractionBudget(job.settings.document_budget_s)
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_watch_build, initargs=(os.getpid(), budget))
     try:
         # a window of batches in flight, not all of them: while the build writes a segment (``livemem.ingest.flush``)
         # the workers get this far ahead, and their finished rows wait in memory
@@ -145,9 +181,12 @@ def _in_workers(function, job: ReadJob, batches: list[list[FileTask]], workers: 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _watch_build(build_pid: int) -> None:
-    """A worker's watchdog: exit when the build process is gone. A build killed before it could stop its pool
-    (SIGKILL, a run terminated) leaves workers that would otherwise wait forever to hand back their batch."""
+def _watch_build(build_pid: int, budget: ExtractionBudget | None = None) -> None:
+    """A worker's initializer: keep the build's extraction budget, and start a watchdog that exits when the build
+    process is gone. A build killed before it could stop its pool (SIGKILL, a run terminated) leaves workers that
+    would otherwise wait forever to hand back their batch."""
+    global _WORKER_BUDGET
+    _WORKER_BUDGET = budget
 
     def watch() -> None:
         while True:
@@ -161,21 +200,46 @@ def _watch_build(build_pid: int) -> None:
 
 
 _WORKER_REPOS: dict[str, GitSource] = {}  # a worker process's open repositories (one `git cat-file` each)
+_WORKER_BUDGET: ExtractionBudget | None = None  # the build's extraction budget, in a worker process
 
 
 def _worker_batch(job: ReadJob, batch: list[FileTask]) -> BatchRows:
     git = _WORKER_REPOS.get(job.repo)
     if git is None:
         git = _WORKER_REPOS[job.repo] = GitSource(Path(job.repo), job.source.name)
-    return _batch_rows(job, batch, git)
+    return _batch_rows(job, batch, git, _WORKER_BUDGET)
 
 
-def _batch_rows(job: ReadJob, batch: list[FileTask], git: GitSource) -> BatchRows:
-    """Read, decode and chunk a batch of files; a file that cannot be read or chunked raises an error naming it.
-    Only the first ``max_file_bytes`` of a blob are read (``GitSource.read_prefix``), whatever its size."""
+def _extract(job: ReadJob, task: FileTask, raw: bytes, budget: ExtractionBudget | None) -> Extracted | dict:
+    """A document's extraction, or its report (``reason``, ``extractor``, ``error``) when it gives no text: any
+    exception is the file's, and past the build's extraction budget it is ``deferred`` without being read."""
+    fmt = document_format(task.path) or ""
+    extractor = extractor_id(fmt)
+    if budget is not None and not budget.left():
+        detail = f"the build's extraction budget ({budget.seconds:g} s) is spent: the next build extracts it"
+        return {"reason": "deferred", "extractor": extractor, "error": detail}
+    started = time.perf_counter()
+    try:
+        return extract_isolated(task.path, raw, job.settings)
+    except DocumentError as exc:
+        return {"reason": exc.reason, "extractor": extractor, "error": exc.detail or str(exc)}
+    except Exception as exc:  # extract_isolated turns a document's errors into DocumentError; this is a last guard
+        return {"reason": "extraction_failed", "extractor": extractor, "error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        if budget is not None:
+            budget.charge(time.perf_counter() - started)
+
+
+def _batch_rows(
+    job: ReadJob, batch: list[FileTask], git: GitSource, budget: ExtractionBudget | None = None
+) -> BatchRows:
+    """Read, decode and chunk a batch of files. A file that cannot be extracted, chunked or turned into rows is
+    reported skipped with its error (``skip_row``); a blob git cannot hand over raises an error naming it. Only the
+    first ``max_file_bytes`` of a blob are read (``GitSource.read_prefix``), whatever its size; ``budget``: the
+    build's extraction budget (None: none)."""
     src = job.source
     out = BatchRows([], [], [], [])
-    readable: list[tuple[FileTask, str, bool]] = []  # task, text, truncated
+    readable: list[tuple[FileTask, str, bool, int]] = []  # task, text, truncated, the blob's size
     extracted: dict[str, Extracted] = {}  # path -> a document's extraction
     for task in batch:
         entry = task.entry
@@ -187,16 +251,16 @@ def _batch_rows(job: ReadJob, batch: list[FileTask], git: GitSource) -> BatchRow
             raise SourceError(
                 f"source {src.name!r}: {task.path} (blob {entry.blob_sha}) cannot be read: {exc}"
             ) from exc
-        reason = None
+        reason, report = None, {}
         truncated = size > job.max_file_bytes
         if is_lfs_pointer(raw, size):
             reason = "lfs_pointer"
         elif document:
-            try:
-                doc = extract_isolated(task.path, raw, job.settings)
-            except DocumentError as exc:
-                reason = exc.reason
-                log.warning("source %s: %s skipped (%s)", src.name, task.path, exc)
+            doc = _extract(job, task, raw, budget)
+            if isinstance(doc, dict):
+                reason, report = doc["reason"], doc
+                log.warning("source %s: %s skipped (%s: %s; %s)", src.name, task.path, reason, doc["error"],
+                            doc["extractor"])  # fmt: skip
             else:
                 text, truncated = _cap_text(doc.text, job.max_file_bytes)
                 extracted[task.path] = doc
@@ -211,33 +275,51 @@ def _batch_rows(job: ReadJob, batch: list[FileTask], git: GitSource) -> BatchRow
                 if not text.strip():
                     reason = "empty"
         if reason:
-            out.skipped.append(skip_row(src.name, task.path, entry, reason))
+            out.skipped.append(
+                skip_row(src.name, task.path, entry, reason, report.get("extractor"), report.get("error"))
+            )
+            continue
+        readable.append((task, text, truncated, size))
+    files = [(task.path, text) for task, text, _, _ in readable]
+    try:
+        chunked: list[list[Chunk] | Exception] = list(chunk_many(files, job.max_chunk_chars, job.chunk_tokens))
+    except Exception:
+        chunked = []
+        for path, text in files:  # one by one: the file that fails is reported, the others are chunked
+            try:
+                chunked.append(chunk_files([(path, text)], job.max_chunk_chars, job.chunk_tokens)[0])
+            except Exception as exc:
+                chunked.append(exc)
+    for (task, text, truncated, size), chunks in zip(readable, chunked, strict=True):
+        doc = extracted.get(task.path)
+        rows, parents = len(out.rows), len(out.parents)
+        try:
+            if isinstance(chunks, Exception):
+                raise chunks
+            _file_rows(job, task, text, truncated, chunks, out, doc)
+        except Exception as exc:  # this file's rows are dropped, it is reported, the batch goes on
+            del out.rows[rows:], out.parents[parents:]
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("source %s: %s skipped (chunking_failed: %s)", src.name, task.path, error)
+            out.skipped.append(
+                skip_row(src.name, task.path, task.entry, "chunking_failed", doc.extractor if doc else None, error)
+            )
             continue
         if truncated:
             out.truncated.append((task.path, size))
-        readable.append((task, text, truncated))
-    files = [(task.path, text) for task, text, _ in readable]
-    try:
-        chunked = chunk_many(files, job.max_chunk_chars, job.chunk_tokens)
-    except Exception:
-        for path, text in files:  # one by one: name the file that fails
-            try:
-                chunk_files([(path, text)], job.max_chunk_chars, job.chunk_tokens)
-            except Exception as exc:
-                raise LivingMemoryError(f"source {src.name!r}: {path} cannot be chunked: {exc!r}") from exc
-        raise
-    for (task, text, truncated), chunks in zip(readable, chunked, strict=True):
-        try:
-            _file_rows(job, task, text, truncated, chunks, out, extracted.get(task.path))
-        except Exception as exc:
-            raise LivingMemoryError(f"source {src.name!r}: {task.path}: {exc!r}") from exc
     out.terms = Postings.tokenize([row["_embed_text"] for row in out.rows])
     return out
 
 
-def skip_row(source: str, path: str, entry: TreeEntry, reason: str) -> dict[str, Any]:
-    """A ``skipped_files`` row: a file of the source that is reported, not indexed."""
-    return {"source": source, "path": path, "blob_sha": entry.blob_sha, "size": entry.size, "reason": reason}
+def skip_row(
+    source: str, path: str, entry: TreeEntry, reason: str, extractor: str | None = None, error: str | None = None
+) -> dict[str, Any]:
+    """A ``skipped_files`` row: a file of the source that is reported, not indexed; ``extractor`` and ``error``
+    (when given) are its report's, kept in the build's result and manifest, not in the table."""
+    row = {"source": source, "path": path, "blob_sha": entry.blob_sha, "size": entry.size, "reason": reason}
+    if error is not None:
+        row.update(extractor=extractor, error=error[:500])
+    return row
 
 
 # A Git LFS pointer (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md): the text git holds in place of a

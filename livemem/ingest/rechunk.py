@@ -16,7 +16,7 @@ from livemem.errors import LivingMemoryError
 from livemem.index.sentences import Sentences, pack_codes
 from livemem.index.sparse import TermIds
 from livemem.ingest.plan import FilePlan
-from livemem.ingest.read import FileTask, ReadJob, read_and_chunk, skip_row
+from livemem.ingest.read import ExtractionBudget, FileTask, ReadJob, read_and_chunk, skip_row
 from livemem.model.embed_cache import EmbeddingCache, Store
 from livemem.model.embedding import Embedder
 from livemem.settings import BuildSettings
@@ -36,11 +36,17 @@ class Chunked:
     truncated: list[tuple[str, int]] = field(default_factory=list)  # (path, size) of files indexed in part
 
 
-def chunk_batches(plan: FilePlan, config: SourcesConfig, model_id: str, settings: BuildSettings) -> Iterator[Chunked]:
+def chunk_batches(
+    plan: FilePlan,
+    config: SourcesConfig,
+    model_id: str,
+    settings: BuildSettings,
+    budget: ExtractionBudget | None = None,
+) -> Iterator[Chunked]:
     """Rows, parent rows and skipped-file rows of the rebuilt files, batch by batch in path order: read and chunked
     by worker processes when there are many files (``read_and_chunk``). A file whose path cannot be indexed (a name
     that is not UTF-8, or ``..``, ``.git``, a ``/`` inside a name: ``TreeEntry.problem``) is reported as skipped for
-    that reason without being read (in the first batch)."""
+    that reason without being read (in the first batch). ``budget``: the build's extraction budget."""
     named = [p for p in plan.rebuilt if plan.tree[p].problem is None]
     found = history(plan, named)
     job = ReadJob(
@@ -56,7 +62,7 @@ def chunk_batches(plan: FilePlan, config: SourcesConfig, model_id: str, settings
         log.warning("source %s: %s skipped (%s)", plan.source.name, path, entry.problem)
     if unnamed.skipped:
         yield unnamed
-    for batch in read_and_chunk(job, tasks, plan.git):
+    for batch in read_and_chunk(job, tasks, plan.git, budget):
         out = Chunked(rows=batch.rows, parents=batch.parents, skipped=batch.skipped, terms=[batch.terms])
         for path, size in batch.truncated:
             out.truncated.append((path, size))

@@ -20,7 +20,13 @@ In the order of the data flow: ``config`` (the sources-file section), ``load`` (
 
 from livemem.dates import iso
 from livemem.geo.zips import state_counties, zip_data
-from livemem.registry.checks import check_invalid_share, check_references, check_stale, referenced_ids
+from livemem.registry.checks import (
+    check_invalid_share,
+    check_references,
+    check_stale,
+    referenced_ids,
+    undated_advice,
+)
 from livemem.registry.config import LOGIC_VERSION, RegistryConfig
 from livemem.registry.fields import FIELDS, RESOURCE_TYPES, RULES
 from livemem.registry.load import (
@@ -38,8 +44,10 @@ from livemem.registry.resolver import (
     RegistryQueryError,
     Resolution,
     _cached_index,  # bench/registry_bench.py clears it between timings
+    is_statewide,
     load_registry_index,
     resolve,
+    verification_note,
 )
 from livemem.registry.stage import RegistryRun, run_verification
 from livemem.registry.verification import (
@@ -68,6 +76,7 @@ __all__ = [
     "check_stale",
     "file_hash",
     "input_version",
+    "is_statewide",
     "iso",
     "load_csv",
     "load_json",
@@ -78,6 +87,8 @@ __all__ = [
     "resolve",
     "run_verification",
     "state_counties",
+    "undated_advice",
+    "verification_note",
     "verify",
     "zip_data",
 ]

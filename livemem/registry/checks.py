@@ -27,8 +27,30 @@ def check_invalid_share(section: dict[str, Any] | None) -> CheckOutcome:
     return CheckOutcome(share <= limit, summary, failures if share > limit else [], checked=read)
 
 
+def undated_advice(section: dict[str, Any] | None) -> str | None:
+    """What the operator is told about undated rows (no ``last_verified_at``): how many, what the ``undated`` policy
+    does with them, and how to get them verified; None when every published row is dated."""
+    undated = (section or {}).get("undated", 0)
+    if not section or not isinstance(undated, int) or undated == 0:
+        return None
+    policy = section.get("undated_policy") or "hidden"
+    listed = section.get("as_listed", 0)
+    does = {
+        "hidden": "unverified and left out of answers and /resources (shown only with include_stale)",
+        "unverified_shown": "shown, marked 'listed <listed_at>, not verified since' (or 'not verified')",
+        "listed": f"counted as verified as of listed_at ({listed} of them have one; the others stay unverified)",
+    }[policy]
+    return (
+        f"{undated} published rows have no last_verified_at (registry.undated: {policy}): {does}. To have them "
+        "verified, record last_verified_at (and verification_status: verified, verified_by) in the source (HSDS: "
+        "the service's assured_date / assurer_email), or set registry.undated to unverified_shown (show them, "
+        "marked) or listed (verified as of the source's listing date, listed_at) in the sources file."
+    )
+
+
 def check_stale(version_dir: Path, section: dict[str, Any] | None) -> CheckOutcome:
-    """WARN: no published row is stale (older than ``freshness_days``)."""
+    """WARN: no published row is stale (older than ``freshness_days``), and none is hidden for want of a
+    verification date (undated rows under ``undated: hidden``; the summary says how to get them verified)."""
     if not section:
         return CheckOutcome(True, "no registry in this version")
     con = connect(version_dir)
@@ -40,9 +62,13 @@ def check_stale(version_dir: Path, section: dict[str, Any] | None) -> CheckOutco
         total = con.execute("SELECT count(*) FROM registry").fetchone()[0]
     finally:
         con.close()
-    failures = [f"{i} ({name}): last verified {when[:10]}" for i, name, when in stale[:MAX_REPORTED]]
+    failures = [f"{i} ({name}): last verified {(when or '')[:10]}" for i, name, when in stale[:MAX_REPORTED]]
     summary = f"{len(stale)} of {total} published rows are stale (verified over {section['freshness_days']} days ago)"
-    return CheckOutcome(not stale, summary, failures, checked=total)
+    advice = undated_advice(section)
+    hidden = bool(advice) and (section.get("undated_policy") or "hidden") == "hidden"
+    if advice:
+        summary += "; " + advice
+    return CheckOutcome(not stale and not hidden, summary, failures, checked=total)
 
 
 def referenced_ids(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:

@@ -137,6 +137,8 @@ class HsdsImport:
     problems: list[Problem]
     services_read: int
     files: list[str] = field(default_factory=list)
+    # the import-fidelity report (hsds_legacy.fidelity_report): version, tables read / not read, kept, typed, flagged
+    report: dict[str, Any] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[Problem]:
@@ -524,6 +526,7 @@ def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], 
         "last_verified_at": _date(assured) if assured else None,
         "verified_by": verified_by,
         "deprecated_at": deprecated_at,
+        "organization": _recorded_organization(org) if org else None,
     }
 
 
@@ -547,7 +550,8 @@ def import_export(directory: str | Path, *, now: datetime | None = None) -> Hsds
 
 
 def write_registry_file(rows: list[dict[str, Any]], path: str | Path) -> Path:
-    """The rows as a registry input file: CSV (``zip_coverage`` space-separated; a cell starting with ``=``, ``+``,
+    """The rows as a registry input file: CSV (``zip_coverage`` space-separated, the other list and object fields
+    — ``phones``, ``taxonomy_terms``, ``schedules``, ... — as JSON in their cell; a cell starting with ``=``, ``+``,
     ``-``, ``@``, tab or CR prefixed with ``'``, ``fields.csv_cell``) or JSON, by the file's suffix."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -559,10 +563,17 @@ def write_registry_file(rows: list[dict[str, Any]], path: str | Path) -> Path:
         writer = csv.DictWriter(fh, fieldnames=list(FIELDS))
         writer.writeheader()
         for row in rows:
-            out = {k: row.get(k) or "" for k in FIELDS}
+            out = {k: _csv_value(row.get(k)) for k in FIELDS}
             out["zip_coverage"] = " ".join(row.get("zip_coverage") or [])
             writer.writerow({k: csv_cell(str(v)) for k, v in out.items()})  # no cell a spreadsheet runs
     return path
+
+
+def _csv_value(value: Any) -> str:
+    """A registry field as CSV text: lists and objects as JSON (an empty list as an empty cell)."""
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")) if value else ""
+    return "" if value is None else str(value)
 
 
 # --- export ------------------------------------------------------------------------------------------------------
@@ -647,7 +658,7 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
     rid = row["local_resource_id"]
     sid = service_id(rid)
     status = hsds_status(row, now)
-    provider = provider_name(row["name"])
+    provider = row.get("organization") or provider_name(row["name"])  # the real organization when rows keep it
     location_id = _uuid("location", rid)
     sal_id = _uuid("service_at_location", rid)
     address = {
@@ -662,7 +673,9 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
     service: dict[str, Any] = {
         "id": sid,
         "organization_id": organization_id(provider),
-        "organization": export_organization(provider),  # nested, as the HSDS API serves /services/{id}
+        "organization": export_organization(
+            provider, recorded=bool(row.get("organization"))
+        ),  # nested, as the HSDS API serves /services/{id}
         "name": row["name"],
         "status": status,
         "service_at_locations": [{"id": sal_id, "service_id": sid, "location_id": location_id, "location": location}],
@@ -750,13 +763,27 @@ def _made_by_export(organization: dict[str, Any]) -> bool:
     return isinstance(organization.get("name"), str) and organization.get("id") == organization_id(organization["name"])
 
 
-def export_organization(provider: str) -> dict[str, Any]:
-    """The HSDS organization of a provider (``provider_name``): what the registry knows of it is its name."""
+def export_organization(provider: str, *, recorded: bool = False) -> dict[str, Any]:
+    """The HSDS organization of a provider: what the registry knows of it is its name. ``recorded``: the rows name
+    it (their ``organization``, as a 211 export gave it), else it is ``provider_name`` of a program's name."""
+    what = "organization of programs in" if recorded else "provider of programs in"
     return {
         "id": organization_id(provider),
         "name": provider,
-        "description": f"{provider}: provider of programs in the Living Memory local_resources registry.",
+        "description": f"{provider}: {what} the Living Memory local_resources registry.",
     }
+
+
+def _recorded_organization(organization: dict[str, Any]) -> str | None:
+    """The organization name a row should keep: the organization's name, unless export made it up from a
+    program's name (``provider_name``), which the row never had."""
+    name = organization.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return None
+    invented = (
+        _made_by_export(organization) and organization.get("description") == export_organization(name)["description"]
+    )
+    return None if invented else name.strip()
 
 
 def export_organizations(services: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

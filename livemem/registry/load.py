@@ -30,6 +30,7 @@ class LoadedRows:
     source: str
     input_hash: str
     ignored_fields: list[str] = field(default_factory=list)
+    import_report: dict[str, Any] = field(default_factory=dict)  # kind hsds: the import-fidelity report
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -43,6 +44,8 @@ def load_rows(cfg: RegistryConfig, limits: RegistrySettings | None = None) -> Lo
     if cfg.kind == "postgres":
         return load_postgres(cfg.table, postgres_dsn(cfg), max_rows=limits.max_rows)
     assert cfg.path is not None
+    if cfg.kind == "hsds":
+        return load_hsds(cfg.path, max_rows=limits.max_rows, max_bytes=limits.max_bytes)
     load = load_csv if cfg.kind == "csv" else load_json
     return load(cfg.path, max_rows=limits.max_rows, max_bytes=limits.max_bytes)
 
@@ -191,7 +194,52 @@ def input_version(cfg: RegistryConfig) -> str:
     if cfg.kind == "postgres":
         return postgres_checksum(cfg.table, postgres_dsn(cfg))
     assert cfg.path is not None
-    return file_hash(cfg.path)
+    return package_hash(cfg.path) if cfg.kind == "hsds" else file_hash(cfg.path)
+
+
+def package_files(directory: Path) -> list[Path]:
+    """The files of an HSDS export directory that import reads: ``datapackage.json`` and every CSV / JSON table."""
+    if not directory.is_dir():
+        raise RegistryError(f"registry HSDS package {directory} is not a directory")
+    return sorted(p for p in directory.iterdir() if p.is_file() and p.suffix.lower() in (".csv", ".json"))
+
+
+def package_hash(directory: Path) -> str:
+    """The data version of an HSDS export directory: a hash of each file's name and content hash."""
+    digest = hashlib.sha256()
+    for path in package_files(directory):
+        digest.update(f"{path.name}\x1f{file_hash(path)}\n".encode())
+    return "sha256:" + digest.hexdigest()
+
+
+def load_hsds(directory: Path, *, max_rows: int | None = None, max_bytes: int | None = None) -> LoadedRows:
+    """The registry rows of an Open Referral HSDS export directory (any version: ``hsds_legacy.import_hsds``),
+    imported in memory; the import-fidelity report rides along (``LoadedRows.import_report``). A package whose
+    files hold more than ``max_bytes`` together, or that gives more than ``max_rows`` rows, is refused."""
+    from livemem.registry.hsds import HsdsError
+    from livemem.registry.hsds_legacy import import_hsds
+
+    files = package_files(directory)
+    if max_bytes is not None:
+        size = sum(p.stat().st_size for p in files)
+        if size > max_bytes:
+            raise RegistryError(
+                f"registry HSDS package {directory} is {size:,} bytes, over the limit of {max_bytes:,} "
+                "(RAG_REGISTRY_MAX_BYTES): refused before it is read"
+            )
+    digest = package_hash(directory)
+    try:
+        result = import_hsds(directory)
+    except HsdsError as exc:
+        raise RegistryError(f"registry HSDS package {directory} cannot be imported: {exc}") from exc
+    if max_rows is not None and len(result.rows) > max_rows:
+        raise _too_many_rows(f"registry HSDS package {directory}", max_rows)
+    if not result.rows:
+        raise RegistryError(f"registry HSDS package {directory}: no service could be imported ({result.summary()})")
+    version = result.report.get("version", "?")
+    loaded = _loaded(pd.DataFrame.from_records(result.rows), f"hsds package {directory} (HSDS {version})", digest)
+    loaded.import_report = result.report
+    return loaded
 
 
 def _pg_value(value: Any) -> Any:

@@ -75,11 +75,15 @@ def run_verification(
         "logic_version": LOGIC_VERSION,
         "result_digest": result.digest(),
         "state": cfg.state,
+        "states": list(cfg.covered_states),
         "freshness_days": cfg.freshness_days,
+        "undated_policy": cfg.undated,
+        "invalid_fields": cfg.invalid_fields,
         "max_invalid_share": cfg.max_invalid_share,
         "verified_at": iso(result.checked_at),
         **counts,
         "issues_by_rule": by_rule,
+        "flagged_fields": result.flagged_by_field(),
         "ignored_fields": loaded.ignored_fields,
     }
     preview = result.issues.head(MAX_REPORTED).to_dict("records")
@@ -131,8 +135,9 @@ def _write_tables(staged: Path, result: Verification, version_id: str, stamp: st
             init_chunk_tables(con)
         con.execute("DROP TABLE IF EXISTS registry; DROP TABLE IF EXISTS registry_issues")
         con.execute(REGISTRY_SQL)
-        with registered(con, result.published[list(REGISTRY_COLUMNS)], "registry") as published:
-            con.execute(f"INSERT INTO registry SELECT {', '.join(REGISTRY_COLUMNS)} FROM {published}")
+        with registered(con, result.published_table(), "registry") as published:
+            columns = ", ".join(REGISTRY_COLUMNS)
+            con.execute(f"INSERT INTO registry ({columns}) SELECT {columns} FROM {published}")
         with registered(con, result.issues[list(ISSUE_COLUMNS)], "issues") as issues:
             con.execute(f"INSERT INTO registry_issues SELECT * FROM {issues}")
         con.execute(HISTORY_SQL)

@@ -38,6 +38,7 @@ import duckdb
 import numpy as np
 
 from livemem.errors import LivingMemoryError
+from livemem.geo.home import Home, home_of
 from livemem.index import records
 from livemem.index.dense import DenseRows
 from livemem.index.sparse import HEADINGS_WEIGHT, Pieces, Postings, SparseScorer, heading_text
@@ -132,6 +133,12 @@ class Snapshot:
     @property
     def breath_phase(self) -> str | None:
         return (self.manifest.get("breath_at_update") or {}).get("phase")
+
+    @cached_property
+    def home(self) -> Home:
+        """The state(s) this version covers and its name (the manifest's ``home``; West Virginia for a version
+        published before homes were recorded: ``livemem.geo.home``)."""
+        return home_of(self.manifest.get("home"))
 
     def collections_for(self, access_levels: frozenset[str]) -> list[str]:
         """The collections of this version whose access level is one of ``access_levels``, sorted."""

@@ -71,7 +71,12 @@ TABLES: dict[str, VersionTable] = {
             "hours VARCHAR, "
             "verification_status VARCHAR NOT NULL, last_verified_at VARCHAR, verified_by VARCHAR, "
             "deprecated_at VARCHAR, "
-            "status VARCHAR NOT NULL, source_row INTEGER NOT NULL, content_hash VARCHAR NOT NULL",
+            # registry-v2: the HSDS fields (object lists as JSON text: ``livemem.registry.fields.decode_published``)
+            "organization VARCHAR, resource_types VARCHAR[] NOT NULL, taxonomy_terms VARCHAR, phones VARCHAR, "
+            "languages VARCHAR[] NOT NULL, accessibility VARCHAR, fees VARCHAR, service_area VARCHAR, state VARCHAR, "
+            "listed_at VARCHAR, source_id VARCHAR, schedules VARCHAR, "
+            "status VARCHAR NOT NULL, verified_as_of VARCHAR, flagged_fields VARCHAR[] NOT NULL, "
+            "source_row INTEGER NOT NULL, content_hash VARCHAR NOT NULL",
         ),
         VersionTable(
             "registry_issues",

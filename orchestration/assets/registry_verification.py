@@ -97,12 +97,19 @@ def _metadata(run: registry.RegistryRun) -> dict[str, Any]:
         "rows_unverified": counts.get("unverified", 0),
         "rows_invalid": counts.get("invalid", 0),
         "rows_deprecated": counts.get("deprecated", 0),
+        "rows_undated": counts.get("undated", 0),
+        "rows_as_listed": counts.get("as_listed", 0),
+        "rows_with_flagged_fields": counts.get("flagged_rows", 0),
+        "fields_flagged": run.manifest_section.get("flagged_fields") or {},
+        "undated_policy": run.manifest_section.get("undated_policy", "hidden"),
         "issues_by_rule": MetadataValue.md(_issues_table(run.issues_by_rule)),
         "issues_preview": MetadataValue.md(_preview(run.issues_preview)),
         "timings_s": run.timings,
     }
     if run.history:
         meta["history_changes"] = run.history
+    if advice := registry.undated_advice(run.manifest_section):
+        meta["undated_rows"] = advice
     if run.manifest_section.get("ignored_fields"):
         meta["ignored_fields"] = run.manifest_section["ignored_fields"]
     return meta
@@ -169,7 +176,8 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
 
     @asset_check(
         asset=registry_verification,
-        description="No published row is stale (WARN: stale rows are served only when a caller asks for them).",
+        description="No published row is stale or hidden for want of a verification date (WARN: such rows are served "
+        "only when a caller asks for them; the check says how to get them verified).",
     )
     def registry_rows_fresh(registry_verification: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
         version_dir, section = _version(index_store, registry_verification)

@@ -33,6 +33,19 @@ class SeedRequest(BaseModel):
         "auto", description='"auto": route from the message, county and ZIP; or a /chat profile object'
     )
     top_k: int | None = Field(None, ge=1, le=50, description="text passages (default LIVEMEM_CONTEXT_TOP_K, 6)")
+    n_results: int | None = Field(
+        None, ge=1, le=50, description="the seed's name for `top_k` (give one of them, or both equal)"
+    )
+    min_score: float | None = Field(
+        None, ge=0, le=1, description="passages below this normalised score (`score_normalized`, 0..1) are dropped"
+    )
+    recency_bias: float = Field(0.0, ge=0, le=10, description="boost × 0.5^(age / half-life) by `updated_at`")
+    recency_half_life_days: float | None = Field(
+        None, gt=0, le=36_500, description="default RAG_RECENCY_HALF_LIFE_DAYS (90)"
+    )
+    max_words: int | None = Field(
+        None, ge=20, le=2000, description="the answer budget in words (default: the persona's, else 200)"
+    )
     thread_id: str | None = Field(
         None, max_length=128, description="the conversation: place, persona and topic carry forward (as on /chat)"
     )
@@ -56,7 +69,11 @@ class SeedRequest(BaseModel):
 
     def as_context_request(self) -> ContextRequest:
         profile = None if self.profile == "auto" else self.profile
-        fields = self.model_dump(exclude={"profile"})
+        fields = self.model_dump(exclude={"profile", "n_results"})
+        if self.n_results is not None:
+            if self.top_k is not None and self.top_k != self.n_results:
+                raise ValueError(f"n_results ({self.n_results}) and top_k ({self.top_k}) differ: give one of them")
+            fields["top_k"] = self.n_results
         return ContextRequest.model_validate({**fields, "profile": profile})
 
 

@@ -223,6 +223,16 @@ class Route(BaseModel):
     self_query: list[SelfQueryNote] = Field(description="each filter read from the message or request, and from what")
     wv_scoped: bool = Field(description="true: the message is about West Virginia (then no web context is used)")
     wv_reasons: list[str] = Field(description="why it is WV-scoped (a WV place named, profile state WV, ...)")
+    home_scoped: bool = Field(
+        False,
+        description="true: the message is about the deployment's home states (`home`; docs/home.md); the same as "
+        "wv_scoped, which keeps its name from when the home was always West Virginia",
+    )
+    home: dict[str, Any] | None = Field(
+        None,
+        description="the home of the version answering: states (postal abbreviations), name, state_names "
+        "(West Virginia unless the sources file names another home)",
+    )
     state: str | None = Field(
         None,
         description="the state the message is about (postal abbreviation): WV when WV-scoped, another state's "

@@ -88,8 +88,22 @@ class GisQueryRequest(BaseModel):
         description="[min_lon, min_lat, max_lon, max_lat] in EPSG:4326 (does not cross the antimeridian)",
     )
     near: Near | None = Field(None, description="entities within radius_km of (lat, lon)")
-    county: Values | None = Field(None, description="county name(s), with or without the word County")
+    county: Values | None = Field(
+        None,
+        description="county name(s), with or without the word County; a name that is no US county and no county of "
+        "the entities is a 422 with the closest names",
+    )
     dataset: Values | None = Field(None, description="dataset name(s) (`dataset` of the hits)")
+    min_score: float | None = Field(
+        None, ge=-1, le=1, description="hits whose score (cosine of query and description) is below this are dropped"
+    )
+    recency_bias: float = Field(
+        0.0,
+        ge=0,
+        le=10,
+        description="accepted as on /query and the seed routes; GBIM entities carry no date, so it changes no "
+        "ranking (the response's `notes` says so when it is given)",
+    )
     format: Format = Field(
         "json",
         description="`geojson`: a FeatureCollection of the hits' centroids, as application/geo+json; when neither "
@@ -143,6 +157,7 @@ class GisQueryResponse(BaseModel):
     index_version: IndexVersion
     trace_id: TraceId
     candidates: Candidates
+    notes: list[str] = Field(default_factory=list, description="what the request asked that changed nothing, and why")
 
 
 class PointGeometry(BaseModel):

@@ -7,6 +7,32 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
+class Phone(BaseModel):
+    """One of a program's phone numbers."""
+
+    number: str = Field(description="+1XXXXXXXXXX, or an N11 line's three digits (211, 311) or 988")
+    extension: str | None = Field(None, description="its extension (digits)")
+    type: str | None = Field(None, description="voice, fax, textphone, text, ... as the source says")
+    note: str | None = Field(None, description="'24 hours', 'toll-free', 'option 2', ... as the source says")
+
+
+class TaxonomyTerm(BaseModel):
+    """A taxonomy term the source gives the program (AIRS/211, Open Eligibility, ...)."""
+
+    code: str | None = Field(None, description="the term's code, e.g. BD-1800.2000")
+    name: str = Field(description="the term's name, e.g. Food Pantries")
+    taxonomy: str | None = Field(None, description="the taxonomy, e.g. AIRS")
+
+
+class Schedule(BaseModel):
+    """Opening hours on some days."""
+
+    days: list[str] = Field(default_factory=list, description="MO, TU, WE, TH, FR, SA, SU")
+    opens_at: str | None = Field(None, description="HH:MM")
+    closes_at: str | None = Field(None, description="HH:MM")
+    description: str | None = Field(None, description="as the source words it")
+
+
 class Resource(BaseModel):
     """One program, normalised (phone +1XXXXXXXXXX, lower-case email domain and URL host, county without 'County')."""
 
@@ -30,9 +56,32 @@ class Resource(BaseModel):
     age_days: int | None = Field(None, description="days since last_verified_at")
     verified_by: str | None = Field(None, description="who verified it last")
     deprecated_at: str | None = Field(None, description="a future end date (ended programs are never returned)")
-    match: Literal["id", "zip", "county", "filter"] = Field(
+    organization: str | None = Field(None, description="the provider (answers say 'organization — name')")
+    resource_types: list[str] = Field(
+        default_factory=list, description="every type the program serves (resource_type, the primary, first)"
+    )
+    taxonomy_terms: list[TaxonomyTerm] = Field(default_factory=list, description="the source's taxonomy terms")
+    phones: list[Phone] = Field(default_factory=list, description="every number (contact_phone is the primary)")
+    languages: list[str] = Field(default_factory=list, description="languages served")
+    accessibility: str | None = Field(None, description="accessibility, as the source words it")
+    fees: str | None = Field(None, description="fees, as the source words them")
+    service_area: str | None = Field(None, description="the area served, as the source words it")
+    state: str | None = Field(None, description="two-letter state of the program")
+    listed_at: str | None = Field(None, description="when the source last listed or updated the row (ISO 8601, UTC)")
+    source_id: str | None = Field(None, description="the row's id in its source (an HSDS service id)")
+    schedules: list[Schedule] = Field(default_factory=list, description="structured opening hours")
+    flagged_fields: list[str] = Field(
+        default_factory=list,
+        description="fields that failed verification and are left out (null here; registry_issues says why)",
+    )
+    verification_note: str | None = Field(
+        None,
+        description="set when the status does not rest on a verification: 'listed 2019-08-19, not verified since' "
+        "(the registry's undated policy) or 'not verified (...)'",
+    )
+    match: Literal["id", "zip", "county", "state", "filter"] = Field(
         description="why the row is listed: zip (its ZIP or coverage includes the ZIP), county (the county's "
-        "programs), id (asked for by id), filter (no place hint given)"
+        "programs), state (a statewide line of the place's state), id (asked for by id), filter (no place hint)"
     )
 
 

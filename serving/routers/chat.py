@@ -338,7 +338,7 @@ def chat_completions(
     thread, named_by = conversation_key(body, request)
     carried = service.conversation(
         scope, thread, earlier, text, county=options.county, zip_code=options.zip, profile=profile,
-        persona=options.persona,
+        persona=options.persona, home=snap.home,
     )  # fmt: skip
     history = history_report(earlier, carried.notes, named_by, dialogue)
     message = Message(

@@ -35,11 +35,22 @@ def resources(
     county: Annotated[str | None, Query(min_length=2, max_length=64, description="county, e.g. Fayette")] = None,
     resource_type: Annotated[ResourceType | None, Query(description="program type")] = None,
     local_resource_id: Annotated[str | None, Query(min_length=1, max_length=128, description="one program")] = None,
+    taxonomy: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=200,
+            description="a taxonomy term of the source (AIRS/211, Open Eligibility): its code or a code prefix "
+            "(`BD-1800` finds `BD-1800.2000`), or words of its name (`food pantries`, case-insensitive)",
+        ),
+    ] = None,
     include_stale: Annotated[bool, Query(description="also return stale and unverified rows")] = False,
     limit: Annotated[int, Query(ge=1, le=500, description="at most this many rows")] = 50,
 ) -> ResourcesResponse:
     """Programs for a place, most specific first: those whose ZIP or coverage includes `zip`, then the rest of
-    its county (or of `county`); verified rows only unless `include_stale`."""
+    its county (or of `county`), then its state's statewide lines; `resource_type` matches any of a program's
+    types, `taxonomy` its source's taxonomy terms. Verified rows only unless `include_stale` (undated rows are
+    also shown, marked in `verification_note`, when the registry's `undated` policy is `unverified_shown`)."""
     index = load_registry_index(snap.path)
     if index is None:
         raise HTTPException(
@@ -52,6 +63,7 @@ def resources(
             county=county,
             resource_type=resource_type.value if resource_type else None,
             local_resource_id=local_resource_id,
+            taxonomy=taxonomy,
             include_stale=include_stale,
             limit=limit,
         )

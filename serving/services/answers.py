@@ -34,7 +34,7 @@ def message_of(
     service = context_service(state)
     carried = service.conversation(
         scope, body.thread_id, body.history, body.message, county=body.county, zip_code=body.zip, profile=profile,
-        persona=body.role,
+        persona=body.role, home=snap.home,
     )  # fmt: skip
     message = Message(
         carried.message, carried.county, carried.zip, profile, body.top_k, body.thread_id,

@@ -22,6 +22,7 @@ from livemem.answer.context import build_context
 from livemem.answer.conversation import Carried, ThreadStore, carry, from_history
 from livemem.answer.routing import Caller, ContextRequest
 from livemem.answer.web import WebGateway, web_gateway
+from livemem.geo.home import WEST_VIRGINIA, Home
 from livemem.geo.places import find_places
 from livemem.query.cache import cache_key
 from livemem.settings import ContextSettings, WebSettings
@@ -104,17 +105,19 @@ class ContextService:
         zip_code: str | None = None,
         profile: dict[str, Any] | None = None,
         persona: str | None = None,
+        home: Home = WEST_VIRGINIA,
     ) -> Carried:
         """``message`` with what its conversation carries: from ``history`` when the request sent earlier turns,
-        else from the state stored for (``scope``, ``thread_id``). ``remember`` the result's state once the
-        request is accepted."""
+        else from the state stored for (``scope``, ``thread_id``), places read for ``home`` (the answering
+        version's: ``Snapshot.home``). ``remember`` the result's state once the request is accepted."""
         if history:
-            state, source = from_history(history), "history"
+            state, source = from_history(history, home), "history"
         else:
             state, source = self.threads.get(scope, thread_id), "thread"
+        given = {"county": county, "zip_code": zip_code, "profile": profile, "persona": persona, "home": home}
         if state is None:
-            return carry(from_history([]), message, county=county, zip_code=zip_code, profile=profile, persona=persona)
-        return carry(state, message, county=county, zip_code=zip_code, profile=profile, persona=persona, source=source)
+            return carry(from_history([], home), message, **given)
+        return carry(state, message, source=source, **given)
 
     def remember(self, scope: str, thread_id: str | None, carried: Carried) -> None:
         self.threads.put(scope, thread_id, carried.state)
@@ -233,6 +236,7 @@ class ContextService:
         return thread
 
     def _warm(self, snap: Snapshot) -> None:
+        find_places("Oak Hill 25901", snap.home)  # the place tables of this version's home states
         caller = self.caller(self.state.role(self.state.settings.public_role))
         for question in self.settings.warm_up_questions:
             try:

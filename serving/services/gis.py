@@ -4,9 +4,13 @@ the mask, the one ranking (``livemem.answer.gis_rank``), the usage traces."""
 
 from __future__ import annotations
 
+import difflib
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from livemem.answer.gis_rank import rank_entities, ranked_hits
+from livemem.geo.names import tidy_county_key
+from livemem.geo.zips import zip_data
 from livemem.query.gis_index import GisIndex, cached_gis_index
 from livemem.usage.traces import retrieval_events
 from livemem.version.reader import Snapshot
@@ -33,6 +37,26 @@ def _as_tuple(value: str | list[str] | None) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
+@cache
+def _us_county_keys() -> frozenset[str]:
+    """Every US county's comparison key (the ZIP data's counties of every state)."""
+    return frozenset(tidy_county_key(county) for _, county, _ in zip_data().values() if county) - {None}
+
+
+def check_counties(index: GisIndex, counties: tuple[str, ...]) -> None:
+    """A 422 for a county that is no US county and no county of the entities, with the closest names of the
+    entities' counties (as /resources says "did you mean"); a real county with no entity answers with no hits."""
+    known = {tidy_county_key(c): c for c in index.table.dictionary("county") if c is not None}
+    known.pop(None, None)
+    for county in counties:
+        key = tidy_county_key(county)
+        if key is None or key in known or key in _us_county_keys():
+            continue
+        close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.6)
+        hint = f" (did you mean {', '.join(known[c] for c in close)}?)" if close else ""
+        raise ServiceError(422, f"county {county!r} is not a county{hint}")
+
+
 class GisService:
     def __init__(self, state: ServingState) -> None:
         self.state = state
@@ -44,6 +68,7 @@ class GisService:
         snap = state.reader.snapshot()
         index = gis_index(snap)
         near = (body.near.lat, body.near.lon, body.near.radius_km) if body.near else None
+        check_counties(index, _as_tuple(body.county))
         mask = index.mask(
             role.access,
             bbox=tuple(body.bbox) if body.bbox else None,
@@ -53,6 +78,13 @@ class GisService:
         )
         ranked = rank_entities(index, state.retriever.encode(body.query), body.n_results, mask)
         hits = ranked_hits(index, ranked, near)
+        if body.min_score is not None:
+            hits = [h for h in hits if h["score"] >= body.min_score]
+        notes = (
+            ["recency_bias: GBIM entities carry no date, so the ranking is by meaning only"]
+            if body.recency_bias
+            else []
+        )
         ids = [h["entity_id"] for h in hits]
         trace_id = state.signer.issue(role=role.name, index_version=snap.version_id, chunk_ids=ids)
         events = retrieval_events(
@@ -79,6 +111,7 @@ class GisService:
             "index_version": snap.version_id,
             "trace_id": trace_id,
             "candidates": ranked.candidates,
+            "notes": notes,
         }
 
     def entity(self, snap: Snapshot, entity_id: str, role: Role) -> tuple[dict[str, Any], list[dict[str, Any]]]:

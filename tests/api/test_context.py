@@ -251,6 +251,17 @@ def test_negotiate_when_two_counties_are_named(client):
     assert {r["county"] for r in body["registry"]} == {"Fayette", "Raleigh"}  # both counties were looked up
 
 
+@pytest.mark.parametrize(
+    "message", ["food pantry in Charleston", "food pantry near Beckley WV", "What is the breath phase?"]
+)
+def test_the_budget_holds_for_the_whole_answer_offers_included(client, message):
+    body = client.post("/chat", json={"message": message, "max_words": 40}).json()
+    assert len(body["answer"].split()) <= 40, body["answer"]
+    assert all(f"[{c['n']}]" in body["answer"] for c in body["citations"])  # a shortened line keeps its citation
+    for offer in body["route"]["negotiation"]:  # what is not here is said, whatever the budget
+        assert offer["text"] in body["answer"]
+
+
 def test_response_budgets_length_and_hedging(client):
     verified = client.post("/chat", json={"message": "food pantry near Beckley WV"}).json()
     assert verified["route"]["budget"] == {

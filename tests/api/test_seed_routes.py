@@ -98,3 +98,36 @@ def test_a_blank_seed_message_is_a_422_like_on_chat(client, message):
         refused = client.post(route, json={"message": message})
         assert refused.status_code == 422, (route, refused.text)
         assert "message must contain some text" in refused.text
+
+
+def test_the_seed_parameters_as_the_seed_sends_them(client):
+    """``n_results`` (the seed's name for top_k), ``recency_bias``, ``min_score`` and ``max_words`` are accepted on
+    every seed route, as /chat accepts them, and do what they do there."""
+    body = {"message": "food pantry near Beckley WV", "n_results": 3, "recency_bias": 0.5, "min_score": 0.05}
+    for route in ("/chat/sync", "/chat/light", "/gis_rag"):
+        response = client.post(route, json=body)
+        assert response.status_code == 200, (route, response.text)
+    full = client.post("/gis_rag", json={**body, "max_words": 40}).json()
+    assert len(full["evidence"]["unstructured"]) <= 3
+    assert full["route"]["recency"]["bias"] == 0.5 and full["route"]["min_score"] == 0.05
+    assert len(full["answer"].split()) <= 40
+    differ = client.post("/chat/sync", json={**body, "top_k": 5})
+    assert differ.status_code == 422 and "n_results" in differ.text
+
+
+def test_gis_query_takes_min_score_and_recency_bias_and_names_a_misspelt_county(client):
+    base = {"query": "food pantry", "n_results": 5}
+    plain = client.post("/gis/query", json=base, headers={"Accept": "application/json"}).json()
+    assert plain["results"] and plain["notes"] == []
+    floor = sorted(h["score"] for h in plain["results"])[len(plain["results"]) // 2]
+    kept = client.post("/gis/query", json={**base, "min_score": floor}).json()
+    assert kept["results"] and all(h["score"] >= floor for h in kept["results"])
+    biased = client.post("/gis/query", json={**base, "recency_bias": 1.0}).json()
+    assert [h["entity_id"] for h in biased["results"]] == [h["entity_id"] for h in plain["results"]]
+    assert biased["notes"] and "recency_bias" in biased["notes"][0]
+    typo = client.post("/gis/query", json={**base, "county": "Fayete"})
+    assert typo.status_code == 422 and "did you mean Fayette" in typo.text
+    narnia = client.post("/gis/query", json={**base, "county": "Narnia"})
+    assert narnia.status_code == 422 and "not a county" in narnia.text
+    real = client.post("/gis/query", json={**base, "county": "Fayette County"})
+    assert real.status_code == 200 and all(h["metadata"]["county"] == "Fayette" for h in real.json()["results"])

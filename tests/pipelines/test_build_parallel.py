@@ -60,9 +60,9 @@ def test_a_build_in_worker_processes_is_the_build_of_one_process(tmp_path, make_
     pooled: list[int] = []
     in_workers = read_module._in_workers
 
-    def spy(function, job, batches, workers):
+    def spy(function, job, batches, workers, *rest):
         pooled.append(workers)
-        yield from in_workers(function, job, batches, workers)
+        yield from in_workers(function, job, batches, workers, *rest)
 
     monkeypatch.setattr(read_module, "_in_workers", spy)
     results = {}

@@ -278,3 +278,31 @@ def test_documents_in_build_worker_processes_give_the_same_version(tmp_path, mak
     one, two = results["1"], results["2"]
     assert one.manifest["segments"] == two.manifest["segments"]
     assert dict(one.sources["docs"].skipped) == dict(two.sources["docs"].skipped) == {"encrypted": 1}
+
+
+def test_documents_past_the_build_extraction_budget_are_deferred_then_extracted(tmp_path, make_repo) -> None:
+    """``LIVEMEM_DOCUMENT_BUDGET_S``: once a build has spent its extraction budget, its other documents are reported
+    ``deferred`` (not extracted, not indexed) and the next build extracts them, even when no commit touched them."""
+    from support.fuzz_documents import HashEmbedder, good_files
+
+    files = good_files()
+    documents = sorted(p for p in files if not p.endswith(".md"))
+    repo = make_repo(files=files)
+    sources = tmp_path / "sources.yaml"
+    sources.write_text(f"sources:\n  - name: docs\n    repo: {repo.path}\n    collection: docs\n", encoding="utf-8")
+    config, home, embedder = load_sources(sources), IndexHome(tmp_path / "index"), HashEmbedder()
+    first = build_version(config, home, embedder, settings=BuildSettings.defaults(document_budget_s=1e-6))
+    stats = first.sources["docs"]
+    # the first document is extracted (some budget was left), which spends it: every other one waits
+    assert stats.skipped == {"deferred": len(documents) - 1}
+    deferred = {r["path"] for r in stats.skip_reports if r["reason"] == "deferred"}
+    assert deferred == set(documents[1:]) and all("budget" in r["error"] for r in stats.skip_reports)
+    home.publish(first.version_id, first.base_version, config.retention)
+    repo.commit({"guide.md": GUIDE + "\nMore food help.\n"})  # a commit that touches none of them
+    second = build_version(config, home, embedder)
+    assert second.staged and dict(second.sources["docs"].skipped) == {}
+    assert sorted(second.sources["docs"].changed_paths) == sorted({"guide.md", *deferred})
+    home.publish(second.version_id, second.base_version, config.retention)
+    indexed = {r["provenance"]["path"] for r in checks.read_records(home.version_dir(home.current()))}
+    assert indexed == set(files)
+    assert not build_version(config, home, embedder).staged  # nothing deferred is left: nothing to build

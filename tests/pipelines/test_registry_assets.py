@@ -51,10 +51,13 @@ def test_verify_registry_publishes_reports_and_skips_unchanged_input(tmp_path: P
     assert result.success
     meta = materialization(result, "registry_verification").metadata
     assert meta["status"].value == "staged"
-    assert (meta["rows_read"].value, meta["dagster/row_count"].value, meta["rows_invalid"].value) == (21, 20, 1)
-    assert "| phone | 1 | 0 | 0 |" in meta["issues_by_rule"].value
-    assert "| 21 | res-00020 | phone | error |" in meta["issues_preview"].value
-    assert meta["history_changes"].value["created"] == 20
+    # a bad phone is flagged on its field and left out; the program is published (invalid_fields: flag)
+    assert (meta["rows_read"].value, meta["dagster/row_count"].value, meta["rows_invalid"].value) == (21, 21, 0)
+    assert "| phone | 0 | 1 | 0 |" in meta["issues_by_rule"].value
+    assert "| 21 | res-00020 | phone | warning |" in meta["issues_preview"].value
+    assert meta["fields_flagged"].value == {"contact_phone": 1} and meta["rows_with_flagged_fields"].value == 1
+    assert (meta["rows_undated"].value, meta["undated_policy"].value) == (0, "hidden")
+    assert meta["history_changes"].value["created"] == 21
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {
         "registry_invalid_share": True,
@@ -205,3 +208,23 @@ def test_resources_rejects_malformed_hints(served, params, fragment) -> None:
     response = client.get("/resources", params=params)
     assert response.status_code == 422
     assert fragment in response.text
+
+
+def test_a_registry_that_is_an_hsds_datapackage_verifies_and_publishes(tmp_path: Path) -> None:
+    """``registry: {kind: hsds, path: <datapackage dir>}``: the 211-shaped HSDS 1.1 fixture is imported in memory,
+    verified for Florida and published; the source asset's data version is the package's hash."""
+    import shutil
+
+    package = shutil.copytree(PROJECT / "tests" / "fixtures" / "hsds_v1_211", tmp_path / "hsds")
+    sources = write_registry_sources(tmp_path, "  kind: hsds\n  path: hsds\n  state: FL")
+    defs = build_definitions(sources, tmp_path / "index")
+    instance = DagsterInstance.ephemeral()
+    result = run_job(defs, instance)
+    assert result.success
+    meta = materialization(result, "registry_verification").metadata
+    assert meta["status"].value == "staged" and meta["rows_read"].value == 30
+    home = IndexHome(tmp_path / "index")
+    assert home.current() == meta["version_id"].value
+    assert registry.input_version(RegistryConfig.from_sources(load_sources(sources))) == registry.load.package_hash(
+        package
+    )

@@ -29,6 +29,29 @@ def example_index(tmp_path_factory) -> IndexHome:
     return _BUILT["home"]
 
 
+def florida_index(tmp_path_factory) -> IndexHome:
+    """The second bundled deployment (``examples/florida``: a South Florida 211, home FL) built once per session:
+    build_index, export_gbim, verify_registry, from a git repository of its own (``repo: ../..`` resolves to it)."""
+    if "florida" not in _BUILT:
+        import shutil
+
+        from dagster import DagsterInstance
+
+        from orchestration.definitions import build_definitions
+        from support.git import GitRepo
+
+        root = tmp_path_factory.mktemp("florida-example")
+        repo = GitRepo(root / "project")
+        shutil.copytree(PROJECT / "examples" / "florida", repo.path / "examples" / "florida")
+        repo.commit(message="florida example")
+        defs = build_definitions(repo.path / "examples" / "florida" / "sources.yaml", root / "rag_index")
+        instance = DagsterInstance.ephemeral()
+        for job in ("build_index", "export_gbim", "verify_registry"):
+            assert defs.resolve_job_def(job).execute_in_process(instance=instance).success, job
+        _BUILT["florida"] = IndexHome(root / "rag_index")
+    return _BUILT["florida"]
+
+
 def make_app(home: IndexHome, embedder, web=None, **settings):
     """The serving app with a context service using ``settings`` (no warm-up unless asked)."""
     from serving.app import create_app

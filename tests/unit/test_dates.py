@@ -57,6 +57,18 @@ def test_the_date_a_document_carries(path: str, text: str, expected: tuple[str, 
         ("the office at 2000 Main Street", None, None),
         ("I owe $2025 on the heating bill", None, None),
         ("SNAP office for ZIP 25801", None, None),
+        # "from" alone names where something comes from: that month, not "since"
+        ("council minutes from March 2026", "2026-03-01", "2026-04-01"),
+        ("council minutes from march", "2026-03-01", "2026-04-01"),
+        ("decisions from March 2026 onwards", "2026-03-01", None),
+        ("decisions from March to June 2026", "2026-03-01", "2026-07-01"),
+        ("what was decided between March and May", "2026-03-01", "2026-06-01"),
+        ("what did the council decide last fall", "2025-09-01", "2025-12-01"),
+        ("what did the council decide this fall", "2026-09-01", "2026-12-01"),
+        ("heating rules from winter 2025", "2025-12-01", "2026-03-01"),
+        ("where can I get a winter coat this winter", None, None),  # not begun: nothing is dated in it yet
+        ("help moving from Marchand to Beckley", None, None),
+        ("help from may be too late", None, None),
     ],
 )
 def test_the_range_a_question_names(message: str, after: str | None, before: str | None) -> None:

@@ -201,6 +201,32 @@ def test_a_document_over_its_deadline_is_reported_and_the_worker_ended() -> None
         documents._discard_pool()
 
 
+def test_the_591_byte_pdf_whose_page_tree_holds_itself_is_malformed_not_an_error(monkeypatch) -> None:
+    """Regression (issue 49): pdfium opens it and raises ``PdfiumError: Failed to load page.`` on its second page,
+    which ``_pdf`` let through, so one file failed the whole build. Any error reading a page is the file's report."""
+    from support.fuzz_documents import self_referencing_pdf
+
+    raw = self_referencing_pdf()
+    assert len(raw) == 591
+    with pytest.raises(DocumentError) as caught:
+        extract("loop.pdf", raw)
+    assert caught.value.reason == "malformed" and "Failed to load page" in caught.value.detail
+    try:
+        with pytest.raises(DocumentError) as isolated:
+            extract_isolated("loop.pdf", raw)  # the same in the worker process the build extracts in
+        assert isolated.value.reason == "malformed"
+    finally:
+        documents._discard_pool()
+
+    def broken_rule(pages):
+        raise IndexError("a rule's bug")
+
+    monkeypatch.setattr(documents, "_drop_running_lines", broken_rule)  # any other exception: extraction_failed
+    with pytest.raises(DocumentError) as other:
+        extract("flyer.pdf", (FLYERS / "winter-heating-flyer.pdf").read_bytes())
+    assert other.value.reason == "extraction_failed" and other.value.detail == "IndexError: a rule's bug"
+
+
 def test_right_to_left_words_read_in_logical_order() -> None:
     """pdfium gives Arabic in drawing order (reversed); the extracted text has the word as it is written."""
     text = extract("habibi.pdf", (PDFS / "015-arabic/habibi.pdf").read_bytes()).text

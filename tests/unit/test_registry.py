@@ -53,7 +53,9 @@ RULE_CASES = [
 def test_each_rule_rejects_a_failing_row_and_passes_a_good_one(
     tmp_path, rule, bad, severity, fragment, good, normalised
 ) -> None:
-    result = run_rows(tmp_path, [good_row(0, **bad), good_row(1, **good)])
+    # invalid_fields: reject (the bundled example's setting): a bad field drops its row. The default (flag) keeps the
+    # row without the field: tests/unit/test_registry_fields.py
+    result = run_rows(tmp_path, [good_row(0, **bad), good_row(1, **good)], invalid_fields="reject")
     found = issues_of(result, rule)
     assert [i["source_row"] for i in found] == [1], result.issues.to_dict("records")
     assert found[0]["severity"] == severity
@@ -130,7 +132,9 @@ def test_a_thousand_good_rows_and_ten_malformed_ones(tmp_path) -> None:
         good_row(2009, last_verified_at="yesterday"),
     ]
     rows = good[:500] + bad + good[500:]
-    result = run_rows(tmp_path, rows)
+    flagged = run_rows(tmp_path, rows).counts()  # the default (flag): the bad phone, e-mail, URL and date are left out
+    assert (flagged["published"], flagged["invalid"], flagged["flagged_rows"]) == (1004, 6, 4)
+    result = run_rows(tmp_path, rows, invalid_fields="reject")
     counts = result.counts()
     assert (counts["rows_read"], counts["published"], counts["invalid"]) == (1010, 1000, 10)
     errors = result.issues[result.issues["severity"] == "error"]
