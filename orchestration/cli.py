@@ -12,6 +12,7 @@
     livemem verify [--rebuild]           is the index exactly its sources at their commits?
     livemem eval [SUITE] [--category C] [--show-failures] [--json]
                                          ask an answer suite, accuracy per category (docs/answers-eval.md)
+    livemem eval --crisis FILE [--json]  the crisis detector's recall and false alarms per kind (docs/crisis.md)
     livemem registry import-hsds DIR OUT turn an Open Referral HSDS export (1.0-3.0) into a registry file
     livemem registry export-hsds DIR     write the registry as HSDS 3.0 (JSON and the tabular data package)
 
@@ -584,23 +585,32 @@ def eval_answers(
         float | None, typer.Option(min=0.0, max=1.0, help="exit 1 only below this share of passing cases")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="every case, its failures and answer, as JSON")] = False,
+    crisis: Annotated[
+        Path | None,
+        typer.Option(help="a crisis suite to run instead: the crisis detector per kind and language (docs/crisis.md)"),
+    ] = None,
 ) -> None:
     """Ask a question suite through /chat's code path (extractive answers, no server) and print accuracy per category.
 
     Roles and API keys of the cases are the serving settings' (RAG_ROLES, RAG_API_KEYS). Exits 1 when any case
-    fails, or with ``--min-accuracy`` when fewer than that share pass (docs/answers-eval.md)."""
+    fails, or with ``--min-accuracy`` when fewer than that share pass (docs/answers-eval.md). The sources file's
+    crisis suite (``eval.crisis``), or ``--crisis FILE`` alone, is run too: recall and false alarms per kind and
+    language, exit 1 below the targets (docs/crisis.md)."""
     from livemem.answer.chat import personas
     from livemem.answer.evaluation import EvalConfig, SnapshotAsker, load_suite, retriever_for, run_suite
     from livemem.settings import ContextSettings, PersonaSettings
     from livemem.sources.config import load_sources
     from livemem.version.reader import IndexUnavailable, load_snapshot
 
+    if crisis is not None:
+        raise typer.Exit(eval_crisis(crisis, as_json))
     try:
         if suite is None:
             config = EvalConfig.from_sources(load_sources(CTX.paths.sources_file))
             if config is None:
                 fail(f"name a suite, or add `eval: {{suite: ...}}` to the sources file {CTX.paths.sources_file}")
             suite = config.suite
+            crisis = config.crisis
         questions = load_suite(suite)
     except LivingMemoryError as exc:
         fail(str(exc))
@@ -650,8 +660,45 @@ def eval_answers(
             console.print(f"[red]✗[/red] [bold]{case.id}[/bold] ({case.category}) {case.question}", soft_wrap=True)
             for failure in case.failures:
                 console.print(f"    {failure}", soft_wrap=True, markup=False)
-    if not passed:
+    crisis_failed = eval_crisis(crisis, as_json=False, embedder=embedder) if crisis is not None else 0
+    if not passed or crisis_failed:
         raise typer.Exit(1)
+
+
+def eval_crisis(path: Path, as_json: bool, embedder: Any = None) -> int:
+    """Run the crisis suite at ``path``: print recall and false alarms per kind and language; 1 below a target."""
+    from livemem.answer.evaluation import load_crisis_suite, run_crisis_suite
+
+    try:
+        suite = load_crisis_suite(path)
+    except LivingMemoryError as exc:
+        fail(str(exc))
+    if embedder is None:
+        from livemem.model.embedding import Embedder
+
+        serving = ServingSettings.from_env()
+        embedder = Embedder(
+            threads=serving.torch_threads, encoder=serving.encoder, query_precision=serving.query_precision,
+            precision=serving.index_precision, onnx_cache_dir=serving.onnx_cache,
+        )  # fmt: skip
+    result = run_crisis_suite(suite, embedder)
+    if as_json:
+        console.print_json(json.dumps(result.as_dict()))
+        return 1 if result.below_targets() else 0
+    table = Table(title=f"crisis suite {suite.name}")
+    for column in ("kind / language", "recall", "false alarms", "by lexicon", "by similarity"):
+        table.add_column(column, justify="left" if column == "kind / language" else "right")
+    rows = {**result.by_kind(), **result.by_language(), "all": result.overall()}
+    for name, row in rows.items():
+        table.add_row(
+            name, f"{row['found']}/{row['crisis']}", f"{row['false_alarms']}/{row['controls']}",
+            str(row["by_lexicon"]), str(row["by_similarity"]),
+        )  # fmt: skip
+    console.print(table)
+    for miss in result.failed:
+        console.print(f"  ✗ {miss.case.id}", soft_wrap=True, markup=False, style="red")
+    console.print(result.summary(), soft_wrap=True)
+    return 1 if result.below_targets() else 0
 
 
 registry_app = typer.Typer(

@@ -31,8 +31,9 @@ from typing import Any
 import httpx
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
+from livemem.answer import crisis
 from livemem.answer.graph import connection_sentences
-from livemem.answer.prompt import GREETING_REPLY, REDIRECT_EMERGENCY, display_phone, plain_lines, tidy
+from livemem.answer.prompt import GREETING_REPLY, display_phone, plain_lines, tidy
 from livemem.geo.home import home_of
 from livemem.index.sparse import tokens
 from livemem.settings import ContextSettings, PersonaSettings
@@ -352,6 +353,9 @@ HEDGES = {
 }
 
 
+MIN_LINE_WORDS = 8  # the fewest words of evidence a budgeted answer keeps room for (a name and its citation)
+
+
 def within_budget(lines: list[str], max_words: int | None, reserved: int = 0) -> list[str]:
     """The first lines whose words fit the answer budget less the ``reserved`` words of what the answer must say
     anyway (its heading, offers and hedge): whole items, so no citation is cut; the first line is always given,
@@ -408,13 +412,15 @@ def extractive_answer(context: dict[str, Any], table: Mapping[str, Persona] = PE
         else home_heading(context["route"]) if context["route"]["wv_scoped"]
         else "From Living Memory:"
     )  # fmt: skip
-    # the budget holds for the whole answer: what it must say (heading, offers, hedge) is counted first
-    reserved = sum(len(text.split()) for text in [head, *offers, *([hedge] if hedge else [])])
-    lines = within_budget(lines, (route.get("budget") or {}).get("max_words"), reserved)
-    lines.extend(offers)
-    if hedge:
-        lines.append(hedge)
-    return head + "\n" + "\n".join(tidy(line) for line in lines)
+    # The direct answer first: what is not here (the offers), then the evidence. The budget holds for the whole
+    # answer: what it must say (offers, hedge) is counted first, and a tight budget drops the heading before a line.
+    max_words = (route.get("budget") or {}).get("max_words")
+    reserved = sum(len(text.split()) for text in [*offers, *([hedge] if hedge else [])])
+    if max_words and reserved + len(head.split()) + MIN_LINE_WORDS > max_words:
+        head = ""
+    lines = within_budget(lines, max_words, reserved + len(head.split()))
+    body = [*offers, *lines, *([hedge] if hedge else [])]
+    return "\n".join([*([head] if head else []), *(tidy(line) for line in body)])
 
 
 MAX_PROGRAMS = 5  # registry programs and places an extractive answer lists
@@ -441,6 +447,8 @@ def program_lines(context: dict[str, Any]) -> list[str]:
                             f"hours {row['hours']}" if row.get("hours") else None) if p
             )  # fmt: skip
             note = conflict_note(row.get("conflicts") or [])
+            if item.get("eligible") is False and row.get("eligibility"):
+                note += f" (Eligibility: {str(row['eligibility']).rstrip('.')}; it may not serve where you asked.)"
             marked = f"; {row['verification_note']}" if row.get("verification_note") else ""
             lines.append(
                 f"- {program_name(row)} ({row['county']} County{marked}): {row.get('description') or ''} "
@@ -486,19 +494,21 @@ def canned_answer(context: dict[str, Any]) -> str | None:
     home = home_of(route.get("home"))  # the version's home (livemem.geo.home): West Virginia when none is named
     if route["intents"] == ["greeting"]:
         return GREETING_REPLY if home.states == ("WV",) else GREETING_REPLY.replace("West Virginia", home.state_names)
-    if route["response_class"] == "redirect":
-        if "emergency" in route["reason"]:
-            return REDIRECT_EMERGENCY
+    found = route.get("crisis")  # a crisis: its lines come first (``guard``), then what the evidence alone gives
+    shown = found["evidence_class"] if found else route["response_class"]
+    if found and shown in ("answer", "negotiate"):
+        return None
+    if shown == "redirect":
         elsewhere = [p for p in route.get("places") or [] if p.get("state") and not home.covers(p["state"])]
         where = f"{elsewhere[0]['name']} is outside {home.state_names}. " if elsewhere else ""
         return (
             f"{where}{home.name} covers {home.state_names} programs only. For other states, call 211 or the state's "
             "own benefits agency."
         )
-    if route["response_class"] == "refuse":
+    if shown == "refuse":
         return REFUSE_TEXT
-    if route["response_class"] == "clarify":
-        return CLARIFY_TEXT
+    if shown == "clarify":
+        return crisis.NO_PLACE.get(found["language"], crisis.NO_PLACE["en"]) if found else CLARIFY_TEXT
     return None
 
 
@@ -565,7 +575,18 @@ def refused_route(context: dict[str, Any], report: dict[str, Any]) -> None:
 
 def guard(answer: str, context: dict[str, Any], snap: Snapshot, mode: str) -> tuple[str, list[dict], dict[str, Any]]:
     """Apply the guardrail; returns the answer, the citations it uses and what the guardrail did
-    (``unmatched_citations``: the numbers the answer cites that match no evidence item, e.g. ``[99]``)."""
+    (``unmatched_citations``: the numbers the answer cites that match no evidence item, e.g. ``[99]``). The answer
+    to a crisis message (``route.crisis``) always starts with its crisis lines, whatever the model wrote, and even
+    when the answer is refused (``crisis_lines: first``)."""
+    text, cited, report = _guard(answer, context, snap, mode)
+    found = context["route"].get("crisis")
+    if found:
+        text = crisis.with_lines(text, found)
+        report["crisis_lines"] = "first"
+    return text, cited, report
+
+
+def _guard(answer: str, context: dict[str, Any], snap: Snapshot, mode: str) -> tuple[str, list[dict], dict[str, Any]]:
     by_n = {c["n"]: c for c in context["citations"]}
     numbers = list(dict.fromkeys(int(m) for m in CITATION.findall(answer)))
     cited = [by_n[n] for n in numbers if n in by_n]
@@ -575,9 +596,9 @@ def guard(answer: str, context: dict[str, Any], snap: Snapshot, mode: str) -> tu
     if leaks(snap, hidden, answer, supplied_text(context)) or any(c.get("collection") in hidden for c in cited):
         report["action"] = BLOCKED
         return REFUSE_TEXT, [], report
-    evidence_answer = context["route"]["response_class"] in ("answer", "negotiate") and context["route"]["intents"] != [
-        "greeting"
-    ]
+    route = context["route"]
+    shown = (route.get("crisis") or {}).get("evidence_class") or route["response_class"]  # a crisis: its evidence's
+    evidence_answer = shown in ("answer", "negotiate") and route["intents"] != ["greeting"]
     if evidence_answer and not cited and mode != "off":
         why = "the answer cites no evidence"
         if unmatched:
@@ -703,10 +724,14 @@ def stream_answer(
     other answer is generated whole, then sent in ``pieces``. A backend failing after its first token ends the
     answer with ``finish_reason: error`` and ``fallback`` naming why (the text so far is incomplete)."""
     live = backend is not None and canned_answer(context) is None and settings.guardrail != "refuse"
+    found = context["route"].get("crisis")
+    first = crisis.crisis_text(found) + "\n\n" if found else ""  # a crisis: its lines before any model token
     if live:
         hidden = context.get("hidden_collections", [])
         own = _shingles(supplied_text(with_supplied(context, dialogue)))
-        sent, finish = "", "stop"
+        sent, finish = first, "stop"
+        if first:
+            yield {"delta": first, "model": backend.model}
         try:
             for item in backend.stream(context["prompt"]["system"], context["prompt"]["context"], options, dialogue):
                 if "finish_reason" in item:
@@ -719,7 +744,8 @@ def stream_answer(
                     report = {"mode": settings.guardrail, "action": BLOCKED, "cited": 0,
                               "unmatched_citations": [n for n in numbers if n not in known]}  # fmt: skip
                     refused_route(context, report)
-                    yield {"answer": {"answer": REFUSE_TEXT, "citations": [], "backend": "llm", "model": backend.model,
+                    refused = crisis.with_lines(REFUSE_TEXT, found)
+                    yield {"answer": {"answer": refused, "citations": [], "backend": "llm", "model": backend.model,
                                       "fallback": None, "note": None, "guardrail": report,
                                       "finish_reason": "content_filter"}}  # fmt: skip
                     return
@@ -742,6 +768,9 @@ def stream_answer(
     else:
         answer = generate(context, snap, settings, backend, options, dialogue=dialogue, persona_table=persona_table)
     model = "fixed" if answer["backend"] == "fixed" else answer["model"]
-    for piece in pieces(answer["answer"]):
+    rest = answer["answer"]
+    if live and first and rest.startswith(first):  # the lines already went out, before the backend failed
+        rest = rest[len(first) :]
+    for piece in pieces(rest):
         yield {"delta": piece, "model": model}
     yield {"answer": answer}

@@ -31,7 +31,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-from livemem.answer import graph
+from livemem.answer import crisis, graph
 from livemem.answer.evidence import (
     gis_for,
     link_programs,
@@ -55,7 +55,6 @@ from livemem.answer.prompt import (
     response_budget,
 )
 from livemem.answer.routing import (
-    EMERGENCY,
     REGISTRY_NAME,
     Caller,
     ContextRequest,
@@ -114,11 +113,10 @@ def build_context(
     web_info: dict[str, Any] = {"admitted": False, "reason": "", "calls": []}
     elsewhere = out_of_state(sq, home)
     top_k = request.top_k or settings.top_k
+    found_crisis: crisis.Crisis | None = None
 
     if intents == ["greeting"]:
         response_class, reason = "answer", "small talk: answered without retrieval"
-    elif EMERGENCY.search(request.message):
-        response_class, reason = "redirect", "emergency words: pointed to 911 / 988"
     elif sq.invalid_zips and not sq.counties:
         response_class = "clarify"
         reason = f"ZIP {', '.join(sq.invalid_zips)} is not a ZIP code: which town, county or ZIP is meant?"
@@ -130,6 +128,10 @@ def build_context(
         collections = sq.collections or elig.collections
         vector = retriever.encode(request.message)
         tick("encode")
+        found_crisis = crisis.detect(request.message, vector, retriever.embedder)  # the same vector: no second encoding
+        tick("crisis")
+        if found_crisis is not None:  # its programs are looked up too (crisis lines first, then local help)
+            sq.populations.append(crisis.steering(found_crisis))
         mine = request.personal  # the mix: the person's own memory takes its share of top_k first
         sections["personal"] = mine.search(vector, top_k, settings.min_dense) if mine else []
         corpus_k = top_k - len(sections["personal"])
@@ -180,9 +182,10 @@ def build_context(
                 graph_route.setdefault("relationship", {"terms": [], "resolved": [], "connections": []})
                 graph_route["relationship"]["verdict"] = {**said, "from": "registry"}
                 sections["structured_facts"] = merge_facts(rests_on, sections["structured_facts"])
-                sections["registry"] = registry_rows(snap, [said["local_resource_id"]])
+                moved = [said["moved_to"]] if said.get("moved_to") else []
+                sections["registry"] = registry_rows(snap, [said["local_resource_id"], *moved])
                 queried.append(REGISTRY_NAME)
-        wants_registry = ("resource" in intents or (wv_scoped and sq.counties)) and not answered
+        wants_registry = ("resource" in intents or (wv_scoped and sq.counties) or found_crisis) and not answered
         if elig.registries and wants_registry and not sq.collections:
             ids = [p["local_resource_id"] for p in sections["unstructured"] if p.get("local_resource_id")]
             sections["registry"], registry_lookups = registry_lookup(
@@ -190,7 +193,9 @@ def build_context(
             )
             queried.append(REGISTRY_NAME)
             tick("registry")
-        if wv_scoped:
+        if found_crisis is not None:
+            web_info["reason"] = "excluded: a crisis message is never sent to the web"
+        elif wv_scoped:
             scope = "West-Virginia" if home.states == ("WV",) else home.label
             web_info["reason"] = f"excluded: {scope}-scoped (" + "; ".join(wv_reasons) + ")"
         elif web is None:
@@ -233,6 +238,22 @@ def build_context(
         extra.append(budget_instruction(budget, response_class))
     prompt, citations = assemble_prompt(request.message, sections, wv_scoped, settings, extra, home.state_names)
     tick("prompt")
+    if found_crisis is None and intents != ["greeting"] and "crisis" not in steps:
+        # not retrieved (a ZIP to clarify, a place elsewhere): the lexicon, else one encoding for the similarity
+        found_crisis = crisis.detect(request.message) or crisis.detect(
+            request.message, retriever.encode(request.message), retriever.embedder
+        )
+        tick("crisis")
+    offered = offers if response_class == "negotiate" else []
+    crisis_route = None
+    if found_crisis is not None:  # the crisis lines come first in every answer (livemem.answer.chat.guard)
+        lines = crisis.lines_for(found_crisis.kinds, found_crisis.language, home.states, home.crisis_lines)
+        crisis_route = crisis.route_crisis(found_crisis, lines, response_class)
+        reason = (
+            f"crisis ({found_crisis.kind}, by {found_crisis.matched_by}): the crisis lines first, then the "
+            f"{response_class} of the evidence ({reason})"
+        )
+        response_class = "redirect"
     filters = sq.filters()
     notes = sq.notes
     route = {
@@ -240,6 +261,7 @@ def build_context(
         "rules": rules,
         "response_class": response_class,
         "reason": reason,
+        "crisis": crisis_route,
         "filters": filters,
         "self_query": notes,
         "wv_scoped": wv_scoped,  # the names of when the home was always West Virginia: home_scoped, home_reasons
@@ -253,7 +275,7 @@ def build_context(
         "eligibility": {"role": caller.role, **elig.public()},
         "persona": request.persona,
         "population": sq.populations,
-        "negotiation": offers if response_class == "negotiate" else [],
+        "negotiation": offered,
         "budget": budget,
         "recency": {
             "bias": request.recency_bias,

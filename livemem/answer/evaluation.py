@@ -11,6 +11,10 @@ code path ``/chat`` answers with, and checked against what a resident would expe
   failure spelled out ("county: resolved [Raleigh], expected [Fayette]").
 - ``run_suite``: every case, accuracy per category and overall (``SuiteResult``); ``compare`` two results (the
   publish gate: ``gate``, run by a blocking asset check, orchestration/assets/answer_gate.py).
+- The crisis suite (``load_crisis_suite``, ``run_crisis_suite``; docs/crisis.md): the crisis detector's recall on
+  crisis messages and false alarms on controls, per kind and language; the gate (``eval.crisis``) refuses a version
+  below the targets (``RECALL_TARGET``, ``FALSE_ALARM_TARGET``, per kind) or failing a crisis case that the published
+  version passed (``crisis_records``: what each version passed when it was let through).
 """
 
 from __future__ import annotations
@@ -147,6 +151,7 @@ class EvalConfig:
     suite: Path
     gate: bool = True
     min_accuracy: float | None = None
+    crisis: Path | None = None  # the crisis suite (docs/crisis.md), resolved like ``suite``
 
     @classmethod
     def from_sources(cls, config: SourcesConfig) -> EvalConfig | None:
@@ -155,7 +160,9 @@ class EvalConfig:
             return None
         suite = Path(os.path.expanduser(raw["suite"]))
         suite = suite if suite.is_absolute() else (config.path.parent / suite).resolve()
-        return cls(suite, raw.get("gate", True), raw.get("min_accuracy"))
+        crisis = Path(os.path.expanduser(raw["crisis"])) if raw.get("crisis") else None
+        crisis = crisis if crisis is None or crisis.is_absolute() else (config.path.parent / crisis).resolve()
+        return cls(suite, raw.get("gate", True), raw.get("min_accuracy"), crisis)
 
 
 # --- asking ------------------------------------------------------------------------------------------------------------
@@ -535,6 +542,8 @@ class GateOutcome:
     summary: str
     comparison: Comparison | None = None
     notes: tuple[str, ...] = ()
+    crisis: CrisisResult | None = None  # the crisis suite's result (docs/crisis.md), when the section names one
+    crisis_regressed: tuple[str, ...] = ()  # crisis cases that passed for the published version and fail now
 
 
 def evaluate_version(
@@ -573,6 +582,7 @@ def gate(
         if staged is None:
             return GateOutcome(True, "nothing staged: the current version was checked when published")
         suite = load_suite(wanted.suite)
+        crisis_suite = load_crisis_suite(wanted.crisis) if wanted.crisis else None
     except ConfigError as exc:
         return GateOutcome(False, f"the answer suite cannot be read: {exc}")
     serving = serving or ServingSettings.defaults()
@@ -589,7 +599,17 @@ def gate(
         except IndexUnavailable as exc:  # a damaged published version must not stop its replacement
             notes.append(f"the published version {published} could not be asked ({exc}); compared with nothing")
     comparison = compare(staged_result, published_result, wanted.min_accuracy)
-    return GateOutcome(not comparison.worse, comparison.summary(), comparison, tuple(notes))
+    if crisis_suite is None:
+        return GateOutcome(not comparison.worse, comparison.summary(), comparison, tuple(notes))
+    # the crisis detector, as serving runs it (this embedder); "passed before": what the published version passed
+    crisis_result = run_crisis_suite(crisis_suite, embedder)
+    records = crisis_records(home)
+    safe, said, regressed = crisis_gate(crisis_result, records.get(published) if published else None)
+    passed = safe and not comparison.worse
+    if passed:
+        write_crisis_record(home, staged, crisis_result)
+    outcome = GateOutcome(passed, f"{comparison.summary()}; {said}", comparison, tuple(notes), crisis_result)
+    return replace(outcome, crisis_regressed=tuple(regressed))
 
 
 # --- the crisis suite (docs/crisis.md) ---------------------------------------------------------------------------------
@@ -761,3 +781,32 @@ def crisis_gate(result: CrisisResult, passed_before: set[str] | None) -> tuple[b
     below = result.below_targets()
     text = result.summary() + (f"; {len(regressed)} crisis case(s) passed before and fail now" if regressed else "")
     return not below and not regressed, text, regressed
+
+
+CRISIS_RECORD = "crisis_passing.json"  # in the index home: the crisis cases each gated version passed
+
+
+def crisis_records(home: IndexHome) -> dict[str, set[str]]:
+    """version id → the ids of the crisis cases it passed when the gate let it through (none recorded: {})."""
+    import json
+
+    path = Path(home.root) / CRISIS_RECORD
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(v): set(ids) for v, ids in data.items() if isinstance(ids, list)} if isinstance(data, dict) else {}
+
+
+def write_crisis_record(home: IndexHome, version: str, result: CrisisResult, keep: int = 20) -> None:
+    """Record what ``version`` passed (the last ``keep`` versions are kept), atomically."""
+    import json
+
+    records = crisis_records(home)
+    records.pop(version, None)
+    records[version] = result.passing_ids()
+    kept = dict(list(records.items())[-keep:])
+    path = Path(home.root) / CRISIS_RECORD
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({v: sorted(ids) for v, ids in kept.items()}, ensure_ascii=False), encoding="utf-8")
+    tmp.replace(path)

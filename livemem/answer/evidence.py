@@ -427,13 +427,35 @@ def _origin(sq: SelfQuery) -> tuple[float, float] | None:
     return origin
 
 
+# "Fayette County residents", "residents of Fayette County", "Fayette and Raleigh County residents"
+_NAMES = r"(?:[A-Z][\w.'-]*(?: [A-Z][\w.'-]*)*)(?:(?:,| and| or) (?:[A-Z][\w.'-]*(?: [A-Z][\w.'-]*)*))*"
+RESIDENTS = re.compile(rf"\b({_NAMES}) Count(?:y|ies) residents\b|\bresidents of ({_NAMES}) Count(?:y|ies)\b")
+
+
+def eligible_counties(eligibility: str) -> set[str]:
+    """The counties a program's eligibility limits it to (their keys; empty: none named)."""
+    out: set[str] = set()
+    for m in RESIDENTS.finditer(eligibility or ""):
+        names = m.group(1) or m.group(2)
+        out |= {county_key(n) for n in re.split(r",\s*|\s+(?:and|or)\s+", names) if n.strip()}
+    return out
+
+
+def excludes(row: dict[str, Any], counties: list[str]) -> bool:
+    """Whether a registry row's eligibility limits it to counties none of which the person named (a program for
+    "Fayette County residents", asked about from Kanawha County); False when either names no county."""
+    limited = eligible_counties(str(row.get("eligibility") or ""))
+    return bool(limited and counties) and not limited & {county_key(c) for c in counties}
+
+
 def rank_programs(sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, message: str) -> list[dict[str, Any]]:
     """Registry programs and places, the most useful first (``route.programs``; the answer lists them in this
     order): those serving a population the message names first, then by the need they answer (the message's program types in the order it names them, else the
     types its population or "benefits" steer to), then in the town the message names, then covering its ZIP,
     then nearest to the place asked about (gazetteer distance between towns), registry rows before places on a
     tie (the registry is verified), then by the words they share with the message. A place linked to a registry
-    row (``same_as``) is not listed again."""
+    row (``same_as``) is not listed again. A program whose eligibility names counties none of which the person
+    named comes after every other (``eligible: false``; the answer says so on its line)."""
     needs = sq.steered_types()
     towns = {t.casefold() for t in sq.towns}
     origin = _origin(sq)
@@ -462,8 +484,9 @@ def rank_programs(sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, mess
             serves = bool(sq.populations) and serves_population(
                 {"eligibility": item.get("eligibility"), "description": item.get("description")}, sq.populations
             )
-            key = (not serves, need_rank, not in_town, not covers, distance if distance is not None else 1e9,
-                   kind != "registry", -shared, n)  # fmt: skip
+            excluded = kind == "registry" and excludes(item, sq.counties)
+            key = (excluded, not serves, need_rank, not in_town, not covers,
+                   distance if distance is not None else 1e9, kind != "registry", -shared, n)  # fmt: skip
             items.append((key, {
                 "kind": kind,
                 "id": item["local_resource_id"] if kind == "registry" else item["entity_id"],
@@ -473,6 +496,7 @@ def rank_programs(sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, mess
                 "in_town": in_town,
                 "covers_zip": covers,
                 "distance_km": distance,
+                **({"eligible": False} if excluded else {}),
             }))  # fmt: skip
     items.sort(key=lambda pair: pair[0])
     # several needs: the best of each first, then the second of each, ... ("SNAP and WIC": a SNAP office, a WIC
@@ -590,6 +614,46 @@ def find_program(rows: list[dict[str, Any]], term: str) -> dict[str, Any] | None
     return min(hits, key=lambda r: len(str(r["name"]))) if hits else None
 
 
+def named_in(rows: list[dict[str, Any]], message: str) -> list[dict[str, Any]]:
+    """The rows a message names in full: every word of the row's name (bar a few, and at least two) is in the
+    message ("Old Beckley Soup Kitchen hours" names Old Beckley Soup Kitchen; "soup kitchen in Beckley" does not)."""
+    said = set(re.findall(r"[a-z0-9]+", message.casefold()))
+    out = []
+    for row in rows:
+        words = set(re.findall(r"[a-z0-9]+", str(row.get("name", "")).casefold())) - NAME_STOPWORDS
+        if len(words) >= 2 and words <= said:
+            out.append(row)
+    return out
+
+
+def closed_named(
+    snap: Snapshot, rows: list[dict[str, Any]], message: str
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """A question that names a closed program ("Old Beckley Soup Kitchen hours", "where is the Old Beckley Soup
+    Kitchen"): it closed, when, and where its service went (a listed program its closing note names, as
+    ``moved_to``); None when it names none, or names a listed program at least as fully."""
+    closed = named_in(_closed_programs(snap), message)
+    if not closed:
+        return None, []
+    gone = max(closed, key=lambda r: len(str(r["name"])))
+    listed = named_in(rows, message)
+    if listed and max(len(str(r["name"])) for r in listed) >= len(str(gone["name"])):
+        return None, []
+    said = f"{gone['name']} closed on {gone['deprecated_at']}."
+    note = str(gone.get("description") or "")
+    if note:
+        said += f" {note}"
+    moved = [r for r in named_in(rows, note) if r["local_resource_id"] != gone["local_resource_id"]]
+    if moved:
+        said += f" {moved[0]['name']}" + (f": hours {moved[0]['hours']}." if moved[0].get("hours") else ".")
+    facts = [_registry_fact(gone, "closed_on", gone["deprecated_at"], "date")]
+    out = {"answer": "closed", "sentence": said, "local_resource_id": gone["local_resource_id"]}
+    if moved:
+        out["moved_to"] = moved[0]["local_resource_id"]
+        facts.append(_registry_fact(gone, "moved_to", str(moved[0]["name"]), "program"))
+    return out, facts
+
+
 def _registry_fact(row: dict[str, Any], predicate: str, obj: str, kind: str) -> dict[str, Any]:
     return {
         "subject": row["local_resource_id"], "subject_label": row["name"], "predicate": predicate, "object": obj,
@@ -604,8 +668,10 @@ def registry_verdict(snap: Snapshot, message: str) -> tuple[dict[str, Any] | Non
     Y?" (its ZIP coverage, town or county). ``{"answer", "sentence", "local_resource_id"}`` and the registry facts
     it rests on; None when the question is no such question or names no program."""
     index = load_registry_index(snap.path)
-    if index is None or not YES_NO.match(message) or len(message) > graph.MAX_RELATIONSHIP_CHARS:
+    if index is None or len(message) > graph.MAX_RELATIONSHIP_CHARS:
         return None, []
+    if not YES_NO.match(message):
+        return closed_named(snap, index.rows, message)
     if m := OPEN_QUESTION.match(message):
         closed = find_program(_closed_programs(snap), m.group("a"))
         row = find_program(index.rows, m.group("a"))

@@ -59,25 +59,36 @@ GREETING = re.compile(
 RESOURCE_TYPES: dict[str, str] = {
     "utility_assistance": r"utilit\w*|heat|heating|heater|heat bills?|(?:electric|electricity|power|gas|water|energy|"
     r"utility|heating|light) bills?|electric\w*|lieap|liheap|energy assistance|shut-?offs?|shut off|disconnect\w*|"
-    r"propane|fuel oil|furnace|keep (?:the )?(?:heat|lights) on",
+    r"propane|fuel oil|furnace|keep (?:the )?(?:heat|lights) on|lights? (?:got |were |was )?(?:cut|turned) off|"
+    r"factura de (?:la )?(?:luz|electricidad|gas|agua)|calefacci[oó]n|electricidad|corte de (?:luz|servicio)|"
+    r"pagar (?:la )?luz",
     "snap": r"snap|food stamps?|ebt|food benefits?|food assistance|(?:need|needs|afford|buy|buying) (?:\w+ )?food|"
-    r"help (?:with|buying|paying for) food",
-    "wic": r"wic|(?:baby|infant) formula|formula for (?:my|the) baby|nutrition|healthy food",
-    "medicaid": r"medicaid|wvchip|chip|health coverage|health insurance|medical card|insurance card",
+    r"help (?:with|buying|paying for) food|cupones de (?:alimentos|comida)|estampillas de comida|"
+    r"(?:asistencia|ayuda|beneficios) (?:de|con|para) (?:alimentos|comida)",
+    "wic": r"wic|(?:baby|infant) formula|formula for (?:my|the) baby|nutrition|healthy food|"
+    r"f[oó]rmula (?:para|de) (?:mi |el )?beb[eé]|leche para (?:mi |el )?beb[eé]",
+    "medicaid": r"medicaid|wvchip|chip|health coverage|health insurance|medical card|insurance card|"
+    r"seguro (?:m[eé]dico|de salud)",
     "food_pantry": r"pantry|pantries|food banks?|groceries|grocery|meals?|soup kitchens?|hungry|free food|food boxes?|"
-    r"something to eat|nothing to eat|food tonight",
+    r"something to eat|nothing to eat|food tonight|(?:need|needs|needing|get|find|out of|no) (?:some )?food|"
+    r"starving|feed (?:my|our) (?:kids|children|family)|despensas?|bancos? de (?:alimentos|comida)|comida|"
+    r"comedor(?:es)?(?: social(?:es)?)?|tengo hambre|hambre",
     "seasonal_assistance": r"winter coats?|coats?|jackets?|gloves|blankets?|holiday|christmas|toys|school supplies|"
     r"cooling cent\w*|coat drives?",
     "housing": r"housing|rent|rental|shelters?|evict\w*|homeless\w*|weatheri\w*|place to (?:stay|sleep|live)|"
-    r"(?:somewhere|where) to (?:stay|sleep)|sleep tonight|shelter tonight|section 8|vouchers?",
+    r"(?:somewhere|where) to (?:stay|sleep)|sleep tonight|shelter tonight|section 8|vouchers?|kicked out|"
+    r"refugios?|albergues?|vivienda|renta|alquiler|desalojo|desalojad[oa]s?|sin hogar|d[oó]nde dormir",
     "healthcare": r"clinics?|doctors?|dental|dentists?|teeth|pharmac\w*|prescriptions?|primary care|medical care|"
-    r"health care|healthcare|check-?ups?|vaccinations?|vaccines?|shots|sick|nurses?",
+    r"health care|healthcare|check-?ups?|vaccinations?|vaccines?|shots|sick|nurses?|cl[ií]nicas?|m[eé]dicos?|"
+    r"enferm[oa]s?|dentistas?|farmacias?",
     "behavioral_health": r"mental health|counsel(?:ing|or|ors)|therap(?:y|ist)|addiction|substance use|"
-    r"behavioral health|depress\w*|anxiety",
-    "transportation": r"rides?|transportation|bus(?:es)?|transit|get to (?:my|the) (?:doctor|appointment)",
-    "childcare": r"child ?care|daycare|day care|babysit\w*",
-    "employment": r"jobs?|employment|work search|unemploy\w*",
-    "legal_aid": r"legal aid|lawyers?|attorneys?|legal help|legal advice|benefits denial|denied benefits|appeal",
+    r"behavioral health|depress\w*|anxiety|salud mental|consejer[ií]a|terapia",
+    "transportation": r"rides?|transportation|bus(?:es)?|transit|get to (?:my|the) (?:doctor|appointment)|"
+    r"transporte",
+    "childcare": r"child ?care|daycare|day care|babysit\w*|guarder[ií]as?|cuidado de (?:los )?niñ[oa]s",
+    "employment": r"jobs?|employment|work search|unemploy\w*|trabajo|empleo",
+    "legal_aid": r"legal aid|lawyers?|attorneys?|legal help|legal advice|benefits denial|denied benefits|appeal|"
+    r"abogad[oa]s?|ayuda legal",
     "senior_services": r"senior services|elderly",
     "disability_services": r"disability services",
 }
@@ -85,6 +96,12 @@ RESOURCE_TYPES: dict[str, str] = {
 # benefits office handles, in this order (SelfQuery.steered_types).
 GENERAL_BENEFITS = re.compile(r"\b(?:benefits?|public assistance|government (?:help|assistance)|dhhr|aid)\b", re.I)
 GENERAL_BENEFIT_TYPES = ("snap", "medicaid", "wic", "utility_assistance")
+# Program types that meet one need: a population's program of the family a message names is looked up beside it.
+NEED_FAMILIES = (
+    frozenset({"snap", "wic", "food_pantry"}),
+    frozenset({"medicaid", "healthcare"}),
+    frozenset({"housing", "utility_assistance"}),
+)
 RESOURCE_PATTERNS = {t: re.compile(rf"\b(?:{p})\b", re.IGNORECASE) for t, p in RESOURCE_TYPES.items()}
 INTENT_RULES: list[tuple[str, str, re.Pattern[str]]] = [
     (
@@ -101,7 +118,7 @@ INTENT_RULES: list[tuple[str, str, re.Pattern[str]]] = [
         "place or proximity words",
         re.compile(
             r"\b(near|nearest|closest|where|map|located|location|address|directions?|around|distance|"
-            r"within \d+ ?(?:km|miles?|mi))\b",
+            r"within \d+ ?(?:km|miles?|mi)|cerca|d[oó]nde|direcci[oó]n)\b",
             re.IGNORECASE,
         ),
     ),
@@ -110,7 +127,7 @@ INTENT_RULES: list[tuple[str, str, re.Pattern[str]]] = [
         "help / program vocabulary",
         re.compile(
             r"\b(help|assistance|programs?|apply|application|benefits?|referr\w*|office|services?|eligib\w*|"
-            r"qualify|pay(?:ing)?)\b",
+            r"qualify|pay(?:ing)?|ayuda|asistencia|programas?|solicit\w*|beneficios?|servicios?|oficinas?)\b",
             re.IGNORECASE,
         ),
     ),
@@ -125,9 +142,6 @@ INTENT_RULES: list[tuple[str, str, re.Pattern[str]]] = [
         ),
     ),
 ]
-EMERGENCY = re.compile(
-    r"\b(911|suicid\w*|kill (?:my|him|her)self|overdos\w*|in danger|being abused|emergency room)\b", re.IGNORECASE
-)
 
 
 def route_intents(message: str) -> tuple[list[str], list[dict[str, str]]]:
@@ -173,13 +187,13 @@ POPULATIONS: list[tuple[str, str, tuple[str, ...], str]] = [
     (
         "family_with_children",
         r"famil(?:y|ies) with (?:kids|children|a baby|young children)|my (?:kids|children|baby|son|daughter)|"
-        r"kids|children|infants?|toddlers?|newborns?|babies",
+        r"kids|children|infants?|toddlers?|newborns?|babies|mis hij[oa]s|mis niñ[oa]s|mi beb[eé]|niñ[oa]s",
         ("wic", "snap", "childcare", "seasonal_assistance", "medicaid", "food_pantry"),
         r"child|famil|infant|kids|baby",
     ),
     (
         "pregnant",
-        r"pregnan\w*|expecting a baby|breastfeed\w*|postpartum",
+        r"pregnan\w*|expecting a baby|breastfeed\w*|postpartum|embarazada|esperando un beb[eé]",
         ("wic", "medicaid", "healthcare"),
         r"pregnan|breastfeed|postpartum",
     ),
@@ -281,7 +295,10 @@ class SelfQuery:
         benefits when it asks for benefits in general (in order)."""
         if self.resource_types:  # those a named population is referred to first ("pregnant ... food": WIC, then SNAP)
             wanted = {t for p in self.populations for t in p["resource_types"]}
-            return sorted(self.resource_types, key=lambda t: t not in wanted)
+            # and the population's programs for the same need ("pregnant and need help buying food": WIC too)
+            family = {t for f in NEED_FAMILIES if f & set(self.resource_types) for t in f}
+            added = [t for p in self.populations for t in p["resource_types"] if t in family]
+            return sorted(dict.fromkeys([*self.resource_types, *added]), key=lambda t: t not in wanted)
         steered = list(dict.fromkeys(t for p in self.populations for t in p["resource_types"]))
         if not steered and self.general_benefits:
             steered = list(GENERAL_BENEFIT_TYPES)

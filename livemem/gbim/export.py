@@ -187,12 +187,14 @@ def embed_text(entity: dict[str, Any]) -> str:
 def _empty_manifest(config: SourcesConfig, embedder: Embedder) -> dict[str, Any]:
     """The chunk part of a manifest for a version staged on an empty index (no chunks yet)."""
     from livemem.ingest.manifest import governance_status
+    from livemem.sources.home import home_from_sources
 
     return {
         "layout_version": LAYOUT_VERSION,
         "segments": [],
         "model": {"id": embedder.model_id, "dim": embedder.dim},
         "chunking": config.chunking,
+        "home": home_from_sources(config).to_manifest(),  # what serving answers for (docs/home.md)
         "total_chunks": 0,
         "total_parents": 0,
         "sealed_chunks": 0,

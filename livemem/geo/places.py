@@ -411,6 +411,7 @@ PREPOSITION_NAME = re.compile(r"\b(?:in|near|around|at|from|to|for)\s+([A-Z][a-z
 # lower case after a preposition ("wic in hialeah", "food in browrd"): home towns of LOWER_TOWN_POPULATION or more
 # and home counties only, by name or close misspelling
 PREPOSITION_LOWER = re.compile(r"\b(?:in|near|around|at|from)\s+([a-z][a-z-]{4,}(?:\s+[a-z][a-z]{2,})?)\b")
+LOWER_WORDS = frozenset({"summer", "spring", "winter", "person", "general"})  # close to a county, not one
 HYPHENATED = re.compile(r"\b([A-Za-z][a-z]{2,}-[A-Za-z][a-z]{2,})\b")  # "Miami-Dad": a misspelt hyphenated county
 COUNTY_PHRASE = re.compile(r"\b([A-Za-z][a-z]{3,}(?:[\s-]+[A-Za-z][a-z]+)?)\s+(?:county|co\.)(?=\W|$)", re.IGNORECASE)
 MIN_CITY_ELSEWHERE = 20000  # a capitalised unknown name is another state's city only when it is this big
@@ -597,16 +598,17 @@ def find_places(message: str, home: Home = WEST_VIRGINIA) -> list[Place]:
         if not free(*m.span(1)) or _state_of(name) or name in AMBIGUOUS_NAMES or name in ENGLISH_WORDS:
             continue
         for words in (name, name.split()[0]):
-            if words in AMBIGUOUS_NAMES or (words != name and len(words) < 5):
+            if words in AMBIGUOUS_NAMES or words in LOWER_WORDS or (words != name and len(words) < 5):
                 continue
             span = (m.start(1), m.start(1) + len(words))
             close = _closest(words, _county_choices(states))
+            typo = words if close != words else None
             if close:
-                qualify(county_place(f"{_county_of(close, states)[1]} County", _county_of(close, states), words), *span)
+                qualify(county_place(f"{_county_of(close, states)[1]} County", _county_of(close, states), typo), *span)
                 break
             close = _closest(words, _big_town_choices(states))
             if close:
-                qualify(town_place(close.title(), close, corrected_from=words), *span)
+                qualify(town_place(close.title(), close, corrected_from=words if close != words else None), *span)
                 break
     places = [p for _, p in sorted(found, key=lambda item: item[0])]
     # one other state named, no home state: a home name that state also has is that state's place

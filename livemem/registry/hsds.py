@@ -46,6 +46,8 @@ from livemem.geo.names import without_county_word
 from livemem.geo.zips import zip_data
 from livemem.registry import FIELDS, RESOURCE_TYPES
 from livemem.registry.fields import csv_cell, csv_text
+from livemem.registry.listing import clock, day_codes, hours_line, merge_schedules
+from livemem.registry.taxonomy import types_of_terms
 from livemem.schemas import SCHEMA_DIR
 
 HSDS_DIR = SCHEMA_DIR / "hsds"
@@ -63,6 +65,7 @@ RESOURCE_TYPE_TAXONOMY = "Living Memory resource types"
 ID_TERM = "local_resource_id"  # attribute term whose value keeps a registry id that is not a UUID
 PROVIDER_SEPARATOR = re.compile(r"\s+[–—-]\s+")  # "Fayette County DHHR Office – SNAP": provider – program
 PREVIOUS_UNKNOWN = "not recorded"  # metadata previous_value of a verification export records (the registry keeps none)
+PHONE_TYPES = ("text", "voice", "fax", "cell", "video", "pager", "textphone")  # RFC 6350, as HSDS lists them
 TABULAR_DIR = "tabular"  # where export writes the tabular data package, beside services.json
 ZIP5 = re.compile(r"\b(\d{5})(?:-\d{4})?\b")
 ADDRESS = re.compile(r"^(?P<street>.+?),\s*(?P<city>[^,]+),\s*(?P<state>[A-Z]{2})\s+(?P<zip>\d{5}(?:-\d{4})?)$")
@@ -383,12 +386,25 @@ def _phone_text(phone: dict[str, Any]) -> str:
     return phone["number"] + (f" x{int(ext)}" if isinstance(ext, int | float) else "")
 
 
-def _schedule_text(schedule: dict[str, Any]) -> str | None:
-    if schedule.get("description"):
-        return str(schedule["description"])
-    hours = "-".join(str(schedule[k])[:5] for k in ("opens_at", "closes_at") if schedule.get(k))
-    text = " ".join(p for p in (schedule.get("byday"), hours) if p)
-    return text or None
+def _phone_entry(phone: dict[str, Any]) -> dict[str, Any]:
+    """An HSDS phone as a registry phone entry (number, extension, type, note)."""
+    ext = phone.get("extension")
+    return {
+        "number": phone["number"],
+        "extension": str(int(ext)) if isinstance(ext, int | float) else (str(ext) if ext else None),
+        "type": phone.get("type"),
+        "note": phone.get("description") or None,
+    }
+
+
+def _schedule_entry(schedule: dict[str, Any]) -> dict[str, Any]:
+    """An HSDS schedule as a registry schedule entry (days, opens_at, closes_at, description)."""
+    return {
+        "days": day_codes(schedule.get("byday")),
+        "opens_at": clock(schedule.get("opens_at")),
+        "closes_at": clock(schedule.get("closes_at")),
+        "description": schedule.get("description") or None,
+    }
 
 
 def _address_text(address: dict[str, Any]) -> str:
@@ -487,16 +503,24 @@ def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], 
 
     owners = [("service", sid), ("service_at_location", sal["id"]), ("location", location["id"])]
     phones = look.first("phone", [*owners, ("organization", org.get("id"))])
-    hours = "; ".join(t for t in map(_schedule_text, look.first("schedule", owners)) if t) or None
+    schedules = merge_schedules(map(_schedule_entry, look.first("schedule", owners)))
+    hours = hours_line(schedules)
     status = service["status"]
     if status == "temporarily closed":
         hours = f"{TEMPORARILY_CLOSED} {hours}" if hours else TEMPORARILY_CLOSED
 
     terms = look.service_terms(sid)
     own_ids = [a["value"] for a, term in terms if term.get("code") == ID_TERM and a.get("value")]
-    resource_type = _resource_type([term for _, term in terms])
-    if resource_type is None:
-        report("warning", "no taxonomy term names a registry resource_type: imported as other")
+    exact = _resource_type([term for _, term in terms])  # a term named like a registry type (what export writes)
+    source_terms = [term for _, term in terms if term.get("code") != ID_TERM]
+    types = list(dict.fromkeys([*([exact] if exact else []), *types_of_terms(source_terms)]))
+    if not types:
+        report("warning", "no taxonomy term maps to a registry resource_type: imported as other")
+    kept_terms = [
+        {"code": t.get("code"), "name": t["name"], "taxonomy": t.get("taxonomy")}
+        for t in source_terms
+        if t.get("taxonomy") != RESOURCE_TYPE_TAXONOMY and isinstance(t.get("name"), str)
+    ]
 
     assured = service.get("assured_date")
     verified_by = service.get("assurer_email")
@@ -504,29 +528,38 @@ def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], 
         changes = [m for m in look.metadata_by_resource.get(sid, []) if m["field_name"] == "assured_date"]
         if changes:
             verified_by = max(changes, key=lambda m: m["last_action_date"])["updated_by"]
-    deprecated_at = None
+    deprecated_at = listed_at = None
     if status in ("inactive", "defunct"):
         # the registry's way to say "no longer offered": the row leaves the published slice from that day
         deprecated_at = _date(service.get("last_modified") or now.date().isoformat())
+    elif service.get("last_modified"):  # when the directory last changed the listing ("listed ..., not verified")
+        listed_at = _date(service["last_modified"])
     return {
         "local_resource_id": own_ids[0] if own_ids else sid,
         "name": service["name"],
         "description": service.get("description") or (None if _made_by_export(org) else org.get("description")),
-        "resource_type": resource_type or "other",
+        "resource_type": types[0] if types else "other",
+        "resource_types": types or ["other"],
+        "taxonomy_terms": kept_terms or None,
         "county": county,
         "zip": zip5,
         "zip_coverage": list(dict.fromkeys(coverage)),
         "address": _address_text(address),
+        "state": address["state_province"].upper() if re.fullmatch(r"[A-Za-z]{2}", address["state_province"]) else None,
         "contact_phone": _phone_text(phones[0]) if phones else None,
+        "phones": [_phone_entry(p) for p in phones] or None,
         "contact_email": service.get("email") or org.get("email"),
         "url": service.get("url") or org.get("website"),
         "eligibility": service.get("eligibility_description"),
         "hours": hours,
+        # structured hours only when there is structure (days or times): a text-only schedule is its hours line
+        "schedules": schedules if any(e["days"] or e["opens_at"] or e["closes_at"] for e in schedules) else None,
         "verification_status": "verified" if assured else "unverified",
         "last_verified_at": _date(assured) if assured else None,
         "verified_by": verified_by,
         "deprecated_at": deprecated_at,
         "organization": _recorded_organization(org) if org else None,
+        "listed_at": listed_at,
     }
 
 
@@ -611,6 +644,53 @@ def _attribute(sid: str, term: dict[str, Any], value: str | None = None) -> dict
     return out if value is None else {**out, "value": value}
 
 
+def _export_phone(phone: dict[str, Any], rid: str, sid: str, i: int) -> dict[str, Any]:
+    """A registry phone entry as an HSDS 3.0 phone (a numeric extension as a number, the note as its description)."""
+    out: dict[str, Any] = {"id": _uuid("phone", rid) if i == 0 else _uuid("phone", rid, str(i)), "service_id": sid}
+    out.update(_published_phone(phone["number"]))
+    ext = phone.get("extension")
+    if ext and str(ext).isdigit():
+        out["extension"] = int(ext)
+    out["type"] = phone.get("type") if phone.get("type") in PHONE_TYPES else "voice"
+    if phone.get("note"):
+        out["description"] = phone["note"]
+    return out
+
+
+def _export_schedule(entry: dict[str, Any], rid: str, sid: str, i: int) -> dict[str, Any]:
+    """A registry schedule entry as an HSDS 3.0 schedule (weekly on its days)."""
+    out: dict[str, Any] = {
+        "id": _uuid("schedule", rid) if i == 0 else _uuid("schedule", rid, str(i)),
+        "service_id": sid,
+    }
+    if entry.get("days"):
+        out.update(freq="WEEKLY", byday=",".join(entry["days"]))
+    for key in ("opens_at", "closes_at", "description"):
+        if entry.get(key):
+            out[key] = entry[key]
+    return out
+
+
+def _source_attribute(sid: str, term: dict[str, Any]) -> dict[str, Any]:
+    """A taxonomy term the source gave (an AIRS code and name, ...) as the service's attribute."""
+    code, name, taxonomy = term.get("code"), term["name"], term.get("taxonomy")
+    hsds_term = {
+        "id": _uuid("taxonomy_term", taxonomy or "", code or "", name),
+        "name": name,
+        "description": name,
+        **({"code": code} if code else {}),
+        **({"taxonomy": taxonomy} if taxonomy else {}),
+    }
+    return {
+        "id": _uuid("attribute", sid, hsds_term["id"]),
+        "link_id": sid,
+        "link_type": "service_type",
+        "link_entity": "service",
+        "taxonomy_term_id": hsds_term["id"],
+        "taxonomy_term": hsds_term,
+    }
+
+
 def _split_address(row: dict[str, Any]) -> dict[str, str]:
     """address_1 / city / state_province / postal_code from the registry's one-line address (``street, city, ST ZIP``, the
     form import writes); other text is the street, and the city and state are the ZIP's."""
@@ -683,6 +763,9 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
     if status == "defunct":  # when it ended: importing this export sets deprecated_at from it again
         ended = str(row["deprecated_at"])
         service["last_modified"] = ended if "T" in ended else f"{ended}T00:00:00Z"
+    elif row.get("listed_at"):  # when the source last listed it: importing this export sets listed_at again
+        listed = str(row["listed_at"])
+        service["last_modified"] = listed if "T" in listed else f"{listed}T00:00:00Z"
     for key, value in (
         ("description", row.get("description")),
         ("email", row.get("contact_email")),
@@ -691,7 +774,10 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
     ):
         if value:
             service[key] = value
-    if row.get("contact_phone"):
+    listed = [p for p in row.get("phones") or [] if isinstance(p, dict) and p.get("number")]
+    if listed:  # every phone, as verification published them (the first is the contact phone)
+        service["phones"] = [_export_phone(p, rid, sid, i) for i, p in enumerate(listed)]
+    elif row.get("contact_phone"):
         service["phones"] = [
             {"id": _uuid("phone", rid), "service_id": sid, "type": "voice", **_published_phone(row["contact_phone"])}
         ]
@@ -699,7 +785,9 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
     if status == "temporarily closed":
         service["alert"] = TEMPORARILY_CLOSED
         hours = hours.removeprefix(TEMPORARILY_CLOSED).strip()
-    if hours:
+    if row.get("schedules"):  # structured, as imported: importing the export merges them the same way again
+        service["schedules"] = [_export_schedule(entry, rid, sid, i) for i, entry in enumerate(row["schedules"])]
+    elif hours:
         service["schedules"] = [{"id": _uuid("schedule", rid), "service_id": sid, "description": hours}]
     if row.get("zip_coverage"):
         service["service_areas"] = [
@@ -731,8 +819,12 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
                     "updated_by": verified_by,
                 }
             ]
-    label = row["resource_type"].replace("_", " ").capitalize()
-    attributes = [_attribute(sid, _term(row["resource_type"], label, f"Registry resource_type {row['resource_type']}"))]
+    types = list(dict.fromkeys([row["resource_type"], *(row.get("resource_types") or [])]))
+    attributes = [
+        _attribute(sid, _term(kind, kind.replace("_", " ").capitalize(), f"Registry resource_type {kind}"))
+        for kind in types
+    ]
+    attributes += [_source_attribute(sid, term) for term in row.get("taxonomy_terms") or [] if term.get("name")]
     if sid != rid:  # keep the registry's own id, so importing this export gives the same rows back
         attributes.append(_attribute(sid, _term(ID_TERM, "Registry id", "The local_resources registry id"), rid))
     service["attributes"] = attributes

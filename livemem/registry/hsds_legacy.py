@@ -545,7 +545,7 @@ def _service_row(i: int, service: dict[str, str], where: str, look: _Look, stats
         "url": url,
         "eligibility": "; ".join(eligibility) or None,
         "hours": hours,
-        "schedules": schedules,
+        "schedules": schedules if any(e["days"] or e["opens_at"] or e["closes_at"] for e in schedules) else [],
         "organization": org.get("name"),
         "taxonomy_terms": terms,
         "languages": languages,
@@ -630,8 +630,18 @@ def fidelity_report(version: str, how: str, rows: list[dict[str, Any]], services
         },
         "flagged": dict((pkg.flags if pkg else Counter()) + (stats.fields if stats else Counter())),
         "dropped_reasons": dict(stats.dropped) if stats else {},
-        "unmapped_terms": dict(stats.unmapped.most_common()) if stats else {},
+        "unmapped_terms": dict((stats.unmapped if stats else _unmapped(rows)).most_common()),
     }
+
+
+def _unmapped(rows: list[dict[str, Any]]) -> Counter:
+    """The rows' taxonomy terms that map to no registry type, counted (what the 3.0 importer leaves uncounted)."""
+    found: Counter = Counter()
+    for row in rows:
+        for term in row.get("taxonomy_terms") or []:
+            if not term_types(term.get("code"), term.get("name")):
+                found[f"{term['code'] + ' ' if term.get('code') else ''}{term['name']}"] += 1
+    return found
 
 
 def report_lines(report: dict[str, Any]) -> list[str]:
@@ -682,10 +692,23 @@ def import_hsds(directory: str | Path, *, now: datetime | None = None) -> HsdsIm
     present = {p.name for p in directory.iterdir() if p.suffix in (".csv", ".json") and p.name != PACKAGE}
     known = {f"{table_file(t)}.{ext}" for t in _v3_tables() for ext in ("csv", "json")}
     pkg = LegacyPackage(version, how, {}, {}, {}, {}, {}, {}, result.files)
-    pkg.read = {name: 0 for name in result.files}
+    pkg.read = {name: _count_records(directory / name) for name in result.files}
     pkg.unknown = {name: 0 for name in sorted(present - known)}
     result.report = fidelity_report(version, how, result.rows, result.services_read, None, pkg)
     return result
+
+
+def _count_records(path: Path) -> int:
+    """Rows of a CSV table, records of a JSON one (a list, an API page or one record)."""
+    if path.suffix == ".csv":
+        return _count_rows(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return 0
+    if isinstance(data, dict):
+        return len(data["contents"]) if isinstance(data.get("contents"), list) else 1
+    return len(data) if isinstance(data, list) else 0
 
 
 def _v3_tables() -> tuple[str, ...]:

@@ -67,6 +67,17 @@ def _has_number(piece: str) -> bool:
     return len(digits) >= 7 or bool(SHORT.fullmatch(digits)) or bool(VANITY.search(piece))
 
 
+def _continues(piece: str) -> bool:
+    """Whether a piece without a number belongs to the number before it (an extension, an option, a note)."""
+    text = piece.strip()
+    if not re.search(r"\d", text):
+        return True
+    return bool(
+        re.match(r"(?:x|ext\.?|extension|ext:|opt(?:ion)?|press)\b|x\d", text, re.IGNORECASE)
+        or any(pattern.search(text) for pattern, _ in NOTES)
+    )
+
+
 def _note(text: str) -> tuple[str | None, str | None]:
     """(note, type) of the words around a number."""
     found: list[tuple[int, str]] = []
@@ -122,7 +133,7 @@ def _one(piece: str) -> tuple[dict[str, Any] | None, str | None]:
 def _parse(text: str) -> tuple[tuple[tuple[str, str | None, str | None, str | None], ...], str | None]:
     pieces: list[str] = []
     for piece in _split(text):
-        if pieces and not _has_number(piece):
+        if pieces and not _has_number(piece) and _continues(piece):
             pieces[-1] += " " + piece  # ", ext. 228", ", 24 hrs" belong to the number before
         else:
             pieces.append(piece)

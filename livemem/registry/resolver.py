@@ -268,9 +268,8 @@ def resolve(
         key = county_key(county)
         search = [(st, state_counties(st)[key]) for st in states if key in state_counties(st)]
         if not search:
-            names = {f"{c}|{st}": c for st in states for c in state_counties(st).values()}
-            close = difflib.get_close_matches(key, [county_key(c) for c in names.values()], n=3, cutoff=0.6)
-            spelled = {county_key(c): c for c in names.values()}
+            spelled = {k: name for st in states for k, name in state_counties(st).items()}
+            close = difflib.get_close_matches(key, list(spelled), n=3, cutoff=0.6)
             hint = f" (did you mean {', '.join(spelled[c] for c in close)}?)" if close else ""
             raise RegistryQueryError(f"{county!r} is not a county of {covers}{hint}")
     if resource_type is not None and resource_type not in RESOURCE_TYPES:

@@ -115,6 +115,8 @@ def run_verification(
             "last_updated": now_iso,
             "registry": section,
         }
+        # an index the registry stages first: its home until a build records the sources file's (docs/home.md)
+        manifest.setdefault("home", {"states": list(getattr(cfg, "covered_states", None) or (cfg.state,))})
         write_manifest(staged, manifest)
     timings = {
         "load_s": round(t_load - t0, 3),

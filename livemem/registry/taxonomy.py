@@ -100,7 +100,7 @@ def _name_patterns() -> tuple[tuple[re.Pattern[str], tuple[str, ...]], ...]:
 
 def code_types(code: str | None) -> tuple[str, ...]:
     """The types of an AIRS code by its longest listed prefix (``BD-1800.2000`` → food_pantry); () when none."""
-    if not code:
+    if not code or not is_airs_code(code):
         return ()
     code = code.strip().upper()
     for cut in range(len(code), 0, -1):
@@ -127,6 +127,7 @@ def name_types(name: str | None) -> tuple[str, ...]:
     return tuple(found)
 
 
+@cache
 def term_types(code: str | None, name: str | None) -> tuple[str, ...]:
     """The types of one taxonomy term: its code's, then what its name adds."""
     out = list(code_types(code))

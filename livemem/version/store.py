@@ -38,7 +38,7 @@ from filelock import FileLock
 from livemem.dates import iso, utc_now
 from livemem.errors import LivingMemoryError, PublishConflict
 from livemem.sources.config import Retention
-from livemem.version import parts_dir
+from livemem.version import PARTS, parts_dir
 from livemem.version.owners import Owner
 
 MANIFEST = "manifest.json"
@@ -248,6 +248,7 @@ class IndexHome:
             os.replace(staged, self.version_dir(version_id))
             self.owner_file(version_id).unlink(missing_ok=True)
             self._switch(version_id, "publish", when)
+            self.clear_staging()  # retention covers staging too: what no live writer owns goes with the old versions
             return self._prune(retention, now)
 
     @staticmethod
@@ -318,14 +319,17 @@ class IndexHome:
                 names.update(e["id"] for e in manifest.get("segments") or [] if isinstance(e, dict) and "id" in e)
         return names
 
-    def clear_staging(self, keep_latest: int = 1) -> list[str]:
-        """Remove leftovers before staging a new version; call with the write lock held.
+    def clear_staging(self, keep_latest: int = 0) -> list[str]:
+        """Remove what no live writer owns from ``staging/`` (and the segments only it held); call with the write
+        lock held. Every writer calls it before it stages (a build, ``derive_version``) and every publish after
+        it switches (retention), so what a killed or disk-full writer left is gone by the next one.
 
         Every staging step holds the lock, so an incomplete directory (no manifest) now is the remains of a
         crashed writer: removed. A complete one awaits its checks and publish step, which run without the lock:
-        it is kept while its owner is alive (``_owner_alive``), since taking it would make that run fail. Of the
-        complete ones whose owner is gone (a check failed, or it crashed before publishing), the newest
-        ``keep_latest`` are kept for inspection.
+        it is kept while its owner is alive (``_owner_alive``), since taking it would make that run fail. One whose
+        owner is gone (a check failed, or the writer was killed or ran out of disk before publishing) stays for
+        inspection until the next writer comes, then goes (``keep_latest``: keep that many of the newest of them).
+        A segment directory a killed writer left half-written (``parts/.tmp-*``) goes too.
         """
         if not self.staging.is_dir():
             return []
@@ -340,8 +344,13 @@ class IndexHome:
             version = record.name.removesuffix(OWNER_SUFFIX)
             if version not in staged and not self._owner_alive(version):
                 record.unlink(missing_ok=True)
+        parts = self.root / PARTS
         if doomed:
             self._gc_vectors()
+        elif parts.is_dir() and any(p.name.startswith(".tmp-") for p in parts.iterdir()):
+            from livemem.version.segments import gc_parts
+
+            gc_parts(self.root, self.referenced_segments())  # a segment half-written by a killed writer
         return doomed
 
     def _owner_alive(self, version_id: str) -> bool:
@@ -411,6 +420,7 @@ def derive_version(home: IndexHome, link: tuple[str, ...] = ()) -> tuple[str, Pa
     free of disk, for a caller that promises not to modify them (the base version's files are shared).
     """
     home.ensure()
+    home.clear_staging()  # what a killed or disk-full step left, when no live writer owns it
     base = home.current()
     version_id = home.new_version_id()
     staged = home.staged_dir(version_id)

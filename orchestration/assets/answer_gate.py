@@ -1,8 +1,9 @@
 """The answer gate: a blocking check on a staging asset that asks the sources file's answer suite (``eval: {suite:
 ..., gate: true}``) of the staged version and of the published one, and refuses to publish a version that answers
 it worse: fewer cases passing than the published version (or below ``eval.min_accuracy``). The check's metadata
-shows both scores, accuracy per category and every case that regressed with why (docs/answers-eval.md). Nothing
-published yet: it passes and records the first score. The logic is ``livemem.answer.evaluation.gate``.
+shows both scores, accuracy per category and every case that regressed with why (docs/answers-eval.md). With
+``eval.crisis`` it also refuses a version whose crisis detector is below its targets or fails a crisis case the
+published version passed (docs/crisis.md). Nothing published yet: it passes and records the first score. The logic is ``livemem.answer.evaluation.gate``.
 """
 
 import inspect
@@ -64,6 +65,14 @@ def gate_result(outcome: GateOutcome) -> AssetCheckResult:
         failing = [c.id for c in staged.failed]
         if failing:
             meta["failing"] = MetadataValue.md(_cases(comparison, failing))
+    if outcome.crisis is not None:
+        rows = ["| kind | recall | false alarms |", "|---|---|---|"]
+        for kind, row in outcome.crisis.by_kind().items():
+            rows.append(f"| {kind} | {row['found']}/{row['crisis']} | {row['false_alarms']}/{row['controls']} |")
+        meta["crisis"] = MetadataValue.md("\n".join(rows))
+        meta["crisis_below_targets"] = "; ".join(outcome.crisis.below_targets()) or "none"
+        if outcome.crisis_regressed:
+            meta["crisis_regressed"] = MetadataValue.md("\n".join(f"- {i}" for i in outcome.crisis_regressed[:LISTED]))
     if outcome.notes:
         meta["notes"] = MetadataValue.md("\n".join(f"- {n}" for n in outcome.notes))
     return AssetCheckResult(passed=outcome.passed, metadata=meta, description=outcome.summary)

@@ -216,9 +216,17 @@ class Route(BaseModel):
     rules: list[RouteRule] = Field(description="the routing rules that fired")
     response_class: Literal["answer", "negotiate", "clarify", "refuse", "redirect"] = Field(
         description="answer; negotiate (part answered, offers in `negotiation`); clarify (which place, or no "
-        "evidence); refuse (guardrail); redirect (emergency, or a place outside West Virginia)"
+        "evidence); refuse (guardrail); redirect (a crisis: the `crisis` lines first, then the evidence; or a place "
+        "outside West Virginia)"
     )
     reason: str = Field(description="why that response class, in words")
+    crisis: dict[str, Any] | None = Field(
+        None,
+        description="a message from someone who may be in danger (docs/crisis.md): kind (suicide_self_harm, "
+        "overdose_poisoning, violence_abuse, medical_emergency, child_in_danger), kinds, language (en, es), lines "
+        "(name, number, text: given first in the answer), matched_by (lexicon, similarity), score, evidence_class "
+        "(the response class the evidence alone gave); null otherwise. Its response_class is `redirect`",
+    )
     filters: RouteFilters = Field(description="the filters the evidence was retrieved with")
     self_query: list[SelfQueryNote] = Field(description="each filter read from the message or request, and from what")
     wv_scoped: bool = Field(description="true: the message is about West Virginia (then no web context is used)")
@@ -247,8 +255,8 @@ class Route(BaseModel):
     programs: list[dict[str, Any]] = Field(
         default_factory=list,
         description="registry programs and places, most useful first (need, town, ZIP coverage, distance): kind "
-        "(registry, place), id, name, need, town, in_town, covers_zip, distance_km, rank; the answer lists them in "
-        "this order",
+        "(registry, place), id, name, need, town, in_town, covers_zip, distance_km, rank, and `eligible: false` for "
+        "a program whose eligibility names counties the person did not; the answer lists them in this order",
     )
     links: list[dict[str, Any]] = Field(
         default_factory=list,
@@ -467,6 +475,9 @@ class Guardrail(BaseModel):
     cited: int = Field(description="evidence items the answer cites")
     unmatched_citations: list[int] = Field(
         default_factory=list, description="numbers the answer cites, e.g. [99], that match no evidence item"
+    )
+    crisis_lines: str | None = Field(
+        None, description="`first`: a crisis message's answer starts with its crisis lines (docs/crisis.md)"
     )
 
 

@@ -201,9 +201,11 @@ class ContextService:
         return {**result, "trace_id": trace_id, "cached": hit}
 
     def _trace(self, trace_id: str, caller: Caller, result: dict[str, Any], snap: Snapshot, hit: bool) -> None:
-        """The passages used are uses, like /query results: they feed the nightly attention rollup."""
+        """The passages used are uses, like /query results: they feed the nightly attention rollup. A crisis
+        message (``route.crisis``) leaves no trace: its words are kept no more than before it was answered with
+        evidence (docs/crisis.md)."""
         passages = result["unstructured"]
-        if not passages:
+        if not passages or result["route"].get("crisis"):
             return
         events = retrieval_events(
             trace_id=trace_id,

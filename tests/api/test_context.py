@@ -350,3 +350,31 @@ def test_normalised_score_is_one_scale_for_every_fusion_method():
     assert normalized_score(0.42, linear, 9.0, mode="dense") == 0.42  # dense: the cosine itself
     assert normalized_score(-0.1, linear, 9.0, mode="dense") == 0.0
     assert normalized_score(3.0, linear, 12.0, mode="sparse") == 0.25  # BM25: relative to the query's best
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Old Beckley Soup Kitchen hours", "where is the Old Beckley Soup Kitchen?", "old beckley soup kitchen phone"],
+)
+def test_a_closed_program_asked_for_by_name_says_it_closed_and_where_it_went(client, message):
+    body = client.post("/chat", json={"message": message}).json()
+    first = body["answer"].split("\n")[1]  # the line after the heading
+    assert "Old Beckley Soup Kitchen closed on 2026-09-30" in first, body["answer"]
+    assert "Beckley Family Shelter" in first
+    assert "ral-shelter-beckley" in [r["local_resource_id"] for r in body["evidence"]["registry"]]
+
+
+def test_a_need_near_a_closed_program_is_not_answered_with_its_closing(client):
+    body = client.post("/chat", json={"message": "soup kitchen in Beckley"}).json()
+    assert "closed on" not in body["answer"]
+
+
+def test_none_here_comes_first_and_a_program_for_other_counties_residents_is_marked_and_last(client):
+    body = client.post("/chat", json={"message": "food pantry in Charleston"}).json()
+    lines = body["answer"].split("\n")
+    assert lines[1].startswith("No verified food pantry program is listed for Charleston"), body["answer"]
+    programs = [p for p in body["route"]["programs"] if p["kind"] == "registry"]
+    limited = [i for i, p in enumerate(programs) if p.get("eligible") is False]
+    assert limited and all(i > j for i in limited for j, p in enumerate(programs) if p.get("eligible") is not False)
+    marked = [line for line in lines if "it may not serve where you asked" in line]
+    assert marked and all("Fayette County" in line for line in marked)

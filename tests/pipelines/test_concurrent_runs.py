@@ -150,6 +150,69 @@ def test_clear_staging_never_takes_a_version_whose_owner_is_alive(tmp_path: Path
     assert left == sorted([live_run, f"{live_run}.owner.json", other_host, f"{other_host}.owner.json"])
 
 
+def test_staging_no_live_writer_owns_is_gone_by_the_next_build_and_at_retention(tmp_path: Path, make_repo) -> None:
+    """Issue 49: a version a killed (or disk-full) writer left in staging — complete, killed during its checks, or
+    half-written, with a half-written segment — was kept "for inspection" for good, with the segments it held. The
+    next writer removes it, and so does every publish (retention) and derived step (the attention rollup)."""
+    from support.fuzz_documents import HashEmbedder
+
+    from livemem.version.store import derive_version
+
+    repo = make_repo(files={"a.md": "# A\n\nOne small page.\n"})
+    config = load_sources(write_sources(tmp_path / "sources.yaml", repo.path))
+    home, embedder = IndexHome(tmp_path / "index"), HashEmbedder()
+    first = build_version(config, home, embedder)
+    home.publish(first.version_id, first.base_version, 3)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    me = Owner.this_process()
+    parts = home.root / "parts"
+
+    def killed_writer(n: int) -> tuple[str, set[str]]:
+        """A complete version staged by a writer that is gone (killed during its checks), and its new segments."""
+        repo.commit({f"b{n}.md": f"# B{n}\n\nAnother page {n}.\n"})
+        home.owner = Owner(me.host, int(dead.stdout), None)
+        staged = build_version(config, home, embedder)
+        home.owner = None
+        return staged.version_id, {s["id"] for s in staged.manifest["segments"]} - held_segments()
+
+    def held_segments() -> set[str]:
+        return {s["id"] for s in home.current_manifest()["segments"]}
+
+    def disk_full_writer() -> None:
+        """A half-written version (no manifest, a manifest cut short beside it) and a half-written segment."""
+        home.owner = Owner(me.host, int(dead.stdout), None)
+        version = home.new_version_id()
+        home.owner = None
+        home.staged_dir(version).mkdir()
+        (home.staged_dir(version) / "manifest.json.tmp").write_text('{"version_id": ', encoding="utf-8")
+        (parts / ".tmp-0123456789abcdef").mkdir()
+
+    abandoned, its_segments = killed_writer(1)
+    assert its_segments and all((parts / s).is_dir() for s in its_segments)
+    disk_full_writer()
+    repo.commit({"b1.md": "# B1\n\nChanged since.\n"})  # segments are content-addressed: not the same one again
+    again = build_version(config, home, embedder)  # the next build: staged, published by its own writer
+    assert sorted(p.name for p in home.staging.iterdir()) == [again.version_id, f"{again.version_id}.owner.json"]
+    assert not any((parts / s).exists() for s in its_segments) and not (parts / ".tmp-0123456789abcdef").exists()
+    home.publish(again.version_id, again.base_version, 3)
+
+    abandoned, its_segments = killed_writer(2)  # a derived step's staging (the rollup's, the registry's, GBIM's)
+    disk_full_writer()
+    with home.write_lock():
+        version, staged, base = derive_version(home)
+        assert sorted(p.name for p in home.staging.iterdir()) == [version, f"{version}.owner.json"]
+        shutil.rmtree(staged)
+        home.owner_file(version).unlink()
+    abandoned, its_segments = killed_writer(3)
+    repo.commit({"b3.md": "# B3\n\nChanged since.\n"})
+    live = build_version(config, home, embedder)  # a writer that is alive: its own version stays
+    assert live.version_id in {p.name for p in home.staging.iterdir()}
+    disk_full_writer()  # while that one is checked, another writer dies: retention at its publish takes the remains
+    home.publish(live.version_id, live.base_version, 3)
+    assert list(home.staging.iterdir()) == [] and not (parts / ".tmp-0123456789abcdef").exists()
+    assert not any((parts / s).exists() for s in its_segments)
+
+
 # --- real processes --------------------------------------------------------------------------------------------------
 def test_two_concurrent_builds_each_publish_only_their_own_checked_version(tmp_path: Path, make_repo, embedder) -> None:
     repo = make_repo(files={f"guide{i}.md": f"# Guide {i}\n\n## Part\n\nHelp number {i}.\n" for i in range(6)})

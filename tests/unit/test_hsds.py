@@ -62,7 +62,7 @@ def test_import_maps_status_assured_date_places_and_types() -> None:
     assert pantry["verified_by"] == "verifier@oakhillaction.example.org" and lieap["verified_by"] == "Dana Smith"
     assert (wic["last_verified_at"], wic["verification_status"]) == (None, "unverified")
     # active stays published; temporarily closed is published with its hours saying so; defunct / inactive end
-    assert pantry["deprecated_at"] is None and pantry["hours"] == "MO,WE,FR 09:00-12:00"
+    assert pantry["deprecated_at"] is None and pantry["hours"] == "Mon, Wed, Fri 9:00–12:00"
     assert lieap["deprecated_at"] is None and lieap["hours"] == "Temporarily closed. Mon-Thu 8:30-4:30"
     assert meals["deprecated_at"] == "2025-06-30"  # its last_modified
     assert wic["deprecated_at"] == NOW.date().isoformat()  # no date given: ends on import

@@ -4,6 +4,7 @@ or reported, ids kept, taxonomy to needs, phones, schedules, organizations (kept
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from pathlib import Path
@@ -13,7 +14,7 @@ from support.hsds211 import FIXTURE_PHONES, write_package
 from support.registry import NOW
 from typer.testing import CliRunner
 
-from livemem.registry import RegistryConfig, hsds, load_rows, verify
+from livemem.registry import RegistryConfig, hsds, load_csv, load_rows, verify
 from livemem.registry.hsds import HsdsError
 from livemem.registry.hsds_legacy import detect_version, import_hsds, report_lines
 from livemem.registry.listing import hours_line, merge_schedules, parse_phones, registry_id
@@ -220,11 +221,55 @@ def test_cli_import_prints_the_fidelity_report(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["registry", "import-hsds", str(FIXTURE), str(out)])
     assert result.exit_code == 0, result.output
     assert "30 registry rows" in result.output and "HSDS 1.1" in result.output and "tables not read" in result.output
-    import csv
-
     with open(out, encoding="utf-8", newline="") as fh:
         rows = {r["local_resource_id"]: r for r in csv.DictReader(fh)}
     assert json.loads(rows["5"]["phones"])[1]["number"] == "786-555-9876"  # list fields: JSON in their cell
     assert rows["21"]["organization"] == "Florida DCF ACCESS"
     as_json = CliRunner().invoke(app, ["registry", "import-hsds", str(FIXTURE), str(tmp_path / "r.json"), "--json"])
     assert json.loads(as_json.output)["report"]["version"] == "1.1"
+
+
+def test_the_generator_writes_hsds_3_too_and_it_imports_typed(tmp_path: Path) -> None:
+    package = write_package(tmp_path / "v3", services=40, version="3.0", seed=2)
+    result = import_hsds(package, now=NOW)
+    assert result.report["version"] == "3.0" and result.report["tables"]["read"]["services.csv"] == len(result.rows)
+    assert result.report["share"]["typed"] >= 0.9
+    row = result.rows[0]
+    assert row["organization"] and row["taxonomy_terms"][0]["taxonomy"] == "AIRS"
+    assert row["schedules"] is None or row["hours"].count("Mon") <= 1
+
+
+def test_rows_are_listed_as_of_the_package_date_and_the_written_csv_verifies(tmp_path: Path) -> None:
+    package = write_package(tmp_path / "dated", services=60, version="1.0", seed=9, dated=True)
+    result = import_hsds(package, now=NOW)
+    undated = [r for r in result.rows if not r["listed_at"]]
+    assert not undated and result.report["services"]["undated"] == 0
+    dates = {r["listed_at"] for r in result.rows}
+    assert "2019-08-19" in dates  # the package's last_modified, where no metadata row dates the service
+    path = hsds.write_registry_file(result.rows, tmp_path / "registry.csv")
+    cfg = RegistryConfig(kind="csv", path=path, state="FL", states=("FL", "GA", "AL"))
+    verified = verify(load_csv(path), cfg, NOW)
+    assert verified.counts()["rows_read"] == len(result.rows)
+    by_id = {r["local_resource_id"]: r for r in verified.rows.to_dict("records")}
+    sample = next(r for r in result.rows if r["taxonomy_terms"])
+    assert by_id[sample["local_resource_id"]]["taxonomy_terms"][0]["name"] == sample["taxonomy_terms"][0]["name"]
+
+
+def test_a_211_package_survives_verification_export_and_reimport(tmp_path: Path) -> None:
+    """HSDS 1.1 in, verified, HSDS 3.0 out, read back: organizations, types, terms, schedules, phones and the
+    listing date come back."""
+    cfg = RegistryConfig(kind="hsds", path=FIXTURE, state="FL", states=("FL", "GA", "AL"))
+    first = verify(load_rows(cfg), cfg, NOW)
+    rows = [r for r in hsds.verified_rows(first) if r["zip"] and r["county"]]
+    services = hsds.export_services(rows, now=NOW)
+    assert hsds.validate_export(services, hsds.export_organizations(services)) == []
+    hsds.write_export(services, tmp_path / "out")
+    again = _by_id(import_hsds(tmp_path / "out" / hsds.TABULAR_DIR, now=NOW))
+    for row in rows:
+        back = again[row["local_resource_id"]]
+        assert back["organization"] == row["organization"]
+        assert back["resource_types"] == list(dict.fromkeys([row["resource_type"], *row["resource_types"]]))
+        assert [t["name"] for t in back["taxonomy_terms"] or []] == [t["name"] for t in row["taxonomy_terms"] or []]
+        assert back["hours"] == row["hours"]
+        assert len(back["phones"] or []) == len(row["phones"] or [])
+        assert (back["listed_at"] or "")[:10] == (row["listed_at"] or "")[:10]
