@@ -447,6 +447,9 @@ def program_lines(context: dict[str, Any]) -> list[str]:
                             f"hours {row['hours']}" if row.get("hours") else None) if p
             )  # fmt: skip
             note = conflict_note(row.get("conflicts") or [])
+            if item.get("open_when_asked") is not None:
+                when = item.get("asked_time") or "then"
+                note += f" (Open {when}.)" if item["open_when_asked"] else f" (Not open {when} by its listed hours.)"
             if item.get("eligible") is False and row.get("eligibility"):
                 note += f" (Eligibility: {str(row['eligibility']).rstrip('.')}; it may not serve where you asked.)"
             marked = f"; {row['verification_note']}" if row.get("verification_note") else ""

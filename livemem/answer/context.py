@@ -226,7 +226,7 @@ def build_context(
                                                      f"program in {offer['missing_in']}"})  # fmt: skip
             tick("negotiate")
     links = link_programs(sections, snap) if sections["registry"] or sections["spatial"] else []
-    programs = rank_programs(sections, sq, request.message) if sections["registry"] or sections["spatial"] else []
+    programs = rank_programs(sections, sq, request.message, now) if sections["registry"] or sections["spatial"] else []
     order = {(p["kind"], p["id"]): p["rank"] for p in programs}
     sections["registry"].sort(key=lambda r: order.get(("registry", r["local_resource_id"]), 1e9))
     sections["spatial"].sort(key=lambda e: order.get(("place", e["entity_id"]), 1e9))

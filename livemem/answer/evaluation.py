@@ -509,10 +509,11 @@ class Comparison:
 
     @property
     def worse(self) -> bool:
-        """Fewer cases pass than on the published version, or fewer than ``min_accuracy`` of them."""
+        """A case the published version passes fails now (whatever others it fixes: a role or leak case broken is
+        not paid for by another answered), fewer cases pass, or fewer than ``min_accuracy`` of them."""
         below = self.min_accuracy is not None and self.staged.accuracy < self.min_accuracy
         fewer = self.published is not None and self.staged.passed < self.published.passed
-        return below or fewer
+        return below or fewer or bool(self.regressed)
 
     def summary(self) -> str:
         staged = f"staged {self.staged.version}: {self.staged.summary()}"
@@ -567,8 +568,8 @@ def gate(
     context: ContextSettings | None = None,
     personas: Mapping[str, Persona] = PERSONAS,
 ) -> GateOutcome:
-    """The publish gate of the sources file's ``eval`` section: the staged version must pass at least as many of
-    the suite's cases as the published one (and ``min_accuracy`` of them when set). Nothing published yet: it
+    """The publish gate of the sources file's ``eval`` section: the staged version must pass every case of the
+    suite the published one passes, and at least as many (and ``min_accuracy`` of them when set). Nothing published yet: it
     passes, and its score is the first. No suite named, ``gate: false`` or nothing staged: passes, saying so.
     An invalid suite or section fails, naming the problem (a gate that cannot run is not a gate that passed).
     The cases are asked as the serving app would (``serving``, ``context``, ``personas``: the entry point's, else

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import duckdb
 import numpy as np
@@ -31,6 +33,7 @@ from livemem.query.gis_index import GisIndex, cached_gis_index
 from livemem.query.retrieval import Retriever
 from livemem.query.types import Filters, Query
 from livemem.registry import RegistryQueryError, load_registry_index, resolve
+from livemem.registry.hours import asked_time, open_during, row_slots
 from livemem.version.reader import Snapshot
 
 
@@ -448,15 +451,31 @@ def excludes(row: dict[str, Any], counties: list[str]) -> bool:
     return bool(limited and counties) and not limited & {county_key(c) for c in counties}
 
 
-def rank_programs(sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, message: str) -> list[dict[str, Any]]:
+def local_now(states: tuple[str, ...] | list[str], now: datetime | None = None) -> datetime:
+    """Now (or ``now``) on the clock of the first home state (its first time zone in the ``us`` package; Eastern
+    when it has none): the time "open now" and "tonight" mean."""
+    import us
+
+    found = us.states.lookup(states[0]) if states else None
+    zone = ZoneInfo(found.time_zones[0] if found is not None and found.time_zones else "America/New_York")
+    return (now or datetime.now(UTC)).astimezone(zone)
+
+
+def rank_programs(
+    sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, message: str, now: datetime | None = None
+) -> list[dict[str, Any]]:
     """Registry programs and places, the most useful first (``route.programs``; the answer lists them in this
     order): those serving a population the message names first, then by the need they answer (the message's program types in the order it names them, else the
     types its population or "benefits" steer to), then in the town the message names, then covering its ZIP,
     then nearest to the place asked about (gazetteer distance between towns), registry rows before places on a
     tie (the registry is verified), then by the words they share with the message. A place linked to a registry
     row (``same_as``) is not listed again. A program whose eligibility names counties none of which the person
-    named comes after every other (``eligible: false``; the answer says so on its line)."""
+    named comes after every other (``eligible: false``; the answer says so on its line). A message naming a time
+    ("open on Saturday", "Tuesday evening", "open now": ``livemem.registry.hours``) puts the programs whose hours
+    meet it first within their need, then those whose hours say nothing, then those closed then
+    (``open_when_asked``)."""
     needs = sq.steered_types()
+    asked = asked_time(message, local_now(sq.home.states, now))
     towns = {t.casefold() for t in sq.towns}
     origin = _origin(sq)
     words = {w for w in re.findall(r"[a-z]{4,}", message.casefold())}
@@ -485,7 +504,9 @@ def rank_programs(sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, mess
                 {"eligibility": item.get("eligibility"), "description": item.get("description")}, sq.populations
             )
             excluded = kind == "registry" and excludes(item, sq.counties)
-            key = (excluded, not serves, need_rank, not in_town, not covers,
+            is_open = open_during(row_slots(item), asked) if asked is not None and kind == "registry" else None
+            open_rank = 0 if is_open else 1 if is_open is None else 2
+            key = (excluded, not serves, need_rank, open_rank, not in_town, not covers,
                    distance if distance is not None else 1e9, kind != "registry", -shared, n)  # fmt: skip
             items.append((key, {
                 "kind": kind,
@@ -497,6 +518,7 @@ def rank_programs(sections: dict[str, list[dict[str, Any]]], sq: SelfQuery, mess
                 "covers_zip": covers,
                 "distance_km": distance,
                 **({"eligible": False} if excluded else {}),
+                **({"open_when_asked": is_open, "asked_time": asked.phrase} if asked and kind == "registry" else {}),
             }))  # fmt: skip
     items.sort(key=lambda pair: pair[0])
     # several needs: the best of each first, then the second of each, ... ("SNAP and WIC": a SNAP office, a WIC

@@ -99,24 +99,35 @@ class BatchRows:
 
 class ExtractionBudget:
     """The seconds of document extraction one build may spend (``LIVEMEM_DOCUMENT_BUDGET_S``; 0: no limit), summed
-    over its worker processes (a shared counter, handed to them when they start). A document is extracted only while
-    some of the budget is left, and one started then has its whole ``LIVEMEM_DOCUMENT_TIMEOUT``; the others are
-    reported ``deferred``, and the next build extracts them (``livemem.ingest.plan`` never carries a deferred file)."""
+    over its worker processes (``share``: a counter in shared memory, handed to them when they start). A document is
+    extracted only while some of the budget is left, and one started then has its whole ``LIVEMEM_DOCUMENT_TIMEOUT``;
+    the others are reported ``deferred``, and the next build extracts them (``livemem.ingest.plan`` never carries a
+    deferred file)."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
-        self._spent = multiprocessing.get_context("forkserver").Value("d", 0.0)
+        self._spent = 0.0
+        self._shared = None  # multiprocessing.Value once shared with worker processes
+
+    def share(self) -> ExtractionBudget:
+        """This budget, counted in shared memory from now on (pass it to worker processes as they start)."""
+        if self._shared is None:
+            self._shared = multiprocessing.get_context("forkserver").Value("d", self._spent)
+        return self
 
     def left(self) -> bool:
-        return self.seconds <= 0 or self._spent.value < self.seconds
+        return self.seconds <= 0 or self.spent < self.seconds
 
     def charge(self, seconds: float) -> None:
-        with self._spent.get_lock():
-            self._spent.value += seconds
+        if self._shared is None:
+            self._spent += seconds
+            return
+        with self._shared.get_lock():
+            self._shared.value += seconds
 
     @property
     def spent(self) -> float:
-        return self._spent.value
+        return self._spent if self._shared is None else self._shared.value
 
 
 def read_and_chunk(
@@ -156,7 +167,7 @@ def _in_workers(
     flushed before is held by none, and ``gc`` removes it)."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])  # workers fork from a server that imported this module once
-    budget = budget or ExtractionBudget(job.settings.document_budget_s)
+    budget = (budget or ExtractionBudget(job.settings.document_budget_s)).share()
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_watch_build, initargs=(os.getpid(), budget))
     try:
         # a window of batches in flight, not all of them: while the build writes a segment (``livemem.ingest.flush``)

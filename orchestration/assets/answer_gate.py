@@ -1,6 +1,7 @@
 """The answer gate: a blocking check on a staging asset that asks the sources file's answer suite (``eval: {suite:
 ..., gate: true}``) of the staged version and of the published one, and refuses to publish a version that answers
-it worse: fewer cases passing than the published version (or below ``eval.min_accuracy``). The check's metadata
+it worse: any case the published version passes failing now, fewer cases passing (or below
+``eval.min_accuracy``). Every publishing job runs it: chunks, the registry, GBIM and the attention rollup. The check's metadata
 shows both scores, accuracy per category and every case that regressed with why (docs/answers-eval.md). With
 ``eval.crisis`` it also refuses a version whose crisis detector is below its targets or fails a crisis case the
 published version passed (docs/crisis.md). Nothing published yet: it passes and records the first score. The logic is ``livemem.answer.evaluation.gate``.
@@ -78,9 +79,10 @@ def gate_result(outcome: GateOutcome) -> AssetCheckResult:
     return AssetCheckResult(passed=outcome.passed, metadata=meta, description=outcome.summary)
 
 
-def answer_gate_check(asset: Any, staging: str) -> Any:
+def answer_gate_check(asset: Any, staging: str, **check_args: Any) -> Any:
     """The blocking ``answers_not_worse`` check on the staging asset ``asset`` (its value, the staged version, is
-    the input named ``staging``), with the sources file from ``git_sources``."""
+    the input named ``staging``), with the sources file from ``git_sources``; ``check_args`` go to ``asset_check``
+    (``partitions_def`` for a partitioned asset: the attention rollup)."""
 
     def check(context: AssetCheckExecutionContext, **kwargs: Any) -> AssetCheckResult:
         staged = kwargs[staging]
@@ -110,6 +112,8 @@ def answer_gate_check(asset: Any, staging: str) -> Any:
         blocking=True,
         description=(
             "The staged version answers the sources file's answer suite (eval.suite) at least as well as the "
-            "published one: no fewer cases pass (and eval.min_accuracy of them when set). Off without a suite."
+            "published one: every case it passes still passes, no fewer pass (and eval.min_accuracy of them when "
+            "set). Off without a suite."
         ),
+        **check_args,
     )(check)

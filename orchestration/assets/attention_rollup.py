@@ -4,7 +4,9 @@
   ``signals/<day>.json`` and the attention state after the day, and stages a version whose ``attention`` table
   is the new state (vectors and everything else are shared with the current version, untouched). It depends on
   its own previous partition, so backfills run day after day in order.
-- ``attention_valid`` (blocking) checks the staged attention; ``attention_published`` then switches CURRENT.
+- ``attention_valid`` (blocking) checks the staged attention, and ``answers_not_worse`` (blocking, the answer gate
+  every publishing job runs: ``orchestration.assets.answer_gate``) asks the answer suite of it; ``attention_published``
+  then switches CURRENT.
 - ``nightly_attention_rollup`` runs yesterday's partition every night.
 
 The formula is in ``livemem/usage/attention.py`` and ``docs/attention.md``.
@@ -36,6 +38,7 @@ from livemem.ingest import checks
 from livemem.ingest.manifest import read_breath
 from livemem.sources.config import SourcesConfig
 from livemem.usage.attention import attention_config, rollup_day, settle_staged_state
+from orchestration.assets.answer_gate import answer_gate_check
 from orchestration.assets.publishing import check_result, publish_asset, staged_output, staging_asset
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource, TraceStoreResource
 
@@ -136,13 +139,15 @@ def build_attention_assets(
             partitions_def=partitions,
             description="Every chunk has a finite attention >= 0 and every record stays valid per the chunk schema.",
         )(check_attention_valid)
+        # attention reorders results: a nightly publish is held to the answer suite like every other one
+        answers_gate = answer_gate_check(attention_rollup, "attention_rollup", partitions_def=partitions)
 
     attention_published = publish_asset(
         name="attention_published",
         staging="attention_rollup",
         description="The rolled-up attention made current (atomic switch of CURRENT) once its check passed.",
         group_name=GROUP,
-        checks=[attention_valid],
+        checks=[attention_valid, answers_gate],
         row_count=lambda m: m["total_chunks"],
         partitions_def=partitions,
         after_publish=settle_staged_state,
@@ -161,4 +166,4 @@ def build_attention_assets(
         default_status=status("nightly_attention_rollup") if status else DefaultScheduleStatus.RUNNING,
         description=f"Every night at {cfg.schedule_hour:02d}:00 {cfg.timezone}: roll up yesterday's traces.",
     )
-    return [attention_rollup, attention_published], [attention_valid], [job], [schedule]
+    return [attention_rollup, attention_published], [attention_valid, answers_gate], [job], [schedule]

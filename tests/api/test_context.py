@@ -378,3 +378,11 @@ def test_none_here_comes_first_and_a_program_for_other_counties_residents_is_mar
     assert limited and all(i > j for i in limited for j, p in enumerate(programs) if p.get("eligible") is not False)
     marked = [line for line in lines if "it may not serve where you asked" in line]
     assert marked and all("Fayette County" in line for line in marked)
+
+
+def test_a_time_in_the_question_puts_programs_open_then_first(client):
+    body = client.post("/chat", json={"message": "Where can I get food on a Tuesday evening in Raleigh County?"}).json()
+    registry = [p for p in body["route"]["programs"] if p["kind"] == "registry"]
+    assert registry[0]["need"] == "food_pantry" and registry[0]["open_when_asked"] is True, registry
+    assert registry[0]["id"] == "ral-pantry-shadyspring"  # Tue 4:00-7:00: the one open on a Tuesday evening
+    assert "(Open Tuesday evening.)" in body["answer"]

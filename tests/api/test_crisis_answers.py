@@ -53,7 +53,7 @@ def test_chat_puts_the_crisis_lines_first_in_the_persons_language(client):
         route = body["route"]
         assert route["response_class"] == "redirect" and route["crisis"]["kind"] == kind, (message, route["reason"])
         assert route["crisis"]["language"] == ("es" if message == "quiero morirme" else "en")
-        assert [line["number"] for line in route["crisis"]["lines"]][0] in body["answer"]
+        assert all(line["number"] in body["answer"] for line in route["crisis"]["lines"])
         lines_first(body["answer"], heading, number)
         assert body["guardrail"]["crisis_lines"] == "first"
     spanish = client.post("/chat", json={"message": "quiero morirme"}).json()["answer"]
@@ -235,4 +235,3 @@ def test_a_language_model_never_answers_a_crisis_without_the_lines_first(home, e
         assert deltas[1:] == list(QuietLLM.TOKENS)  # the model's tokens only after the lines
         control = c.post("/chat", json={"message": CONTROL}).json()
         assert control["answer"] == "".join(QuietLLM.TOKENS) and control["route"]["crisis"] is None
-

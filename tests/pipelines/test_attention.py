@@ -246,8 +246,8 @@ def test_dagster_backfill_runs_days_in_order_and_schedule_targets_yesterday(inde
         "2026-03-03",
     ]
     assert attention(home)[ids["SNAP"]][0] == pytest.approx(3.0)
-    checks = [e.passed for e in result.get_asset_check_evaluations()]
-    assert checks == [True]
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {"attention_valid": True, "answers_not_worse": True}  # the gate: no suite named, nothing to ask
     graph = defs.resolve_asset_graph()
     rollup_key = next(k for k in graph.get_all_asset_keys() if k.to_user_string() == "attention_rollup")
     assert rollup_key in graph.get(rollup_key).parent_keys  # depends on its own previous day
@@ -369,3 +369,40 @@ def test_questions_are_embedded_in_the_precision_the_index_was_built_in(tmp_path
     ((_, vector),) = questions(home)[chunk]
     exact = embedder.with_encoder(None, "fp32").encode(["where do I apply for food help"])[0]
     np.testing.assert_allclose(vector, exact, atol=1e-6)
+
+
+GATE_SUITE = """\
+version: 1
+name: attention-gate
+cases:
+  - id: snap
+    category: need
+    question: SNAP food help in Oak Hill
+    expect: {must_cite: [guide.md]}
+  - id: never
+    category: need
+    question: heating help
+    expect: {must_cite: [missing.md]}
+"""
+
+
+def test_the_nightly_publish_runs_the_answer_gate_and_a_refused_rollup_stays_unpublished(index) -> None:
+    """Issue 49: the attention rollup published with no answer-suite check. Its job now runs the blocking
+    ``answers_not_worse`` gate like every publishing job; a version the gate refuses (here: under ``min_accuracy``)
+    never becomes CURRENT, and its attention state is not counted as rolled up."""
+    home, ids, _, sources = index
+    (sources.parent / "gate-suite.yaml").write_text(GATE_SUITE, encoding="utf-8")
+    with open(sources, "a", encoding="utf-8") as fh:
+        fh.write("eval: {suite: gate-suite.yaml, gate: true, min_accuracy: 1.0}\n")
+    write_traces(home, "2026-03-01", confirm("2026-03-01", ids["SNAP"]))
+    before = home.current()
+    defs = build_definitions(sources, home.root)
+    result = defs.resolve_job_def("attention_rollup_job").execute_in_process(
+        instance=DagsterInstance.ephemeral(), partition_key="2026-03-01", raise_on_error=False
+    )
+    assert not result.success
+    gate = {e.check_name: e for e in result.get_asset_check_evaluations()}["answers_not_worse"]
+    assert not gate.passed and "below min_accuracy" in gate.description
+    assert gate.metadata["staged_passed"].value == 1 and "`never` (need)" in gate.metadata["failing"].value
+    assert home.current() == before
+    assert not list(state_dir(home).glob("2026-03-01*.parquet"))

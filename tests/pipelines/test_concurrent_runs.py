@@ -187,7 +187,7 @@ def test_staging_no_live_writer_owns_is_gone_by_the_next_build_and_at_retention(
         (home.staged_dir(version) / "manifest.json.tmp").write_text('{"version_id": ', encoding="utf-8")
         (parts / ".tmp-0123456789abcdef").mkdir()
 
-    abandoned, its_segments = killed_writer(1)
+    _, its_segments = killed_writer(1)
     assert its_segments and all((parts / s).is_dir() for s in its_segments)
     disk_full_writer()
     repo.commit({"b1.md": "# B1\n\nChanged since.\n"})  # segments are content-addressed: not the same one again
@@ -196,14 +196,14 @@ def test_staging_no_live_writer_owns_is_gone_by_the_next_build_and_at_retention(
     assert not any((parts / s).exists() for s in its_segments) and not (parts / ".tmp-0123456789abcdef").exists()
     home.publish(again.version_id, again.base_version, 3)
 
-    abandoned, its_segments = killed_writer(2)  # a derived step's staging (the rollup's, the registry's, GBIM's)
+    _, its_segments = killed_writer(2)  # a derived step's staging (the rollup's, the registry's, GBIM's)
     disk_full_writer()
     with home.write_lock():
-        version, staged, base = derive_version(home)
+        version, staged, _ = derive_version(home)
         assert sorted(p.name for p in home.staging.iterdir()) == [version, f"{version}.owner.json"]
         shutil.rmtree(staged)
         home.owner_file(version).unlink()
-    abandoned, its_segments = killed_writer(3)
+    _, its_segments = killed_writer(3)
     repo.commit({"b3.md": "# B3\n\nChanged since.\n"})
     live = build_version(config, home, embedder)  # a writer that is alive: its own version stays
     assert live.version_id in {p.name for p in home.staging.iterdir()}

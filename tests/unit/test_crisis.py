@@ -1,0 +1,198 @@
+"""The crisis detector and its lines (livemem.answer.crisis; docs/crisis.md): the lexicon alone (no model) for the
+clear cases, idioms and negations, Spanish, the lines of each kind and of the home state, the crisis suite's shape
+and the gate's rule; with the model (``embedder``): paraphrases found by similarity, the suite's targets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from livemem.answer import crisis
+from livemem.answer.evaluation import (
+    CrisisCase,
+    CrisisCaseResult,
+    CrisisResult,
+    crisis_gate,
+    crisis_records,
+    load_crisis_suite,
+    run_crisis_suite,
+    write_crisis_record,
+)
+from livemem.errors import ConfigError
+
+EVAL = Path(__file__).resolve().parents[2] / "examples" / "eval"
+
+CLEAR = [
+    ("I'm going to hurt myself", "suicide_self_harm"),
+    ("I want to hurt myself tonight", "suicide_self_harm"),
+    ("I can't go on like this, I want to die", "suicide_self_harm"),
+    ("I don't want to be alive anymore", "suicide_self_harm"),
+    ("I want to end it all", "suicide_self_harm"),
+    ("I have a gun and I want to use it on myself", "suicide_self_harm"),
+    ("i wish i could go to sleep and not wake up", "suicide_self_harm"),
+    ("I took too many pills", "overdose_poisoning"),
+    ("my husband is beating me right now", "violence_abuse"),
+    ("he said he will kill me when he gets home", "violence_abuse"),
+    ("my dad is having a heart attack", "medical_emergency"),
+    ("my baby is not breathing", "child_in_danger"),
+    ("quiero morirme", "suicide_self_harm"),
+    ("mi esposo me pega", "violence_abuse"),
+    ("me tomé demasiadas pastillas", "overdose_poisoning"),
+]
+SAFE = [
+    "this bill is killing me",
+    "my electric bill is killing me, where can I get help in Beckley",
+    "I'm dying to know the pantry hours",
+    "shoot me the address",
+    "suicide prevention training for volunteers",
+    "kill the lights before you leave",
+    "my overdue bill has a late fee",
+    "I'm not suicidal, I just need food",
+    "nobody is hurt, we just need a ride",
+    "I'm in danger of losing my house",
+    "I'm killing myself working two jobs",
+    "esta factura me está matando",
+    "me muero de hambre",
+    "mándame la dirección",
+]
+
+
+@pytest.mark.parametrize(("message", "kind"), CLEAR, ids=[m for m, _ in CLEAR])
+def test_the_lexicon_alone_finds_the_clear_cases(message, kind):
+    found = crisis.detect(message)  # no vector, no model
+    assert found is not None and found.kind == kind and found.matched_by == "lexicon"
+
+
+@pytest.mark.parametrize("message", SAFE)
+def test_idioms_and_negations_are_no_crisis(message):
+    assert crisis.detect(message) is None
+
+
+def test_a_crisis_beside_an_idiom_or_negation_is_still_found():
+    assert crisis.detect("this bill is killing me and I want to die").kind == "suicide_self_harm"
+    assert crisis.detect("I'm not going to kill myself but I keep cutting myself").kind == "suicide_self_harm"
+
+
+def test_language_and_kinds():
+    assert crisis.detect("quiero morirme").language == "es"
+    assert crisis.detect("mi bebé no respira").kind == "child_in_danger"
+    assert crisis.detect("I want to die").language == "en"
+    both = crisis.detect("I took too many pills and I want to die")
+    assert both.kinds[:2] == ("overdose_poisoning", "suicide_self_harm")  # the most urgent first
+    assert crisis.detect("my son swallowed a bottle of pills").kind == "child_in_danger"
+    assert crisis.normalise("  Mi BEBÉ  no   respira’s ") == "mi bebe no respira's"
+
+
+def numbers(kinds, lang="en", states=("WV",), local=()):
+    return [line["number"] for line in crisis.lines_for(kinds, lang, states, local)]
+
+
+def test_the_lines_of_each_kind():
+    assert numbers(["suicide_self_harm"]) == ["988", "1-844-435-7498", "911"]
+    assert numbers(["overdose_poisoning"]) == ["911", "1-800-222-1222", "1-844-435-7498"]
+    assert numbers(["violence_abuse"]) == ["911", "1-800-799-7233"]
+    assert numbers(["medical_emergency"]) == ["911"]
+    assert numbers(["child_in_danger"]) == ["911", "1-800-422-4453"]
+    assert numbers(["child_in_danger", "overdose_poisoning"]) == ["911", "1-800-422-4453", "1-800-222-1222",
+                                                                  "1-844-435-7498"]  # fmt: skip
+    dv = crisis.lines_for(["violence_abuse"], "en")[1]["text"]
+    assert "text START to 88788" in dv
+    overdose = crisis.lines_for(["overdose_poisoning"], "en")[0]["text"]
+    assert "not breathing" in overdose
+
+
+def test_home_states_and_local_lines_are_configuration():
+    assert "1-844-435-7498" not in numbers(["suicide_self_harm"], states=("FL",))  # HELP4WV is West Virginia's
+    crisis.STATE_LINES.setdefault("ZZ", ({"name": "ZZ line", "number": "1-800-000-0000",
+                                          "kinds": ("suicide_self_harm",), "en": "ZZ", "es": "ZZ"},))  # fmt: skip
+    try:
+        assert numbers(["suicide_self_harm"], states=("ZZ",)) == ["988", "1-800-000-0000", "911"]
+    finally:
+        crisis.STATE_LINES.pop("ZZ")
+    local = numbers(["violence_abuse"], local=[("Raleigh shelter", "304-555-0000")])
+    assert local == ["911", "1-800-799-7233", "304-555-0000"]
+
+
+def test_spanish_lines_and_text_first():
+    found = crisis.detect("quiero morirme")
+    route = crisis.route_crisis(found, crisis.lines_for(found.kinds, found.language, ("WV",)), "clarify")
+    text = crisis.with_lines("Más abajo, programas locales.", route)
+    assert text.startswith("No tiene que pasar por esto solo") and "oprima 2" in text.split("\n")[1]
+    assert crisis.with_lines(text, route) == text  # once, never twice
+    assert crisis.with_lines("anything", None) == "anything"
+    assert route["kind"] == "suicide_self_harm" and route["evidence_class"] == "clarify"
+    assert crisis.steering(found)["resource_types"][0] == "behavioral_health"
+
+
+def test_the_suite_is_large_enough_and_disjoint_from_what_the_detector_knows():
+    suite = load_crisis_suite(EVAL / "crisis.yaml")
+    crises = [c for c in suite.cases if c.crisis]
+    controls = [c for c in suite.cases if not c.crisis]
+    assert len(crises) >= 200 and len(controls) >= 200
+    assert {c.kind for c in crises} == set(crisis.KINDS) == {c.kind for c in controls}
+    assert {c.language for c in crises} == {"en", "es"}
+    exemplars, safe = crisis.load_exemplars()
+    known = {crisis.normalise(t) for _, t in exemplars} | {crisis.normalise(t) for t in safe}
+    tuning = {crisis.normalise(c.message) for c in load_crisis_suite(EVAL / "crisis_tuning.yaml").cases}
+    holdout = {crisis.normalise(c.message) for c in load_crisis_suite(EVAL / "crisis_holdout.yaml").cases}
+    reported = {crisis.normalise(c.message) for c in suite.cases}
+    assert not reported & known and not reported & tuning and not tuning & known
+    assert not holdout & (known | tuning | reported)
+
+
+def test_an_invalid_crisis_suite_says_where(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("crisis: {suicide: {en: [x]}}\ncontrols: {}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="bad.yaml"):
+        load_crisis_suite(bad)
+
+
+def test_the_lexicon_alone_on_the_suite(tmp_path):
+    result = run_crisis_suite(load_crisis_suite(EVAL / "crisis.yaml"))
+    row = result.overall()
+    assert not result.with_model and row["crisis"] >= 200 and row["by_similarity"] == 0
+    assert row["found"] / row["crisis"] >= 0.95 and row["false_alarms"] / row["controls"] <= 0.02
+
+
+def result_of(*cases: tuple[CrisisCase, bool]) -> CrisisResult:
+    said = {"kind": "suicide_self_harm", "kinds": ["suicide_self_harm"], "language": "en", "matched_by": "lexicon",
+            "score": 1.0}  # fmt: skip
+    return CrisisResult("t", tuple(CrisisCaseResult(c, said if hit else None, 0.0) for c, hit in cases), False)
+
+
+def test_the_gate_refuses_below_target_or_a_case_that_passed_before(tmp_path):
+    hurt = CrisisCase(True, "suicide_self_harm", "en", "I'm going to hurt myself")
+    bill = CrisisCase(False, "suicide_self_harm", "en", "this bill is killing me")
+    good = result_of((hurt, True), (bill, False))
+    assert crisis_gate(good, None)[0]
+    missed = result_of((hurt, False), (bill, False))
+    passed, summary, regressed = crisis_gate(missed, good.passing_ids())
+    assert not passed and regressed == [hurt.id] and "recall" in summary
+    alarm = result_of((hurt, True), (bill, True))
+    assert not crisis_gate(alarm, None)[0] and "false alarms" in alarm.summary()
+
+    class Home:
+        root = tmp_path
+
+    assert crisis_records(Home()) == {}
+    write_crisis_record(Home(), "v1", good)
+    assert crisis_records(Home()) == {"v1": good.passing_ids()}
+
+
+def test_paraphrases_are_found_by_similarity(embedder):
+    for message in ("i just want everything to be over", "the world would be lighter without me in it"):
+        assert crisis.detect(message) is None  # no crisis expression of the lexicon
+        found = crisis.detect(message, embedder.encode_one(message), embedder)
+        assert found is not None and found.matched_by == "similarity" and found.kind == "suicide_self_harm"
+    for message in ("my baby needs diapers and formula", "how do I get rid of old pills safely"):
+        assert crisis.detect(message, embedder.encode_one(message), embedder) is None
+
+
+def test_the_reported_suite_with_the_model(embedder):
+    result = run_crisis_suite(load_crisis_suite(EVAL / "crisis.yaml"), embedder)
+    row = result.overall()
+    assert result.with_model and row["found"] / row["crisis"] >= 0.99
+    assert row["false_alarms"] / row["controls"] <= 0.02
+    for kind, mine in result.by_kind().items():
+        assert mine["recall"] >= 0.99, kind
