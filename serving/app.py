@@ -1,7 +1,9 @@
 """The serving app: ``create_app(settings)`` builds it; ``app`` is the one ``make serve`` runs (settings from env).
 
 Building the app reads settings only: the index is opened on the first request (or at startup, to warm up),
-and the embedding model is loaded once per process.
+and the embedding model is loaded once per process. With ``warm_up`` (the default) every one-off setup happens in
+the startup, before a worker takes a request: the query encoder, BM25 and the dense scan, the current version, and
+all /context and /chat build once (``ContextService.prepare``), so a worker's first request costs what any does.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import sqlite3
+import time
 from contextlib import asynccontextmanager
 
 import psycopg
@@ -32,6 +35,8 @@ from serving.metrics import MetricsMiddleware
 from serving.openapi import install as complete_openapi
 from serving.routers import chat, chunks, compat, context, facts, gis, glassbox, memory, query, resources, system
 from serving.routers import versions as version_routes
+from serving.services.context import context_service
+from serving.services.errors import UNAUTHORIZED_HEADERS
 from serving.settings import Settings
 from serving.state import ServingState
 
@@ -61,9 +66,13 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
             sparse.warm_up()
             dense.warm_up()
             try:
-                state.reader.snapshot()
+                snap = state.reader.snapshot()
             except IndexUnavailable as exc:
                 log.warning("%s", exc)
+            else:
+                started = time.perf_counter()
+                context_service(state).prepare(snap)  # /context's one-off setup: here, not in a first request
+                log.info("/context and /chat prepared in %.1f s", time.perf_counter() - started)
         try:
             yield
         finally:
@@ -115,6 +124,8 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 401 and "WWW-Authenticate" not in (exc.headers or {}):  # every 401 says how (RFC 9110)
+            exc = StarletteHTTPException(401, exc.detail, {**(exc.headers or {}), **UNAUTHORIZED_HEADERS})
         if (openai := chat.openai_http_error(request, exc)) is not None:
             return openai  # /v1/*: OpenAI's error shape for unknown paths and wrong methods too
         # a 5xx says what failed on the server (a damaged version on /healthz, a store): never where it lives. 4xx

@@ -9,6 +9,7 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, Security
+from fastapi.exceptions import RequestValidationError
 from fastapi.security import APIKeyHeader, HTTPBearer
 from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header
@@ -17,7 +18,7 @@ from livemem.answer.chat import PersonaError, persona_collections, resolve_perso
 from livemem.answer.conversation import caller_scope
 from livemem.answer.routing import ContextRequest as Message
 from livemem.version.reader import Snapshot
-from serving.services.errors import ServiceError
+from serving.services.errors import UNAUTHORIZED_HEADERS, ServiceError
 from serving.state import Role, ServingState
 
 
@@ -71,7 +72,7 @@ async def caller_role(
     if key is None and authorization is not None:
         scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise HTTPException(401, "the Authorization header must be 'Bearer <API key>'")
+            raise HTTPException(401, "the Authorization header must be 'Bearer <API key>'", UNAUTHORIZED_HEADERS)
         key = token.strip()
     if key is None:
         return state.role(state.settings.public_role)
@@ -82,7 +83,7 @@ async def caller_role(
         return state.role(state.settings.public_role)
     raise HTTPException(
         401, "unknown API key (X-API-Key or Authorization: Bearer); omit it, or send 'public', to query as the "
-        "public role"
+        "public role", {"WWW-Authenticate": f'{UNAUTHORIZED_HEADERS["WWW-Authenticate"]}, error="invalid_token"'},
     )  # fmt: skip
 
 
@@ -195,6 +196,41 @@ def _visible_sections(snap: Snapshot, role: Role) -> dict:
     if isinstance(breath, dict) and breath.get("source") in hidden_sources:
         manifest["breath_at_update"] = {**breath, "source": None, "path": None}
     return manifest
+
+
+_QUERY_NAMES: dict[int, frozenset[str]] = {}  # route -> the query parameters it declares (its dependencies' too)
+
+
+def _query_names(dependant: Any) -> frozenset[str]:
+    names = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return frozenset(names)
+
+
+async def refuse_unknown_query(request: Request) -> None:
+    """A route's dependency: a query parameter it does not declare is a 422 naming it (``?zipcode=`` for ``?zip=``
+    would otherwise answer as if no filter were given), in the app's 422 body like a JSON body's unknown field."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    known = _QUERY_NAMES.get(id(route))
+    if known is None:
+        known = _QUERY_NAMES[id(route)] = _query_names(dependant)
+    unknown = [name for name in dict.fromkeys(request.query_params.keys()) if name not in known]
+    if unknown:
+        allowed = ", ".join(sorted(known))
+        raise RequestValidationError(
+            [
+                {"type": "extra_forbidden", "loc": ("query", name), "input": request.query_params.get(name),
+                 "msg": f"is not a parameter of {request.url.path} (its parameters: {allowed})"}
+                for name in unknown
+            ]
+        )  # fmt: skip
+
+
+KnownQuery = Depends(refuse_unknown_query)
 
 
 def negotiate(accept: str | None, offers: dict[str, str]) -> str | None:

@@ -176,6 +176,12 @@ class LivingMemoryServer(MCPServer):
         super().add_prompt(prompt.model_copy(update={"description": inspect.cleandoc(prompt.description or "")}))
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        declared = list(((tool.parameters or {}).get("properties") or {}) if tool is not None else ())
+        unknown = [a for a in arguments or {} if tool is not None and a not in declared]
+        if unknown:  # as prompts refuse them: ``topk`` for ``top_k`` is a mistake to name, not to ignore
+            problems = [f"{a}: is not an argument of this tool ({', '.join(declared)})" for a in unknown]
+            raise ToolError(f"invalid arguments for tool {name}: {'; '.join(problems)}")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

@@ -18,6 +18,12 @@ KEY_REQUIRED_TAGS = frozenset({"memory"})
 KEY_SCHEMES = frozenset({"ApiKey", "Bearer"})
 UNAUTHORIZED = {
     "description": "an unknown API key, or an Authorization header that is not `Bearer <API key>`",
+    "headers": {
+        "WWW-Authenticate": {
+            "description": 'how to authenticate: Bearer realm="living-memory"',
+            "schema": {"type": "string"},
+        }
+    },
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
 }
 METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})

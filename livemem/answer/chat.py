@@ -359,7 +359,8 @@ MIN_LINE_WORDS = 8  # the fewest words of evidence a budgeted answer keeps room 
 def within_budget(lines: list[str], max_words: int | None, reserved: int = 0) -> list[str]:
     """The first lines whose words fit the answer budget less the ``reserved`` words of what the answer must say
     anyway (its heading, offers and hedge): whole items, so no citation is cut; the first line is always given,
-    shortened (``shorten``) when it alone is over."""
+    shortened (``shorten``) when it alone is over, and a program line that no longer fits is given shortened when
+    its name and at least ``MIN_LINE_WORDS`` words fit."""
     if not max_words:
         return lines
     room = max(max_words - reserved, 0)
@@ -367,8 +368,10 @@ def within_budget(lines: list[str], max_words: int | None, reserved: int = 0) ->
     for line in lines:
         words = len(line.split())
         if used + words > room:
-            if not kept:
-                kept.append(shorten(line, room))
+            named = line.find("): ")  # a program or place line: "- Name (County): ..."
+            fits = named >= 0 and len(line[:named].split()) + 2 <= room - used
+            if not kept or (room - used >= MIN_LINE_WORDS and fits):  # the first line always; a next program's
+                kept.append(shorten(line, room - used))  # when its name fits
             break
         kept.append(line)
         used += words

@@ -8,8 +8,9 @@
    killing me", "I'm dying to know", "shoot me the address", "kill the lights", "suicide prevention training") and
    negations ("I'm not suicidal", "nobody is hurt"). A clear case needs no model (``matched_by: lexicon``);
 2. **similarity**: the message's MiniLM vector (the one retrieval already computed: no second encoding) against
-   curated crisis exemplars of each kind and non-crisis exemplars (``crisis_exemplars.yaml``, embedded once per
-   process and embedder, lazily: ``exemplar_matrix``). A crisis when the best crisis exemplar is close enough
+   curated crisis exemplars of each kind and non-crisis exemplars (``crisis_exemplars.yaml``; their vectors by the
+   default model and precision are shipped beside it, ``crisis_exemplars.npz``, else embedded once per process and
+   embedder, lazily: ``exemplar_matrix``). A crisis when the best crisis exemplar is close enough
    (``MIN_SIMILARITY``) *and* closer than the best non-crisis one by ``MIN_MARGIN`` (``matched_by: similarity``);
    a message that also asks for a program or service (``ASKING``: "my baby needs a crib"), or whose idiom or
    negation was masked, needs the wider ``MIN_MARGIN_ASKING``. The thresholds were chosen on the tuning split
@@ -24,6 +25,7 @@ message's language (``en``, ``es``); ``crisis_text`` writes them as the first li
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import unicodedata
@@ -582,8 +584,38 @@ _MATRICES: dict[tuple[int, str], ExemplarMatrix | None] = {}
 _LOCK = threading.Lock()
 
 
+SHIPPED = EXEMPLARS.with_suffix(".npz")  # the exemplars' vectors by the default model and precision
+
+
+def exemplars_digest(path: Path = EXEMPLARS) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def shipped_vectors(model_id: str, digest: str, path: Path = SHIPPED) -> np.ndarray | None:
+    """The shipped vectors when they are ``model_id``'s of exactly this exemplar file (``digest``), else None."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if str(data["model_id"]) == model_id and str(data["sha256"]) == digest:
+                return np.asarray(data["vectors"], dtype=np.float32)
+    except (OSError, KeyError, ValueError):
+        return None
+    return None
+
+
+def ship_vectors(embedder: Any, path: Path = SHIPPED) -> Path:
+    """Embed the exemplars with ``embedder`` and write them beside the YAML (``python -m bench.crisis --ship``)."""
+    crisis, safe = load_exemplars()
+    vectors = np.asarray(embedder.encode([t for _, t in crisis] + safe), dtype=np.float16)
+    np.savez_compressed(
+        path, vectors=vectors, model_id=np.array(embedder.model_id), sha256=np.array(exemplars_digest())
+    )
+    return path
+
+
 def exemplar_matrix(embedder: Any) -> ExemplarMatrix | None:
-    """The exemplars embedded by ``embedder`` (once per process and embedder; None: it cannot embed them)."""
+    """The exemplars embedded by ``embedder`` (once per process and embedder; None: it cannot embed them). The
+    shipped vectors (``crisis_exemplars.npz``) are used when they are this embedder's model and precision and of
+    this exemplar file; otherwise the exemplars are embedded now, once."""
     key = (id(embedder), str(getattr(embedder, "model_id", "")))
     if key in _MATRICES:
         return _MATRICES[key]
@@ -591,7 +623,9 @@ def exemplar_matrix(embedder: Any) -> ExemplarMatrix | None:
         if key not in _MATRICES:
             try:
                 crisis, safe = load_exemplars()
-                vectors = np.asarray(embedder.encode([t for _, t in crisis] + safe), dtype=np.float32)
+                vectors = shipped_vectors(key[1], exemplars_digest())
+                if vectors is None or len(vectors) != len(crisis) + len(safe):
+                    vectors = np.asarray(embedder.encode([t for _, t in crisis] + safe), dtype=np.float32)
                 _MATRICES[key] = ExemplarMatrix(vectors[: len(crisis)], [k for k, _ in crisis], vectors[len(crisis) :])
             except (AttributeError, TypeError, ValueError):
                 _MATRICES[key] = None

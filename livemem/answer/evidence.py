@@ -218,7 +218,7 @@ REGISTRY_FIELDS = (
 # shown only where a row has them (imported rows: the provider, the marking of an undated row, other types, ...)
 REGISTRY_EXTRA = (
     "organization", "verification_note", "listed_at", "resource_types", "phones", "languages", "fees",
-    "service_area", "state", "flagged_fields",
+    "service_area", "state", "schedules", "flagged_fields",
 )  # fmt: skip
 
 

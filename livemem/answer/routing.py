@@ -96,7 +96,10 @@ RESOURCE_TYPES: dict[str, str] = {
 # benefits office handles, in this order (SelfQuery.steered_types).
 GENERAL_BENEFITS = re.compile(r"\b(?:benefits?|public assistance|government (?:help|assistance)|dhhr|aid)\b", re.I)
 GENERAL_BENEFIT_TYPES = ("snap", "medicaid", "wic", "utility_assistance")
-# Program types that meet one need: a population's program of the family a message names is looked up beside it.
+# Program types that meet one need: the program of the family a message names that is made for a population it
+# names is looked up beside it ("pregnant and need help buying food": WIC beside SNAP; a pantry's backpack program
+# for school kids is no WIC question).
+COMPANION_POPULATIONS = frozenset({"pregnant"})
 NEED_FAMILIES = (
     frozenset({"snap", "wic", "food_pantry"}),
     frozenset({"medicaid", "healthcare"}),
@@ -297,7 +300,8 @@ class SelfQuery:
             wanted = {t for p in self.populations for t in p["resource_types"]}
             # and the population's programs for the same need ("pregnant and need help buying food": WIC too)
             family = {t for f in NEED_FAMILIES if f & set(self.resource_types) for t in f}
-            added = [t for p in self.populations for t in p["resource_types"] if t in family]
+            added = [t for p in self.populations if p["population"] in COMPANION_POPULATIONS
+                     for t in p["resource_types"] if t in family]  # fmt: skip
             return sorted(dict.fromkeys([*self.resource_types, *added]), key=lambda t: t not in wanted)
         steered = list(dict.fromkeys(t for p in self.populations for t in p["resource_types"]))
         if not steered and self.general_benefits:

@@ -11,11 +11,8 @@ from livemem.geo.names import county_key, without_county_word
 @cache
 def zip_data() -> dict[str, tuple[str, str, bool]]:
     """ZIP -> (state, county without the word County, in use), from the zipcodes package (loaded once)."""
-    import zipcodes
-
     return {
-        z["zip_code"]: (z["state"], without_county_word(z["county"] or ""), bool(z["active"]))
-        for z in zipcodes.list_all()
+        code: (z["state"], without_county_word(z["county"] or ""), bool(z["active"])) for code, z in _zip_rows().items()
     }
 
 
@@ -38,6 +35,21 @@ def state_counties(state: str) -> dict[str, str]:
 
 @cache
 def _zip_rows() -> dict[str, dict]:
+    """ZIP -> the zipcodes package's row, read once, in a child process: ``zipcodes.list_all()`` is one C call that
+    holds the GIL for seconds (6.4 s on a busy 2-core machine), during which no other thread of this process runs,
+    such as a uvicorn worker's answer to its supervisor's health ping (unanswered for 5 s, the worker is killed;
+    issue 49). The child hands the rows back pickled while this process waits without the GIL; where no child can
+    be started (a daemonic process), they are read here."""
+    import multiprocessing
+
+    try:
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            return pool.apply(_read_zip_rows)
+    except (OSError, AssertionError):  # no child process here
+        return _read_zip_rows()
+
+
+def _read_zip_rows() -> dict[str, dict]:
     import zipcodes
 
     return {z["zip_code"]: z for z in zipcodes.list_all()}

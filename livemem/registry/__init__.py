@@ -1,6 +1,7 @@
 """The ``local_resources`` registry: load, verify, stage into an index version, resolve.
 
-Rows come from a CSV or JSON file or the Postgres table ``local_resources`` (``schemas/local_resource.schema.json``).
+Rows come from a CSV or JSON file, the Postgres table ``local_resources`` or an Open Referral HSDS export directory
+(``hsds_legacy.import_hsds``; rows per ``schemas/local_resource.schema.json``).
 Every row is checked by named rules (``RULES``); a row with an ``error`` issue is left out of the published slice,
 one with only ``warning`` / ``info`` issues is published and the issue reported, so bad rows never stop good ones.
 A verification run stages a new index version holding three tables (next to what other steps own):
@@ -35,9 +36,11 @@ from livemem.registry.load import (
     file_hash,
     input_version,
     load_csv,
+    load_hsds,
     load_json,
     load_postgres,
     load_rows,
+    package_hash,
 )
 from livemem.registry.resolver import (
     RegistryIndex,
@@ -79,10 +82,12 @@ __all__ = [
     "is_statewide",
     "iso",
     "load_csv",
+    "load_hsds",
     "load_json",
     "load_postgres",
     "load_registry_index",
     "load_rows",
+    "package_hash",
     "referenced_ids",
     "resolve",
     "run_verification",

@@ -560,6 +560,7 @@ def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], 
         "deprecated_at": deprecated_at,
         "organization": _recorded_organization(org) if org else None,
         "listed_at": listed_at,
+        "source_id": None if own_ids else sid,  # an id export derived from a registry id is not the source's
     }
 
 

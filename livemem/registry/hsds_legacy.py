@@ -162,20 +162,29 @@ class _Table:
     rows: list[dict[str, str]]
     lines: list[int]
     columns: list[str]
+    encoding: str = "utf-8-sig"
 
 
 def _read_csv(path: Path) -> _Table:
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as fh:
-            reader = csv.DictReader(fh)
-            rows, lines, line = [], [], 2
-            for raw in reader:
-                rows.append({k.strip(): v.strip() for k, v in raw.items() if k and isinstance(v, str) and v.strip()})
-                lines.append(line)
-                line = reader.line_num + 1
-            return _Table(rows, lines, [c.strip() for c in reader.fieldnames or []])
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise HsdsError(f"HSDS table {path.name} cannot be read: {exc}") from exc
+    """A table's rows: cells stripped, empty ones absent, column names in lower case. A file that is not UTF-8 is
+    read as Windows-1252 (what spreadsheet exports on Windows write), and the table says so (``encoding``)."""
+    for encoding in ("utf-8-sig", "cp1252"):
+        try:
+            with open(path, encoding=encoding, newline="") as fh:
+                reader = csv.DictReader(fh)
+                reader.fieldnames = [c.strip().lower() for c in reader.fieldnames or []]
+                rows, lines, line = [], [], 2
+                for raw in reader:
+                    rows.append({k: v.strip() for k, v in raw.items() if k and isinstance(v, str) and v.strip()})
+                    lines.append(line)
+                    line = reader.line_num + 1
+                return _Table(rows, lines, list(reader.fieldnames), encoding)
+        except UnicodeDecodeError as exc:
+            if encoding == "cp1252":
+                raise HsdsError(f"HSDS table {path.name} cannot be read: {exc}") from exc
+        except (OSError, csv.Error) as exc:
+            raise HsdsError(f"HSDS table {path.name} cannot be read: {exc}") from exc
+    raise AssertionError("unreachable")
 
 
 def _count_rows(path: Path) -> int:
@@ -266,6 +275,8 @@ def read_package(directory: str | Path) -> LegacyPackage:
         table = _read_csv(path)
         result.tables[stem] = table
         result.read[path.name] = len(table.rows)
+        if table.encoding != "utf-8-sig":
+            result.flags[f"{path.name}: not UTF-8, read as Windows-1252"] += 1
         if stem not in defined:
             result.unknown[path.name] = len(table.rows)  # read all the same: another HSDS version defines it
         known = {f["name"] for f in fields} | _EXTRA_COLUMNS.get(stem, set())
@@ -522,8 +533,10 @@ def _service_row(i: int, service: dict[str, str], where: str, look: _Look, stats
     if status == "temporarily closed":
         hours = f"Temporarily closed. {hours}" if hours else "Temporarily closed."
     name = service.get("name") or service.get("alternate_name") or org.get("name") or f"Service {sid}"
-    if not service.get("name"):
-        flag("name missing", f"service has no name: named {name!r}")
+    if len(name.strip()) < 2:  # the registry needs two characters: "X" of an organization is "Org — X"
+        name = f"{org['name']} — {name.strip()}" if org.get("name") else f"Service {sid}: {name.strip()}"
+    if not service.get("name") or name != service["name"]:
+        flag("name missing or too short", f"service has no usable name: named {name!r}")
     for key, value in (("organization", org.get("name")), ("zip", zip5), ("county", county)):
         if not value:
             stats.fields[f"{key} missing"] += 1
@@ -561,6 +574,49 @@ def _service_row(i: int, service: dict[str, str], where: str, look: _Look, stats
     }
 
 
+@cache
+def _limits() -> dict[str, Any]:
+    """field -> maxLength, and for list fields of objects: field -> {key: maxLength} (the registry row schema)."""
+    from livemem.schemas import load_schema
+
+    out: dict[str, Any] = {}
+    for name, prop in load_schema("local_resource")["properties"].items():
+        if "maxLength" in prop:
+            out[name] = prop["maxLength"]
+        items = prop.get("items") or {}
+        if items.get("type") == "object":
+            out[name] = {k: v["maxLength"] for k, v in items.get("properties", {}).items() if "maxLength" in v}
+        elif "maxLength" in items:
+            out[name] = {"": items["maxLength"]}
+    return out
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _fit(row: dict[str, Any]) -> list[str]:
+    """Cut what is longer than the registry row allows (a 4,000-character description, a 300-character phone note),
+    so a long field never costs the program its place; one message per field cut."""
+    cut: list[str] = []
+    for name, limit in _limits().items():
+        value = row.get(name)
+        if isinstance(limit, int) and isinstance(value, str) and len(value) > limit:
+            row[name] = _cut(value, limit)
+            cut.append(f"{name}: {len(value)} characters, cut to {limit}")
+        elif isinstance(limit, dict) and isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, str) and "" in limit and len(item) > limit[""]:
+                    value[i] = _cut(item, limit[""])
+                    cut.append(f"{name}: an item of {len(item)} characters, cut to {limit['']}")
+                elif isinstance(item, dict):
+                    for key, most in limit.items():
+                        if isinstance(item.get(key), str) and len(item[key]) > most:
+                            cut.append(f"{name}: {key} of {len(item[key])} characters, cut to {most}")
+                            item[key] = _cut(item[key], most)
+    return cut
+
+
 def import_package(directory: str | Path, *, now: datetime | None = None) -> HsdsImport:
     """Registry rows from an HSDS 1.0 / 1.1 / 2.0 tabular package (module docstring), with its fidelity report."""
     now = (now or datetime.now(UTC)).astimezone(UTC)
@@ -579,6 +635,10 @@ def import_package(directory: str | Path, *, now: datetime | None = None) -> Hsd
         row = _service_row(i, service, where, look, stats, problems, now)
         if row is None:
             continue
+        for message in _fit(row):
+            stats.fields[message.split(":", 1)[0] + ": cut to its maximum length"] += 1
+            if len(problems) < MAX_PROBLEMS * 2:
+                problems.append(Problem(where, "service", service["id"], "warning", message))
         if row["local_resource_id"] in seen:
             problems.append(
                 Problem(where, "service", service["id"], "warning", f"id also used by {seen[row['local_resource_id']]}")

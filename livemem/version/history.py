@@ -35,7 +35,7 @@ from livemem.errors import LivingMemoryError
 from livemem.version.store import MANIFEST, IndexHome
 
 COMMIT = re.compile(r"^[0-9a-fA-F]{4,40}$")
-VERSION_ID = re.compile(r"^\d{8}T\d{12}Z$")
+VERSION_ID = re.compile(r"\d{8}T\d{12}Z")  # whole (``fullmatch``): ``$`` would let a trailing newline through
 
 
 class VersionNotFound(LivingMemoryError):
@@ -145,21 +145,24 @@ def resolve(
 
 
 def lookup(home: IndexHome, ref: str, access: frozenset[str] | None = None) -> Resolution:
-    """A version named any way the CLI accepts: an id, ``current``, a date-time or a commit."""
-    text = ref.strip()
-    if text.lower() == "current" or VERSION_ID.match(text):
+    """A version named any way the CLI accepts: an id, ``current``, a date-time or a commit; exactly as given (a
+    reference with a space or a line break around it names nothing)."""
+    text = ref
+    if text.lower() == "current" or VERSION_ID.fullmatch(text):
         return by_id(home, text)
     return by_as_of(home, text, access=access)
 
 
 def by_id(home: IndexHome, version: str, current: str | None = None) -> Resolution:
+    """The version an id (or ``current``) names, exactly as given: one with a space or a newline around it is not an
+    id (``lookup`` strips what an operator typed before it asks)."""
     current = home.current() if current is None else current
-    text = version.strip()
+    text = version
     if text.lower() == "current":
         if current is None:
             raise VersionNotFound(f"no index version is published under {home.root} yet")
         return Resolution(current, True, "current", version)
-    if not VERSION_ID.match(text):
+    if not VERSION_ID.fullmatch(text):
         raise BadVersionReference(
             f"version {version!r} is not a version id (like 20261122T003458158104Z) nor 'current'; "
             "use as_of for a date-time or a commit"
@@ -173,12 +176,12 @@ def by_as_of(
     home: IndexHome, as_of: str, current: str | None = None, access: frozenset[str] | None = None
 ) -> Resolution:
     current = home.current() if current is None else current
-    text = as_of.strip()
-    when = parse_time(text)
+    text = as_of
+    when = parse_time(text) if text == text.strip() else None
     if when is not None:
         version = current_at(home, when)
         return Resolution(version, version == current, "as_of_time", as_of)
-    if COMMIT.match(text):
+    if COMMIT.fullmatch(text):
         version = holding_commit(home, text, access=access)
         return Resolution(version, version == current, "as_of_commit", as_of)
     raise BadVersionReference(

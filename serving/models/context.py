@@ -331,8 +331,9 @@ class PersonalPassage(BaseModel):
     ref: int | None = Field(None, description="its number in the prompt (None: left out by the size budget)")
 
 
-class Fact(BaseModel):
-    """A GBIM relation in the evidence, as a labelled triple."""
+class EvidenceFact(BaseModel):
+    """A GBIM relation in the evidence, as a labelled triple (``EvidenceFact``: ``/facts`` has its own ``Fact``, and
+    two schemas of one name made a generated client drop one)."""
 
     subject: str = Field(description="the entity id (or registry program id) the fact is about")
     subject_label: str = Field(description="its name")
@@ -440,7 +441,9 @@ class Evidence(BaseModel):
     """The evidence an answer is made from, by section."""
 
     unstructured: list[Passage] = Field(description="text passages from the index, best first")
-    structured_facts: list[Fact] = Field(description="GBIM relations of the places in evidence, and of the question")
+    structured_facts: list[EvidenceFact] = Field(
+        description="GBIM relations of the places in evidence, and of the question"
+    )
     spatial: list[SpatialEntity] = Field(description="GBIM places, most useful first (route.programs)")
     registry: list[RegistryRow] = Field(description="registry programs, most useful first (route.programs)")
     web: list[WebResult] = Field(description="web results (never for a West-Virginia-scoped message)")

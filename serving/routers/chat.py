@@ -146,7 +146,9 @@ class OpenAIRoute(APIRoute):
                 return openai_error(400, message, param or None)
             except HTTPException as exc:
                 detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
-                return openai_error(exc.status_code, detail, getattr(exc, "param", None))
+                response = openai_error(exc.status_code, detail, getattr(exc, "param", None))
+                response.headers.update(exc.headers or {})  # a 401's WWW-Authenticate, a 503's Retry-After
+                return response
             except (IndexUnavailable, LivingMemoryError) as exc:
                 log.error("%s", exc)  # with server paths, for operators; the caller gets the message without them
                 return openai_error(503, without_paths(str(exc)))
@@ -193,15 +195,23 @@ def model_entry(name: str) -> dict[str, Any]:
     return {"id": name, "object": "model", "created": STARTED, "owned_by": "living-memory"}
 
 
+def listed_models(service: ContextService) -> list[str]:
+    """What ``GET /v1/models`` lists: ``living-memory`` (the name every example uses: the default, whatever answers)
+    first, then each served model."""
+    return [MODEL_ALIAS, *(m for m in served_models(service) if m != MODEL_ALIAS)]
+
+
 @openai_router.get("/v1/models", responses=OPENAI_ERRORS)
 def list_models(state: State, role: CallerRole) -> dict[str, Any]:
-    """The models that answer (OpenAI's list shape): the configured LLM first, then `extractive`."""
-    return {"object": "list", "data": [model_entry(m) for m in served_models(context_service(state))]}
+    """The models that answer (OpenAI's list shape): `living-memory` (the default), the configured LLM, then
+    `extractive`."""
+    return {"object": "list", "data": [model_entry(m) for m in listed_models(context_service(state))]}
 
 
 @openai_router.get("/v1/models/{model}", responses=OPENAI_ERRORS)
 def get_model(model: str, state: State, role: CallerRole) -> dict[str, Any]:
-    if model not in served_models(context_service(state)):
+    """One model of ``GET /v1/models`` (`living-memory` among them); 404 for any other."""
+    if model not in listed_models(context_service(state)):
         raise HTTPException(404, f"the model {model!r} does not exist; GET /v1/models lists the served ones")
     return model_entry(model)
 

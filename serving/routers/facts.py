@@ -73,8 +73,11 @@ RDF_OFFERS = {TURTLE: TURTLE, N_TRIPLES: N_TRIPLES, JSON_LD: JSON_LD, RDF_XML: R
 RDF_RESPONSES = {"content": {media_type: {"schema": {"type": "string"}} for media_type in RDF_MEDIA_TYPES}}
 
 
+VARY = {"Vary": "Accept"}  # every answer of a negotiated route: a shared cache must key it on Accept
+
+
 def _not_acceptable(offers: dict[str, str]) -> HTTPException:
-    return HTTPException(406, f"the Accept header names no media type offered here: {', '.join(offers)}")
+    return HTTPException(406, f"the Accept header names no media type offered here: {', '.join(offers)}", headers=VARY)
 
 
 def gbim_iri(request: Request) -> str:
@@ -98,6 +101,7 @@ def _rdf_response(graph: Any, media_type: str, version_id: str, truncated: bool 
 )
 def facts(
     request: Request,
+    response: Response,
     state: State,
     role: CallerRole,
     snap: CurrentSnapshot,
@@ -129,6 +133,7 @@ def facts(
     result = state.facts.triples(snap, role, subject, name, predicate, object)
     index, found, matched = result.index, result.found, result.matched
     if media_type == "application/json":
+        response.headers.update(VARY)  # the same URL answers RDF to an RDF client
         return FactsResponse(
             facts=found[:limit],
             total=len(found),

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query
 
 from livemem.registry import RESOURCE_TYPES, RegistryQueryError, load_registry_index, resolve
-from serving.deps import CurrentSnapshot
+from serving.deps import CurrentSnapshot, KnownQuery
 from serving.models import ErrorBody
 from serving.models.resources import Resource, ResourcesResponse
 
@@ -26,6 +26,7 @@ ResourceType = StrEnum("ResourceType", {t: t for t in RESOURCE_TYPES})
     "/resources",
     response_model=ResourcesResponse,
     responses={422: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+    dependencies=[KnownQuery],  # an unknown query parameter is a 422 naming it, never ignored
 )
 def resources(
     snap: CurrentSnapshot,

@@ -225,6 +225,24 @@ class ContextService:
             event["context"]["kind"] = "context"
         self.state.traces.submit(events)  # queued: the answer does not wait for the trace file
 
+    def prepare(self, snap: Snapshot) -> None:
+        """Every one-off setup of /context and /chat for ``snap``, done now in this thread (the app's startup, before
+        this worker takes a request; issue 49: the first /context of a fresh worker ran it, 6.5 s, and uvicorn's
+        supervisor killed workers whose health ping went unanswered meanwhile): one question answered as the public
+        role through retrieval, places, registry, GBIM, crisis detection and the extractive answerer, with no web
+        call, no LLM call, no cache entry, no trace and no audit record. Then the warm-up questions: here too when
+        nothing but the extractive answerer answers them (quick and local), in the background with an LLM."""
+        caller = self.caller(self.state.role(self.state.settings.public_role))
+        find_places("Oak Hill 25901", snap.home)  # the place tables of this version's home states
+        result = build_context(snap, self.state.retriever, caller, ContextRequest(PREPARE_QUESTION), self.settings)
+        generate(result, snap, self.settings, None, persona_table=self.state.personas)
+        if self.backend is None and self.settings.warm_up:
+            with self._lock:
+                self._warmed.add(snap.version_id)  # warmed here, not by a thread beside the first requests
+            self._warm(snap)
+        else:
+            self.maybe_warm_up(snap)
+
     def maybe_warm_up(self, snap: Snapshot) -> threading.Thread | None:
         """The first time a version is served, answer the warm-up questions in the background (public role)."""
         if not self.settings.warm_up or not self.settings.warm_up_questions or snap.version_id in self._warmed:
@@ -250,6 +268,7 @@ class ContextService:
 
 
 _CREATE_LOCK = threading.Lock()
+PREPARE_QUESTION = "food pantry or heating bill help near Oak Hill 25901 in Fayette County"
 
 
 def context_service(state: ServingState, settings: ContextSettings | None = None) -> ContextService:

@@ -11,6 +11,10 @@ from typing import Any
 
 from fastapi import HTTPException
 
+# RFC 9110 §11.6.1: a 401 names how to authenticate. Keys go in ``Authorization: Bearer`` (RFC 6750) or ``X-API-Key``.
+CHALLENGE = 'Bearer realm="living-memory"'
+UNAUTHORIZED_HEADERS = {"WWW-Authenticate": CHALLENGE}
+
 
 class ServiceError(HTTPException):
     def __init__(self, status: int, message: str, detail: Any = None, headers: dict[str, str] | None = None) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 from livemem import personal
 from livemem.answer.conversation import ANONYMOUS_SCOPE, caller_scope
 from livemem.answer.routing import ContextRequest as Message
-from serving.services.errors import ServiceError
+from serving.services.errors import UNAUTHORIZED_HEADERS, ServiceError
 
 if TYPE_CHECKING:
     from serving.state import ServingState
@@ -27,7 +27,7 @@ NEEDS_KEY = (
 def user_of(state: ServingState, scope: str, user_id: str | None) -> str:
     """The user a request speaks for; 401 for callers without a key (the public role's name is no key either)."""
     if scope in (ANONYMOUS_SCOPE, caller_scope(state.settings.public_role)):
-        raise ServiceError(401, NEEDS_KEY)
+        raise ServiceError(401, NEEDS_KEY, headers=UNAUTHORIZED_HEADERS)
     return personal.user_key(scope, user_id)
 
 

@@ -4,10 +4,12 @@ chunk against its extracted text (current), and a replaced flyer reads as change
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from jsonschema import Draft202012Validator
 from support.examples import copy_bundled_example
 from support.serving import API_KEYS
 
@@ -63,6 +65,12 @@ def test_a_pdf_chunk_says_its_page_and_verifies_against_the_extracted_text(serve
     assert record.status_code == 200, record.text
     body = record.json()
     assert body["metadata"]["page"] == 2 and body["verification"]["status"] == "current"
+    # the answer is what the shipped schema says a chunk is (it had three keys the schema refused before issue 49)
+    schema = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "chunk.schema.json").read_text())
+    plain = client.get(f"/chunks/{top['chunk_id']}").json()
+    for answer in (body, plain):
+        errors = [e.message for e in Draft202012Validator(schema).iter_errors(answer)]
+        assert errors == [], errors
 
 
 def test_docx_and_html_chunks_keep_their_heading_paths(served) -> None:

@@ -188,6 +188,19 @@ def test_facts_match_triple_patterns(served) -> None:
     assert client.get("/facts", params={"limit": 0}).status_code == 422
 
 
+def test_every_negotiated_answer_varies_on_accept(served) -> None:
+    """/facts answers JSON or RDF by Accept: every answer (JSON too, and the 406) says ``Vary: Accept``, so a shared
+    cache never hands the JSON to an RDF client (the JSON answer had no Vary before issue 49)."""
+    client = served[0]
+    for accept in ("application/json", "text/turtle", None):
+        answer = client.get("/facts", params={"subject": OAK_HILL}, headers={"Accept": accept} if accept else {})
+        assert answer.status_code == 200 and answer.headers["Vary"] == "Accept", (accept, answer.headers)
+    refused = client.get("/facts", params={"subject": OAK_HILL}, headers={"Accept": "image/png"})
+    assert refused.status_code == 406 and refused.headers["Vary"] == "Accept"
+    entity = client.get(f"/entities/{OAK_HILL}")
+    assert entity.headers["Vary"] == "Accept"
+
+
 def test_facts_find_entities_by_name(served) -> None:
     client = served[0]
     data = client.get("/facts", params={"name": "beckley dhhr office"}).json()

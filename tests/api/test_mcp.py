@@ -550,6 +550,8 @@ def test_argument_errors_name_the_argument_without_pydantic_links(server) -> Non
     assert "top_k: must be less than or equal to 50 (got 500)" in bad
     assert "collections[0]: must be 'code', 'governance' or 'wv_benefits' (got \"nope\")" in bad
     assert "query: is required" in error_of(server, "query", {})
+    typo = error_of(server, "query", {"query": "heating", "topk": 3})  # ignored before issue 49, as prompts never did
+    assert typo.startswith("invalid arguments for tool query: topk: is not an argument of this tool (query, top_k")
     mixed = error_of(server, "feedback", {"trace_id": "x", "useful": "maybe"})
     assert "trace_id: must match pattern" in mixed and "useful: must be a valid boolean" in mixed
     long = error_of(server, "context", {"message": "x" * 5000})

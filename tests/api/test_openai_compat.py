@@ -77,8 +77,9 @@ def client(url: str, key: str = "public") -> openai.OpenAI:
 def test_models_list_and_bearer_keys_set_the_role(extractive_server):
     url = extractive_server
     internal = client(url, INTERNAL_KEY)
-    assert [m.id for m in internal.models.list()] == ["extractive"]
+    assert [m.id for m in internal.models.list()] == ["living-memory", "extractive"]  # the name the examples use
     assert internal.models.retrieve("extractive").object == "model"
+    assert internal.models.retrieve("living-memory").id == "living-memory"  # issue 49: it was a 404
     with pytest.raises(openai.NotFoundError):
         internal.models.retrieve("gpt-4o")
     with pytest.raises(openai.AuthenticationError) as bad:
@@ -86,6 +87,7 @@ def test_models_list_and_bearer_keys_set_the_role(extractive_server):
     assert bad.value.status_code == 401 and bad.value.code == "invalid_api_key"
     raw = httpx.get(f"{url}/v1/models", headers={"Authorization": "Bearer not-a-key"})
     assert set(raw.json()["error"]) == {"message", "type", "param", "code"}
+    assert raw.headers["WWW-Authenticate"].startswith('Bearer realm="living-memory"')  # a 401 says how (RFC 9110)
     assert raw.json()["error"]["type"] == "authentication_error"
 
     ask = {"model": "living-memory", "messages": [{"role": "user", "content": "caseworker escalation for SNAP"}]}
@@ -126,7 +128,7 @@ def test_llm_tokens_are_forwarded_as_they_come(home, embedder):
     try:
         with serve(app) as url:
             api = client(url)
-            assert [m.id for m in api.models.list()] == ["fake-model", "extractive"]
+            assert [m.id for m in api.models.list()] == ["living-memory", "fake-model", "extractive"]
             stream = api.chat.completions.create(
                 model="fake-model",
                 messages=[{"role": "user", "content": "Where can a grandmother in ZIP 25840 get utility assistance?"}],

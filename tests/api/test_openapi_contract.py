@@ -133,6 +133,35 @@ def test_empty_or_malformed_credentials_are_refused_as_before(bare):
     assert bare.get("/manifest", headers={"X-API-Key": KEY}).status_code == 503  # a good key: on to the index
 
 
+def test_every_401_says_how_to_authenticate_and_schema_names_are_unique(bare, spec):
+    """Issue 49: a 401 carries ``WWW-Authenticate`` (RFC 9110 §11.6.1), on every door; no two schemas share a name
+    (two ``Fact`` models made FastAPI name both by module path, and openapi-python-client dropped ``FactsResponse``);
+    ``/resources`` refuses a query parameter it does not have, naming it."""
+    for method, path, headers in (
+        ("get", "/manifest", {"X-API-Key": "wrong"}),
+        ("get", "/manifest", {"Authorization": "Basic x"}),
+        ("get", "/memory", {}),
+        ("get", "/v1/models", {"Authorization": "Bearer wrong"}),
+        ("post", "/v1/chat/completions", {"Authorization": "Bearer wrong"}),
+    ):
+        answer = bare.request(method.upper(), path, headers=headers, json={"model": "x", "messages": []})
+        assert answer.status_code == 401, (path, answer.text)
+        assert answer.headers["WWW-Authenticate"].startswith('Bearer realm="living-memory"'), (path, answer.headers)
+    assert 'error="invalid_token"' in bare.get("/manifest", headers={"X-API-Key": "wrong"}).headers["WWW-Authenticate"]
+    assert all("WWW-Authenticate" in op["responses"]["401"].get("headers", {}) for _, _, op in operations(spec)
+               if "401" in op.get("responses", {}) and "$ref" not in op["responses"]["401"]
+               and op["responses"]["401"].get("description", "").startswith("an unknown API key, or"))  # fmt: skip
+    schemas = spec["components"]["schemas"]
+    assert not [name for name in schemas if "__" in name]  # every schema has a name of its own
+    assert schemas["FactsResponse"]["properties"]["facts"]["items"] == {"$ref": "#/components/schemas/Fact"}
+    assert "EvidenceFact" in schemas
+    unknown = bare.get("/resources", params={"zipcode": "25901", "limit": 5})
+    assert unknown.status_code == 422, unknown.text
+    assert unknown.json()["detail"][0]["loc"] == ["query", "zipcode"] and "zipcode" in unknown.json()["message"]
+    assert "is not a parameter of /resources" in unknown.json()["message"]
+    assert bare.get("/resources", params={"zip": "25901"}).status_code == 503  # known ones: on to the index
+
+
 def owner(name: str) -> str:
     """The module of a component schema (FastAPI names a model whose name two modules share by its module path);
     the 422 bodies are serving.openapi's."""

@@ -73,6 +73,12 @@ def test_unknown_and_malformed_versions_are_clear_errors(client, history) -> Non
     assert early.status_code == 404 and "no version was published at 2001-01-01" in early.json()["detail"]
     bad = client.get("/versions/not%20a%20version/diff/current")
     assert bad.status_code == 422 and "neither an ISO 8601 date-time" in bad.json()["detail"]
+    # an id with a line break after it is not an id (accepted before issue 49: ids were stripped, ``$`` matched)
+    newline = client.get(f"/versions/{history['v1']}%0A/diff/current")
+    assert newline.status_code == 422, newline.text
+    asked = client.post("/query", json={"query": "SNAP", "version": history["v1"] + "\n"})
+    assert asked.status_code == 422 and "is not a version id" in asked.json()["detail"]
+    assert client.post("/query", json={"query": "SNAP", "version": history["v1"]}).status_code == 200
     unknown = client.get("/versions/abcdef0/diff/current")
     assert unknown.status_code == 404 and "no kept version holds commit abcdef0" in unknown.json()["detail"]
 

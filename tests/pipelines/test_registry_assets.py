@@ -225,6 +225,4 @@ def test_a_registry_that_is_an_hsds_datapackage_verifies_and_publishes(tmp_path:
     assert meta["status"].value == "staged" and meta["rows_read"].value == 30
     home = IndexHome(tmp_path / "index")
     assert home.current() == meta["version_id"].value
-    assert registry.input_version(RegistryConfig.from_sources(load_sources(sources))) == registry.load.package_hash(
-        package
-    )
+    assert registry.input_version(RegistryConfig.from_sources(load_sources(sources))) == registry.package_hash(package)

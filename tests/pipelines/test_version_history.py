@@ -114,6 +114,9 @@ def test_a_version_id_resolves_and_an_unknown_one_is_a_clear_error(own_home, his
         resolve(home, version="20990101T000000000000Z")
     with pytest.raises(BadVersionReference, match="is not a version id"):
         resolve(home, version="../../etc")
+    for padded in (history["v2"] + "\n", " " + history["v2"], history["v2"] + "\r\n", "current\n"):
+        with pytest.raises(BadVersionReference, match="is not a version id"):  # an id is exactly an id
+            resolve(home, version=padded)
     with pytest.raises(BadVersionReference, match="name different versions"):
         resolve(home, version=history["v1"], as_of=git_head(history["repo"]))
 

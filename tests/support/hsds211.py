@@ -364,7 +364,9 @@ def _write_v3(directory: Path, t: Tables) -> Path:
             _write_csv(legacy / f"{stem}.csv", fields[stem], rows)
         rows = [r for r in import_package(legacy).rows if r.get("zip") and r.get("county")]
     # what HSDS 3.0 cannot hold as such (an e-mail cell with a URL) is left out, as a 3.0 publisher would
-    clean = [{**r, "contact_email": r["contact_email"] if "@" in (r.get("contact_email") or "@") else None} for r in rows]
+    clean = [
+        {**r, "contact_email": r["contact_email"] if "@" in (r.get("contact_email") or "@") else None} for r in rows
+    ]
     hsds.write_export(hsds.export_services(clean), directory)
     return directory / hsds.TABULAR_DIR
 

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,13 +27,38 @@ def free_port() -> int:
 @contextmanager
 def uvicorn(home: IndexHome, workers: int = 1, timeout: float = 120.0):
     """A real uvicorn serving ``serving.app:app`` on loopback; yields its base URL."""
+    with uvicorn_process(home, workers, timeout) as (url, _):
+        yield url
+
+
+@contextmanager
+def uvicorn_process(
+    home: IndexHome,
+    workers: int = 1,
+    timeout: float = 120.0,
+    env: dict[str, str] | None = None,
+    log_level: str = "warning",
+    args: tuple[str, ...] = (),
+):
+    """``uvicorn``, yielding (base URL, the uvicorn process: its children are the workers); ``env``: more variables,
+    ``args``: more arguments. What the server writes to stderr (the supervisor's and workers' log at ``log_level``)
+    is collected line by line in ``proc.lines`` as it comes (a thread reads it: a full pipe would stall the server)."""
     port = free_port()
-    env = {**os.environ, "RAG_INDEX_DIR": str(home.root), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(PROJECT)}
+    env = {**os.environ, "RAG_INDEX_DIR": str(home.root), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(PROJECT),
+           **(env or {})}  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "serving.app:app", "--host", "127.0.0.1", "--port", str(port),
-         "--workers", str(workers), "--log-level", "warning"],
-        cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+         "--workers", str(workers), "--log-level", log_level, *args],
+        cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    proc.lines = []  # type: ignore[attr-defined]
+
+    def read() -> None:
+        for line in proc.stderr:
+            proc.lines.append(line)  # type: ignore[attr-defined]
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -43,10 +69,11 @@ def uvicorn(home: IndexHome, workers: int = 1, timeout: float = 120.0):
             except httpx.HTTPError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()  # reading stderr waits for its end: a server that answers 503 must not hang the test
-                raise RuntimeError(f"uvicorn did not start: {proc.communicate()[1].decode()[-2000:]}")
+                proc.kill()  # a server that answers 503 must not hang the test
+                reader.join(timeout=10)
+                raise RuntimeError(f"uvicorn did not start: {''.join(proc.lines)[-2000:]}")  # type: ignore[attr-defined]
             time.sleep(0.3)
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:

@@ -144,7 +144,7 @@ def test_the_suite_is_large_enough_and_disjoint_from_what_the_detector_knows():
 def test_an_invalid_crisis_suite_says_where(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("crisis: {suicide: {en: [x]}}\ncontrols: {}\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="bad.yaml"):
+    with pytest.raises(ConfigError, match=r"bad\.yaml"):
         load_crisis_suite(bad)
 
 
@@ -196,3 +196,13 @@ def test_the_reported_suite_with_the_model(embedder):
     assert row["false_alarms"] / row["controls"] <= 0.02
     for kind, mine in result.by_kind().items():
         assert mine["recall"] >= 0.99, kind
+
+
+def test_the_shipped_vectors_are_of_this_exemplar_file():
+    """`python -m bench.crisis --ship` after editing crisis_exemplars.yaml, or every process embeds them again."""
+    from livemem.model.embedding import MODEL_ID
+
+    vectors = crisis.shipped_vectors(f"{MODEL_ID}:int8-block", crisis.exemplars_digest())
+    exemplars, safe = crisis.load_exemplars()
+    assert vectors is not None and vectors.shape == (len(exemplars) + len(safe), 384)
+    assert crisis.shipped_vectors("another-model", crisis.exemplars_digest()) is None

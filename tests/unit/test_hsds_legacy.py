@@ -273,3 +273,32 @@ def test_a_211_package_survives_verification_export_and_reimport(tmp_path: Path)
         assert back["hours"] == row["hours"]
         assert len(back["phones"] or []) == len(row["phones"] or [])
         assert (back["listed_at"] or "")[:10] == (row["listed_at"] or "")[:10]
+
+
+def test_a_windows_1252_table_with_capitalised_headers_is_read_and_said(tmp_path: Path) -> None:
+    package = shutil.copytree(FIXTURE, tmp_path / "pkg")
+    services = (package / "services.csv").read_text(encoding="utf-8")
+    header, rest = services.split("\n", 1)
+    rest = rest.replace("HIALEAH", "HIALEAH – Café", 1)
+    (package / "services.csv").write_bytes((header.upper() + "\n" + rest).encode("cp1252"))
+    result = import_hsds(package, now=NOW)
+    assert len(result.rows) == 30 and _by_id(result)["21"]["name"] == "HIALEAH – Café"
+    assert result.report["flagged"]["services.csv: not UTF-8, read as Windows-1252"] == 1
+
+
+def test_a_field_longer_than_the_registry_allows_is_cut_and_flagged_not_dropped(tmp_path: Path) -> None:
+    package = shutil.copytree(FIXTURE, tmp_path / "pkg")
+    with open(package / "services.csv", encoding="utf-8", newline="") as fh:
+        services = list(csv.DictReader(fh))
+    services[0]["description"] = "Groceries. " * 500
+    with open(package / "services.csv", "w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(services[0]))
+        writer.writeheader()
+        writer.writerows(services)
+    result = import_hsds(package, now=NOW)
+    row = _by_id(result)["1"]
+    assert len(row["description"]) == 4000 and row["description"].endswith("…")
+    assert result.report["flagged"]["description: cut to its maximum length"] == 1
+    cfg = RegistryConfig(kind="hsds", path=package, state="FL", states=("FL", "GA", "AL"))
+    verified = verify(load_rows(cfg), cfg, NOW)
+    assert bool(verified.rows.set_index("local_resource_id").loc["1", "valid"])
