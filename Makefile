@@ -38,7 +38,8 @@ materialize: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/livemem materialize --job verify_registry
 
 serve: install
-	$(BIN)/uvicorn serving.app:app --host $${HOST:-127.0.0.1} --port $(PORT) --workers $${WORKERS:-1}
+	$(BIN)/uvicorn serving.app:app --host $${HOST:-127.0.0.1} --port $(PORT) --workers $${WORKERS:-1} \
+		--timeout-worker-healthcheck $${WORKER_HEALTHCHECK_S:-60}
 
 ui: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -m orchestration.definitions -h 127.0.0.1 -p $${DAGSTER_PORT:-3000}

@@ -91,7 +91,8 @@ def uvicorn_server(
     }
     env.pop("LLM_BASE_URL", None)  # benchmarks measure the app, never a model backend
     command = [sys.executable, "-m", "uvicorn", "serving.app:app", "--host", "127.0.0.1", "--port", str(port),
-               "--log-level", "warning", "--no-access-log", "--workers", str(workers)]  # fmt: skip
+               "--log-level", "warning", "--no-access-log", "--workers", str(workers),
+               "--timeout-worker-healthcheck", "60"]  # as `make serve` (docs/deploy.md)  # fmt: skip
     process = subprocess.Popen(command, cwd=root, env=env)
     url = f"http://127.0.0.1:{port}"
     SERVER_PIDS[url] = process.pid

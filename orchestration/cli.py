@@ -411,7 +411,9 @@ def serve(
     import uvicorn
 
     os.environ["RAG_INDEX_DIR"] = str(CTX.paths.index_dir)  # the app reads its settings in each worker
-    uvicorn.run("serving.app:app", host=host, port=port, workers=workers)
+    # a worker's startup prepares everything (serving.app); some of it is one C call holding the GIL for seconds on a
+    # busy machine, and uvicorn kills a worker whose health ping goes unanswered this long (default 5 s)
+    uvicorn.run("serving.app:app", host=host, port=port, workers=workers, timeout_worker_healthcheck=60)
 
 
 def query_embedder(settings: ServingSettings):

@@ -71,7 +71,10 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
                 log.warning("%s", exc)
             else:
                 started = time.perf_counter()
-                context_service(state).prepare(snap)  # /context's one-off setup: here, not in a first request
+                try:
+                    context_service(state).prepare(snap)  # /context's one-off setup: here, not in a first request
+                except Exception as exc:  # best effort, like the warm-up: the request that needs it says what fails
+                    log.warning("preparing /context and /chat failed: %r", exc)
                 log.info("/context and /chat prepared in %.1f s", time.perf_counter() - started)
         try:
             yield

@@ -317,6 +317,15 @@ def _detected_needs(route: dict[str, Any]) -> list[str]:
     return list((route.get("filters") or {}).get("resource_type") or [])
 
 
+def first_line(answer: str) -> str:
+    """The answer's first line after its heading ("From the West Virginia evidence in Living Memory:", a persona's:
+    a first line ending in ':' followed by more), its list mark ("- ") taken off: where the direct answer must be."""
+    lines = [line.strip() for line in answer.splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":") and not lines[0].startswith("-"):
+        lines = lines[1:]
+    return re.sub(r"^[-*•]\s+", "", lines[0]) if lines else ""
+
+
 def check_case(case: Case, status: int, body: dict[str, Any]) -> list[str]:
     """What of ``case.expect`` the answer (``status``, ``body``: the /chat response) does not show; [] passes."""
     expect = case.expect
@@ -376,6 +385,10 @@ def check_case(case: Case, status: int, body: dict[str, Any]) -> list[str]:
     for words in expect.get("answer_not_contains", []):
         if _phrase(words).search(answer):
             failures.append(f"answer_not_contains {words!r}: in the answer")
+    if "answer_starts_with" in expect:
+        first = first_line(answer)
+        if not re.match(_phrase(expect["answer_starts_with"]).pattern, first, re.IGNORECASE):
+            failures.append(f"answer_starts_with {expect['answer_starts_with']!r}: the answer begins {first[:120]!r}")
     if "first_program" in expect:
         failures.extend(_first_program(expect["first_program"], cited, body))
     if "resource_types" in expect:

@@ -27,7 +27,7 @@ from livemem.dates import passage_date
 from livemem.geo.gazetteer import distance_km, town_point
 from livemem.geo.names import county_key
 from livemem.geo.places import county_name
-from livemem.geo.zips import county_point, town_zip_codes, zip_city, zip_point
+from livemem.geo.zips import county_point, town_zip_codes, zip_city, zip_data, zip_point
 from livemem.query.fusion import normalized_score
 from livemem.query.gis_index import GisIndex, cached_gis_index
 from livemem.query.retrieval import Retriever
@@ -435,12 +435,31 @@ _NAMES = r"(?:[A-Z][\w.'-]*(?: [A-Z][\w.'-]*)*)(?:(?:,| and| or) (?:[A-Z][\w.'-]
 RESIDENTS = re.compile(rf"\b({_NAMES}) Count(?:y|ies) residents\b|\bresidents of ({_NAMES}) Count(?:y|ies)\b")
 
 
+@lru_cache(maxsize=1)
+def _county_keys() -> frozenset[str]:
+    """Every US county's comparison key (the ZIP data's)."""
+    return frozenset(county_key(county) for _, county, _ in zip_data().values() if county)
+
+
+def _county_in(words: str) -> str | None:
+    """The longest tail of ``words`` that is a US county ("Low-income Palm Beach" → palm beach; "South Palm Beach"
+    → palm beach), None when no tail is one."""
+    parts = words.split()
+    for i in range(len(parts)):
+        key = county_key(" ".join(parts[i:]))
+        if key in _county_keys():
+            return key
+    return None
+
+
 def eligible_counties(eligibility: str) -> set[str]:
-    """The counties a program's eligibility limits it to (their keys; empty: none named)."""
+    """The counties a program's eligibility limits it to (their keys; empty: none named, or none that is a
+    county)."""
     out: set[str] = set()
     for m in RESIDENTS.finditer(eligibility or ""):
         names = m.group(1) or m.group(2)
-        out |= {county_key(n) for n in re.split(r",\s*|\s+(?:and|or)\s+", names) if n.strip()}
+        found = (_county_in(n) for n in re.split(r",\s*|\s+(?:and|or)\s+", names) if n.strip())
+        out |= {key for key in found if key}
     return out
 
 

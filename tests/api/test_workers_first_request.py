@@ -52,6 +52,7 @@ def in_pairs(url: str, messages: list[str]) -> list[float]:
 
 def test_two_workers_take_their_first_context_without_a_kill_and_within_twice_a_warm_one(index) -> None:
     env = {"LIVEMEM_ANSWER_CACHE_SIZE": "0"}  # every request answered, none from the cache
+    # started as `make serve` starts it (support.servers.SERVE_ARGS: --timeout-worker-healthcheck 60)
     with uvicorn_process(index, workers=2, timeout=300, env=env, log_level="info", args=("--no-access-log",)) as (
         url,
         proc,

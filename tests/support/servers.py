@@ -16,6 +16,9 @@ import httpx
 from livemem.version.store import IndexHome
 
 PROJECT = Path(__file__).resolve().parents[2]
+# as `make serve` and `livemem serve` start uvicorn: a worker's startup prepares everything (serving.app), part of it
+# one C call holding the GIL for seconds on a busy machine, past uvicorn's default 5 s health ping (docs/deploy.md)
+SERVE_ARGS = ("--timeout-worker-healthcheck", "60")
 
 
 def free_port() -> int:
@@ -48,7 +51,7 @@ def uvicorn_process(
            **(env or {})}  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "serving.app:app", "--host", "127.0.0.1", "--port", str(port),
-         "--workers", str(workers), "--log-level", log_level, *args],
+         "--workers", str(workers), "--log-level", log_level, *SERVE_ARGS, *args],
         cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     proc.lines = []  # type: ignore[attr-defined]

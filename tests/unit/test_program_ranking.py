@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from livemem.answer.evidence import find_program, rank_programs, row_town, street
+import pytest
+
+from livemem.answer.evidence import eligible_counties, excludes, find_program, rank_programs, row_town, street
 from livemem.answer.routing import ContextRequest, self_query
 
 NOW = datetime(2026, 11, 26)
@@ -85,3 +87,24 @@ def test_towns_streets_and_program_names_are_read_as_people_write_them():
     rows = [{"name": "Fayette LIEAP Intake – Community Action"}, {"name": "Raleigh LIEAP Intake – Beckley"}]
     assert find_program(rows, "the Fayette LIEAP intake")["name"].startswith("Fayette")
     assert find_program(rows, "a pantry") is None
+
+
+@pytest.mark.parametrize(
+    ("eligibility", "counties"),
+    [
+        ("Fayette County residents; bring a photo ID.", {"fayette"}),
+        ("Low-income residents of Fayette County.", {"fayette"}),
+        ("Fayette and Raleigh County residents", {"fayette", "raleigh"}),
+        ("Low-income Palm Beach County residents", {"palm beach"}),  # the county, not "low-income palm beach"
+        ("South Palm Beach County residents", {"palm beach"}),
+        ("Miami-Dade County residents only", {"miami-dade"}),
+        ("Open to all.", set()),
+        ("Narnia County residents", set()),  # no county: no limit
+    ],
+)
+def test_the_counties_an_eligibility_limits_a_program_to(eligibility, counties):
+    assert eligible_counties(eligibility) == counties
+    if counties:
+        assert excludes({"eligibility": eligibility}, ["Kanawha"])
+        assert not excludes({"eligibility": eligibility}, [next(iter(counties)).title()])
+    assert not excludes({"eligibility": eligibility}, [])  # the person named no county
