@@ -629,6 +629,9 @@ def eval_answers(
         snap = load_snapshot(h, target)
     except IndexUnavailable as exc:
         fail(str(exc))
+    if not as_json:  # which index is asked, and whether it is the sources file's (issue 49: it was silent)
+        for line in _eval_target(h, target, snap.manifest):
+            console.print(line, soft_wrap=True, markup=False)
     serving = ServingSettings.from_env()
     from livemem.model.embedding import Embedder
 
@@ -665,6 +668,26 @@ def eval_answers(
     crisis_failed = eval_crisis(crisis, as_json=False, embedder=embedder) if crisis is not None else 0
     if not passed or crisis_failed:
         raise typer.Exit(1)
+
+
+def _eval_target(h: Any, version: str, manifest: dict[str, Any]) -> list[str]:
+    """What ``livemem eval`` says before it asks: the index version and home (``RAG_INDEX_DIR``, ``--index-dir``)
+    and its sources, and a note when the sources file names other sources than that index holds (the suite may
+    belong to another deployment's index)."""
+    from livemem.sources.config import load_sources
+
+    held = sorted(manifest.get("sources", {}))
+    lines = [f"asking index version {version} of {h.root} (RAG_INDEX_DIR / --index-dir), sources: {', '.join(held)}"]
+    try:
+        named = sorted(s.name for s in load_sources(CTX.paths.sources_file).sources)
+    except LivingMemoryError:
+        return lines
+    if set(named) != set(held):
+        lines.append(
+            f"note: the sources file {CTX.paths.sources_file} names other sources ({', '.join(named)}) than this index "
+            "holds: its answer suite may belong to another index (set RAG_INDEX_DIR or --index-dir)"
+        )
+    return lines
 
 
 def eval_crisis(path: Path, as_json: bool, embedder: Any = None) -> int:

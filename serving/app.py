@@ -8,6 +8,7 @@ all /context and /chat build once (``ContextService.prepare``), so a worker's fi
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import sqlite3
@@ -76,6 +77,10 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
                 except Exception as exc:  # best effort, like the warm-up: the request that needs it says what fails
                     log.warning("preparing /context and /chat failed: %r", exc)
                 log.info("/context and /chat prepared in %.1f s", time.perf_counter() - started)
+            # the tables startup built (places, ZIPs, the version's) are kept for the process' life: out of the
+            # collector's way, so a first request does not pay a full collection over millions of startup objects
+            gc.collect()
+            gc.freeze()
         try:
             yield
         finally:

@@ -398,6 +398,8 @@ def extractive_answer(context: dict[str, Any], table: Mapping[str, Persona] = PE
     if said and refs:
         lines.append(f"- {' '.join(said)} {' '.join(f'[{r}]' for r in refs[:4])}")
     programs = program_lines(context)
+    if programs and not said and (lead := yes_no_lead(context)):  # "Is there a WIC clinic in Beckley?": yes first
+        programs[0] = f"- {lead}{programs[0].removeprefix('- ')}"
     lines += programs
     # passages: two beside programs; three when they are the whole answer (a governance or general question)
     for item in [p for p in context["unstructured"] if p.get("ref")][: 2 if programs else 3]:
@@ -427,6 +429,52 @@ def extractive_answer(context: dict[str, Any], table: Mapping[str, Persona] = PE
 
 
 MAX_PROGRAMS = 5  # registry programs and places an extractive answer lists
+# Yes/no questions a program list answers: "is there / are there / does Oak Hill have / ¿hay ...?" (one of the need
+# is listed there: yes) and "is the SNAP office in Beckley open on Saturday?" (its parsed hours say).
+EXISTS_QUESTION = re.compile(
+    r"^\s*(?:(?:is|are) there|is anywhere|(?:does|do)\s+\S.{0,60}?\s+have|can i (?:get|find))\b", re.I
+)
+EXISTS_QUESTION_ES = re.compile(r"^\s*¿?\s*(?:hay|existe)\b", re.I)
+OPEN_ASKED = re.compile(r"^\s*¿?\s*(?:is|are|est[aá]n?)\b.*\b(?:open|abiert[oa]s?)\b", re.I)
+
+
+def asked_phrase(item: dict[str, Any]) -> str:
+    """The time a program was asked for, as a line says it: "on Saturday", "now" ("open now": not "Open open now")."""
+    when = str(item.get("asked_time") or "then")
+    return re.sub(r"^(?:open|abiert[oa])\s+", "", when, flags=re.I) or "then"
+
+
+def yes_no_lead(context: dict[str, Any]) -> str:
+    """What a yes/no question's answer starts with when the program list answers it ("Yes: ", "No, not open on
+    Saturday by its listed hours: "); "" for any other question, or when the first program listed is not one of
+    the need asked for (or nothing is listed where asked: the offers say no first)."""
+    route, message = context["route"], str(context.get("message") or "")
+    if route.get("negotiation") or not (route.get("programs") or []):
+        return ""
+    rows = {r["local_resource_id"]: r for r in context["registry"] if r.get("ref")}
+    places = {e["entity_id"] for e in context["spatial"] if e.get("ref")}
+    first = next(
+        (i for i in route["programs"] if (i["kind"] == "registry" and i["id"] in rows) or
+         (i["kind"] == "place" and i["id"] in places)),
+        None,
+    )  # fmt: skip
+    if first is None:
+        return ""
+    if OPEN_ASKED.match(message) and first.get("open_when_asked") is not None:
+        when = asked_phrase(first)
+        return f"Yes, open {when}: " if first["open_when_asked"] else f"No, not open {when} by its listed hours: "
+    needs = set(route.get("resource_types") or (route.get("filters") or {}).get("resource_type") or [])
+    if first["kind"] == "place":  # a map place of the need ("Are there any food pantries in Raleigh County?")
+        from livemem.answer.evidence import place_matches_need  # evidence is the heavier module: imported late
+
+        place = next(e for e in context["spatial"] if e["entity_id"] == first["id"])
+        if not needs or not any(place_matches_need(place, need) for need in needs):
+            return ""
+    elif needs and rows[first["id"]].get("resource_type") not in needs:
+        return ""
+    if EXISTS_QUESTION.match(message):
+        return "Yes: "
+    return "Sí: " if EXISTS_QUESTION_ES.match(message) else ""
 
 
 def program_lines(context: dict[str, Any]) -> list[str]:
@@ -451,7 +499,7 @@ def program_lines(context: dict[str, Any]) -> list[str]:
             )  # fmt: skip
             note = conflict_note(row.get("conflicts") or [])
             if item.get("open_when_asked") is not None:
-                when = item.get("asked_time") or "then"
+                when = asked_phrase(item)
                 note += f" (Open {when}.)" if item["open_when_asked"] else f" (Not open {when} by its listed hours.)"
             if item.get("eligible") is False and row.get("eligibility"):
                 note += f" (Eligibility: {str(row['eligibility']).rstrip('.')}; it may not serve where you asked.)"

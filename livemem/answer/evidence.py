@@ -646,13 +646,19 @@ def _closed_in(version_dir: str) -> list[dict[str, Any]]:
 
 
 def find_program(rows: list[dict[str, Any]], term: str) -> dict[str, Any] | None:
-    """The registry row a question names: every word of the term (bar a few) in the row's name, the shortest
-    such name first."""
-    words = set(re.findall(r"[a-z0-9]+", term.casefold())) - NAME_STOPWORDS
+    """The registry row a question names: every word of the term (bar a few) in the row's name, a name holding
+    them in the term's order first ("the Oak Hill clinic": New River Health – Oak Hill Clinic, not Fayette WIC
+    Clinic – Oak Hill), then the shortest."""
+    said = [w for w in re.findall(r"[a-z0-9]+", term.casefold()) if w not in NAME_STOPWORDS]
+    words = set(said)
     if not words:
         return None
     hits = [r for r in rows if words <= set(re.findall(r"[a-z0-9]+", str(r.get("name", "")).casefold()))]
-    return min(hits, key=lambda r: len(str(r["name"]))) if hits else None
+
+    def in_order(row: dict[str, Any]) -> bool:
+        return f" {' '.join(said)} " in f" {' '.join(re.findall(r'[a-z0-9]+', str(row['name']).casefold()))} "
+
+    return min(hits, key=lambda r: (not in_order(r), len(str(r["name"])))) if hits else None
 
 
 def named_in(rows: list[dict[str, Any]], message: str) -> list[dict[str, Any]]:
@@ -707,7 +713,18 @@ def registry_verdict(snap: Snapshot, message: str) -> tuple[dict[str, Any] | Non
     """The yes/no answer to a question about one registry program: "is X still open?" (a closed program from the
     registry's history says no, and why), "is X open 24 hours?" (its hours), "does X serve ZIP / town / county
     Y?" (its ZIP coverage, town or county). ``{"answer", "sentence", "local_resource_id"}`` and the registry facts
-    it rests on; None when the question is no such question or names no program."""
+    it rests on; None when the question is no such question or names no program. A yes/no question of another
+    shape that names a closed program ("can I still get lunch at the Old Beckley Soup Kitchen?") is answered no,
+    it closed, and where its service went."""
+    said, facts = _registry_verdict(snap, message)
+    if said is None and YES_NO.match(message) and (index := load_registry_index(snap.path)) is not None:
+        said, facts = closed_named(snap, index.rows, message)
+        if said is not None:
+            said = {**said, "answer": "no", "sentence": f"No — {said['sentence']}"}
+    return said, facts
+
+
+def _registry_verdict(snap: Snapshot, message: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     index = load_registry_index(snap.path)
     if index is None or len(message) > graph.MAX_RELATIONSHIP_CHARS:
         return None, []
@@ -730,10 +747,17 @@ def registry_verdict(snap: Snapshot, message: str) -> tuple[dict[str, Any] | Non
         if m.group("state").casefold() == "closed":
             said = f"No — {row['name']} is listed as open (hours: {hours or 'not listed'})."
             return {"answer": "no", "sentence": said, "local_resource_id": row["local_resource_id"]}, [fact]
+        when = asked_time(message, local_now(snap.home.states)) if asked and hours else None
+        parsed = open_during(row_slots(row), when) if when is not None else None
+        if parsed is not None:  # a day or time asked ("open on Sunday"): its parsed hours say ("24 hours": every day)
+            lead = f"Yes, open {when.phrase}" if parsed else f"No, not open {when.phrase} by its listed hours"
+            said = f"{lead} — {row['name']}: hours {hours}."
+            return {"answer": "yes" if parsed else "no", "sentence": said,
+                    "local_resource_id": row["local_resource_id"]}, [fact]  # fmt: skip
         if asked and hours:
             wanted = [w for w in re.findall(r"[a-z0-9]+", asked) if w not in {"on", "at", "the", "a", "all", "day"}]
             yes = all(w in hours.casefold() or w.rstrip("s")[:3] in hours.casefold() for w in wanted)
-            lead = "Yes" if yes else "Not by its listed hours"
+            lead = "Yes" if yes else "No, not by its listed hours"
             said = f"{lead} — {row['name']}: hours {hours}."
             return {"answer": "yes" if yes else "no", "sentence": said,
                     "local_resource_id": row["local_resource_id"]}, [fact]  # fmt: skip

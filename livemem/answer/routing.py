@@ -61,7 +61,7 @@ RESOURCE_TYPES: dict[str, str] = {
     r"utility|heating|light) bills?|electric\w*|lieap|liheap|energy assistance|shut-?offs?|shut off|disconnect\w*|"
     r"propane|fuel oil|furnace|keep (?:the )?(?:heat|lights) on|lights? (?:got |were |was )?(?:cut|turned) off|"
     r"factura de (?:la )?(?:luz|electricidad|gas|agua)|calefacci[oó]n|electricidad|corte de (?:luz|servicio)|"
-    r"pagar (?:la )?luz",
+    r"pagar (?:la )?luz|cortar (?:la )?(?:luz|electricidad|calefacci[oó]n|gas)|sin (?:luz|calefacci[oó]n)",
     "snap": r"snap|food stamps?|ebt|food benefits?|food assistance|(?:need|needs|afford|buy|buying) (?:\w+ )?food|"
     r"help (?:with|buying|paying for) food|cupones de (?:alimentos|comida)|estampillas de comida|"
     r"(?:asistencia|ayuda|beneficios) (?:de|con|para) (?:alimentos|comida)",
@@ -74,12 +74,12 @@ RESOURCE_TYPES: dict[str, str] = {
     r"starving|feed (?:my|our) (?:kids|children|family)|despensas?|bancos? de (?:alimentos|comida)|comida|"
     r"comedor(?:es)?(?: social(?:es)?)?|tengo hambre|hambre",
     "seasonal_assistance": r"winter coats?|coats?|jackets?|gloves|blankets?|holiday|christmas|toys|school supplies|"
-    r"cooling cent\w*|coat drives?",
+    r"cooling cent\w*|coat drives?|abrigos?|chaquetas?|guantes|juguetes|navidad|ropa de invierno",
     "housing": r"housing|rent|rental|shelters?|evict\w*|homeless\w*|weatheri\w*|place to (?:stay|sleep|live)|"
-    r"(?:somewhere|where) to (?:stay|sleep)|sleep tonight|shelter tonight|section 8|vouchers?|kicked out|"
+    r"(?:somewhere|where|nowhere) to (?:stay|sleep|live|go)|sleep tonight|shelter tonight|section 8|vouchers?|kicked (?:(?:me|us|them) )?out|"
     r"refugios?|albergues?|vivienda|renta|alquiler|desalojo|desalojad[oa]s?|sin hogar|d[oó]nde dormir",
     "healthcare": r"clinics?|doctors?|dental|dentists?|teeth|pharmac\w*|prescriptions?|primary care|medical care|"
-    r"health care|healthcare|check-?ups?|vaccinations?|vaccines?|shots|sick|nurses?|cl[ií]nicas?|m[eé]dicos?|"
+    r"health care|healthcare|check-?ups?|tooth(?:ache)?|vaccinations?|vaccines?|shots|sick|nurses?|cl[ií]nicas?|m[eé]dicos?|"
     r"enferm[oa]s?|dentistas?|farmacias?",
     "behavioral_health": r"mental health|counsel(?:ing|or|ors)|therap(?:y|ist)|addiction|substance use|"
     r"behavioral health|depress\w*|anxiety|salud mental|consejer[ií]a|terapia",
@@ -171,9 +171,14 @@ def route_intents(message: str) -> tuple[list[str], list[dict[str, str]]]:
 
 
 def resource_types(message: str) -> list[str]:
-    """The program types a message names, in the order it names them ("SNAP and WIC": snap, wic)."""
-    first = {t: m.start() for t, p in RESOURCE_PATTERNS.items() if (m := p.search(message))}
-    return sorted(first, key=lambda t: first[t])
+    """The program types a message names, in the order it names them ("SNAP and WIC": snap, wic). Words that
+    name two ("need food": a pantry and SNAP) put the direct help first (``SAME_WORDS_FIRST``), so the pantry in
+    the town asked is not listed after the county's SNAP office."""
+    first = {t: m for t, p in RESOURCE_PATTERNS.items() if (m := p.search(message))}
+    return sorted(first, key=lambda t: (first[t].start(), -len(first[t].group(0)), t not in SAME_WORDS_FIRST))
+
+
+SAME_WORDS_FIRST = frozenset({"food_pantry"})  # of needs named by the same words, the one answered first
 
 
 # Population hints: who the help is for. They steer the registry lookups to the program types that population is

@@ -452,13 +452,38 @@ def apply_related(
     """Replace the ``related_chunks`` table: chunks retrieved together, for "consider also" suggestions.
 
     ``weight(c, d)`` after day D = weight after D-1 · (1 − r) + the number of queries of D that returned both c
-    and d within their first 5 results; the 20 strongest relations per chunk above 0.05 are kept.
+    and d within their first 5 results + the number of callers who confirmed both c and d useful on D (in any of
+    their answers: ``confirmed_together``); the 20 strongest relations per chunk above 0.05 are kept.
+
+    Retrieved together alone can never be suggested beside the query that retrieved them: a chunk's neighbours in
+    its first 5 are in its results again, and the one confirmed is lifted into them by its attention. What one
+    person found useful for one question beside what they found useful for another ("SNAP applications", then
+    "Medicaid renewal") is what a later asker of either may not have been shown.
     """
-    pairs = pd.DataFrame(
-        [(t, c) for t, c, _, rank in events.retrievals if rank <= RELATED_TOP_RANKS], columns=["trace", "chunk_id"]
-    ).astype("string")
+    rows = [(t, c) for t, c, _, rank in events.retrievals if rank <= RELATED_TOP_RANKS]
+    rows += confirmed_together(events)
+    pairs = pd.DataFrame(rows, columns=["trace", "chunk_id"]).astype("string")
     with registered(con, pairs, "pairs") as name:
         _apply_related(con, previous_state, name, decay_rate)
+
+
+CONFIRMED_PER_CALLER = 20  # of one caller's confirmed chunks of a day, the first this many are related together
+
+
+def confirmed_together(events: DayEvents) -> list[tuple[str, str]]:
+    """(group, chunk): the chunks each caller confirmed useful by name on the day (their last verdict on it: yes),
+    one group per caller (``confirmed-by:<caller>``) that confirmed two or more, at most ``CONFIRMED_PER_CALLER``
+    each; callers not recorded (older events, MCP) give none, and a whole answer judged useful neither."""
+    last: dict[tuple[str, str], bool] = {}
+    for _, chunk, verdict, caller in _last_per_trace(events):
+        if chunk is not None and caller is not None:
+            last.pop((caller, chunk), None)
+            last[(caller, chunk)] = verdict
+    mine: dict[str, list[str]] = defaultdict(list)
+    for (caller, chunk), useful in last.items():
+        if useful and len(mine[caller]) < CONFIRMED_PER_CALLER:
+            mine[caller].append(chunk)
+    return [(f"confirmed-by:{caller}", c) for caller, chunks in mine.items() if len(chunks) > 1 for c in chunks]
 
 
 def _apply_related(con: duckdb.DuckDBPyConnection, previous_state: Path | None, pairs: str, decay_rate: float) -> None:

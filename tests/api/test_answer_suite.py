@@ -97,6 +97,12 @@ def test_livemem_eval_prints_accuracy_lists_failures_and_exits_1(home, suite_fil
     assert shown.exit_code == 1, shown.output
     assert "│ seed" in shown.output and "50.0%" in shown.output and "83.3%" in shown.output
     assert "wrong-on-purpose" in shown.output and "expected fay-lieap-cap" in shown.output
+    # it says which index it asks (issue 49: silently RAG_INDEX_DIR's), and when the sources file is another's
+    assert f"asking index version {home.current()} of {home.root}" in shown.output and "note:" not in shown.output
+    other = home.root.parent / "other-sources.yaml"
+    other.write_text("sources:\n  - {name: elsewhere, repo: ., collection: elsewhere}\n", encoding="utf-8")
+    noted = runner.invoke(cli, ["--sources", str(other), *base, "eval", str(suite_file), "--category", "role"])
+    assert "names other sources (elsewhere) than this index holds" in noted.output, noted.output
     roles = runner.invoke(cli, [*base, "eval", str(suite_file), "--category", "role", "--json"])
     assert roles.exit_code == 0, roles.output
     report = json.loads(roles.output)

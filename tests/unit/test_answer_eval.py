@@ -185,6 +185,23 @@ def test_answer_words_are_whole_words_any_case() -> None:
     ]
 
 
+def test_the_answer_starts_with_the_direct_answer_after_its_heading() -> None:
+    no_first = (
+        "From the West Virginia evidence in Living Memory:\nNo verified WIC program is listed for Lewisburg.\n- X [1]"
+    )
+    assert failures({"answer_starts_with": "No"}, {**BODY, "answer": no_first}) == []
+    assert failures({"answer_starts_with": "no verified WIC"}, {**BODY, "answer": no_first}) == []
+    yes_item = "From Living Memory:\n- Yes: Sophia Area Food Pantry (Raleigh County) [1]"
+    assert failures({"answer_starts_with": "Yes"}, {**BODY, "answer": yes_item}) == []  # the list mark is ignored
+    assert failures({"answer_starts_with": "No"}, {**BODY, "answer": "- Not open on Saturday [1]"}) == [
+        "answer_starts_with 'No': the answer begins 'Not open on Saturday [1]'"
+    ]  # whole words: "Not" is no "No"
+    later = "From Living Memory:\n- Oak Hill Church Pantry [1]\nNo verified food pantry program is listed."
+    assert failures({"answer_starts_with": "No"}, {**BODY, "answer": later}) == [
+        "answer_starts_with 'No': the answer begins 'Oak Hill Church Pantry [1]'"
+    ]  # the none-here line last is not the direct answer first
+
+
 def test_the_first_program_is_the_first_registry_row_the_answer_cites() -> None:
     assert failures({"first_program": "ral-pantry-sophia"}) == []
     assert failures({"first_program": "food_pantry"}) == []
