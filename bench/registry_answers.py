@@ -49,6 +49,12 @@ NEED_WORDS = {
     "legal_aid": "legal aid",
     "wic": "WIC",
 }
+# the needs named more narrowly than a registry type, by the AIRS term names that answer them
+ASKED_AS = {
+    "shelter": ("Homeless Shelter",),
+    "clinic": ("Community Clinics",),
+    "pantry": ("Food Pantries", "Ongoing Emergency Food Assistance"),
+}
 TYPO = {  # a misspelling people write -> the county
     "Hillsborough": "Hillsbourough",
     "Pinellas": "Pinelas",
@@ -124,6 +130,14 @@ def published_rows(index_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _asked_as(row: dict[str, Any]) -> list[str]:
+    """The narrower needs a resident names that the row's first taxonomy term is ("shelter": a Homeless Shelter
+    is housing, but rent help is housing too)."""
+    terms = json.loads(row["taxonomy_terms"]) if isinstance(row.get("taxonomy_terms"), str) else []
+    first = (terms[0].get("name") or "") if terms else ""
+    return [need for need, names in ASKED_AS.items() if first in names]
+
+
 def _town(row: dict[str, Any]) -> str | None:
     match = re.search(r",\s*([^,]+),\s*[A-Z]{2}\s+\d{5}", row.get("address") or "")
     return match.group(1).strip() if match else None
@@ -136,8 +150,8 @@ def resident_cases(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_zip_type: dict[tuple[str, str], list[dict]] = defaultdict(list)
     by_town_type: dict[tuple[str, str], list[dict]] = defaultdict(list)
     by_county_type: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for r in fl:
-        for kind in r.get("resource_types") or [r["resource_type"]]:
+    for r in fl:  # by the need the program is filed under first (its primary type and first taxonomy term)
+        for kind in {r["resource_type"], *_asked_as(r)}:
             by_zip_type[(r["zip"], kind)].append(r)
             by_county_type[(r["county"], kind)].append(r)
             if _town(r):
@@ -152,16 +166,25 @@ def resident_cases(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         cases.append({"id": cid, "category": category, "question": question, "expect": expect})
 
     # a need in a ZIP where exactly one program of that type is: that program first
-    for kind in ("food_pantry", "housing", "utility_assistance", "healthcare"):
-        only = sorted((z, rs[0]) for (z, k), rs in by_zip_type.items() if k == kind and len(rs) == 1)
+    for kind, words in (("pantry", "food pantry"), ("shelter", "shelter"), ("utility_assistance",
+                        "help paying my electric bill"), ("clinic", "free clinic")):  # fmt: skip
+        # ZIPs where exactly one program answers the need, and no other program of its registry type is
+        wide = {"pantry": "food_pantry", "shelter": "housing", "clinic": "healthcare"}.get(kind, kind)
+        only = sorted(
+            (z, rs[0]) for (z, k), rs in by_zip_type.items()
+            if k == kind and len(rs) == 1 and len(by_zip_type[(z, wide)]) == 1
+        )  # fmt: skip
         for zip5, row in only[:2]:
-            add(f"zip-{zip5}-{kind}", "zip", f"{NEED_WORDS[kind]} near {zip5}", county=row["county"], state="FL",
+            add(f"zip-{zip5}-{kind}", "zip", f"{words} near {zip5}", county=row["county"], state="FL",
                 home_scope=True, response_class="answer", first_program=row["local_resource_id"],
                 answer_not_contains=["West Virginia"])  # fmt: skip
     # a need in a town (one county only): a program of that type first, in the town's county
+    size = Counter(_town(r) for r in fl)  # the towns with the most programs first (the ones people ask about)
     towns = sorted(
-        (t, k) for (t, k), rs in by_town_type.items() if len(town_counties[t]) == 1 and k in NEED_WORDS and len(rs) >= 2
-    )
+        ((t, k) for (t, k), rs in by_town_type.items()
+         if len(town_counties[t]) == 1 and k in NEED_WORDS and len(rs) >= 2),
+        key=lambda tk: (-size[tk[0]], tk),
+    )  # fmt: skip
     seen_kinds: Counter[str] = Counter()
     for town, kind in towns:
         if seen_kinds[kind] >= 1 or kind == "wic":
@@ -191,8 +214,11 @@ def resident_cases(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         add("dcf-office-organization", "organization", f"where do I apply for SNAP in {_town(dcf[0])}?",
             county=dcf[0]["county"], first_program="snap", answer_contains=["Florida DCF ACCESS"])  # fmt: skip
     # lower case
-    lower = sorted((t, k) for (t, k), rs in by_town_type.items() if len(town_counties[t]) == 1 and k == "food_pantry")
-    for town, kind in lower[-2:]:
+    lower = sorted(
+        ((t, k) for (t, k), rs in by_town_type.items() if len(town_counties[t]) == 1 and k == "food_pantry"),
+        key=lambda tk: (-size[tk[0]], tk),
+    )
+    for town, kind in lower[5:7]:
         add(f"lower-{town.lower().replace(' ', '-')}", "lower_case", f"{NEED_WORDS[kind]} in {town.lower()}",
             county=next(iter(town_counties[town])), first_program=kind)  # fmt: skip
     # a phone answered 24 hours: a shelter in a county where one is

@@ -415,7 +415,7 @@ def extractive_answer(context: dict[str, Any], table: Mapping[str, Persona] = PE
     head = (
         heading.heading if heading is not None and heading.heading
         else home_heading(context["route"]) if context["route"]["wv_scoped"]
-        else "From Living Memory:"
+        else f"From {home_of(context['route'].get('home')).name}:"  # the deployment's name (default Living Memory)
     )  # fmt: skip
     # The direct answer first: what is not here (the offers), then the evidence. The budget holds for the whole
     # answer: what it must say (offers, hedge) is counted first, and a tight budget drops the heading before a line.

@@ -154,7 +154,7 @@ def build_context(
             tick("spatial")
         if gis is not None and elig.spatial_datasets and not sq.collections:
             # The graph beside the passages: relationship questions, and entities the passages name (livemem.answer.graph)
-            graph_facts, graph_route = graph.fuse(gis, caller.access, request.message, sections["unstructured"])
+            graph_facts, graph_route = graph.fuse(gis, caller.access, request.message, sections["unstructured"], home)
             if graph_facts:
                 sections["structured_facts"] = merge_facts(graph_facts, sections["structured_facts"])
                 queried.extend([] if "gbim" in queried else ["gbim"])
@@ -162,7 +162,7 @@ def build_context(
             if refine:  # iterative refinement: search the text again with what the graph found
                 added = refine_passages(snap, retriever, request, refine, collections, sq, pool, settings, sections)
                 graph_route["refinement"] = {"terms": refine, "added": [p["chunk_id"] for p in added]}
-                more_facts, _ = graph.fuse(gis, caller.access, "", added)  # the facts of what they name
+                more_facts, _ = graph.fuse(gis, caller.access, "", added, home)  # the facts of what they name
                 if more_facts:
                     sections["structured_facts"] = merge_facts(sections["structured_facts"], more_facts)
             shown = {e["entity_id"] for e in sections["spatial"]}

@@ -64,6 +64,33 @@ def normalise(message: str) -> str:
     return " ".join(text.split())
 
 
+# Common misspellings and texting forms of crisis words, folded before the lexicon is matched ("swalowed", "kiero").
+SPELLING = {
+    "swalowed": "swallowed", "swallowd": "swallowed", "swolled": "swallowed", "swalloed": "swallowed",
+    "unconcious": "unconscious", "unconsious": "unconscious", "atack": "attack", "attak": "attack",
+    "breathin": "breathing", "breating": "breathing", "brething": "breathing", "kiero": "quiero", "qiero": "quiero",
+    "morirm": "morirme", "pils": "pills", "pillz": "pills", "bleding": "bleeding",
+    "bleedin": "bleeding", "chokin": "choking", "cuttin": "cutting", "killin": "killing", "dyin": "dying",
+    "hurtin": "hurting", "beatin": "beating", "hittin": "hitting", "thinkin": "thinking", "tryin": "trying",
+    "gonna": "going to", "wanna": "want to", "gunna": "going to", "tryna": "trying to", "u": "you", "ur": "your",
+    "r": "are", "bc": "because", "cuz": "because", "2nite": "tonight", "tonite": "tonight", "2day": "today",
+    "rn": "right now", "pls": "please", "plz": "please", "bf": "boyfriend", "gf": "girlfriend", "hes": "he's",
+    "shes": "she's", "isnt": "isn't", "wont": "won't", "cant": "can't", "dont": "don't", "didnt": "didn't",
+    "doesnt": "doesn't", "wasnt": "wasn't", "havent": "haven't", "hasnt": "hasn't", "aint": "isn't",
+    "seizureing": "seizing", "siezure": "seizure", "seisure": "seizure", "stoke": "stroke", "sucide": "suicide",
+    "overdoze": "overdose", "poisen": "poison", "poisend": "poisoned", "strangeled": "strangled",
+}  # fmt: skip
+_SPELLING = re.compile(
+    r"(?<![\w'])(?:" + "|".join(sorted(map(re.escape, SPELLING), key=len, reverse=True)) + r")(?![\w'])"
+)
+
+
+def spelled(text: str) -> str:
+    """``text`` (normalised) with the common misspellings and texting forms of ``SPELLING`` folded; "to many"."""
+    text = _SPELLING.sub(lambda m: SPELLING[m.group(0)], text)
+    return re.sub(r"\bto (many|much) (?=\w)", r"too \1 ", text)
+
+
 def _rx(*parts: str) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in parts))
 
@@ -76,28 +103,31 @@ HE = (
 )
 CHILD = (
     r"(?:my|the|our|a|his|her|this|their|neighbou?r'?s) (?:\w+ )?(?:baby|babies|infant|newborn|toddler|child|children|"
-    r"kids?|son|daughter|grandson|granddaughter|grandbaby|grandkids?|little (?:one|boy|girl)|boy|girl|"
+    r"kids?|son|daughter|grandson|granddaughter|grandbaby|grandkids?|little (?:one|boy|girl)|boy|girl|niece|nephew|"
+    r"stepson|stepdaughter|teen|teenager|grandchild|grandchildren|"
     r"\d+[- ]?(?:year|yr|month)[- ]?old)"
 )
 NINO = (
     r"(?:mi|el|la|nuestro|nuestra|su|mis|los|las) (?:bebe|nino|nina|ninos|ninas|hijo|hija|hijos|hijas|nene|nena|"
-    r"chiquito|chiquita|nieto|nieta)"
+    r"chiquito|chiquita|nieto|nieta|nietos|sobrino|sobrina)"
 )
 PILLS = (
     r"(?:pills?|tablets?|meds|medicines?|medications?|sleeping pills|tylenol|advil|xanax|oxy\w*|percocets?|insulin|"
     r"heroin|fentanyl|lithium|benadryl|ibuprofen|aspirin|doses?|vicodin|klonopin|ambien|seroquel|gabapentin|"
-    r"antidepressants?|painkillers?|pain pills|methadone|suboxone)"
+    r"antidepressants?|painkillers?|pain pills|methadone|suboxone|cough syrup|cold medicine|nyquil|vitamins|"
+    r"iron pills|edibles?|gummies|gummy|(?:\w+ )?(?:pressure|heart|anxiety|sleep|seizure|thyroid|diabetes) (?:pills|meds))"
 )
 TOXIC = (
     r"(?:bleach|antifreeze|drain cleaner|rat poison|poison|pesticide|weed ?killer|roundup|lighter fluid|gasoline|"
     r"lamp oil|cleaning (?:products?|supplies|solution)|laundry pods?|detergent(?: pods?)?|tide pods?|window cleaner|"
     r"ammonia|mothballs|button batter(?:y|ies)|a battery|windshield (?:washer )?fluid|paint thinner|"
     r"nail polish remover|mouthwash|lye|oven cleaner|toilet bowl cleaner|pine-?sol|rubbing alcohol|"
-    r"hand sanitizer|mushrooms)"
+    r"hand sanitizer|mushrooms|cough syrup|vape juice|e-?liquid|nicotine|dishwasher pods?|magnets?|"
+    r"batter(?:y|ies)|coins?|essential oils?|superglue|fertilizer)"
 )
 COTOXIC = (
-    r"(?:cloro|lejia|veneno|raticida|anticongelante|detergente|gasolina|insecticida|limpiador|clorox|pastillas|"
-    r"pildoras|medicinas|medicamentos|tabletas)"
+    r"(?:cloro|lejia|veneno|raticida|anticongelante|detergente|gasolina|insecticida|limpiador|clorox|amoniaco|"
+    r"pila|pilas|iman|imanes|jarabe)"
 )
 
 # --- safe phrases: masked before the crisis expressions are looked for --------------------------------------------------
@@ -140,8 +170,10 @@ IDIOMS = _rx(
     r"\bnarcan (?:kits?|nasal spray|boxes|vending)\b",
     rf"\b(?:hurt|injured|cut) {ME} (?:at work|on the job|lifting|playing|while|when|falling|moving|shaving|cooking|"
     r"last (?:week|month|year)|a while ago|at the gym)",
-    r"\b(?:hurt|injured|broke|sprained|pulled) (?:my|his|her) (?:back|knee|ankle|shoulder|wrist|hand|foot|leg|"
-    r"neck|arm|hip|toe|finger)\b",
+    r"\b(?:i|i've|i have|i just|i think i) (?:\w+ )?(?:hurt|injured|broke|sprained|pulled|twisted) my "
+    r"(?:back|knee|ankle|shoulder|wrist|hand|foot|leg|neck|arm|hip|toe|finger)\b|\b(?:he|she|they|my \w+|our \w+) "
+    r"(?:\w+ )?(?:hurt|injured|broke|sprained|pulled|twisted) (?:his|her|their) (?:back|knee|ankle|shoulder|wrist|"
+    r"hand|foot|leg|neck|arm|hip|toe|finger)\b",
     r"\bbeat (?:the|this|my|that) (?:deadline|rush|heat|traffic|crowd|crowds|system|odds|record|cold|price|line)\b",
     r"\bbeat(?:en)?[- ]up (?:old )?(?:car|truck|couch|van|sofa|shoes|furniture)\b|\bcan'?t beat (?:that|the|it)\b",
     r"\bhit (?:me|us) up\b|\bhit the (?:road|books|gym|store|hay)\b|\bhit (?:my|the|our) (?:limit|deductible|cap|"
@@ -158,6 +190,21 @@ IDIOMS = _rx(
     r"\blocked (?:me|us) out\b",
     r"\bcarbon monoxide (?:detectors?|alarms?) (?:for|program|free|install\w*)\b|\bfree carbon monoxide\b",
     r"\bdrop dead\b|\bover my dead body\b|\bdead ?beat\b|\bdeadlines?\b",
+    r"\bhit (?:the|a) (?:jackpot|lottery|deer|pothole|curb|wall at work|snooze)\b|\bhit it off\b",
+    r"\b(?:had|survived|recovering from|recovered from|history of) (?:a |an |his |her |my )?(?:heart attack|stroke|"
+    r"seizures?|overdose|cardiac arrest|aneurysm)(?: \w+){0,2}? (?:last|in (?:19|20)\d\d|in (?:january|february|march|"
+    r"april|may|june|july|august|september|october|november|december)|years? ago|months? ago|a (?:few|couple)|"
+    r"back in|since)\b|\b(?:tuvo|le dio) (?:un |una )?(?:derrame|infarto|embolia) (?:el ano pasado|hace)\b",
+    r"\b(?:poison control|control de envenenamientos)(?: \w+){0,6}? (?:magnets?|stickers?|imanes?|fridge|"
+    r"refrigerator|refrigerador|refri|nevera|contacts|wallet|for new parents|to keep|to save|para (?:tener|guardar))\b",
+    r"\b(?:took|take|taking|tomo|tome) (?:my|his|her|mis|sus) (?:usual |regular |daily |morning |night )?(?:pills|"
+    r"meds|medicines?|medications?|insulin|pastillas|medicinas) (?:this morning|today|tonight|"
+    r"every (?:day|morning|night)|as prescribed|on time|already|esta manana|hoy|todos los dias)\b",
+    r"\b(?:tome|tomo|ya tome) mis (?:pastillas|medicinas)\b",
+    r"\b(?:having|have|had|gonna have|going to have|give me|gave me|giving me) (?:a )?(?:heart attack|stroke) "
+    r"(?:over|about|when|at|from|looking|lol)\b",
+    r"\b(?:cuenta|factura|cobro|deuda|pago)s? (?:de|del|por) (?:la |el )?(?:ambulancia|hospital|sala de "
+    r"emergencias|emergencia)\b",
     # Spanish
     r"\bme muero de (?:hambre|frio|calor|ganas|risa|sueno|cansancio|aburrimiento|verguenza|curiosidad|la risa)\b",
     r"\bmuert[oa]s? de (?:cansancio|hambre|frio|calor|risa|sueno|miedo de perder)\b",
@@ -184,7 +231,8 @@ NEGATIONS = _rx(
     rf"\b(?:{IM}|we'?re|we are|he'?s|she'?s|they'?re) not in (?:any )?danger\b",
     r"\bno (?:es|hay) (?:una )?emergencia\b|\bno (?:estoy|estamos|esta) en peligro\b|\bno soy suicida\b",
     r"\b(?:not|never) (?:been )?abused\b",
-    r"\blost (?:someone|somebody|\w+|my \w+|a \w+) to suicide\b|\bsuicide (?:loss|survivors?)\b",
+    r"\blost (?:someone|somebody|\w+|my \w+|a \w+) to suicide\b|\bsuicide (?:loss|survivors?)\b|"
+    r"\b(?:died|death|passed away) (?:by|from|of) suicide\b",
     r"\bvolunteer(?:ing|s)? (?:at|for|with) (?:the|a|our) (?:\w+ ){0,2}shelter\b|\bdonat\w* (?:to|for) (?:the|a) "
     r"(?:\w+ ){0,2}shelter\b",
     r"\bchoking on (?:all )?(?:the |my |her |his )?(?:homework|costs?|prices?|bills?|debt|work|paperwork)\b|"
@@ -232,6 +280,21 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\bdie (?:tonight|today|soon|in my sleep)\b|\bwant it (?:all )?to (?:end|be over|stop)\b",
         r"\bdon'?t want to be (?:here|alive) (?:any ?more|now)\b|\btired of (?:living|being alive|life)\b",
         r"\bdisappear (?:forever|for good)\b|\bgive away (?:all )?my (?:stuff|things)\b",
+        r"\b(?:bought|got|have|found|tied|tying|hung|hanging) (?:a |the |some )?rope\b|\bhang(?:ing)? myself\b|"
+        r"\b(?:pills|meds|pastillas)(?: \w+){0,2}? (?:lined up|counted out|ready|in front of me|listas)\b",
+        r"\b(?:how|when|where) (?:i'?m|i am|im|i will|i'll) (?:going to |gonna )?do it\b|\b(?:do|doing) it tonight\b|"
+        r"\bfinally do it\b",
+        r"\b(?:because|since|after|once) i (?:won'?t|will not|am not going to) be (?:around|here|alive)\b|"
+        r"\bwhen i'?m not (?:around|here) anymore\b|\b(?:in case|if) i (?:don'?t|do not) make it\b",
+        r"\b(?:step|walk|jump|throw myself|run|lie down|lay down)(?:ing)? (?:out )?in front of (?:a|the) (?:train|"
+        r"truck|bus|car|semi)\b|\bdriv(?:e|ing) (?:my (?:car|truck) )?(?:into|off) (?:a|the) (?:tree|wall|bridge|"
+        r"cliff|river|pole|lake|overpass)\b|\bcrash(?:ing)? my (?:car|truck) on purpose\b",
+        r"\b(?:only|no other) way out\b|\bway out (?:except|but|other than) (?:dying|death|to die)\b|"
+        r"\b(?:picturing|imagining|planning) my (?:own )?funeral\b|\bsleep and never (?:come back|wake up)\b|"
+        r"\b(?:standing|sitting) on (?:the|a) (?:bridge|ledge|roof)\b|\b(?:sitting|here) with (?:the|my|his) gun\b|"
+        r"\bloaded (?:my|the|his|my dad'?s|my dads) (?:gun|pistol|rifle)\b|\bwant to (?:join|be with) (?:him|her|"
+        r"them) (?:again|in heaven)\b|\bthe pain to stop forever\b|\bnotice if i (?:was|were|am) gone\b",
+        r"\b(?:burn|burning|burned|hit|hitting|punch|punching|scratch|scratching) myself\b",
         # Spanish
         r"\b(?:quiero|quisiera|me quiero|deseo|voy a|pienso(?: en)?|pensando en|ganas de|me dan ganas de) (?:morir(?:me)?|"
         r"matarme|suicidarme|desaparecer|quitarme la vida|acabar con (?:mi vida|todo)|dejar de vivir|no despertar)",
@@ -245,15 +308,31 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\bno vale la pena (?:vivir|seguir)\b|\bacabar con (?:mi vida|todo)\b|\bterminar con (?:mi vida|todo)\b",
         r"\bdormir(?:me)? y no despertar\b|\bno despertar (?:nunca|mas)\b",
         r"\b(?:sin|no tengo|no hay) (?:razon|razones|motivos?|ganas) (?:para|de) vivir\b|\bsoy una carga\b",
-        r"\btirarme (?:de|del|desde|a) (?:un|el|la|las) (?:puente|edificio|techo|vias)\b|\bpegarme un tiro\b|"
+        r"\b(?:tirarme|aventarme|lanzarme|arrojarme) (?:de |desde |a |por )?(?:un |una |el |la |las |los |del |al )?"
+        r"(?:puente|edificio|techo|vias|tren|balcon|ventana)\b|\bpegarme un tiro\b|\bcarta de despedida\b|"
+        r"\bnota (?:de )?suicid\w*\b|\bdespedirme de (?:todos|mi familia)\b|"
         r"\bahorcarme\b|\bme quiero ir para siempre\b",
     ),
     "overdose_poisoning": _rx(
         r"\bover ?dos\w*|\boverdoes\w*|\bod'?(?:d|ed|ing)\b|\bod(?:ing)? on\b|\bo\.d\.",
         rf"\b(?:took|taken|take|swallowed|ate|had|popped|taking|took like|took about) (?:too (?:many|much)|a (?:whole|"
-        rf"full|entire) (?:bottle|pack|box|sheet|jar)|a (?:bunch|handful|lot|ton) of|a double|a triple|all (?:of )?(?:my|his|her|the|"
+        rf"full|entire) (?:bottle|pack|box|sheet|jar)|a (?:bunch|handful|lot|ton|bottle|box|pack|jar|sheet) of|the (?:whole|rest of the) (?:bottle|pack|box)|a double|a triple|all (?:of )?(?:my|his|her|the|"
         rf"their)|way too (?:many|much)|double|triple|extra|\d+|twenty|thirty|forty|fifty|several|like \d+)"
-        rf"(?: \w+){{0,3}}? {PILLS}\b",
+        rf"(?: [\w']+){{0,4}}? {PILLS}\b",
+        rf"\b(?:took|taken|has taken|gave (?:him|her|them)) (?:\w+ ){{0,2}}{PILLS} (?:twice|two times|three times|"
+        r"again by mistake)\b|\b(?:bottle|pack|box|handful) of (?:\w+ ){0,2}(?:pills|meds|tylenol|advil|"
+        r"cough syrup|xanax)\b.{0,30}\b(?:on purpose|to die|and (?:is|won'?t|can'?t))",
+        r"\bmix(?:ed)? (?:\w+ ){0,2}?(?:bleach|cloro|ammonia|amoniaco)(?: \w+){0,3}? (?:and|with|con|y) (?:\w+ )?"
+        r"(?:ammonia|vinegar|amoniaco|vinagre|bleach|cloro|other cleaners?|cleaner|toilet bowl cleaner|acid)\b|"
+        r"\bmezcl\w* (?:\w+ )?(?:cloro|amoniaco)\b|\b(?:breathed|breathing|inhaled) (?:in )?(?:the )?(?:fumes|"
+        r"chlorine gas)\b",
+        r"\b(?:co|carbon monoxide) (?:alarm|detector)s? (?:is |are |just |keeps )?(?:went off|goes off|going off|"
+        r"beeping|sounding)\b|\b(?:there is|there'?s|theres|smell|leak(?:ing)?|hay) (?:carbon monoxide|a gas leak|"
+        r"monoxido de carbono|gas)\b.{0,50}\b(?:dizzy|headaches?|nause\w*|vomit\w*|sleepy|passed out|sick|"
+        r"confused|mareados?|dolor de cabeza|desmay\w*)|\b(?:dizzy|headaches?|nause\w*|vomit\w*|passed out|"
+        r"mareados?)\b.{0,50}\b(?:carbon monoxide|co alarm|monoxido de carbono)\b",
+        r"\bneedle (?:still )?in (?:his|her|their|my) arm\b|\b(?:snorted|smoked|shot up|injected) (?:something|"
+        r"some|a pill|fentanyl|heroin|dope)\b",
         rf"\b(?:drank|drink|drinking|swallowed|swallow|ate|eaten|ingested|inhaled|got into|into the|sipped|chugged|"
         rf"licked|bit into|chewed)(?: \w+){{0,3}}? {TOXIC}\b",
         r"\bpoisoned\b|\bpoisoning\b|\bpoison control\b",
@@ -271,8 +350,10 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\bsobredosis\b|\benvenen\w*\b|\bintoxicad[oa]s?\b|\bintoxicacion\b|\bcontrol de (?:envenenamientos?|intoxicaciones|venenos)\b",
         rf"\b(?:tome|tomo|se tomo|me tome|trago|se trago|me trague|bebio|bebi|se bebio|comio|se comio|ingirio|"
         rf"me tome como)(?: \w+){{0,4}}? {COTOXIC}\b",
-        r"\b(?:demasiadas|muchas|todas (?:las|mis)|un frasco (?:entero )?de|un monton de) (?:pastillas|pildoras|"
-        r"medicinas|medicamentos|tabletas)\b",
+        r"\b(?:demasiadas|muchas|todas (?:las|mis|sus)|un frasco (?:entero )?de|un monton de|un punado de|"
+        r"un puno de|el doble de) (?:\w+ )?(?:pastillas|pildoras|medicinas|medicamentos|tabletas|insulina)\b",
+        r"\b(?:se|me) (?:tomo|tome|trago|trague)(?: \w+){0,2}? (?:pastillas|pildoras|medicinas|medicamentos) "
+        r"(?:de|para)\b",
         r"\b(?:necesita|necesito|le di|usar|usamos|ponerle) (?:la )?(?:narcan|naloxona)\b",
     ),
     "violence_abuse": _rx(
@@ -293,7 +374,7 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\b(?:afraid|scared|terrified|fear(?:ful)?)(?: \w+){0,2}? (?:for my life|(?:he|she|they)(?:'ll| will| is "
         r"going to| might| could| is gonna| wants to)(?: \w+)? (?:hurt|kill|find|hit|beat|come back))\b|"
         r"\bfear(?:ing)? for my life\b|\bscared for my life\b",
-        r"\b(?:hide|hiding|get away|escape|run) from (?:him|her|them|my (?:husband|wife|boyfriend|girlfriend|"
+        r"\b(?:hide|hiding|hid|get away|getting away|escape|escaped|run|running|ran) (?:\w+ ){0,4}?from (?:him|her|them|my (?:husband|wife|boyfriend|girlfriend|"
         r"partner|ex|abuser|dad|father))\b|\bwon'?t let me (?:leave|go|out)\b|\blocked me in\b",
         r"\b(?:stalking|stalks|stalked|following|follows) me\b|\bstalker\b",
         rf"\b{HE} (?:has|have|got|is holding|is pointing|is waving|pulled|pulled out|grabbed|came at me with) "
@@ -308,6 +389,30 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\b(?:abusive|violent) (?:husband|wife|partner|boyfriend|girlfriend|relationship|ex|home|dad|father|"
         r"mom|mother|son|marriage)\b|\babuser\b",
         r"\b(?:being|been|am|is) abused\b|\babuses? me\b|\braped me\b|\braped\b",
+        r"\b(?:put|held|holds|holding|had|pressed|wrapped|squeezed|grabbed|choked) (?:his|her|their|a|the|both)? ?"
+        r"(?:hands?|knife|gun|pistol|blade|arms?|fingers?|belt|cord|rope) (?:around|to|on|against|at|into) (?:my|our) "
+        r"(?:neck|throat|head|face|chest|back)\b|\b(?:grabbed|held|dragged|lifted|pinned|threw) me (?:by|against|to|"
+        r"into|across|on) (?:the|my) (?:neck|throat|hair|wall|floor|ground)\b|\bsqueez\w* my (?:neck|throat)\b",
+        r"\b(?:pulled|pointed|drew|aimed) (?:a|his|her|their) (?:gun|knife|blade|pistol|rifle|bat|weapon) (?:on|at) "
+        r"(?:me|us|my \w+)\b|\bdeath threats?\b|\bthreat(?:s|ened)? to (?:kill|shoot|hurt)\b",
+        rf"\b(?:{HE}|aide|caregiver|caretaker|nurse|staff) (?:\w+ ){{0,2}}(?:broke|fractured|cracked|busted|bruised) my "
+        r"(?:arm|nose|ribs?|jaw|wrist|hand|leg|face|lip|eye|tooth|teeth|finger)\b",
+        r"\b(?:aide|caregiver|caretaker|nurse|staff|worker|home health)\b(?: \w+){0,6}? (?:is |are |keeps )?(?:hit\w*|"
+        r"beat\w*|slap\w*|abus\w*|hurt\w*|push\w*|shov\w*|steal\w*|stole|neglect\w*|threaten\w*|starv\w*|"
+        r"lock\w*|tak(?:es|ing) (?:my|her|his) (?:money|check|social security|pills|benefits))\b",
+        r"\b(?:is|are|keeps|has been|was) (?:hitting|beating|slapping|abusing|choking|kicking|punching|raping|"
+        r"molesting|strangling) (?:her|him|them|my (?:mom|mother|dad|father|grandma|grandmother|grandpa|grandfather|"
+        r"sister|brother|aunt|wife|husband|friend|girlfriend|boyfriend|neighbou?r|roommate))\b",
+        r"\b(?:takes|took|taking|steals|stole|keeps) (?:all )?(?:my|her|his) (?:money|social security|ssi|check|"
+        r"benefits|pension)\b.{0,40}\b(?:won'?t|doesn'?t|does not|will not) let\b|\bwon'?t let (?:me|her|him) (?:eat|"
+        r"sleep|see|call|use the phone|talk to|have (?:my|her|his))\b",
+        r"\b(?:keeps|kept|took|takes|has|is holding|won'?t give (?:me )?back) (?:my|our) (?:passport|id|papers|"
+        r"documents|visa|green card)\b|\b(?:makes|made|forces|forced|forcing) (?:me|us) (?:to )?(?:work (?:without|"
+        r"for no) pay|have sex|sleep with|sell (?:myself|sex|drugs|my body))\b|\bforced (?:himself|herself|themselves) "
+        r"on (?:me|her|him)\b|\bforced me to\b",
+        r"\b(?:my ex|he|she|a man|someone|some guy)(?: \w+){0,2}? (?:keeps|kept|won'?t stop) (?:showing up|following|"
+        r"watching|waiting outside|driving by|tracking)\b|\btracks? my (?:phone|location|car)\b",
+        r"\b(?:scared|afraid|terrified) (?:to go|of going|to be|to stay) (?:home|back home|alone with (?:him|her|my \w+))\b",
         r"\b(?:he|she|they) (?:said|says|told me) (?:he|she|they)(?:'d| would| will|'ll| is going to| was going to) "
         r"kill me\b|\bkill me (?:when|if|tonight)\b|\b(?:going|gonna) kill (?:me|us)\b",
         # Spanish
@@ -323,6 +428,13 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\b(?:abusa|abuso|abusan|abusaron) de mi\b|\bestoy en peligro\b|\ben peligro\b|\bme violaron\b",
         r"\b(?:mi (?:esposo|esposa|pareja|novio|novia|ex|marido|papa|padrastro))(?: \w+){0,3}? (?:me )?(?:pega|golpea|"
         r"maltrata|amenaza|lastima|abusa)\b|\btiene (?:una|un) (?:pistola|arma|cuchillo)\b",
+        r"\bme (?:apret\w*|agarr\w*|sujet\w*|tom\w*) (?:del|el|de la|la) (?:cuello|garganta)\b|\b(?:manos|cuchillo|"
+        r"pistola) (?:en|a|contra) (?:mi|el) (?:cuello|garganta|cabeza)\b|\bamenazas? de muerte\b",
+        r"\bme (?:esta |anda |andan |estan )?(?:siguiendo|persiguiendo|acosando|vigilando)\b|\b(?:le|les) (?:pega|pego|"
+        r"pegan|golpea|golpeo|golpean|maltrata|maltrato|lastima|lastimo)\b",
+        r"\bno me (?:deja|dejan|dejaba) (?:salir|irme|ir|comer|hablar|ver a|usar el telefono|llamar)\b|\bme "
+        r"(?:quitaron|quito|quita|quitan) (?:mis|los|el) (?:papeles|documentos|pasaporte)\b|\bme (?:obliga|obligan|"
+        r"obligo|forzo|forzaron) a\b",
     ),
     "medical_emergency": _rx(
         r"\b(?:not|isn'?t|is not|stopped|aren'?t|no longer|can'?t|cannot|cant|can not|trouble|struggling to|hard to|"
@@ -343,8 +455,24 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\bface (?:is )?drooping\b|\bslurr(?:ing|ed) (?:his |her |my )?(?:words|speech)\b|\bhit by a car\b|"
         r"\b(?:severe|bad) (?:allergic reaction|head injury|burns?)\b|\bthroat is (?:closing|swelling)\b",
         r"\bheart (?:stopped|isn'?t beating)\b|\bno pulse\b|\bdoing cpr\b",
+        r"\b(?:face|mouth|smile) (?:is |looks |seems )?(?:drooping|droopy|crooked|lopsided)\b|\b(?:drooping|droopy|"
+        r"numb|weak|limp) on one side\b|\bsudden(?:ly)? (?:\w+ )?(?:numb\w*|weak\w*|can'?t (?:talk|speak|see|walk|"
+        r"move|stand)|confus\w*|slurr\w*|worst headache)\b|\bcan'?t (?:move|feel) (?:his|her|my|their) (?:left|"
+        r"right|legs|arms?|face|side)\b|\bcan'?t (?:talk|speak) right\b",
+        r"\b(?:clutching|clutched|grabbing|holding) (?:his|her|my) chest\b|\bfoaming at the mouth\b|"
+        r"\bslumped over\b|\bon the floor and (?:can'?t|won'?t|isn'?t|is not|not)\b|\b(?:going to|gonna|about to) "
+        r"pass out\b|\bhit (?:his|her|my|their) head and\b|\bfell (?:off|from) (?:a|the) (?:roof|ladder|balcony|"
+        r"building|bridge|scaffold)\b",
+        r"\b(?:lips?|tongue|face|throat)(?: and (?:lips?|tongue|face|throat))? (?:is |are )?(?:swelling|swollen|"
+        r"puffing)(?: up)?\b|\bepi-?pen (?:didn'?t|did not|isn'?t|is not|wasn'?t) work\w*\b|\b(?:lips?|face|skin) "
+        r"(?:is |are |turning |looks? )(?:blue|gray|grey|purple)\b|\bturning (?:blue|gray|grey|purple)\b",
+        r"\b(?:blood )?(?:sugar|glucose) (?:is |level is )?(?:really |very |super |dangerously )?(?:low|high) and\b|"
+        r"\b(?:can'?t|cannot|cant|unable to|struggling to) catch (?:his|her|their) breath\b",
         # Spanish
-        r"\bno (?:puede |puedo |podia )?respira\w*\b|\bdejo de respirar\b|\ble cuesta respirar\b",
+        r"\bno (?:puede |puedo |podia |esta |estaba )?respira\w*\b|\bdejo de respirar\b|\ble cuesta respirar\b",
+        r"\bse le (?:cayo|cae|esta cayendo) la cara\b|\b(?:cara|boca) (?:caida|chueca|torcida)\b|\bde repente no "
+        r"puede\b|\bno (?:responde|reacciona|se mueve)\b|\bse (?:le |me )?(?:esta )?hinch\w* (?:la|el|los) "
+        r"(?:garganta|cara|lengua|labios)\b",
         r"\bdolor (?:fuerte |muy fuerte )?(?:en el|de|del) pecho\b|\bataque (?:al corazon|cardiaco|de corazon|de asma)\b",
         r"\b(?:tiene|teniendo|le (?:dio|esta dando)|sufre|sufriendo|es|creo que tiene) (?:un |una )?(?:derrame|infarto|"
         r"embolia)\b|\bconvulsion\w*|\bconvulsionando\b|\binconsciente\b",
@@ -354,30 +482,44 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\breaccion alergica (?:fuerte|grave|severa)\b|\bse le cierra la garganta\b",
     ),
     "child_in_danger": _rx(
-        rf"\b{CHILD}(?: \w+)? (?:is |isn'?t |has |just |won'?t |can'?t |'s |got |was |keeps )?(?:not breathing|"
+        rf"\b{CHILD}(?: \w+){{0,2}}? (?:is |isn'?t |has |just |won'?t |can'?t |'s |got |was |keeps |are )?(?:not breathing|"
         r"isn'?t breathing|stopped breathing|won'?t wake|unresponsive|choking|turning blue|having a seizure|seizing|"
-        r"swallowed|drank|ate (?:some|a|the|rat|pills|laundry|my|his|her)|got into|fell (?:down|off|out|from)|"
+        rf"swallowed|drank|(?:ate|got into|chewed|bit into)(?: \w+){{0,3}}? (?:{TOXIC}|{PILLS})|"
+        r"fell (?:down|off|out|from)|"
         r"hit (?:his|her) head|unconscious|burned|drowning|bleeding|ran away|was taken|"
-        r"got taken|being (?:abused|hurt|beaten|molested|touched)|is limp|went limp|won'?t stop crying and|"
+        r"got taken|being (?:abused|hurt|beaten|molested|touched)|is limp|went limp|won'?t stop crying and|wandered off|"
+        r"is lost|ran off|disappeared|never came home|didn'?t come home|hasn'?t come home|(?:is |are )?home alone "
+        r"(?:for|all|since|with no)|(?:is |was )?locked (?:out|outside)|not (?:crying or )?moving|isn'?t moving|"
+        r"rolled off|"
         r"(?:has been |was |is )?left alone|left home alone)\b",
         rf"\b{CHILD}(?: \w+)? (?:is|has been|went|gone) missing(?:\s*$|[.!]|\s+(?:since|for|from|and|again|now|tonight|"
         r"today|\d))|\btook (?:my|our) (?:son|daughter|kids?|baby|children) and (?:won'?t|will not|refuses to)\b",
         rf"\b(?:hits|hitting|beats|beating|beat|hurts|hurting|hurt|abus\w*|molest\w*|touch(?:es|ed|ing)|burns|burned|"
-        rf"chok\w*|shak(?:es|ing|en|ed)|starv\w*|neglect\w*|locks|locked|kick(?:s|ed)|slams?|threw|throws|whips|"
+        rf"chok\w*|shak(?:es|ing|en|ed)|shook|starv\w*|neglect\w*|locks|locked|kick(?:s|ed)|slams?|threw|throws|whips|"
         rf"whipped) {CHILD}\b",
         r"\bchild (?:abuse|neglect|is being abused)\b|\b(?:kids?|children|child|baby) (?:are|is) being (?:abused|"
         r"hurt|beaten|neglected|molested)\b|\bshaken baby\b|\bleft (?:the |my |a |his |her |their )?(?:baby|kids?|"
         r"child|children|toddler) (?:alone|home alone|in (?:the|a) (?:hot )?car)\b|\b(?:baby|child|kid|toddler) "
         r"(?:left )?(?:alone )?in (?:a|the) hot car\b|\bkidnapp\w*\b|\babduct\w*\b",
+        rf"\b(?:can'?t|cannot|cant|couldn'?t) find {CHILD}\b|\b(?:tried to|trying to|try to|wants to) (?:take|grab|"
+        rf"snatch|lure|kidnap) {CHILD}\b|\b(?:baby|child|kid|toddler|infant|kids|children) (?:left )?alone in (?:a|the|"
+        r"their|his|her) (?:car|truck|van)\b",
         # Spanish
-        rf"\b{NINO}(?: \w+)? (?:no respira|no despierta|no reacciona|se (?:trago|tomo|comio|bebio|ahoga|esta ahogando|"
+        rf"\b{NINO}(?: \w+){{0,3}}? (?:no respira|no esta respirando|no se mueve|no responde|esta sol[oa]|estan sol[oa]s|"
+        r"no despierta|no reacciona|se (?:trago|tomo|comio|bebio|ahoga|esta ahogando|"
         r"cayo|golpeo la cabeza)|esta inconsciente|tiene una convulsion|esta convulsionando|desaparecio|se perdio|"
         r"esta sangrando|dejo de respirar|se puso (?:azul|morad[oa])|esta desaparecid[oa])\b",
         rf"\b(?:le pega|les pega|pega|golpea|golpeo|maltrata|maltrato|abusa de|abuso de|abusa a|abusando de|lastima|lastimo|"
-        rf"quema|quemo|sacude|sacudio|toco|toca) (?:a )?{NINO}\b",
+        rf"quema|quemo|sacude|sacudio|toco|toca|tocando|tocaba|manosea) (?:a )?{NINO}\b",
         r"\b(?:maltrato|abuso|abuso sexual) (?:infantil|de (?:mi|mis|un|los) (?:hij|nin|beb)\w*)\b|\bsecuestr\w*\b",
     ),
 }
+CHILD_DANGER = re.compile(  # with a child named anywhere in the message
+    r"\b(?:locked (?:out|outside|in (?:a|the|his|her|their) (?:room|closet|basement|car))|home alone (?:for|all|since|"
+    r"with no)|alone (?:for days|all night|all day)|(?:can'?t|cannot|cant|couldn'?t) find (?:him|her|them)|"
+    r"(?:grown|older|adult) (?:man|woman|guy|men)\b.{0,40}\b(?:meet|pictures|photos|nudes|sex)|nudes|naked "
+    r"(?:pictures|photos)|never came (?:home|back)|no one (?:is )?watching (?:him|her|them))\b"
+)
 CHILD_HARM = re.compile(
     r"\b(?:touch(?:ed|es|ing)|molest\w*|abus(?:es|ed|ing)|hurt(?:s|ing)?|hit(?:s|ting)?|beat(?:s|ing)?) (?:him|her|them)\b"
 )
@@ -547,11 +689,13 @@ def lexicon_kinds(message: str) -> tuple[tuple[str, ...], bool, str]:
     """The kinds whose crisis expressions the message holds (most urgent first), whether a safe phrase was masked,
     and the normalised text."""
     text = normalise(message)
-    safe, had_safe = masked(text)
+    safe, had_safe = masked(spelled(text))
     found = [kind for kind in URGENCY if LEXICON[kind].search(safe)]
     urgent = {"overdose_poisoning", "medical_emergency"} & set(found)
     if urgent and "child_in_danger" not in found and re.search(rf"\b{CHILD}\b|\b{NINO}\b", safe):
         found.insert(0, "child_in_danger")  # "my son took a whole bottle of pills", "the baby is not breathing"
+    if "child_in_danger" not in found and re.search(rf"\b{CHILD}\b", safe) and CHILD_DANGER.search(safe):
+        found.insert(0, "child_in_danger")  # "the little boy down the street is always locked outside"
     if "child_in_danger" not in found and re.search(rf"\b{CHILD}\b", safe) and CHILD_HARM.search(safe):
         found.insert(0, "child_in_danger")  # "my son's teacher touched him"
     return tuple(found), had_safe, text

@@ -237,6 +237,9 @@ def registry_view(row: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+LOOKUP_POOL = 20  # registry rows read per lookup, per row the answer shows (ranked, then cut to the limit)
+
+
 def registry_lookup(
     snap: Snapshot, sq: SelfQuery, ids: list[str], limit: int, message: str = ""
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -260,7 +263,9 @@ def registry_lookup(
             # the ZIP narrows the county it lies in (the first); other counties named are searched whole
             args = {"zip": place_zip if i == 0 else None, "county": county, "resource_type": rtype, "ids": ids}
             try:
-                found = resolve(index, limit=limit, **args)
+                # a pool larger than the answer: a county of a real 211 export holds hundreds of programs, and the
+                # registry's own order (its tiers) is not the need's: rank_programs below picks the best of the pool
+                found = resolve(index, limit=max(limit * LOOKUP_POOL, limit), **args)
             except RegistryQueryError as exc:
                 lookups.append({**args, "error": str(exc)})
                 continue
@@ -277,7 +282,7 @@ def registry_lookup(
         town_ids = by_town.get(town.casefold(), [])
         for rtype in (types or [None]) if town_ids else []:
             try:
-                found = resolve(index, ids=town_ids, resource_type=rtype, limit=limit)
+                found = resolve(index, ids=town_ids, resource_type=rtype, limit=limit * LOOKUP_POOL)
             except RegistryQueryError:
                 continue
             in_town = [r for r in found.rows if r["local_resource_id"] in town_ids]

@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from livemem.gbim import normalize_name
-from livemem.geo.gazetteer import wv_towns, zip_counties
-from livemem.geo.places import county_name
+from livemem.geo.gazetteer import zip_counties
+from livemem.geo.home import WEST_VIRGINIA, Home
+from livemem.geo.places import county_name, town_counties
 from livemem.query.gis_index import GisIndex
 
 MAX_NAMED = 5  # entities named in passages whose facts are fetched
@@ -314,21 +315,24 @@ class _Objects:
         return np.searchsorted(self.starts, index, side="right") - 1
 
 
-def _node_relations(gis: GisIndex, node: dict[str, Any]) -> np.ndarray:
+def _node_relations(gis: GisIndex, node: dict[str, Any], home: Home = WEST_VIRGINIA) -> np.ndarray:
     """Indexes of the relations whose object is ``node`` (``_matches``), ascending."""
     objects = _Objects.of(gis)
     if node["kind"] == "entity":
         return objects.matching("entity", lambda v: v == node["value"])
     if node["kind"] == "county":
-        return objects.matching("county", lambda v: county_name(v) == node["value"])
+        return objects.matching("county", lambda v: county_name(v, home) == node["value"])
     wanted = normalize_name(node["value"])
     return objects.matching(node["kind"], lambda v: normalize_name(v) == wanted)
 
 
-def resolve(gis: GisIndex, access: frozenset[str], term: str) -> list[dict[str, str]]:
-    """Graph nodes a name stands for: an entity by its exact label, else a county, a ZIP, the entities whose labels
-    match best, or a program, organization or worldview some visible triple names. Looked up in the index's
-    ``Labels`` and relation objects (built once per index), not by walking the entities."""
+def resolve(
+    gis: GisIndex, access: frozenset[str], term: str, home: Home = WEST_VIRGINIA
+) -> list[dict[str, str]]:
+    """Graph nodes a name stands for: an entity by its exact label, else a county or town of the ``home`` states
+    (the deployment's: ``Snapshot.home``), a ZIP, the entities whose labels match best, or a program, organization
+    or worldview some visible triple names. Looked up in the index's ``Labels`` and relation objects (built once per
+    index), not by walking the entities."""
     labels = Labels.of(gis)
     visible = gis.access_mask(access)
     wanted = normalize_name(term)
@@ -337,14 +341,14 @@ def resolve(gis: GisIndex, access: frozenset[str], term: str) -> list[dict[str, 
     if exact.size:
         return [{"kind": "entity", "value": gis.ids[int(r)], "label": _label(gis, r)} for r in exact]
     # "Raleigh County" is the county, not the first label that starts with it
-    county = county_name(term)
+    county = county_name(term, home)
     if county:
         return [{"kind": "county", "value": county, "label": f"{county} County"}]
     code = re.fullmatch(r"(?:zip(?: code)?\s*)?(\d{5})", term.strip(), re.I)
     if code:
         return [{"kind": "zip", "value": code.group(1), "label": f"ZIP {code.group(1)}"}]
-    town = wv_towns().get(wanted)
-    if town:  # a West Virginia town by its name alone ("Mount Hope"; "Mount Hope Food Pantry" is an entity)
+    town = town_counties(term, home) or town_counties(wanted, home)
+    if town:  # a home town by its name alone ("Mount Hope"; "Mount Hope Food Pantry" is an entity)
         return [{"kind": "town", "value": term.strip().title(), "label": term.strip().title(), "counties": list(town)}]
     rows = labels.find(term, visible, MAX_RESOLVED)
     if rows:
@@ -362,16 +366,20 @@ def resolve(gis: GisIndex, access: frozenset[str], term: str) -> list[dict[str, 
     return []
 
 
-def _matches(rel: dict[str, Any], node: dict[str, str]) -> bool:
+def _matches(rel: dict[str, Any], node: dict[str, str], home: Home = WEST_VIRGINIA) -> bool:
     if node["kind"] == "entity":
         return rel["object_kind"] == "entity" and rel["object"] == node["value"]
     if node["kind"] == "county":
-        return rel["object_kind"] == "county" and county_name(rel["object"]) == node["value"]
+        return rel["object_kind"] == "county" and county_name(rel["object"], home) == node["value"]
     return rel["object_kind"] == node["kind"] and normalize_name(rel["object"]) == normalize_name(node["value"])
 
 
 def connections(
-    gis: GisIndex, access: frozenset[str], a_nodes: list[dict[str, str]], b_nodes: list[dict[str, str]]
+    gis: GisIndex,
+    access: frozenset[str],
+    a_nodes: list[dict[str, str]],
+    b_nodes: list[dict[str, str]],
+    home: Home = WEST_VIRGINIA,
 ) -> tuple[list[dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
     """How each node of one side connects to each of the other: ``direct`` (a triple from one to the other),
     ``shared`` (both entities have the same predicate and object; ``near`` excluded, it is direct) and ``through``
@@ -382,7 +390,7 @@ def connections(
     for a in a_nodes:
         for b in b_nodes:
             for one, other in ((a, b), (b, a)):
-                direct = [r for r in gis.relations.get(one["value"], ()) if _matches(r, other)]
+                direct = [r for r in gis.relations.get(one["value"], ()) if _matches(r, other, home)]
                 if one["kind"] != "entity" or not direct:
                     continue
                 for rel in direct:
@@ -400,8 +408,8 @@ def connections(
                         triples += [(a["value"], rels_a[key]), (b["value"], r)]
             elif a["kind"] != "entity" and b["kind"] != "entity":
                 # the visible entities with a triple to each (their first such triple), in row order
-                rows_a, first_a = _first_per_subject(gis, _node_relations(gis, a))
-                rows_b, first_b = _first_per_subject(gis, _node_relations(gis, b))
+                rows_a, first_a = _first_per_subject(gis, _node_relations(gis, a, home))
+                rows_b, first_b = _first_per_subject(gis, _node_relations(gis, b, home))
                 both, in_a, in_b = np.intersect1d(rows_a, rows_b, assume_unique=True, return_indices=True)
                 for row, i, j in zip(both.tolist(), in_a.tolist(), in_b.tolist(), strict=True):
                     if not visible[row]:
@@ -472,7 +480,7 @@ def _gazetteer_fact(subject: str, predicate: str, obj: str, kind: str) -> dict[s
 
 
 def verdict(
-    gis: GisIndex, a_nodes: list[dict[str, Any]], b_nodes: list[dict[str, Any]]
+    gis: GisIndex, a_nodes: list[dict[str, Any]], b_nodes: list[dict[str, Any]], home: Home = WEST_VIRGINIA
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """The yes/no answer to "is A in / part of B" where B is a county, town or ZIP and A an entity, town or ZIP:
     ``{"answer": "yes"|"no", "sentence": ...}`` and the facts it rests on (None when the graph cannot say)."""
@@ -484,7 +492,7 @@ def verdict(
     facts: list[dict[str, Any]] = []
     if a["kind"] == "entity":
         located, town, zip_code = _where(gis, a["value"])
-        counties = [county_name(r["object"]) or r["object"] for r in located]
+        counties = [county_name(r["object"], home) or r["object"] for r in located]
         facts = [fact(gis, a["value"], r, "question") for r in located]
         here = f"{counties[0]} County" if counties else None
         if b["kind"] == "county":
@@ -519,23 +527,28 @@ def verdict(
 
 
 def fuse(
-    gis: GisIndex, access: frozenset[str], message: str, passages: list[dict[str, Any]]
+    gis: GisIndex,
+    access: frozenset[str],
+    message: str,
+    passages: list[dict[str, Any]],
+    home: Home = WEST_VIRGINIA,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The facts the graph adds to a message's evidence (relationship answers first, then the facts of entities
-    the passages name) and ``route.graph`` (None when the graph adds nothing)."""
+    the passages name) and ``route.graph`` (None when the graph adds nothing); towns and counties are those of
+    ``home`` (the deployment's home states, ``Snapshot.home``)."""
     facts: list[dict[str, Any]] = []
     route: dict[str, Any] = {}
     terms = relationship_terms(message)
     if terms is not None:
-        a_nodes = resolve(gis, access, terms[0])
-        b_nodes = resolve(gis, access, terms[1]) if terms[1] else []
+        a_nodes = resolve(gis, access, terms[0], home)
+        b_nodes = resolve(gis, access, terms[1], home) if terms[1] else []
         found: list[dict[str, Any]] = []
         if terms[1] is None:  # "what is X part of": its own triples answer
             triples = [
                 (n["value"], r) for n in a_nodes if n["kind"] == "entity" for r in gis.relations.get(n["value"], ())
             ]
         else:
-            found, triples = connections(gis, access, a_nodes, b_nodes)
+            found, triples = connections(gis, access, a_nodes, b_nodes, home)
         facts += [fact(gis, subject, rel, "question") for subject, rel in triples]
         route["relationship"] = {
             "terms": [t for t in terms if t],
@@ -543,7 +556,7 @@ def fuse(
             "connections": found,
         }
         if terms[1] and YES_NO.match(message):
-            said, rests_on = verdict(gis, a_nodes, b_nodes)
+            said, rests_on = verdict(gis, a_nodes, b_nodes, home)
             if said:
                 route["relationship"]["verdict"] = said
                 known = {(f["subject"], f["predicate"], f["object"]) for f in facts}

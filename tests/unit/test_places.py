@@ -118,6 +118,12 @@ def test_the_gazetteer_covers_small_towns_and_spells_mount_both_ways():
         ("I need a shelter tonight", ["housing"]),
         ("SNAP and WIC in Oak Hill", ["snap", "wic"]),  # in the order the message names them
         ("baby formula", ["wic"]),
+        ("I am in Sofia WV and need food", ["food_pantry", "snap"]),  # the same words: the direct help first
+        ("we have nowhere to stay, Raleigh County", ["housing"]),
+        ("my landlord kicked us out", ["housing"]),
+        ("my tooth hurts", ["healthcare"]),
+        ("me van a cortar la luz en Fayetteville", ["utility_assistance"]),
+        ("abrigos de invierno gratis en Montgomery", ["seasonal_assistance"]),
     ],
 )
 def test_needs_with_synonyms_and_plurals(message, types):

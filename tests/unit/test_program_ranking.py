@@ -87,6 +87,9 @@ def test_towns_streets_and_program_names_are_read_as_people_write_them():
     rows = [{"name": "Fayette LIEAP Intake – Community Action"}, {"name": "Raleigh LIEAP Intake – Beckley"}]
     assert find_program(rows, "the Fayette LIEAP intake")["name"].startswith("Fayette")
     assert find_program(rows, "a pantry") is None
+    clinics = [{"name": "Fayette WIC Clinic – Oak Hill"}, {"name": "New River Health – Oak Hill Clinic"}]
+    assert find_program(clinics, "the Oak Hill clinic")["name"] == "New River Health – Oak Hill Clinic"  # in order
+    assert find_program(clinics, "the clinic in Oak Hill")["name"] == "Fayette WIC Clinic – Oak Hill"  # in order too
 
 
 @pytest.mark.parametrize(
