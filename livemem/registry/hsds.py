@@ -46,7 +46,7 @@ from livemem.geo.names import without_county_word
 from livemem.geo.zips import zip_data
 from livemem.registry import FIELDS, RESOURCE_TYPES
 from livemem.registry.fields import csv_cell, csv_text
-from livemem.registry.listing import clock, day_codes, hours_line, merge_schedules
+from livemem.registry.listing import clock, day_codes, hours_line, merge_schedules, unique
 from livemem.registry.taxonomy import types_of_terms
 from livemem.schemas import SCHEMA_DIR
 
@@ -57,6 +57,10 @@ TABLES = (
     "service", "organization", "location", "service_at_location", "service_area", "address", "phone", "schedule",
     "attribute", "taxonomy_term", "metadata",
 )  # fmt: skip
+# Tables import also reads (what the registry row keeps of them: languages, accessibility, fees) but export does not
+# write: the registry keeps them as text, not as the records they were.
+DETAIL_TABLES = ("language", "accessibility", "cost_option")
+READ_TABLES = (*TABLES, *DETAIL_TABLES)
 TEMPORARILY_CLOSED = "Temporarily closed."  # how a temporarily closed service's hours start in the registry
 # Ids that HSDS needs but the registry does not have (locations, phones, ...) are UUID5 under this namespace, so an
 # export of the same rows is identical every time.
@@ -341,7 +345,7 @@ def read_export(directory: str | Path) -> tuple[Tables, list[Problem], list[str]
     flat: dict[str, list[_Record]] = {}
     tabular: dict[str, bool] = {}
     files: list[str] = []
-    for table in TABLES:
+    for table in READ_TABLES:
         records, from_csv, name = _read_table(directory, table)
         if name:
             files.append(name)
@@ -351,8 +355,8 @@ def read_export(directory: str | Path) -> tuple[Tables, list[Problem], list[str]
     if not any(f.startswith(f"{table_file('service')}.") for f in files):
         raise HsdsError(f"HSDS export {directory} has no {table_file('service')}.csv or {table_file('service')}.json")
     problems: list[Problem] = []
-    tables = {t: _valid_records(flat.get(t, []), t, tabular.get(t, False), problems) for t in TABLES}
-    return tables, problems, files, {t: len(flat.get(t, [])) for t in TABLES}
+    tables = {t: _valid_records(flat.get(t, []), t, tabular.get(t, False), problems) for t in READ_TABLES}
+    return tables, problems, files, {t: len(flat.get(t, [])) for t in READ_TABLES}
 
 
 # --- import: services -> registry rows ---------------------------------------------------------------------------
@@ -430,6 +434,9 @@ class _Lookups:
         self.phones = {k: _by(t["phone"], f"{k}_id") for k in owners}
         self.attributes_by_link = _by(t["attribute"], "link_id")
         self.metadata_by_resource = _by(t["metadata"], "resource_id")
+        self.languages = {k: _by(t.get("language", {}), f"{k}_id") for k in ("service", "location")}
+        self.accessibility_by_location = _by(t.get("accessibility", {}), "location_id")
+        self.costs_by_service = _by(t.get("cost_option", {}), "service_id")
 
     def first(self, kind: str, owners: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
         """The phones / schedules of the first owner that has any (service, then service-at-location, ...)."""
@@ -464,6 +471,17 @@ def _county(address: dict[str, Any], zip5: str) -> str | None:
     if address.get("region"):
         return without_county_word(address["region"])
     return zip_data()[zip5][1] if zip5 in zip_data() else None
+
+
+def _cost_text(cost: dict[str, Any]) -> str | None:
+    """A cost option as one phrase: "Sliding scale: 5 USD (per visit)"."""
+    amount = cost.get("amount")
+    if isinstance(amount, (int, float)):
+        amount = f"{amount:g}"
+    money = f"{amount} {cost.get('currency') or ''}".strip() if amount not in (None, "") else None
+    said = ": ".join(p for p in (cost.get("option"), money) if p)
+    note = cost.get("amount_description")
+    return f"{said} ({note})" if said and note else said or note
 
 
 def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], now: datetime) -> dict[str, Any] | None:
@@ -509,6 +527,18 @@ def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], 
     if status == "temporarily closed":
         hours = f"{TEMPORARILY_CLOSED} {hours}" if hours else TEMPORARILY_CLOSED
 
+    location_ids = [loc["id"] for _, loc, _ in places]
+    languages = unique([
+        *(r.get("name") or r.get("code") for r in look.languages["service"].get(sid, [])),
+        *(r.get("name") or r.get("code") for lid in location_ids for r in look.languages["location"].get(lid, [])),
+    ])  # fmt: skip
+    access = unique(
+        " ".join(p for p in (r.get("description"), f"({r['details']})" if r.get("details") else None) if p)
+        for lid in location_ids for r in look.accessibility_by_location.get(lid, [])
+    )  # fmt: skip
+    fees = unique([service.get("fees_description"), service.get("fees"),
+                   *map(_cost_text, look.costs_by_service.get(sid, []))])  # fmt: skip
+
     terms = look.service_terms(sid)
     own_ids = [a["value"] for a, term in terms if term.get("code") == ID_TERM and a.get("value")]
     exact = _resource_type([term for _, term in terms])  # a term named like a registry type (what export writes)
@@ -551,6 +581,9 @@ def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], 
         "contact_email": service.get("email") or org.get("email"),
         "url": service.get("url") or org.get("website"),
         "eligibility": service.get("eligibility_description"),
+        "languages": languages,
+        "accessibility": "; ".join(access) or None,
+        "fees": "; ".join(fees) or None,
         "hours": hours,
         # structured hours only when there is structure (days or times): a text-only schedule is its hours line
         "schedules": schedules if any(e["days"] or e["opens_at"] or e["closes_at"] for e in schedules) else None,

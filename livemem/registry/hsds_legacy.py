@@ -772,6 +772,6 @@ def _count_records(path: Path) -> int:
 
 
 def _v3_tables() -> tuple[str, ...]:
-    from livemem.registry.hsds import TABLES
+    from livemem.registry.hsds import READ_TABLES
 
-    return TABLES
+    return READ_TABLES

@@ -193,3 +193,52 @@ def test_cli_imports_and_exports_the_published_registry(tmp_path: Path) -> None:
 
     missing = runner.invoke(app, ["registry", "import-hsds", str(tmp_path / "nope"), str(tmp_path / "x.csv")])
     assert missing.exit_code == 1 and "not a directory" in " ".join(missing.output.split())
+
+
+def test_import_keeps_languages_accessibility_and_fees_from_the_3_0_tables(tmp_path: Path) -> None:
+    """HSDS 3.0's ``language`` (by service and by location), ``accessibility`` (by location) and the service's
+    ``fees_description`` and ``cost_option`` records become the row's languages, accessibility and fees, as the
+    1.x/2.0 importer fills them (issue 46, goal 2)."""
+    import shutil
+
+    export = shutil.copytree(FIXTURE, tmp_path / "export")
+    location = "10000000-0000-4000-8000-000000000001"  # the pantry's
+    tables = {
+        "languages.csv": [
+            "id,service_id,location_id,phone_id,name,code,note",
+            f"1a000000-0000-4000-8000-000000000001,{PANTRY},,,English,en,",
+            f"1a000000-0000-4000-8000-000000000002,{PANTRY},,,Spanish,es,",
+            f"1a000000-0000-4000-8000-000000000003,,{location},,,ht,",  # a location's, by its code only
+            f"1a000000-0000-4000-8000-000000000004,{LIEAP},,,Spanish,es,",
+        ],
+        "accessibility.csv": [
+            "id,location_id,description,details,url",
+            f"1b000000-0000-4000-8000-000000000001,{location},Wheelchair accessible,ramp at the side door,",
+        ],
+        "cost_options.csv": [
+            "id,service_id,valid_from,valid_to,option,currency,amount,amount_description",
+            f"1c000000-0000-4000-8000-000000000001,{LIEAP},,,Application fee,USD,5,per household",
+        ],
+    }
+    for name, lines in tables.items():
+        (export / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with open(export / "services.csv", encoding="utf-8", newline="") as fh:
+        services = list(csv.DictReader(fh))
+    for service in services:
+        if service["id"] == PANTRY:
+            service["fees_description"] = "None."
+    with open(export / "services.csv", "w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(services[0]))
+        writer.writeheader()
+        writer.writerows(services)
+
+    result = hsds.import_export(export, now=NOW)
+    rows = {r["local_resource_id"]: r for r in result.rows}
+    pantry, lieap = rows[PANTRY], rows[LIEAP]
+    assert pantry["languages"] == ["English", "Spanish", "ht"]
+    assert pantry["accessibility"] == "Wheelchair accessible (ramp at the side door)"
+    assert pantry["fees"] == "None."
+    assert (lieap["languages"], lieap["accessibility"]) == (["Spanish"], None)
+    assert lieap["fees"] == "Application fee: 5 USD (per household)"
+    assert rows[MEALS]["fees"] is None and rows[MEALS]["languages"] == []
+    assert not [p for p in result.problems if p.where.split(":")[0] in tables]  # every record valid
