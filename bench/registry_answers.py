@@ -67,7 +67,9 @@ TYPO = {  # a misspelling people write -> the county
 }
 
 
-def write_deployment(root: Path, package: Path, *, undated: str = "unverified_shown", name: str = "Florida 211") -> Path:
+def write_deployment(
+    root: Path, package: Path, *, undated: str = "unverified_shown", name: str = "Florida 211"
+) -> Path:
     """A sources file for a Florida deployment whose registry is the HSDS package ``package`` (and the one-page
     corpus a sources file needs, in a git repository with a commit); returns the sources file."""
     from support.git import GitRepo
@@ -85,7 +87,12 @@ def write_deployment(root: Path, package: Path, *, undated: str = "unverified_sh
                 "home": {"states": ["FL"], "name": name},
                 "registry": {"kind": "hsds", "path": str(package.resolve()), "states": ["FL"], "undated": undated},
                 "sources": [
-                    {"name": "fl-guides", "repo": str(repo.path.resolve()), "include": ["**/*.md"], "collection": "fl_guides"}
+                    {
+                        "name": "fl-guides",
+                        "repo": str(repo.path.resolve()),
+                        "include": ["**/*.md"],
+                        "collection": "fl_guides",
+                    }
                 ],
             },
             sort_keys=False,
@@ -122,7 +129,7 @@ def published_rows(index_dir: Path) -> list[dict[str, Any]]:
     try:
         cursor = con.execute("SELECT * FROM registry ORDER BY source_row")
         names = [d[0] for d in cursor.description]
-        rows = [dict(zip(names, values)) for values in cursor.fetchall()]
+        rows = [dict(zip(names, values, strict=True)) for values in cursor.fetchall()]
     finally:
         con.close()
     for row in rows:
@@ -186,10 +193,12 @@ def resident_cases(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         key=lambda tk: (-size[tk[0]], tk),
     )  # fmt: skip
     seen_kinds: Counter[str] = Counter()
-    for town, kind in towns:
-        if seen_kinds[kind] >= 1 or kind == "wic":
+    used: set[str] = set()
+    for town, kind in towns:  # each need in another town
+        if seen_kinds[kind] >= 1 or kind == "wic" or town in used:
             continue
         seen_kinds[kind] += 1
+        used.add(town)
         county = next(iter(town_counties[town]))
         add(f"town-{town.lower().replace(' ', '-')}-{kind}", "town", f"{NEED_WORDS[kind]} in {town}", county=county,
             response_class="answer", first_program=kind)  # fmt: skip
@@ -227,13 +236,12 @@ def resident_cases(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
          and any("24" in str(p.get("note") or "") for p in r.get("phones") or [])),
         key=lambda r: int(r["source_id"]),
     )  # fmt: skip
-    for row in hours24:
-        shelters = by_county_type[(row["county"], "housing")]
-        if len(shelters) == 1:
-            add(f"hours24-{row['county'].lower().replace(' ', '-')}", "phone_note",
-                f"24 hour shelter in {row['county']} County", county=row["county"],
-                first_program=row["local_resource_id"], answer_contains=["24 h"])  # fmt: skip
-            break
+    picked = 0
+    for row in hours24:  # the only housing program of its ZIP: it is the answer, its phone line says "24 hrs"
+        if len(by_zip_type[(row["zip"], "housing")]) == 1 and picked < 2:
+            picked += 1
+            add(f"hours24-{row['zip']}", "phone_note", f"24 hour shelter near {row['zip']}", county=row["county"],
+                first_program=row["local_resource_id"], answer_contains=["24 hrs"])  # fmt: skip
     # places outside Florida: a redirect naming Florida
     for cid, question, state in (
         ("out-atlanta", "food bank in Atlanta GA", "GA"),
@@ -281,7 +289,7 @@ def write_results(data: dict[str, Any], command: str) -> None:
         f"An HSDS {data['version']} package of {data['services']} services (seed {data['seed']}) is the registry "
         f"(`registry: {{kind: hsds, states: [FL], undated: {data['undated']}}}`) of a deployment whose home is "
         "Florida (`home: {states: [FL], name: Florida 211}`); `build_index` and `verify_registry` ran in process "
-        f"({data['build_s']}); {data['rows_published']} rows published. {data['total']} questions generated from the "
+        f"({', '.join(f'{job} {sec} s' for job, sec in data['build_s'].items())}); {data['rows_published']} rows published. {data['total']} questions generated from the "
         "rows (`resident_cases`: the TRUE county, the first program's type or the one program that fits) were asked "
         "through `/chat`'s code path (`SnapshotAsker`, extractive backend).",
         "",
@@ -327,7 +335,7 @@ def main() -> None:
         "services": args.services, "seed": args.seed, "version": args.version, "undated": args.undated,
         "build_s": build_s, "rows_published": len(rows),
         "passed": result.passed, "total": result.total, "by_category": result.by_category(),
-        "cases": [{**c.as_dict(), "question": q["question"], "expect": q["expect"]} for c, q in zip(result.cases, cases)],
+        "cases": [{**c.as_dict(), "question": q["question"], "expect": q["expect"]} for c, q in zip(result.cases, cases, strict=True)],
     }  # fmt: skip
     print(f"answered right: {result.passed} / {result.total}")
     for c in result.failed:

@@ -49,6 +49,7 @@ MIN_MARGIN_SPANISH = 0.35  # a Spanish message: MiniLM is an English model, to w
 ASKING = re.compile(
     r"\b(?:need|needs|help|where|how (?:do|can|much|to)|programs?|assistance|apply|class(?:es)?|cards?|appointments?|"
     r"check ?-?ups?|clinics?|services?|care|any|free|cheap|costs?|pay|paying|bills?|training|volunteers?|jobs?|exam|"
+    r"counsel(?:ing|or|ors)|therap(?:y|ist)|support|groups?|lawyers?|attorneys?|medicine|remedy|tips|advice|hours|"
     r"ayuda|necesit\w*|donde|programas?|clases?|gratis|taller|cita|para)\b"
 )
 
@@ -191,6 +192,7 @@ IDIOMS = _rx(
     r"\bcarbon monoxide (?:detectors?|alarms?) (?:for|program|free|install\w*)\b|\bfree carbon monoxide\b",
     r"\bdrop dead\b|\bover my dead body\b|\bdead ?beat\b|\bdeadlines?\b",
     r"\bhit (?:the|a) (?:jackpot|lottery|deer|pothole|curb|wall at work|snooze)\b|\bhit it off\b",
+    r"\bthreat\w* to (?:break up|leave|divorce|evict|fire|sue|quit|report|cut off|take away|move out|tow)\b",
     r"\b(?:had|survived|recovering from|recovered from|history of) (?:a |an |his |her |my )?(?:heart attack|stroke|"
     r"seizures?|overdose|cardiac arrest|aneurysm)(?: \w+){0,2}? (?:last|in (?:19|20)\d\d|in (?:january|february|march|"
     r"april|may|june|july|august|september|october|november|december)|years? ago|months? ago|a (?:few|couple)|"
@@ -294,11 +296,14 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\b(?:standing|sitting) on (?:the|a) (?:bridge|ledge|roof)\b|\b(?:sitting|here) with (?:the|my|his) gun\b|"
         r"\bloaded (?:my|the|his|my dad'?s|my dads) (?:gun|pistol|rifle)\b|\bwant to (?:join|be with) (?:him|her|"
         r"them) (?:again|in heaven)\b|\bthe pain to stop forever\b|\bnotice if i (?:was|were|am) gone\b",
-        r"\b(?:burn|burning|burned|hit|hitting|punch|punching|scratch|scratching) myself\b",
+        r"\b(?:burn|burning|burned|hit|hitting|punch|punching|scratch|scratching) myself\b|\b(?:my|myself)\b.{0,40}"
+        r"\b(?:till|until) (?:they|it|i) (?:bleed|bleeds|bled)\b",
         # Spanish
         r"\b(?:quiero|quisiera|me quiero|deseo|voy a|pienso(?: en)?|pensando en|ganas de|me dan ganas de) (?:morir(?:me)?|"
         r"matarme|suicidarme|desaparecer|quitarme la vida|acabar con (?:mi vida|todo)|dejar de vivir|no despertar)",
-        r"\bme (?:quiero|voy a|puedo) (?:morir|matar|suicidar)\b|\bmatarme\b|\bquitarme la vida\b|\bme matare\b",
+        r"\bme (?:quiero|voy a|puedo) (?:morir|matar|suicidar)\b|\bmatarme\b|\bquitarme la vida\b|\bme matar(?:e|ia)\b",
+        r"\b(?:desearia|quisiera|prefiero|ojala) (?:estar muert[oa]|me muera|morirme|no despertar)\b|\bojala "
+        r"estuviera muert[oa]\b|\bdormir(?:me)? para siempre\b",
         r"\bno (?:quiero|deseo) (?:seguir )?(?:vivir|viviendo|estar viv[oa]|despertar|existir|seguir aqui|estar aqui)",
         r"\b(?:hacerme|me hago|me hice|me estoy haciendo|hacerme mas) dano\b|\blastimarme\b|\bme lastimo\b",
         r"\b(?:cortarme|me corto|me corte|me estoy cortando|cortandome)\b",
@@ -329,7 +334,7 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\b(?:co|carbon monoxide) (?:alarm|detector)s? (?:is |are |just |keeps )?(?:went off|goes off|going off|"
         r"beeping|sounding)\b|\b(?:there is|there'?s|theres|smell|leak(?:ing)?|hay) (?:carbon monoxide|a gas leak|"
         r"monoxido de carbono|gas)\b.{0,50}\b(?:dizzy|headaches?|nause\w*|vomit\w*|sleepy|passed out|sick|"
-        r"confused|mareados?|dolor de cabeza|desmay\w*)|\b(?:dizzy|headaches?|nause\w*|vomit\w*|passed out|"
+        r"confused|mareados?|dolor de cabeza|desmay\w*|throwing up|puking|passing out|nauseous|vomitando)|\b(?:dizzy|headaches?|nause\w*|vomit\w*|passed out|"
         r"mareados?)\b.{0,50}\b(?:carbon monoxide|co alarm|monoxido de carbono)\b",
         r"\bneedle (?:still )?in (?:his|her|their|my) arm\b|\b(?:snorted|smoked|shot up|injected) (?:something|"
         r"some|a pill|fentanyl|heroin|dope)\b",
@@ -419,7 +424,7 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\b(?:me|nos) (?:pega|pego|pegan|golpea|golpeo|golpean|golpearon|maltrata|maltrato|maltratan|"
         r"viola|violo|ahorca|ahorco|patea|pateo|empuja|empujo|lastima|lastimo|ataco|ataca|quiere matar|"
         r"va a matar|quiere pegar|va a pegar|va a golpear|quiere golpear|esta golpeando|esta pegando|persigue|"
-        r"acosa|encerro|tiene encerrad[oa])\b",
+        r"acosa|encerro|encierra|encierran|encerraron|tiene encerrad[oa])\b",
         r"\b(?:dijo|dice|jura|juro|amenaza con|amenazo con) (?:que )?(?:me )?(?:va a |iba a )?(?:matar|matara|"
         r"matarme|mataria|pegar|pegarme|lastimar|lastimarme|golpear|golpearme)\b",
         r"\bviolencia (?:domestica|de genero|familiar|intrafamiliar)\b|\bmaltrato (?:domestico|familiar)\b",
@@ -471,7 +476,7 @@ LEXICON: dict[str, re.Pattern[str]] = {
         # Spanish
         r"\bno (?:puede |puedo |podia |esta |estaba )?respira\w*\b|\bdejo de respirar\b|\ble cuesta respirar\b",
         r"\bse le (?:cayo|cae|esta cayendo) la cara\b|\b(?:cara|boca) (?:caida|chueca|torcida)\b|\bde repente no "
-        r"puede\b|\bno (?:responde|reacciona|se mueve)\b|\bse (?:le |me )?(?:esta )?hinch\w* (?:la|el|los) "
+        r"puede\b|\bno (?:responde|reacciona|se mueve)\b|\bno (?:se )?puede (?:levantar|mover\w*|hablar) (?:ni|y no)\b|\bse (?:le |me )?(?:esta )?hinch\w* (?:la|el|los) "
         r"(?:garganta|cara|lengua|labios)\b",
         r"\bdolor (?:fuerte |muy fuerte )?(?:en el|de|del) pecho\b|\bataque (?:al corazon|cardiaco|de corazon|de asma)\b",
         r"\b(?:tiene|teniendo|le (?:dio|esta dando)|sufre|sufriendo|es|creo que tiene) (?:un |una )?(?:derrame|infarto|"
@@ -488,7 +493,7 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"fell (?:down|off|out|from)|"
         r"hit (?:his|her) head|unconscious|burned|drowning|bleeding|ran away|was taken|"
         r"got taken|being (?:abused|hurt|beaten|molested|touched)|is limp|went limp|won'?t stop crying and|wandered off|"
-        r"is lost|ran off|disappeared|never came home|didn'?t come home|hasn'?t come home|(?:is |are )?home alone "
+        r"is lost|ran off(?:\s*$| and| at| in| from| with (?:a|some))|disappeared|never came home|didn'?t come home|hasn'?t come home|(?:is |are )?home alone "
         r"(?:for|all|since|with no)|(?:is |was )?locked (?:out|outside)|not (?:crying or )?moving|isn'?t moving|"
         r"rolled off|"
         r"(?:has been |was |is )?left alone|left home alone)\b",
@@ -508,7 +513,8 @@ LEXICON: dict[str, re.Pattern[str]] = {
         rf"\b{NINO}(?: \w+){{0,3}}? (?:no respira|no esta respirando|no se mueve|no responde|esta sol[oa]|estan sol[oa]s|"
         r"no despierta|no reacciona|se (?:trago|tomo|comio|bebio|ahoga|esta ahogando|"
         r"cayo|golpeo la cabeza)|esta inconsciente|tiene una convulsion|esta convulsionando|desaparecio|se perdio|"
-        r"esta sangrando|dejo de respirar|se puso (?:azul|morad[oa])|esta desaparecid[oa])\b",
+        r"esta sangrando|dejo de respirar|esta perdid[oa]|estan perdid[oa]s|no aparece|no (?:lo|la|los) "
+        r"(?:encuentro|encontramos)|se puso (?:azul|morad[oa])|esta desaparecid[oa])\b",
         rf"\b(?:le pega|les pega|pega|golpea|golpeo|maltrata|maltrato|abusa de|abuso de|abusa a|abusando de|lastima|lastimo|"
         rf"quema|quemo|sacude|sacudio|toco|toca|tocando|tocaba|manosea) (?:a )?{NINO}\b",
         r"\b(?:maltrato|abuso|abuso sexual) (?:infantil|de (?:mi|mis|un|los) (?:hij|nin|beb)\w*)\b|\bsecuestr\w*\b",
@@ -518,7 +524,8 @@ CHILD_DANGER = re.compile(  # with a child named anywhere in the message
     r"\b(?:locked (?:out|outside|in (?:a|the|his|her|their) (?:room|closet|basement|car))|home alone (?:for|all|since|"
     r"with no)|alone (?:for days|all night|all day)|(?:can'?t|cannot|cant|couldn'?t) find (?:him|her|them)|"
     r"(?:grown|older|adult) (?:man|woman|guy|men)\b.{0,40}\b(?:meet|pictures|photos|nudes|sex)|nudes|naked "
-    r"(?:pictures|photos)|never came (?:home|back)|no one (?:is )?watching (?:him|her|them))\b"
+    r"(?:pictures|photos)|never came (?:home|back)|no one (?:is )?watching (?:him|her|them)|got out (?:the|of the) (?:door|house|"
+    r"yard|gate)|(?:is|are) gone(?:\s*$| and| now|[.!]))"
 )
 CHILD_HARM = re.compile(
     r"\b(?:touch(?:ed|es|ing)|molest\w*|abus(?:es|ed|ing)|hurt(?:s|ing)?|hit(?:s|ting)?|beat(?:s|ing)?) (?:him|her|them)\b"

@@ -326,9 +326,7 @@ def _node_relations(gis: GisIndex, node: dict[str, Any], home: Home = WEST_VIRGI
     return objects.matching(node["kind"], lambda v: normalize_name(v) == wanted)
 
 
-def resolve(
-    gis: GisIndex, access: frozenset[str], term: str, home: Home = WEST_VIRGINIA
-) -> list[dict[str, str]]:
+def resolve(gis: GisIndex, access: frozenset[str], term: str, home: Home = WEST_VIRGINIA) -> list[dict[str, str]]:
     """Graph nodes a name stands for: an entity by its exact label, else a county or town of the ``home`` states
     (the deployment's: ``Snapshot.home``), a ZIP, the entities whose labels match best, or a program, organization
     or worldview some visible triple names. Looked up in the index's ``Labels`` and relation objects (built once per

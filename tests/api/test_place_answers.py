@@ -57,7 +57,7 @@ def test_a_town_lands_in_its_county_and_its_own_pantry_comes_first(client):
     assert route["filters"]["county"] == ["Fayette"]  # not Raleigh, where ZIP 25880 is filed
     first = route["programs"][0]
     assert (first["kind"], first["name"], first["in_town"]) == ("place", "Mount Hope Food Pantry", True)
-    assert body["answer"].split("\n")[1].startswith("- Mount Hope Food Pantry")
+    assert body["answer"].split("\n")[1].startswith("- Yes: Mount Hope Food Pantry")  # a yes/no question: yes first
     assert "Sophia Area Food Pantry" not in body["answer"]
 
 

@@ -139,6 +139,12 @@ def test_the_suite_is_large_enough_and_disjoint_from_what_the_detector_knows():
     reported = {crisis.normalise(c.message) for c in suite.cases}
     assert not reported & known and not reported & tuning and not tuning & known
     assert not holdout & (known | tuning | reported)
+    dev = {crisis.normalise(c.message) for c in load_crisis_suite(EVAL / "crisis_dev.yaml").cases}
+    assert not dev & (known | tuning | reported | holdout)
+    second = load_crisis_suite(EVAL / "crisis_holdout2.yaml")  # written after the second freeze, asked once
+    assert sum(c.crisis for c in second.cases) >= 100 and sum(not c.crisis for c in second.cases) >= 100
+    holdout2 = {crisis.normalise(c.message) for c in second.cases}
+    assert not holdout2 & (known | tuning | reported | holdout | dev)
 
 
 def test_an_invalid_crisis_suite_says_where(tmp_path):
