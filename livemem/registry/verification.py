@@ -473,7 +473,7 @@ def _check_phone(rows: pd.DataFrame, issues: _Issues, flags: _Flags) -> None:
                     if not parsed
                     else f"phones[{k}] {item['number']!r}: part of it is not a number ({problem}); the rest is kept"
                 )
-        unique = list({(p["number"], p["extension"]): p for p in reversed(numbers)}.values())[::-1]
+        unique = _merged_phones(numbers)
         if problems:
             found[i] = (flags.severity, flags.message("; ".join(problems)))
             if flags.flag and not unique:
@@ -484,6 +484,21 @@ def _check_phone(rows: pd.DataFrame, issues: _Issues, flags: _Flags) -> None:
     issues.add_rows("phone", found)
     rows["contact_phone"] = pd.Series(contacts, index=rows.index, dtype=object)
     rows["phones"] = pd.Series(all_phones, index=rows.index, dtype=object)
+
+
+def _merged_phones(numbers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each number once (by number and extension), where it first came, with the note and type any of its repeats
+    gives (``contact_phone`` is the first listed phone without its note: the note must survive the merge)."""
+    merged: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for phone in numbers:
+        key = (phone["number"], phone["extension"])
+        if key not in merged:
+            merged[key] = dict(phone)
+            continue
+        for field in ("note", "type"):
+            if not merged[key].get(field) and phone.get(field):
+                merged[key][field] = phone[field]
+    return list(merged.values())
 
 
 def _check_email(rows: pd.DataFrame, issues: _Issues, flags: _Flags) -> None:

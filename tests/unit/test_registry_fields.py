@@ -105,6 +105,15 @@ def test_phones_list_from_an_import_fills_contact_phone(tmp_path) -> None:
     assert issue["severity"] == "warning" and "phones[2] 'no number here'" in issue["message"]
 
 
+def test_a_note_survives_when_contact_phone_repeats_the_first_listed_phone(tmp_path) -> None:
+    """The importer writes the first phone's number as contact_phone and every phone with its note in phones: the
+    published number keeps the note ("24 hours"), once (a 211 shelter's note was lost this way)."""
+    phones = [{"number": "(415) 621-2929 (24 hrs)", "type": "voice"}, {"number": "211", "note": "N11"}]
+    result = run_rows(tmp_path, [good_row(0, contact_phone="(415) 621-2929", phones=json.dumps(phones))])
+    row = published(result)
+    assert [(p["number"], p["note"]) for p in row["phones"]] == [("+14156212929", "24 hours"), ("211", "N11")]
+
+
 # --- e-mail, URL, reachability, schema ---------------------------------------------------------------------------
 def test_an_email_cell_holding_a_web_address_moves_to_url(tmp_path) -> None:
     rows = [
