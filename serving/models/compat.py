@@ -7,7 +7,16 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from serving.models import AnsweredFromField, AsOf, Text, VersionId, examples
-from serving.models.context import ChatResponse, Citation, ContextRequest, Profile
+from serving.models.context import (
+    ChatResponse,
+    Citation,
+    ContextRequest,
+    MaxWords,
+    MinScore,
+    Profile,
+    RecencyBias,
+    RecencyHalfLife,
+)
 
 
 class SeedRequest(BaseModel):
@@ -36,16 +45,10 @@ class SeedRequest(BaseModel):
     n_results: int | None = Field(
         None, ge=1, le=50, description="the seed's name for `top_k` (give one of them, or both equal)"
     )
-    min_score: float | None = Field(
-        None, ge=0, le=1, description="passages below this normalised score (`score_normalized`, 0..1) are dropped"
-    )
-    recency_bias: float = Field(0.0, ge=0, le=10, description="boost × 0.5^(age / half-life) by `updated_at`")
-    recency_half_life_days: float | None = Field(
-        None, gt=0, le=36_500, description="default RAG_RECENCY_HALF_LIFE_DAYS (90)"
-    )
-    max_words: int | None = Field(
-        None, ge=20, le=2000, description="the answer budget in words (default: the persona's, else 200)"
-    )
+    min_score: MinScore = None
+    recency_bias: RecencyBias = 0.0
+    recency_half_life_days: RecencyHalfLife = None
+    max_words: MaxWords = None
     thread_id: str | None = Field(
         None, max_length=128, description="the conversation: place, persona and topic carry forward (as on /chat)"
     )

@@ -9,6 +9,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from serving.models import AnsweredFromField, AsOf, Text, VersionId, examples
 
+# The answer options /chat and /context take, shared with the seed's routes (serving/models/compat.py).
+MinScore = Annotated[
+    float | None,
+    Field(ge=0, le=1, description="passages below this normalised score (`score_normalized`, 0..1) are dropped"),
+]
+RecencyBias = Annotated[float, Field(ge=0, le=10, description="boost × 0.5^(age / half-life) by `updated_at`")]
+RecencyHalfLife = Annotated[float | None, Field(gt=0, le=36_500, description="default RAG_RECENCY_HALF_LIFE_DAYS (90)")]
+MaxWords = Annotated[
+    int | None, Field(ge=20, le=2000, description="the answer budget in words (default: the persona's, else 200)")
+]
+
 MAX_PROFILE_EXTRAS = 20
 MAX_EXTRA_CHARS = 200
 MAX_MESSAGE_CHARS = 32_000
@@ -98,16 +109,10 @@ class ContextRequest(BaseModel):
         description="the conversation's earlier user messages, oldest first: their place, persona and topic carry "
         "forward (used instead of the thread's stored state)",
     )
-    min_score: float | None = Field(
-        None, ge=0, le=1, description="passages below this normalised score (`score_normalized`, 0..1) are dropped"
-    )
-    recency_bias: float = Field(0.0, ge=0, le=10, description="boost × 0.5^(age / half-life) by `updated_at`")
-    recency_half_life_days: float | None = Field(
-        None, gt=0, le=36_500, description="default RAG_RECENCY_HALF_LIFE_DAYS (90)"
-    )
-    max_words: int | None = Field(
-        None, ge=20, le=2000, description="the answer budget in words (default: the persona's, else 200)"
-    )
+    min_score: MinScore = None
+    recency_bias: RecencyBias = 0.0
+    recency_half_life_days: RecencyHalfLife = None
+    max_words: MaxWords = None
     mix: Mix | None = Field(None, description="personal memory's share of top_k, e.g. {personal: 0.3} (needs a key)")
     user_id: str | None = Field(
         None, pattern=USER_ID_PATTERN, description="a user within the API key's memory (another key never sees it)"
