@@ -264,7 +264,9 @@ def test_a_runaway_query_is_answered_at_the_limit_while_workers_respawn(server) 
         answer = sparql(server, REGEX_BOMB)
         took.append(time.monotonic() - started)
         assert answer.status_code == 408, answer.text
-    assert max(took) < limit + 0.8, took
+    # Issue 33's defect answered 5.5-6.6 s after the query; a bound of limit + 2.5 s still tells it apart and holds on
+    # a loaded CI machine (at load 3-4 the old limit + 0.8 s was missed by scheduling alone)
+    assert max(took) < limit + 2.5, took
     # the replacements were started in the background: ordinary queries are answered again within seconds
     deadline = time.monotonic() + 20
     while (labels := sparql(server, LABELS)).status_code != 200:
@@ -289,7 +291,10 @@ def test_a_query_on_a_replacement_still_loading_gets_its_408_at_the_limit(facts_
         started = time.monotonic()
         with pytest.raises(SparqlWarming, match="still loading"):  # a fresh process cannot import rdflib in 0.3 s
             pool.run(version, ["public"], LABELS, 10)
-        assert time.monotonic() - started < 0.3 + 0.5
+        waited = time.monotonic() - started
+        # "still loading" says it did not wait for the replacement (which takes seconds: rdflib's import, the graph);
+        # the bound is generous for a loaded machine, and well under that load
+        assert waited < 0.3 + 1.5, waited
         deadline = time.monotonic() + 20
         while True:
             try:
