@@ -487,17 +487,16 @@ def _check_phone(rows: pd.DataFrame, issues: _Issues, flags: _Flags) -> None:
 
 
 def _merged_phones(numbers: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each number once (by number and extension), where it first came, with the note and type any of its repeats
-    gives (``contact_phone`` is the first listed phone without its note: the note must survive the merge)."""
+    """Each number once (by number and extension), where it first came, with the note a repeat gives when it has
+    none (``contact_phone`` is the first listed phone without its note: the note must survive the merge)."""
     merged: dict[tuple[Any, Any], dict[str, Any]] = {}
     for phone in numbers:
         key = (phone["number"], phone["extension"])
         if key not in merged:
             merged[key] = dict(phone)
             continue
-        for field in ("note", "type"):
-            if not merged[key].get(field) and phone.get(field):
-                merged[key][field] = phone[field]
+        if not merged[key].get("note") and phone.get("note"):
+            merged[key]["note"] = phone["note"]
     return list(merged.values())
 
 
