@@ -46,7 +46,17 @@ def pg_table():
 
 
 def insert(conn, table: str, rows: list[dict]) -> None:
-    columns = [c for c in registry.FIELDS]
+    """Insert the rows' values for the registry fields the table has: a table made before the optional fields
+    (organization, phones, ...) existed is still a registry."""
+    schema, name = table.split(".")
+    have = {
+        r[0]
+        for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
+            (schema, name),
+        ).fetchall()
+    }
+    columns = [c for c in registry.FIELDS if c in have]
     placeholders = ", ".join(["%s"] * len(columns))
     with conn.cursor() as cur:
         cur.executemany(
@@ -67,7 +77,7 @@ def test_postgres_source_verifies_and_stages(pg_table, tmp_path, monkeypatch) ->
     conn, table = pg_table
     insert(conn, table, [pg_row(0), pg_row(1, contact_phone="nope"), pg_row(2, deprecated_at=NOW - timedelta(days=3))])
     monkeypatch.setenv("TEST_REGISTRY_DSN", DSN)
-    cfg = RegistryConfig(kind="postgres", table=table, dsn_env="TEST_REGISTRY_DSN")
+    cfg = RegistryConfig(kind="postgres", table=table, dsn_env="TEST_REGISTRY_DSN", invalid_fields="reject")
 
     loaded = registry.load_rows(cfg)
     assert loaded.ignored_fields == ["id", "updated_by"]
@@ -77,6 +87,11 @@ def test_postgres_source_verifies_and_stages(pg_table, tmp_path, monkeypatch) ->
     row = result.published.iloc[0]
     assert list(row["zip_coverage"]) == ["25840"] and row["last_verified_at"].endswith("T00:00:00Z")
     assert list(result.issues["rule"]) == ["phone", "deprecated"]
+
+    flagged = registry.verify(loaded, RegistryConfig(kind="postgres", table=table, dsn_env="TEST_REGISTRY_DSN"), NOW)
+    assert flagged.counts()["published"] == 2  # the default keeps the program and names the bad phone
+    kept = flagged.published.set_index("local_resource_id").loc["res-00001"]
+    assert kept["contact_phone"] is None and "contact_phone" in list(kept["flagged_fields"])
 
     home = IndexHome(tmp_path / "index")
     run = registry.run_verification(cfg, home, now=NOW)
