@@ -25,21 +25,23 @@ $(DAGSTER_HOME)/dagster.yaml: deploy/dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
 	cp deploy/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 
-# Build (or update) the index from the sources file ($RAG_SOURCES, default: the bundled example), publish it, serve it.
+# Build (or update) the index from the sources file ($RAG_SOURCES, default: the bundled example), publish it, serve it
+# with the Dagster daemon beside the app (`livemem up`: the nightly rollup and personal-memory schedules run; Ctrl-C
+# stops both; `livemem status` says whether the daemon is alive).
 run: install $(DAGSTER_HOME)/dagster.yaml
 	$(MAKE) --no-print-directory materialize
-	@if [ -f serving/app.py ]; then $(MAKE) --no-print-directory serve; \
+	@if [ -f serving/app.py ]; then $(BIN)/livemem up --host $${HOST:-127.0.0.1} --port $(PORT) \
+		--workers $${WORKERS:-1} --worker-healthcheck-s $${WORKER_HEALTHCHECK_S:-60}; \
 	else echo "Index published under $${RAG_INDEX_DIR:-rag_index}/ (CURRENT names the version)."; fi
 
-# Every part of the index, each checked and published in turn: chunks, spatial entities, the registry.
+# Every part of the index, each checked and published in turn: chunks, spatial entities, the registry; it ends with
+# every check that failed (exit 1: a run failed, or an ERROR check did).
 materialize: install $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/livemem materialize --job build_index
-	$(BIN)/livemem materialize --job export_gbim
-	$(BIN)/livemem materialize --job verify_registry
+	$(BIN)/livemem materialize --job build_index --job export_gbim --job verify_registry
 
 serve: install
 	$(BIN)/uvicorn serving.app:app --host $${HOST:-127.0.0.1} --port $(PORT) --workers $${WORKERS:-1} \
-		--timeout-worker-healthcheck $${WORKER_HEALTHCHECK_S:-60}
+		--timeout-worker-healthcheck $${WORKER_HEALTHCHECK_S:-60} --no-access-log
 
 ui: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -m orchestration.definitions -h 127.0.0.1 -p $${DAGSTER_PORT:-3000}

@@ -1,12 +1,15 @@
 """``livemem``: the operators' command line.
 
-    livemem status                       current version, its age, sources behind their HEAD
+    livemem status [--url URL]           the Dagster daemon alive?, current version, its age, sources behind their
+                                         HEAD, the serving app answering? (exit 1: daemon not alive)
     livemem versions                     published versions (current marked), publish times, commits, disk use
     livemem diff A [B] [--json]          what changed from version A to B (ids, 'current', a date-time or a commit)
     livemem rollback VERSION             point CURRENT back at a published version
-    livemem materialize [--job JOB | --select KEYS] [--partition DAY] [--wait-timeout S] [--verbose]
-                                         run a Dagster job (or assets) on the instance in $DAGSTER_HOME
+    livemem materialize [--job JOB ... | --select KEYS] [--partition DAY] [--wait-timeout S] [--verbose]
+                                         run Dagster jobs (or assets) on the instance in $DAGSTER_HOME; ends with
+                                         every check that failed (exit 1: a run failed or an ERROR check failed)
     livemem serve [--port N] [--workers N]
+    livemem up [--port N] [--workers N]  serve, with the Dagster daemon (schedules) beside it (`make run`)
     livemem query "text" [--top-k N] [--mode hybrid] [--json]
     livemem verify-provenance [--all]    do the indexed commits still hold the chunks?
     livemem verify [--rebuild]           is the index exactly its sources at their commits?
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -38,6 +42,7 @@ from rich.table import Table
 from livemem.errors import LivingMemoryError
 from livemem.settings import CacheSettings, ChromaSettings, PathSettings, RegistrySettings, ServingSettings
 from livemem.version.store import IndexHome
+from orchestration.daemon import DEFAULT_TOLERANCE_S
 from orchestration.instance import open_instance
 
 app = typer.Typer(help="Living Memory: build, inspect and serve the published index.", no_args_is_help=True)
@@ -55,20 +60,11 @@ CTX = Context()
 
 def configure_logging(json_logs: bool, level: str) -> None:
     """Plain readable logs, or one JSON object per line through structlog's stdlib integration."""
-    import structlog
-
     handler = logging.StreamHandler(sys.stderr)
     if json_logs:
-        handler.setFormatter(
-            structlog.stdlib.ProcessorFormatter(
-                processor=structlog.processors.JSONRenderer(),
-                foreign_pre_chain=[
-                    structlog.stdlib.add_log_level,
-                    structlog.stdlib.add_logger_name,
-                    structlog.processors.TimeStamper(fmt="iso", utc=True),
-                ],
-            )
-        )
+        from serving.logs import json_formatter  # the serving app's access log lines use the same one
+
+        handler.setFormatter(json_formatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
@@ -115,14 +111,44 @@ def age(timestamp: str) -> str:
 
 
 @app.command()
-def status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """The current version, its age, and for each source whether its HEAD moved past the indexed commit."""
+def status(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    url: Annotated[
+        str | None, typer.Option(help="the serving app's base URL to ask (GET /healthz), e.g. http://127.0.0.1:8000")
+    ] = None,
+    daemon: Annotated[
+        bool, typer.Option("--daemon/--no-daemon", help="check the Dagster daemon in $DAGSTER_HOME (exit 1: not alive)")
+    ] = True,
+    heartbeat_tolerance: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="seconds past the 30 s heartbeat interval a daemon may be silent "
+            f"[default: $DAGSTER_DAEMON_HEARTBEAT_TOLERANCE, else {DEFAULT_TOLERANCE_S:.0f}]",
+        ),
+    ] = None,
+) -> None:
+    """Whether the Dagster daemon is alive (schedules run only then), the current version, its age, for each source
+    whether its HEAD moved past the indexed commit, and (``--url``) whether the serving app answers. Exits 1 when
+    the daemon is not alive (``--no-daemon``: a machine that only serves), no index is published, or the app at
+    ``--url`` does not answer."""
     from livemem.sources.config import load_sources
     from livemem.sources.gitsource import GitSource
 
+    problems: list[str] = []
+    daemon_state = _daemon_state(heartbeat_tolerance) if daemon else None
+    if daemon_state is not None and not daemon_state["alive"]:
+        problems.append("daemon")
+    serving_state = _serving_state(url) if url else None
+    if serving_state is not None and not serving_state["answers"]:
+        problems.append("serving")
     h = home()
     manifest = h.current_manifest()
     if manifest is None:
+        if as_json:
+            console.print_json(json.dumps({"daemon": daemon_state, "serving": serving_state, "version": None}))
+        else:
+            _print_daemon_serving(daemon_state, serving_state)
         fail(f"no index published under {h.root} yet: run `livemem materialize` (or `make run`)")
     rows: list[dict[str, Any]] = []
     try:
@@ -151,19 +177,81 @@ def status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         "index_size_mb": manifest["index_size_mb"],
         "breath": manifest.get("breath_at_update"),
         "sources": rows,
+        "daemon": daemon_state,
+        "serving": serving_state,
     }
     if as_json:
         console.print_json(json.dumps(summary))
-        return
-    console.print(
-        f"[bold]{summary['version']}[/bold] published {summary['age']} ago — {summary['total_chunks']} chunks "
-        f"({summary['sealed_chunks']} sealed), {summary['index_size_mb']} MB"
-    )
-    table = Table("source", "indexed", "HEAD", "state", "chunks", "skipped files")
-    for r in rows:
-        skipped = ", ".join(f"{reason}: {n}" for reason, n in sorted(r["skipped"].items())) or "-"
-        table.add_row(r["source"], r["indexed"][:12], (r["head"] or "-")[:12], r["state"], str(r["chunks"]), skipped)
-    console.print(table)
+    else:
+        _print_daemon_serving(daemon_state, serving_state)
+        console.print(
+            f"[bold]{summary['version']}[/bold] published {summary['age']} ago — {summary['total_chunks']} chunks "
+            f"({summary['sealed_chunks']} sealed), {summary['index_size_mb']} MB"
+        )
+        table = Table("source", "indexed", "HEAD", "state", "chunks", "skipped files")
+        for r in rows:
+            skipped = ", ".join(f"{reason}: {n}" for reason, n in sorted(r["skipped"].items())) or "-"
+            table.add_row(r["source"], r["indexed"][:12], (r["head"] or "-")[:12], r["state"], str(r["chunks"]),
+                          skipped)  # fmt: skip
+        console.print(table)
+    if problems:
+        raise typer.Exit(1)
+
+
+def _daemon_state(tolerance_s: float | None) -> dict[str, Any]:
+    """The Dagster daemon's health on the instance in $DAGSTER_HOME (``orchestration.daemon``), as a dict."""
+    from orchestration.daemon import daemon_health, tolerance_from_env
+
+    dagster_home = CTX.paths.dagster_home
+    tolerance = tolerance_from_env() if tolerance_s is None else tolerance_s
+    if dagster_home is None:
+        return {"alive": False, "heartbeat_age_s": {}, "tolerance_s": tolerance, "dagster_home": None,
+                "reason": "DAGSTER_HOME is not set: no instance to read heartbeats from"}  # fmt: skip
+    try:
+        dagster_home.mkdir(parents=True, exist_ok=True)
+        instance = open_instance(dagster_home)
+        try:
+            health = daemon_health(instance, tolerance)
+        finally:
+            instance.dispose()
+    except Exception as exc:  # an unreadable instance is a daemon nobody can see: say why, exit 1
+        return {"alive": False, "heartbeat_age_s": {}, "tolerance_s": tolerance, "dagster_home": str(dagster_home),
+                "reason": f"the instance in {dagster_home} cannot be read: {type(exc).__name__}: {exc}"}  # fmt: skip
+    return {**health.as_dict(), "dagster_home": str(dagster_home)}
+
+
+def _serving_state(url: str) -> dict[str, Any]:
+    """Whether the serving app at ``url`` answers ``GET /healthz``, and with which version."""
+    import httpx
+
+    target = url.rstrip("/") + "/healthz"
+    try:
+        response = httpx.get(target, timeout=10.0)
+        body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
+    except (httpx.HTTPError, ValueError) as exc:
+        return {"url": url, "answers": False, "reason": f"{type(exc).__name__}: {exc}"}
+    answers = response.status_code == 200
+    return {"url": url, "answers": answers, "status_code": response.status_code,
+            "index_version": body.get("index_version"),
+            "reason": "" if answers else f"GET {target} answered {response.status_code}"}  # fmt: skip
+
+
+def _print_daemon_serving(daemon_state: dict[str, Any] | None, serving_state: dict[str, Any] | None) -> None:
+    if daemon_state is not None:
+        if daemon_state["alive"]:
+            ages = [a for a in daemon_state["heartbeat_age_s"].values() if a is not None]
+            console.print(f"daemon: [green]alive[/green] ({len(ages)} daemons, last heartbeats at most "
+                          f"{max(ages, default=0):.0f} s old; DAGSTER_HOME {daemon_state['dagster_home']})")  # fmt: skip
+        else:
+            console.print(f"daemon: [red]NOT alive[/red]: {escape(daemon_state['reason'])} — schedules do not run "
+                          "(`make run` runs one; docs/deploy.md)", soft_wrap=True)  # fmt: skip
+    if serving_state is not None:
+        if serving_state["answers"]:
+            console.print(f"serving: [green]answers[/green] at {escape(serving_state['url'])} "
+                          f"(version {serving_state.get('index_version') or '?'})")  # fmt: skip
+        else:
+            console.print(f"serving: [red]no answer[/red] at {escape(serving_state['url'])}: "
+                          f"{escape(serving_state['reason'])}", soft_wrap=True)  # fmt: skip
 
 
 @app.command()
@@ -187,11 +275,28 @@ def versions(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     if as_json:
         console.print_json(json.dumps(rows))
         return
-    table = Table("", "version", "published", "chunks", "size MB", "own MB", "commits", "base")
+    # A version id is what an operator copies into `rollback` and `diff`: never cut (an 80-column terminal showed
+    # `2026…`). Below 120 columns a lighter table leaves out `own MB` and `base` (both in --json), the numbers stay
+    # whole and the commits fold onto more lines (issue 49)
+    narrow = console.width < 120
+    table = Table(box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
+    table.add_column("")
+    table.add_column("version", no_wrap=True, min_width=max((len(r["version"]) for r in rows), default=7))
+    table.add_column("published (UTC)", no_wrap=True)
+    for name in ("chunks", "size MB") if narrow else ("chunks", "size MB", "own MB"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("commits", overflow="fold", min_width=10)
+    if not narrow:
+        table.add_column("base", no_wrap=True)
     for r in rows:
         commits = ", ".join(sorted({(c or "-")[:10] for c in r["commits"].values()})) or "-"
-        table.add_row("*" if r["current"] else "", r["version"], r["published_at"], str(r["chunks"]),
-                      str(r["size_mb"]), str(r["own_mb"]), commits, r["base"] or "-")  # fmt: skip
+        published = _short_time(r["published_at"], seconds=not narrow)
+        if narrow:
+            table.add_row("*" if r["current"] else "", r["version"], published, str(r["chunks"]), str(r["size_mb"]),
+                          commits)  # fmt: skip
+        else:
+            table.add_row("*" if r["current"] else "", r["version"], published, str(r["chunks"]), str(r["size_mb"]),
+                          str(r["own_mb"]), commits, r["base"] or "-")  # fmt: skip
     console.print(table)
     disk = disk_usage(h)
     pct = "-" if disk["history_pct"] is None else f"{disk['history_pct']} %"
@@ -200,6 +305,17 @@ def versions(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         f"{disk['segments_mb']} MB, serving copies {disk['serving_copies_mb']} MB; the current version alone "
         f"{disk['current_mb']} MB, history adds {disk['history_mb']} MB ({pct})"
     )
+
+
+def _short_time(timestamp: str | None, seconds: bool = True) -> str:
+    """``2026-11-22 00:34:12`` (UTC; without ``:12`` unless ``seconds``) for an ISO time; else the text as given."""
+    if not timestamp:
+        return "-"
+    try:
+        when = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).astimezone(UTC)
+        return when.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+    except ValueError:
+        return timestamp
 
 
 @app.command()
@@ -274,9 +390,10 @@ def check_partition(defs: Any, job_def: Any, keys: list[Any] | None, label: str,
 
 @app.command()
 def materialize(
-    job: Annotated[str, typer.Option(help="build_index, export_gbim, verify_registry, attention_rollup_job, ...")] = (
-        "build_index"
-    ),
+    job: Annotated[
+        list[str] | None,
+        typer.Option(help="build_index, export_gbim, verify_registry, attention_rollup_job, ... (repeatable: in turn)"),
+    ] = None,
     select: Annotated[
         str | None, typer.Option(help="asset keys instead of a job, comma-separated (e.g. chunks,published_index)")
     ] = None,
@@ -291,41 +408,112 @@ def materialize(
         bool, typer.Option("--verbose", help="show Dagster's DEBUG lines too (default: INFO and up)")
     ] = False,
 ) -> None:
-    """Run a Dagster job (or a selection of assets) in this process, recorded on the instance in $DAGSTER_HOME.
+    """Run Dagster jobs (in turn, stopping at the first that fails) or a selection of assets in this process,
+    recorded on the instance in $DAGSTER_HOME (default job: build_index).
+
+    Ends with a summary of every asset check that failed (asset, check, severity, blocking, what it says). Exits 1
+    when a run failed (a blocking check stops its run) or an ERROR-severity check failed; a failed WARN check is
+    listed and the exit is 0.
 
     Runs of this host left started by a killed process are marked failed and their pool slots freed first
     (``orchestration.runs``); while a live run holds the ``index_writer`` pool, this waits and says which run."""
-    import signal
-    import threading
-    import uuid
-
     from dagster import AssetKey, DagsterInstance
 
-    from livemem.version.owners import Owner
     from orchestration.definitions import build_definitions
-    from orchestration.runs import PoolWait, run_tags
 
     defs = build_definitions(CTX.paths.sources_file, CTX.paths.index_dir)
+    targets: list[tuple[list[Any] | None, Any, str]] = []
     if select:
+        if job:
+            fail("give --job or --select, not both", 2)
         keys = [AssetKey.from_user_string(k.strip()) for k in select.split(",") if k.strip()]
         known = set(defs.resolve_asset_graph().get_all_asset_keys())
         unknown = [k.to_user_string() for k in keys if k not in known]
         if unknown:
             fail(f"unknown asset(s) {unknown}; known: {sorted(k.to_user_string() for k in known)}")
-        job_def, label = defs.resolve_implicit_global_asset_job_def(), select
+        targets.append((keys, defs.resolve_implicit_global_asset_job_def(), select))
     else:
-        try:
-            keys, job_def, label = None, defs.resolve_job_def(job), job
-        except Exception:  # Dagster's own error is a traceback with a fuzzy match
-            names = sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__"))
-            fail(f"unknown job {job!r}; jobs: {', '.join(names)}", 2)
-    check_partition(defs, job_def, keys, label, partition)
+        for name in job or ["build_index"]:
+            try:
+                targets.append((None, defs.resolve_job_def(name), name))
+            except Exception:  # Dagster's own error is a traceback with a fuzzy match
+                names = sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__"))
+                fail(f"unknown job {name!r}; jobs: {', '.join(names)}", 2)
+    if run_id and len(targets) > 1:
+        fail("--run-id names one run: give one --job with it", 2)
+    for keys, job_def, label in targets:
+        check_partition(defs, job_def, keys, label, partition)
     dagster_home = CTX.paths.dagster_home
     if dagster_home is not None:
         dagster_home.mkdir(parents=True, exist_ok=True)  # Dagster insists the directory exists
         instance = open_instance(dagster_home)
     else:
         instance = DagsterInstance.ephemeral()
+    failed_checks: list[Any] = []
+    for keys, job_def, label in targets:
+        result = _run_job(instance, job_def, keys, label, partition, wait_timeout, run_id, verbose)
+        for event in result.get_asset_materialization_events():
+            meta = event.materialization.metadata
+            status_value = meta.get("status")
+            console.print(
+                f"{event.asset_key.to_user_string()}: {status_value.value if status_value else 'materialized'}"
+            )
+        for check in result.get_asset_check_evaluations():
+            mark = "[green]passed[/green]" if check.passed else "[red]failed[/red]"
+            console.print(f"  check {check.check_name}: {mark} {check.description or ''}")
+            if not check.passed:
+                failed_checks.append((label, check))
+        if not result.success:
+            print_failed_checks(failed_checks)
+            reasons = [step_failure_reason(e.event_specific_data.error) for e in result.all_events if e.is_step_failure]
+            why = "".join(f"; {r}" for r in dict.fromkeys(reasons) if r)
+            fail(f"{label} failed (run {result.run_id}){why}; see the Dagster UI or the log above")
+    print_failed_checks(failed_checks)
+    errors = [c for _, c in failed_checks if _severity(c) == "ERROR"]
+    if errors:
+        fail(f"{len(errors)} ERROR check(s) failed: {', '.join(sorted({c.check_name for c in errors}))}")
+
+
+def _severity(check: Any) -> str:
+    severity = getattr(check, "severity", None)
+    return str(getattr(severity, "value", severity) or "ERROR")
+
+
+def print_failed_checks(failed: list[tuple[str, Any]]) -> None:
+    """The summary ``livemem materialize`` ends with: every failed check of every run, with its severity, whether it
+    blocked, its description and metadata (so a failed WARN check is not lost in the log above)."""
+    if not failed:
+        console.print("checks: none failed")
+        return
+    console.print(f"[bold]checks that failed: {len(failed)}[/bold]")
+    for label, check in failed:
+        severity = _severity(check)
+        blocking = "blocking" if getattr(check, "blocking", False) else "non-blocking"
+        colour = "red" if severity == "ERROR" else "yellow"
+        console.print(
+            f"  [{colour}]{severity}[/{colour}] {escape(check.asset_key.to_user_string())} / "
+            f"{escape(check.check_name)} ({blocking}, {escape(label)}): {escape(check.description or '')}",
+            soft_wrap=True,
+        )
+        for name, value in (check.metadata or {}).items():
+            shown = getattr(value, "value", value)
+            text = shown if isinstance(shown, str) else json.dumps(shown, default=str)
+            text = text if len(text) <= 400 else text[:400] + " …"
+            console.print(f"      {escape(name)}: {escape(text)}", soft_wrap=True)
+
+
+def _run_job(
+    instance: Any, job_def: Any, keys: list[Any] | None, label: str, partition: str | None, wait_timeout: float,
+    run_id: str | None, verbose: bool,
+) -> Any:  # fmt: skip
+    """Execute one job (or asset selection) in this process, watched from this thread (see below)."""
+    import signal
+    import threading
+    import uuid
+
+    from livemem.version.owners import Owner
+    from orchestration.runs import PoolWait, run_tags
+
     pools = {node.pool for node in job_def.all_node_defs if getattr(node, "pool", None)}
     wait = PoolWait(instance, pools, wait_timeout, lambda msg: err.print(f"[yellow]{msg}[/yellow]", soft_wrap=True))
     run_id = run_id or str(uuid.uuid4())
@@ -377,18 +565,7 @@ def materialize(
             signal.signal(signal.SIGTERM, on_sigterm)
     if "error" in outcome:
         raise outcome["error"]
-    result = outcome["result"]
-    for event in result.get_asset_materialization_events():
-        meta = event.materialization.metadata
-        status_value = meta.get("status")
-        console.print(f"{event.asset_key.to_user_string()}: {status_value.value if status_value else 'materialized'}")
-    for check in result.get_asset_check_evaluations():
-        mark = "[green]passed[/green]" if check.passed else "[red]failed[/red]"
-        console.print(f"  check {check.check_name}: {mark} {check.description or ''}")
-    if not result.success:
-        reasons = [step_failure_reason(e.event_specific_data.error) for e in result.all_events if e.is_step_failure]
-        why = "".join(f"; {r}" for r in dict.fromkeys(reasons) if r)
-        fail(f"{label} failed (run {result.run_id}){why}; see the Dagster UI or the log above")
+    return outcome["result"]
 
 
 def step_failure_reason(error: Any) -> str:
@@ -413,7 +590,50 @@ def serve(
     os.environ["RAG_INDEX_DIR"] = str(CTX.paths.index_dir)  # the app reads its settings in each worker
     # a worker's startup prepares everything (serving.app); some of it is one C call holding the GIL for seconds on a
     # busy machine, and uvicorn kills a worker whose health ping goes unanswered this long (default 5 s)
-    uvicorn.run("serving.app:app", host=host, port=port, workers=workers, timeout_worker_healthcheck=60)
+    # the app logs one JSON line per request itself (serving/logs.py): uvicorn's plain access line would repeat it
+    uvicorn.run(
+        "serving.app:app", host=host, port=port, workers=workers, timeout_worker_healthcheck=60, access_log=False
+    )
+
+
+@app.command()
+def up(
+    host: Annotated[str, typer.Option(envvar="HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(envvar="PORT")] = 8000,
+    workers: Annotated[int, typer.Option(envvar="WORKERS")] = 1,
+    healthcheck_s: Annotated[
+        int, typer.Option("--worker-healthcheck-s", envvar="WORKER_HEALTHCHECK_S", help="uvicorn's worker ping limit")
+    ] = 60,
+    daemon: Annotated[
+        bool, typer.Option("--daemon/--no-daemon", help="run the Dagster daemon (schedules) beside the app")
+    ] = True,
+) -> None:
+    """Serve the published index and run the Dagster daemon beside it (``make run``): the schedules (nightly
+    attention rollup, personal-memory deletion) run while the app serves. Ctrl-C or SIGTERM stops both; if the
+    daemon dies the app keeps serving and it is logged (``livemem status`` then says so); if the app exits, the
+    daemon is stopped too (``orchestration.supervise``)."""
+    from orchestration.daemon import daemon_argv
+    from orchestration.supervise import Child, Supervisor
+
+    env = {**os.environ, "RAG_INDEX_DIR": str(CTX.paths.index_dir), "RAG_SOURCES": str(CTX.paths.sources_file)}
+    # uvicorn as `make serve` starts it (the app logs each request itself)
+    server = [sys.executable, "-m", "uvicorn", "serving.app:app", "--host", host, "--port", str(port),
+              "--workers", str(workers), "--timeout-worker-healthcheck", str(healthcheck_s),
+              "--no-access-log"]  # fmt: skip
+    children = [Child("serving app", server, essential=True, env=env)]
+    if daemon:
+        dagster_home = CTX.paths.dagster_home
+        if dagster_home is None:
+            fail("DAGSTER_HOME is not set: the daemon needs the instance `make ui` and `livemem materialize` use "
+                 "(the Makefile sets it; or --no-daemon)")  # fmt: skip
+        dagster_home.mkdir(parents=True, exist_ok=True)
+        env["DAGSTER_HOME"] = str(dagster_home)
+        children.append(Child("dagster-daemon", daemon_argv(), essential=False, env=env))
+
+    def log(message: str) -> None:
+        print(f"livemem up: {message}", file=sys.stderr, flush=True)
+
+    raise typer.Exit(Supervisor(children, log).run())
 
 
 def query_embedder(settings: ServingSettings):

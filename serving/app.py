@@ -32,6 +32,7 @@ from livemem.version.reader import IndexUnavailable
 from serving.cors import LinkedDataCORS
 from serving.deps import without_server_paths
 from serving.limits import RequestLimitsMiddleware
+from serving.logs import LoggedFastAPI, install_access_log
 from serving.metrics import MetricsMiddleware
 from serving.openapi import install as complete_openapi
 from serving.routers import chat, chunks, compat, context, facts, gis, glassbox, memory, query, resources, system
@@ -93,7 +94,8 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
                     log.warning("queued traces not all written to %s at shutdown", writer.directory)
             state.metrics.close()  # with several workers: this one's live gauges leave the shared metrics files
 
-    app = FastAPI(
+    install_access_log()  # one JSON line per request, with its X-Request-ID (serving/logs.py)
+    app = LoggedFastAPI(
         title="Living Memory",
         summary="Read-only retrieval over the published living-memory index",
         version="0.1.0",

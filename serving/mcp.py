@@ -89,6 +89,7 @@ from serving.models.mcp import (
     WarmUpResult,
 )
 from serving.models.resources import ResourcesResponse
+from serving.services import paging
 from serving.services.context import context_service
 from serving.services.errors import ServiceError
 from serving.services.versions import narrowed_today, snapshot_for
@@ -334,24 +335,21 @@ def tool_resources(
     include_stale: bool,
     limit: int,
     taxonomy: str | None = None,
+    cursor: str | None = None,
 ) -> ResourcesResponse:
     snap = ctx.snapshot()
     ctx.used("resources", f"zip={zip} county={county} type={resource_type} taxonomy={taxonomy}", snap.version_id)
+    filters = paging.resources_filters(zip, county, resource_type, None, taxonomy, include_stale)
+    with tool_errors():  # a cursor of other filters or another version: a tool error saying so (as HTTP's 422/409)
+        page = paging.page("/resources", snap.version_id, filters, cursor)
     try:
-        found = resolve(
-            snap,
-            zip=zip,
-            county=county,
-            resource_type=resource_type,
-            taxonomy=taxonomy,
-            include_stale=include_stale,
-            limit=limit,
-        )
+        found = resolve(snap, **filters, limit=limit, offset=page.offset)
     except RegistryQueryError as exc:
         raise ToolError(str(exc)) from None
     return ResourcesResponse.model_validate(
-        {"index_version": snap.version_id, "county": found.county, "total": found.total, "results": found.rows}
-    )
+        {"index_version": snap.version_id, "county": found.county, "total": found.total, "results": found.rows,
+         "next_cursor": page.next_cursor(len(found.rows), found.total)}
+    )  # fmt: skip
 
 
 def tool_context(
@@ -722,10 +720,19 @@ def build_server(
                 description="a taxonomy term of the source: code or code prefix (BD-1800), or words of its name",
             ),
         ] = None,
+        cursor: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=paging.CURSOR_MAX_CHARS,
+                description="the `next_cursor` of the previous call, with the same arguments: the programs after it",
+            ),
+        ] = None,
     ) -> ResourcesResponse:
         """Verified programs of the local_resources registry: those whose ZIP or coverage includes `zip`, then the
-        rest of its county (or of `county`), optionally of one type (any of a program's types) or taxonomy term."""
-        return tool_resources(ctx, zip, county, resource_type, include_stale, limit, taxonomy)
+        rest of its county (or of `county`), optionally of one type (any of a program's types) or taxonomy term.
+        More than `limit`: `next_cursor` continues (pass it as `cursor`); null on the last page."""
+        return tool_resources(ctx, zip, county, resource_type, include_stale, limit, taxonomy, cursor)
 
     @server.tool(annotations=READ_ONLY)
     def context(
@@ -946,6 +953,14 @@ def build_server(
     return server
 
 
+def http_app(server: MCPServer, host: str = "127.0.0.1") -> Any:
+    """The streamable HTTP app (``/mcp``) behind the request log: ``X-Request-ID`` echoed, one JSON line a request."""
+    from serving.logs import RequestLogMiddleware, install_access_log
+
+    install_access_log()
+    return RequestLogMiddleware(server.streamable_http_app(host=host))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
@@ -953,8 +968,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
     server = build_server()
-    if args.http:
-        server.run("streamable-http", host=args.host, port=args.port)
+    if args.http:  # as MCPServer.run("streamable-http") does, with the access log of every door (serving/logs.py)
+        import uvicorn
+
+        asgi = http_app(server, args.host)
+        uvicorn.run(asgi, host=args.host, port=args.port, log_level=server.settings.log_level.lower(), access_log=False)
     else:
         server.run("stdio")
 

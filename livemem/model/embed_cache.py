@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -156,13 +157,19 @@ class EmbeddingCache:
         embedder: _Encoder,
         progress: Callable[[int, int], None] | None = None,
         store: Store = FLOAT32,
+        clock: Callable[[], float] = time.monotonic,
     ) -> tuple[np.ndarray, int, int]:
         """Vectors for ``texts`` (cached or computed; rows of ``store``'s form: float32 vectors by default), the
         number computed and the number reused.
 
         Each distinct text's row is written straight into one array as its blob is read or computed, then gathered
         once per text: no Python object per vector is kept (a dict of a million ``frombuffer`` arrays, their bytes
-        and their keys took ≈ 1 KB per sentence — over 24 GB for the 9M sentences of a build adding 1M chunks)."""
+        and their keys took ≈ 1 KB per sentence — over 24 GB for the 9M sentences of a build adding 1M chunks).
+
+        Texts are encoded in sub-batches sized to take about ``SubBatches.target_s`` each (``SubBatches``), and
+        ``progress(done, todo)`` hears after each one: one big encode call said nothing for 88 s (issue 49), so a
+        progress line every 10 s needs calls that end more often than that, whatever the texts' lengths and the
+        machine's load. ``clock``: for tests."""
         width = store.width(self.dim)
         where: dict[str, int] = {}  # key -> its distinct row
         codes = np.fromiter(
@@ -183,19 +190,50 @@ class EmbeddingCache:
         keys = list(where)
         # Longest first, so each batch holds texts of similar length (little padding), as one big encode call would.
         todo = sorted(missing.tolist(), key=lambda row: len(texts[first[row]]), reverse=True)
-        step = 512  # a batch is a few seconds of CPU: progress (and the cache) moves that often
         if progress and todo:
             progress(0, len(todo))
-        for start in range(0, len(todo), step):
-            part = todo[start : start + step]
+        sizes = SubBatches(clock=clock)  # each encode call a couple of seconds: progress moves whatever the texts
+        start = 0
+        while start < len(todo):
+            part = todo[start : start + sizes.next()]
+            began = sizes.clock()
             packed = store.pack(embedder.encode([texts[first[row]] for row in part]))
+            sizes.took(len(part), sizes.clock() - began)
             self._put_blobs({keys[row]: blob for row, blob in zip(part, packed, strict=True)}, store)
             for row, blob in zip(part, packed, strict=True):
                 rows[row] = np.frombuffer(blob, dtype=store.dtype)
+            start += len(part)
             if progress:
-                progress(min(start + step, len(todo)), len(todo))
+                progress(start, len(todo))
         out = rows[codes] if len(texts) else np.zeros((0, width), dtype=store.dtype)
         return out, int(missing.size), len(texts) - int(missing.size)
+
+
+@dataclass
+class SubBatches:
+    """How many texts the next encode call takes, so that each takes about ``target_s`` seconds: the rate of the
+    calls so far decides (the first takes ``first`` texts), never more than ``most`` (a batch is a few seconds of
+    CPU at that size, the size calls had before) nor fewer than one; a power of two, so calls take whole encoder
+    batches once large. Texts come longest first, so a call's rate is a low estimate for the next."""
+
+    target_s: float = 2.0
+    first: int = 8
+    most: int = 512
+    clock: Callable[[], float] = time.monotonic
+    _texts: int = 0
+    _seconds: float = 0.0
+
+    def next(self) -> int:
+        if self._texts == 0:
+            return self.first
+        rate = self._texts / max(self._seconds, 1e-6)  # texts per second over the last calls
+        want = max(1, min(self.most, int(rate * self.target_s)))
+        return 1 << (want.bit_length() - 1)  # the power of two at or below
+
+    def took(self, texts: int, seconds: float) -> None:
+        """One call encoded ``texts`` in ``seconds``; the rate follows the latest calls (older ones fade)."""
+        self._texts = int(self._texts / 2) + texts
+        self._seconds = self._seconds / 2 + max(seconds, 0.0)
 
 
 def _batches(items: list[str], size: int) -> Iterator[list[str]]:

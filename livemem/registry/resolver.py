@@ -243,14 +243,15 @@ def resolve(
     include_stale: bool = False,
     limit: int | None = None,
     now: datetime | None = None,
+    offset: int = 0,
 ) -> Resolution:
     """Programs for the hints, most specific first: ``ids`` (found in retrieval metadata) in their order, then
     programs whose own ZIP or coverage includes ``zip``, then those of ``county`` (default: the ZIP's county), then
     the statewide lines of that state. ``resource_type`` (any of a row's types), ``taxonomy`` (a term's code or code
     prefix, or words of its name) and ``local_resource_id`` filter; only verified rows unless ``include_stale``
     (then stale and unverified rows too; undated rows also under the policy ``unverified_shown``). With no place
-    hint, every row that passes the filters. ``source`` is a RegistryIndex, a version directory or a snapshot
-    (anything with ``.path``)."""
+    hint, every row that passes the filters. ``offset`` skips that many of the rows first (paging: ``total`` still
+    counts them). ``source`` is a RegistryIndex, a version directory or a snapshot (anything with ``.path``)."""
     index = source if isinstance(source, RegistryIndex) else load_registry_index(getattr(source, "path", source))
     if index is None:
         raise RegistryQueryError("this index version holds no registry: materialize registry_verification")
@@ -312,7 +313,7 @@ def resolve(
             if not index.shown(i, status, include_stale):
                 continue
             total += 1
-            if limit is None or len(out) < limit:
+            if total > offset and (limit is None or len(out) < limit):
                 row = index.rows[i]
                 out.append({**row, "verification_status": status, "age_days": age, "match": match,
                             "verification_note": verification_note(row, status)})  # fmt: skip

@@ -60,6 +60,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -76,6 +77,21 @@ TRACE_ID_PATTERN = (
     r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.[A-Za-z0-9_-]{1,200}\.[A-Za-z0-9_-]{22,}$"
 )
 _TRACE_ID = re.compile(TRACE_ID_PATTERN)
+
+
+# The keys of the traces the current request emits, for its access log line: the serving app sets a fresh list
+# per request (serving.logs); the threads answering it share the list (a copied context holds the same object).
+REQUEST_TRACES: ContextVar[list[str] | None] = ContextVar("livemem_request_traces", default=None)
+
+
+def _note_traces(events: list[dict[str, Any]]) -> None:
+    keys = REQUEST_TRACES.get()
+    if keys is None:
+        return
+    for event in events:
+        found = event.get("trace_id")
+        if found and (key := trace_key(str(found))) not in keys:
+            keys.append(key)
 
 
 def trace_key(trace_id: str) -> str:
@@ -277,6 +293,7 @@ class _QueuedWrites:
         target has been unwritable for so long that ``max_queued`` events wait, further blocks are dropped and
         counted (``dropped``, ``failures``) instead of growing the process without bound."""
         block = list(events)
+        _note_traces(block)
         with self._count_lock:
             if self._queued + len(block) > self.max_queued:
                 self.dropped += len(block)
@@ -291,7 +308,9 @@ class _QueuedWrites:
 
     def write(self, events: Iterable[dict[str, Any]]) -> bool:
         """Append events now, after any queued before them; False (and logged) when the write failed."""
-        return bool(self._write_queue_and(list(events), None))
+        events = list(events)
+        _note_traces(events)
+        return bool(self._write_queue_and(events, None))
 
     def write_through(
         self, events: Iterable[dict[str, Any]], wait_s: float, queue: bool = True, sync: bool = False
@@ -302,6 +321,7 @@ class _QueuedWrites:
         locked elsewhere hold the answer up for longer than ``wait_s``. ``sync``: True only once the block is on
         stable storage (``fdatasync``; a full disk often says so only then), for answers that say it was recorded."""
         events = list(events)
+        _note_traces(events)
         done = self._write_queue_and(events, wait_s, sync)
         if done is None and queue:
             self.submit(events)

@@ -34,15 +34,32 @@ class MatchedEntity(BaseModel):
 
 class FactsResponse(BaseModel):
     facts: list[Fact] = Field(description="the matching facts (triples), at most `limit`, the caller's role applied")
-    total: int = Field(description="matching triples before `limit`")
+    total: int = Field(description="matching triples before `limit` (on every page: all of them)")
     matched: list[MatchedEntity] | None = Field(
         None, description="with `name`: the entities it found, best match first"
     )
     index_version: str = Field(description="the published index version the facts come from")
+    next_cursor: str | None = Field(
+        None,
+        description="more triples match: send this back as `cursor` (same filters) for the next page; null on the "
+        'last page (docs/serving.md, "Paging")',
+    )
 
 
 class SparqlRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "query": "SELECT ?label ?zip WHERE { ?e rdfs:label ?label ; gbim:serves_zip ?z . ?z rdfs:label ?zip } "
+                    "ORDER BY ?label LIMIT 3",
+                    "limit": 3,
+                },
+                {"query": 'ASK { ?e gbim:located_in ?c . ?c rdfs:label "Fayette" }'},
+            ]
+        },
+    )
 
     query: str = Field(
         ..., min_length=1, max_length=SPARQL_MAX_QUERY_CHARS, description="a SPARQL SELECT, ASK, CONSTRUCT or DESCRIBE"

@@ -119,6 +119,7 @@ class ResourcesResponse(BaseModel):
                             "match": "zip",
                         }
                     ],
+                    "next_cursor": None,
                 }
             ]
         }
@@ -126,5 +127,10 @@ class ResourcesResponse(BaseModel):
 
     index_version: str = Field(description="the published index version read")
     county: str | None = Field(None, description="the county searched: the one given, or the ZIP's")
-    total: int = Field(description="rows matching, before `limit`")
+    total: int = Field(description="rows matching, before `limit` (on every page: all of them, not this page's)")
     results: list[Resource] = Field(description="the programs, at most `limit`")
+    next_cursor: str | None = Field(
+        None,
+        description="more rows match: send this back as `cursor` (same filters) for the next page; null on the last "
+        'page (docs/serving.md, "Paging")',
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class SourceAt(BaseModel):
@@ -51,6 +51,45 @@ class DiskUse(BaseModel):
 
 
 class VersionsResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "current": "20261122T003412518204Z",
+                    "versions": [
+                        {
+                            "version_id": "20261122T003412518204Z",
+                            "current": True,
+                            "published_at": "2026-11-22T00:35:02.114870Z",
+                            "created_at": "2026-11-22T00:34:12.518204Z",
+                            "base_version": None,
+                            "sources": {
+                                "wv-benefits": {
+                                    "commit": "31532096d92e8618a4b85fd500c1469d1add2fbb",
+                                    "collection": "wv_benefits",
+                                    "access": "public",
+                                    "files": 9,
+                                    "chunks": 61,
+                                }
+                            },
+                            "counts": {
+                                "chunks": 152,
+                                "files": 31,
+                                "sealed_chunks": 4,
+                                "gbim_entities": 14,
+                                "gbim_relations": 40,
+                                "registry_rows": 19,
+                            },
+                            "version_size_mb": 3.2,
+                            "index_size_mb": 4.1,
+                        }
+                    ],
+                    "disk": None,
+                }
+            ]
+        }
+    )
+
     current: str | None = Field(description="the version CURRENT names (null: nothing published)")
     versions: list[VersionInfo] = Field(description="kept versions, oldest first")
     disk: DiskUse | None = Field(None, description="disk use; only for a role that may read every source")

@@ -13,9 +13,9 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, HTTPException, Path, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
@@ -201,15 +201,29 @@ def listed_models(service: ContextService) -> list[str]:
     return [MODEL_ALIAS, *(m for m in served_models(service) if m != MODEL_ALIAS)]
 
 
-@openai_router.get("/v1/models", responses=OPENAI_ERRORS)
+MODEL_EXAMPLE = {"id": MODEL_ALIAS, "object": "model", "created": 1795688445, "owned_by": "living-memory"}
+MODELS_EXAMPLE = {"object": "list", "data": [MODEL_EXAMPLE, {**MODEL_EXAMPLE, "id": "extractive"}]}
+
+
+@openai_router.get(
+    "/v1/models",
+    responses={200: {"content": {"application/json": {"example": MODELS_EXAMPLE}}}, **OPENAI_ERRORS},
+)
 def list_models(state: State, role: CallerRole) -> dict[str, Any]:
     """The models that answer (OpenAI's list shape): `living-memory` (the default), the configured LLM, then
     `extractive`."""
     return {"object": "list", "data": [model_entry(m) for m in listed_models(context_service(state))]}
 
 
-@openai_router.get("/v1/models/{model}", responses=OPENAI_ERRORS)
-def get_model(model: str, state: State, role: CallerRole) -> dict[str, Any]:
+@openai_router.get(
+    "/v1/models/{model}",
+    responses={200: {"content": {"application/json": {"example": MODEL_EXAMPLE}}}, **OPENAI_ERRORS},
+)
+def get_model(
+    model: Annotated[str, Path(description="a model id of GET /v1/models", examples=[MODEL_ALIAS])],
+    state: State,
+    role: CallerRole,
+) -> dict[str, Any]:
     """One model of ``GET /v1/models`` (`living-memory` among them); 404 for any other."""
     if model not in listed_models(context_service(state)):
         raise HTTPException(404, f"the model {model!r} does not exist; GET /v1/models lists the served ones")

@@ -40,6 +40,7 @@ from livemem.gbim.sparql_worker import (
 from livemem.query.gis_index import GisIndex
 from serving.deps import CallerRole, CurrentSnapshot, State, negotiate
 from serving.models import UUID_PATTERN, ErrorBody
+from serving.models.examples import HUB, VERSION
 from serving.models.facts import (
     SPARQL_MAX_QUERY_CHARS,
     SPARQL_MAX_ROWS,
@@ -48,6 +49,7 @@ from serving.models.facts import (
     SparqlResponse,
 )
 from serving.services.gis import gis_index
+from serving.services.paging import CURSOR_MAX_CHARS, encode, http_page, link_next
 
 router = APIRouter(tags=["facts"])
 
@@ -73,6 +75,13 @@ RDF_OFFERS = {TURTLE: TURTLE, N_TRIPLES: N_TRIPLES, JSON_LD: JSON_LD, RDF_XML: R
 RDF_RESPONSES = {"content": {media_type: {"schema": {"type": "string"}} for media_type in RDF_MEDIA_TYPES}}
 
 
+# examples for /openapi.json (the prefixes gbim:, geo:, rdfs:, rdf: are predefined)
+SELECT_EXAMPLE = (
+    'SELECT ?label ?lat ?long WHERE { ?e gbim:located_in ?c . ?c rdfs:label "Fayette" . '
+    "?e rdfs:label ?label ; geo:lat ?lat ; geo:long ?long } ORDER BY ?label LIMIT 10"
+)
+ASK_EXAMPLE = 'ASK { ?e gbim:located_in ?c . ?c rdfs:label "Fayette" }'
+FACTS_EXAMPLE_FILTERS = {"subject": None, "name": None, "predicate": "located_in", "object": None}
 VARY = {"Vary": "Accept"}  # every answer of a negotiated route: a shared cache must key it on Accept
 
 
@@ -97,7 +106,13 @@ def _rdf_response(graph: Any, media_type: str, version_id: str, truncated: bool 
 @router.get(
     "/facts",
     response_model=FactsResponse,
-    responses={200: RDF_RESPONSES, 401: {"model": ErrorBody}, 406: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+    responses={
+        200: RDF_RESPONSES,
+        401: {"model": ErrorBody},
+        406: {"model": ErrorBody},
+        409: {"model": ErrorBody, "description": "`cursor` was issued for another index version: start again"},
+        503: {"model": ErrorBody},
+    },
 )
 def facts(
     request: Request,
@@ -105,19 +120,46 @@ def facts(
     state: State,
     role: CallerRole,
     snap: CurrentSnapshot,
-    subject: Annotated[str | None, Query(max_length=200, description="entity id")] = None,
+    subject: Annotated[
+        str | None, Query(max_length=200, description="entity id", examples=["457cdafc-1f65-57ee-950b-b5ac4575a6d0"])
+    ] = None,
     name: Annotated[
         str | None,
-        Query(min_length=1, max_length=200, description="entity name: the exact label first, then labels with it"),
+        Query(
+            min_length=1,
+            max_length=200,
+            description="entity name: the exact label first, then labels with it",
+            examples=["Oak Hill Benefits Hub"],
+        ),
     ] = None,
     predicate: Annotated[
         str | None,
-        Query(max_length=100, description="located_in, serves_zip, part_of, serves_program, operated_by, near"),
+        Query(
+            max_length=100,
+            description="located_in, serves_zip, part_of, serves_program, operated_by, near",
+            examples=["located_in"],
+        ),
     ] = None,
     object: Annotated[
-        str | None, Query(max_length=200, description="county, ZIP, worldview, program, organization or entity id")
+        str | None,
+        Query(
+            max_length=200,
+            description="county, ZIP, worldview, program, organization or entity id",
+            examples=["Fayette"],
+        ),
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Annotated[int, Query(ge=1, le=1000, description="at most this many triples", examples=[100])] = 100,
+    cursor: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=CURSOR_MAX_CHARS,
+            examples=[encode("/facts", VERSION, 100, FACTS_EXAMPLE_FILTERS)],
+            description='the `next_cursor` of the previous page (or its `Link: rel="next"` header, also for RDF), '
+            "with the same filters: the triples after it (422 for a cursor of other filters; 409 for one of another "
+            "index version)",
+        ),
+    ] = None,
 ) -> FactsResponse | Response:
     """Relation triples matching the given parts (each optional; counties, programs and organizations match
     without case, counties also without "County"). ``name`` finds the subjects by their label
@@ -125,25 +167,36 @@ def facts(
     words; ``matched`` lists them).
 
     With ``Accept: text/turtle``, ``application/n-triples``, ``application/ld+json`` or ``application/rdf+xml``:
-    those triples as RDF, with their subjects' descriptions (type, label, dataset, WGS 84 position)."""
+    those triples as RDF, with their subjects' descriptions (type, label, dataset, WGS 84 position).
+
+    At most `limit` triples; when more match, `next_cursor` (and, in every format, a `Link: rel="next"` header)
+    continues after them: pages in turn give every triple once, in the order of one large page."""
     offers = {"application/json": "application/json", **{t: t for t in RDF_MEDIA_TYPES}}
     media_type = negotiate(request.headers.get("accept"), offers)
     if media_type is None:
         raise _not_acceptable(offers)
+    # the cursor is checked before the triples are read: a bad one costs nothing
+    filters = {"subject": subject, "name": name, "predicate": predicate, "object": object}
+    page = http_page("/facts", snap.version_id, filters, cursor)
     result = state.facts.triples(snap, role, subject, name, predicate, object)
     index, found, matched = result.index, result.found, result.matched
+    shown = found[page.offset : page.offset + limit]
+    next_cursor = page.next_cursor(len(shown), len(found))
     if media_type == "application/json":
-        response.headers.update(VARY)  # the same URL answers RDF to an RDF client
+        response.headers.update({**VARY, **link_next(request.url, next_cursor)})  # RDF to an RDF client, same URL
         return FactsResponse(
-            facts=found[:limit],
+            facts=shown,
             total=len(found),
             matched=None if matched is None else [{"entity_id": e["entity_id"], "label": e["label"]} for e in matched],
             index_version=snap.version_id,
+            next_cursor=next_cursor,
         )
-    subjects = dict.fromkeys(f["subject"] for f in found[:limit])
+    subjects = dict.fromkeys(f["subject"] for f in shown)
     entities = [index.entities[index.row_of[s]] for s in subjects]
-    graph = rdf_graph(entities, found[:limit], gbim_iri=gbim_iri(request))
-    return _rdf_response(graph, media_type, snap.version_id, len(found) > limit)
+    graph = rdf_graph(entities, shown, gbim_iri=gbim_iri(request))
+    answer = _rdf_response(graph, media_type, snap.version_id, next_cursor is not None)
+    answer.headers.update(link_next(request.url, next_cursor))
+    return answer
 
 
 def sparql_pool(request: Request) -> SparqlPool:
@@ -262,7 +315,7 @@ def _run_sparql(call: SparqlCall, request: Request, role: Any, snap: Any, pool: 
 
 
 @router.head("/facts/sparql", response_model=SparqlResponse, include_in_schema=False)
-@router.get("/facts/sparql", response_model=SparqlResponse, responses={200: SPARQL_RESULTS, **SPARQL_ERRORS})
+@router.get("/facts/sparql", response_class=Response, responses={200: SPARQL_RESULTS, **SPARQL_ERRORS})
 def sparql_get(
     request: Request,
     role: CallerRole,
@@ -274,6 +327,7 @@ def sparql_get(
             min_length=1,
             max_length=SPARQL_MAX_QUERY_CHARS,
             description="the SPARQL query; without it, the endpoint's SPARQL 1.1 Service Description",
+            examples=[SELECT_EXAMPLE],
         ),
     ] = None,
 ) -> Response:
@@ -298,7 +352,16 @@ def sparql_get(
         "requestBody": {
             "required": True,
             "content": {
-                "application/json": {"schema": SparqlRequest.model_json_schema()},
+                "application/json": {
+                    "schema": SparqlRequest.model_json_schema(),
+                    "examples": {
+                        "select": {
+                            "summary": "places in Fayette County",
+                            "value": {"query": SELECT_EXAMPLE, "limit": 10},
+                        },
+                        "ask": {"summary": "is anything located in Fayette County?", "value": {"query": ASK_EXAMPLE}},
+                    },
+                },
                 "application/x-www-form-urlencoded": {
                     "schema": {
                         "type": "object",
@@ -306,9 +369,15 @@ def sparql_get(
                         "properties": {
                             "query": {"type": "string", "minLength": 1, "maxLength": SPARQL_MAX_QUERY_CHARS}
                         },
-                    }
+                    },
+                    "examples": {
+                        "select": {"summary": "the SPARQL 1.1 Protocol form", "value": {"query": SELECT_EXAMPLE}}
+                    },
                 },
-                "application/sparql-query": {"schema": {"type": "string", "minLength": 1}},
+                "application/sparql-query": {
+                    "schema": {"type": "string", "minLength": 1},
+                    "examples": {"select": {"summary": "the query as the body", "value": SELECT_EXAMPLE}},
+                },
             },
         }
     },
@@ -344,7 +413,7 @@ def _readable_row(index: GisIndex, entity_id: str, role: Any, version_id: str) -
 )
 def entity_rdf(
     request: Request,
-    entity_id: Annotated[str, Path(pattern=UUID_PATTERN, description="GBIM entity id (UUID)")],
+    entity_id: Annotated[str, Path(pattern=UUID_PATTERN, description="GBIM entity id (UUID)", examples=[HUB])],
     role: CallerRole,
     snap: CurrentSnapshot,
 ) -> Response:
@@ -380,7 +449,7 @@ def entity_rdf(
 )
 def entity_iri(
     request: Request,
-    entity_id: Annotated[str, Path(pattern=UUID_PATTERN, description="GBIM entity id (UUID)")],
+    entity_id: Annotated[str, Path(pattern=UUID_PATTERN, description="GBIM entity id (UUID)", examples=[HUB])],
     role: CallerRole,
     snap: CurrentSnapshot,
 ) -> RedirectResponse:

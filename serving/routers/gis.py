@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from livemem.answer.results import entity_feature, gis_hit_feature
 from serving.deps import CallerRole, CurrentSnapshot, State, negotiate
 from serving.models import UUID_PATTERN, ErrorBody
+from serving.models.examples import HUB
 from serving.models.gis import (
     EntityFeature,
     EntityResponse,
@@ -82,7 +83,10 @@ def gis_query(
     state: State,
     role: CallerRole,
     format: Annotated[
-        Format | None, Query(description="overrides the body's `format`; neither given: the Accept header chooses")
+        Format | None,
+        Query(
+            description="overrides the body's `format`; neither given: the Accept header chooses", examples=["geojson"]
+        ),
     ] = None,
 ) -> GisQueryResponse | JSONResponse:
     """Rank GBIM entities by the similarity of their descriptions to the query, among those that meet the
@@ -108,14 +112,15 @@ def gis_query(
     },
 )
 def get_entity(
-    entity_id: Annotated[str, Path(pattern=UUID_PATTERN, description="GBIM entity id (UUID)")],
+    entity_id: Annotated[str, Path(pattern=UUID_PATTERN, description="GBIM entity id (UUID)", examples=[HUB])],
     request: Request,
     response: Response,
     state: State,
     role: CallerRole,
     snap: CurrentSnapshot,
     format: Annotated[
-        Format | None, Query(description="`geojson`: a Feature; not given: the Accept header chooses")
+        Format | None,
+        Query(description="`geojson`: a Feature; not given: the Accept header chooses", examples=["geojson"]),
     ] = None,
 ) -> EntityResponse | JSONResponse:
     """The entity with its relations (located_in, serves_zip, part_of), each with its provenance."""

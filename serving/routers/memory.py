@@ -8,7 +8,9 @@ view; the index is never written. Every use needs an API key: the user is the ke
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 
 from livemem import personal
 from serving.deps import CallerRole, State, thread_scope
@@ -25,7 +27,9 @@ ERRORS = {
     409: {"model": ErrorBody},
     422: {"model": ErrorBody},
 }
-UserId = Query(None, pattern=USER_ID_PATTERN, description="a user within the API key's memory")
+UserId = Query(
+    None, pattern=USER_ID_PATTERN, description="a user within the API key's memory", examples=["client-1042"]
+)
 
 
 def request_scope(request: Request) -> str:
@@ -78,7 +82,17 @@ def delete_memory(request: Request, state: State, role: CallerRole, user_id: str
 
 @router.delete("/memory/{memory_id}", response_model=Deleted, responses=ERRORS)
 def delete_item(
-    memory_id: str, request: Request, state: State, role: CallerRole, user_id: str | None = UserId
+    memory_id: Annotated[
+        str,
+        Path(
+            description="a card's or exchange's `memory_id` (from POST or GET /memory)",
+            examples=["9d2f6a0e-41c7-4b8e-a3f5-7c0e1b2d9a64"],
+        ),
+    ],
+    request: Request,
+    state: State,
+    role: CallerRole,
+    user_id: str | None = UserId,
 ) -> Deleted:
     """Forget one card or exchange (404 when the caller's memory has none with this id)."""
     user = user_of(state, request_scope(request), user_id)

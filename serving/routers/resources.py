@@ -10,12 +10,14 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 
 from livemem.registry import RESOURCE_TYPES, RegistryQueryError, load_registry_index, resolve
 from serving.deps import CurrentSnapshot, KnownQuery
 from serving.models import ErrorBody
+from serving.models.examples import VERSION
 from serving.models.resources import Resource, ResourcesResponse
+from serving.services.paging import CURSOR_MAX_CHARS, encode, http_page, link_next, resources_filters
 
 router = APIRouter(tags=["registry"])
 
@@ -25,17 +27,32 @@ ResourceType = StrEnum("ResourceType", {t: t for t in RESOURCE_TYPES})
 @router.get(
     "/resources",
     response_model=ResourcesResponse,
-    responses={422: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+    responses={
+        409: {"model": ErrorBody, "description": "`cursor` was issued for another index version: start again"},
+        422: {"model": ErrorBody},
+        503: {"model": ErrorBody},
+    },
     dependencies=[KnownQuery],  # an unknown query parameter is a 422 naming it, never ignored
 )
 def resources(
+    request: Request,
+    response: Response,
     snap: CurrentSnapshot,
     zip: Annotated[
-        str | None, Query(pattern=r"^[0-9]{5}$", description="5-digit ZIP: programs covering it, then its county's")
+        str | None,
+        Query(
+            pattern=r"^[0-9]{5}$",
+            description="5-digit ZIP: programs covering it, then its county's",
+            examples=["25901"],
+        ),
     ] = None,
-    county: Annotated[str | None, Query(min_length=2, max_length=64, description="county, e.g. Fayette")] = None,
-    resource_type: Annotated[ResourceType | None, Query(description="program type")] = None,
-    local_resource_id: Annotated[str | None, Query(min_length=1, max_length=128, description="one program")] = None,
+    county: Annotated[
+        str | None, Query(min_length=2, max_length=64, description="county, e.g. Fayette", examples=["Fayette"])
+    ] = None,
+    resource_type: Annotated[ResourceType | None, Query(description="program type", examples=["snap"])] = None,
+    local_resource_id: Annotated[
+        str | None, Query(min_length=1, max_length=128, description="one program", examples=["fay-dhhr-snap"])
+    ] = None,
     taxonomy: Annotated[
         str | None,
         Query(
@@ -43,36 +60,49 @@ def resources(
             max_length=200,
             description="a taxonomy term of the source (AIRS/211, Open Eligibility): its code or a code prefix "
             "(`BD-1800` finds `BD-1800.2000`), or words of its name (`food pantries`, case-insensitive)",
+            examples=["food pantries"],
         ),
     ] = None,
-    include_stale: Annotated[bool, Query(description="also return stale and unverified rows")] = False,
-    limit: Annotated[int, Query(ge=1, le=500, description="at most this many rows")] = 50,
+    include_stale: Annotated[
+        bool, Query(description="also return stale and unverified rows", examples=[False])
+    ] = False,
+    limit: Annotated[int, Query(ge=1, le=500, description="at most this many rows", examples=[20])] = 50,
+    cursor: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=CURSOR_MAX_CHARS,
+            examples=[encode("/resources", VERSION, 20, resources_filters(None, "Fayette", None, None, None, False))],
+            description="the `next_cursor` of the previous page, with the same filters: the rows after it "
+            "(422 for a cursor of other filters; 409 for one of another index version)",
+        ),
+    ] = None,
 ) -> ResourcesResponse:
     """Programs for a place, most specific first: those whose ZIP or coverage includes `zip`, then the rest of
     its county (or of `county`), then its state's statewide lines; `resource_type` matches any of a program's
     types, `taxonomy` its source's taxonomy terms. Verified rows only unless `include_stale` (undated rows are
-    also shown, marked in `verification_note`, when the registry's `undated` policy is `unverified_shown`)."""
+    also shown, marked in `verification_note`, when the registry's `undated` policy is `unverified_shown`).
+
+    At most `limit` rows; when more match, `next_cursor` (and a `Link: rel="next"` header) continues after them:
+    pages in turn give every row once, in this order."""
     index = load_registry_index(snap.path)
     if index is None:
         raise HTTPException(
             503, f"index version {snap.version_id} holds no registry; materialize the verify_registry job"
         )
+    filters = resources_filters(zip, county, resource_type.value if resource_type else None, local_resource_id,
+                                taxonomy, include_stale)  # fmt: skip
+    page = http_page("/resources", snap.version_id, filters, cursor)
     try:
-        found = resolve(
-            index,
-            zip=zip,
-            county=county,
-            resource_type=resource_type.value if resource_type else None,
-            local_resource_id=local_resource_id,
-            taxonomy=taxonomy,
-            include_stale=include_stale,
-            limit=limit,
-        )
+        found = resolve(index, **filters, limit=limit, offset=page.offset)
     except RegistryQueryError as exc:
         raise HTTPException(422, str(exc)) from exc
+    next_cursor = page.next_cursor(len(found.rows), found.total)
+    response.headers.update(link_next(request.url, next_cursor))
     return ResourcesResponse(
         index_version=snap.version_id,
         county=found.county,
         total=found.total,
         results=[Resource.model_validate(row) for row in found.rows],
+        next_cursor=next_cursor,
     )

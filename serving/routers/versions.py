@@ -19,10 +19,19 @@ from livemem.version.history import (
 )
 from serving.deps import CallerRole, State
 from serving.models import ErrorBody
+from serving.models.examples import VERSION
 from serving.models.versions import DiffResponse, VersionsResponse
 
 router = APIRouter(tags=["versions"])
-Ref = Annotated[str, Path(min_length=1, max_length=64, description="a version id, 'current', a date-time or a commit")]
+Ref = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=64,
+        description="a version id, 'current', a date-time or a commit",
+        examples=["current", VERSION, "2026-11-01T00:00:00Z"],
+    ),
+]
 
 
 @router.get("/versions", response_model=VersionsResponse, responses={503: {"model": ErrorBody}})
@@ -46,8 +55,8 @@ def diff(
     b: Ref,
     state: State,
     role: CallerRole,
-    top: Annotated[int, Query(ge=1, le=100, description="attention movers listed")] = 10,
-    limit: Annotated[int, Query(ge=1, le=1000, description="ids and files listed per kind")] = 50,
+    top: Annotated[int, Query(ge=1, le=100, description="attention movers listed", examples=[10])] = 10,
+    limit: Annotated[int, Query(ge=1, le=1000, description="ids and files listed per kind", examples=[50])] = 50,
 ) -> DiffResponse:
     """What changed from version ``a`` to ``b``: files and chunks per source, registry rows, GBIM entities and
     attention's top movers, over only what the caller's role may read."""

@@ -1,6 +1,6 @@
 """What /context, /chat, /v1/chat/completions and the MCP server share in one process: the answer cache, the
 audit writer, the web gateway, the LLM backend, the warm-up, the conversation threads (``livemem.answer.conversation``),
-and their metrics (registered on the app's registry).
+and their metrics (``Metrics.add_collector``).
 
 Created once per serving state on first use (``context_service(state)``, kept in ``ServingState.context_service``),
 from ``ContextSettings.from_env()`` unless a test or entry point set one there first.
@@ -33,18 +33,25 @@ if TYPE_CHECKING:  # serving.state holds the services
     from serving.state import Role, ServingState
 
 log = logging.getLogger(__name__)
+RATIO = ("hits / lookups per kind", "livemem_answer_cache_hits", "livemem_answer_cache_misses")
 
 
 class _Collector:
     def __init__(self, service: ContextService) -> None:
         self.service = service
 
+    def flush(self) -> None:
+        self.service.audit.flush(wait_s=SCRAPE_FLUSH_WAIT_S)  # queued audit records are written (unless locked)
+
     def collect(self):
+        self.flush()
+        yield from self.families()
+
+    def families(self):
         s = self.service
-        s.audit.flush(wait_s=SCRAPE_FLUSH_WAIT_S)  # queued audit records are written (unless their file is locked)
         hits = CounterMetricFamily("livemem_answer_cache_hits", "answers served from the answer cache", labels=["kind"])
         misses = CounterMetricFamily("livemem_answer_cache_misses", "answers computed", labels=["kind"])
-        ratio = GaugeMetricFamily("livemem_answer_cache_hit_ratio", "hits / lookups per kind", labels=["kind"])
+        ratio = GaugeMetricFamily("livemem_answer_cache_hit_ratio", RATIO[0], labels=["kind"])
         for kind in sorted(set(s.cache.hits) | set(s.cache.misses)):
             h, m = s.cache.hits.get(kind, 0), s.cache.misses.get(kind, 0)
             hits.add_metric([kind], h)
@@ -89,7 +96,8 @@ class ContextService:
         self._lock = threading.Lock()
         self.threads = ThreadStore(settings.thread_store_size, settings.thread_ttl_s)
         find_places("Oak Hill 25901")  # build the place tables now, not in the first request
-        state.metrics.registry.register(_Collector(self))
+        # with several workers copied into the shared metrics files, the hit ratio computed from the summed counts
+        state.metrics.add_collector(_Collector(self), ratios={"livemem_answer_cache_hit_ratio": RATIO})
 
     def caller(self, role: Role) -> Caller:
         return Caller(role.name, role.access)

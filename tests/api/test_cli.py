@@ -22,7 +22,7 @@ def test_status_versions_query_rollback_and_verify(tmp_path: Path, make_repo, em
     home = IndexHome(tmp_path / "index")
     base = ["--sources", str(sources), "--index-dir", str(home.root)]
 
-    empty = runner.invoke(app, [*base, "status"])
+    empty = runner.invoke(app, [*base, "status", "--no-daemon"])  # the daemon: tests/integration/test_daemon_status.py
     assert empty.exit_code == 1 and "no index published" in empty.output
 
     config = load_sources(sources)
@@ -30,7 +30,7 @@ def test_status_versions_query_rollback_and_verify(tmp_path: Path, make_repo, em
     home.publish(first.version_id, None, 5)
     repo.commit({"faq.md": "# FAQ\n\nWIC helps infants.\n"})
 
-    status = runner.invoke(app, [*base, "status", "--json"])
+    status = runner.invoke(app, [*base, "status", "--json", "--no-daemon"])
     assert status.exit_code == 0, status.output
     data = json.loads(status.output)
     assert data["version"] == first.version_id

@@ -231,6 +231,37 @@ def test_request_bodies_and_key_responses_have_examples(spec):
         assert schemas[name].get("examples"), name
 
 
+def _has_example(spec: dict[str, Any], media: dict[str, Any]) -> bool:
+    schema = media.get("schema", {})
+    named = spec["components"]["schemas"].get(schema.get("$ref", "").rsplit("/", 1)[-1], {})
+    return bool(media.get("examples") or "example" in media or schema.get("examples") or named.get("examples"))
+
+
+def test_every_operation_has_an_example(spec):
+    """Issue 49: "27 of 28 operations have no example". Every parameter has an example valid for its schema, every
+    request body (each media type) has one, and an operation that takes neither shows an example of its answer."""
+    missing, operations_seen = [], 0
+    for method, path, operation in operations(spec):
+        operations_seen += 1
+        parameters = operation.get("parameters", [])
+        for parameter in parameters:
+            examples = parameter.get("examples") or parameter["schema"].get("examples") or []
+            if isinstance(examples, dict):
+                examples = [e["value"] for e in examples.values()]
+            if not examples:
+                missing.append(f"{method} {path} parameter {parameter['name']}")
+            for example in examples:
+                assert validator(spec, parameter["schema"]).is_valid(example), (method, path, parameter["name"])
+        bodies = operation.get("requestBody", {}).get("content", {})
+        missing += [f"{method} {path} body {m}" for m, media in bodies.items() if not _has_example(spec, media)]
+        if not parameters and not bodies:
+            answers = [r for code, r in operation["responses"].items() if code.startswith("2")]
+            if not any(_has_example(spec, media) for r in answers for media in r.get("content", {}).values()):
+                missing.append(f"{method} {path} response")
+    assert not missing, missing
+    assert operations_seen >= 28
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, embedder):
     """The bundled example, built once per session, answered by the app (personal memory in a folder of its own:

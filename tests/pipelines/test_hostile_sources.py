@@ -116,9 +116,9 @@ def test_hostile_file_names_are_skipped_and_reported_while_every_source_builds(
     table = _build_metadata(first)
     assert "| bad |" in str(table) and "unsafe_name: 4" in str(table) and "non_utf8_name: 1" in str(table)
     base = ["--sources", str(sources), "--index-dir", str(home.root)]
-    status = json.loads(runner.invoke(cli.app, [*base, "status", "--json"]).output)
+    status = json.loads(runner.invoke(cli.app, [*base, "status", "--json", "--no-daemon"]).output)
     assert {r["source"]: r["skipped"] for r in status["sources"]}["bad"] == {"non_utf8_name": 1, "unsafe_name": 4}
-    shown = runner.invoke(cli.app, [*base, "status"])
+    shown = runner.invoke(cli.app, [*base, "status", "--no-daemon"])
     assert shown.exit_code == 0 and "unsafe_name: 4" in shown.output
 
     # verify (the tree against the rows) and verify --rebuild (a from-scratch build) agree, without crashing
