@@ -36,6 +36,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from livemem.answer import crisis_model
+
 KINDS = ("suicide_self_harm", "overdose_poisoning", "violence_abuse", "medical_emergency", "child_in_danger")
 URGENCY = ("child_in_danger", "medical_emergency", "overdose_poisoning", "violence_abuse", "suicide_self_harm")
 LANGUAGES = ("en", "es")
@@ -283,6 +285,8 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\bdon'?t want to be (?:here|alive) (?:any ?more|now)\b|\btired of (?:living|being alive|life)\b",
         r"\bdisappear (?:forever|for good)\b|\bgive away (?:all )?my (?:stuff|things)\b",
         r"\b(?:bought|got|have|found|tied|tying|hung|hanging) (?:a |the |some )?rope\b|\bhang(?:ing)? myself\b|"
+        r"\b(?:belt|rope|cord|sheet|scarf|wire|extension cord) (?:a?round|on) (?:his|her|their|my) (?:own )?neck\b|"
+        r"\b(?:found|saw) (?:him|her|them|(?:my|our|his|her|their) \w+) hanging\b(?! out)|\bhung (?:him|her|them)sel(?:f|ves)\b|"
         r"\b(?:pills|meds|pastillas)(?: \w+){0,2}? (?:lined up|counted out|ready|in front of me|listas)\b",
         r"\b(?:how|when|where) (?:i'?m|i am|im|i will|i'll) (?:going to |gonna )?do it\b|\b(?:do|doing) it tonight\b|"
         r"\bfinally do it\b",
@@ -355,7 +359,8 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\bsobredosis\b|\benvenen\w*\b|\bintoxicad[oa]s?\b|\bintoxicacion\b|\bcontrol de (?:envenenamientos?|intoxicaciones|venenos)\b",
         rf"\b(?:tome|tomo|se tomo|me tome|trago|se trago|me trague|bebio|bebi|se bebio|comio|se comio|ingirio|"
         rf"me tome como)(?: \w+){{0,4}}? {COTOXIC}\b",
-        r"\b(?:demasiadas|muchas|todas (?:las|mis|sus)|un frasco (?:entero )?de|un monton de|un punado de|"
+        r"\b(?:demasiadas|muchas|todas (?:las|mis|sus)|(?:un|todo el|el) (?:frasco|bote|pomo|blister)(?: entero)? de|"
+        r"toda la caja de|un monton de|un punado de|"
         r"un puno de|el doble de) (?:\w+ )?(?:pastillas|pildoras|medicinas|medicamentos|tabletas|insulina)\b",
         r"\b(?:se|me) (?:tomo|tome|trago|trague)(?: \w+){0,2}? (?:pastillas|pildoras|medicinas|medicamentos) "
         r"(?:de|para)\b",
@@ -681,7 +686,7 @@ class Crisis:
     kind: str
     kinds: tuple[str, ...]
     language: str
-    matched_by: str  # lexicon | similarity
+    matched_by: str  # lexicon | similarity | classifier
     score: float  # lexicon: the best crisis exemplar's cosine when a vector was given, else 1.0; similarity: it
 
 
@@ -690,6 +695,12 @@ def masked(text: str) -> tuple[str, bool]:
     out = IDIOMS.sub(" _ ", text)
     out = NEGATIONS.sub(" _ ", out)
     return out, out != text
+
+
+def model_text(message: str) -> str:
+    """The text the classifier's n-grams are read from: the lexicon's (normalised, spelled out, safe phrases
+    masked)."""
+    return masked(spelled(normalise(message)))[0]
 
 
 def lexicon_kinds(message: str) -> tuple[tuple[str, ...], bool, str]:
@@ -783,9 +794,8 @@ def exemplar_matrix(embedder: Any) -> ExemplarMatrix | None:
     return _MATRICES[key]
 
 
-def detect(message: str, vector: np.ndarray | None = None, embedder: Any = None) -> Crisis | None:
-    """The crisis a message shows, or None. ``vector``: its embedding (by ``embedder``, whose exemplar vectors it is
-    compared with); without both, the lexicon alone decides."""
+def rules(message: str, vector: np.ndarray | None = None, embedder: Any = None) -> Crisis | None:
+    """The lexicon's and the exemplars' verdict (``detect`` before the classifier has its say)."""
     kinds, had_safe, text = lexicon_kinds(message)
     matrix = exemplar_matrix(embedder) if embedder is not None and vector is not None else None
     scored = None
@@ -802,6 +812,31 @@ def detect(message: str, vector: np.ndarray | None = None, embedder: Any = None)
     if near >= MIN_SIMILARITY and near - safe >= wanted:
         return Crisis(kind, (kind,), lang, "similarity", round(near, 4))
     return None
+
+
+def detect(message: str, vector: np.ndarray | None = None, embedder: Any = None) -> Crisis | None:
+    """The crisis a message shows, or None. ``vector``: its embedding (by ``embedder``, whose exemplar vectors it is
+    compared with); without both, the lexicon alone decides.
+
+    With a vector of the shipped classifier's model (``crisis_model``), the classifier has the last word: a crisis
+    the rules missed is found when its probability reaches the classifier's threshold (``matched_by:
+    classifier``; the threshold is per language), and a crisis the exemplars found stands unless the classifier is
+    all but sure it is none (probability below ``veto_below``). A crisis expression of the lexicon always stands."""
+    found = rules(message, vector, embedder)
+    if found is not None and found.matched_by == "lexicon":
+        return found  # a crisis expression always stands
+    model = crisis_model.shipped() if vector is not None else None
+    if model is None or not model.applies(vector, getattr(embedder, "model_id", None)):
+        return found
+    text = model_text(message)
+    p = model.probability(text, vector, found is not None)  # type: ignore[arg-type]
+    if found is not None:
+        return found if p >= model.veto_below else None
+    lang = language(message, normalise(message))
+    if p < model.threshold(lang):
+        return None
+    kinds = model.kinds(text, vector)  # type: ignore[arg-type]
+    return Crisis(kinds[0], kinds, lang, "classifier", p)
 
 
 # --- the lines -------------------------------------------------------------------------------------------------------

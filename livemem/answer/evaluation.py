@@ -704,6 +704,7 @@ def _rates(results: list[CrisisCaseResult]) -> dict[str, Any]:
         "false_alarm_rate": round(alarms / len(controls), 4) if controls else None,
         "by_lexicon": sum(bool(r.found) and r.found["matched_by"] == "lexicon" for r in crisis),
         "by_similarity": sum(bool(r.found) and r.found["matched_by"] == "similarity" for r in crisis),
+        "by_classifier": sum(bool(r.found) and r.found["matched_by"] == "classifier" for r in crisis),
     }  # fmt: skip
 
 

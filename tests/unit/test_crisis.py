@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from livemem.answer import crisis
@@ -39,6 +40,8 @@ CLEAR = [
     ("quiero morirme", "suicide_self_harm"),
     ("mi esposo me pega", "violence_abuse"),
     ("me tomé demasiadas pastillas", "overdose_poisoning"),
+    ("se tomo todo el frasco de pastillas de su mama", "overdose_poisoning"),
+    ("i found my son with a belt around his neck in the closet", "suicide_self_harm"),
 ]
 SAFE = [
     "this bill is killing me",
@@ -212,3 +215,62 @@ def test_the_shipped_vectors_are_of_this_exemplar_file():
     exemplars, safe = crisis.load_exemplars()
     assert vectors is not None and vectors.shape == (len(exemplars) + len(safe), 384)
     assert crisis.shipped_vectors("another-model", crisis.exemplars_digest()) is None
+
+
+def test_the_classifier_finds_what_the_rules_miss(embedder):
+    """A paraphrase neither the lexicon nor the exemplars know (docs/crisis.md, "The classifier"); everyday
+    messages stay none; a crisis expression of the lexicon always stands whatever the classifier says."""
+    message = "she said she cant do this anymore and took the car keys and a bottle of her pills"
+    vector = embedder.encode_one(message)
+    assert crisis.rules(message, vector, embedder) is None
+    found = crisis.detect(message, vector, embedder)
+    assert found is not None and found.matched_by == "classifier" and found.score >= 0.5 and found.kinds
+    for message in (
+        "what time does the pantry open on saturday",
+        "the mold in my apartment is killing me, need housing help",
+    ):
+        assert crisis.detect(message, embedder.encode_one(message), embedder) is None
+    message = "I feel like killing myself, where can I get help in Beckley"
+    found = crisis.detect(message, embedder.encode_one(message), embedder)
+    assert found is not None and found.matched_by == "lexicon" and found.kind == "suicide_self_harm"
+
+
+def test_the_shipped_classifier_never_saw_the_reported_or_held_out_messages():
+    from livemem.answer import crisis_model
+
+    model = crisis_model.shipped()
+    assert model is not None and set(model.thresholds) == {"en", "es"}
+    files = model.info["training_files"]
+    assert "examples/eval/crisis.yaml" not in files and "examples/eval/crisis_holdout3.yaml" not in files
+    assert model.info["crisis"] >= 1000 and model.info["controls"] >= 1000
+    from livemem.model.embedding import MODEL_ID
+
+    vector = np.zeros(384, dtype=np.float32)
+    assert model.applies(vector, f"{MODEL_ID}:int8-block") and model.applies(vector, MODEL_ID)
+    assert not model.applies(vector, "another-model") and not model.applies(np.zeros(768), MODEL_ID)
+    from bench.crisis import training_cases
+
+    trained = {crisis.normalise(m) for m, _, _ in training_cases()}  # what --train fits on
+    assert len(trained) == model.info["messages"]
+    for name in ("crisis.yaml", "crisis_holdout3.yaml"):
+        assert not {crisis.normalise(c.message) for c in load_crisis_suite(EVAL / name).cases} & trained
+
+
+def test_ngrams_are_stable_and_skip_masked_phrases():
+    from livemem.answer import crisis_model
+
+    a = crisis_model.ngrams(crisis.model_text("this bill is killing me, any help?"))
+    b = crisis_model.ngrams(crisis.model_text("this bill is killing me, any help?"))
+    assert np.array_equal(a[0], b[0]) and np.allclose(a[1], b[1]) and abs(float(np.linalg.norm(a[1])) - 1) < 1e-5
+    masked = crisis.model_text("this bill is killing me")
+    assert "killing" not in masked
+    assert crisis_model.ngrams("")[0].size == 0
+
+
+def test_without_the_shipped_classifier_the_rules_decide(embedder, tmp_path, monkeypatch):
+    from livemem.answer import crisis_model
+
+    assert crisis_model.load(tmp_path / "missing.npz") is None
+    monkeypatch.setattr(crisis_model, "_MODEL", [None])
+    message = "she said she cant do this anymore and took the car keys and a bottle of her pills"
+    assert crisis.detect(message, embedder.encode_one(message), embedder) is None  # what the classifier adds
