@@ -931,13 +931,13 @@ def eval_crisis(path: Path, as_json: bool, embedder: Any = None) -> int:
         console.print_json(json.dumps(result.as_dict()))
         return 1 if result.below_targets() else 0
     table = Table(title=f"crisis suite {suite.name}")
-    for column in ("kind / language", "recall", "false alarms", "by lexicon", "by similarity"):
+    for column in ("kind / language", "recall", "false alarms", "by lexicon", "by similarity", "by classifier"):
         table.add_column(column, justify="left" if column == "kind / language" else "right")
     rows = {**result.by_kind(), **result.by_language(), "all": result.overall()}
     for name, row in rows.items():
         table.add_row(
             name, f"{row['found']}/{row['crisis']}", f"{row['false_alarms']}/{row['controls']}",
-            str(row["by_lexicon"]), str(row["by_similarity"]),
+            str(row["by_lexicon"]), str(row["by_similarity"]), str(row["by_classifier"]),
         )  # fmt: skip
     console.print(table)
     for miss in result.failed:

@@ -31,7 +31,7 @@ from livemem.ingest.build import BuildResult, build_version
 from livemem.ingest.progress import Progress
 from livemem.ingest.verify import rebuild_and_compare
 from livemem.settings import BuildSettings
-from livemem.sources.config import SourcesConfig
+from livemem.sources.config import CHUNKER_VERSION, SourcesConfig
 from livemem.sources.gitsource import GitSource
 from orchestration.assets.answer_gate import answer_gate_check
 from orchestration.assets.publishing import check_result, publish_asset, staged_output, staging_asset
@@ -130,7 +130,7 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         pool="index_writer",
         group_name=GROUP,
         kinds={"git", "duckdb", "chroma"},
-        code_version="chunks-v1",
+        code_version=f"chunker-v{CHUNKER_VERSION}",  # the chunking rules (bumped when they change)
         deps=[source_key(src.name) for src in config.sources],
         description=(
             "Chunks of every configured git source at its HEAD, with provenance and seal state, embedded with "
