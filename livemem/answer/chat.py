@@ -36,6 +36,7 @@ from livemem.answer.graph import connection_sentences
 from livemem.answer.prompt import GREETING_REPLY, display_phone, plain_lines, tidy
 from livemem.geo.home import home_of
 from livemem.index.sparse import tokens
+from livemem.registry.hours import hours_text, when_words
 from livemem.settings import ContextSettings, PersonaSettings
 from livemem.version.reader import Snapshot
 
@@ -412,10 +413,12 @@ def extractive_answer(context: dict[str, Any], table: Mapping[str, Persona] = PE
     offers = [offer["text"] for offer in route.get("negotiation") or []]
     hedge = HEDGES.get((route.get("budget") or {}).get("hedging", "none"))
     heading = table.get(persona_key(context["route"].get("persona") or ""))
+    lang = answer_language(context)
     head = (
         heading.heading if heading is not None and heading.heading
-        else home_heading(context["route"]) if context["route"]["wv_scoped"]
-        else f"From {home_of(context['route'].get('home')).name}:"  # the deployment's name (default Living Memory)
+        else home_heading(context["route"], lang) if context["route"]["wv_scoped"]
+        else (f"Según {home_of(context['route'].get('home')).name}:" if lang == "es"
+              else f"From {home_of(context['route'].get('home')).name}:")  # the deployment's name (Living Memory)
     )  # fmt: skip
     # The direct answer first: what is not here (the offers), then the evidence. The budget holds for the whole
     # answer: what it must say (offers, hedge) is counted first, and a tight budget drops the heading before a line.
@@ -434,14 +437,35 @@ MAX_PROGRAMS = 5  # registry programs and places an extractive answer lists
 EXISTS_QUESTION = re.compile(
     r"^\s*(?:(?:is|are) there|is anywhere|(?:does|do)\s+\S.{0,60}?\s+have|can i (?:get|find))\b", re.I
 )
-EXISTS_QUESTION_ES = re.compile(r"^\s*¿?\s*(?:hay|existe)\b", re.I)
+EXISTS_QUESTION_ES = re.compile(
+    r"^\s*¿?\s*(?:hay|existe|(?:tiene|tienen)\s+\S.{0,60}?|(?:puedo|se puede)\s+(?:conseguir|obtener|encontrar|recibir))\b",
+    re.I,
+)
 OPEN_ASKED = re.compile(r"^\s*¿?\s*(?:is|are|est[aá]n?)\b.*\b(?:open|abiert[oa]s?)\b", re.I)
 
 
-def asked_phrase(item: dict[str, Any]) -> str:
-    """The time a program was asked for, as a line says it: "on Saturday", "now" ("open now": not "Open open now")."""
-    when = str(item.get("asked_time") or "then")
-    return re.sub(r"^(?:open|abiert[oa])\s+", "", when, flags=re.I) or "then"
+def answer_language(context: dict[str, Any]) -> str:
+    """The language the answer's own words are in: ``es`` for a Spanish message, else ``en`` (the message's words,
+    counted as the crisis detector counts them: ``crisis.language``)."""
+    return crisis.language(str(context.get("message") or ""))
+
+
+def asked_phrase(item: dict[str, Any], lang: str = "en") -> str:
+    """The time a program was asked for, as a line says it: "on Saturday", "now" ("open now": not "Open open now");
+    in Spanish "el sábado", "ahora" (``hours.when_words``)."""
+    return when_words(item.get("asked_time"), lang)
+
+
+def hours_note(item: dict[str, Any], lang: str = "en") -> str:
+    """A program line's note on the asked time: " (Open now.)", " (Not open on Saturday by its listed hours.)"; in
+    Spanish " (Atiende ahora.)", " (No atiende el sábado según su horario publicado.)"; "" when none was asked or
+    its hours say nothing either way."""
+    if item.get("open_when_asked") is None:
+        return ""
+    when = asked_phrase(item, lang)
+    if lang == "es":
+        return f" (Atiende {when}.)" if item["open_when_asked"] else f" (No atiende {when} según su horario publicado.)"
+    return f" (Open {when}.)" if item["open_when_asked"] else f" (Not open {when} by its listed hours.)"
 
 
 def yes_no_lead(context: dict[str, Any]) -> str:
@@ -460,8 +484,13 @@ def yes_no_lead(context: dict[str, Any]) -> str:
     )  # fmt: skip
     if first is None:
         return ""
+    lang = answer_language(context)
     if OPEN_ASKED.match(message) and first.get("open_when_asked") is not None:
-        when = asked_phrase(first)
+        when = asked_phrase(first, lang)
+        if lang == "es":  # "¿Está abierta la clínica ...?": the asker's own word, "abierta"
+            word = "abierta" if re.search(r"\babierta\b", message, re.I) else "abierto"
+            return (f"Sí, está {word} {when}: " if first["open_when_asked"]
+                    else f"No, no está {word} {when} según su horario publicado: ")  # fmt: skip
         return f"Yes, open {when}: " if first["open_when_asked"] else f"No, not open {when} by its listed hours: "
     needs = set(route.get("resource_types") or (route.get("filters") or {}).get("resource_type") or [])
     if first["kind"] == "place":  # a map place of the need ("Are there any food pantries in Raleigh County?")
@@ -487,25 +516,28 @@ def program_lines(context: dict[str, Any]) -> list[str]:
         *({"kind": "registry", "id": i} for i in rows),
         *({"kind": "place", "id": i} for i in places),
     ]
+    lang = answer_language(context)
+    es = lang == "es"  # a Spanish question: the line's own words in Spanish (the registry's text as it is written)
     lines: list[str] = []
     for item in order:
         if len(lines) >= MAX_PROGRAMS:
             break
         if item["kind"] == "registry" and (row := rows.get(item["id"])):
+            phone = f"{'teléfono' if es else 'phone'} {display_phone(row['contact_phone'])}"
             details = "; ".join(
-                p for p in (row.get("address"),
-                            f"phone {display_phone(row['contact_phone'])}" if row.get("contact_phone") else None,
-                            f"hours {row['hours']}" if row.get("hours") else None) if p
+                p for p in (row.get("address"), phone if row.get("contact_phone") else None,
+                            f"{'horario' if es else 'hours'} {hours_text(row['hours'], lang)}" if row.get("hours")
+                            else None) if p
             )  # fmt: skip
-            note = conflict_note(row.get("conflicts") or [])
-            if item.get("open_when_asked") is not None:
-                when = asked_phrase(item)
-                note += f" (Open {when}.)" if item["open_when_asked"] else f" (Not open {when} by its listed hours.)"
+            note = conflict_note(row.get("conflicts") or [], lang) + hours_note(item, lang)
             if item.get("eligible") is False and row.get("eligibility"):
-                note += f" (Eligibility: {str(row['eligibility']).rstrip('.')}; it may not serve where you asked.)"
-            marked = f"; {row['verification_note']}" if row.get("verification_note") else ""
+                eligibility = str(row["eligibility"]).rstrip(".")
+                note += (f" (Requisitos: {eligibility}; puede que no atienda donde usted preguntó.)" if es
+                         else f" (Eligibility: {eligibility}; it may not serve where you asked.)")  # fmt: skip
+            marked = f"; {verification_words(row['verification_note'], lang)}" if row.get("verification_note") else ""
+            county = f"condado de {row['county']}" if es else f"{row['county']} County"
             lines.append(
-                f"- {program_name(row)} ({row['county']} County{marked}): {row.get('description') or ''} "
+                f"- {program_name(row)} ({county}{marked}): {row.get('description') or ''} "
                 f"{details}{note} [{row['ref']}]"
             )
         elif item["kind"] == "place" and (place := places.get(item["id"])):
@@ -525,20 +557,42 @@ def program_name(row: dict[str, Any]) -> str:
     return f"{org} — {row['name']}"
 
 
-def conflict_note(conflicts: list[dict[str, Any]]) -> str:
-    """' (a map place gives 1000 Stanaford Road and phone 555-0108; the registry's verified details are given)'."""
+def conflict_note(conflicts: list[dict[str, Any]], lang: str = "en") -> str:
+    """' (a map place gives 1000 Stanaford Road and phone 555-0108; the registry's verified details are given)';
+    in Spanish (``lang="es"``) in Spanish words."""
     if not conflicts:
         return ""
-    said = " and ".join(
-        f"phone {display_phone(c['other'])}" if c["field"] == "phone" else str(c["other"]) for c in conflicts
+    es = lang == "es"
+    said = (" y " if es else " and ").join(
+        f"{'el teléfono' if es else 'phone'} {display_phone(c['other'])}" if c["field"] == "phone" else str(c["other"])
+        for c in conflicts
     )
-    who = "a map place" if all(c["source"].startswith("place") for c in conflicts) else "another source"
+    place = all(c["source"].startswith("place") for c in conflicts)
+    if es:
+        who = "un lugar del mapa" if place else "otra fuente"
+        return f" (Nota: {who} da {said}; aquí se dan los datos verificados del registro.)"
+    who = "a map place" if place else "another source"
     return f" (Note: {who} gives {said}; the registry's verified details are given here.)"
 
 
-def home_heading(route: dict[str, Any]) -> str:
-    """The heading of a home-scoped extractive answer: "From the West Virginia evidence in Living Memory:"."""
+def verification_words(note: str, lang: str = "en") -> str:
+    """A row's verification note (``registry.resolver.verification_note``) in the answer's language: "listed
+    2019-08-19, not verified since" → "publicado el 2019-08-19, sin verificar desde entonces" in Spanish."""
+    if lang != "es":
+        return note
+    if m := re.fullmatch(r"listed (\S+), not verified since", note):
+        return f"publicado el {m.group(1)}, sin verificar desde entonces"
+    if note.startswith("not verified"):
+        return "sin verificar (la fuente no da fecha de verificación)"
+    return note
+
+
+def home_heading(route: dict[str, Any], lang: str = "en") -> str:
+    """The heading of a home-scoped extractive answer: "From the West Virginia evidence in Living Memory:"; to a
+    Spanish question "Según la información de West Virginia en Living Memory:"."""
     home = home_of(route.get("home"))
+    if lang == "es":
+        return f"Según la información de {home.state_names} en {home.name}:"
     return f"From the {home.state_names} evidence in {home.name}:"
 
 

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 import numpy as np
 
-from livemem.answer import graph
+from livemem.answer import crisis, graph
 from livemem.answer.gis_rank import rank_entities
 from livemem.answer.results import chunk_result
 from livemem.answer.routing import (
@@ -33,7 +33,7 @@ from livemem.query.gis_index import GisIndex, cached_gis_index
 from livemem.query.retrieval import Retriever
 from livemem.query.types import Filters, Query
 from livemem.registry import RegistryQueryError, load_registry_index, resolve
-from livemem.registry.hours import asked_time, open_during, row_slots
+from livemem.registry.hours import asked_time, hours_text, open_during, row_slots, when_words
 from livemem.version.reader import Snapshot
 
 
@@ -620,6 +620,9 @@ OPEN_QUESTION = re.compile(
     re.I,
 )
 YES_NO = re.compile(r"^\s*(?:is|are|does|do|can)\b", re.I)
+YES_NO_ES = re.compile(  # "¿Está abierto ...?", "¿Sigue abierto ...?", "¿Puedo ...?", "¿Abre ...?"
+    r"^\s*¿?\s*(?:est[aá]n?|sigue|siguen|puedo|puedes|se puede|hay|tiene|tienen|es|son|abre|abren)\b", re.I
+)
 NAME_STOPWORDS = {"the", "a", "an", "of", "in", "at", "for", "and", "program", "office"}
 
 
@@ -679,11 +682,13 @@ def named_in(rows: list[dict[str, Any]], message: str) -> list[dict[str, Any]]:
 
 
 def closed_named(
-    snap: Snapshot, rows: list[dict[str, Any]], message: str
+    snap: Snapshot, rows: list[dict[str, Any]], message: str, lang: str = "en"
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """A question that names a closed program ("Old Beckley Soup Kitchen hours", "where is the Old Beckley Soup
     Kitchen"): it closed, when, and where its service went (a listed program its closing note names, as
-    ``moved_to``); None when it names none, or names a listed program at least as fully."""
+    ``moved_to``); None when it names none, or names a listed program at least as fully. In Spanish (``lang``
+    "es") the sentence is Spanish: "… cerró el 2026-09-30. Su servicio pasó a …" (the closing note, in the
+    registry's words, is quoted only when it names no listed program)."""
     closed = named_in(_closed_programs(snap), message)
     if not closed:
         return None, []
@@ -691,13 +696,21 @@ def closed_named(
     listed = named_in(rows, message)
     if listed and max(len(str(r["name"])) for r in listed) >= len(str(gone["name"])):
         return None, []
-    said = f"{gone['name']} closed on {gone['deprecated_at']}."
     note = str(gone.get("description") or "")
-    if note:
-        said += f" {note}"
     moved = [r for r in named_in(rows, note) if r["local_resource_id"] != gone["local_resource_id"]]
-    if moved:
-        said += f" {moved[0]['name']}" + (f": hours {moved[0]['hours']}." if moved[0].get("hours") else ".")
+    if lang == "es":
+        said = f"{gone['name']} cerró el {gone['deprecated_at']}."
+        if moved:
+            hours = f" (horario: {hours_text(moved[0]['hours'], 'es')})" if moved[0].get("hours") else ""
+            said += f" Su servicio pasó a {moved[0]['name']}{hours}."
+        elif note:
+            said += f" Nota del registro: «{note}»."
+    else:
+        said = f"{gone['name']} closed on {gone['deprecated_at']}."
+        if note:
+            said += f" {note}"
+        if moved:
+            said += f" {moved[0]['name']}" + (f": hours {moved[0]['hours']}." if moved[0].get("hours") else ".")
     facts = [_registry_fact(gone, "closed_on", gone["deprecated_at"], "date")]
     out = {"answer": "closed", "sentence": said, "local_resource_id": gone["local_resource_id"]}
     if moved:
@@ -734,7 +747,10 @@ def _registry_verdict(snap: Snapshot, message: str) -> tuple[dict[str, Any] | No
     if index is None or len(message) > graph.MAX_RELATIONSHIP_CHARS:
         return None, []
     if not YES_NO.match(message):
-        return closed_named(snap, index.rows, message)
+        said, facts = closed_named(snap, index.rows, message, crisis.language(message))
+        if said is not None and YES_NO_ES.match(message):  # "¿Está abierto el Old Beckley Soup Kitchen?": no
+            said = {**said, "answer": "no", "sentence": f"No — {said['sentence']}"}
+        return said, facts
     if m := OPEN_QUESTION.match(message):
         closed = find_program(_closed_programs(snap), m.group("a"))
         row = find_program(index.rows, m.group("a"))
@@ -755,7 +771,8 @@ def _registry_verdict(snap: Snapshot, message: str) -> tuple[dict[str, Any] | No
         when = asked_time(message, local_now(snap.home.states)) if asked and hours else None
         parsed = open_during(row_slots(row), when) if when is not None else None
         if parsed is not None:  # a day or time asked ("open on Sunday"): its parsed hours say ("24 hours": every day)
-            lead = f"Yes, open {when.phrase}" if parsed else f"No, not open {when.phrase} by its listed hours"
+            said_when = when_words(when.phrase)  # "open now": "Yes, open now", not "Yes, open open now"
+            lead = f"Yes, open {said_when}" if parsed else f"No, not open {said_when} by its listed hours"
             said = f"{lead} — {row['name']}: hours {hours}."
             return {"answer": "yes" if parsed else "no", "sentence": said,
                     "local_resource_id": row["local_resource_id"]}, [fact]  # fmt: skip

@@ -175,7 +175,14 @@ def resource_types(message: str) -> list[str]:
     name two ("need food": a pantry and SNAP) put the direct help first (``SAME_WORDS_FIRST``), so the pantry in
     the town asked is not listed after the county's SNAP office."""
     first = {t: m for t, p in RESOURCE_PATTERNS.items() if (m := p.search(message))}
-    return sorted(first, key=lambda t: (first[t].start(), -len(first[t].group(0)), t not in SAME_WORDS_FIRST))
+    start = {t: m.start() for t, m in first.items()}
+    if "wic" in first and (m := WIC_CLINIC_ES.search(message)):  # "la clínica WIC": a WIC clinic, as "WIC clinic"
+        start["wic"] = min(start["wic"], m.start() - 1)  # before the clinic it names
+    return sorted(first, key=lambda t: (start[t], -len(first[t].group(0)), t not in SAME_WORDS_FIRST))
+
+
+# The Spanish order of "WIC clinic": the program named after the noun ("clínica WIC", "clínica de WIC") is the need
+WIC_CLINIC_ES = re.compile(r"\bcl[ií]nicas?\s+(?:del?\s+)?wic\b", re.I)
 
 
 SAME_WORDS_FIRST = frozenset({"food_pantry"})  # of needs named by the same words, the one answered first

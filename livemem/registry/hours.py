@@ -9,6 +9,9 @@
 - ``asked_time``: the time a message asks about ("open on Saturday", "Tuesday evening", "this weekend", "open now",
   "tonight", Spanish day names) as weekdays and a window of minutes, or None.
 - ``open_during``: whether slots meet that time (None: the hours say nothing either way).
+- In Spanish (an answer to a Spanish question): ``hours_text`` gives an hours text as parsed slots in Spanish
+  ("lun–vie 8:30–16:30") when the parse accounts for all of it (else as the registry wrote it), and ``when_words``
+  the asked time as a line says it ("el sábado", "ahora").
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from datetime import datetime
 from typing import Any
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+ES_DAYS = ("lun", "mar", "mié", "jue", "vie", "sáb", "dom")
+ES_MONTHS = ("ene", "feb", "mar", "abr", "may", "jun", "jul", "ago", "sep", "oct", "nov", "dic")
+ES_NTH = {1: "1.er ", 2: "2.º ", 3: "3.er ", 4: "4.º ", -1: "último "}
 HSDS_DAYS = {"MO": 0, "TU": 1, "WE": 2, "TH": 3, "FR": 4, "SA": 5, "SU": 6}
 _DAY_NAMES = {
     **{d: i for i, d in enumerate(DAYS)},
@@ -52,15 +58,21 @@ class Slot:
     months: frozenset[int] = frozenset()
     nth: int = 0
 
-    def text(self) -> str:
-        """``Tue 4:00 pm–7:00 pm``; ``24 hours``."""
+    def text(self, lang: str = "en") -> str:
+        """``Tue 4:00 pm–7:00 pm``; ``24 hours``. In Spanish (``lang="es"``): ``mar 16:00–19:00``, ``24 horas``, with
+        its months (``lun–vie 9:00–15:00 (nov–mar)``)."""
+        es = lang == "es"
         days = sorted(self.days)
         if len(days) == 7 and self.opens == 0 and self.closes >= 24 * 60:
-            return "24 hours"
+            return "24 horas" if es else "24 hours"
+        names = ES_DAYS if es else tuple(d.title() for d in DAYS)
         if len(days) > 2 and days == list(range(days[0], days[-1] + 1)):
-            named = f"{DAYS[days[0]].title()}–{DAYS[days[-1]].title()}"
+            named = f"{names[days[0]]}–{names[days[-1]]}"
         else:
-            named = ", ".join(DAYS[d].title() for d in days)
+            named = ", ".join(names[d] for d in days)
+        if es:
+            months = f" ({_months_es(self.months)})" if self.months else ""
+            return f"{ES_NTH.get(self.nth, '')}{named} {_clock24(self.opens)}–{_clock24(self.closes)}{months}"
         nth = {1: "1st ", 2: "2nd ", 3: "3rd ", 4: "4th ", -1: "last "}.get(self.nth, "")
         return f"{nth}{named} {_clock(self.opens)}–{_clock(self.closes)}"
 
@@ -68,6 +80,25 @@ class Slot:
 def _clock(minute: int) -> str:
     hour, mins = divmod(minute % (24 * 60), 60)
     return f"{(hour - 1) % 12 + 1}:{mins:02d} {'am' if hour < 12 else 'pm'}"
+
+
+def _clock24(minute: int) -> str:
+    """``16:30``; midnight at the end of a day is ``24:00``."""
+    hour, mins = divmod(min(minute, 24 * 60), 60)
+    return f"{hour}:{mins:02d}"
+
+
+def _months_es(months: frozenset[int]) -> str:
+    """``nov–mar`` (a run of months, across the new year too); ``nov``; else the months listed."""
+    if len(months) == 1:
+        return ES_MONTHS[next(iter(months)) - 1]
+    starts = [m for m in sorted(months) if (m - 2) % 12 + 1 not in months]
+    if len(starts) == 1:
+        last = starts[0]
+        while last % 12 + 1 in months:
+            last = last % 12 + 1
+        return f"{ES_MONTHS[starts[0] - 1]}–{ES_MONTHS[last - 1]}"
+    return ", ".join(ES_MONTHS[m - 1] for m in sorted(months))
 
 
 def _minute(text: str, closing: bool = False, after: int | None = None) -> int | None:
@@ -170,6 +201,27 @@ def row_slots(row: dict[str, Any]) -> list[Slot]:
     return schedule_slots(row.get("schedules")) or parse_hours(row.get("hours"))
 
 
+def hours_text(text: str | None, lang: str = "en") -> str:
+    """An hours text as an answer in ``lang`` gives it: as written in English; in Spanish its parsed slots
+    ("Mon-Fri 8:30-4:30" → "lun–vie 8:30–16:30", "24 hours" → "24 horas") when they account for all of the text,
+    else the text as the registry wrote it ("Sign-up Mon-Fri 10:00-2:00 (Nov)": its words are not guessed at)."""
+    text = str(text or "").strip()
+    if lang != "es" or not text:
+        return text
+    slots = parse_hours(text)
+    if not slots:
+        return text
+    if ALWAYS.search(text):
+        rest = ALWAYS.sub("", text)
+    else:
+        if len(_SLOT.findall(text)) != len(slots):  # a schedule the parse skipped: say the text as written
+            return text
+        rest = _SEASON.sub("", _SLOT.sub("", text))
+    if re.sub(r"[\s;,.()\-–]+", "", rest):
+        return text
+    return "; ".join(s.text("es") for s in slots)
+
+
 # --- the time a question asks about ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AskedTime:
@@ -195,20 +247,42 @@ _ASKED_DAY = re.compile(
 )
 
 
+ES_NOW = re.compile(
+    r"\babiert[oa]s?\b.{0,80}?\b(?P<now>ahora(?: mismo)?|en este momento)\b"
+    r"|\b(?P<now2>ahora(?: mismo)?|en este momento)\b.{0,80}?\babiert[oa]s?\b",
+    re.IGNORECASE,
+)
+
+
+def when_words(phrase: str | None, lang: str = "en") -> str:
+    """The asked time as a line says it: "now" for "open now" (not "open open now"), "on Saturday"; in Spanish
+    with its article ("sábado" → "el sábado", "fin de semana" → "el fin de semana")."""
+    when = re.sub(r"^(?:open|abiert[oa]s?)\s+", "", str(phrase or ""), flags=re.I).strip()
+    if lang == "es":
+        if not when:
+            return "entonces"
+        if re.match(r"(?:lunes|martes|mi[eé]rcoles|jueves|viernes|s[aá]bado|domingo|fin de semana)", when, re.I):
+            return f"el {when}"
+        return when
+    return when or "then"
+
+
 def asked_time(message: str, now: datetime) -> AskedTime | None:
     """The time ``message`` asks a program to be open (``now``: the asker's local time, for "open now", "today",
     "tonight"); None when it names none."""
     text = message.lower()
+    minute = now.hour * 60 + now.minute
     if m := re.search(r"\b(?:open|abierto|abierta) (?:right )?now\b|\bopen at the moment\b|\bahora mismo\b", text):
-        minute = now.hour * 60 + now.minute
         return AskedTime(frozenset({now.weekday()}), minute, minute + 1, m.group(0), now.month)
-    if m := re.search(r"\b(?:this )?weekend\b|\bfin de semana\b", text):
+    if m := ES_NOW.search(text):  # "¿está abierto el refugio ahora?", "¿está abierta ahora la clínica?"
+        return AskedTime(frozenset({now.weekday()}), minute, minute + 1, m.group("now") or m.group("now2"), now.month)
+    if m := re.search(r"\b(?:this )?weekend\b|\b(?:(?:este|el) )?fin de semana\b", text):
         return AskedTime(frozenset({5, 6}), 0, 24 * 60, m.group(0), now.month)
     if m := _ASKED_DAY.search(text):
         day = _DAY_NAMES[m.group("day").replace("é", "e").replace("á", "a")]
         part = (m.group("part") or "").replace("por la ", "").replace("in the ", "")
         start, end = PARTS_OF_DAY.get(part, (0, 24 * 60))
-        phrase = re.sub(r"\b[a-zé]+(?:day|es|go|do)\b", lambda w: w.group(0).title(), m.group(0).strip())
+        phrase = re.sub(r"\b[a-z]+day\b", lambda w: w.group(0).title(), m.group(0).strip())  # Spanish: lower case
         return AskedTime(frozenset({day}), start, end, phrase, now.month)
     if m := re.search(r"\btonight\b|\besta noche\b", text):
         start, end = PARTS_OF_DAY["tonight"]

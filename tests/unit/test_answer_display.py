@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from livemem.answer.chat import best_sentences
+from livemem.answer.chat import best_sentences, extractive_answer, hours_note, verification_words, yes_no_lead
 from livemem.answer.prompt import display_phone, plain_lines, tidy
 
 
@@ -50,4 +50,76 @@ def test_best_sentences_quote_list_items_and_rows_as_sentences():
     content = "Intro text that is long enough to count.\n\n- Oak Hill benefits hub: 210 Main Street, Oak Hill\n"
     assert (
         best_sentences(content, "where is the Oak Hill hub", n=1) == "Oak Hill benefits hub: 210 Main Street, Oak Hill."
+    )
+
+
+# --- a Spanish question: the answer's own words in Spanish, none English on a line (issue 48) -------------------------
+SNAP_ROW = {
+    "local_resource_id": "ral-dhhr-snap", "name": "Raleigh County DHHR Office – SNAP", "county": "Raleigh",
+    "resource_type": "snap", "description": "SNAP applications and renewals.",
+    "address": "407 Neville Street, Beckley, WV 25801", "contact_phone": "+13045550121",
+    "hours": "Mon-Fri 8:30-4:30", "ref": 3,
+    "conflicts": [{"field": "phone", "other": "+13045550102", "source": "place:wvb-001"}],
+}  # fmt: skip
+
+
+def program_context(message: str, open_then: bool | None, asked: str | None = None) -> dict:
+    item = {"kind": "registry", "id": "ral-dhhr-snap"}
+    if open_then is not None:
+        item |= {"open_when_asked": open_then, "asked_time": asked}
+    route = {
+        "programs": [item], "resource_types": ["snap"], "negotiation": [], "graph": None, "persona": None,
+        "wv_scoped": True, "home": None, "budget": None,
+    }  # fmt: skip
+    return {"message": message, "route": route, "registry": [SNAP_ROW], "spatial": [], "unstructured": [],
+            "web": [], "structured_facts": []}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("message", "open_then", "asked", "lead"),
+    [
+        ("¿Está abierta la oficina de SNAP en Beckley el sábado?", False, "el sábado",
+         "No, no está abierta el sábado según su horario publicado: "),
+        ("¿Está abierto el Raleigh County DHHR Office ahora?", True, "ahora", "Sí, está abierto ahora: "),
+        ("Is the SNAP office in Beckley open on Saturday?", False, "on Saturday",
+         "No, not open on Saturday by its listed hours: "),
+        ("Is the SNAP office in Beckley open now?", True, "open now", "Yes, open now: "),
+        ("¿Hay una oficina de SNAP en Beckley?", None, None, "Sí: "),
+        ("¿Tiene Beckley una oficina de SNAP?", None, None, "Sí: "),
+        ("Is there a SNAP office in Beckley?", None, None, "Yes: "),
+    ],
+)  # fmt: skip
+def test_a_yes_no_question_is_led_in_its_own_language(message, open_then, asked, lead):
+    assert yes_no_lead(program_context(message, open_then, asked)) == lead
+
+
+def test_a_spanish_answer_says_its_own_words_in_spanish():
+    answer = extractive_answer(
+        program_context("¿Está abierta la oficina de SNAP en Beckley el sábado?", False, "el sábado")
+    )
+    head, line = answer.splitlines()
+    assert head == "Según la información de West Virginia en Living Memory:"
+    assert line.startswith("- No, no está abierta el sábado según su horario publicado: Raleigh County DHHR Office")
+    assert "(condado de Raleigh)" in line and "teléfono (304) 555-0121" in line and "horario lun–vie 8:30–16:30" in line
+    assert "(No atiende el sábado según su horario publicado.)" in line
+    assert "(Nota: un lugar del mapa da el teléfono (304) 555-0102" in line
+    for english in ("Not open", "by its listed hours", "County)", "; phone", "; hours", "Note:", "Yes"):
+        assert english not in line, english
+    english = extractive_answer(
+        program_context("Is the SNAP office in Beckley open on Saturday?", False, "on Saturday")
+    )
+    assert english.splitlines()[0] == "From the West Virginia evidence in Living Memory:"
+    assert "(Raleigh County): " in english and "; hours Mon-Fri 8:30-4:30" in english
+    assert "(Not open on Saturday by its listed hours.)" in english
+
+
+def test_hours_notes_in_spanish():
+    assert hours_note({"open_when_asked": True, "asked_time": "ahora"}, "es") == " (Atiende ahora.)"
+    assert hours_note({"open_when_asked": False, "asked_time": "jueves"}, "es") == (
+        " (No atiende el jueves según su horario publicado.)"
+    )
+    assert hours_note({"open_when_asked": True, "asked_time": "open now"}) == " (Open now.)"
+    assert hours_note({}) == hours_note({}, "es") == ""
+    assert verification_words("listed 2019-08-19, not verified since", "es") == (
+        "publicado el 2019-08-19, sin verificar desde entonces"
     )

@@ -7,7 +7,15 @@ from datetime import datetime
 
 import pytest
 
-from livemem.registry.hours import asked_time, open_during, parse_hours, row_slots, schedule_slots
+from livemem.registry.hours import (
+    asked_time,
+    hours_text,
+    open_during,
+    parse_hours,
+    row_slots,
+    schedule_slots,
+    when_words,
+)
 
 NOW = datetime(2026, 12, 1, 10, 30)  # a Tuesday morning in December
 
@@ -66,3 +74,47 @@ def test_the_time_a_question_asks_about(message, hours, open_then):
 def test_a_question_that_names_no_time():
     assert asked_time("food pantry in Beckley", NOW) is None
     assert asked_time("SNAP office hours", NOW) is None
+
+
+# --- in Spanish: the hours and the asked time as a Spanish answer says them (issue 48) ---------------------------------
+@pytest.mark.parametrize(
+    ("text", "spanish"),
+    [
+        ("Mon-Fri 8:30-4:30", "lun–vie 8:30–16:30"),
+        ("Wed 10:00-2:00; 2nd Sat 9:00-12:00", "mié 10:00–14:00; 2.º sáb 9:00–12:00"),
+        ("Mon-Fri 9:00-3:00 (Nov-Mar)", "lun–vie 9:00–15:00 (nov–mar)"),  # the season is kept
+        ("Tue & Thu 9am-1pm", "mar, jue 9:00–13:00"),
+        ("1st Mon 10:00-1:00", "1.er lun 10:00–13:00"),
+        ("24 hours", "24 horas"),
+        ("Sign-up Mon-Fri 10:00-2:00 (Nov)", "Sign-up Mon-Fri 10:00-2:00 (Nov)"),  # words not parsed: as written
+        ("Call for an appointment", "Call for an appointment"),
+        ("", ""),
+    ],
+)
+def test_hours_in_spanish_only_when_the_parse_says_all_of_them(text, spanish):
+    assert hours_text(text, "es") == spanish
+    assert hours_text(text) == text  # English: the registry's text as it is
+
+
+@pytest.mark.parametrize(
+    ("message", "phrase", "said_es"),
+    [
+        ("¿Está abierto el Beckley Family Shelter ahora?", "ahora", "ahora"),
+        ("¿Está abierta ahora la clínica de Oak Hill?", "ahora", "ahora"),
+        ("¿Está abierta la oficina de SNAP el sábado?", "el sábado", "el sábado"),  # Spanish days in lower case
+        ("despensa de alimentos abierta jueves", "jueves", "el jueves"),
+        ("¿abren el fin de semana?", "el fin de semana", "el fin de semana"),
+    ],
+)
+def test_the_time_a_spanish_question_asks_about(message, phrase, said_es):
+    asked = asked_time(message, NOW)
+    assert asked is not None and asked.phrase == phrase
+    assert when_words(asked.phrase, "es") == said_es
+
+
+def test_open_now_is_said_once():
+    asked = asked_time("Is the Beckley Family Shelter open now?", NOW)
+    assert asked is not None and asked.phrase == "open now"
+    assert when_words(asked.phrase) == "now"  # "Yes, open now", never "Yes, open open now"
+    assert when_words(asked_time("food pantry open on Saturday", NOW).phrase) == "on Saturday"
+    assert asked_time("necesito comida ahora", NOW) is None  # "now" alone asks no opening time (as in English)

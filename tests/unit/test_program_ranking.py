@@ -111,3 +111,13 @@ def test_the_counties_an_eligibility_limits_a_program_to(eligibility, counties):
         assert excludes({"eligibility": eligibility}, ["Kanawha"])
         assert not excludes({"eligibility": eligibility}, [next(iter(counties)).title()])
     assert not excludes({"eligibility": eligibility}, [])  # the person named no county
+
+
+def test_a_spanish_wic_clinic_is_a_wic_question():
+    """ "la clínica WIC" names a WIC clinic, as "the WIC clinic" does (not the primary-care clinic first)."""
+    from livemem.answer.routing import resource_types
+
+    assert resource_types("¿Está abierta la clínica WIC de Oak Hill el lunes?")[0] == "wic"
+    assert resource_types("¿Hay una clínica de WIC en Beckley?")[0] == "wic"
+    assert resource_types("Is there a WIC clinic in Lewisburg?")[0] == "wic"
+    assert resource_types("necesito una clínica en Beckley") == ["healthcare"]
