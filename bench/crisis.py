@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SUITES = {
     "reported": ROOT / "examples/eval/crisis.yaml",
     "holdout3": ROOT / "examples/eval/crisis_holdout3.yaml",
+    "holdout4": ROOT / "examples/eval/crisis_holdout4.yaml",
     "holdout2": ROOT / "examples/eval/crisis_holdout2.yaml",
     "holdout": ROOT / "examples/eval/crisis_holdout.yaml",
     "dev": ROOT / "examples/eval/crisis_dev.yaml",
@@ -41,7 +42,7 @@ SUITES = {
 RESULTS = ROOT / "bench/results"
 # What the classifier is fitted on (``--train``): never the reported suite (crisis.yaml), never the third held-out
 # set (crisis_holdout3.yaml). The exemplars and the earlier splits, whose misses were seen, are training data.
-HELD_OUT = ("reported", "holdout3")
+HELD_OUT = ("reported", "holdout3", "holdout4")
 TRAINING = (
     ROOT / "examples/eval/crisis_train.yaml",
     ROOT / "examples/eval/crisis_train_es.yaml",
@@ -329,6 +330,8 @@ def main() -> None:
     for name, title in (("reported", "Reported suite (examples/eval/crisis.yaml; never trained on)"),
                         ("holdout3", "Third held-out set (examples/eval/crisis_holdout3.yaml; written by a session "
                                      "that saw neither the detector nor any suite, never trained on)"),
+                        ("holdout4", "Fourth held-out set (examples/eval/crisis_holdout4.yaml; written after the "
+                                     "round-3 freeze by a session that saw no suite, never trained on)"),
                         ("holdout2", "Second held-out set (examples/eval/crisis_holdout2.yaml; training data of the "
                                      "classifier since round 21: not held out)"),
                         ("holdout", "First held-out set (examples/eval/crisis_holdout.yaml; training data)"),
