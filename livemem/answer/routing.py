@@ -14,6 +14,7 @@ from livemem.geo.home import WEST_VIRGINIA, Home
 from livemem.geo.places import Place, county_name, find_places, state_name, zip_place
 from livemem.query.gis_index import GisIndex
 from livemem.registry import load_registry_index
+from livemem.registry.needs import COMPANION_POPULATIONS, NEED_FAMILIES, NEEDS
 from livemem.settings import ContextSettings
 from livemem.version.reader import Snapshot
 
@@ -55,56 +56,15 @@ GREETING = re.compile(
     r"[\s!.,?]*)+$",
     re.IGNORECASE,
 )
-# Needs, as people write them: synonyms and plurals of each program type (docs/context.md, "Needs").
-RESOURCE_TYPES: dict[str, str] = {
-    "utility_assistance": r"utilit\w*|heat|heating|heater|heat bills?|(?:electric|electricity|power|gas|water|energy|"
-    r"utility|heating|light) bills?|electric\w*|lieap|liheap|energy assistance|shut-?offs?|shut off|disconnect\w*|"
-    r"propane|fuel oil|furnace|keep (?:the )?(?:heat|lights) on|lights? (?:got |were |was )?(?:cut|turned) off|"
-    r"factura de (?:la )?(?:luz|electricidad|gas|agua)|calefacci[oó]n|electricidad|corte de (?:luz|servicio)|"
-    r"pagar (?:la )?luz|cortar (?:la )?(?:luz|electricidad|calefacci[oó]n|gas)|sin (?:luz|calefacci[oó]n)",
-    "snap": r"snap|food stamps?|ebt|food benefits?|food assistance|(?:need|needs|afford|buy|buying) (?:\w+ )?food|"
-    r"help (?:with|buying|paying for) food|cupones de (?:alimentos|comida)|estampillas de comida|"
-    r"(?:asistencia|ayuda|beneficios) (?:de|con|para) (?:alimentos|comida)",
-    "wic": r"wic|(?:baby|infant) formula|formula for (?:my|the) baby|nutrition|healthy food|"
-    r"f[oó]rmula (?:para|de) (?:mi |el )?beb[eé]|leche para (?:mi |el )?beb[eé]",
-    "medicaid": r"medicaid|wvchip|chip|health coverage|health insurance|medical card|insurance card|"
-    r"seguro (?:m[eé]dico|de salud)",
-    "food_pantry": r"pantry|pantries|food banks?|groceries|grocery|meals?|soup kitchens?|hungry|free food|food boxes?|"
-    r"something to eat|nothing to eat|food tonight|(?:need|needs|needing|get|find|out of|no) (?:some )?food|"
-    r"starving|feed (?:my|our) (?:kids|children|family)|despensas?|bancos? de (?:alimentos|comida)|comida|"
-    r"comedor(?:es)?(?: social(?:es)?)?|tengo hambre|hambre",
-    "seasonal_assistance": r"winter coats?|coats?|jackets?|gloves|blankets?|holiday|christmas|toys|school supplies|"
-    r"cooling cent\w*|coat drives?|abrigos?|chaquetas?|guantes|juguetes|navidad|ropa de invierno",
-    "housing": r"housing|rent|rental|shelters?|evict\w*|homeless\w*|weatheri\w*|place to (?:stay|sleep|live)|"
-    r"(?:somewhere|where|nowhere) to (?:stay|sleep|live|go)|sleep tonight|shelter tonight|section 8|vouchers?|kicked (?:(?:me|us|them) )?out|"
-    r"refugios?|albergues?|vivienda|renta|alquiler|desalojo|desalojad[oa]s?|sin hogar|d[oó]nde dormir",
-    "healthcare": r"clinics?|doctors?|dental|dentists?|teeth|pharmac\w*|prescriptions?|primary care|medical care|"
-    r"health care|healthcare|check-?ups?|tooth(?:ache)?|vaccinations?|vaccines?|shots|sick|nurses?|cl[ií]nicas?|m[eé]dicos?|"
-    r"enferm[oa]s?|dentistas?|farmacias?",
-    "behavioral_health": r"mental health|counsel(?:ing|or|ors)|therap(?:y|ist)|addiction|substance use|"
-    r"behavioral health|depress\w*|anxiety|salud mental|consejer[ií]a|terapia",
-    "transportation": r"rides?|transportation|bus(?:es)?|transit|get to (?:my|the) (?:doctor|appointment)|"
-    r"transporte",
-    "childcare": r"child ?care|daycare|day care|babysit\w*|guarder[ií]as?|cuidado de (?:los )?niñ[oa]s",
-    "employment": r"jobs?|employment|work search|unemploy\w*|trabajo|empleo",
-    "legal_aid": r"legal aid|lawyers?|attorneys?|legal help|legal advice|benefits denial|denied benefits|appeal|"
-    r"abogad[oa]s?|ayuda legal",
-    "senior_services": r"senior services|elderly",
-    "disability_services": r"disability services",
-}
+# Needs, as people write them: synonyms and plurals of each program type, English and Spanish (docs/context.md,
+# "Needs"), from the one vocabulary of needs that also types the registry's taxonomy terms (livemem.registry.needs).
+RESOURCE_TYPES: dict[str, str] = {n.type: n.words for n in NEEDS}
 # A need named only in general ("county benefits", "what help is there") is steered to the public benefits a
 # benefits office handles, in this order (SelfQuery.steered_types).
 GENERAL_BENEFITS = re.compile(r"\b(?:benefits?|public assistance|government (?:help|assistance)|dhhr|aid)\b", re.I)
 GENERAL_BENEFIT_TYPES = ("snap", "medicaid", "wic", "utility_assistance")
-# Program types that meet one need: the program of the family a message names that is made for a population it
-# names is looked up beside it ("pregnant and need help buying food": WIC beside SNAP; a pantry's backpack program
-# for school kids is no WIC question).
-COMPANION_POPULATIONS = frozenset({"pregnant"})
-NEED_FAMILIES = (
-    frozenset({"snap", "wic", "food_pantry"}),
-    frozenset({"medicaid", "healthcare"}),
-    frozenset({"housing", "utility_assistance"}),
-)
+# Program types that meet one need, and the populations whose program of the family is looked up beside the one
+# named (NEED_FAMILIES, COMPANION_POPULATIONS: livemem.registry.needs).
 RESOURCE_PATTERNS = {t: re.compile(rf"\b(?:{p})\b", re.IGNORECASE) for t, p in RESOURCE_TYPES.items()}
 INTENT_RULES: list[tuple[str, str, re.Pattern[str]]] = [
     (

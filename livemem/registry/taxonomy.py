@@ -2,7 +2,8 @@
 
 211s file services under the AIRS/211 LA County taxonomy (codes such as ``BD-1800.2000``, names such as "Food
 Pantries"), sometimes under Open Eligibility (top-level categories "Food", "Housing", ...), or under their own
-names. A service's terms map onto ``RESOURCE_TYPES`` (``livemem.registry.fields``) by three tables, all data:
+names. A service's terms map onto ``RESOURCE_TYPES`` (``livemem.registry.fields``) by three tables, all data of
+the one vocabulary of needs (``livemem.registry.needs``, which routing reads its plain words from too):
 
 - ``CODE_PREFIXES``: an AIRS code or code prefix → types; the longest prefix that matches wins (``BV-8900.1800``
   "Electric Service Payment Assistance" is under ``BV`` utilities). Only codes of the taxonomy's published
@@ -25,70 +26,20 @@ from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
 
-# AIRS/211 code prefix -> types. Top-level: B basic needs, D consumer services, F criminal justice and legal, H
-# education, L health care, N income support and employment, P individual and family life, R mental health and
-# substance use, T organisational / community, Y target populations (Y says who, not what: names decide).
-CODE_PREFIXES: dict[str, tuple[str, ...]] = {
-    "BD": ("food_pantry",),  # Food (BD-1800 emergency food, BD-5000 meals)
-    "BH": ("housing",),  # Housing/Shelter (BH-1800 emergency shelter, BH-3800 housing expense assistance)
-    "BM": ("seasonal_assistance",),  # Material Goods (clothing, household goods, holiday gifts, school supplies)
-    "BT": ("transportation",),  # Transportation
-    "BV": ("utility_assistance",),  # Utilities (BV-8900 utility service payment assistance)
-    "FT": ("legal_aid",),  # Legal Services
-    "H": ("education",),  # Education
-    "L": ("healthcare",),  # Health Care
-    "ND": ("employment",),  # Employment
-    "PH-1250": ("childcare",),  # child care
-    "R": ("behavioral_health",),  # Mental Health and Substance Use Disorder Services
-}
+from livemem.registry.needs import BY_TYPE, NAME_ORDER, NEEDS
 
-# (pattern on the lower-cased name, types), all that match apply.
-NAME_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (r"food stamps?|\bsnap\b|supplemental nutrition assistance|\bebt\b", ("snap",)),
-    (r"\bwic\b|women,? infants,? (?:and|&) children", ("wic",)),
-    (r"medicaid|\bchip\b|children'?s health insurance|health insurance", ("medicaid",)),
-    (
-        r"utilit|electric|\bgas (?:service|bill)|water (?:service|bill)|heating|\bliheap\b|\blieap\b|energy assist",
-        ("utility_assistance",),
-    ),
-    (
-        r"\bfood\b(?! stamps?)|pantr|\bmeals?\b|soup kitchen|groceri|nutrition (?:site|program)|brown bag",
-        ("food_pantry",),
-    ),
-    (r"home delivered meals|meals on wheels|senior|older adult|\baging\b|elder|retire", ("senior_services",)),
-    (r"shelter|homeless|\brent\b|rental|housing|eviction|weatheriz|transitional living", ("housing",)),
-    (
-        r"clinic|health care|healthcare|medical|dental|pharmac|prescription|primary care|hospital|immuniz",
-        ("healthcare",),
-    ),
-    (
-        r"mental health|counsel|substance|addiction|alcohol|\bdrug|detox|crisis (?:intervention|line)|suicide"
-        r"|behavioral|psychiatr",
-        ("behavioral_health",),
-    ),
-    (r"transport|\brides?\b|\bbus\b|transit|paratransit|gas money", ("transportation",)),
-    (r"child ?care|day ?care|pre-?school|head start|after ?school", ("childcare",)),
-    (r"employment|\bjobs?\b|job training|vocational|workforce|career", ("employment",)),
-    (r"legal|attorney|lawyer|court|tenant rights", ("legal_aid",)),
-    (r"disabilit|disabled|wheelchair|\bdeaf\b|\bblind", ("disability_services",)),
-    (r"\bged\b|adult education|literacy|\besl\b|english as a second|tutor|high school equivalen", ("education",)),
-    (
-        r"clothing|coats?\b|holiday|christmas|school supplies|cooling center|thanksgiving|furniture",
-        ("seasonal_assistance",),
-    ),
+# The three tables, read from the one vocabulary of needs (livemem.registry.needs), where each type's codes,
+# categories and name keywords are written with its plain words.
+# AIRS/211 code prefix -> types (the sections are listed in livemem.registry.needs).
+CODE_PREFIXES: dict[str, tuple[str, ...]] = {code: (n.type,) for n in NEEDS for code in n.airs}
+
+# (pattern on the lower-cased name, types), all that match apply, in NAME_ORDER.
+NAME_RULES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (pattern, (t,)) for t in NAME_ORDER for pattern in BY_TYPE[t].term_names
 )
 
 # Open Eligibility top-level categories (lower case) -> types; Emergency, Money and Care say too little: names decide.
-OPEN_ELIGIBILITY: dict[str, tuple[str, ...]] = {
-    "food": ("food_pantry",),
-    "housing": ("housing",),
-    "goods": ("seasonal_assistance",),
-    "transit": ("transportation",),
-    "health": ("healthcare",),
-    "education": ("education",),
-    "work": ("employment",),
-    "legal": ("legal_aid",),
-}
+OPEN_ELIGIBILITY: dict[str, tuple[str, ...]] = {c: (n.type,) for n in NEEDS for c in n.open_eligibility}
 
 AIRS_CODE = re.compile(r"^[A-Z]{1,2}(?:-\d{4}(?:\.\d{4}(?:-\d{3}(?:\.\d{2})?)?)?)?$")
 
