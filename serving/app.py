@@ -2,8 +2,9 @@
 
 Building the app reads settings only: the index is opened on the first request (or at startup, to warm up),
 and the embedding model is loaded once per process. With ``warm_up`` (the default) every one-off setup happens in
-the startup, before a worker takes a request: the query encoder, BM25 and the dense scan, the current version, and
-all /context and /chat build once (``ContextService.prepare``), so a worker's first request costs what any does.
+the startup, before a worker takes a request: the query encoder, BM25 and the dense scan, every route's validators
+(``build_routes``), the current version, all /context and /chat build once (``ContextService.prepare``), the
+thread pool sync routes run in and the metrics' files, so a worker's first request costs what any does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from livemem.errors import LivingMemoryError
@@ -67,6 +69,7 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
             state.retriever.encode("warm up")
             sparse.warm_up()
             dense.warm_up()
+            build_routes(_app)  # each route's dependants and validators: FastAPI builds them on its first request
             try:
                 snap = state.reader.snapshot()
             except IndexUnavailable as exc:
@@ -78,6 +81,8 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
                 except Exception as exc:  # best effort, like the warm-up: the request that needs it says what fails
                     log.warning("preparing /context and /chat failed: %r", exc)
                 log.info("/context and /chat prepared in %.1f s", time.perf_counter() - started)
+            # the thread pool a sync route runs in: anyio's asyncio backend (imported on its first use) and a thread
+            await run_in_threadpool(state.metrics.prepare)  # and the metrics' files (with several workers)
             # the tables startup built (places, ZIPs, the version's) are kept for the process' life: out of the
             # collector's way, so a first request does not pay a full collection over millions of startup objects
             gc.collect()
@@ -166,6 +171,22 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
         return JSONResponse({"detail": errors, "message": message}, status_code=422)
 
     return app
+
+
+def build_routes(app: FastAPI) -> int:
+    """Build every route's request state now; the number of routes. FastAPI (0.16x) builds an included router's
+    routes (their dependants, parameter and body validators, response fields: pydantic schemas) on the first request
+    that reaches them: 0.1-0.2 s of a worker's first /context (issue 49), every router before /context's on the way.
+    ``iter_route_contexts`` walks them all, as the OpenAPI document does; the low-priority routes too."""
+    try:
+        from fastapi.routing import iter_route_contexts
+    except ImportError:  # an older FastAPI built every route when it was included
+        return len(app.router.routes)
+    count = sum(1 for _ in iter_route_contexts(app.router.routes))
+    for route in app.router.routes:
+        if callable(low_priority := getattr(route, "effective_low_priority_routes", None)):
+            count += len(low_priority())
+    return count
 
 
 def _error_summary(error: dict) -> dict:

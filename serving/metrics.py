@@ -177,6 +177,12 @@ class Metrics:
         self._ratios.update(ratios or {})
         self._mirrors.append(_Mirror(collector, gauge_modes or {}, skipped, interval_s))
 
+    def prepare(self) -> None:
+        """The collectors' first copy into the shared files now (with several workers: the files are made on first
+        use), at startup rather than after a worker's first request."""
+        for mirror in self._mirrors:
+            mirror.sync(force=True)
+
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests.labels(route, method, str(status)).inc()
         self.latency.labels(route, method).observe(seconds)

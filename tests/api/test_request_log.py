@@ -159,3 +159,39 @@ def test_the_mcp_door_echoes_the_id_and_logs_the_request(home, embedder, logged)
         assert bad.status_code >= 400 and FRESH.fullmatch(bad.headers["X-Request-ID"])
     line = one_line(logged(), "mcp-1")
     assert (line["method"], line["path"], line["status"]) == ("POST", "/mcp", 200)
+
+
+def test_an_mcp_tool_call_logs_its_trace_id(home, embedder, logged) -> None:
+    """The MCP library answers a tool call in its session's task, started by the session's first request, not in
+    the HTTP request's: the tool's usage trace must still land in the line of the request that called it (the SDK
+    runs each message's handler in the contextvars of the request that sent it, ``REQUEST_TRACES`` included)."""
+    from livemem.settings import ContextSettings
+    from serving.mcp import build_server, http_app
+    from serving.services.context import ContextService
+    from serving.settings import Settings
+    from serving.state import ServingState
+
+    state = ServingState.from_settings(Settings(index_dir=home.root, warm_up=False), embedder)
+    state.context_service = ContextService(state, ContextSettings(warm_up=False))
+    accept = {"Accept": "application/json, text/event-stream"}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    with TestClient(http_app(build_server(state, operator_roles=())), base_url="http://127.0.0.1:8765") as mcp:
+        r = mcp.post("/mcp", json=initialize, headers=accept)
+        assert r.status_code == 200, r.text
+        session = {**accept, "Mcp-Session-Id": r.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert mcp.post("/mcp", json=initialized, headers=session).is_success
+        results = {}
+        for i, (tool, arguments) in enumerate([("query", {"query": "food pantry"}), ("context", {"message": "SNAP"})]):
+            params = {"name": tool, "arguments": arguments}
+            call = {"jsonrpc": "2.0", "id": 2 + i, "method": "tools/call", "params": params}
+            r = mcp.post("/mcp", json=call, headers={**session, "X-Request-ID": f"mcp-tool-{i}"})
+            assert r.status_code == 200, r.text
+            data = [line[5:] for line in r.text.splitlines() if line.startswith("data:")] or [r.text]
+            result = json.loads(data[-1])["result"]
+            assert not result.get("isError"), result
+            results[i] = result["structuredContent"]["trace_id"]
+    for i, trace_id in results.items():
+        line = one_line(logged(), f"mcp-tool-{i}")
+        assert line["trace_id"] == trace_key(trace_id), line

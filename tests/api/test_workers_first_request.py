@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import re
 import statistics
+import sys
 import threading
 import time
 
 import httpx
 import pytest
-from support.context import example_index
+from fastapi import routing
+from fastapi.testclient import TestClient
+from support.context import INTERNAL_KEY, example_index
 from support.servers import uvicorn_process
 
 LOAD_ROUNDS = 12  # each of the 2 clients, distinct messages (the answer cache never answers them)
@@ -76,3 +79,33 @@ def test_two_workers_take_their_first_context_without_a_kill_and_within_twice_a_
     # the spec is 2x (bench/first_request.py measures it); the absolute slack keeps a loaded CI machine from failing
     # on scheduling noise alone, far below the 6.5 s (12 s here under load) a first /context cost before issue 49
     assert max(first) <= 2 * typical + 0.5, (first, typical)
+
+
+def test_a_fresh_apps_first_context_and_chat_build_no_route_and_import_nothing(index, embedder, monkeypatch) -> None:
+    """What a first request did after the startup's prepare (3.7x a warm one in bench.first_request): FastAPI built
+    the routes of every router on its way (dependants, validators: 0.1-0.2 s) and the thread pool imported anyio's
+    backend. The startup does both now: a first /context and /chat build no route and import no module."""
+    from livemem.settings import ContextSettings
+    from serving.app import create_app
+    from serving.services.context import ContextService
+    from serving.settings import Settings
+
+    app = create_app(Settings(index_dir=index.root, api_keys={INTERNAL_KEY: "internal"}), embedder)  # warm_up
+    state = app.state.serving
+    state.context_service = ContextService(state, ContextSettings(warm_up=True, warm_up_questions=[]))
+    built: list[str] = []
+    populate = routing._populate_api_route_state
+
+    def counted(route, path, *args, **kwargs):
+        built.append(path)
+        return populate(route, path, *args, **kwargs)
+
+    with TestClient(app) as client:  # the startup: prepare, routes, thread pool
+        monkeypatch.setattr(routing, "_populate_api_route_state", counted)
+        modules = set(sys.modules)
+        for path in ("/context", "/chat"):
+            r = client.post(path, json={"message": "food pantry open Saturday near Beckley"})
+            assert r.status_code == 200, r.text[:300]
+        imported = set(sys.modules) - modules
+    assert not built, built  # every route was built at startup
+    assert not imported, sorted(imported)
