@@ -1,5 +1,6 @@
 """Evidence per source, kept apart: text passages (and their graph refinement), spatial entities, GBIM facts,
-registry programs (with alternatives from other counties) and negotiation. Step 5 of ``livemem.answer.context``.
+registry programs (with alternatives from other counties) and negotiation: what the retrieval steps of
+``livemem.answer.steps`` (text, spatial, graph, verdict, registry, offers, rank) ask of each source.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The prompt from an evidence set: evidence lines and citations, the grounding rules, the response budget
-(answer length, hedging) and the canned replies. The last step of ``livemem.answer.context``.
+(answer length, hedging) and the canned replies: what the ``prompt`` step of ``livemem.answer.steps`` calls.
 """
 
 from __future__ import annotations

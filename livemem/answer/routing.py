@@ -1,5 +1,6 @@
 """What a message asks and who asks it: intents, structured filters (self-query), eligibility by role, the
-home-first scope (the deployment's home states: livemem.geo.home). Steps 1-4 of ``livemem.answer.context``.
+home-first scope (the deployment's home states: livemem.geo.home). What ``understand``, the first step of
+``livemem.answer.steps``, makes the ``Question`` of.
 """
 
 from __future__ import annotations

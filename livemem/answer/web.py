@@ -6,7 +6,7 @@ Off by default: the serving app has a gateway only when ``LIVEMEM_WEB_URL`` name
 host) and ``published_at``. Every call is logged (``logging``) and returned as a record (query, provider, admitted
 and excluded URLs with the reason, rate-limit refusals, provider errors) for the audit. ``HttpJsonProvider`` queries a generic JSON search HTTP API (URL, key
 sent in a header, a bounded timeout and answer size); ``LocalProvider`` answers from a fixed list of documents
-(tests, demos, an offline mirror). West-Virginia-scoped questions never reach any provider (``livemem.answer.context``).
+(tests, demos, an offline mirror). West-Virginia-scoped questions never reach any provider (the ``web_gate`` step of ``livemem.answer.steps``).
 """
 
 from __future__ import annotations
