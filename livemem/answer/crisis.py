@@ -1,7 +1,7 @@
 """Crisis messages: whether someone may be in danger, of what, in which language, and the lines that help
 (docs/crisis.md).
 
-``detect(message, vector, embedder)`` decides, offline, in two parts:
+``detect(message, vector, embedder)`` decides, offline, in three parts (the first two are ``rules``):
 
 1. **the lexicon**: crisis expressions in English and Spanish, per kind, matched after the message is normalised
    (lower case, accents and curly quotes folded) and after its *safe* phrases are masked: idioms ("this bill is
@@ -14,7 +14,10 @@
    (``MIN_SIMILARITY``) *and* closer than the best non-crisis one by ``MIN_MARGIN`` (``matched_by: similarity``);
    a message that also asks for a program or service (``ASKING``: "my baby needs a crib"), or whose idiom or
    negation was masked, needs the wider ``MIN_MARGIN_ASKING``. The thresholds were chosen on the tuning split
-   (examples/eval/crisis_tuning.yaml), never on the reported suite (examples/eval/crisis.yaml).
+   (examples/eval/crisis_tuning.yaml), never on the reported suite (examples/eval/crisis.yaml);
+3. **the classifier** (``livemem.answer.crisis_model``): finds the paraphrases the rules missed (``matched_by:
+   classifier``) and drops the rules' finds its veto model is sure are everyday messages ("my mom will kill me if
+   im late"), in messages long enough to say so.
 
 The kinds: ``suicide_self_harm``, ``overdose_poisoning``, ``violence_abuse``, ``medical_emergency``,
 ``child_in_danger``; a message may name several (``kinds``), the most urgent first (``KINDS``' order of urgency:
@@ -306,6 +309,7 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\b(?:quiero|quisiera|me quiero|deseo|voy a|pienso(?: en)?|pensando en|ganas de|me dan ganas de) (?:morir(?:me)?|"
         r"matarme|suicidarme|desaparecer|quitarme la vida|acabar con (?:mi vida|todo)|dejar de vivir|no despertar)",
         r"\bme (?:quiero|voy a|puedo) (?:morir|matar|suicidar)\b|\bmatarme\b|\bquitarme la vida\b|\bme matar(?:e|ia)\b",
+        r"\b(?:me quito|me voy a quitar|me quiero quitar|se va a quitar|se quiere quitar|quitarse) la vida\b",
         r"\b(?:desearia|quisiera|prefiero|ojala) (?:estar muert[oa]|me muera|morirme|no despertar)\b|\bojala "
         r"estuviera muert[oa]\b|\bdormir(?:me)? para siempre\b",
         r"\bno (?:quiero|deseo) (?:seguir )?(?:vivir|viviendo|estar viv[oa]|despertar|existir|seguir aqui|estar aqui)",
@@ -820,18 +824,17 @@ def detect(message: str, vector: np.ndarray | None = None, embedder: Any = None)
 
     With a vector of the shipped classifier's model (``crisis_model``), the classifier has the last word: a crisis
     the rules missed is found when its probability reaches the classifier's threshold (``matched_by:
-    classifier``; the threshold is per language), and a crisis the exemplars found stands unless the classifier is
-    all but sure it is none (probability below ``veto_below``). A crisis expression of the lexicon always stands."""
+    classifier``; the threshold is per language), and a find of the rules (lexicon or exemplars) in a message of
+    ``VETO_MIN_WORDS`` words or more is dropped when the veto model is sure enough it is none ("my mom will kill me
+    if im late"; the veto is per language, chosen so that it dropped no crisis message of the training data)."""
     found = rules(message, vector, embedder)
-    if found is not None and found.matched_by == "lexicon":
-        return found  # a crisis expression always stands
     model = crisis_model.shipped() if vector is not None else None
     if model is None or not model.applies(vector, getattr(embedder, "model_id", None)):
         return found
     text = model_text(message)
-    p = model.probability(text, vector, found is not None)  # type: ignore[arg-type]
     if found is not None:
-        return found if p >= model.veto_below else None
+        return None if model.vetoes_find(message, text, vector, found.language) else found  # type: ignore[arg-type]
+    p = model.probability(text, vector, False)  # type: ignore[arg-type]
     lang = language(message, normalise(message))
     if p < model.threshold(lang):
         return None

@@ -219,7 +219,7 @@ def test_the_shipped_vectors_are_of_this_exemplar_file():
 
 def test_the_classifier_finds_what_the_rules_miss(embedder):
     """A paraphrase neither the lexicon nor the exemplars know (docs/crisis.md, "The classifier"); everyday
-    messages stay none; a crisis expression of the lexicon always stands whatever the classifier says."""
+    messages stay none; a plain crisis expression of the lexicon stands."""
     message = "she said she cant do this anymore and took the car keys and a bottle of her pills"
     vector = embedder.encode_one(message)
     assert crisis.rules(message, vector, embedder) is None
@@ -241,7 +241,8 @@ def test_the_shipped_classifier_never_saw_the_reported_or_held_out_messages():
     model = crisis_model.shipped()
     assert model is not None and set(model.thresholds) == {"en", "es"}
     files = model.info["training_files"]
-    assert "examples/eval/crisis.yaml" not in files and "examples/eval/crisis_holdout3.yaml" not in files
+    assert "examples/eval/crisis.yaml" not in files and "examples/eval/crisis_holdout6.yaml" not in files
+    assert set(model.vetoes) == {"en", "es"} and all(0 <= v < 0.5 for v in model.vetoes.values())
     assert model.info["crisis"] >= 1000 and model.info["controls"] >= 1000
     from livemem.model.embedding import MODEL_ID
 
@@ -252,7 +253,7 @@ def test_the_shipped_classifier_never_saw_the_reported_or_held_out_messages():
 
     trained = {crisis.normalise(m) for m, _, _ in training_cases()}  # what --train fits on
     assert len(trained) == model.info["messages"]
-    for name in ("crisis.yaml", "crisis_holdout3.yaml", "crisis_holdout4.yaml"):
+    for name in ("crisis.yaml", "crisis_holdout6.yaml"):
         assert not {crisis.normalise(c.message) for c in load_crisis_suite(EVAL / name).cases} & trained
 
 
@@ -265,6 +266,29 @@ def test_ngrams_are_stable_and_skip_masked_phrases():
     masked = crisis.model_text("this bill is killing me")
     assert "killing" not in masked
     assert crisis_model.ngrams("")[0].size == 0
+
+
+def test_the_veto_drops_an_everyday_find_of_the_lexicon_but_never_in_a_short_message(embedder, monkeypatch):
+    """The veto model reads the context a lexicon find sits in; a message of fewer than VETO_MIN_WORDS words has none
+    to read, so its find stands whatever the model says."""
+    from livemem.answer import crisis_model
+
+    model = crisis_model.shipped()
+    everyday = "left my abusive ex 5 years ago, now i want to go back to school"
+    vector = embedder.encode_one(everyday)
+    assert crisis.rules(everyday, vector, embedder) is not None  # the lexicon reads "abusive"
+    assert crisis.detect(everyday, vector, embedder) is None, model.veto_probability(crisis.model_text(everyday), vector)
+    for message in ("Suicidal. need help now", "sufro violencia doméstica", "necesito una ambulancia"):
+        v = embedder.encode_one(message)
+        assert len(message.split()) < crisis_model.VETO_MIN_WORDS
+        monkeypatch.setattr(model, "vetoes", {"en": 1.0, "es": 1.0})  # a veto that would drop everything
+        assert crisis.detect(message, v, embedder) is not None, message
+        monkeypatch.undo()
+    plain = "I feel like killing myself tonight and I have the pills right here"
+    monkeypatch.setattr(model, "vetoes", {"en": 1.0, "es": 1.0})
+    assert crisis.detect(plain, embedder.encode_one(plain), embedder) is None  # the mechanism: a long find can go
+    monkeypatch.undo()
+    assert crisis.detect(plain, embedder.encode_one(plain), embedder) is not None  # and the shipped veto keeps it
 
 
 def test_without_the_shipped_classifier_the_rules_decide(embedder, tmp_path, monkeypatch):
