@@ -180,6 +180,12 @@ def test_the_gate_refuses_below_target_or_a_case_that_passed_before(tmp_path):
     assert not passed and regressed == [hurt.id] and "recall" in summary
     alarm = result_of((hurt, True), (bill, True))
     assert not crisis_gate(alarm, None)[0] and "false alarms" in alarm.summary()
+    # a new false alarm within the target is no regression: only a crisis missed now that was found before
+    controls = [CrisisCase(False, "suicide_self_harm", "en", f"this bill is killing me, month {i}") for i in range(60)]
+    before = result_of((hurt, True), *((c, False) for c in controls))
+    after = result_of((hurt, True), (controls[0], True), *((c, False) for c in controls[1:]))
+    passed, _, regressed = crisis_gate(after, before.passing_ids())
+    assert passed and regressed == []
 
     class Home:
         root = tmp_path
