@@ -51,17 +51,17 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from threadpoolctl import threadpool_limits
 
-    from livemem.index import scan
     from livemem.query.retrieval import Retriever
+    from livemem.settings import EngineConfig
     from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
 
     threadpool_limits(1, user_api="blas")
     torch.set_num_threads(1)
-    home = IndexHome(args.home)
+    home = IndexHome(args.home, engine=EngineConfig.from_env())
     version = args.version or (args.home / "CURRENT").read_text().strip()
     t0 = time.perf_counter()
-    snap = load_snapshot(home, version)
+    loaded = snap = load_snapshot(home, version)  # ``snap``: the loaded version under the setting measured
     print(f"loaded {version}: {snap.size:,} chunks in {time.perf_counter() - t0:.1f} s", flush=True)
     embedder = make_embedder("structured", args.noise, args.work)
     retriever = Retriever(embedder)
@@ -93,13 +93,12 @@ def main(argv: list[str] | None = None) -> int:
             wall = time.perf_counter() - t0
         return [answer for _, answer in out], wall, [took for took, _ in out]
 
-    scan.ANN_MODE = "exact"
+    snap = loaded.with_engine(loaded.engine.replace(ann="exact"))
     exact = run()
-    scan.ANN_MODE = "auto"
     print(json.dumps({"setting": "exact", "hybrid": percentiles_ms(exact[2]), "load": os.getloadavg()}), flush=True)
     for candidates in (int(c) for c in args.candidates.split(",")):
         for breadth in (int(b) for b in args.breadths.split(",")):
-            scan.ANN_CANDIDATES, scan.ANN_BREADTH = candidates, breadth
+            snap = loaded.with_engine(loaded.engine.replace(ann="auto", ann_candidates=candidates, ann_breadth=breadth))
             if args.clients > 1:
                 answers, wall, took = run_clients()
                 line = {

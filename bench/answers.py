@@ -67,7 +67,7 @@ def main() -> None:
     from fastapi.testclient import TestClient
 
     from livemem.answer.evaluation import HttpAsker, SnapshotAsker, load_suite, run_suite
-    from livemem.settings import ContextSettings
+    from livemem.settings import ContextSettings, EngineConfig
     from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
     from serving.app import create_app
@@ -87,7 +87,7 @@ def main() -> None:
         for _ in range(3):  # the model, the version's tables and the place tables load on first use
             client.post("/chat", json={"message": "warm up: food pantry in Oak Hill"})
         http = run_suite(suite, HttpAsker(client, {"internal": INTERNAL_KEY}), version)
-    index = IndexHome(home)
+    index = IndexHome(home, engine=EngineConfig.from_env())  # as the app's (ServingState.from_settings)
     snap = load_snapshot(index, index.current())
     try:
         local = run_suite(suite, SnapshotAsker(snap, state.retriever, context, settings), version)

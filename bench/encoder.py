@@ -209,10 +209,11 @@ def serving_ndcg() -> dict[str, dict[str, float]]:
     from bench.serving_index import WORK as SERVING_WORK
     from bench.serving_quality import evaluate
     from livemem.query.retrieval import Retriever
+    from livemem.settings import EngineConfig
     from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
 
-    home = IndexHome(SERVING_WORK / "rag_index")
+    home = IndexHome(SERVING_WORK / "rag_index", engine=EngineConfig.from_env())
     if not home.current():
         raise SystemExit("no SciFact serving index: run `python -m bench.serving_index` first")
     snap = load_snapshot(home, home.current())

@@ -130,14 +130,13 @@ def worker(version_dir: str, queries: int, wait: bool, real: bool = False) -> No
     import geopandas as gpd
 
     from livemem.answer.gis_rank import rank_entities
-    from livemem.index import dense
     from livemem.query.gis_index import cached_gis_index
-    from livemem.settings import DenseSettings
+    from livemem.settings import EngineConfig
 
-    dense.configure(DenseSettings.from_env())  # as a serving worker does: LIVEMEM_ANN_BREADTH etc. apply here too
+    engine = EngineConfig.from_env()  # as a serving worker does: LIVEMEM_ANN_BREADTH etc. apply here too
     before = memory()
     start = time.perf_counter()
-    gis = cached_gis_index(version_dir)
+    gis = cached_gis_index(version_dir, engine)
     load_s = time.perf_counter() - start
     loaded = memory()
     counties = sorted(gpd.read_file(SHARED)["NAME"])
@@ -524,9 +523,11 @@ def main() -> None:
     else:
         export_result, version_dir = export(args.features, args.vectors == "real")
     home_root = work / "rag_index"
+    from livemem.settings import EngineConfig
     from livemem.version import mapped
 
-    shutil.rmtree(mapped.cache_root(home_root / "parts"), ignore_errors=True)  # the first load writes the copy
+    copies = mapped.cache_root(home_root / "parts", EngineConfig.from_env().serving_cache)  # where the workers map it
+    shutil.rmtree(copies, ignore_errors=True)  # the first load writes the copy
     first = run_worker(version_dir, max(args.queries // 4, 5))
     later = run_worker(version_dir, args.queries, args.vectors)
     pair = two_workers(version_dir, max(args.queries // 4, 5))

@@ -10,6 +10,9 @@ not the settings. Here each query is asked under every setting in turn (the orde
 Run as a script (not ``-m``) so that ``PYTHONPATH`` chooses the code measured: an older tree unpacked with
 ``git archive <commit> livemem | tar -x -C /tmp/base`` (and ``ln -s $PWD/schemas /tmp/base/schemas``) is measured
 with ``PYTHONPATH=/tmp/base:. .venv/bin/python bench/hybrid_interleaved.py ...`` in the same minutes as this one.
+Each setting is the loaded snapshot under its own engine config (``Snapshot.with_engine``: the same segments); a tree
+from before ``livemem.settings.EngineConfig`` (it set ``livemem.index.scan.ANN_*`` instead) is measured with the
+script of its own commit (``git show <commit>:bench/hybrid_interleaved.py``).
 """
 
 from __future__ import annotations
@@ -27,44 +30,46 @@ def main(argv: list[str]) -> int:
     from threadpoolctl import threadpool_limits
 
     from bench.scale import DEFAULT_QUERIES, DEFAULT_WORK, WARMUP_QUERIES, make_embedder, read_jsonl, recall_at_10
-    from livemem.index import scan
     from livemem.query.retrieval import Retriever
     from livemem.query.types import Query
+    from livemem.settings import EngineConfig
     from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
 
     threadpool_limits(1, user_api="blas")
     torch.set_num_threads(1)
     root, n, settings = Path(argv[0]), int(argv[1]), argv[2].split(",") if len(argv) > 2 else ["cb200_800"]
-    snap = load_snapshot(IndexHome(root), (root / "CURRENT").read_text().strip())
+    loaded = load_snapshot(IndexHome(root, engine=EngineConfig.from_env()), (root / "CURRENT").read_text().strip())
     embedder = make_embedder("structured", 1.0, DEFAULT_WORK)
     retriever = Retriever(embedder)
     texts = [q["text"] for q in read_jsonl(DEFAULT_QUERIES)]
     wanted = [texts[i % len(texts)] for i in range(n + WARMUP_QUERIES)]
     vectors = embedder.encode_queries(wanted)
-    collections = snap.collections_for(frozenset({"public"}))
+    collections = loaded.collections_for(frozenset({"public"}))
 
-    def use(setting: str) -> None:
-        scan.ANN_MODE, scan.ANN_CANDIDATES, scan.ANN_BREADTH = "auto", 200, 800
+    def use(setting: str):
+        """The loaded snapshot searched under ``setting`` (its own engine config: the same segments)."""
         if setting == "exact":
-            scan.ANN_MODE = "exact"
-        else:
-            candidates, breadth = setting[2:].split("_")
-            scan.ANN_CANDIDATES, scan.ANN_BREADTH = int(candidates), int(breadth)
+            return loaded.with_engine(loaded.engine.replace(ann="exact"))
+        candidates, breadth = setting[2:].split("_")
+        return loaded.with_engine(
+            loaded.engine.replace(ann="auto", ann_candidates=int(candidates), ann_breadth=int(breadth))
+        )
 
-    def ask(text: str, vector: np.ndarray) -> tuple[float, tuple[list, list]]:
+    snaps = {s: use(s) for s in ["exact", *settings]}
+
+    def ask(setting: str, text: str, vector: np.ndarray) -> tuple[float, tuple[list, list]]:
         t0 = time.perf_counter()
-        found = retriever.search(snap, Query(text=text, top_k=10, mode="hybrid"), collections, vector=vector)
+        query = Query(text=text, top_k=10, mode="hybrid")
+        found = retriever.search(snaps[setting], query, collections, vector=vector)
         return time.perf_counter() - t0, ([h.row for h in found.chunks], [h.score for h in found.chunks])
 
-    use("exact")
-    truth = [ask(t, v)[1] for t, v in zip(wanted[WARMUP_QUERIES:], vectors[WARMUP_QUERIES:], strict=True)]
+    truth = [ask("exact", t, v)[1] for t, v in zip(wanted[WARMUP_QUERIES:], vectors[WARMUP_QUERIES:], strict=True)]
     times: dict[str, list[float]] = {s: [] for s in settings}
     answers: dict[str, list] = {s: [] for s in settings}
     for i, (text, vector) in enumerate(zip(wanted, vectors, strict=True)):
         for setting in settings[i % len(settings) :] + settings[: i % len(settings)]:
-            use(setting)
-            took, answer = ask(text, vector)
+            took, answer = ask(setting, text, vector)
             if i >= WARMUP_QUERIES:
                 times[setting].append(took * 1000)
                 answers[setting].append(answer)

@@ -740,14 +740,8 @@ def recall_at_10(found, truth) -> float:
 def _exact_comparison(snap, retriever, collections, texts, vectors) -> dict[str, Any]:
     """The same queries with every row scanned (``LIVEMEM_ANN=exact``), timed, and the recall@10 of the final
     top 10 with the graphs against it: of the hybrid answer (what a user gets) and of the dense ranking alone."""
-    from livemem.index import scan
-
     with_graph = hybrid_answers(snap, retriever, collections, texts, vectors)
-    scan.ANN_MODE = "exact"
-    try:
-        exact = hybrid_answers(snap, retriever, collections, texts, vectors)
-    finally:
-        scan.ANN_MODE = "auto"
+    exact = hybrid_answers(snap.with_engine(snap.engine.replace(ann="exact")), retriever, collections, texts, vectors)
 
     def same_rows(found, truth) -> float:
         return round(float(np.mean([len(set(f[0]) & set(t[0])) / max(1, len(t[0]))
@@ -777,13 +771,9 @@ def worker_main(argv: list[str]) -> None:
 
     from threadpoolctl import threadpool_limits
 
-    from livemem.index import dense
-    from livemem.index.dense import first_stage_kernel
-    from livemem.settings import DenseSettings
-
-    dense.configure(DenseSettings.from_env())  # the kernel this worker was started with (KERNEL_ENV)
     from livemem.query.retrieval import Retriever
     from livemem.query.types import Query
+    from livemem.settings import EngineConfig
     from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
 
@@ -792,7 +782,7 @@ def worker_main(argv: list[str]) -> None:
     import torch
 
     torch.set_num_threads(1)  # the dense first stage runs on torch's kernels: one thread, as serving sets
-    home = IndexHome(args.home)
+    home = IndexHome(args.home, engine=EngineConfig.from_env())  # the kernel this worker was started with (KERNEL_ENV)
     embedder = make_embedder(args.embedder, args.noise, args.work)
     retriever = Retriever(embedder)
     loads = []
@@ -830,7 +820,7 @@ def worker_main(argv: list[str]) -> None:
         **({"exact": exact} if exact else {}),
         # where a query's time goes (Retrieval.timings_ms: filter, dense, sparse, score, rank), median per stage
         "query_stage_p50_ms": {k: round(float(np.median([t.get(k, 0.0) for t in stages])), 3) for k in stages[0]},
-        "first_stage_kernel": getattr(first_stage_kernel(), "name", None),
+        "first_stage_kernel": getattr(snap.dense.kernel(), "name", None),
         "vm_rss_kib": proc_kib("/proc/self/status", "VmRSS"),
         "vm_hwm_kib": proc_kib("/proc/self/status", "VmHWM"),
     }

@@ -68,11 +68,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args(argv)
 
+    from livemem.settings import EngineConfig
     from livemem.version import mapped, parts_dir
     from livemem.version.reader import SEGMENTS, load_snapshot
     from livemem.version.store import IndexHome
 
-    home = IndexHome(args.home)
+    home = IndexHome(args.home, engine=EngineConfig.from_env())
     ask = _queries(args.queries) if args.queries else None
     versions = sorted(p.name for p in (args.home / "versions").iterdir() if (p / "manifest.json").is_file())
     base = args.base or versions[0]
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     for version in (base, *targets):  # loading a segment without a serving copy would write one under the home
         path = home.version_dir(version)
         manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-        root = mapped.cache_root(parts_dir(path))
+        root = mapped.cache_root(parts_dir(path), home.engine.serving_cache)
         missing = [s["id"] for s in manifest.get("segments") or [] if not (root / s["id"]).is_dir()]
         if missing:
             sys.exit(

@@ -83,6 +83,7 @@ def worker_main(argv: list[str]) -> None:
 
     from livemem.query.retrieval import Retriever
     from livemem.query.types import Query
+    from livemem.settings import EngineConfig
     from livemem.version.history import OpenVersions
     from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
@@ -96,7 +97,7 @@ def worker_main(argv: list[str]) -> None:
         gc.collect()
         return scale.proc_kib("/proc/self/status", key) or 0
 
-    home = IndexHome(args.home)
+    home = IndexHome(args.home, engine=EngineConfig.from_env())
     report: dict[str, Any] = {"rss_start_kib": rss_kib()}
     t0 = time.perf_counter()
     current = load_snapshot(home, args.current)
@@ -148,12 +149,13 @@ def worker_main(argv: list[str]) -> None:
 def prepare_main(argv: list[str]) -> None:
     """Load one version once and exit: the first load writes the machine's serving copies (as the first serving
     worker after a publish does), so the measuring worker's memory is not that of writing them."""
+    from livemem.settings import EngineConfig
     from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
 
     home, version = Path(argv[0]), argv[1]
     t0 = time.perf_counter()
-    load_snapshot(IndexHome(home), version)
+    load_snapshot(IndexHome(home, engine=EngineConfig.from_env()), version)
     print(json.dumps({"s": round(time.perf_counter() - t0, 4)}), flush=True)
 
 

@@ -13,12 +13,14 @@ The sources file (``RAG_SOURCES``) is the other half: ``livemem.sources.config``
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import re
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
@@ -185,8 +187,8 @@ class ChromaSettings(Section):
 
 
 class DenseSettings(Section):
-    """The dense scan's process knobs, read once by the entry point and passed to ``livemem.index.dense.configure``
-    (docs/dense-scan.md, docs/approximate-search.md)."""
+    """The dense scan's knobs, read once by the entry point into its ``EngineConfig`` (below), which the loader hands
+    to every snapshot it builds (docs/dense-scan.md, docs/approximate-search.md)."""
 
     title: ClassVar[str] = "dense scan settings"
     scan_threads: int | None = Field(
@@ -304,6 +306,79 @@ class CacheSettings(Section):
     onnx_cache: Path | None = Field(
         None, validation_alias="LIVEMEM_ONNX_CACHE", description="default: ~/.cache/livemem/onnx"
     )
+
+
+def default_scan_threads() -> int:
+    """The dense scan's background threads when ``LIVEMEM_SCAN_THREADS`` is unset: one fewer than the cores, at most
+    one (two on 2 cores would hold three threads on two cores while BM25 runs; ``livemem.index.scan``)."""
+    return min(2, os.cpu_count() or 1) - 1
+
+
+ANN_MODES = ("auto", "exact")
+DENSE_KERNELS: tuple[str, ...] = get_args(get_args(DenseSettings.model_fields["kernel"].annotation)[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineConfig:
+    """How this process's retrieval engine reads and searches an index, in one frozen value: the dense scan's knobs
+    (``DenseSettings``: the first-stage kernel tried first, the scan's background threads, whether segments' graphs
+    answer candidates and how many, how wide a walk) and where serving copies are written and mapped
+    (``CacheSettings.serving_cache``; None: each home's ``cache/serving``).
+
+    An entry point builds it once (``EngineConfig.from_env()``, or ``from_settings`` from the sections it holds) and
+    passes it down: ``IndexHome(root, engine=...)`` (``load_snapshot``, ``IndexReader``, ``OpenVersions`` and
+    pruning read ``home.engine``), ``load_snapshot_at(path, engine=...)``, ``cached_gis_index(path, engine)``. The
+    loader hands it to what it builds: ``DenseRows.config`` (the kernel, the scan pool, the graph walk) and the
+    segments' serving copies (``livemem.version.mapped.cache_root``). A core function given none uses
+    ``EngineConfig.defaults()``, never the environment; two snapshots of one process may hold different ones."""
+
+    kernel: Literal["int8", "fbgemm", "torch-half"] | None = None  # None: int8, then FBGEMM, then torch.mv
+    scan_threads: int = dataclasses.field(default_factory=default_scan_threads)
+    ann: Literal["auto", "exact"] = DenseSettings.model_fields["ann"].default
+    ann_candidates: int = DenseSettings.model_fields["ann_candidates"].default
+    ann_breadth: int = DenseSettings.model_fields["ann_breadth"].default
+    serving_cache: Path | None = None
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"kernel {self.kernel!r} is not one of {', '.join(DENSE_KERNELS)}"
+            if self.kernel not in (None, *DENSE_KERNELS)
+            else "",
+            f"ann {self.ann!r} is not one of {', '.join(ANN_MODES)}" if self.ann not in ANN_MODES else "",
+            "scan_threads must be 0 to 64" if not 0 <= self.scan_threads <= 64 else "",
+            "ann_candidates must be at least 1" if self.ann_candidates < 1 else "",
+            "ann_breadth must be at least 1" if self.ann_breadth < 1 else "",
+        ]
+        if any(problems):
+            raise ConfigError(f"invalid engine config: {'; '.join(p for p in problems if p)}")
+        if self.serving_cache is not None and not isinstance(self.serving_cache, Path):
+            object.__setattr__(self, "serving_cache", Path(self.serving_cache))
+
+    @classmethod
+    def defaults(cls, **overrides: Any) -> EngineConfig:
+        """The defaults (``overrides``: field names), the environment not read: what a core function uses when no
+        entry point passed it a config."""
+        return cls(**overrides)
+
+    @classmethod
+    def from_settings(cls, dense: DenseSettings, caches: CacheSettings, **overrides: Any) -> EngineConfig:
+        """The config of the sections an entry point holds (``LivingMemorySettings.engine`` of the whole tree)."""
+        scan_threads = default_scan_threads() if dense.scan_threads is None else dense.scan_threads
+        found = {"kernel": dense.kernel, "scan_threads": scan_threads, "ann": dense.ann,
+                 "ann_candidates": dense.ann_candidates, "ann_breadth": dense.ann_breadth,
+                 "serving_cache": caches.serving_cache}  # fmt: skip
+        return cls(**{**found, **overrides})
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> EngineConfig:
+        """The config from the environment (``LIVEMEM_DENSE_KERNEL``, ``LIVEMEM_SCAN_THREADS``, ``LIVEMEM_ANN*``,
+        ``LIVEMEM_SERVING_CACHE``): what every entry point builds once (the serving state, the CLI, the Dagster code
+        location, the benchmarks)."""
+        return cls.from_settings(DenseSettings.from_env(), CacheSettings.from_env(), **overrides)
+
+    def replace(self, **changes: Any) -> EngineConfig:
+        """This config with ``changes`` (field names): another value, this one unchanged."""
+        return dataclasses.replace(self, **changes)
 
 
 class RegistrySettings(Section):
@@ -725,6 +800,11 @@ class LivingMemorySettings(Section):
     mcp: McpSettings = Field(default_factory=McpSettings)
     serving: ServingSettings = Field(default_factory=ServingSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
+
+    @property
+    def engine(self) -> EngineConfig:
+        """The retrieval engine's config of this tree (its ``dense`` and ``caches`` sections)."""
+        return EngineConfig.from_settings(self.dense, self.caches)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Self:

@@ -40,7 +40,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from livemem.errors import LivingMemoryError
-from livemem.settings import CacheSettings, ChromaSettings, PathSettings, RegistrySettings, ServingSettings
+from livemem.settings import ChromaSettings, EngineConfig, PathSettings, RegistrySettings, ServingSettings
 from livemem.version.store import IndexHome
 from orchestration.daemon import DEFAULT_TOLERANCE_S
 from orchestration.instance import open_instance
@@ -53,6 +53,8 @@ err = Console(stderr=True)
 class Context:
     paths: PathSettings  # read once per command (``main``): the options, else the environment, else the defaults
     chroma: ChromaSettings  # the Chroma server builds mirror to and pruning cleans (CHROMA_HOST), read once too
+    # how the versions this process loads are read and searched (LIVEMEM_SERVING_CACHE, LIVEMEM_ANN, ...): ``home()``
+    engine: EngineConfig
 
 
 CTX = Context()
@@ -87,14 +89,12 @@ def main(
     given = {"sources_file": sources, "index_dir": index_dir}
     CTX.paths = PathSettings.from_env(**{k: v for k, v in given.items() if v is not None})
     CTX.chroma = ChromaSettings.from_env()
-    from livemem.version import mapped
-
-    mapped.configure(CacheSettings.from_env())  # where the versions this process loads map their serving copies
+    CTX.engine = EngineConfig.from_env()
     configure_logging(json_logs, log_level)
 
 
 def home() -> IndexHome:
-    h = IndexHome(CTX.paths.index_dir)
+    h = IndexHome(CTX.paths.index_dir, engine=CTX.engine)
     h.chroma_server = CTX.chroma.address
     return h
 
@@ -695,7 +695,7 @@ def query(
     h = home()
     if h.current() is None:
         fail(f"no index published under {h.root} yet: run `livemem materialize`")
-    state = ServingState.from_settings(settings, query_embedder(settings))
+    state = ServingState.from_settings(settings, query_embedder(settings), engine=CTX.engine)
     try:
         answer = state.query.answer(request, state.role(role), caller=f"cli:{role}", agent="cli")
     except ServiceError as exc:

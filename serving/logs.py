@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 import uuid
 from contextvars import ContextVar
 
 from fastapi import FastAPI
 
 from livemem.usage.traces import REQUEST_TRACES
+from serving.asgi import ResponseWatch
 
 log = logging.getLogger("livemem.access")
 
@@ -112,33 +112,19 @@ class RequestLogMiddleware:
             await self.app(scope, receive, send)
             return
         rid = request_id(next((v for k, v in scope.get("headers", ()) if k.lower() == HEADER), None))
-        echoed = rid.encode("ascii")
         traces: list[str] = []
         tokens = REQUEST_ID.set(rid), REQUEST_TRACES.set(traces)
-        started = time.perf_counter()
-        status = 500
-        answered: float | None = None
-
-        async def send_with_id(message) -> None:
-            nonlocal status, answered
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != HEADER]
-                message = {**message, "headers": [*headers, (HEADER, echoed)]}
-            await send(message)
-            if message["type"] == "http.response.body" and not message.get("more_body", False):
-                answered = time.perf_counter()
-
+        watch = ResponseWatch(send, header=(HEADER, rid.encode("ascii")))
         try:
-            await self.app(scope, receive, send_with_id)
+            await self.app(scope, receive, watch.send)
         finally:
             REQUEST_TRACES.reset(tokens[1])
             REQUEST_ID.reset(tokens[0])
             fields = {
                 "method": scope.get("method"),
                 "path": scope.get("path", "")[:MAX_PATH_CHARS],
-                "status": status,
-                "duration_ms": round(((answered or time.perf_counter()) - started) * 1000, 3),
+                "status": watch.status,
+                "duration_ms": round(watch.seconds * 1000, 3),
                 "request_id": rid,
             }
             if traces:

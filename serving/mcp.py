@@ -625,7 +625,7 @@ def build_server(
 
     settings = settings or LivingMemorySettings.from_env()
     state = state or ServingState.from_settings(
-        settings.serving, personal=settings.personal, persona_settings=settings.personas, caches=settings.caches
+        settings.serving, personal=settings.personal, persona_settings=settings.personas, engine=settings.engine
     )
     caller_role = state.role(role or settings.mcp.role or state.settings.public_role)
     if operator_roles is None:

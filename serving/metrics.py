@@ -40,6 +40,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from livemem.usage.traces import SCRAPE_FLUSH_WAIT_S
 from livemem.version.owners import process_alive, process_start_time
+from serving.asgi import ResponseWatch
 
 if TYPE_CHECKING:
     from serving.state import ServingState
@@ -317,21 +318,10 @@ class MetricsMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = time.perf_counter()
-        status = 500
-        answered: float | None = None
-
-        async def send_status(message) -> None:
-            nonlocal status, answered
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-            if message["type"] == "http.response.body" and not message.get("more_body", False):
-                answered = time.perf_counter()
-
+        watch = ResponseWatch(send)
         try:
-            await self.app(scope, receive, send_status)
+            await self.app(scope, receive, watch.send)
         finally:
             route = scope.get("route")
             name = getattr(route, "path", None) or "unmatched"
-            self.metrics.observe(name, scope["method"], status, (answered or time.perf_counter()) - started)
+            self.metrics.observe(name, scope["method"], watch.status, watch.seconds)

@@ -2,7 +2,7 @@
 the trace signer (its secret is shared by every worker and replica, so any of them accepts feedback on a trace),
 personal memory's store, the personas, and the services every front door calls (``serving.services``: HTTP routes,
 MCP tools and ``livemem query``). ``from_settings`` is where serving reads its settings, once per process: the
-serving section, and beside it the personal-memory, persona and cache sections it passes down."""
+serving section, and beside it the personal-memory and persona sections and the engine config it passes down."""
 
 from __future__ import annotations
 
@@ -11,15 +11,13 @@ from dataclasses import dataclass, field
 from threadpoolctl import threadpool_limits
 
 from livemem.answer.chat import Persona, personas
-from livemem.index import dense
 from livemem.model.embedding import Embedder
 from livemem.personal import PersonalStore
 from livemem.query.cache import ResultCache
 from livemem.query.fusion import FusionSettings
 from livemem.query.retrieval import Retriever
-from livemem.settings import CacheSettings, DenseSettings, PersonalSettings, PersonaSettings
+from livemem.settings import EngineConfig, PersonalSettings, PersonaSettings
 from livemem.usage.traces import PostgresTraceWriter, TraceSigner, TraceWriter, trace_writer
-from livemem.version import mapped
 from livemem.version.history import OpenVersions
 from livemem.version.reader import IndexReader
 from livemem.version.store import IndexHome
@@ -77,22 +75,24 @@ class ServingState:
         *,
         personal: PersonalSettings | None = None,
         persona_settings: PersonaSettings | None = None,
-        caches: CacheSettings | None = None,
+        engine: EngineConfig | None = None,
     ) -> ServingState:
-        """The state of a serving process. ``personal``, ``persona_settings``, ``caches``: those sections of the
-        settings tree (an entry point holding the tree passes them), else read from the environment here."""
+        """The state of a serving process. ``personal``, ``persona_settings``: those sections of the settings tree,
+        ``engine``: its engine config (``LivingMemorySettings.engine``: an entry point holding the tree passes them),
+        else read from the environment here."""
         # A multi-threaded BLAS makes the one matrix-vector product per query several times slower (thread
         # wake-ups, contention with torch and other workers): one thread per serving process, like torch.
         threadpool_limits(settings.torch_threads, user_api="blas")
-        # the dense scan's process knobs (LIVEMEM_DENSE_KERNEL, LIVEMEM_SCAN_THREADS), read here once for the process
-        dense.configure(DenseSettings.from_env())
-        # where serving copies are written and mapped (LIVEMEM_SERVING_CACHE), also a process knob
-        mapped.configure(caches or CacheSettings.from_env())
+        # the dense scan's knobs (LIVEMEM_DENSE_KERNEL, LIVEMEM_SCAN_THREADS, LIVEMEM_ANN*) and where serving copies
+        # are written and mapped (LIVEMEM_SERVING_CACHE), read here once: every version the reader loads gets them
+        engine = engine or EngineConfig.from_env()
         personal = personal or PersonalSettings.from_env()
         fusion = FusionSettings.from_serving(settings)
         return cls(
             settings=settings,
-            reader=IndexReader(IndexHome(settings.index_dir), refresh_interval_s=settings.refresh_interval_s),
+            reader=IndexReader(
+                IndexHome(settings.index_dir, engine=engine), refresh_interval_s=settings.refresh_interval_s
+            ),
             retriever=Retriever(
                 embedder
                 or Embedder(

@@ -39,7 +39,7 @@ from livemem.answer.routing import Caller, ContextRequest
 from livemem.errors import ConfigError
 from livemem.query.fusion import FusionSettings
 from livemem.query.retrieval import Retriever
-from livemem.settings import ContextSettings, ServingSettings
+from livemem.settings import ContextSettings, EngineConfig, ServingSettings
 from livemem.sources.config import SourcesConfig, _located_errors
 from livemem.version.reader import IndexUnavailable, Snapshot, load_snapshot_at
 from livemem.version.store import IndexHome
@@ -562,10 +562,11 @@ class GateOutcome:
 
 def evaluate_version(
     path: Path, version_id: str, suite: Suite, retriever: Retriever, settings: ContextSettings,
-    serving: ServingSettings, personas: Mapping[str, Persona] = PERSONAS,
+    serving: ServingSettings, personas: Mapping[str, Persona] = PERSONAS, engine: EngineConfig | None = None,
 ) -> SuiteResult:  # fmt: skip
-    """The suite asked of the version in directory ``path`` (published or staged)."""
-    snap = load_snapshot_at(path, version_id)
+    """The suite asked of the version in directory ``path`` (published or staged), loaded under ``engine`` (the
+    home's ``IndexHome.engine``; None: the defaults)."""
+    snap = load_snapshot_at(path, version_id, engine)
     try:
         return run_suite(suite, SnapshotAsker(snap, retriever, settings, serving, personas), version_id)
     finally:
@@ -602,13 +603,15 @@ def gate(
     serving = serving or ServingSettings.defaults()
     settings = (context or ContextSettings.defaults()).model_copy(update={"warm_up": False, "audit": False})
     retriever = retriever_for(serving, embedder)
-    staged_result = evaluate_version(home.locate(staged), staged, suite, retriever, settings, serving, personas)
+    staged_result = evaluate_version(
+        home.locate(staged), staged, suite, retriever, settings, serving, personas, home.engine
+    )
     published, notes = home.current(), []
     published_result = None
     if published is not None and published != staged:
         try:
             published_result = evaluate_version(
-                home.version_dir(published), published, suite, retriever, settings, serving, personas
+                home.version_dir(published), published, suite, retriever, settings, serving, personas, home.engine
             )
         except IndexUnavailable as exc:  # a damaged published version must not stop its replacement
             notes.append(f"the published version {published} could not be asked ({exc}); compared with nothing")
@@ -789,10 +792,14 @@ def run_crisis_suite(suite: CrisisSuite, embedder: Any = None) -> CrisisResult:
 
 
 def crisis_gate(result: CrisisResult, passed_before: set[str] | None) -> tuple[bool, str, list[str]]:
-    """Whether a version's crisis result may be published: every kind meets its targets and no case that passed
-    for the published version (``passed_before``; None: nothing recorded) fails now. Returns (passed, summary,
-    the ids that regressed)."""
-    regressed = sorted(r.case.id for r in result.failed if passed_before and r.case.id in passed_before)
+    """Whether a version's crisis result may be published: every kind meets its targets and no crisis message that
+    the published version found (``passed_before``; None: nothing recorded) is missed now. A control that alarms
+    now and did not before counts against its kind's false-alarm target only: a new detector trades a few of those
+    for crises it finds, and a missed crisis is the one trade the gate never lets through. Returns (passed,
+    summary, the ids of the crisis messages that regressed)."""
+    regressed = sorted(
+        r.case.id for r in result.failed if r.case.crisis and passed_before and r.case.id in passed_before
+    )
     below = result.below_targets()
     text = result.summary() + (f"; {len(regressed)} crisis case(s) passed before and fail now" if regressed else "")
     return not below and not regressed, text, regressed

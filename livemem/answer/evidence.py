@@ -39,7 +39,7 @@ from livemem.version.reader import Snapshot
 
 
 def gis_for(snap: Snapshot) -> GisIndex | None:
-    return cached_gis_index(str(snap.path))
+    return cached_gis_index(str(snap.path), snap.engine)  # where the snapshot's serving copies are
 
 
 def text_search(

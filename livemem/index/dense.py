@@ -10,57 +10,54 @@ the exact top k, found in two stages. The parts, each one job:
 - ``livemem.index.scan``: the two-stage top-k (``DenseScan``, ``top_order``), the scan's threads, and the segments
   packed for the first stage (once per array per process; the serving copies' int8 codes via ``share_int8``).
 
-The process knobs (``LIVEMEM_DENSE_KERNEL``, ``LIVEMEM_SCAN_THREADS``) are read once by the entry point (the serving
-state: ``serving.state.ServingState.from_settings``) and passed down by ``configure`` (docs/dense-scan.md); until
-then the defaults hold.
+The knobs (``LIVEMEM_DENSE_KERNEL``, ``LIVEMEM_SCAN_THREADS``, ``LIVEMEM_ANN*``) are read once by the entry point into
+its ``livemem.settings.EngineConfig`` and handed by the loader (``livemem.version.reader.load_snapshot``) to the
+``DenseRows`` it builds: ``rows.config``, which the kernel choice, the scan pool and the graph walk read (made without
+one: ``EngineConfig.defaults()``). No module global holds them (docs/dense-scan.md).
 """
 
 from __future__ import annotations
 
+import copy
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
-from livemem.index import kernels, scan
+from livemem.index import scan
 from livemem.index.bounds import INT8_MAX_NORM, max_row_norm
-from livemem.index.kernels import Int8Codes, exact_scores, first_stage_kernel, gathered_scores, quantize_int8, warm_up
-from livemem.index.scan import DenseScan, packed, scan_pool, share_int8, top_order
-from livemem.settings import DenseSettings
+from livemem.index.kernels import (
+    Int8Codes,
+    Kernel,
+    exact_scores,
+    first_stage_kernel,
+    gathered_scores,
+    quantize_int8,
+    warm_up,
+)
+from livemem.index.scan import DenseScan, packed, share_int8, top_order
+from livemem.settings import EngineConfig
 
 __all__ = [
     "INT8_MAX_NORM",
     "DenseRows",
     "DenseScan",
     "Int8Codes",
-    "configure",
     "exact_scores",
     "first_stage_kernel",
     "max_row_norm",
     "packed",
     "quantize_int8",
-    "scan_pool",
     "share_int8",
     "top_order",
     "warm_up",
 ]
 
 
-def configure(settings: DenseSettings) -> None:
-    """The dense scan's process knobs: the kernel tried first, the number of background scan threads, and whether
-    segments' graphs answer candidates (``ann``, ``ann_candidates``: ``livemem.index.ann``). Read before the first
-    scan (the kernel is chosen once per process, the pool started once)."""
-    kernels.KERNELS = kernels.kernel_order(settings.kernel)
-    scan.SCAN_THREADS = scan.scan_threads(settings.scan_threads)
-    scan.ANN_MODE = settings.ann
-    scan.ANN_CANDIDATES = settings.ann_candidates
-    scan.ANN_BREADTH = settings.ann_breadth
-
-
-configure(DenseSettings.defaults())  # until an entry point configures it (serving: ServingState.from_settings)
-
-
 class DenseRows:
     """The vectors of a snapshot's rows, kept per segment (shared with other snapshots): ``rows @ vector``
     scores every row (``exact_scores``); ``scan(vector, mask)`` finds the best rows exactly without scoring every
-    row in float32; ``materialize()`` is the whole matrix in row order (a copy)."""
+    row in float32; ``materialize()`` is the whole matrix in row order (a copy). ``config``: the engine config its
+    scans read (the loader's; None: ``EngineConfig.defaults()``)."""
 
     def __init__(
         self,
@@ -69,7 +66,9 @@ class DenseRows:
         sentences: list | None = None,
         graphs: list | None = None,
         inverse: dict[int, np.ndarray] | None = None,
+        config: EngineConfig | None = None,
     ) -> None:
+        self.config = config if config is not None else _DEFAULT
         self.parts = parts  # (segment vectors, the segment rows this snapshot holds, in order)
         # per part, its segment's ``livemem.index.sentences.Sentences`` (None: the segment has no sentence vectors)
         self.sentences = sentences if sentences is not None else [None] * len(parts)
@@ -96,11 +95,27 @@ class DenseRows:
             groups.append((int(p), where, rows[where] - self.offsets[p]))
         return groups
 
+    def with_config(self, config: EngineConfig) -> DenseRows:
+        """The same rows (the same arrays, graphs and derived maps) scanned under ``config``: for a benchmark that
+        compares settings on one loaded version; this one unchanged."""
+        other = copy.copy(self)
+        other.config = config
+        return other
+
     @property
     def walks(self) -> bool:
-        """Whether a query's candidates come from graphs (a part has one and ``LIVEMEM_ANN`` is auto): a walk on
+        """Whether a query's candidates come from graphs (a part has one and ``config.ann`` is auto): a walk on
         the calling thread, not a scan on the pool."""
-        return scan.ANN_MODE == "auto" and any(g is not None for g in self.graphs)
+        return self.config.ann == "auto" and any(g is not None for g in self.graphs)
+
+    def kernel(self) -> Kernel | None:
+        """The first-stage kernel of this config (``first_stage_kernel(config.kernel)``; None: rows scored exactly)."""
+        return first_stage_kernel(self.config.kernel)
+
+    def scan_pool(self) -> ThreadPoolExecutor | None:
+        """The dense scan's background threads for this config (``scan.scan_pool``: one pool per process and thread
+        count; None for 0)."""
+        return scan.scan_pool(self.config.scan_threads)
 
     def inverse(self, part: int) -> np.ndarray:
         """For each row of ``part``'s segment, its position among the part's rows in this snapshot (-1: the
@@ -188,7 +203,7 @@ class DenseRows:
 
     def prepare(self) -> None:
         """Pack every segment for the first stage now (else the first query that needs a segment packs it)."""
-        kernel = first_stage_kernel()
+        kernel = self.kernel()
         for dense, _ in self.parts if kernel is not None else ():
             packed(dense, kernel)
 
@@ -196,6 +211,9 @@ class DenseRows:
         if not self.parts:
             return np.zeros(self.shape, dtype=np.float32)
         return np.concatenate([dense[rows] for dense, rows in self.parts])
+
+
+_DEFAULT = EngineConfig.defaults()  # the config of rows made without one (tests, tools): never the environment
 
 
 def _query(vector: np.ndarray) -> np.ndarray:

@@ -272,7 +272,8 @@ class SimsimdInt8(Kernel):
 # The int8 scan reads a quarter of the float32 bytes from the int8 copy the serving copies hold
 # (``livemem.index.scan.share_int8``), mapped and shared by every worker: the fastest here, and the least memory.
 # FBGEMM's packed float16 and ``torch.mv``'s float16 are private copies per worker (2 bytes per dimension and row).
-# ``LIVEMEM_DENSE_KERNEL=int8|fbgemm|torch-half`` puts one first (docs/dense-scan.md has the trade measured).
+# ``LIVEMEM_DENSE_KERNEL=int8|fbgemm|torch-half`` (``EngineConfig.kernel``) puts one first (docs/dense-scan.md has the
+# trade measured).
 BY_NAME: dict[str, Kernel] = {"int8": SimsimdInt8(), "fbgemm": FbgemmHalf(), "torch-half": TorchHalf()}
 
 
@@ -282,26 +283,37 @@ def kernel_order(first: str | None = None) -> tuple[Kernel, ...]:
     return tuple(sorted(BY_NAME.values(), key=lambda k: k is not BY_NAME.get(first or "")))
 
 
-KERNELS: tuple[Kernel, ...] = kernel_order()  # livemem.index.dense.configure puts the configured one first
-_CHOSEN: list[Kernel | None] = []
+KERNELS: tuple[Kernel, ...] = kernel_order()  # every kernel, in the default order (a constant)
+# the kernel chosen for each kernel named first (``EngineConfig.kernel``; None: the default order), and whether each
+# kernel kept to its error model on the probe: both found once per process (the probe is a property of the build)
+_CHOSEN: dict[str | None, Kernel | None] = {}
+_PROBED: dict[str, bool] = {}
 _CHOSEN_LOCK = threading.Lock()
 
 
-def first_stage_kernel() -> Kernel | None:
-    """The first kernel that is available here and keeps to its error model on the probe (once per process;
-    ``available`` again on every scan, as torch's flags can change). None: every top-k scores rows exactly."""
+def first_stage_kernel(first: str | None = None) -> Kernel | None:
+    """The first kernel of ``kernel_order(first)`` that is available here and keeps to its error model on the probe
+    (chosen once per process and ``first``: ``EngineConfig.kernel``, which ``DenseRows.kernel`` passes; ``available``
+    again on every scan, as torch's flags can change). None: every top-k scores rows exactly."""
     with _CHOSEN_LOCK:
-        if not _CHOSEN:
+        if first not in _CHOSEN:
             try:
                 import torch  # noqa: F401
             except ImportError:  # pragma: no cover - torch is a dependency
-                _CHOSEN.append(None)
+                _CHOSEN[first] = None
             else:
-                _CHOSEN.append(next((k for k in KERNELS if _safe(k.available) and _probe(k)), None))
-                if _CHOSEN[0] is None:
+                _CHOSEN[first] = next((k for k in kernel_order(first) if _safe(k.available) and _passes(k)), None)
+                if _CHOSEN[first] is None:
                     log.warning("no first-stage kernel keeps to its error bound here: dense top-k scores every row")
-        kernel = _CHOSEN[0]
+        kernel = _CHOSEN[first]
     return kernel if kernel is not None and kernel.available() else None
+
+
+def _passes(kernel: Kernel) -> bool:
+    """``_probe(kernel)``, once per kernel and process (the caller holds ``_CHOSEN_LOCK``)."""
+    if kernel.name not in _PROBED:
+        _PROBED[kernel.name] = _probe(kernel)
+    return _PROBED[kernel.name]
 
 
 def _safe(check: Callable[[], bool]) -> bool:

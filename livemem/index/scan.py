@@ -11,8 +11,8 @@ reach the top k is then scored exactly. The result is identical to ranking the e
 
 Ties are broken by row (``top_order``), so the top k is one well-defined set however it is found.
 
-**Segments with a graph** (``livemem.index.ann``: large segments, ``DenseSettings.ann`` "auto") are not scanned:
-their graph gives ``max(ANN_CANDIDATES, min(4·k', k' + ANN_CANDIDATES))`` candidates, ``k'`` the part's share of the
+**Segments with a graph** (``livemem.index.ann``: large segments, ``EngineConfig.ann`` "auto") are not scanned:
+their graph gives ``max(C, min(4·k', k' + C))`` candidates (``C``: ``EngineConfig.ann_candidates``), ``k'`` the part's share of the
 top k by its allowed rows (more when a filter or the version's deletions keep a fraction of the segment's rows, or
 when the part holds more than its share), scored exactly; the segments without one go through the two stages above, and the
 top k is taken over both. Scores stay exact; which rows are candidates is approximate (recall of the final top 10
@@ -22,6 +22,10 @@ score found (``_graph_candidates``).
 
 A segment's vectors are packed for the kernel once per process (``packed``: the int8 codes the serving copies hold
 when registered with ``share_int8``, else a private copy) and dropped with the segment's array.
+
+**Settings**: a scan reads the ``EngineConfig`` of the rows it is given (``DenseRows.config``: the kernel tried first,
+the scan's threads, the ANN mode, candidates and breadth), never a module global, so two snapshots of one process
+may search under different ones. The scan's thread pool is one per process and thread count (``scan_pool``).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from livemem.index.bounds import F16_MAX, INT8_MAX_NORM, INT8_RHO, SLACK, error_bound, int8_terms, max_row_norm
-from livemem.index.kernels import Int8Codes, Kernel, first_stage_kernel, gathered_scores
+from livemem.index.kernels import Int8Codes, Kernel, gathered_scores
 
 if TYPE_CHECKING:
     from livemem.index.dense import DenseRows
@@ -84,22 +88,20 @@ def top_order(scores: np.ndarray, k: int) -> np.ndarray:
 
 
 # The first stage reads every vector once per query: at 500k rows 192 MB of int8 codes, bound by memory bandwidth more
-# than arithmetic. On large snapshots the blocks are scanned on ``SCAN_THREADS`` background threads (simsimd and
-# torch release the GIL) while the caller scores BM25 on its own thread, then the caller scans the blocks no thread
-# has started (``DenseScan._settle``). Default: one thread fewer than the cores, at most one (two on 2 cores would
-# hold three threads on two cores while BM25 runs); small snapshots scan on the calling thread (a hand-off costs
-# more than it saves). ``LIVEMEM_SCAN_THREADS=0`` scans on the calling thread always.
+# than arithmetic. On large snapshots the blocks are scanned on ``EngineConfig.scan_threads`` background threads
+# (simsimd and torch release the GIL) while the caller scores BM25 on its own thread, then the caller scans the blocks
+# no thread has started (``DenseScan._settle``). Default (``livemem.settings.default_scan_threads``): one thread fewer
+# than the cores, at most one (two on 2 cores would hold three threads on two cores while BM25 runs); small snapshots
+# scan on the calling thread (a hand-off costs more than it saves). ``LIVEMEM_SCAN_THREADS=0`` scans on the calling
+# thread always.
 SCAN_BLOCK_ROWS = 65_536
 PARALLEL_MIN_ROWS = 100_000
 
 
-# Approximate first stage (``livemem.index.dense.configure`` sets them from ``DenseSettings``): "auto" uses the graphs
-# segments have, "exact" scans every row; the candidates a graph gives at least. A graph part with at most
-# ``GRAPH_EXACT_ROWS`` allowed rows, or whose filter would need more than ``GRAPH_MAX_COUNT`` candidates or a walk
-# costlier than the rows themselves (``WALK_COST``), is scored exactly over its allowed rows instead.
-ANN_MODE = "auto"
-ANN_CANDIDATES = 200
-ANN_BREADTH = 600
+# Approximate first stage (``EngineConfig.ann``: "auto" uses the graphs segments have, "exact" scans every row;
+# ``ann_candidates``: the candidates a graph gives at least; ``ann_breadth``: the rows a walk keeps in view). A graph
+# part with at most ``GRAPH_EXACT_ROWS`` allowed rows, or whose filter would need more than ``GRAPH_MAX_COUNT``
+# candidates or a walk costlier than the rows themselves (``WALK_COST``), is scored exactly over its allowed rows.
 GRAPH_EXACT_ROWS = 20_000
 GRAPH_MAX_COUNT = 20_000
 # A walk for ``count`` candidates reads about WALK_COST times as much as scoring ``count`` rows exactly (each step
@@ -108,30 +110,25 @@ GRAPH_MAX_COUNT = 20_000
 WALK_COST = 8
 
 
-def scan_threads(configured: int | None = None) -> int:
-    """How many background threads scan: ``configured`` (``LIVEMEM_SCAN_THREADS``), else the default above."""
-    return configured if configured is not None else min(2, os.cpu_count() or 1) - 1
-
-
-SCAN_THREADS = scan_threads()  # livemem.index.dense.configure sets the configured number
-_POOLS: dict[str, ThreadPoolExecutor] = {}
+_POOLS: dict[tuple[str, int], ThreadPoolExecutor] = {}
 _POOL_LOCK = threading.Lock()
 
 
 def _shared_pool(name: str, threads: int) -> ThreadPoolExecutor | None:
-    """The process's one pool called ``name`` (made at the first call); None for no threads."""
+    """The process's one pool called ``name`` with ``threads`` threads (made at the first call); None for none."""
     if threads <= 0:
         return None
     with _POOL_LOCK:
-        if name not in _POOLS:
-            _POOLS[name] = ThreadPoolExecutor(threads, thread_name_prefix=name)
-        return _POOLS[name]
+        if (name, threads) not in _POOLS:
+            _POOLS[name, threads] = ThreadPoolExecutor(threads, thread_name_prefix=name)
+        return _POOLS[name, threads]
 
 
-def scan_pool() -> ThreadPoolExecutor | None:
-    """The background threads of the dense scan (None when ``SCAN_THREADS`` is 0); the retriever also scores BM25
-    on it while the request's thread encodes the query."""
-    return _shared_pool("dense-scan", SCAN_THREADS)
+def scan_pool(threads: int) -> ThreadPoolExecutor | None:
+    """The background threads of the dense scan (``EngineConfig.scan_threads``; None for 0): one pool per process
+    and thread count, shared by every snapshot configured with it (``DenseRows.scan_pool``); the retriever also
+    scores BM25 on it while the request's thread encodes the query."""
+    return _shared_pool("dense-scan", threads)
 
 
 def walk_pool() -> ThreadPoolExecutor | None:
@@ -289,7 +286,7 @@ class DenseScan:
         return tuple(int(i) for i in np.searchsorted(self.allowed, [start, end]))
 
     def _first_stage(self) -> None:
-        kernel = first_stage_kernel()
+        kernel = self.dense.kernel()
         if kernel is None or not np.all(np.isfinite(self.query)):
             return
         parts = [packed(dense, kernel) for dense, _ in self.dense.parts]
@@ -313,7 +310,7 @@ class DenseScan:
                 first, end, local = self.dense.block_rows(p, a, b)
                 out = None if local is False else approx[self.dense.offsets[p] + first : self.dense.offsets[p] + end]
                 jobs.append((p, block, out, None if local is False or local is True else local))
-        pool = scan_pool() if self.dense.size >= PARALLEL_MIN_ROWS and len(jobs) > 1 else None
+        pool = self.dense.scan_pool() if self.dense.size >= PARALLEL_MIN_ROWS and len(jobs) > 1 else None
         if pool is None:
             self._assemble(parts, jobs, [_scan_block(kernel, query, *job[1:]) for job in jobs], approx)
         else:  # the blocks are scanned on the pool while the caller goes on (BM25): ``_settle`` collects them
@@ -393,9 +390,10 @@ class DenseScan:
         exact scores. Each graph part gives ``count`` candidates (``need`` below, for its share of k, over the fraction
         of its rows allowed); while the lowest score a part gave, at its rows' highest weight, could still reach the
         k-th best weighted score of all candidates, that part is asked for four times as many."""
-        # at least ANN_CANDIDATES (the top 10 a user reads), 4k for a deeper ranking, and k plus ANN_CANDIDATES for
-        # a deep one (hybrid fusion asks for 1000): a miss near its end moves no answer a user reads
+        # at least ``ann_candidates`` (the top 10 a user reads), 4k for a deeper ranking, and k plus ``ann_candidates``
+        # for a deep one (hybrid fusion asks for 1000): a miss near its end moves no answer a user reads
         # (bench/scale.py measures the final top 10)
+        margin = self.dense.config.ann_candidates
         found: dict[int, tuple[np.ndarray, float | None]] = {}  # part -> (its allowed candidates, lowest score given)
         counts: dict[int, int] = {}
         for p in self._graph_parts:
@@ -403,7 +401,7 @@ class DenseScan:
             # the part's share of the top k, in proportion to its allowed rows (a memory written as two segments of
             # 1M walks each for about half of a deep list); a part holding more than its share is asked again below
             k_part = min(k, -(-k * (b - a) // max(1, self.allowed.size)))
-            need = max(ANN_CANDIDATES, min(4 * k_part, k_part + ANN_CANDIDATES))
+            need = max(margin, min(4 * k_part, k_part + margin))
             segment_rows = self.dense.parts[p][0].shape[0]
             count = min(segment_rows, -(-need * segment_rows // max(1, b - a)))
             if b - a <= max(GRAPH_EXACT_ROWS, need, WALK_COST * count) or count > GRAPH_MAX_COUNT:
@@ -444,7 +442,7 @@ class DenseScan:
         """The allowed snapshot rows among the ``count`` candidates ``part``'s graph gives, and the lowest exact
         score of those candidates (allowed or not; None: the graph gave every row of its segment)."""
         vectors, _ = self.dense.parts[part]
-        keys = self.dense.graphs[part].search(self.query, count, ANN_BREADTH)
+        keys = self.dense.graphs[part].search(self.query, count, self.dense.config.ann_breadth)
         if keys.size == 0:
             return keys, None
         exact = gathered_scores(vectors, keys, self.query)
@@ -547,7 +545,8 @@ def _kth_at_most(a: np.ndarray, k: int) -> float:
 
 
 def _graph_parts(dense: DenseRows, query: np.ndarray) -> list[int]:
-    """The parts whose graph answers this query: those with one, when ``ANN_MODE`` is "auto" and the query finite."""
+    """The parts whose graph answers this query: those with one, when ``EngineConfig.ann`` is "auto" and the query
+    finite."""
     if not dense.walks or not np.all(np.isfinite(query)):
         return []
     return [p for p, g in enumerate(dense.graphs) if g is not None and dense.parts[p][1].size]

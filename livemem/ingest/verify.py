@@ -33,6 +33,7 @@ from livemem.index import records
 from livemem.ingest.build import build_version
 from livemem.ingest.layout import SKIP_COLUMNS
 from livemem.model.embedding import Embedder
+from livemem.settings import EngineConfig
 from livemem.sources.config import SourcesConfig
 from livemem.sources.gitsource import GitSource
 from livemem.version import connect
@@ -86,12 +87,18 @@ class Comparison:
         )
 
 
-def compare_versions(published: Path, reference: Path, chroma_server: tuple[str, int] | None = None) -> Comparison:
+def compare_versions(
+    published: Path,
+    reference: Path,
+    chroma_server: tuple[str, int] | None = None,
+    engine: EngineConfig | None = None,
+) -> Comparison:
     """Compare the chunk-owned parts of two version directories (``reference`` is the from-scratch build;
-    ``chroma_server``: the Chroma server the configuration names, where versions may keep their vectors)."""
+    ``chroma_server``: the Chroma server the configuration names, where versions may keep their vectors; ``engine``:
+    how they are loaded, the home's ``IndexHome.engine``)."""
     result = Comparison()
     _compare_tables(published, reference, result)
-    _compare_retrieval(published, reference, result)
+    _compare_retrieval(published, reference, result, engine)
     _compare_vectors(published, reference, result, chroma_server)
     _compare_manifests(published, reference, result)
     return result
@@ -151,14 +158,14 @@ def _compare_tables(published: Path, reference: Path, result: Comparison) -> Non
 
 
 # --- retrieval snapshot -------------------------------------------------------------------------------------
-def _compare_retrieval(published: Path, reference: Path, result: Comparison) -> None:
+def _compare_retrieval(published: Path, reference: Path, result: Comparison, engine: EngineConfig | None) -> None:
     """What serving answers from, compared logically (segments may be laid out differently): the same chunk ids,
     the same vector per id, and the same BM25 score per id for sample queries under every access-level scope
     (the term statistics of a version equal those of a from-scratch build)."""
     from livemem.version.reader import IndexUnavailable, load_snapshot_at
 
     try:
-        got, want = load_snapshot_at(published), load_snapshot_at(reference)
+        got, want = load_snapshot_at(published, engine=engine), load_snapshot_at(reference, engine=engine)
     except IndexUnavailable as exc:
         result.general.append(f"retrieval data unreadable: {exc}")
         return
@@ -367,7 +374,7 @@ def rebuild_and_compare(
     if gone:  # rebuilding without them would list every file of theirs as a difference
         return RebuildReport(version, Comparison(unrebuildable=gone), notes, {})
     with tempfile.TemporaryDirectory(prefix="livemem-rebuild-", dir=home.root) as tmp, home.write_lock():
-        scratch = IndexHome(Path(tmp) / "home", cache_dir=home.cache_dir)
+        scratch = IndexHome(Path(tmp) / "home", cache_dir=home.cache_dir, engine=home.engine)
         scratch.chroma_server = config.chroma_server  # its build wrote there: its collections are deleted there
         built = build_version(config, scratch, embedder, force=True, commits=commits)
         if built.version_id is None:
@@ -393,7 +400,7 @@ def rebuild_and_compare(
                     f"{entry.get('extractors')} (an extractor was upgraded: the next build extracts them again)"
                 )
         try:
-            comparison = compare_versions(home.version_dir(version), reference, config.chroma_server)
+            comparison = compare_versions(home.version_dir(version), reference, config.chroma_server, home.engine)
         finally:
             shutil.rmtree(scratch.staging, ignore_errors=True)
             scratch._gc_vectors()  # a Chroma server keeps collections until no version of the home names them

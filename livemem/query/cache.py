@@ -1,4 +1,5 @@
-"""A bounded, thread-safe LRU cache of query results with hit and miss counters.
+"""A bounded, thread-safe LRU cache of query results with hit and miss counters (``cachetools.LRUCache`` behind a
+lock, as every bounded cache of the process: docs/caches.md).
 
 Keys include the index version and the model id, so a newly published version can never serve a result
 computed on an older one; entries of older versions simply age out.
@@ -8,8 +9,9 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict
 from typing import Any
+
+from cachetools import LRUCache
 
 
 def normalise_query(text: str) -> str:
@@ -27,8 +29,8 @@ class ResultCache:
         self.max_entries = max_entries
         self.hits = 0
         self.misses = 0
-        self._entries: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
+        self._entries: LRUCache[str, Any] = LRUCache(maxsize=max(1, max_entries))  # 0: put keeps nothing
+        self._lock = threading.Lock()  # cachetools caches are not thread-safe (a get reorders too)
 
     def get(self, key: str) -> Any | None:
         with self._lock:
@@ -36,7 +38,6 @@ class ResultCache:
             if value is None:
                 self.misses += 1
                 return None
-            self._entries.move_to_end(key)
             self.hits += 1
             return value
 
@@ -44,10 +45,7 @@ class ResultCache:
         if self.max_entries <= 0:
             return
         with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+            self._entries[key] = value  # the least recently used entry goes when it is full
 
     def __len__(self) -> int:
         return len(self._entries)

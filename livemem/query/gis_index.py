@@ -34,11 +34,13 @@ from typing import Any
 
 import duckdb
 import numpy as np
+from cachetools import LRUCache
 
 from livemem.errors import LivingMemoryError
 from livemem.geo.names import tidy_county_key
 from livemem.index.bounds import INT8_MAX_NORM, max_row_norm
 from livemem.index.dense import DenseRows, Int8Codes, quantize_int8, share_int8
+from livemem.settings import EngineConfig
 from livemem.version import connect, mapped, parts_dir
 
 log = logging.getLogger(__name__)
@@ -520,7 +522,9 @@ def _read_arrays(version_dir: Path) -> tuple[dict[str, np.ndarray], dict[str, An
     return arrays, meta
 
 
-def _index(version_dir: Path, arrays: Mapping[str, np.ndarray], meta: dict[str, Any]) -> GisIndex:
+def _index(
+    version_dir: Path, arrays: Mapping[str, np.ndarray], meta: dict[str, Any], engine: EngineConfig | None = None
+) -> GisIndex:
     size = int(meta["entities"])
     table = mapped.Table({k[2:]: v for k, v in arrays.items() if k.startswith("e.")}, ENTITY_KINDS, size)
     dense = arrays["dense"]
@@ -542,7 +546,9 @@ def _index(version_dir: Path, arrays: Mapping[str, np.ndarray], meta: dict[str, 
         path=version_dir,
         table=table,
         dense=dense,
-        vectors=DenseRows([(dense, np.arange(size, dtype=np.int64))], int(dense.shape[1]), graphs=[graph]),
+        vectors=DenseRows(
+            [(dense, np.arange(size, dtype=np.int64))], int(dense.shape[1]), graphs=[graph], config=engine
+        ),
         lon=arrays["lon"],
         lat=arrays["lat"],
         lon_order=arrays["lon_order"],
@@ -580,10 +586,11 @@ def _graph(version_dir: Path, size: int) -> Any:
     return open_recorded(version_dir / GIS / GRAPH_FILE, meta, what)
 
 
-def load_gis_index(version_dir: Path) -> GisIndex | None:
+def load_gis_index(version_dir: Path, engine: EngineConfig | None = None) -> GisIndex | None:
     """The GIS part of a version directory, mapped from its GIS serving copy (written first, from the version's
     files, when this machine has none yet; held in this process's memory when no copy can be written); None when
-    the version holds no GBIM export.
+    the version holds no GBIM export. ``engine``: the caller's ``EngineConfig`` (where the copy is, how its vectors
+    are scanned; None: ``EngineConfig.defaults()``).
 
     Raises LivingMemoryError when the export is there but cannot be read (ids and tables disagree, ...).
     """
@@ -592,7 +599,8 @@ def load_gis_index(version_dir: Path) -> GisIndex | None:
     if not (gis / "ids.json").is_file():
         return None
     try:
-        root = mapped.cache_root(parts_dir(version_dir))
+        engine = engine if engine is not None else EngineConfig.defaults()
+        root = mapped.cache_root(parts_dir(version_dir), engine.serving_cache)
         name = copy_name(version_dir)
         found = mapped.open_copy(root, name)
         if found is None:
@@ -600,12 +608,12 @@ def load_gis_index(version_dir: Path) -> GisIndex | None:
             if mapped.writable(root):
                 mapped.write_copy(root, name, arrays, meta)
                 found = mapped.open_copy(root, name)
-                prune_copies(version_dir)
+                prune_copies(version_dir, engine.serving_cache)
             if found is None:
-                return _index(version_dir, arrays, meta)
+                return _index(version_dir, arrays, meta, engine)
             del arrays
         meta, arrays = found
-        return _index(version_dir, arrays, meta)
+        return _index(version_dir, arrays, meta, engine)
     except (OSError, ValueError, KeyError, duckdb.Error) as exc:
         raise LivingMemoryError(
             f"the GIS part of index version {version_dir.name} cannot be read ({type(exc).__name__}: {exc}); "
@@ -613,12 +621,13 @@ def load_gis_index(version_dir: Path) -> GisIndex | None:
         ) from exc
 
 
-def prune_copies(version_dir: Path) -> list[str]:
-    """Remove the GIS serving copies of the home of ``version_dir`` that no version of it (published or staged)
-    reads any more (``livemem.version.mapped.prune`` removes the segments' copies, by segment); run when a copy is
-    written. A worker still mapping a removed copy keeps its pages."""
+def prune_copies(version_dir: Path, serving_cache: Path | None = None) -> list[str]:
+    """Remove the GIS serving copies (under ``serving_cache``: ``EngineConfig.serving_cache``) of the home of
+    ``version_dir`` that no version of it (published or staged) reads any more (``livemem.version.mapped.prune``
+    removes the segments' copies, by segment); run when a copy is written. A worker still mapping a removed copy
+    keeps its pages."""
     home = Path(version_dir).resolve().parent.parent
-    root = mapped.cache_root(parts_dir(version_dir))
+    root = mapped.cache_root(parts_dir(version_dir), serving_cache)
     wanted = set()
     for folder in ("versions", "staging"):
         for directory in (home / folder).glob("*") if (home / folder).is_dir() else ():
@@ -632,29 +641,29 @@ def prune_copies(version_dir: Path) -> list[str]:
     return removed
 
 
-_CACHE: dict[str, GisIndex | None] = {}
-_CACHE_LOCK = threading.Lock()
 CACHED_VERSIONS = 4
+# (version directory, engine config) -> its GIS index (None: the version has none)
+_CACHE: LRUCache[tuple[str, EngineConfig], GisIndex | None] = LRUCache(maxsize=CACHED_VERSIONS)
+_CACHE_LOCK = threading.Lock()  # also serialises loading: two requests for a version load it once
 
 
-def cached_gis_index(version_dir: str) -> GisIndex | None:
-    """``load_gis_index`` once per (immutable) version directory and process, shared by every caller (the last
-    ``CACHED_VERSIONS`` versions). A copy found changed under its mapping (``GisIndex.intact``) is dropped, removed
-    and written again before this caller reads from it (a truncated mapped file would end the process)."""
-    key = str(version_dir)
+def cached_gis_index(version_dir: str, engine: EngineConfig | None = None) -> GisIndex | None:
+    """``load_gis_index`` once per (immutable) version directory, engine config (the snapshot's, ``Snapshot.engine``;
+    None: ``EngineConfig.defaults()``) and process, shared by every caller (the last ``CACHED_VERSIONS`` versions
+    used). A copy found changed under its mapping (``GisIndex.intact``) is dropped, removed and written again before
+    this caller reads from it (a truncated mapped file would end the process)."""
+    engine = engine if engine is not None else EngineConfig.defaults()
+    key = (str(version_dir), engine)
     with _CACHE_LOCK:
-        found = _CACHE.get(key, False)
+        found = _CACHE.get(key, False)  # a hit makes it the most recently used
         if found is not False:
             if found is None or found.intact():
-                _CACHE[key] = _CACHE.pop(key)  # most recently used last
                 return found
             del _CACHE[key]
             if found.guard is not None:
-                mapped.discard(mapped.cache_root(parts_dir(Path(key))), copy_name(Path(key)), found.guard)
-        loaded = load_gis_index(Path(key))
-        _CACHE[key] = loaded
-        while len(_CACHE) > CACHED_VERSIONS:
-            _CACHE.pop(next(iter(_CACHE)))
+                root = mapped.cache_root(parts_dir(Path(key[0])), engine.serving_cache)
+                mapped.discard(root, copy_name(Path(key[0])), found.guard)
+        loaded = _CACHE[key] = load_gis_index(Path(key[0]), engine)
         return loaded
 
 

@@ -30,7 +30,7 @@ from functools import partial
 import numpy as np
 
 from livemem.dates import date_mask
-from livemem.index.dense import DenseScan, scan_pool
+from livemem.index.dense import DenseScan
 from livemem.index.scan import walk_pool
 from livemem.index.work import SharedWork
 from livemem.model.embedding import Embedder
@@ -97,7 +97,7 @@ class Retriever:
         allowed = None if candidates.size == snap.size else mask
         bm25_list = (query.text, allowed, fusion.depth if fusion.sparse_depth is None else fusion.sparse_depth)
         if candidates.size and query.mode in ("dense", "hybrid"):
-            pool = scan_pool() if sparse_wanted else None
+            pool = snap.dense.scan_pool() if sparse_wanted else None
             # with graphs (livemem.index.ann) the dense side is a walk on this thread, not a scan on the pool
             walk = query.mode == "hybrid" and snap.dense.walks
             if vector is None:

@@ -27,8 +27,9 @@ that truncates a copy while a request is between that check and its reads (milli
 such a process can end it anyway (``kill``), and uvicorn starts a new one.
 
 Where: ``LIVEMEM_SERVING_CACHE`` if set (for example a local directory or tmpfs shared by the workers of one
-machine when the index home is mounted read-only), else ``<home>/cache/serving``. The entry point reads it once and
-passes it down (``configure``: the serving state, the Dagster code location, the CLI). When the directory cannot be
+machine when the index home is mounted read-only), else ``<home>/cache/serving``. The entry point reads it once into
+its ``livemem.settings.EngineConfig`` (``serving_cache``) and passes it down: ``IndexHome.engine`` (the serving
+state, the Dagster code location, the CLI), which the loader hands to ``cache_root``. When the directory cannot be
 written, a worker keeps what it read in its own memory, as before, and says so once in its log.
 
 Rows are stored by column. A text column is dictionary-encoded: ``<col>.codes`` (int32 per row, -1 for
@@ -57,8 +58,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from livemem.settings import CacheSettings
-
 log = logging.getLogger(__name__)
 
 SERVING_CACHE_ENV = "LIVEMEM_SERVING_CACHE"
@@ -69,24 +68,13 @@ _WARNED: set[str] = set()
 _WARN_LOCK = threading.Lock()
 
 
-SERVING_CACHE: Path | None = None  # LIVEMEM_SERVING_CACHE as the entry point passed it (``configure``)
-
-
-def configure(caches: CacheSettings) -> None:
-    """This process's serving-copy directory: ``caches.serving_cache`` (``LIVEMEM_SERVING_CACHE``; None: each home's
-    ``cache/serving``). A process knob like the dense scan's (``livemem.index.dense.configure``): every worker of a
-    machine must agree on it, and the segment cache that uses it is the process's."""
-    global SERVING_CACHE
-    SERVING_CACHE = caches.serving_cache
-
-
-def cache_root(parts: Path) -> Path:
-    """Where serving copies of the segments in ``parts`` (``<home>/parts``) live (``configure``)."""
-    configured = SERVING_CACHE
-    if configured:
+def cache_root(parts: Path, serving_cache: Path | None = None) -> Path:
+    """Where serving copies of the segments in ``parts`` (``<home>/parts``) live: under ``serving_cache``
+    (``EngineConfig.serving_cache``, ``LIVEMEM_SERVING_CACHE``) when given, else the home's ``cache/serving``."""
+    if serving_cache:
         # one directory may serve several homes: a subdirectory per home keeps their copies (and pruning) apart
         home = hashlib.sha256(str(Path(parts).resolve().parent).encode()).hexdigest()[:16]
-        return Path(configured) / home
+        return Path(serving_cache) / home
     return Path(parts).resolve().parent / "cache" / "serving"
 
 

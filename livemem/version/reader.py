@@ -15,6 +15,11 @@ no per-row objects (``Rows`` reads a row when a response needs it). The index's 
 file damaged on disk later cannot crash a worker: a damaged version is a 503 naming it, and a worker keeps the
 version it already holds. Messages for callers name versions and files relative to the version, never server paths
 (those are logged).
+
+How a snapshot is read and searched is its ``EngineConfig`` (``livemem.settings``): the loader takes it from the home
+(``IndexHome.engine``, which the entry point sets from ``EngineConfig.from_env()``) or as ``load_snapshot_at(engine=)``
+(default: ``EngineConfig.defaults()``, never the environment), maps the segments' serving copies where it says and
+hands it to the snapshot's ``DenseRows`` (``Snapshot.engine``). Two snapshots of one process may hold different ones.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -42,6 +47,7 @@ from livemem.geo.home import Home, home_of
 from livemem.index import records
 from livemem.index.dense import DenseRows
 from livemem.index.sparse import HEADINGS_WEIGHT, Pieces, Postings, SparseScorer, heading_text
+from livemem.settings import EngineConfig
 from livemem.version import connect, mapped, parts_dir
 from livemem.version.mapped import Table
 from livemem.version.schema import LAYOUT_VERSION
@@ -119,6 +125,20 @@ class Snapshot:
     @property
     def size(self) -> int:
         return len(self.ids)
+
+    @property
+    def engine(self) -> EngineConfig:
+        """The engine config this snapshot was loaded with (its ``DenseRows.config``): its scans' knobs and where its
+        serving copies are."""
+        return self.dense.config
+
+    def with_engine(self, engine: EngineConfig) -> Snapshot:
+        """The same loaded version (the same segments, columns and connection: close only one) searched under
+        ``engine``'s dense knobs, for a benchmark comparing settings in one process; the serving copies stay those
+        it was loaded from, so ``engine.serving_cache`` must be this snapshot's."""
+        if engine.serving_cache != self.engine.serving_cache:
+            raise ValueError("with_engine changes the search, not where the serving copies are: load it again")
+        return replace(self, dense=self.dense.with_config(engine))
 
     def damaged_segments(self) -> list[Segment]:
         """The segments whose mapped serving copy is no longer the size it was verified at (``Segment.intact``:
@@ -233,7 +253,7 @@ class Snapshot:
                 rows = np.asarray(members["seg_row"], dtype=np.int64)
                 located: dict[str, tuple[Table, int]] = {}
                 for segment_id in dict.fromkeys(segments.tolist()):
-                    segment = SEGMENTS.get(parts_dir(self.path), segment_id)
+                    segment = SEGMENTS.get(parts_dir(self.path), segment_id, self.engine.serving_cache)
                     self._parent_segments.append(segment)
                     table = segment.parents
                     if table is None:
@@ -316,13 +336,17 @@ def heading_postings(segment: Segment) -> Postings:
 
 
 def load_snapshot(home: IndexHome, version_id: str) -> Snapshot:
-    """Load a published version for retrieval; raises IndexUnavailable saying what is wrong and what to run."""
-    return load_snapshot_at(home.version_dir(version_id), version_id)
+    """Load a published version for retrieval under the home's engine config (``IndexHome.engine``); raises
+    IndexUnavailable saying what is wrong and what to run."""
+    return load_snapshot_at(home.version_dir(version_id), version_id, home.engine)
 
 
-def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
-    """Load the version in directory ``path`` (published or staged) for retrieval."""
+def load_snapshot_at(path: Path, version_id: str | None = None, engine: EngineConfig | None = None) -> Snapshot:
+    """Load the version in directory ``path`` (published or staged) for retrieval, under ``engine`` (the caller's
+    ``EngineConfig``; None: ``EngineConfig.defaults()``): its segments mapped from the serving copies there, its
+    scans configured by it."""
     version_id = version_id or path.name
+    engine = engine if engine is not None else EngineConfig.defaults()
     con = None
     try:
         manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
@@ -353,7 +377,7 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
         for s in order:
             if s not in held:
                 continue
-            segment = SEGMENTS.get(parts, s)
+            segment = SEGMENTS.get(parts, s, engine.serving_cache)
             if int(held[s]) != segment.size:
                 raise ValueError(f"held_segments records {held[s]} rows of {s}, which has {segment.size}")
             kept = np.arange(segment.size, dtype=np.int64)
@@ -364,7 +388,7 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             if kept.size:  # a segment none of whose rows is held holds nothing of this version
                 segments.append((segment, kept))
         SEGMENTS.retain(parts, set(order) | _still_held())
-        _prune_copies(parts)
+        _prune_copies(parts, engine.serving_cache)
         sparse_parts = []
         offset = 0
         for segment, seg_rows in segments:
@@ -386,6 +410,7 @@ def load_snapshot_at(path: Path, version_id: str | None = None) -> Snapshot:
             [s.graph for s, _ in segments],
             # the first part starts at row 0: its segment rows' snapshot positions are their positions in the part
             {0: sparse_parts[0][1]} if sparse_parts else None,
+            config=engine,
         )
         dense.prepare()  # new segments packed for the first stage (``livemem.index.scan``), now, not on a first query
         row_of = RowOf([(segment_rows(segment), positions) for segment, positions in sparse_parts], ids)
@@ -667,11 +692,11 @@ class RowOf(Mapping[str, int]):
 _HELD: weakref.WeakSet[Snapshot] = weakref.WeakSet()  # snapshots alive in this process: their segments stay loaded
 
 
-def _prune_copies(parts: Path) -> None:
+def _prune_copies(parts: Path, serving_cache: Path | None) -> None:
     """Remove serving copies of segments gone from ``parts`` (the build removes those in the home's own cache;
     this covers a cache elsewhere, ``LIVEMEM_SERVING_CACHE``)."""
     try:
-        mapped.prune(mapped.cache_root(parts), parts)
+        mapped.prune(mapped.cache_root(parts, serving_cache), parts)
     except OSError as exc:
         log.info("serving copies not pruned: %s", exc)
 
@@ -796,6 +821,7 @@ class IndexReader:
 
     ``snapshot()`` is cheap (a read of the small ``CURRENT`` file at most every ``refresh_interval_s``). When
     ``CURRENT`` has moved, one caller loads the new version while the others keep answering from the old one.
+    Every version is loaded under the home's engine config (``IndexHome.engine``: ``engine``).
     """
 
     def __init__(self, home: IndexHome, refresh_interval_s: float = 0.0, retry_failed_s: float = 5.0) -> None:
@@ -808,6 +834,11 @@ class IndexReader:
         self._failure: tuple[str, float, IndexUnavailable] | None = None
         self._load_lock = threading.Lock()
         self.swaps = 0
+
+    @property
+    def engine(self) -> EngineConfig:
+        """The engine config the versions are loaded under (the home's)."""
+        return self.home.engine
 
     @property
     def loaded(self) -> Snapshot | None:
@@ -885,7 +916,7 @@ class IndexReader:
                 "index version %s: the serving copies of %s changed on disk under this worker; loading it again",
                 snap.version_id, ", ".join(s.id for s in damaged),
             )  # fmt: skip
-            SEGMENTS.discard(parts_dir(snap.path), damaged)
+            SEGMENTS.discard(parts_dir(snap.path), damaged, snap.engine.serving_cache)
             self._snapshot = None
             self._failure = None
         return None

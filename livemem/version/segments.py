@@ -349,10 +349,11 @@ def _segment(segment_id: str, meta: dict[str, Any], arrays: dict[str, np.ndarray
     )
 
 
-def load_segment(parts: Path, segment_id: str) -> Segment:
-    """A segment for serving: mapped from its serving copy, written first (from its verified files) if there is
-    none yet; held in memory when no copy can be written."""
-    root = mapped.cache_root(parts)
+def load_segment(parts: Path, segment_id: str, serving_cache: Path | None = None) -> Segment:
+    """A segment for serving: mapped from its serving copy (under ``serving_cache``, ``EngineConfig.serving_cache``:
+    ``mapped.cache_root``), written first (from its verified files) if there is none yet; held in memory when no
+    copy can be written."""
+    root = mapped.cache_root(parts, serving_cache)
     found = mapped.open_copy(root, segment_id)
     verify = found is None  # the segment's files (and its graph) are checked when the machine's copy is written
     if found is None:
@@ -395,32 +396,34 @@ def _graph(parts: Path, segment_id: str, verify: bool) -> Graph | None:
 
 class SegmentCache:
     """Segments loaded by this process, shared by the snapshots that use them: switching to a new version loads
-    only the segments it adds. Keeps the segments of the last ``keep`` snapshots loaded."""
+    only the segments it adds. Keeps the segments of the last ``keep`` snapshots loaded. A segment is keyed by its
+    serving-copy directory too (``serving_cache``): snapshots loaded under different engine configs map their own."""
 
     def __init__(self) -> None:
-        self._loaded: OrderedDict[tuple[str, str], Segment] = OrderedDict()
+        self._loaded: OrderedDict[tuple[str, str, str], Segment] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, parts: Path, segment_id: str) -> Segment:
-        key = (str(parts), segment_id)
+    def get(self, parts: Path, segment_id: str, serving_cache: Path | None = None) -> Segment:
+        key = (str(parts), segment_id, str(serving_cache or ""))
         with self._lock:
             found = self._loaded.get(key)
             if found is not None:
                 self._loaded.move_to_end(key)
                 return found
-        segment = load_segment(parts, segment_id)
+        segment = load_segment(parts, segment_id, serving_cache)
         with self._lock:
             self._loaded[key] = segment
         return segment
 
-    def discard(self, parts: Path, segments: list[Segment]) -> None:
+    def discard(self, parts: Path, segments: list[Segment], serving_cache: Path | None = None) -> None:
         """Forget ``segments`` (their serving copies changed under them) and remove those copies, unless another
         worker has already written them again: the next ``get`` loads each from its verified files."""
-        root = mapped.cache_root(parts)
+        root = mapped.cache_root(parts, serving_cache)
         with self._lock:
             for segment in segments:
-                if self._loaded.get((str(parts), segment.id)) is segment:
-                    del self._loaded[(str(parts), segment.id)]
+                key = (str(parts), segment.id, str(serving_cache or ""))
+                if self._loaded.get(key) is segment:
+                    del self._loaded[key]
         for segment in segments:
             if segment.guard is not None:
                 mapped.discard(root, segment.id, segment.guard)
@@ -432,8 +435,9 @@ class SegmentCache:
                 del self._loaded[key]
 
 
-def gc_parts(home_root: Path, referenced: set[str]) -> list[str]:
-    """Remove segments no version names; the caller holds the home's write lock (no build is writing one)."""
+def gc_parts(home_root: Path, referenced: set[str], serving_cache: Path | None = None) -> list[str]:
+    """Remove segments no version names, and their serving copies (under ``serving_cache``: ``IndexHome.engine``);
+    the caller holds the home's write lock (no build is writing one)."""
     parts = Path(home_root) / "parts"
     if not parts.is_dir():
         return []
@@ -442,7 +446,7 @@ def gc_parts(home_root: Path, referenced: set[str]) -> list[str]:
         if entry.name.startswith(".tmp-") or (entry.name.startswith("seg-") and entry.name not in referenced):
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry.name)
-    mapped.prune(mapped.cache_root(parts), parts)  # their serving copies go with them
+    mapped.prune(mapped.cache_root(parts, serving_cache), parts)  # their serving copies go with them
     return removed
 
 

@@ -37,6 +37,7 @@ from filelock import FileLock
 
 from livemem.dates import iso, utc_now
 from livemem.errors import LivingMemoryError, PublishConflict
+from livemem.settings import EngineConfig
 from livemem.sources.config import Retention
 from livemem.version import PARTS, parts_dir
 from livemem.version.owners import Owner
@@ -67,8 +68,17 @@ class IndexHome:
     # the server collections no kept version references. None: no server, nothing to delete there.
     chroma_server: tuple[str, int] | None = None
 
-    def __init__(self, root: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        cache_dir: str | os.PathLike[str] | None = None,
+        engine: EngineConfig | None = None,
+    ) -> None:
         self.root = Path(root).resolve()
+        # How this process reads the home's versions (the entry point's ``EngineConfig``, ``EngineConfig.from_env()``;
+        # None: the defaults): the dense scan's knobs and where serving copies live. ``load_snapshot``,
+        # ``IndexReader`` and ``OpenVersions`` hand it to the snapshots they load; pruning removes the copies there.
+        self.engine = engine if engine is not None else EngineConfig.defaults()
         self.versions = self.root / "versions"
         self.staging = self.root / "staging"
         # Another home's cache may be shared (``verify --rebuild`` rebuilds into a temporary home with the live
@@ -303,7 +313,7 @@ class IndexHome:
         from livemem.version.vectors import gc_server_collections
 
         gc_server_collections(self.root, self.chroma_server)
-        gc_parts(self.root, self.referenced_segments())
+        gc_parts(self.root, self.referenced_segments(), self.engine.serving_cache)
 
     def referenced_segments(self) -> set[str]:
         """Segments named by a published version or a complete staged one."""
@@ -350,7 +360,8 @@ class IndexHome:
         elif parts.is_dir() and any(p.name.startswith(".tmp-") for p in parts.iterdir()):
             from livemem.version.segments import gc_parts
 
-            gc_parts(self.root, self.referenced_segments())  # a segment half-written by a killed writer
+            # a segment half-written by a killed writer
+            gc_parts(self.root, self.referenced_segments(), self.engine.serving_cache)
         return doomed
 
     def _owner_alive(self, version_id: str) -> bool:

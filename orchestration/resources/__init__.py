@@ -13,9 +13,8 @@ from dagster import ConfigurableResource, DagsterInstance, EnvVar, InitResourceC
 from pydantic import Field, PrivateAttr
 
 from livemem.model.embedding import Embedder
-from livemem.settings import CacheSettings, ChromaSettings, EncoderSettings, PathSettings, TraceSettings
+from livemem.settings import CacheSettings, ChromaSettings, EncoderSettings, EngineConfig, PathSettings, TraceSettings
 from livemem.sources.config import SourcesConfig, load_sources
-from livemem.version import mapped
 from livemem.version.owners import Owner
 from livemem.version.store import IndexHome
 
@@ -54,9 +53,13 @@ class IndexStoreResource(ConfigurableResource):
         self._instance = context.instance
 
     def home(self) -> IndexHome:
-        home = IndexHome(Path(self.index_dir) if self.index_dir else PathSettings.from_env().index_dir)
+        # the engine config (LIVEMEM_SERVING_CACHE, LIVEMEM_ANN, ...): the serving copies the checks load and pruning
+        # removes, and how the checks search
+        home = IndexHome(
+            Path(self.index_dir) if self.index_dir else PathSettings.from_env().index_dir,
+            engine=EngineConfig.from_env(),
+        )
         home.chroma_server = ChromaSettings.from_env().address  # pruning deletes the collections no version names
-        mapped.configure(CacheSettings.from_env())  # the serving copies the checks load and pruning removes
         if self._run_id is not None:
             home.owner = Owner.this_process(self._run_id)
         if self._instance is not None:

@@ -49,7 +49,7 @@ from serving.models.facts import (
     SparqlResponse,
 )
 from serving.services.gis import gis_index
-from serving.services.paging import CURSOR_MAX_CHARS, encode, http_page, link_next
+from serving.services.paging import Cursor, cursor_query, encode, http_page, link_next
 
 router = APIRouter(tags=["facts"])
 
@@ -150,14 +150,11 @@ def facts(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="at most this many triples", examples=[100])] = 100,
     cursor: Annotated[
-        str | None,
-        Query(
-            min_length=1,
-            max_length=CURSOR_MAX_CHARS,
-            examples=[encode("/facts", VERSION, 100, FACTS_EXAMPLE_FILTERS)],
-            description='the `next_cursor` of the previous page (or its `Link: rel="next"` header, also for RDF), '
-            "with the same filters: the triples after it (422 for a cursor of other filters; 409 for one of another "
-            "index version)",
+        Cursor,
+        cursor_query(
+            encode("/facts", VERSION, 100, FACTS_EXAMPLE_FILTERS),
+            "triples",
+            also=' (or its `Link: rel="next"` header, also for RDF)',
         ),
     ] = None,
 ) -> FactsResponse | Response:

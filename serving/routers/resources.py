@@ -17,7 +17,7 @@ from serving.deps import CurrentSnapshot, KnownQuery
 from serving.models import ErrorBody
 from serving.models.examples import VERSION
 from serving.models.resources import Resource, ResourcesResponse
-from serving.services.paging import CURSOR_MAX_CHARS, encode, http_page, link_next, resources_filters
+from serving.services.paging import Cursor, cursor_query, encode, http_page, link_next, resources_filters
 
 router = APIRouter(tags=["registry"])
 
@@ -68,13 +68,9 @@ def resources(
     ] = False,
     limit: Annotated[int, Query(ge=1, le=500, description="at most this many rows", examples=[20])] = 50,
     cursor: Annotated[
-        str | None,
-        Query(
-            min_length=1,
-            max_length=CURSOR_MAX_CHARS,
-            examples=[encode("/resources", VERSION, 20, resources_filters(None, "Fayette", None, None, None, False))],
-            description="the `next_cursor` of the previous page, with the same filters: the rows after it "
-            "(422 for a cursor of other filters; 409 for one of another index version)",
+        Cursor,
+        cursor_query(
+            encode("/resources", VERSION, 20, resources_filters(None, "Fayette", None, None, None, False)), "rows"
         ),
     ] = None,
 ) -> ResourcesResponse:

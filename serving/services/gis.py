@@ -25,7 +25,7 @@ EXPORT_HINT = "run the Dagster job `export_gbim` (dagster job execute -m orchest
 
 def gis_index(snap: Snapshot) -> GisIndex:
     """The GIS part of the version ``snap`` serves; a 503 naming the job to run when it holds none."""
-    index = cached_gis_index(str(snap.path))
+    index = cached_gis_index(str(snap.path), snap.engine)
     if index is None:
         raise ServiceError(503, f"index version {snap.version_id} holds no GBIM entities: {EXPORT_HINT}")
     return index

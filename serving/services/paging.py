@@ -22,14 +22,29 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Query
 from fastapi.exceptions import RequestValidationError
 
 from serving.services.errors import ServiceError
 
 CURSOR_MAX_CHARS = 512
 FORMAT = 1
+
+# The ``cursor`` query parameter of a paged HTTP route (``GET /facts``, ``GET /resources``); the route adds what its
+# pages hold and an example (``cursor_query``): ``cursor: Annotated[Cursor, cursor_query(...)] = None``.
+Cursor = Annotated[str | None, Query(min_length=1, max_length=CURSOR_MAX_CHARS)]
+
+
+def cursor_query(example: str, rows: str, also: str = "") -> Any:
+    """The description and example of a route's ``Cursor``: its pages list ``rows``; ``also``: where else the
+    previous page gave the next cursor."""
+    return Query(
+        examples=[example],
+        description=f"the `next_cursor` of the previous page{also}, with the same filters: the {rows} after it "
+        "(422 for a cursor of other filters; 409 for one of another index version)",
+    )
 
 
 class CursorError(ServiceError):

@@ -12,6 +12,7 @@ from livemem.index.dense import first_stage_kernel
 from livemem.ingest.build import build_version
 from livemem.query.retrieval import Retriever
 from livemem.query.types import Query
+from livemem.settings import EngineConfig
 from livemem.sources.config import load_sources
 from livemem.version import connect, mapped, reader, segments
 from livemem.version.reader import load_snapshot
@@ -120,10 +121,11 @@ def test_an_unwritable_cache_falls_back_to_private_memory(home_with_two_versions
     home, (_, version) = home_with_two_versions
     blocker = home.root / "not-a-directory"
     blocker.write_text("a file where the cache directory would be\n")
-    monkeypatch.setattr(mapped, "SERVING_CACHE", blocker / "copies")  # LIVEMEM_SERVING_CACHE, passed down
+    engine = EngineConfig.defaults(serving_cache=blocker / "copies")  # LIVEMEM_SERVING_CACHE, passed down
+    home = IndexHome(home.root, engine=engine)
     fresh_process(monkeypatch)
     snap = load_snapshot(home, version)
-    assert not any(reader.SEGMENTS.get(home.root / "parts", s).mapped for s in snap.segments)
+    assert not any(reader.SEGMENTS.get(home.root / "parts", s, engine.serving_cache).mapped for s in snap.segments)
     assert not any(mapped.is_mapped(dense) for dense, _ in snap.dense.parts)
     assert sorted((snap.rows[i] for i in range(snap.size)), key=lambda r: r["chunk_id"]) == sql_rows(home, version)
     result = Retriever(embedder).search(

@@ -52,10 +52,9 @@ def test_a_running_app_keeps_the_personas_and_personal_limits_it_started_with(ho
 
 def test_an_entry_point_holding_the_settings_tree_passes_its_sections(home, embedder, tmp_path, monkeypatch):
     """The MCP server reads the whole tree once and hands the serving state its sections: they win over whatever
-    the environment says later; the serving copies' directory is a process knob set from them."""
+    the environment says later; the serving copies' directory is the engine config's, built from them."""
     from livemem.settings import LivingMemorySettings
 
-    monkeypatch.setattr(mapped, "SERVING_CACHE", None)  # restored after the test: a process knob
     monkeypatch.setenv("LIVEMEM_PERSONAS", json.dumps(FIELD_WORKER))
     monkeypatch.setenv("LIVEMEM_PERSONAL_DIR", str(tmp_path / "personal"))
     monkeypatch.setenv("LIVEMEM_SERVING_CACHE", str(tmp_path / "copies"))
@@ -65,11 +64,12 @@ def test_an_entry_point_holding_the_settings_tree_passes_its_sections(home, embe
     monkeypatch.delenv("LIVEMEM_SERVING_CACHE")
     state = ServingState.from_settings(
         tree.serving.model_copy(update={"index_dir": home.root, "warm_up": False}), embedder,
-        personal=tree.personal, persona_settings=tree.personas, caches=tree.caches,
+        personal=tree.personal, persona_settings=tree.personas, engine=tree.engine,
     )  # fmt: skip
     assert state.personas["field_worker"].heading == HEADING
     assert state.personal.directory == tmp_path / "personal"
-    assert mapped.cache_root(home.root / "parts").parent == tmp_path / "copies"
+    assert state.reader.engine.serving_cache == tmp_path / "copies"
+    assert mapped.cache_root(home.root / "parts", state.reader.engine.serving_cache).parent == tmp_path / "copies"
     monkeypatch.setattr(reader, "SEGMENTS", segments.SegmentCache())  # as in a new worker: nothing loaded yet
     state.reader.snapshot()  # a version loaded now maps its copies there
     assert any((tmp_path / "copies").rglob("arrays.bin"))

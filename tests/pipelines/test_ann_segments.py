@@ -14,7 +14,7 @@ import pytest
 from livemem.index import scan
 from livemem.index.ann import GRAPH_FILE
 from livemem.ingest.build import build_version
-from livemem.settings import BuildSettings
+from livemem.settings import BuildSettings, EngineConfig
 from livemem.sources.config import load_sources
 from livemem.version.reader import load_snapshot
 from livemem.version.store import IndexHome
@@ -49,13 +49,13 @@ def config(tmp_path, repo):
 
 
 @pytest.fixture
-def graph_path(monkeypatch):
-    """The graph answers even for a few rows (by default a part with ≤ 20k allowed rows is scored exactly)."""
+def graph_path(monkeypatch) -> EngineConfig:
+    """The graph answers even for a few rows (by default a part with ≤ 20k allowed rows is scored exactly); the
+    engine config the homes are read with: graphs on, 8 candidates (fewer than the 48 rows: the graph walk decides)."""
     monkeypatch.setattr(scan, "GRAPH_EXACT_ROWS", 4)
-    monkeypatch.setattr(scan, "ANN_MODE", "auto")
-    monkeypatch.setattr(scan, "ANN_CANDIDATES", 8)  # fewer than the 48 rows: the graph walk decides
     monkeypatch.setattr(scan, "WALK_COST", 0)  # (a walk costs more than scoring 48 rows: taken all the same)
-    monkeypatch.setenv("LIVEMEM_ANN_CANDIDATES", "8")  # as the app configures it
+    monkeypatch.setenv("LIVEMEM_ANN_CANDIDATES", "8")  # as the app reads it (EngineConfig.from_env)
+    return EngineConfig.defaults(ann="auto", ann_candidates=8)
 
 
 def segment_meta(home: IndexHome, segment: str) -> dict:
@@ -63,9 +63,9 @@ def segment_meta(home: IndexHome, segment: str) -> dict:
 
 
 def test_a_build_writes_the_graph_outside_the_segment_id_and_serving_answers_as_exact(
-    tmp_path, config, embedder, graph_path, monkeypatch
+    tmp_path, config, embedder, graph_path
 ) -> None:
-    home = IndexHome(tmp_path / "index")
+    home = IndexHome(tmp_path / "index", engine=graph_path)
     version = publish(config, home, embedder, min_rows=10)
     (segment,) = [e["id"] for e in home.manifest(version)["segments"]]
     meta = segment_meta(home, segment)
@@ -77,13 +77,12 @@ def test_a_build_writes_the_graph_outside_the_segment_id_and_serving_answers_as_
     assert not (plain.root / "parts" / segment / GRAPH_FILE).exists()
 
     snap = load_snapshot(home, version)
-    assert snap.dense.graphs[0] is not None
+    assert snap.dense.graphs[0] is not None and snap.engine == graph_path
+    scanned = snap.with_engine(graph_path.replace(ann="exact"))  # the same version, every row scanned
     for question in QUESTIONS:
         vector = embedder.encode([question])[0]
         with_graph = snap.dense.top(vector, 5)
-        monkeypatch.setattr(scan, "ANN_MODE", "exact")
-        exact = snap.dense.top(vector, 5)
-        monkeypatch.setattr(scan, "ANN_MODE", "auto")
+        exact = scanned.dense.top(vector, 5)
         assert np.array_equal(with_graph[0], exact[0]) and np.array_equal(with_graph[1], exact[1])
         assert snap.dense.scan(vector).rest.size == 0  # nothing scanned: the graph gave the candidates
 
@@ -91,7 +90,7 @@ def test_a_build_writes_the_graph_outside_the_segment_id_and_serving_answers_as_
 def test_a_one_file_change_builds_no_graph_and_keeps_the_large_one(
     tmp_path, repo, config, embedder, graph_path
 ) -> None:
-    home = IndexHome(tmp_path / "index")
+    home = IndexHome(tmp_path / "index", engine=graph_path)
     first = publish(config, home, embedder, min_rows=10)
     (big,) = [e["id"] for e in home.manifest(first)["segments"]]
     graph = home.root / "parts" / big / GRAPH_FILE
@@ -114,7 +113,7 @@ def test_a_one_file_change_builds_no_graph_and_keeps_the_large_one(
 
 
 def test_a_damaged_graph_is_left_unused_and_searched_exactly(tmp_path, config, embedder, graph_path, caplog) -> None:
-    home = IndexHome(tmp_path / "index")
+    home = IndexHome(tmp_path / "index", engine=graph_path)
     version = publish(config, home, embedder, min_rows=10)
     (segment,) = [e["id"] for e in home.manifest(version)["segments"]]
     graph = home.root / "parts" / segment / GRAPH_FILE
@@ -154,7 +153,8 @@ def test_the_query_api_answers_the_same_with_the_graph_as_scanning_every_row(
     def answers(mode: str) -> list:
         monkeypatch.setenv("LIVEMEM_ANN", mode)
         got = []
-        with TestClient(create_app(Settings(index_dir=home.root, warm_up=False), embedder)) as client:
+        app = create_app(Settings(index_dir=home.root, warm_up=False), embedder)
+        with TestClient(app) as client:
             for question in QUESTIONS:
                 for body in (
                     {"mode": "dense"},
@@ -164,7 +164,8 @@ def test_the_query_api_answers_the_same_with_the_graph_as_scanning_every_row(
                     r = client.post("/query", json={"query": question, "top_k": 5, **body})
                     assert r.status_code == 200, r.text
                     got.append([(h["chunk_id"], round(h["score"], 6)) for h in r.json()["results"]])
-        assert mode == scan.ANN_MODE
+        engine = app.state.serving.reader.snapshot().engine  # read once, when the app started
+        assert (engine.ann, engine.ann_candidates) == (mode, 8)
         return got
 
     with_graph = answers("auto")
@@ -191,7 +192,7 @@ def test_hybrid_with_bm25_beside_the_walks_answers_as_scored_on_one_thread(
     }
     path = tmp_path / "sources.yaml"
     path.write_text(f"sources:\n  - name: docs\n    repo: {make_repo(files=files).path}\n    collection: docs\n")
-    home = IndexHome(tmp_path / "index")
+    home = IndexHome(tmp_path / "index", engine=graph_path)
     monkeypatch.setattr("livemem.ingest.read.CHUNK_BATCH_FILES", 4)  # segments flushed between batches of 4 files
     result = build_version(load_sources(path), home, embedder, settings=BuildSettings(ann_min_rows=10, segment_rows=16))
     home.publish(result.version_id, result.base_version, retention=50)
@@ -220,8 +221,8 @@ def test_hybrid_with_bm25_beside_the_walks_answers_as_scored_on_one_thread(
     beside = answers()
     assert min(cuts) > len(snap.dense.parts)  # several pieces per segment, shared by the threads
     assert any(h[4] is not None for got in beside for h in got)  # sentences were blended
-    monkeypatch.setattr(scan, "SCAN_THREADS", 0)  # BM25 on the request's thread, after the walks
+    loaded = snap
+    snap = loaded.with_engine(graph_path.replace(scan_threads=0))  # BM25 on the request's thread, after the walks
     assert answers() == beside
-    monkeypatch.setattr(scan, "SCAN_THREADS", 1)
-    monkeypatch.setattr(scan, "ANN_MODE", "exact")
+    snap = loaded.with_engine(graph_path.replace(scan_threads=1, ann="exact"))
     assert answers() == beside

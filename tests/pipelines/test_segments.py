@@ -125,10 +125,10 @@ def test_a_worker_switching_versions_loads_only_new_segments(tmp_path, many_file
     loaded: list[str] = []
     original = reader.SEGMENTS.get
 
-    def counting(parts, segment_id):
-        if (str(parts), segment_id) not in reader.SEGMENTS._loaded:
+    def counting(parts, segment_id, serving_cache=None):
+        if (str(parts), segment_id, str(serving_cache or "")) not in reader.SEGMENTS._loaded:
             loaded.append(segment_id)
-        return original(parts, segment_id)
+        return original(parts, segment_id, serving_cache)
 
     monkeypatch.setattr(reader.SEGMENTS, "get", counting)
     after = load_snapshot(home, second)

@@ -14,8 +14,8 @@ import pytest
 from livemem.index.sentences import SENTENCES_FILE, sentence_texts
 from livemem.ingest.build import build_version
 from livemem.ingest.verify import compare_versions
+from livemem.settings import EngineConfig
 from livemem.sources.config import load_sources
-from livemem.version import mapped
 from livemem.version.reader import IndexUnavailable, load_snapshot
 from livemem.version.segments import MAX_SEGMENTS
 from livemem.version.store import IndexHome
@@ -118,6 +118,7 @@ def test_a_damaged_sentence_file_makes_the_version_unusable(tmp_path, prose, emb
     data = bytearray(path.read_bytes())
     data[-20] ^= 0xFF
     path.write_bytes(bytes(data))
-    monkeypatch.setattr(mapped, "SERVING_CACHE", tmp_path / "copies")  # no copy written before the damage
+    engine = EngineConfig.defaults(serving_cache=tmp_path / "copies")  # no copy written there before the damage
+    home = IndexHome(home.root, cache_dir=tmp_path / "cache", engine=engine)
     with pytest.raises(IndexUnavailable, match=SENTENCES_FILE.replace(".", r"\.")):
         load_snapshot(home, version)

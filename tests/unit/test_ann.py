@@ -13,6 +13,7 @@ from livemem.index import scan
 from livemem.index.ann import GRAPH_FILE, Graph, GraphError, build_graph
 from livemem.index.dense import DenseRows
 from livemem.index.scan import top_order
+from livemem.settings import EngineConfig
 
 DIM = 384
 
@@ -39,17 +40,20 @@ def corpus(tmp_path_factory):
 
 
 @pytest.fixture
-def small_limits(monkeypatch):
-    """The graph path even for a few thousand rows (by default a part with ≤ 20k allowed rows is scored exactly)."""
+def small_limits(monkeypatch) -> EngineConfig:
+    """The graph path even for a few thousand rows (by default a part with ≤ 20k allowed rows is scored exactly),
+    and the engine config of these rows: graphs on, 40 candidates (the recall these few thousand rows need)."""
     monkeypatch.setattr(scan, "GRAPH_EXACT_ROWS", 50)
-    monkeypatch.setattr(scan, "ANN_MODE", "auto")
-    monkeypatch.setattr(scan, "ANN_CANDIDATES", 40)  # the recall these few thousand rows need
+    return EngineConfig.defaults(ann="auto", ann_candidates=40)
 
 
-def rows_of(corpus, with_graph: bool = True) -> DenseRows:
+def rows_of(corpus, with_graph: bool = True, config: EngineConfig | None = None) -> DenseRows:
     big, small, held, graph, *_ = corpus
     return DenseRows(
-        [(big, held), (small, np.arange(small.shape[0]))], DIM, graphs=[graph if with_graph else None, None]
+        [(big, held), (small, np.arange(small.shape[0]))],
+        DIM,
+        graphs=[graph if with_graph else None, None],
+        config=config,
     )
 
 
@@ -85,7 +89,7 @@ def test_a_graph_that_is_not_what_the_segment_recorded_is_refused(corpus, tmp_pa
 
 
 def test_candidates_are_scored_exactly_and_the_top_ten_matches_exact_search(corpus, small_limits) -> None:
-    dense, exact_dense = rows_of(corpus), rows_of(corpus, with_graph=False)
+    dense, exact_dense = rows_of(corpus, config=small_limits), rows_of(corpus, with_graph=False)
     *_, queries = corpus
     overlap = total = 0
     for q in queries:
@@ -100,7 +104,7 @@ def test_candidates_are_scored_exactly_and_the_top_ten_matches_exact_search(corp
 
 
 def test_filters_deletions_and_weights_are_honoured(corpus, small_limits) -> None:
-    dense, exact_dense = rows_of(corpus), rows_of(corpus, with_graph=False)
+    dense, exact_dense = rows_of(corpus, config=small_limits), rows_of(corpus, with_graph=False)
     *_, queries = corpus
     rng = np.random.default_rng(3)
     overlap = total = 0
@@ -117,9 +121,10 @@ def test_filters_deletions_and_weights_are_honoured(corpus, small_limits) -> Non
     assert overlap / total >= 0.99
 
 
-def test_exact_mode_ignores_the_graphs(corpus, small_limits, monkeypatch) -> None:
-    monkeypatch.setattr(scan, "ANN_MODE", "exact")
-    dense, exact_dense = rows_of(corpus), rows_of(corpus, with_graph=False)
+def test_exact_mode_ignores_the_graphs(corpus, small_limits) -> None:
+    dense = rows_of(corpus, config=small_limits.replace(ann="exact"))
+    exact_dense = rows_of(corpus, with_graph=False)
+    assert not dense.walks and rows_of(corpus, config=small_limits).walks
     *_, queries = corpus
     for q in queries[:10]:
         assert np.array_equal(dense.top(q, 10)[0], exact_top(exact_dense, q, 10))
@@ -147,6 +152,7 @@ def test_a_version_with_several_graph_parts_walks_them_at_once_and_answers_the_s
         [(big, held), (small, np.arange(small.shape[0])), (big, np.arange(big.shape[0]))],
         DIM,
         graphs=[graph, None, graph],
+        config=small_limits,
     )
     submitted = []
 
@@ -183,6 +189,7 @@ def test_a_graph_holding_more_than_its_share_of_a_deep_list_is_asked_again(corpu
         [(big, np.arange(big.shape[0])), (far, np.arange(far.shape[0]))],
         DIM,
         graphs=[corpus[3], Graph.open(path, build_graph(far, path, threads=2))],
+        config=small_limits.replace(ann_candidates=200),  # the default margin (40 is too tight for a deep list)
     )
     asked: list[int] = []
     search = Graph.search
@@ -194,7 +201,6 @@ def test_a_graph_holding_more_than_its_share_of_a_deep_list_is_asked_again(corpu
     k, share = 1000, -(-1000 * big.shape[0] // two.size)  # the big part's share: 667 of hybrid's 1,000
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Graph, "search", counting)
-        mp.setattr(scan, "ANN_CANDIDATES", 200)  # the default margin (40 is too tight for a deep list)
         mp.setattr(scan, "WALK_COST", 1)  # walk these 6,000 rows for 867 candidates (a 1M-row segment would)
         found = [two.scan(q).top(k)[0] for q in queries[:5]]
     assert max(asked) > share + 200  # asked again, for more than its first share

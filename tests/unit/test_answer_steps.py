@@ -26,7 +26,7 @@ from livemem.answer.routing import (
 from livemem.answer.steps import STEPS, Clock, Evidence, Means, Question, Step, run_steps
 from livemem.answer.web import LocalProvider, WebGateway
 from livemem.geo.home import WEST_VIRGINIA
-from livemem.settings import ContextSettings
+from livemem.settings import ContextSettings, EngineConfig
 
 NOW = datetime(2026, 11, 26, 15, 0, tzinfo=UTC)
 SETTINGS = ContextSettings(warm_up=False, audit=False)
@@ -390,7 +390,7 @@ def empty_version(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({}), encoding="utf-8")
     return SimpleNamespace(
         path=tmp_path, home=WEST_VIRGINIA, version_id="v-empty", access_of={},
-        collections_for=lambda access: [],
+        collections_for=lambda access: [], engine=EngineConfig.defaults(),
     )  # fmt: skip
 
 

@@ -283,7 +283,9 @@ def test_the_veto_drops_an_everyday_find_of_the_lexicon_but_never_in_a_short_mes
     everyday = "left my abusive ex 5 years ago, now i want to go back to school"
     vector = embedder.encode_one(everyday)
     assert crisis.rules(everyday, vector, embedder) is not None  # the lexicon reads "abusive"
-    assert crisis.detect(everyday, vector, embedder) is None, model.veto_probability(crisis.model_text(everyday), vector)
+    assert crisis.detect(everyday, vector, embedder) is None, model.veto_probability(
+        crisis.model_text(everyday), vector
+    )
     for message in ("Suicidal. need help now", "sufro violencia doméstica", "necesito una ambulancia"):
         v = embedder.encode_one(message)
         assert len(message.split()) < crisis_model.VETO_MIN_WORDS

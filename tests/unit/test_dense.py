@@ -34,7 +34,7 @@ from livemem.query.fusion import (
 from livemem.query.retrieval import Retriever
 from livemem.query.signals import question_memory
 from livemem.query.types import Filters, Query
-from livemem.settings import DenseSettings
+from livemem.settings import CacheSettings, DenseSettings, EngineConfig
 from livemem.sources.breath import Breath
 from livemem.usage.attention import AttentionConfig, rollup_day
 from livemem.version.reader import load_snapshot
@@ -130,12 +130,12 @@ def test_a_first_stage_scanned_in_blocks_on_the_pool_gives_the_same_top_k(case, 
 
     kernel = next(k for k in kernels.KERNELS if k.name == kernel_name)
     assert kernel.available(), f"{kernel_name} is not available in this torch build"
-    monkeypatch.setattr(kernels, "_CHOSEN", [kernel])
+    monkeypatch.setattr(kernels, "_CHOSEN", {None: kernel})
     monkeypatch.setattr(scan_module, "PARALLEL_MIN_ROWS", 0)
     monkeypatch.setattr(scan_module, "SCAN_BLOCK_ROWS", 256)
-    monkeypatch.setattr(scan_module, "SCAN_THREADS", 2)
     rng = np.random.default_rng(11)
     rows, query = datasets(rng)[case]
+    rows = rows.with_config(EngineConfig.defaults(scan_threads=2))
     for segment, _ in rows.parts[:1]:  # one segment scanned from a shared copy, as the serving copies do
         dense.share_int8(segment, dense.quantize_int8(segment), dense.max_row_norm(segment))
     masks = {"all": None, "half": rng.random(rows.size) < 0.5}
@@ -152,7 +152,7 @@ def test_a_first_stage_scanned_in_blocks_on_the_pool_gives_the_same_top_k(case, 
 
 @pytest.mark.parametrize(("kernel_name", "tight"), [("simsimd int8", 3e-2), ("fbgemm float16", 2e-3)])
 def test_the_bound_holds_for_every_row(kernel_name, tight, monkeypatch) -> None:
-    monkeypatch.setattr(kernels, "_CHOSEN", [next(k for k in kernels.KERNELS if k.name == kernel_name)])
+    monkeypatch.setattr(kernels, "_CHOSEN", {None: next(k for k in kernels.KERNELS if k.name == kernel_name)})
     rng = np.random.default_rng(11)
     for case, (rows, query) in datasets(rng).items():
         scan = rows.scan(query)
@@ -282,7 +282,7 @@ def test_the_probe_rejects_float16_sums_and_products() -> None:
 # FBGEMM is in x86 builds of torch only: the kernels this build has
 @pytest.mark.parametrize("kernel", [k for k in kernels.KERNELS if kernels._safe(k.available)], ids=str)
 def test_each_first_stage_kernel_gives_the_exact_top_k(kernel, monkeypatch) -> None:
-    monkeypatch.setattr(kernels, "_CHOSEN", [kernel])
+    monkeypatch.setattr(kernels, "_CHOSEN", {None: kernel})
     rng = np.random.default_rng(2)
     for case, (rows, query) in datasets(rng).items():
         mask = rng.random(rows.size) < 0.7
@@ -535,7 +535,7 @@ def test_top_order_on_large_arrays_equals_a_full_sort_ties_and_nan_included() ->
 def test_int8_bounds_per_row_prune_rows_with_small_errors(monkeypatch) -> None:
     """Rows with one large coordinate quantize coarsely; the others' own (smaller) errors leave fewer rows to score
     exactly than the segment's largest error would, and the top k stays exact."""
-    monkeypatch.setattr(kernels, "_CHOSEN", [next(k for k in kernels.KERNELS if k.reads_int8)])
+    monkeypatch.setattr(kernels, "_CHOSEN", {None: next(k for k in kernels.KERNELS if k.reads_int8)})
     rng = np.random.default_rng(5)
     rows, query = datasets(rng)["spiky"]
     per_row = rows.scan(query)
@@ -546,15 +546,26 @@ def test_int8_bounds_per_row_prune_rows_with_small_errors(monkeypatch) -> None:
     assert np.isin(expected_top(rows, query, 100, None)[0], got).all()
 
 
-def test_the_configured_knobs_are_passed_down_to_the_kernels_and_the_scan(monkeypatch) -> None:
-    """``LIVEMEM_DENSE_KERNEL`` and ``LIVEMEM_SCAN_THREADS`` are read once (``livemem.index.dense``) and passed to the
-    modules that use them: the named kernel is tried first, the scan gets that many threads."""
-    monkeypatch.setattr(kernels, "KERNELS", kernels.KERNELS)  # restored after the test
-    monkeypatch.setattr(scan_module, "SCAN_THREADS", scan_module.SCAN_THREADS)
-    dense_module.configure(DenseSettings(kernel="torch-half", scan_threads=0))
-    assert [k.name for k in kernels.KERNELS] == ["torch float16 mv", "simsimd int8", "fbgemm float16"]
-    assert scan_module.SCAN_THREADS == 0 and scan_module.scan_pool() is None
-    dense_module.configure(DenseSettings())
+def test_the_engine_config_is_passed_down_to_the_kernels_and_the_scan() -> None:
+    """``LIVEMEM_DENSE_KERNEL`` and ``LIVEMEM_SCAN_THREADS`` are read once into the entry point's ``EngineConfig``,
+    which rows are given: the named kernel is tried first and the scan gets that many threads; rows made without one
+    keep the defaults, in the same process."""
+    configured = EngineConfig.from_settings(
+        DenseSettings.defaults(kernel="torch-half", scan_threads=0), CacheSettings.defaults()
+    )
+    order = [k.name for k in kernels.kernel_order(configured.kernel)]
+    assert order == ["torch float16 mv", "simsimd int8", "fbgemm float16"]
+    rng = np.random.default_rng(3)
+    rows = DenseRows([(unit(rng, 50), np.arange(50))], DIM, config=configured)
+    assert rows.config is configured and rows.scan_pool() is None
+    if kernels._safe(kernels.BY_NAME["torch-half"].available):
+        assert rows.kernel().name == "torch float16 mv"
+    plain = DenseRows(rows.parts, DIM)
+    assert plain.config == EngineConfig.defaults() == EngineConfig()
+    assert [k.name for k in kernels.kernel_order(plain.config.kernel)] == [k.name for k in kernels.KERNELS]
     assert [k.name for k in kernels.KERNELS] == ["simsimd int8", "fbgemm float16", "torch float16 mv"]
     default_threads = min(2, os.cpu_count() or 1) - 1  # one fewer than the cores, at most one
-    assert default_threads == scan_module.SCAN_THREADS
+    assert plain.config.scan_threads == default_threads
+    assert (plain.scan_pool() is None) == (default_threads == 0)
+    assert plain.kernel() is kernels.first_stage_kernel()
+    assert rows.with_config(EngineConfig.defaults(scan_threads=2)).scan_pool() is scan_module.scan_pool(2)
