@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet "torch==2.13.0"
-	$(BIN)/pip install --quiet -e ".[dev,chroma]"
+	$(BIN)/pip install --quiet -e ".[dev,geo,documents,postgres,chroma]"
 	touch $(STAMP)
 
 $(DAGSTER_HOME)/dagster.yaml: deploy/dagster.yaml

@@ -223,36 +223,60 @@ def _at(day: date) -> datetime:
 
 
 def question_dates(message: str, now: datetime) -> tuple[DateRange, list[dict[str, str]]]:
-    """The date range a question names (relative phrases from ``now``), and a note per bound for ``route``."""
+    """The date range a question names (relative phrases from ``now``), and a note per bound for ``route``. The
+    first of these kinds the question has wins: a relative phrase ("last month"), a span ("from March to June 2026",
+    "this fall"), open bounds ("since March 2026", "before 2026"), a date ("in September 2026"), a month alone."""
     text = message.lower()
     today = now.date()
-    found = DateRange()
-    notes: list[dict[str, str]] = []
+    bounds = _Bounds()
+    _relative(text, now, bounds)
+    if bounds.found.after or bounds.found.before:
+        return bounds.found, bounds.notes
+    # "from March to June 2026", "between ...", "this fall", "from March 2026"
+    if _named_span(text, today, bounds.period) or _open_bounds(text, bounds):
+        return bounds.found, bounds.notes
+    _written_date(message, today, bounds)
+    return bounds.found, bounds.notes
 
-    def note(field_: str, value: datetime, phrase: str) -> None:
-        setattr(found, "after" if field_ == "updated_after" else "before", value)
-        found.phrase = found.phrase or phrase
-        notes.append({"field": field_, "value": iso(value), "from": phrase})
 
-    def period(start: date, end: date | None, phrase: str) -> None:
-        note("updated_after", _at(start), phrase)
+class _Bounds:
+    """The range a question names, as it is read (``question_dates``): the bounds found and a note per bound."""
+
+    def __init__(self) -> None:
+        self.found = DateRange()
+        self.notes: list[dict[str, str]] = []
+
+    def note(self, field_: str, value: datetime, phrase: str) -> None:
+        """Set one bound (``updated_after`` or ``updated_before``), written as ``phrase``."""
+        setattr(self.found, "after" if field_ == "updated_after" else "before", value)
+        self.found.phrase = self.found.phrase or phrase
+        self.notes.append({"field": field_, "value": iso(value), "from": phrase})
+
+    def period(self, start: date, end: date | None, phrase: str) -> None:
+        """From the first day ``start`` to the first day after, ``end`` (None: no end)."""
+        self.note("updated_after", _at(start), phrase)
         if end is not None:
-            note("updated_before", _at(end), phrase)
+            self.note("updated_before", _at(end), phrase)
 
+
+def _relative(text: str, now: datetime, bounds: _Bounds) -> None:
+    """A range relative to ``now``: "past 30 days", "past week", "last month" (the calendar month before this
+    one; last week Monday to Monday), "this year" (since it began), "yesterday", "today", "recently" (90 days)."""
+    today = now.date()
     if m := re.search(r"\b(?:last|past|previous) (\d+) (day|week|month|year)s?\b", text):
-        note("updated_after", now - timedelta(days=int(m.group(1)) * UNIT_DAYS[m.group(2)]), m.group(0))
+        bounds.note("updated_after", now - timedelta(days=int(m.group(1)) * UNIT_DAYS[m.group(2)]), m.group(0))
     elif m := re.search(r"\bpast (day|week|month|year)\b", text):
-        note("updated_after", now - timedelta(days=UNIT_DAYS[m.group(1)]), m.group(0))
+        bounds.note("updated_after", now - timedelta(days=UNIT_DAYS[m.group(1)]), m.group(0))
     elif m := re.search(r"\b(?:last|previous) (week|month|year)\b", text):
         unit = m.group(1)
         if unit == "week":  # Monday to Monday
             start = today - timedelta(days=today.weekday() + 7)
-            period(start, start + timedelta(days=7), m.group(0))
+            bounds.period(start, start + timedelta(days=7), m.group(0))
         elif unit == "month":
             start = _add_months(today.replace(day=1), -1)
-            period(start, today.replace(day=1), m.group(0))
+            bounds.period(start, today.replace(day=1), m.group(0))
         else:
-            period(date(today.year - 1, 1, 1), date(today.year, 1, 1), m.group(0))
+            bounds.period(date(today.year - 1, 1, 1), date(today.year, 1, 1), m.group(0))
     elif m := re.search(r"\bthis (week|month|year)\b", text):
         unit = m.group(1)
         start = (
@@ -262,24 +286,25 @@ def question_dates(message: str, now: datetime) -> tuple[DateRange, list[dict[st
             if unit == "month"
             else date(today.year, 1, 1)
         )
-        note("updated_after", _at(start), m.group(0))
+        bounds.note("updated_after", _at(start), m.group(0))
     elif m := re.search(r"\byesterday\b", text):
-        period(today - timedelta(days=1), today, m.group(0))
+        bounds.period(today - timedelta(days=1), today, m.group(0))
     elif m := re.search(r"\btoday\b", text):
-        period(today, today + timedelta(days=1), m.group(0))
+        bounds.period(today, today + timedelta(days=1), m.group(0))
     elif m := re.search(r"\brecent(?:ly)?\b", text):
-        note("updated_after", now - timedelta(days=90), m.group(0))
-    if found.after or found.before:
-        return found, notes
+        bounds.note("updated_after", now - timedelta(days=90), m.group(0))
 
-    if _named_span(text, today, period):  # "from March to June 2026", "between ...", "this fall", "from March 2026"
-        return found, notes
+
+def _open_bounds(text: str, bounds: _Bounds) -> bool:
+    """A bound written right before a date: "since / after / from / starting March 2026" (after: from the end of
+    the period) and "before / until / till / through / prior to / up to 2026" (until, till, through, up to: to the
+    end of it); whether one was found."""
     used: list[tuple[int, int]] = []
     if m := re.search(r"\b(since|after|from|starting) ", text):
         rest = find_period(text[m.end() :], bare_year=True)
         if rest and rest[1].start() == 0:
             p, pm = rest
-            note(
+            bounds.note(
                 "updated_after", _at(p.end if m.group(1) == "after" else p.start), text[m.start() : m.end() + pm.end()]
             )
             used.append((m.start(), m.end() + pm.end()))
@@ -288,11 +313,15 @@ def question_dates(message: str, now: datetime) -> tuple[DateRange, list[dict[st
         if rest and rest[1].start() == 0:
             p, pm = rest
             inclusive = m.group(1) in ("until", "till", "through", "up to")
-            note("updated_before", _at(p.end if inclusive else p.start), text[m.start() : m.end() + pm.end()])
+            bounds.note("updated_before", _at(p.end if inclusive else p.start), text[m.start() : m.end() + pm.end()])
             used.append((m.start(), m.end() + pm.end()))
-    if used:
-        return found, notes
+    return bool(used)
 
+
+def _written_date(message: str, today: date, bounds: _Bounds) -> None:
+    """The date written in the question, the whole period ("in September 2026", "2025": a year only between 1990
+    and next year, and not an address or an amount); else a month alone, the latest such month that has begun
+    ("in September", asked in November 2026)."""
     hit = find_period(message, bare_year=True)
     if hit is not None:
         p, pm = hit
@@ -300,15 +329,13 @@ def question_dates(message: str, now: datetime) -> tuple[DateRange, list[dict[st
         if p.precision != "year" or (
             1990 <= p.start.year <= today.year + 1 and not _NOT_A_YEAR.match(message[pm.end() :])
         ):
-            period(p.start, p.end, _with_preposition(message, pm.start(), pm.end()).lower())
-            return found, notes
-    # A month without a year: the latest such month that has begun ("in September", asked in November 2026).
-    if m := re.search(rf"\b(?:in|during) ({MONTH_RE})(?!\s*,?\s*\d)", text):
+            bounds.period(p.start, p.end, _with_preposition(message, pm.start(), pm.end()).lower())
+            return
+    if m := re.search(rf"\b(?:in|during) ({MONTH_RE})(?!\s*,?\s*\d)", message.lower()):
         month = MONTHS[m.group(1).rstrip(".")]
         year = today.year if month <= today.month else today.year - 1
         start = date(year, month, 1)
-        period(start, _add_months(start, 1), m.group(0))
-    return found, notes
+        bounds.period(start, _add_months(start, 1), m.group(0))
 
 
 # Meteorological seasons: the month each starts in and lasts three months from ("this fall": September-November).

@@ -16,7 +16,6 @@ import sqlite3
 import time
 from contextlib import asynccontextmanager
 
-import psycopg
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
@@ -45,6 +44,16 @@ from serving.settings import Settings
 from serving.state import ServingState
 
 log = logging.getLogger(__name__)
+
+
+def _postgres_errors() -> tuple[type[Exception], ...]:
+    """Postgres' "unreachable or timed out" error, when its driver is installed (the ``postgres`` extra)."""
+    try:
+        import psycopg
+    except ImportError:
+        return ()
+    return (psycopg.OperationalError,)
+
 
 MAX_ERRORS_SHOWN = 20
 MAX_INPUT_CHARS = 200
@@ -149,8 +158,6 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
             exc = StarletteHTTPException(exc.status_code, without_server_paths(exc.detail), exc.headers)
         return await http_exception_handler(request, exc)
 
-    @app.exception_handler(sqlite3.OperationalError)
-    @app.exception_handler(psycopg.OperationalError)
     async def storage_busy(_request: Request, exc: Exception) -> JSONResponse:
         # a store of this service (personal memory, the answer cache's tier) locked or unreachable past its timeout
         # (SQLite's busy timeout, Postgres' statement_timeout / connect_timeout): transient, so 503, not a crash
@@ -160,6 +167,10 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
             status_code=503,
             headers={"Retry-After": "1"},
         )
+
+    # Postgres is optional (the ``postgres`` extra): its errors are handled when its driver is installed
+    for busy in (sqlite3.OperationalError, *_postgres_errors()):
+        app.add_exception_handler(busy, storage_busy)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:

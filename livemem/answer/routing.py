@@ -301,18 +301,34 @@ def self_query(
     deployment's home states). Only ``known_collections`` (the ones the caller may read) can become a scope: any
     other name, hidden or nonexistent, is ignored the same way."""
     sq = SelfQuery(home=home)
+    _request_places(sq, request, home)
+    _message_places(sq, request.message, home)
+    _scopes(sq, request.message, known_collections)
+    times, time_notes = time_filters(request.message, now)
+    sq.updated_after, sq.updated_before = times.get("updated_after"), times.get("updated_before")
+    sq.notes.extend(time_notes)
+    sq.resource_types = resource_types(request.message)
+    sq.populations = population_hints(request.message)
+    sq.general_benefits = bool(GENERAL_BENEFITS.search(request.message))
+    return sq
 
-    def add_county(county: str | None, source: str) -> None:
-        if county and county not in sq.counties:
-            sq.counties.append(county)
-            sq.notes.append({"field": "county", "value": county, "from": source})
 
+def _add_county(sq: SelfQuery, county: str | None, source: str) -> None:
+    """Add a county to the filters (once), noting where it came from."""
+    if county and county not in sq.counties:
+        sq.counties.append(county)
+        sq.notes.append({"field": "county", "value": county, "from": source})
+
+
+def _request_places(sq: SelfQuery, request: ContextRequest, home: Home) -> None:
+    """The county and ZIP of the request's fields (or of the conversation: ``place_from``) and of its profile; a
+    home ZIP adds its counties."""
     if request.county:
-        add_county(county_name(request.county, home) or request.county, request.place_from or "request county")
+        _add_county(sq, county_name(request.county, home) or request.county, request.place_from or "request county")
         sq.named_counties.append(sq.counties[-1])
     profile = request.profile or {}
     if isinstance(profile.get("county"), str):
-        add_county(county_name(profile["county"], home) or profile["county"], "profile county")
+        _add_county(sq, county_name(profile["county"], home) or profile["county"], "profile county")
     zip_code = request.zip or (profile.get("zip") if isinstance(profile.get("zip"), str) else None)
     if zip_code:
         place = zip_place(zip_code, home)
@@ -320,9 +336,16 @@ def self_query(
         sq.zip_state = place.state if place else None
         sq.notes.append({"field": "zip", "value": zip_code, "from": request.place_from or "request zip"})
         if place and home.covers(place.state):
+            source = f"{request.place_from}: ZIP {zip_code}" if request.place_from else f"ZIP {zip_code}"
             for county in place.counties:
-                add_county(county, f"{request.place_from}: ZIP {zip_code}" if request.place_from else f"ZIP {zip_code}")
-    sq.places = find_places(request.message, home)
+                _add_county(sq, county, source)
+
+
+def _message_places(sq: SelfQuery, message: str, home: Home) -> None:
+    """The places the message names (``find_places``): home ZIPs, counties and towns become filters (a ZIP only
+    when the request gave none); a ZIP of another state stands when none was given, one that does not exist is
+    noted as invalid."""
+    sq.places = find_places(message, home)
     for place in sq.places:
         if place.corrected_from:
             sq.notes.append({"field": "place", "value": place.corrected, "from": f"corrected {place.corrected_from!r}"})
@@ -333,40 +356,38 @@ def self_query(
                 sq.zip, sq.zip_state = place.text, place.state
                 sq.notes.append({"field": "zip", "value": place.text, "from": f"message ZIP {place.text}"})
             for county in place.counties:  # a ZIP spanning counties keeps all of them
-                add_county(county, f"ZIP {place.text}")
+                _add_county(sq, county, f"ZIP {place.text}")
         elif place.kind == "county":
-            add_county(place.county, f"county {place.text}")
+            _add_county(sq, place.county, f"county {place.text}")
             if place.county not in sq.named_counties:
                 sq.named_counties.append(place.county)
         elif place.kind == "town":
             sq.towns.append(place.corrected)
             for county in place.counties:
-                add_county(county, f"town {place.corrected}")
+                _add_county(sq, county, f"town {place.corrected}")
     for place in sq.places:  # a ZIP of another state written in the message, or one that does not exist
         if place.kind == "zip" and not place.state:
             sq.invalid_zips.append(place.text)
         elif place.kind == "zip" and not home.covers(place.state) and sq.zip is None:
             sq.zip, sq.zip_state = place.text, place.state
+
+
+def _scopes(sq: SelfQuery, message: str, known_collections: list[str]) -> None:
+    """The collections the message scopes itself to ("in the governance docs", "from the code collection"), of
+    ``known_collections`` only, and the seal state it asks for ("authoritative", "sealed")."""
     for collection, pattern in SCOPE_RULES:
-        m = pattern.search(request.message)
+        m = pattern.search(message)
         if m and collection in known_collections and collection not in sq.collections:
             sq.collections.append(collection)
             sq.notes.append({"field": "collections", "value": collection, "from": m.group(0)})
-    for m in COLLECTION_SCOPE.finditer(request.message):
+    for m in COLLECTION_SCOPE.finditer(message):
         if m.group(1) in known_collections and m.group(1) not in sq.collections:
             sq.collections.append(m.group(1))
             sq.notes.append({"field": "collections", "value": m.group(1), "from": m.group(0)})
-    m = SEAL_WORDS.search(request.message)
+    m = SEAL_WORDS.search(message)
     if m:
         sq.seal_state = "SEALED"
         sq.notes.append({"field": "seal_state", "value": "SEALED", "from": m.group(0)})
-    times, time_notes = time_filters(request.message, now)
-    sq.updated_after, sq.updated_before = times.get("updated_after"), times.get("updated_before")
-    sq.notes.extend(time_notes)
-    sq.resource_types = resource_types(request.message)
-    sq.populations = population_hints(request.message)
-    sq.general_benefits = bool(GENERAL_BENEFITS.search(request.message))
-    return sq
 
 
 # --- 3. role-aware eligibility and WV scope --------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from livemem.errors import ConfigError
+from livemem.extras import require
 from livemem.sources.config import SourcesConfig
 
 # Bump when the export's output changes (forces a new export); v2: gbim/counties.geojson; v3: linked_relations.
@@ -94,7 +95,9 @@ def load_spatial(config: SourcesConfig) -> SpatialConfig | None:
     raw = config.section("spatial", "spatial_config")
     if raw is None:
         return None
-    import pyproj
+    pyproj = require("geo", "pyproj", f"{config.path}: the spatial section (the GBIM export)")
+    require("geo", "shapely", f"{config.path}: the spatial section (the GBIM export)")
+    require("geo", "geopandas", f"{config.path}: the spatial section (the GBIM export)")
 
     base = config.path.parent
     default_crs = raw.get("crs")

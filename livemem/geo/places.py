@@ -474,38 +474,77 @@ def _population(name: str, states: tuple[str, ...]) -> int:
 def find_places(message: str, home: Home = WEST_VIRGINIA) -> list[Place]:
     """Every ZIP, county, town and state named in the message, in the order they appear (see the module), read
     for ``home`` (the deployment's home states: their counties and towns)."""
-    states = home.states
-    found: list[tuple[int, Place]] = []
-    taken: list[tuple[int, int]] = []
+    reading = _Reading(message, home)
+    reading.zips()
+    reading.states_named()  # before towns: "North Carolina" is a state, not the WV town Carolina
+    reading.counties()
+    reading.hyphenated_counties()
+    reading.towns()
+    reading.state_abbreviations()
+    reading.misspelt_counties()
+    reading.misspelt_names()
+    reading.lower_case_names()
+    places = [p for _, p in sorted(reading.found, key=lambda item: item[0])]
+    return _in_other_state(places, home.states)
 
-    def free(start: int, end: int) -> bool:
-        return all(end <= s or start >= e for s, e in taken)
 
-    def qualify(place: Place, start: int, end: int) -> None:
+class _Reading:
+    """One message read for places, step by step (``find_places``): each step records the places it finds, with
+    where they start, and the spans they take, which later steps leave alone."""
+
+    def __init__(self, message: str, home: Home) -> None:
+        self.message = message
+        self.home = home
+        self.states = home.states
+        self.found: list[tuple[int, Place]] = []
+        self.taken: list[tuple[int, int]] = []
+
+    def free(self, start: int, end: int) -> bool:
+        """Whether no place found so far overlaps start..end."""
+        return all(end <= s or start >= e for s, e in self.taken)
+
+    def record(self, start: int, span: tuple[int, int], place: Place) -> None:
+        """Record ``place``, starting at ``start`` and taking ``span``."""
+        self.found.append((start, place))
+        self.taken.append(span)
+
+    def qualify(self, place: Place, start: int, end: int) -> None:
         """Record ``place`` (spanning start..end), in the state written right after it when one is."""
-        qualifier = _qualifier(message, end)
+        qualifier = _qualifier(self.message, end)
         if qualifier is not None:
             text, q_start, q_end = qualifier
             state = _state_of(text) or place.state
             if state != place.state:
                 place = _elsewhere(place, state, text)
-            if free(q_start, q_end):
-                found.append((q_start, Place("state", text, None, state, home=states)))
-                taken.append((q_start, q_end))
-        found.append((start, place))
-        taken.append((start, end))
+            if self.free(q_start, q_end):
+                self.record(q_start, (q_start, q_end), Place("state", text, None, state, home=self.states))
+        self.record(start, (start, end), place)
 
-    def county_place(text: str, found_county: tuple[str, str], corrected_from: str | None = None) -> Place:
+    def county_place(self, text: str, found_county: tuple[str, str], corrected_from: str | None = None) -> Place:
+        """The home county ``found_county`` (state, county), as written ``text``."""
         state, county = found_county
-        return Place("county", text, county, state, (county,), corrected_from=corrected_from, home=states)
+        return Place("county", text, county, state, (county,), corrected_from=corrected_from, home=self.states)
 
-    def town_place(text: str, key: str, corrected_from: str | None = None) -> Place:
-        state, counties = _towns(states)[key]
-        return Place("town", text, counties[0], state, counties, corrected_from=corrected_from, home=states)
+    def town_place(self, text: str, key: str, corrected_from: str | None = None) -> Place:
+        """The home town ``key`` (lower case), as written ``text``."""
+        state, counties = _towns(self.states)[key]
+        return Place("town", text, counties[0], state, counties, corrected_from=corrected_from, home=self.states)
 
-    def states_named() -> None:
+    def zips(self) -> None:
+        """ZIP codes: known ones, and five digits written as a ZIP that is none ("zip 99999": state unknown)."""
+        message = self.message
+        for m in ZIP_PATTERN.finditer(message):
+            place = zip_place(m.group(1), self.home)
+            if place is None and re.search(r"\b(?:zip(?: code)?|in|near|around)\s*$", message[: m.start()], re.I):
+                place = Place("zip", m.group(1), None, "", home=self.states)  # a ZIP code that does not exist
+            if place is not None:
+                self.record(m.start(), m.span(), place)
+
+    def states_named(self) -> None:
+        """States by name or dotted abbreviation ("North Carolina", "W. Va."; "Washington" only as the state)."""
+        message = self.message
         for m in _state_pattern().finditer(message):
-            if not free(*m.span()):
+            if not self.free(*m.span()):
                 continue
             text = m.group(1)
             key = text.lower()
@@ -515,110 +554,145 @@ def find_places(message: str, home: Home = WEST_VIRGINIA) -> list[Place]:
                 continue  # a name, a street or a county far more often than the state
             state = _state_of(text)
             if state:
-                found.append((m.start(), Place("state", text, None, state, home=states)))
-                taken.append(m.span())
+                self.record(m.start(), m.span(), Place("state", text, None, state, home=self.states))
 
-    for m in ZIP_PATTERN.finditer(message):
-        place = zip_place(m.group(1), home)
-        if place is None and re.search(r"\b(?:zip(?: code)?|in|near|around)\s*$", message[: m.start()], re.I):
-            place = Place("zip", m.group(1), None, "", home=states)  # a ZIP code that does not exist: state unknown
-        if place is not None:
-            found.append((m.start(), place))
-            taken.append(m.span())
-    states_named()  # before towns: "North Carolina" is a state, not the WV town Carolina
-    town_spans = [m.span() for m in _town_pattern(states).finditer(message)]
-    for m in _county_pattern(states).finditer(message):
-        name, suffix = m.group(1), m.group(2)
-        if not free(*m.span()):
-            continue
-        several_words = bool(re.search(r"[\s-]", name))  # "Palm Beach", "miami-dade": any case, like towns
-        if not suffix and not several_words and (_ambiguous(name, states) or not name[0].isupper()):
-            continue
-        if not suffix and any(s <= m.start() and m.end() <= e and e - s > len(name) for s, e in town_spans):
-            continue  # part of a longer town's name: "West Palm Beach" is a town, not Palm Beach County
-        county = _county_of(name, states)
-        if county:
-            qualify(county_place(m.group(0), county), *m.span())
-    for m in HYPHENATED.finditer(message):  # "Miami-Dad": a misspelt hyphenated county
-        if free(*m.span()) and any("-" in c for c in _county_choices(states)):
-            close = _closest(m.group(1), [c for c in _county_choices(states) if "-" in c])
-            if close:
-                qualify(county_place(f"{close.title()} County", _county_of(close, states), m.group(1)), *m.span())
-    for m in _town_pattern(states).finditer(message):
-        text = m.group(1)
-        if not free(*m.span()):
-            continue
-        first_word = not message[: m.start()].strip()
-        if " " not in text and (
-            (not text[0].isupper() and not _lower_town(message, m.start(), text, states))
-            or _ambiguous(text, states)
-            or (first_word and not any(places_named(text, s) for s in states))  # a first word: a gazetteer town
-        ):
-            continue
-        key = text.lower()
-        canonical = re.sub(r"^mt\.?\s+", "mount ", key).title() if key.startswith("mt") else None
-        qualify(town_place(canonical, key, corrected_from=text) if canonical else town_place(text, key), *m.span())
-    for m in re.finditer(r"(?<![A-Za-z])([A-Z]{2})(?![A-Za-z])", message):  # "SNAP in NC": capitals only
-        if free(*m.span()) and not message.isupper() and m.group(1).lower() not in WORD_ABBREVIATIONS:
-            state = _abbreviations().get(m.group(1).lower())
-            if state and state != "WV" and m.group(1) not in ("ZIP",):
-                found.append((m.start(), Place("state", m.group(1), None, state, home=states)))
-                taken.append(m.span())
-    home_keys = set(_home_counties(states))
-    for m in COUNTY_PHRASE.finditer(message):  # "Fayete County": a misspelt home county
-        if not free(*m.span()):
-            continue
-        words = m.group(1).split()
-        for n in range(len(words)):
-            word = " ".join(words[n:])
-            if " ".join(county_key(word).split()) in home_keys:
-                break
-            close = _closest(word, _county_choices(states))
-            if close:
-                county = _county_of(close, states)
-                start = m.start(1) + len(" ".join(words[:n])) + (1 if n else 0)
-                qualify(county_place(f"{county[1]} County", county, corrected_from=word), start, m.end())
-                break
-    for pattern in (PREPOSITION_NAME, _name_before_home(states)):  # "in Beckly", "Sofia WV": misspelt places
-        for m in pattern.finditer(message):
+    def counties(self) -> None:
+        """Home counties by name: with "County" in any case, else capitalised and not an ordinary word (names of
+        several words in any case), and not part of a longer town's name."""
+        message, states = self.message, self.states
+        town_spans = [m.span() for m in _town_pattern(states).finditer(message)]
+        for m in _county_pattern(states).finditer(message):
+            name, suffix = m.group(1), m.group(2)
+            if not self.free(*m.span()):
+                continue
+            several_words = bool(re.search(r"[\s-]", name))  # "Palm Beach", "miami-dade": any case, like towns
+            if not suffix and not several_words and (_ambiguous(name, states) or not name[0].isupper()):
+                continue
+            if not suffix and any(s <= m.start() and m.end() <= e and e - s > len(name) for s, e in town_spans):
+                continue  # part of a longer town's name: "West Palm Beach" is a town, not Palm Beach County
+            county = _county_of(name, states)
+            if county:
+                self.qualify(self.county_place(m.group(0), county), *m.span())
+
+    def hyphenated_counties(self) -> None:
+        """Misspelt hyphenated home counties ("Miami-Dad")."""
+        states = self.states
+        for m in HYPHENATED.finditer(self.message):
+            if self.free(*m.span()) and any("-" in c for c in _county_choices(states)):
+                close = _closest(m.group(1), [c for c in _county_choices(states) if "-" in c])
+                if close:
+                    place = self.county_place(f"{close.title()} County", _county_of(close, states), m.group(1))
+                    self.qualify(place, *m.span())
+
+    def towns(self) -> None:
+        """Home towns by name: several words in any case; one word capitalised (or lower case after "in / near /
+        ..." when big: ``_lower_town``), not an ordinary word, and as the first word only a gazetteer town;
+        "Mt Hope" as "Mount Hope"."""
+        message, states = self.message, self.states
+        for m in _town_pattern(states).finditer(message):
+            text = m.group(1)
+            if not self.free(*m.span()):
+                continue
+            first_word = not message[: m.start()].strip()
+            if " " not in text and (
+                (not text[0].isupper() and not _lower_town(message, m.start(), text, states))
+                or _ambiguous(text, states)
+                or (first_word and not any(places_named(text, s) for s in states))  # a first word: a gazetteer town
+            ):
+                continue
+            key = text.lower()
+            canonical = re.sub(r"^mt\.?\s+", "mount ", key).title() if key.startswith("mt") else None
+            place = self.town_place(canonical, key, corrected_from=text) if canonical else self.town_place(text, key)
+            self.qualify(place, *m.span())
+
+    def state_abbreviations(self) -> None:
+        """Other states' postal abbreviations on their own, in capitals and not words ("SNAP in NC")."""
+        message = self.message
+        for m in re.finditer(r"(?<![A-Za-z])([A-Z]{2})(?![A-Za-z])", message):
+            if self.free(*m.span()) and not message.isupper() and m.group(1).lower() not in WORD_ABBREVIATIONS:
+                state = _abbreviations().get(m.group(1).lower())
+                if state and state != "WV" and m.group(1) not in ("ZIP",):
+                    self.record(m.start(), m.span(), Place("state", m.group(1), None, state, home=self.states))
+
+    def misspelt_counties(self) -> None:
+        """Misspelt home counties written with the word County ("Fayete County"): the last words that are close
+        to one, unless they name one as written."""
+        states = self.states
+        home_keys = set(_home_counties(states))
+        for m in COUNTY_PHRASE.finditer(self.message):
+            if not self.free(*m.span()):
+                continue
+            words = m.group(1).split()
+            for n in range(len(words)):
+                word = " ".join(words[n:])
+                if " ".join(county_key(word).split()) in home_keys:
+                    break
+                close = _closest(word, _county_choices(states))
+                if close:
+                    county = _county_of(close, states)
+                    start = m.start(1) + len(" ".join(words[:n])) + (1 if n else 0)
+                    self.qualify(self.county_place(f"{county[1]} County", county, corrected_from=word), start, m.end())
+                    break
+
+    def misspelt_names(self) -> None:
+        """Capitalised names after "in / near / ..." or before a home state ("in Beckly", "Sofia WV"): a misspelt
+        home county or town, else (after a preposition) a big enough city elsewhere ("SNAP office in Columbus")."""
+        message, states = self.message, self.states
+        for pattern in (PREPOSITION_NAME, _name_before_home(states)):
+            for m in pattern.finditer(message):
+                name = m.group(1)
+                if not self.free(*m.span(1)) or _state_of(name) or name.lower() in AMBIGUOUS_NAMES:
+                    continue
+                close = _closest(name, _county_choices(states)) or _closest(name, _town_choices(states))
+                if close and _county_of(close, states):
+                    county = _county_of(close, states)
+                    self.qualify(self.county_place(f"{county[1]} County", county, corrected_from=name), *m.span(1))
+                elif close:
+                    self.qualify(self.town_place(close.title(), close, corrected_from=name), *m.span(1))
+                elif pattern is PREPOSITION_NAME:
+                    self.city_elsewhere(name, m)
+
+    def city_elsewhere(self, name: str, m: re.Match[str]) -> None:
+        """A name after a preposition that is no home place: a city of another state, when big enough or in the
+        state written after it ("Beckley, WV" for a Florida home)."""
+        qualifier = _qualifier(self.message, m.end(1))
+        written = _state_of(qualifier[0]) if qualifier else None
+        elsewhere = [
+            p
+            for p in places_named(name)
+            if p.state not in self.states and (p.population >= MIN_CITY_ELSEWHERE or p.state == written)
+        ]
+        if elsewhere:
+            self.qualify(Place("town", name, None, elsewhere[0].state, (), home=self.states), *m.span(1))
+
+    def lower_case_names(self) -> None:
+        """Lower-case words after "in / near / ..." ("wic in hialeh", "food in browrd"): a home county, or a home
+        town of LOWER_TOWN_POPULATION people or more, by name or close misspelling (the name, else its first word)."""
+        states = self.states
+        for m in PREPOSITION_LOWER.finditer(self.message):
             name = m.group(1)
-            if not free(*m.span(1)) or _state_of(name) or name.lower() in AMBIGUOUS_NAMES:
+            if not self.free(*m.span(1)) or _state_of(name) or name in AMBIGUOUS_NAMES or name in ENGLISH_WORDS:
                 continue
-            close = _closest(name, _county_choices(states)) or _closest(name, _town_choices(states))
-            if close and _county_of(close, states):
-                county = _county_of(close, states)
-                qualify(county_place(f"{county[1]} County", county, corrected_from=name), *m.span(1))
-            elif close:
-                qualify(town_place(close.title(), close, corrected_from=name), *m.span(1))
-            elif pattern is PREPOSITION_NAME:
-                qualifier = _qualifier(message, m.end(1))
-                written = _state_of(qualifier[0]) if qualifier else None  # "Beckley, WV" for a Florida home
-                elsewhere = [
-                    p
-                    for p in places_named(name)
-                    if p.state not in states and (p.population >= MIN_CITY_ELSEWHERE or p.state == written)
-                ]
-                if elsewhere:
-                    qualify(Place("town", name, None, elsewhere[0].state, (), home=states), *m.span(1))
-    for m in PREPOSITION_LOWER.finditer(message):  # "wic in hialeh", "food in browrd": lower case, misspelt
-        name = m.group(1)
-        if not free(*m.span(1)) or _state_of(name) or name in AMBIGUOUS_NAMES or name in ENGLISH_WORDS:
-            continue
-        for words in (name, name.split()[0]):
-            if words in AMBIGUOUS_NAMES or words in LOWER_WORDS or (words != name and len(words) < 5):
-                continue
-            span = (m.start(1), m.start(1) + len(words))
-            close = _closest(words, _county_choices(states))
-            typo = words if close != words else None
-            if close:
-                qualify(county_place(f"{_county_of(close, states)[1]} County", _county_of(close, states), typo), *span)
-                break
-            close = _closest(words, _big_town_choices(states))
-            if close:
-                qualify(town_place(close.title(), close, corrected_from=words if close != words else None), *span)
-                break
-    places = [p for _, p in sorted(found, key=lambda item: item[0])]
-    # one other state named, no home state: a home name that state also has is that state's place
+            for words in (name, name.split()[0]):
+                if words in AMBIGUOUS_NAMES or words in LOWER_WORDS or (words != name and len(words) < 5):
+                    continue
+                span = (m.start(1), m.start(1) + len(words))
+                close = _closest(words, _county_choices(states))
+                typo = words if close != words else None
+                if close:
+                    county = _county_of(close, states)
+                    self.qualify(self.county_place(f"{county[1]} County", county, typo), *span)
+                    break
+                close = _closest(words, _big_town_choices(states))
+                if close:
+                    place = self.town_place(close.title(), close, corrected_from=words if close != words else None)
+                    self.qualify(place, *span)
+                    break
+
+
+def _in_other_state(places: list[Place], states: tuple[str, ...]) -> list[Place]:
+    """One other state named, no home state: a home name that state also has is that state's place ("SNAP in
+    Raleigh? I live in North Carolina")."""
     named_states = {p.state for p in places if p.kind == "state"}
     other = named_states - set(states)
     if len(other) == 1 and not named_states & set(states):

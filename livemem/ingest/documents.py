@@ -20,12 +20,14 @@ A document that cannot be turned into text raises ``DocumentError`` with a short
 is read: a page tree that contains itself), ``no_text_layer`` (a scanned document: OCR is out of scope),
 ``too_large`` (over ``DOCUMENT_MAX_BYTES``, a zip whose parts expand past ``MAX_EXPANDED_BYTES`` — a decompression
 bomb — or a worker that ran out of its memory limit), ``timeout`` and ``extraction_failed`` (any other exception a
-library or a rule raised on the file: never the build's). ``extract_isolated`` runs the extraction in a worker
+library or a rule raised on the file: never the build's) and ``extractor_missing`` (the format's library is not
+installed: the ``documents`` extra). ``extract_isolated`` runs the extraction in a worker
 process with a memory limit and a deadline, so a hostile file costs at most that.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import logging
 import multiprocessing
@@ -40,6 +42,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
+from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from pathlib import PurePosixPath
 
@@ -52,6 +55,9 @@ log = logging.getLogger(__name__)
 EXTRACTION_RULES = 2  # 2: right-to-left runs of a PDF line in logical order
 DOCUMENT_FORMATS = {".pdf": "pdf", ".docx": "docx", ".odt": "odt", ".html": "html", ".htm": "html"}
 LIBRARIES = {"pdf": "pypdfium2", "docx": "python-docx", "odt": "lxml", "html": "beautifulsoup4"}
+# the modules each format imports: the ``documents`` extra (``pip install 'living-memory[documents]'``)
+MODULES = {"pdf": ("pypdfium2",), "docx": ("docx",), "odt": ("lxml",), "html": ("bs4", "lxml")}
+EXTRA = "pip install 'living-memory[documents]'"
 DOCUMENT_MAX_BYTES = 50_000_000  # a bigger document is reported (``too_large``), never parsed
 MAX_EXPANDED_BYTES = 200_000_000  # DOCX / ODT: the zip's parts may expand to this much, no more
 TIMEOUT_ENV = "LIVEMEM_DOCUMENT_TIMEOUT"  # seconds one document may take to extract (default 60)
@@ -86,10 +92,26 @@ def document_format(path: str) -> str | None:
     return DOCUMENT_FORMATS.get(PurePosixPath(path).suffix.lower())
 
 
+def installed(fmt: str) -> bool:
+    """Whether the libraries that extract ``fmt`` are installed (the ``documents`` extra)."""
+    for module in MODULES[fmt]:
+        try:
+            if importlib.util.find_spec(module) is None:
+                return False
+        except (ImportError, ValueError):  # a broken or blocked installation counts as none
+            return False
+    return True
+
+
 def extractor_id(fmt: str) -> str:
-    """The library and its version and the rules' version that extract ``fmt``: ``pypdfium2 5.15.2 r1``."""
+    """The library and its version and the rules' version that extract ``fmt``: ``pypdfium2 5.15.2 r1``
+    (``pypdfium2 not-installed r1`` without the ``documents`` extra: installing it re-extracts those files)."""
     lib = LIBRARIES[fmt]
-    return f"{lib} {package_version(lib)} r{EXTRACTION_RULES}"
+    try:
+        found = package_version(lib) if installed(fmt) else "not-installed"
+    except PackageNotFoundError:
+        found = "not-installed"
+    return f"{lib} {found} r{EXTRACTION_RULES}"
 
 
 def extractors() -> dict[str, str]:
@@ -104,6 +126,8 @@ def extract(path: str, raw: bytes) -> Extracted:
         raise ValueError(f"{path} is not a document ({', '.join(DOCUMENT_FORMATS)})")
     if len(raw) > DOCUMENT_MAX_BYTES:
         raise DocumentError("too_large", f"{len(raw)} bytes, over {DOCUMENT_MAX_BYTES}")
+    if not installed(fmt):
+        raise DocumentError("extractor_missing", f"{LIBRARIES[fmt]} is not installed: {EXTRA}")
     try:
         out = _EXTRACT[fmt](raw)
     except (DocumentError, MemoryError):
@@ -506,10 +530,13 @@ def extract_isolated(path: str, raw: bytes, settings: BuildSettings | None = Non
     ``document_timeout`` seconds (``settings``, the build section: ``LIVEMEM_DOCUMENT_MEMORY_MB``,
     ``LIVEMEM_DOCUMENT_TIMEOUT``; None: their defaults); either exceeded raises ``DocumentError`` (``too_large``,
     ``timeout``)."""
-    if document_format(path) is None:
+    fmt = document_format(path)
+    if fmt is None:
         raise ValueError(f"{path} is not a document")
     if len(raw) > DOCUMENT_MAX_BYTES:
         raise DocumentError("too_large", f"{len(raw)} bytes, over {DOCUMENT_MAX_BYTES}")
+    if not installed(fmt):  # judged here, where the build's extractor id was: the worker is this interpreter
+        raise DocumentError("extractor_missing", f"{LIBRARIES[fmt]} is not installed: {EXTRA}")
     timeout, memory_mb = _limits(settings)
     future = _pool(memory_mb).submit(_extract_text, path, raw)
     try:

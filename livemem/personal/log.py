@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from livemem.extras import require
 from livemem.personal.common import LOG_FILE, PERSONAL_TABLE, _event_time
 from livemem.usage.traces import POSTGRES_STATEMENT_TIMEOUT_S
 
@@ -133,7 +134,7 @@ class PostgresPersonalLog:
         self._local = threading.local()
 
     def _execute(self, sql: str, args: Iterable[Any] = (), fetch: bool = True) -> list[dict[str, Any]]:
-        import psycopg
+        psycopg = require("postgres", "psycopg", f"personal memory in the Postgres table {self.table}")
         from psycopg.rows import dict_row
 
         conn = getattr(self._local, "conn", None)

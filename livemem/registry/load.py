@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from livemem.errors import LivingMemoryError
+from livemem.extras import require
 from livemem.registry.config import RegistryConfig
 from livemem.registry.fields import FIELDS, csv_text
 from livemem.settings import RegistrySettings
@@ -135,7 +136,7 @@ def _split_table(table: str) -> tuple[str, ...]:
 def load_postgres(table: str, dsn: str, *, max_rows: int | None = None) -> LoadedRows:
     """Read ``table`` (only the schema's columns; others are reported as ignored); a table of more than
     ``max_rows`` rows is refused before its rows are fetched."""
-    import psycopg
+    psycopg = require("postgres", "psycopg", f"the registry table {table}")
     from psycopg import sql
 
     ident = sql.Identifier(*_split_table(table))
@@ -179,7 +180,7 @@ def _postgres_checksum(cur: Any, ident: Any) -> str:
 
 
 def postgres_checksum(table: str, dsn: str) -> str:
-    import psycopg
+    psycopg = require("postgres", "psycopg", f"the registry table {table}")
     from psycopg import sql
 
     try:

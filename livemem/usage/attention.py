@@ -52,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from livemem.dates import iso, utc_now
 from livemem.duck import registered
 from livemem.errors import ConfigError
+from livemem.extras import require
 from livemem.settings import TraceSettings
 from livemem.sources.breath import TONES, Breath
 from livemem.sources.config import SourcesConfig
@@ -168,7 +169,7 @@ def read_day(trace_dir: Path, day: date, tz: ZoneInfo, dsn: str | None = None) -
 
 
 def _read_day_postgres(dsn: str, start: datetime, end: datetime) -> DayEvents:
-    import psycopg
+    psycopg = require("postgres", "psycopg", "reading usage traces from Postgres")
 
     from livemem.usage.traces import TRACE_TABLE, ensure_trace_table
 

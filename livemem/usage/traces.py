@@ -66,6 +66,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from livemem.extras import require
+
 log = logging.getLogger(__name__)
 
 
@@ -524,7 +526,7 @@ class PostgresTraceWriter(_QueuedWrites):
         self._local = threading.local()
 
     def _connection(self):
-        import psycopg
+        psycopg = require("postgres", "psycopg", f"the usage traces' {self.directory}")
 
         conn = getattr(self._local, "conn", None)
         if conn is None or conn.closed:
