@@ -30,7 +30,7 @@ import os
 import re
 import tempfile
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -46,7 +46,7 @@ from livemem.geo.names import without_county_word
 from livemem.geo.zips import zip_data
 from livemem.registry import FIELDS, RESOURCE_TYPES
 from livemem.registry.fields import csv_cell, csv_text
-from livemem.registry.listing import clock, day_codes, hours_line, merge_schedules, unique
+from livemem.registry.listing import access_text, clock, day_codes, hours_line, merge_schedules, structured, unique
 from livemem.registry.taxonomy import types_of_terms
 from livemem.schemas import SCHEMA_DIR
 
@@ -484,24 +484,19 @@ def _cost_text(cost: dict[str, Any]) -> str | None:
     return f"{said} ({note})" if said and note else said or note
 
 
-def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], now: datetime) -> dict[str, Any] | None:
-    """The registry row of one service, or None (the reason reported) when it cannot be one."""
-    service = look.services[sid].data
+_Report = Callable[[str, str], None]  # report(severity, message): a problem of the service being imported
 
-    def report(severity: str, message: str) -> None:
-        problems.append(Problem(where, "service", sid, severity, message))
 
-    found = look.organizations.get(service.get("organization_id") or "")
-    org = found.data if found else {}
-    if service.get("organization_id") and not org:
-        report("warning", f"organization {service['organization_id']} not found")
+def _located(sid: str, look: _Lookups, report: _Report) -> tuple[list[tuple[Any, ...]], str, str] | None:
+    """(its places, the first one's ZIP and county), or None (reported) when the service has no place with an
+    address, the first has no US ZIP code or its county is unknown."""
     places = look.places(sid)
     if not places:
         links = len(look.sal_by_service.get(sid, []))
         report("error", f"no location with a physical or postal address (the registry needs a ZIP): {links} "
                         "service_at_location records link it to locations")  # fmt: skip
         return None
-    sal, location, address = places[0]
+    address = places[0][2]
     match = ZIP5.match(address["postal_code"])
     if match is None:
         report("error", f"postal_code {address['postal_code']!r} of address {address['id']} is not a US ZIP code")
@@ -511,34 +506,55 @@ def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], 
     if not county:
         report("error", f"county unknown: address {address['id']} has no region and ZIP {zip5} is not in the ZIP data")
         return None
-    # the ZIPs of its other places, then those its service areas list (as listed: they may name its own)
+    return places, zip5, county
+
+
+def _coverage(sid: str, places: list[tuple[Any, ...]], zip5: str, look: _Lookups) -> list[str]:
+    """The ZIPs of its other places, then those its service areas list (as listed: they may name its own)."""
     coverage = [
         m.group(1) for _, _, a in places[1:] for m in [ZIP5.match(a["postal_code"])] if m and m.group(1) != zip5
     ]
     for area in look.areas_by_service.get(sid, []):
         if area.get("extent_type") in (None, "text") and area.get("extent"):
             coverage += ZIP5.findall(area["extent"])
+    return coverage
 
-    owners = [("service", sid), ("service_at_location", sal["id"]), ("location", location["id"])]
-    phones = look.first("phone", [*owners, ("organization", org.get("id"))])
+
+def closed_hours(hours: str | None) -> str:
+    """The hours of a temporarily closed service: ``Temporarily closed.``, then what they were."""
+    return f"{TEMPORARILY_CLOSED} {hours}" if hours else TEMPORARILY_CLOSED
+
+
+def _schedules_and_hours(service: dict[str, Any], owners: list[tuple[str, str | None]],
+                         look: _Lookups) -> tuple[list[dict[str, Any]], str | None]:  # fmt: skip
+    """The first owner's schedules merged, and their hours line (saying so for a temporarily closed service)."""
     schedules = merge_schedules(map(_schedule_entry, look.first("schedule", owners)))
     hours = hours_line(schedules)
-    status = service["status"]
-    if status == "temporarily closed":
-        hours = f"{TEMPORARILY_CLOSED} {hours}" if hours else TEMPORARILY_CLOSED
+    if service["status"] == "temporarily closed":
+        hours = closed_hours(hours)
+    return schedules, hours
 
+
+def _details(service: dict[str, Any], places: list[tuple[Any, ...]], look: _Lookups) -> tuple[list[str], ...]:
+    """(languages, accessibility, fees) of the service and its places, each once, in order."""
+    sid = service["id"]
     location_ids = [loc["id"] for _, loc, _ in places]
     languages = unique([
         *(r.get("name") or r.get("code") for r in look.languages["service"].get(sid, [])),
         *(r.get("name") or r.get("code") for lid in location_ids for r in look.languages["location"].get(lid, [])),
     ])  # fmt: skip
     access = unique(
-        " ".join(p for p in (r.get("description"), f"({r['details']})" if r.get("details") else None) if p)
+        access_text(r.get("description"), r.get("details"))
         for lid in location_ids for r in look.accessibility_by_location.get(lid, [])
     )  # fmt: skip
     fees = unique([service.get("fees_description"), service.get("fees"),
                    *map(_cost_text, look.costs_by_service.get(sid, []))])  # fmt: skip
+    return languages, access, fees
 
+
+def _service_types(sid: str, look: _Lookups, report: _Report) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """(the registry ids an export kept, the registry types its terms give, the source's terms to keep); no type is
+    reported."""
     terms = look.service_terms(sid)
     own_ids = [a["value"] for a, term in terms if term.get("code") == ID_TERM and a.get("value")]
     exact = _resource_type([term for _, term in terms])  # a term named like a registry type (what export writes)
@@ -551,19 +567,55 @@ def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], 
         for t in source_terms
         if t.get("taxonomy") != RESOURCE_TYPE_TAXONOMY and isinstance(t.get("name"), str)
     ]
+    return own_ids, types, kept_terms
 
+
+def _assurance(service: dict[str, Any], look: _Lookups) -> tuple[str | None, str | None]:
+    """(assured_date, who assured it: assurer_email, else the latest metadata change of assured_date)."""
     assured = service.get("assured_date")
     verified_by = service.get("assurer_email")
     if assured and not verified_by:  # who assured it may be recorded as a change of assured_date
-        changes = [m for m in look.metadata_by_resource.get(sid, []) if m["field_name"] == "assured_date"]
+        changes = [m for m in look.metadata_by_resource.get(service["id"], []) if m["field_name"] == "assured_date"]
         if changes:
             verified_by = max(changes, key=lambda m: m["last_action_date"])["updated_by"]
+    return assured, verified_by
+
+
+def _ending(service: dict[str, Any], now: datetime) -> tuple[str | None, str | None]:
+    """(deprecated_at: when an inactive or defunct service ended, else None; listed_at: when an offered one was
+    last changed)."""
     deprecated_at = listed_at = None
-    if status in ("inactive", "defunct"):
+    if service["status"] in ("inactive", "defunct"):
         # the registry's way to say "no longer offered": the row leaves the published slice from that day
         deprecated_at = _date(service.get("last_modified") or now.date().isoformat())
     elif service.get("last_modified"):  # when the directory last changed the listing ("listed ..., not verified")
         listed_at = _date(service["last_modified"])
+    return deprecated_at, listed_at
+
+
+def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], now: datetime) -> dict[str, Any] | None:
+    """The registry row of one service, or None (the reason reported) when it cannot be one."""
+    service = look.services[sid].data
+
+    def report(severity: str, message: str) -> None:
+        problems.append(Problem(where, "service", sid, severity, message))
+
+    found = look.organizations.get(service.get("organization_id") or "")
+    org = found.data if found else {}
+    if service.get("organization_id") and not org:
+        report("warning", f"organization {service['organization_id']} not found")
+    located = _located(sid, look, report)
+    if located is None:
+        return None
+    places, zip5, county = located
+    sal, location, address = places[0]
+    owners = [("service", sid), ("service_at_location", sal["id"]), ("location", location["id"])]
+    phones = look.first("phone", [*owners, ("organization", org.get("id"))])
+    schedules, hours = _schedules_and_hours(service, owners, look)
+    languages, access, fees = _details(service, places, look)
+    own_ids, types, kept_terms = _service_types(sid, look, report)
+    assured, verified_by = _assurance(service, look)
+    deprecated_at, listed_at = _ending(service, now)
     return {
         "local_resource_id": own_ids[0] if own_ids else sid,
         "name": service["name"],
@@ -573,7 +625,7 @@ def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], 
         "taxonomy_terms": kept_terms or None,
         "county": county,
         "zip": zip5,
-        "zip_coverage": list(dict.fromkeys(coverage)),
+        "zip_coverage": list(dict.fromkeys(_coverage(sid, places, zip5, look))),
         "address": _address_text(address),
         "state": address["state_province"].upper() if re.fullmatch(r"[A-Za-z]{2}", address["state_province"]) else None,
         "contact_phone": _phone_text(phones[0]) if phones else None,
@@ -586,7 +638,7 @@ def _service_row(sid: str, where: str, look: _Lookups, problems: list[Problem], 
         "fees": "; ".join(fees) or None,
         "hours": hours,
         # structured hours only when there is structure (days or times): a text-only schedule is its hours line
-        "schedules": schedules if any(e["days"] or e["opens_at"] or e["closes_at"] for e in schedules) else None,
+        "schedules": schedules if structured(schedules) else None,
         "verification_status": "verified" if assured else "unverified",
         "last_verified_at": _date(assured) if assured else None,
         "verified_by": verified_by,
@@ -766,15 +818,9 @@ def hsds_status(row: dict[str, Any], now: datetime) -> str:
     return "active"
 
 
-def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
-    """One registry row (normalised, as verification publishes it) as an HSDS 3.0 service object."""
-    now = (now or datetime.now(UTC)).astimezone(UTC)
-    rid = row["local_resource_id"]
-    sid = service_id(rid)
-    status = hsds_status(row, now)
-    provider = row.get("organization") or provider_name(row["name"])  # the real organization when rows keep it
+def _export_location(row: dict[str, Any], rid: str) -> dict[str, Any]:
+    """The row's place as an HSDS 3.0 physical location with its one address."""
     location_id = _uuid("location", rid)
-    sal_id = _uuid("service_at_location", rid)
     address = {
         "id": _uuid("address", rid),
         "location_id": location_id,
@@ -783,7 +829,98 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
         "country": "US",
         "address_type": "physical",
     }
-    location = {"id": location_id, "location_type": "physical", "name": row["name"], "addresses": [address]}
+    return {"id": location_id, "location_type": "physical", "name": row["name"], "addresses": [address]}
+
+
+def _export_last_modified(row: dict[str, Any], status: str) -> str | None:
+    """When a defunct service ended, else when the source last listed it (importing the export sets
+    ``deprecated_at`` / ``listed_at`` from it again), as a date-time."""
+    if status == "defunct":
+        ended = str(row["deprecated_at"])
+        return ended if "T" in ended else f"{ended}T00:00:00Z"
+    if row.get("listed_at"):
+        listed = str(row["listed_at"])
+        return listed if "T" in listed else f"{listed}T00:00:00Z"
+    return None
+
+
+def _export_phones(row: dict[str, Any], rid: str, sid: str) -> list[dict[str, Any]] | None:
+    """Every phone, as verification published them (the first is the contact phone), else the contact phone."""
+    listed = [p for p in row.get("phones") or [] if isinstance(p, dict) and p.get("number")]
+    if listed:
+        return [_export_phone(p, rid, sid, i) for i, p in enumerate(listed)]
+    if row.get("contact_phone"):
+        return [
+            {"id": _uuid("phone", rid), "service_id": sid, "type": "voice", **_published_phone(row["contact_phone"])}
+        ]
+    return None
+
+
+def _export_hours(row: dict[str, Any], rid: str, sid: str, status: str) -> dict[str, Any]:
+    """``alert`` (a temporarily closed service) and ``schedules``: structured, as imported (importing the export
+    merges them the same way again), else the hours line as a schedule's description."""
+    out: dict[str, Any] = {}
+    hours = row.get("hours") or ""
+    if status == "temporarily closed":
+        out["alert"] = TEMPORARILY_CLOSED
+        hours = hours.removeprefix(TEMPORARILY_CLOSED).strip()
+    if row.get("schedules"):
+        out["schedules"] = [_export_schedule(entry, rid, sid, i) for i, entry in enumerate(row["schedules"])]
+    elif hours:
+        out["schedules"] = [{"id": _uuid("schedule", rid), "service_id": sid, "description": hours}]
+    return out
+
+
+def _export_assurance(row: dict[str, Any], rid: str, sid: str) -> dict[str, Any]:
+    """A verified row's ``assured_date`` and who assured it: ``assurer_email``, or a name in the ``metadata`` of the
+    change (HSDS records who changed a field there)."""
+    if row.get("verification_status") != "verified" or not row.get("last_verified_at"):
+        return {}
+    assured = _date(str(row["last_verified_at"]))
+    out: dict[str, Any] = {"assured_date": assured}
+    verified_by = row.get("verified_by")
+    if verified_by and FormatChecker().conforms(verified_by, "email"):
+        out["assurer_email"] = verified_by
+    elif verified_by:
+        out["metadata"] = [
+            {
+                "id": _uuid("metadata", rid, "assured_date"),
+                "resource_id": sid,
+                "resource_type": "service",
+                "last_action_date": assured,
+                "last_action_type": "verified",
+                "field_name": "assured_date",
+                "previous_value": PREVIOUS_UNKNOWN,  # required, and an empty cell is a missing value
+                "replacement_value": assured,
+                "updated_by": verified_by,
+            }
+        ]
+    return out
+
+
+def _export_attributes(row: dict[str, Any], rid: str, sid: str) -> list[dict[str, Any]]:
+    """The row's resource types and the source's taxonomy terms as attributes, and its registry id when that is not
+    the service id (so importing this export gives the same rows back)."""
+    types = list(dict.fromkeys([row["resource_type"], *(row.get("resource_types") or [])]))
+    attributes = [
+        _attribute(sid, _term(kind, kind.replace("_", " ").capitalize(), f"Registry resource_type {kind}"))
+        for kind in types
+    ]
+    attributes += [_source_attribute(sid, term) for term in row.get("taxonomy_terms") or [] if term.get("name")]
+    if sid != rid:
+        attributes.append(_attribute(sid, _term(ID_TERM, "Registry id", "The local_resources registry id"), rid))
+    return attributes
+
+
+def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
+    """One registry row (normalised, as verification publishes it) as an HSDS 3.0 service object."""
+    now = (now or datetime.now(UTC)).astimezone(UTC)
+    rid = row["local_resource_id"]
+    sid = service_id(rid)
+    status = hsds_status(row, now)
+    provider = row.get("organization") or provider_name(row["name"])  # the real organization when rows keep it
+    location = _export_location(row, rid)
+    sal_id = _uuid("service_at_location", rid)
     service: dict[str, Any] = {
         "id": sid,
         "organization_id": organization_id(provider),
@@ -792,14 +929,13 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
         ),  # nested, as the HSDS API serves /services/{id}
         "name": row["name"],
         "status": status,
-        "service_at_locations": [{"id": sal_id, "service_id": sid, "location_id": location_id, "location": location}],
+        "service_at_locations": [
+            {"id": sal_id, "service_id": sid, "location_id": location["id"], "location": location}
+        ],
     }
-    if status == "defunct":  # when it ended: importing this export sets deprecated_at from it again
-        ended = str(row["deprecated_at"])
-        service["last_modified"] = ended if "T" in ended else f"{ended}T00:00:00Z"
-    elif row.get("listed_at"):  # when the source last listed it: importing this export sets listed_at again
-        listed = str(row["listed_at"])
-        service["last_modified"] = listed if "T" in listed else f"{listed}T00:00:00Z"
+    last_modified = _export_last_modified(row, status)
+    if last_modified is not None:
+        service["last_modified"] = last_modified
     for key, value in (
         ("description", row.get("description")),
         ("email", row.get("contact_email")),
@@ -808,21 +944,10 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
     ):
         if value:
             service[key] = value
-    listed = [p for p in row.get("phones") or [] if isinstance(p, dict) and p.get("number")]
-    if listed:  # every phone, as verification published them (the first is the contact phone)
-        service["phones"] = [_export_phone(p, rid, sid, i) for i, p in enumerate(listed)]
-    elif row.get("contact_phone"):
-        service["phones"] = [
-            {"id": _uuid("phone", rid), "service_id": sid, "type": "voice", **_published_phone(row["contact_phone"])}
-        ]
-    hours = row.get("hours") or ""
-    if status == "temporarily closed":
-        service["alert"] = TEMPORARILY_CLOSED
-        hours = hours.removeprefix(TEMPORARILY_CLOSED).strip()
-    if row.get("schedules"):  # structured, as imported: importing the export merges them the same way again
-        service["schedules"] = [_export_schedule(entry, rid, sid, i) for i, entry in enumerate(row["schedules"])]
-    elif hours:
-        service["schedules"] = [{"id": _uuid("schedule", rid), "service_id": sid, "description": hours}]
+    phones = _export_phones(row, rid, sid)
+    if phones is not None:
+        service["phones"] = phones
+    service.update(_export_hours(row, rid, sid, status))
     if row.get("zip_coverage"):
         service["service_areas"] = [
             {
@@ -833,35 +958,8 @@ def export_service(row: dict[str, Any], *, now: datetime | None = None) -> dict[
                 "extent_type": "text",
             }
         ]
-    if row.get("verification_status") == "verified" and row.get("last_verified_at"):
-        assured = _date(str(row["last_verified_at"]))
-        service["assured_date"] = assured
-        verified_by = row.get("verified_by")
-        if verified_by and FormatChecker().conforms(verified_by, "email"):
-            service["assurer_email"] = verified_by
-        elif verified_by:  # a name: HSDS records who changed a field in its metadata table
-            service["metadata"] = [
-                {
-                    "id": _uuid("metadata", rid, "assured_date"),
-                    "resource_id": sid,
-                    "resource_type": "service",
-                    "last_action_date": assured,
-                    "last_action_type": "verified",
-                    "field_name": "assured_date",
-                    "previous_value": PREVIOUS_UNKNOWN,  # required, and an empty cell is a missing value
-                    "replacement_value": assured,
-                    "updated_by": verified_by,
-                }
-            ]
-    types = list(dict.fromkeys([row["resource_type"], *(row.get("resource_types") or [])]))
-    attributes = [
-        _attribute(sid, _term(kind, kind.replace("_", " ").capitalize(), f"Registry resource_type {kind}"))
-        for kind in types
-    ]
-    attributes += [_source_attribute(sid, term) for term in row.get("taxonomy_terms") or [] if term.get("name")]
-    if sid != rid:  # keep the registry's own id, so importing this export gives the same rows back
-        attributes.append(_attribute(sid, _term(ID_TERM, "Registry id", "The local_resources registry id"), rid))
-    service["attributes"] = attributes
+    service.update(_export_assurance(row, rid, sid))
+    service["attributes"] = _export_attributes(row, rid, sid)
     return service
 
 

@@ -35,7 +35,7 @@ import csv
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -44,8 +44,17 @@ from typing import Any
 
 from livemem.geo.names import without_county_word
 from livemem.geo.zips import zip_data
-from livemem.registry.hsds import HSDS_DIR, HsdsError, HsdsImport, Problem, import_export, table_file
+from livemem.registry.hsds import (
+    HSDS_DIR,
+    HsdsError,
+    HsdsImport,
+    Problem,
+    closed_hours,
+    import_export,
+    table_file,
+)
 from livemem.registry.listing import (
+    access_text,
     clock,
     day_code,
     day_codes,
@@ -54,6 +63,7 @@ from livemem.registry.listing import (
     parse_phones,
     phone_text,
     registry_id,
+    structured,
     unique,
 )
 from livemem.registry.taxonomy import is_airs_code, name_types, term_types
@@ -428,19 +438,22 @@ class _Stats:
     fields: Counter = field(default_factory=Counter)
 
 
-def _service_row(i: int, service: dict[str, str], where: str, look: _Look, stats: _Stats, problems: list[Problem],
-                 now: datetime) -> dict[str, Any] | None:  # fmt: skip
-    sid = service["id"]
+_Flag = Callable[[str, str], None]
+
+
+def _flagger(where: str, sid: str, stats: _Stats, problems: list[Problem]) -> _Flag:
+    """``flag(rule, message)``: count a field flag of one service and list it (up to ``2 * MAX_PROBLEMS``)."""
 
     def flag(rule: str, message: str) -> None:
         stats.fields[rule] += 1
         if len(problems) < MAX_PROBLEMS * 2:
             problems.append(Problem(where, "service", sid, "warning", message))
 
-    org = look.orgs.get(service.get("organization_id") or "", {})
-    if service.get("organization_id") and not org:
-        flag("organization not found", f"organization {service['organization_id']} not found")
-    address, location_ids, sal_ids = _place(service, look)
+    return flag
+
+
+def _zip_and_county(address: dict[str, str] | None) -> tuple[str | None, str | None]:
+    """The address's ZIP, and its region without "County", else the ZIP's county."""
     zip5 = None
     if address:
         zip5 = ZIP5.search(address["postal_code"]).group(1)  # type: ignore[union-attr]
@@ -449,8 +462,12 @@ def _service_row(i: int, service: dict[str, str], where: str, look: _Look, stats
         county = without_county_word(address["region"])
     elif zip5 and zip5 in zip_data():
         county = zip_data()[zip5][1] or None
+    return zip5, county
 
-    owners = [("service", [sid]), ("service_at_location", sal_ids), ("location", location_ids)]
+
+def _phones(owners: list[tuple[str, list[str]]], org: dict[str, str], look: _Look, flag: _Flag) -> list[dict[str, Any]]:
+    """The phones of the first owner that has any (service, service-at-location, location, else the organization),
+    every number of every cell (``listing.parse_phones``); a cell without a recognisable number is flagged."""
     phone_rows = next((rows for kind, ids in owners for i2 in ids if (rows := look.phones[kind].get(i2))), None)
     if phone_rows is None and org.get("id"):
         phone_rows = look.phones["organization"].get(org["id"], [])
@@ -466,7 +483,15 @@ def _service_row(i: int, service: dict[str, str], where: str, look: _Look, stats
     ]
     if any(not re.search(r"\d{3}", p["number"] or "") for p in phones):
         flag("phone without a number", "a phone cell holds no recognisable number (kept as written)")
+    return phones
 
+
+def _email_and_url(
+    service: dict[str, str], org: dict[str, str], look: _Look, flag: _Flag
+) -> tuple[str | None, str | None]:
+    """(e-mail, URL) of the service, its contacts, else its organization; an e-mail cell holding a web address is
+    the URL when there is none, another e-mail that is not an address is kept and flagged."""
+    sid = service["id"]
     email = service.get("email") or next((c["email"] for c in look.contacts.get(sid, []) if c.get("email")), None)
     email = email or org.get("email")
     url = service.get("url") or org.get("url")
@@ -476,14 +501,12 @@ def _service_row(i: int, service: dict[str, str], where: str, look: _Look, stats
             flag("email holds a URL", "the e-mail cell holds a web address: used as the URL")
         else:
             flag("email not an address", f"email {email[:60]!r} is not an e-mail address (kept, flagged)")
+    return email, url
 
-    if not zip5 and not phones and not url and not email:
-        reason = "no address with a ZIP and no phone, URL or e-mail: nobody could reach or find it"
-        stats.dropped[reason] += 1
-        problems.append(Problem(where, "service", sid, "error", reason))
-        return None
 
-    terms = _terms(service, look)
+def _types(service: dict[str, str], terms: list[dict[str, str | None]], stats: _Stats) -> list[str]:
+    """The registry types the taxonomy terms map to (unmapped terms counted), else those the service's name or
+    description gives (counted as typed by name)."""
     types: list[str] = []
     for term in terms:
         found = term_types(term["code"], term["name"])
@@ -493,54 +516,112 @@ def _service_row(i: int, service: dict[str, str], where: str, look: _Look, stats
     if not types:
         types = list(name_types(service.get("name"))) or list(name_types(service.get("description")))
         stats.typed_by_name += bool(types)
+    return types
 
+
+def _coverage(
+    service: dict[str, str], location_ids: list[str], zip5: str | None, look: _Look
+) -> tuple[list[str], list[str]]:
+    """(the other ZIPs of its places and of its service areas' words, those words)."""
     coverage: list[str] = []
     for lid in location_ids:
         for a in [*look.physical.get(lid, []), *look.postal.get(lid, [])]:
             m = ZIP5.search(a.get("postal_code") or "")
             if m and m.group(1) != zip5:
                 coverage.append(m.group(1))
-    areas = look.areas.get(sid, [])
+    areas = look.areas.get(service["id"], [])
     area_words = unique([*(a.get("service_area") or a.get("description") for a in areas), service.get("service_area")])
     for text in area_words:
         coverage += [z for z in ZIP5.findall(text) if z != zip5]
+    return coverage, area_words
 
+
+def _schedules_and_hours(service: dict[str, str], owners: list[tuple[str, list[str]]], look: _Look,
+                         flag: _Flag) -> tuple[list[dict[str, Any]], str | None]:  # fmt: skip
+    """The first owner's schedules merged, and the hours line they give (else the service's hours cell), cut to
+    500 characters (flagged)."""
     sched_rows = next((rows for kind, ids in owners for i2 in ids if (rows := look.schedules[kind].get(i2))), [])
     schedules = merge_schedules(_schedule_entries(sched_rows))
     hours = hours_line(schedules) or service.get("hours")
     if hours and len(hours) > 500:
         flag("hours too long", f"hours are {len(hours)} characters: cut to 500")
         hours = hours[:497] + "..."
+    return schedules, hours
 
+
+def _details(service: dict[str, str], location_ids: list[str], look: _Look) -> tuple[list[str], ...]:
+    """(languages, accessibility, fees, eligibility) of the service and its locations, each once, in order."""
+    sid = service["id"]
     languages = unique([
         *(r.get("language") for r in look.languages["service"].get(sid, [])),
         *(r.get("language") for lid in location_ids for r in look.languages["location"].get(lid, [])),
         *re.split(r"[,;]", service.get("interpretation_services") or service.get("languages") or ""),
     ])  # fmt: skip
     access = unique(
-        " ".join(p for p in (r.get("accessibility"), f"({r['details']})" if r.get("details") else None) if p)
-        for lid in location_ids for r in look.access.get(lid, [])
-    )  # fmt: skip
+        access_text(r.get("accessibility"), r.get("details")) for lid in location_ids for r in look.access.get(lid, [])
+    )
     fees = unique([service.get("fees"), *(r.get("fee") for r in look.fees.get(sid, []))])
     eligibility = unique([
         service.get("eligibility_description") or service.get("eligibility"),
         *(r.get("eligibility") for r in look.eligibility.get(sid, [])),
     ])  # fmt: skip
-    changes = [d for m in look.metadata.get(sid, []) if (d := _date(m.get("last_action_date")))]
+    return languages, access, fees, eligibility
+
+
+def _listing(service: dict[str, str], hours: str | None, look: _Look,
+             now: datetime) -> tuple[str | None, str | None, str | None]:  # fmt: skip
+    """(listed_at: its latest change, else its or the package's date; deprecated_at: that date, else today, for an
+    inactive or defunct service; its hours, saying so for a temporarily closed one)."""
+    changes = [d for m in look.metadata.get(service["id"], []) if (d := _date(m.get("last_action_date")))]
     listed_at = max(changes) if changes else (_date(service.get("last_modified")) or look.package_date)
     status = (service.get("status") or "active").lower()
     deprecated_at = (listed_at or now.date().isoformat()) if status in ("inactive", "defunct") else None
     if status == "temporarily closed":
-        hours = f"Temporarily closed. {hours}" if hours else "Temporarily closed."
+        hours = closed_hours(hours)
+    return listed_at, deprecated_at, hours
+
+
+def _name(service: dict[str, str], org: dict[str, str], flag: _Flag) -> str:
+    """The service's name, else its alternate name, its organization's or ``Service <id>``; one of fewer than two
+    characters is prefixed with its organization's name; any name but the service's own is flagged."""
+    sid = service["id"]
     name = service.get("name") or service.get("alternate_name") or org.get("name") or f"Service {sid}"
     if len(name.strip()) < 2:  # the registry needs two characters: "X" of an organization is "Org — X"
         name = f"{org['name']} — {name.strip()}" if org.get("name") else f"Service {sid}: {name.strip()}"
     if not service.get("name") or name != service["name"]:
         flag("name missing or too short", f"service has no usable name: named {name!r}")
+    return name
+
+
+def _service_row(i: int, service: dict[str, str], where: str, look: _Look, stats: _Stats, problems: list[Problem],
+                 now: datetime) -> dict[str, Any] | None:  # fmt: skip
+    """The registry row of one service (the module docstring says what is kept), or None, the reason reported and
+    counted, when nobody could reach or find it (no address with a ZIP and no phone, URL or e-mail)."""
+    sid = service["id"]
+    flag = _flagger(where, sid, stats, problems)
+    org = look.orgs.get(service.get("organization_id") or "", {})
+    if service.get("organization_id") and not org:
+        flag("organization not found", f"organization {service['organization_id']} not found")
+    address, location_ids, sal_ids = _place(service, look)
+    zip5, county = _zip_and_county(address)
+    owners = [("service", [sid]), ("service_at_location", sal_ids), ("location", location_ids)]
+    phones = _phones(owners, org, look, flag)
+    email, url = _email_and_url(service, org, look, flag)
+    if not zip5 and not phones and not url and not email:
+        reason = "no address with a ZIP and no phone, URL or e-mail: nobody could reach or find it"
+        stats.dropped[reason] += 1
+        problems.append(Problem(where, "service", sid, "error", reason))
+        return None
+    terms = _terms(service, look)
+    types = _types(service, terms, stats)
+    coverage, area_words = _coverage(service, location_ids, zip5, look)
+    schedules, hours = _schedules_and_hours(service, owners, look, flag)
+    languages, access, fees, eligibility = _details(service, location_ids, look)
+    listed_at, deprecated_at, hours = _listing(service, hours, look, now)
+    name = _name(service, org, flag)
     for key, value in (("organization", org.get("name")), ("zip", zip5), ("county", county)):
         if not value:
             stats.fields[f"{key} missing"] += 1
-
     return {
         "local_resource_id": registry_id(sid),
         "name": name,
@@ -558,7 +639,7 @@ def _service_row(i: int, service: dict[str, str], where: str, look: _Look, stats
         "url": url,
         "eligibility": "; ".join(eligibility) or None,
         "hours": hours,
-        "schedules": schedules if any(e["days"] or e["opens_at"] or e["closes_at"] for e in schedules) else [],
+        "schedules": schedules if structured(schedules) else [],
         "organization": org.get("name"),
         "taxonomy_terms": terms,
         "languages": languages,

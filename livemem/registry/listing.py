@@ -188,6 +188,16 @@ def hours_line(schedules: list[dict[str, Any]]) -> str | None:
     return "; ".join(parts) or None
 
 
+def structured(schedules: list[dict[str, Any]]) -> bool:
+    """Whether merged schedules have structure (days or times); a text-only schedule is just its hours line."""
+    return any(e["days"] or e["opens_at"] or e["closes_at"] for e in schedules)
+
+
+def access_text(text: str | None, details: str | None) -> str:
+    """An accessibility record as one phrase: its text, then its details in brackets (``Ramp (north door)``)."""
+    return " ".join(p for p in (text, f"({details})" if details else None) if p)
+
+
 # --- ids ---------------------------------------------------------------------------------------------------------
 def registry_id(source_id: Any, prefix: str = "hsds-") -> str:
     """A source id as a registry id (``local_resource_id``): kept as it is when it fits the pattern (``136``,

@@ -73,6 +73,40 @@ def verification_note(row: dict[str, Any], status: str) -> str | None:
     return UNDATED_NOTE if status == "unverified" else None
 
 
+def _by_zip(rows: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """ZIP -> rows: those of that ZIP first, then those whose coverage includes it (each in row order)."""
+    by_zip: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_zip.setdefault(row["zip"], []).append(i)
+    for i, row in enumerate(rows):
+        for z in row["zip_coverage"]:
+            if z != row["zip"]:
+                by_zip.setdefault(z, []).append(i)
+    return by_zip
+
+
+def _places_and_terms(
+    rows: list[dict[str, Any]],
+) -> tuple[dict[str, list[int]], dict[str, list[int]], list[tuple[str, int]], list[tuple[str, int]]]:
+    """("ST|county key" -> rows, state -> its statewide rows (no ZIP coverage), (casefolded term code, row),
+    (casefolded term name, row))."""
+    by_county: dict[str, list[int]] = {}
+    statewide: dict[str, list[int]] = {}
+    codes: list[tuple[str, int]] = []
+    names: list[tuple[str, int]] = []
+    for i, row in enumerate(rows):
+        by_county.setdefault(f"{row['state']}|{county_key(row['county'])}", []).append(i)
+        if is_statewide(row.get("service_area"), row["state"]) and not row["zip_coverage"]:
+            statewide.setdefault(row["state"], []).append(i)
+        for term in row["taxonomy_terms"]:
+            if isinstance(term, dict):
+                if term.get("code"):
+                    codes.append((str(term["code"]).casefold(), i))
+                if term.get("name"):
+                    names.append((str(term["name"]).casefold(), i))
+    return by_county, statewide, codes, names
+
+
 @dataclass
 class RegistryIndex:
     """A version's published registry in memory, with lookups by id, ZIP (own ZIP or coverage), county (per state),
@@ -118,27 +152,7 @@ class RegistryIndex:
         verified = pd.to_datetime(pd.Series(basis, dtype=object), utc=True, errors="coerce", format="ISO8601")
         verified = verified.astype("datetime64[ns, UTC]")
         days = (verified - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=np.float64) / DAY_S
-        by_zip: dict[str, list[int]] = {}
-        for i, row in enumerate(rows):  # own ZIP first, then coverage (each in row order)
-            by_zip.setdefault(row["zip"], []).append(i)
-        for i, row in enumerate(rows):
-            for z in row["zip_coverage"]:
-                if z != row["zip"]:
-                    by_zip.setdefault(z, []).append(i)
-        by_county: dict[str, list[int]] = {}
-        statewide: dict[str, list[int]] = {}
-        codes: list[tuple[str, int]] = []
-        names: list[tuple[str, int]] = []
-        for i, row in enumerate(rows):
-            by_county.setdefault(f"{row['state']}|{county_key(row['county'])}", []).append(i)
-            if is_statewide(row.get("service_area"), row["state"]) and not row["zip_coverage"]:
-                statewide.setdefault(row["state"], []).append(i)
-            for term in row["taxonomy_terms"]:
-                if isinstance(term, dict):
-                    if term.get("code"):
-                        codes.append((str(term["code"]).casefold(), i))
-                    if term.get("name"):
-                        names.append((str(term["name"]).casefold(), i))
+        by_county, statewide, codes, names = _places_and_terms(rows)
         return cls(
             version_id=version_id,
             state=state,
@@ -148,7 +162,7 @@ class RegistryIndex:
             recorded_verified=np.array([r["verification_status"] == "verified" for r in rows], dtype=bool),
             resource_type=np.array([r["resource_type"] for r in rows], dtype=object),
             by_id={row["local_resource_id"]: i for i, row in enumerate(rows)},
-            by_zip=by_zip,
+            by_zip=_by_zip(rows),
             by_county=by_county,
             ordered=list(range(len(rows))),
             states=tuple(dict.fromkeys((state, *states))),
@@ -231,6 +245,84 @@ def _cached_index(version_dir: str) -> RegistryIndex | None:
     )
 
 
+def _searched(index: RegistryIndex, zip: str | None, county: str | None) -> list[tuple[str, str]]:
+    """The (state, county) pairs a ZIP or county hint searches (a county in every covered state that has it); a
+    ZIP that does not exist or lies outside the covered states and an unknown county are errors."""
+    states = index.states or (index.state,)
+    covers = ", ".join(states)
+    search: list[tuple[str, str]] = []
+    if zip is not None:
+        found = zip_data().get(zip)
+        if found is None:
+            raise RegistryQueryError(f"ZIP {zip} does not exist")
+        if found[0] not in states:
+            raise RegistryQueryError(f"ZIP {zip} is in {found[0]}; the registry covers {covers}")
+        search = [(found[0], found[1])]
+    if county is not None:
+        key = county_key(county)
+        search = [(st, state_counties(st)[key]) for st in states if key in state_counties(st)]
+        if not search:
+            spelled = {k: name for st in states for k, name in state_counties(st).items()}
+            close = difflib.get_close_matches(key, list(spelled), n=3, cutoff=0.6)
+            hint = f" (did you mean {', '.join(spelled[c] for c in close)}?)" if close else ""
+            raise RegistryQueryError(f"{county!r} is not a county of {covers}{hint}")
+    return search
+
+
+def _tiers(index: RegistryIndex, ids: list[str], zip: str | None, search: list[tuple[str, str]],
+           local_resource_id: str | None) -> list[tuple[str, Sequence[int]]]:  # fmt: skip
+    """(match, rows) in the order they are listed: the ids, the ZIP, the counties, their states' statewide rows;
+    ``local_resource_id`` keeps only that row of them (or is the one tier without place hints); every row when
+    there is no hint at all."""
+    tiers: list[tuple[str, Sequence[int]]] = []
+    if ids:
+        tiers.append(("id", [index.by_id[i] for i in ids if i in index.by_id]))
+    if zip is not None:
+        tiers.append(("zip", index.by_zip.get(zip, [])))
+    for st, name in search:
+        tiers.append(("county", index.by_county.get(f"{st}|{county_key(name)}", [])))
+    for st in dict.fromkeys(st for st, _ in search):
+        tiers.append(("state", index.statewide.get(st, [])))
+    if local_resource_id is not None:
+        wanted = index.by_id.get(local_resource_id)
+        if wanted is None:
+            tiers = []
+        elif tiers:  # a filter on the place hints: the row only if they reach it
+            tiers = [(match, [i for i in rows if i == wanted]) for match, rows in tiers]
+        else:
+            tiers = [("id", [wanted])]
+    elif not tiers:
+        tiers.append(("filter", index.ordered))
+    return tiers
+
+
+def _listed(index: RegistryIndex, tiers: list[tuple[str, Sequence[int]]], resource_type: str | None,
+            terms: set[int] | None, include_stale: bool, limit: int | None, now: datetime | None,
+            offset: int) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+    """(the rows listed, ``offset`` skipped and at most ``limit``, with their status, age, match and note; how many
+    passed the filters): each row once, in its first tier."""
+    today = (now or utc_now()).timestamp() / DAY_S
+    seen: set[int] = set()
+    out: list[dict[str, Any]] = []
+    total = 0
+    for match, candidates in tiers:
+        for i in candidates:
+            if i in seen or (resource_type is not None and resource_type not in index.types[i]):
+                continue
+            if terms is not None and i not in terms:
+                continue
+            seen.add(i)
+            status, age = index.status_and_age(i, today)
+            if not index.shown(i, status, include_stale):
+                continue
+            total += 1
+            if total > offset and (limit is None or len(out) < limit):
+                row = index.rows[i]
+                out.append({**row, "verification_status": status, "age_days": age, "match": match,
+                            "verification_note": verification_note(row, status)})  # fmt: skip
+    return out, total
+
+
 def resolve(
     source: RegistryIndex | str | os.PathLike[str] | Any,
     *,
@@ -255,66 +347,10 @@ def resolve(
     index = source if isinstance(source, RegistryIndex) else load_registry_index(getattr(source, "path", source))
     if index is None:
         raise RegistryQueryError("this index version holds no registry: materialize registry_verification")
-    states = index.states or (index.state,)
-    covers = ", ".join(states)
-    search: list[tuple[str, str]] = []  # (state, county) searched
-    if zip is not None:
-        found = zip_data().get(zip)
-        if found is None:
-            raise RegistryQueryError(f"ZIP {zip} does not exist")
-        if found[0] not in states:
-            raise RegistryQueryError(f"ZIP {zip} is in {found[0]}; the registry covers {covers}")
-        search = [(found[0], found[1])]
-    if county is not None:
-        key = county_key(county)
-        search = [(st, state_counties(st)[key]) for st in states if key in state_counties(st)]
-        if not search:
-            spelled = {k: name for st in states for k, name in state_counties(st).items()}
-            close = difflib.get_close_matches(key, list(spelled), n=3, cutoff=0.6)
-            hint = f" (did you mean {', '.join(spelled[c] for c in close)}?)" if close else ""
-            raise RegistryQueryError(f"{county!r} is not a county of {covers}{hint}")
+    search = _searched(index, zip, county)  # (state, county) searched
     if resource_type is not None and resource_type not in RESOURCE_TYPES:
         raise RegistryQueryError(f"unknown resource_type {resource_type!r}; known: {', '.join(RESOURCE_TYPES)}")
     terms = index.taxonomy_rows(taxonomy) if taxonomy is not None else None
-
-    ids = list(ids)
-    tiers: list[tuple[str, Sequence[int]]] = []
-    if ids:
-        tiers.append(("id", [index.by_id[i] for i in ids if i in index.by_id]))
-    if zip is not None:
-        tiers.append(("zip", index.by_zip.get(zip, [])))
-    for st, name in search:
-        tiers.append(("county", index.by_county.get(f"{st}|{county_key(name)}", [])))
-    for st in dict.fromkeys(st for st, _ in search):
-        tiers.append(("state", index.statewide.get(st, [])))
-    if local_resource_id is not None:
-        wanted = index.by_id.get(local_resource_id)
-        if wanted is None:
-            tiers = []
-        elif tiers:  # a filter on the place hints: the row only if they reach it
-            tiers = [(match, [i for i in rows if i == wanted]) for match, rows in tiers]
-        else:
-            tiers = [("id", [wanted])]
-    elif not tiers:
-        tiers.append(("filter", index.ordered))
-
-    today = (now or utc_now()).timestamp() / DAY_S
-    seen: set[int] = set()
-    out: list[dict[str, Any]] = []
-    total = 0
-    for match, candidates in tiers:
-        for i in candidates:
-            if i in seen or (resource_type is not None and resource_type not in index.types[i]):
-                continue
-            if terms is not None and i not in terms:
-                continue
-            seen.add(i)
-            status, age = index.status_and_age(i, today)
-            if not index.shown(i, status, include_stale):
-                continue
-            total += 1
-            if total > offset and (limit is None or len(out) < limit):
-                row = index.rows[i]
-                out.append({**row, "verification_status": status, "age_days": age, "match": match,
-                            "verification_note": verification_note(row, status)})  # fmt: skip
+    tiers = _tiers(index, list(ids), zip, search, local_resource_id)
+    out, total = _listed(index, tiers, resource_type, terms, include_stale, limit, now, offset)
     return Resolution(rows=out, county=search[0][1] if search else None, total=total)

@@ -19,7 +19,7 @@ from livemem.duck import registered
 from livemem.ingest.checks import MAX_REPORTED
 from livemem.registry.config import LOGIC_VERSION, RegistryConfig
 from livemem.registry.fields import FIELDS, HISTORY_CHANGES, HISTORY_COLUMNS, ISSUE_COLUMNS, REGISTRY_COLUMNS
-from livemem.registry.load import load_rows
+from livemem.registry.load import LoadedRows, load_rows
 from livemem.registry.verification import Verification, verify
 from livemem.settings import RegistrySettings
 from livemem.version import connect
@@ -50,24 +50,11 @@ class RegistryRun:
         return self.version_id is not None
 
 
-def run_verification(
-    cfg: RegistryConfig,
-    home: IndexHome,
-    *,
-    now: datetime | None = None,
-    force: bool = False,
-    limits: RegistrySettings | None = None,
-) -> RegistryRun:
-    """Load (within ``limits``: ``load_rows``), verify and stage a new version with the registry tables; nothing is
-    staged when neither the input, the configuration nor the verified result changed since the current version."""
-    t0 = time.perf_counter()
-    loaded = load_rows(cfg, limits)
-    t_load = time.perf_counter()
-    result = verify(loaded, cfg, now)
-    t_verify = time.perf_counter()
-    counts = result.counts()
-    by_rule = result.issues_by_rule()
-    section = {
+def _manifest_section(cfg: RegistryConfig, loaded: LoadedRows, result: Verification, counts: dict[str, int],
+                      by_rule: dict[str, dict[str, int]]) -> dict[str, Any]:  # fmt: skip
+    """The version manifest's ``registry`` section: the input, configuration and logic it rests on, the result's
+    digest and counts, issues by rule and the fields flagged or ignored."""
+    return {
         "source": loaded.source,
         "kind": cfg.kind,
         "input_hash": loaded.input_hash,
@@ -86,6 +73,45 @@ def run_verification(
         "flagged_fields": result.flagged_by_field(),
         "ignored_fields": loaded.ignored_fields,
     }
+
+
+def _version_manifest(cfg: RegistryConfig, base_manifest: dict[str, Any], version_id: str, base: str | None,
+                      section: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """The staged version's manifest: the base version's, with this version's ids, times and registry section."""
+    now_iso = iso(utc_now())
+    manifest = {
+        "layout_version": LAYOUT_VERSION,
+        "segments": [],
+        **base_manifest,
+        "version_id": version_id,
+        "base_version": base,
+        "created_at": base_manifest.get("created_at", now_iso),
+        "last_updated": now_iso,
+        "registry": section,
+    }
+    # an index the registry stages first: its home until a build records the sources file's (docs/home.md)
+    manifest.setdefault("home", {"states": list(getattr(cfg, "covered_states", None) or (cfg.state,))})
+    return manifest
+
+
+def run_verification(
+    cfg: RegistryConfig,
+    home: IndexHome,
+    *,
+    now: datetime | None = None,
+    force: bool = False,
+    limits: RegistrySettings | None = None,
+) -> RegistryRun:
+    """Load (within ``limits``: ``load_rows``), verify and stage a new version with the registry tables; nothing is
+    staged when neither the input, the configuration nor the verified result changed since the current version."""
+    t0 = time.perf_counter()
+    loaded = load_rows(cfg, limits)
+    t_load = time.perf_counter()
+    result = verify(loaded, cfg, now)
+    t_verify = time.perf_counter()
+    counts = result.counts()
+    by_rule = result.issues_by_rule()
+    section = _manifest_section(cfg, loaded, result, counts, by_rule)
     preview = result.issues.head(MAX_REPORTED).to_dict("records")
     home.ensure()
     with home.write_lock():
@@ -104,20 +130,7 @@ def run_verification(
         stamp = iso(result.checked_at if now is not None else utc_now())
         history = _write_tables(staged, result, version_id, stamp)
         section["history"] = history
-        now_iso = iso(utc_now())
-        manifest = {
-            "layout_version": LAYOUT_VERSION,
-            "segments": [],
-            **base_manifest,
-            "version_id": version_id,
-            "base_version": base,
-            "created_at": base_manifest.get("created_at", now_iso),
-            "last_updated": now_iso,
-            "registry": section,
-        }
-        # an index the registry stages first: its home until a build records the sources file's (docs/home.md)
-        manifest.setdefault("home", {"states": list(getattr(cfg, "covered_states", None) or (cfg.state,))})
-        write_manifest(staged, manifest)
+        write_manifest(staged, _version_manifest(cfg, base_manifest, version_id, base, section))
     timings = {
         "load_s": round(t_load - t0, 3),
         "verify_s": round(t_verify - t_load, 3),
@@ -148,14 +161,9 @@ def _write_tables(staged: Path, result: Verification, version_id: str, stamp: st
         con.close()
 
 
-def _extend_history(con: duckdb.DuckDBPyConnection, result: Verification, version_id: str, stamp: str) -> dict:
-    """Close the open history row of every id that changed and open its new one; tombstone ids that are gone."""
-    rows = result.rows
-    tracked = rows[rows["valid"]].copy()  # published and deprecated rows
-    open_rows = con.execute(
-        "SELECT local_resource_id, change AS open_change, status AS open_status, content_hash AS open_content, "
-        "verification_hash AS open_verification FROM registry_history WHERE valid_to IS NULL"
-    ).df()
+def _opened(tracked: pd.DataFrame, open_rows: pd.DataFrame) -> pd.DataFrame:
+    """The tracked rows whose history opens a new row, with the ``change`` that opens it (created, deprecated,
+    restored, updated, verified), against each id's open history row."""
     merged = tracked.merge(open_rows, on="local_resource_id", how="left")
     absent = merged["open_change"].isna() | (merged["open_change"] == "removed")
     # by the open row's status, not its change: a row deprecated when first seen is opened as "created" with
@@ -169,16 +177,23 @@ def _extend_history(con: duckdb.DuckDBPyConnection, result: Verification, versio
         default="",
     )  # fmt: skip
     merged["change"] = change
-    opened = merged[merged["change"] != ""]
-    live = open_rows[open_rows["open_change"] != "removed"]
-    gone_ids = sorted(set(live["local_resource_id"]) - set(tracked["local_resource_id"]))
+    return merged[merged["change"] != ""]
+
+
+def _failing_rules(result: Verification, gone_ids: list[str]) -> pd.Series:
+    """id -> the error rules (comma-separated) of the gone ids that are still in the input but failed verification."""
+    rows = result.rows
     failed = rows[~rows["valid"] & rows["local_resource_id"].isin(gone_ids)]
-    failing_rules = (
+    return (
         result.issues[result.issues["source_row"].isin(failed["source_row"]) & (result.issues["severity"] == "error")]
         .groupby("local_resource_id")["rule"]
         .agg(lambda r: ", ".join(sorted(set(r))))
     )
-    new_rows = pd.DataFrame(
+
+
+def _history_rows(opened: pd.DataFrame, version_id: str, stamp: str) -> pd.DataFrame:
+    """The new open history rows of the opened ids, each with the row's data as JSON."""
+    return pd.DataFrame(
         {
             "local_resource_id": opened["local_resource_id"],
             "change": opened["change"],
@@ -194,7 +209,11 @@ def _extend_history(con: duckdb.DuckDBPyConnection, result: Verification, versio
             "data": [json.dumps(r, ensure_ascii=False) for r in opened[list(FIELDS)].to_dict("records")],
         }
     )
-    tombstones = pd.DataFrame(
+
+
+def _tombstones(gone_ids: list[str], failing_rules: pd.Series, version_id: str, stamp: str) -> pd.DataFrame:
+    """The ``removed`` history rows of the gone ids, noting why (the rules they failed, or absent from the source)."""
+    return pd.DataFrame(
         {
             "local_resource_id": gone_ids,
             "change": "removed",
@@ -213,6 +232,21 @@ def _extend_history(con: duckdb.DuckDBPyConnection, result: Verification, versio
             "data": None,
         }
     )
+
+
+def _extend_history(con: duckdb.DuckDBPyConnection, result: Verification, version_id: str, stamp: str) -> dict:
+    """Close the open history row of every id that changed and open its new one; tombstone ids that are gone."""
+    rows = result.rows
+    tracked = rows[rows["valid"]].copy()  # published and deprecated rows
+    open_rows = con.execute(
+        "SELECT local_resource_id, change AS open_change, status AS open_status, content_hash AS open_content, "
+        "verification_hash AS open_verification FROM registry_history WHERE valid_to IS NULL"
+    ).df()
+    opened = _opened(tracked, open_rows)
+    live = open_rows[open_rows["open_change"] != "removed"]
+    gone_ids = sorted(set(live["local_resource_id"]) - set(tracked["local_resource_id"]))
+    new_rows = _history_rows(opened, version_id, stamp)
+    tombstones = _tombstones(gone_ids, _failing_rules(result, gone_ids), version_id, stamp)
     changed = pd.DataFrame({"local_resource_id": [*opened["local_resource_id"], *gone_ids]})
     if len(changed):
         with registered(con, changed, "changed") as changed_ids:

@@ -569,6 +569,8 @@ def _check_reachable(rows: pd.DataFrame, issues: _Issues) -> None:
 
 
 def _check_zips(rows: pd.DataFrame, issues: _Issues, states: tuple[str, ...]) -> None:
+    """Each ZIP exists, lies in a configured state and is in use; the county is the ZIP's and the state the ZIP's
+    (both published as the ZIP data has them); the ZIPs of the coverage pass the same checks."""
     data = zip_data()
     zip_states, county_of, in_use = zip_columns()
     zips = _strings(rows["zip"])
@@ -589,9 +591,18 @@ def _check_zips(rows: pd.DataFrame, issues: _Issues, states: tuple[str, ...]) ->
     issues.add("zip_in_state", "error", elsewhere, "ZIP " + zips + " is in " + zip_state + ", not " + configured)
     retired = well_formed & known & covered & ~active
     issues.add("zip_in_state", "error", retired, "ZIP " + zips + " is no longer in use")
-
-    counties = _strings(rows["county"])
     in_state = well_formed & known & covered
+    _check_zip_county(rows, issues, zips, zip_state, zip_county, in_state, states)
+    _check_zip_state(rows, issues, zip_state, in_state)
+    coverage = rows["zip_coverage"].map(lambda value: _bad_coverage(value, data, states, configured))
+    issues.add("zip_coverage", "error", coverage.notna(), coverage)
+
+
+def _check_zip_county(rows: pd.DataFrame, issues: _Issues, zips: pd.Series, zip_state: pd.Series,
+                      zip_county: pd.Series, in_state: pd.Series, states: tuple[str, ...]) -> None:  # fmt: skip
+    """A county other than its ZIP's is reported; the county is published as the ZIP data spells it (Fayette, not
+    fayette county), in the ZIP's state."""
+    counties = _strings(rows["county"])
     key = counties.str.replace(COUNTY_WORD, "", regex=True).str.casefold()  # county_key, vectorised
     mismatch = in_state & counties.notna() & (key != zip_county.str.casefold())
     issues.add(
@@ -600,7 +611,6 @@ def _check_zips(rows: pd.DataFrame, issues: _Issues, states: tuple[str, ...]) ->
         mismatch,
         "ZIP " + zips + " is in " + zip_county + " County, not " + counties + " County",
     )
-    # publish the county as the ZIP data spells it (Fayette, not fayette county), in the ZIP's state
     names = {st: state_counties(st) for st in states}
     canonical = pd.Series(
         [names.get(st, {}).get(k) if isinstance(k, str) else None for st, k in zip(zip_state, key, strict=True)],
@@ -608,7 +618,10 @@ def _check_zips(rows: pd.DataFrame, issues: _Issues, states: tuple[str, ...]) ->
         dtype=object,
     )
     rows["county"] = rows["county"].where(canonical.isna(), canonical)
-    # the row's state: its ZIP's (a row naming another state is reported)
+
+
+def _check_zip_state(rows: pd.DataFrame, issues: _Issues, zip_state: pd.Series, in_state: pd.Series) -> None:
+    """The row's state is its ZIP's: a row naming another state is reported, and published with its ZIP's."""
     given = _strings(rows["state"])
     differs = in_state & given.notna() & (given != zip_state)
     issues.add(
@@ -619,24 +632,24 @@ def _check_zips(rows: pd.DataFrame, issues: _Issues, states: tuple[str, ...]) ->
     )
     rows["state"] = rows["state"].where(~in_state, zip_state)
 
-    def bad_coverage(value: Any) -> str | None:
-        if not isinstance(value, list):
-            return None
-        problems = []
-        for z in value:
-            if not isinstance(z, str) or not re.fullmatch(r"\d{5}", z):
-                continue  # schema
-            found = data.get(z)
-            if found is None:
-                problems.append(f"{z} does not exist")
-            elif found[0] not in states:
-                problems.append(f"{z} is in {found[0]}, not {configured}")
-            elif not found[2]:
-                problems.append(f"{z} is no longer in use")
-        return "zip_coverage: ZIP " + "; ZIP ".join(problems) if problems else None
 
-    coverage = rows["zip_coverage"].map(bad_coverage)
-    issues.add("zip_coverage", "error", coverage.notna(), coverage)
+def _bad_coverage(value: Any, data: dict[str, Any], states: tuple[str, ...], configured: str) -> str | None:
+    """What is wrong with the ZIPs of a row's coverage (none that exist, lie in a configured state and are in use
+    is wrong), or None; values that are not ZIPs are the schema rule's."""
+    if not isinstance(value, list):
+        return None
+    problems = []
+    for z in value:
+        if not isinstance(z, str) or not re.fullmatch(r"\d{5}", z):
+            continue  # schema
+        found = data.get(z)
+        if found is None:
+            problems.append(f"{z} does not exist")
+        elif found[0] not in states:
+            problems.append(f"{z} is in {found[0]}, not {configured}")
+        elif not found[2]:
+            problems.append(f"{z} is no longer in use")
+    return "zip_coverage: ZIP " + "; ZIP ".join(problems) if problems else None
 
 
 def _parse_dates(column: pd.Series) -> pd.Series:
