@@ -77,16 +77,30 @@ def test_chromadb_is_the_chroma_extra_not_a_dependency() -> None:
     assert [Requirement(r).name for r in PROJECT["optional-dependencies"]["chroma"]] == ["chromadb"]
 
 
+OPTIONAL = ("chroma", "geo", "documents", "postgres")  # pyproject.toml's extras of the product (docs/install.md)
+
+
 def test_the_dependencies_alone_provide_every_module_the_product_imports() -> None:
+    """Every third-party module the product imports comes with the dependencies, or with one of the optional
+    extras and then only inside the functions that need it (a text-only index never imports it)."""
     base = installed_closure(PROJECT["dependencies"])
     assert "chromadb" not in base
+    extras = {name: installed_closure(PROJECT["optional-dependencies"][name]) - base for name in OPTIONAL}
     providers = md.packages_distributions()
-    missing = {
-        module: places
-        for module, places in product_imports().items()
-        if module != "chromadb" and not {_key(d) for d in providers.get(module, [])} & base
-    }
-    assert missing == {}, "declare these in pyproject.toml's dependencies (they came only through an extra)"
+    missing, eager = {}, {}
+    for module, places in product_imports().items():
+        dists = {_key(d) for d in providers.get(module, [])}
+        if dists & base:
+            continue
+        if any(dists & extra for extra in extras.values()):
+            if not all(p.endswith("(function)") for p in places):
+                eager[module] = places
+            continue
+        missing[module] = places
+    assert missing == {}, "declare these in pyproject.toml's dependencies or an extra"
+    assert eager == {}, "an optional extra's module is imported only inside the functions that need it"
+    for module in ("geopandas", "pyproj", "shapely", "pypdfium2", "docx", "bs4", "psycopg"):
+        assert not {_key(d) for d in providers.get(module, [])} & base, f"{module} is an extra's, not a dependency"
 
 
 def test_chromadb_is_imported_only_where_vectors_are_mirrored_and_only_when_called() -> None:
