@@ -30,6 +30,7 @@ held-out set. Without a vector of this model's embedder, the rules alone decide.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import threading
@@ -52,9 +53,11 @@ def _bucket(gram: str) -> int:
     return zlib.crc32(gram.encode("utf-8")) & (HASH_BUCKETS - 1)
 
 
+@functools.lru_cache(maxsize=256)
 def ngrams(text: str) -> tuple[np.ndarray, np.ndarray]:
     """The hashed n-gram features of ``text`` (already normalised and masked): bucket indices and l2-normalised
-    values (counts; a bucket hit twice counts twice)."""
+    values (counts; a bucket hit twice counts twice). Cached: one message is scored by the detect and the kind
+    models (or the veto) in turn; the arrays are read-only to callers."""
     words = [w for w in "".join(ch if ch.isalnum() or ch == "'" else " " for ch in text).split() if w != "_"]
     counts: dict[int, float] = {}
     low, high = CHAR_NGRAMS
