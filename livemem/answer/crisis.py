@@ -314,6 +314,7 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"estuviera muert[oa]\b|\bdormir(?:me)? para siempre\b",
         r"\bno (?:quiero|deseo) (?:seguir )?(?:vivir|viviendo|estar viv[oa]|despertar|existir|seguir aqui|estar aqui)",
         r"\b(?:hacerme|me hago|me hice|me estoy haciendo|hacerme mas) dano\b|\blastimarme\b|\bme lastimo\b",
+        r"\bme (?:quiero|voy a|puedo|quisiera) hacer (?:mucho )?dano\b",
         r"\b(?:cortarme|me corto|me corte|me estoy cortando|cortandome)\b",
         r"\b(?:mejor|preferiria) (?:estar|estaria) muert[oa]\b|\bestaria(?:n)? mejor (?:muert[oa]|sin mi)\b|"
         r"\bmejor muert[oa]\b|\bmejor sin mi\b",
@@ -362,7 +363,7 @@ LEXICON: dict[str, re.Pattern[str]] = {
         # Spanish
         r"\bsobredosis\b|\benvenen\w*\b|\bintoxicad[oa]s?\b|\bintoxicacion\b|\bcontrol de (?:envenenamientos?|intoxicaciones|venenos)\b",
         rf"\b(?:tome|tomo|se tomo|me tome|trago|se trago|me trague|bebio|bebi|se bebio|comio|se comio|ingirio|"
-        rf"me tome como)(?: \w+){{0,4}}? {COTOXIC}\b",
+        rf"mordio|chupo|me tome como)(?: \w+){{0,4}}? {COTOXIC}\b",
         r"\b(?:demasiadas|muchas|todas (?:las|mis|sus)|(?:un|todo el|el) (?:frasco|bote|pomo|blister)(?: entero)? de|"
         r"toda la caja de|un monton de|un punado de|"
         r"un puno de|el doble de) (?:\w+ )?(?:pastillas|pildoras|medicinas|medicamentos|tabletas|insulina)\b",
