@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from threadpoolctl import threadpool_limits
 
+    from livemem.engine.snapshot import load_snapshot
     from livemem.query.retrieval import Retriever
     from livemem.settings import EngineConfig
-    from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
 
     threadpool_limits(1, user_api="blas")

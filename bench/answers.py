@@ -67,8 +67,8 @@ def main() -> None:
     from fastapi.testclient import TestClient
 
     from livemem.answer.evaluation import HttpAsker, SnapshotAsker, load_suite, run_suite
+    from livemem.engine.snapshot import load_snapshot
     from livemem.settings import ContextSettings, EngineConfig
-    from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
     from serving.app import create_app
     from serving.services.context import ContextService

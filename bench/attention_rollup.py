@@ -39,9 +39,9 @@ TARGET_S = 30.0
 
 def build_index(home: IndexHome, chunks: int) -> None:
     """One published version with ``chunks`` chunk rows (enough columns for the rollup and its check)."""
-    from livemem.ingest.layout import init_chunk_tables
     from livemem.version.schema import LAYOUT_VERSION
     from livemem.version.segments import append_rows
+    from livemem.version.staging import init_chunk_tables
 
     version = home.new_version_id()
     path = home.version_dir(version)

@@ -208,9 +208,9 @@ def serving_ndcg() -> dict[str, dict[str, float]]:
     vectors, float32 or int8-block as it was built; one query at a time) with float32 and with int8 query vectors."""
     from bench.serving_index import WORK as SERVING_WORK
     from bench.serving_quality import evaluate
+    from livemem.engine.snapshot import load_snapshot
     from livemem.query.retrieval import Retriever
     from livemem.settings import EngineConfig
-    from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
 
     home = IndexHome(SERVING_WORK / "rag_index", engine=EngineConfig.from_env())

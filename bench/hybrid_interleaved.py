@@ -30,10 +30,10 @@ def main(argv: list[str]) -> int:
     from threadpoolctl import threadpool_limits
 
     from bench.scale import DEFAULT_QUERIES, DEFAULT_WORK, WARMUP_QUERIES, make_embedder, read_jsonl, recall_at_10
+    from livemem.engine.snapshot import load_snapshot
     from livemem.query.retrieval import Retriever
     from livemem.query.types import Query
     from livemem.settings import EngineConfig
-    from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
 
     threadpool_limits(1, user_api="blas")

@@ -262,9 +262,9 @@ def write_suite(cases: list[dict[str, Any]], path: Path) -> Path:
 
 def ask(index_dir: Path, suite_path: Path) -> Any:
     from livemem.answer.evaluation import SnapshotAsker, load_suite, retriever_for, run_suite
+    from livemem.engine.snapshot import load_snapshot
     from livemem.model.embedding import Embedder
     from livemem.settings import ContextSettings, EngineConfig, ServingSettings
-    from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
 
     home = IndexHome(index_dir, engine=EngineConfig.from_env())

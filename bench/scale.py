@@ -32,7 +32,7 @@ Per size, in one index home:
    what it re-extracted and re-embedded. A one-PDF change must cost what it changes, like a one-file change.
 3. ``attention_publish``: a trace file of 200 events for one day (``rag_index/traces/<day>-bench.jsonl``), then
    ``livemem.usage.attention.rollup_day`` + publish; time and disk added.
-4. ``serving``: a fresh worker process loads the full build's version with ``livemem.version.reader.load_snapshot``
+4. ``serving``: a fresh worker process loads the full build's version with ``livemem.engine.snapshot.load_snapshot``
    (what ``IndexReader.snapshot()`` runs when ``CURRENT`` moves), then switches to the one-file change's version
    and to the attention version, holding the old snapshot while loading the new one as ``IndexReader`` does;
    each load is timed. Then ``--queries`` hybrid top-10 queries (SciFact train queries, vector given: the
@@ -771,10 +771,10 @@ def worker_main(argv: list[str]) -> None:
 
     from threadpoolctl import threadpool_limits
 
+    from livemem.engine.snapshot import load_snapshot
     from livemem.query.retrieval import Retriever
     from livemem.query.types import Query
     from livemem.settings import EngineConfig
-    from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
 
     # one BLAS thread, as the serving app sets (serving/state.py): several make the per-query product far slower

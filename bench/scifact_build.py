@@ -452,7 +452,7 @@ def verify(
 ) -> dict[str, bool]:
     """Compare the published version with chunking every file at HEAD from scratch, and with its Chroma store."""
     from livemem.ingest.chunking import chunk_file
-    from livemem.version.store import CHROMA, close_chroma, open_chroma
+    from livemem.version.vectors import CHROMA, close_chroma, open_chroma
 
     out: dict[str, Any] = {}
     with phase(results, "verify") as entry:

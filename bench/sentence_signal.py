@@ -31,9 +31,9 @@ import numpy as np
 
 from bench.serving_index import SCIFACT, WORK, ensure_index
 from bench.serving_quality import RESULTS, Scores, load_queries, train_halves
+from livemem.engine.snapshot import load_snapshot
 from livemem.index.sentences import SENTENCE_END, rejoin
 from livemem.model.embedding import Embedder
-from livemem.version.reader import load_snapshot
 
 CACHE = WORK / "sentences"
 # the product's rules (livemem.index.sentences, built in round 10), applied here to whole abstracts as in round 9

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.serving_index import SCIFACT, WORK, ensure_index
+from livemem.engine.snapshot import load_snapshot
 from livemem.index import sparse
 from livemem.index.dense import top_order
 from livemem.model.embedding import Embedder
@@ -52,7 +53,6 @@ from livemem.query.retrieval import Retriever, top_documents
 from livemem.query.types import Hit, Query
 from livemem.settings import CacheSettings, EncoderSettings
 from livemem.sources.config import PROJECT_ROOT
-from livemem.version.reader import load_snapshot
 from livemem.version.store import IndexHome
 
 RESULTS = PROJECT_ROOT / "bench" / "results"

@@ -1,6 +1,6 @@
 """Where a serving worker's version switch spends its time (issue 38: a switch at 2M chunks within 1 s).
 
-A worker switches when ``CURRENT`` moves: ``livemem.version.reader.load_snapshot(home, new)`` while it still holds
+A worker switches when ``CURRENT`` moves: ``livemem.engine.snapshot.load_snapshot(home, new)`` while it still holds
 the snapshot of the old version (``bench.scale``'s serving phase times exactly that). This loads the oldest version
 of a home (the full build) once, then, ``--repeats`` times, loads each next version while holding it, as a fresh
 worker would: the segments the next version adds are forgotten by the process between repeats (so each repeat maps
@@ -32,21 +32,21 @@ from pathlib import Path
 
 # the functions whose cumulative time is reported as stages of a switch (``load_snapshot`` and what it calls)
 STAGES = (
-    ("load_snapshot_at", "reader.py"),
-    ("verify_files", "reader.py"),
+    ("load_snapshot_at", "snapshot.py"),
+    ("verify_files", "snapshot.py"),
     ("connect", "version/__init__.py"),
     ("get", "segments.py"),
     ("retain", "segments.py"),
-    ("_prune_copies", "reader.py"),
-    ("_segment_columns", "reader.py"),
-    ("segment_rows", "reader.py"),
+    ("_prune_copies", "snapshot.py"),
+    ("_segment_columns", "snapshot.py"),
+    ("segment_rows", "snapshot.py"),
     ("__init__", "dense.py"),
     ("prepare", "dense.py"),
-    ("repeated", "reader.py"),
+    ("repeated", "snapshot.py"),
     ("read_signals", "signals.py"),
     ("_related", "signals.py"),
     ("__init__", "sparse.py"),
-    ("__init__", "reader.py"),
+    ("__init__", "snapshot.py"),
 )
 
 
@@ -68,9 +68,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args(argv)
 
+    from livemem.engine.snapshot import SEGMENTS, load_snapshot
     from livemem.settings import EngineConfig
     from livemem.version import mapped, parts_dir
-    from livemem.version.reader import SEGMENTS, load_snapshot
     from livemem.version.store import IndexHome
 
     home = IndexHome(args.home, engine=EngineConfig.from_env())

@@ -81,11 +81,11 @@ def worker_main(argv: list[str]) -> None:
 
     from threadpoolctl import threadpool_limits
 
+    from livemem.engine.snapshot import load_snapshot
+    from livemem.engine.versions import OpenVersions
     from livemem.query.retrieval import Retriever
     from livemem.query.types import Query
     from livemem.settings import EngineConfig
-    from livemem.version.history import OpenVersions
-    from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
 
     threadpool_limits(1, user_api="blas")  # as the serving app sets (serving/state.py)
@@ -149,8 +149,8 @@ def worker_main(argv: list[str]) -> None:
 def prepare_main(argv: list[str]) -> None:
     """Load one version once and exit: the first load writes the machine's serving copies (as the first serving
     worker after a publish does), so the measuring worker's memory is not that of writing them."""
+    from livemem.engine.snapshot import load_snapshot
     from livemem.settings import EngineConfig
-    from livemem.version.reader import load_snapshot
     from livemem.version.store import IndexHome
 
     home, version = Path(argv[0]), argv[1]

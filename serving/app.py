@@ -14,7 +14,9 @@ import logging
 import math
 import sqlite3
 import time
+from collections.abc import Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -24,12 +26,12 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from livemem.engine.snapshot import IndexUnavailable
 from livemem.errors import LivingMemoryError
 from livemem.gbim.sparql_worker import SparqlLimits, SparqlPool
 from livemem.index import dense, sparse
 from livemem.model.embedding import Embedder
 from livemem.usage.traces import SHUTDOWN_FLUSH_WAIT_S
-from livemem.version.reader import IndexUnavailable
 from serving.cors import LinkedDataCORS
 from serving.deps import without_server_paths
 from serving.limits import RequestLimitsMiddleware
@@ -71,52 +73,82 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
         ),
         gbim_iri=f"{settings.rdf_base_iri}gbim/",
     )
-
-    @asynccontextmanager
-    async def lifespan(_app: FastAPI):
-        if settings.warm_up:
-            state.retriever.encode("warm up")
-            sparse.warm_up()
-            dense.warm_up()
-            build_routes(_app)  # each route's dependants and validators: FastAPI builds them on its first request
-            try:
-                snap = state.reader.snapshot()
-            except IndexUnavailable as exc:
-                log.warning("%s", exc)
-            else:
-                started = time.perf_counter()
-                try:
-                    context_service(state).prepare(snap)  # /context's one-off setup: here, not in a first request
-                except Exception as exc:  # best effort, like the warm-up: the request that needs it says what fails
-                    log.warning("preparing /context and /chat failed: %r", exc)
-                log.info("/context and /chat prepared in %.1f s", time.perf_counter() - started)
-            # the thread pool a sync route runs in: anyio's asyncio backend (imported on its first use) and a thread
-            await run_in_threadpool(state.metrics.prepare)  # and the metrics' files (with several workers)
-            # the tables startup built (places, ZIPs, the version's) are kept for the process' life: out of the
-            # collector's way, so a first request does not pay a full collection over millions of startup objects
-            gc.collect()
-            gc.freeze()
-        try:
-            yield
-        finally:
-            sparql_pool.close()
-            # the traces of the last requests, queued (livemem.usage.traces), and any audit records queued behind a
-            # locked audit file: on disk before exit, unless a file stays locked elsewhere (then not waited for)
-            service = state.context_service
-            for writer in (state.traces, *([service.audit] if service is not None else [])):
-                if not writer.flush(wait_s=SHUTDOWN_FLUSH_WAIT_S):
-                    log.warning("queued traces not all written to %s at shutdown", writer.directory)
-            state.metrics.close()  # with several workers: this one's live gauges leave the shared metrics files
-
     install_access_log()  # one JSON line per request, with its X-Request-ID (serving/logs.py)
     app = LoggedFastAPI(
         title="Living Memory",
         summary="Read-only retrieval over the published living-memory index",
         version="0.1.0",
-        lifespan=lifespan,
+        lifespan=_lifespan(settings, state, sparql_pool),
     )
     app.state.serving = state
     app.state.sparql = sparql_pool
+    _include_routers(app)
+    complete_openapi(app)  # API keys as security schemes, open routes marked, the real 422 body (serving/openapi.py)
+    app.add_middleware(
+        RequestLimitsMiddleware, max_body_bytes=settings.max_body_bytes, body_timeout_s=settings.body_timeout_s
+    )
+    if settings.cors_origins:  # /facts and /gbim/ for query editors on other origins (serving/cors.py)
+        app.add_middleware(LinkedDataCORS, origins=settings.cors_origins)
+    app.add_middleware(MetricsMiddleware, metrics=state.metrics)  # outermost: it also counts the 413s
+    _install_error_handlers(app)
+    return app
+
+
+def _lifespan(settings: Settings, state: ServingState, sparql_pool: SparqlPool) -> Callable[[FastAPI], Any]:
+    """The app's lifespan: the warm-up (when ``settings.warm_up``) before the first request, the shutdown after
+    the last."""
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        if settings.warm_up:
+            await _warm_up(_app, state)
+        try:
+            yield
+        finally:
+            _shut_down(state, sparql_pool)
+
+    return lifespan
+
+
+async def _warm_up(app: FastAPI, state: ServingState) -> None:
+    """Every one-off setup of a worker, in the startup: encoder, BM25, dense scan, routes, /context and /chat."""
+    state.retriever.encode("warm up")
+    sparse.warm_up()
+    dense.warm_up()
+    build_routes(app)  # each route's dependants and validators: FastAPI builds them on its first request
+    try:
+        snap = state.reader.snapshot()
+    except IndexUnavailable as exc:
+        log.warning("%s", exc)
+    else:
+        started = time.perf_counter()
+        try:
+            context_service(state).prepare(snap)  # /context's one-off setup: here, not in a first request
+        except Exception as exc:  # best effort, like the warm-up: the request that needs it says what fails
+            log.warning("preparing /context and /chat failed: %r", exc)
+        log.info("/context and /chat prepared in %.1f s", time.perf_counter() - started)
+    # the thread pool a sync route runs in: anyio's asyncio backend (imported on its first use) and a thread
+    await run_in_threadpool(state.metrics.prepare)  # and the metrics' files (with several workers)
+    # the tables startup built (places, ZIPs, the version's) are kept for the process' life: out of the
+    # collector's way, so a first request does not pay a full collection over millions of startup objects
+    gc.collect()
+    gc.freeze()
+
+
+def _shut_down(state: ServingState, sparql_pool: SparqlPool) -> None:
+    """Stop the SPARQL workers, write what is queued, leave the shared metrics."""
+    sparql_pool.close()
+    # the traces of the last requests, queued (livemem.usage.traces), and any audit records queued behind a
+    # locked audit file: on disk before exit, unless a file stays locked elsewhere (then not waited for)
+    service = state.context_service
+    for writer in (state.traces, *([service.audit] if service is not None else [])):
+        if not writer.flush(wait_s=SHUTDOWN_FLUSH_WAIT_S):
+            log.warning("queued traces not all written to %s at shutdown", writer.directory)
+    state.metrics.close()  # with several workers: this one's live gauges leave the shared metrics files
+
+
+def _include_routers(app: FastAPI) -> None:
+    """Every router of the API, in the order of the OpenAPI document."""
     app.include_router(query.router)
     app.include_router(chunks.router)
     app.include_router(system.router)
@@ -129,59 +161,63 @@ def create_app(settings: Settings | None = None, embedder: Embedder | None = Non
     app.include_router(glassbox.router)  # GET /glassbox: the explanation page (docs/glassbox.md)
     app.include_router(memory.router)  # /memory: per-user personal memory (docs/personal-memory.md)
     app.include_router(version_routes.router)  # /versions: the index's history and diffs (docs/versions.md)
-    complete_openapi(app)  # API keys as security schemes, open routes marked, the real 422 body (serving/openapi.py)
-    app.add_middleware(
-        RequestLimitsMiddleware, max_body_bytes=settings.max_body_bytes, body_timeout_s=settings.body_timeout_s
-    )
-    if settings.cors_origins:  # /facts and /gbim/ for query editors on other origins (serving/cors.py)
-        app.add_middleware(LinkedDataCORS, origins=settings.cors_origins)
-    app.add_middleware(MetricsMiddleware, metrics=state.metrics)  # outermost: it also counts the 413s
 
-    @app.exception_handler(IndexUnavailable)
-    async def index_unavailable(_request: Request, exc: IndexUnavailable) -> JSONResponse:
-        return JSONResponse({"detail": without_server_paths(str(exc))}, status_code=503)
 
-    @app.exception_handler(LivingMemoryError)
-    async def living_memory_error(_request: Request, exc: LivingMemoryError) -> JSONResponse:
-        log.error("%s", exc)  # with server paths, for operators; the caller gets the message without them
-        return JSONResponse({"detail": without_server_paths(str(exc))}, status_code=503)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        if exc.status_code == 401 and "WWW-Authenticate" not in (exc.headers or {}):  # every 401 says how (RFC 9110)
-            exc = StarletteHTTPException(401, exc.detail, {**(exc.headers or {}), **UNAUTHORIZED_HEADERS})
-        if (openai := chat.openai_http_error(request, exc)) is not None:
-            return openai  # /v1/*: OpenAI's error shape for unknown paths and wrong methods too
-        # a 5xx says what failed on the server (a damaged version on /healthz, a store): never where it lives. 4xx
-        # details are about the request (and may name routes such as /v1/models), so they are left as written.
-        if exc.status_code >= 500:
-            exc = StarletteHTTPException(exc.status_code, without_server_paths(exc.detail), exc.headers)
-        return await http_exception_handler(request, exc)
-
-    async def storage_busy(_request: Request, exc: Exception) -> JSONResponse:
-        # a store of this service (personal memory, the answer cache's tier) locked or unreachable past its timeout
-        # (SQLite's busy timeout, Postgres' statement_timeout / connect_timeout): transient, so 503, not a crash
-        log.warning("storage busy or unreachable: %s", exc)
-        return JSONResponse(
-            {"detail": "storage is busy or unreachable; try again shortly"},
-            status_code=503,
-            headers={"Retry-After": "1"},
-        )
-
+def _install_error_handlers(app: FastAPI) -> None:
+    """The app's answers to errors: 503 for an unavailable index or store, the 401/5xx rules, the 422 body."""
+    app.add_exception_handler(IndexUnavailable, _index_unavailable)
+    app.add_exception_handler(LivingMemoryError, _living_memory_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     # Postgres is optional (the ``postgres`` extra): its errors are handled when its driver is installed
     for busy in (sqlite3.OperationalError, *_postgres_errors()):
-        app.add_exception_handler(busy, storage_busy)
+        app.add_exception_handler(busy, _storage_busy)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
 
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        found = exc.errors()
-        errors = [_error_summary(e) for e in found[:MAX_ERRORS_SHOWN]]
-        message = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
-        if len(found) > MAX_ERRORS_SHOWN:
-            message += f"; and {len(found) - MAX_ERRORS_SHOWN} more problems"
-        return JSONResponse({"detail": errors, "message": message}, status_code=422)
 
-    return app
+async def _index_unavailable(_request: Request, exc: IndexUnavailable) -> JSONResponse:
+    """No version published (or readable): 503, without server paths."""
+    return JSONResponse({"detail": without_server_paths(str(exc))}, status_code=503)
+
+
+async def _living_memory_error(_request: Request, exc: LivingMemoryError) -> JSONResponse:
+    """Any other failure of the living memory: logged whole, 503 without server paths."""
+    log.error("%s", exc)  # with server paths, for operators; the caller gets the message without them
+    return JSONResponse({"detail": without_server_paths(str(exc))}, status_code=503)
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    """An HTTP error: a 401 says how to authenticate, /v1/* in OpenAI's shape, a 5xx without server paths."""
+    if exc.status_code == 401 and "WWW-Authenticate" not in (exc.headers or {}):  # every 401 says how (RFC 9110)
+        exc = StarletteHTTPException(401, exc.detail, {**(exc.headers or {}), **UNAUTHORIZED_HEADERS})
+    if (openai := chat.openai_http_error(request, exc)) is not None:
+        return openai  # /v1/*: OpenAI's error shape for unknown paths and wrong methods too
+    # a 5xx says what failed on the server (a damaged version on /healthz, a store): never where it lives. 4xx
+    # details are about the request (and may name routes such as /v1/models), so they are left as written.
+    if exc.status_code >= 500:
+        exc = StarletteHTTPException(exc.status_code, without_server_paths(exc.detail), exc.headers)
+    return await http_exception_handler(request, exc)
+
+
+async def _storage_busy(_request: Request, exc: Exception) -> JSONResponse:
+    """A store locked or unreachable: 503 with Retry-After."""
+    # a store of this service (personal memory, the answer cache's tier) locked or unreachable past its timeout
+    # (SQLite's busy timeout, Postgres' statement_timeout / connect_timeout): transient, so 503, not a crash
+    log.warning("storage busy or unreachable: %s", exc)
+    return JSONResponse(
+        {"detail": "storage is busy or unreachable; try again shortly"},
+        status_code=503,
+        headers={"Retry-After": "1"},
+    )
+
+
+async def _invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    """A request failing validation: 422, each error with its input summarised, and one message."""
+    found = exc.errors()
+    errors = [_error_summary(e) for e in found[:MAX_ERRORS_SHOWN]]
+    message = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
+    if len(found) > MAX_ERRORS_SHOWN:
+        message += f"; and {len(found) - MAX_ERRORS_SHOWN} more problems"
+    return JSONResponse({"detail": errors, "message": message}, status_code=422)
 
 
 def build_routes(app: FastAPI) -> int:

@@ -17,7 +17,7 @@ from werkzeug.http import parse_accept_header
 from livemem.answer.chat import PersonaError, persona_collections, resolve_persona
 from livemem.answer.conversation import caller_scope
 from livemem.answer.routing import ContextRequest as Message
-from livemem.version.reader import Snapshot
+from livemem.engine.snapshot import Snapshot
 from serving.services.errors import UNAUTHORIZED_HEADERS, ServiceError
 from serving.state import Role, ServingState
 

@@ -32,7 +32,7 @@ to advertise collections published later (calls are checked against the version 
 """
 
 # No ``from __future__ import annotations``: the tools' argument types (enums of this deployment's collections,
-# counties and personas) are built in ``build_server``, and the SDK reads them from the evaluated signatures.
+# counties and personas) are built in ``argument_types``, and the SDK reads them from the evaluated signatures.
 import argparse
 import inspect
 import json
@@ -60,6 +60,7 @@ from pydantic import Field, ValidationError
 from livemem.answer.evidence import gis_for
 from livemem.answer.results import chat_body
 from livemem.answer.routing import ContextRequest
+from livemem.engine.snapshot import Snapshot
 from livemem.errors import LivingMemoryError
 from livemem.gbim.sparql_worker import SparqlError, SparqlLimits, SparqlPool
 from livemem.geo.home import WEST_VIRGINIA
@@ -71,7 +72,6 @@ from livemem.usage.traces import (
     utc_timestamp,
 )
 from livemem.version.history import summary as version_summary
-from livemem.version.reader import Snapshot
 from serving.deps import visible_manifest, with_persona, without_server_paths
 from serving.models import UUID_PATTERN, AsOf, ChunkResponse, FeedbackResponse, QueryFilters, QueryRequest, VersionId
 from serving.models.context import ChatResponse, ContextResponse
@@ -299,7 +299,7 @@ def tool_errors() -> Iterator[None]:
         raise ToolError(without_server_paths(str(exc))) from None
 
 
-# --- the tools: what each answers (their schemas, the MCP surface, are declared in build_server) ---------------------
+# --- the tools: what each answers (their schemas, the MCP surface, are declared by the register_* functions) -------
 def tool_query(
     ctx: McpContext,
     query: str,
@@ -619,8 +619,9 @@ def build_server(
     """The server over a serving state (default: one built from the settings, like ``make serve``), answering
     as ``role`` (default ``LIVEMEM_MCP_ROLE``); ``operator_roles`` (default ``LIVEMEM_MCP_OPERATOR_ROLES``) may
     warm up and clear the answer cache and start a reindex. ``settings``: the tree, read from the environment
-    when not given. Here are the tools', resources' and prompts' schemas (the SDK reads them from the signatures,
-    some enums being this deployment's); what each answers is the function of the same name above."""
+    when not given. The ``register_*`` functions below hold the tools', resources' and prompts' schemas (the SDK
+    reads them from the signatures, some enums being this deployment's: ``argument_types``); what each answers is
+    the function of the same name above."""
     from serving.state import ServingState
 
     settings = settings or LivingMemorySettings.from_env()
@@ -643,7 +644,39 @@ def build_server(
         version=server_version(),
         instructions=f"Place-aware retrieval memory for {home.state_names} benefits.",
     )
+    types = argument_types(state, known_collections, home)
+    register_search_tools(server, ctx, types)
+    register_registry_tool(server, ctx, types)
+    register_answer_tools(server, ctx, types)
+    register_fact_tools(server, ctx)
+    register_operating_tools(server, ctx)
+    register_resources(server, ctx)
+    register_prompts(server, ctx, types)
+    register_completion(server, types)
+    return server
 
+
+@dataclass(frozen=True)
+class ArgumentTypes:
+    """The argument types of one server's tools and prompts (``Annotated`` with their descriptions and bounds),
+    the enums among them being this deployment's: the collections the role may read, the home's counties, the
+    personas; ``counties`` and ``known_collections`` are what the prompts' completions offer."""
+
+    collection: Any  # one collection: an enum of the served version's, or any name when none is published
+    collections: Any
+    county: Any
+    zip: Any
+    persona: Any
+    message: Any
+    top_k: Any
+    question: Any
+    place: Any
+    counties: list[str]
+    known_collections: list[str]
+
+
+def argument_types(state: Any, known_collections: list[str], home: Any) -> ArgumentTypes:
+    """The argument types of a server over ``state`` whose role reads ``known_collections``, at ``home``."""
     collection_type: Any = Literal[tuple(known_collections)] if known_collections else str
     Collections = Annotated[
         list[collection_type] | None,
@@ -668,6 +701,24 @@ def build_server(
     ]
     Message = Annotated[str, Field(min_length=1, max_length=4000, description="the person's message, as written")]
     TopK = Annotated[int | None, Field(ge=1, le=50, description="text passages (default 6)")]
+    Question = Annotated[str, Field(min_length=1, max_length=4000, description="the question, as the person asks it")]
+    Place = Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=200,
+            description=f"a town or place of {home.state_names}"
+            + (", e.g. Oak Hill" if home.states == ("WV",) else ""),
+        ),
+    ]
+    return ArgumentTypes(
+        collection_type, Collections, County, Zip, Persona, Message, TopK, Question, Place, counties, known_collections
+    )
+
+
+def register_search_tools(server: MCPServer, ctx: McpContext, types: ArgumentTypes) -> None:
+    """The search tools: ``query`` (the chunks) and ``gis_query`` (the places)."""
+    County, Collections = types.county, types.collections
 
     @server.tool(annotations=READ_ONLY)
     def query(
@@ -703,6 +754,11 @@ def build_server(
         returns each place's coordinates (EPSG:4326) and a trace_id for `feedback`."""
         return tool_gis_query(ctx, query, n_results, county)
 
+
+def register_registry_tool(server: MCPServer, ctx: McpContext, types: ArgumentTypes) -> None:
+    """The ``resources`` tool: the programs of the registry, a page at a time."""
+    County, Zip = types.county, types.zip
+
     @server.tool(annotations=READ_ONLY)
     def resources(
         zip: Zip = None,
@@ -733,6 +789,12 @@ def build_server(
         rest of its county (or of `county`), optionally of one type (any of a program's types) or taxonomy term.
         More than `limit`: `next_cursor` continues (pass it as `cursor`); null on the last page."""
         return tool_resources(ctx, zip, county, resource_type, include_stale, limit, taxonomy, cursor)
+
+
+def register_answer_tools(server: MCPServer, ctx: McpContext, types: ArgumentTypes) -> None:
+    """The answering tools: ``context`` (the evidence), ``chat`` (an answer) and ``feedback`` on either."""
+    County, Zip, Persona = types.county, types.zip, types.persona
+    Message, TopK = types.message, types.top_k
 
     @server.tool(annotations=READ_ONLY)
     def context(
@@ -779,6 +841,10 @@ def build_server(
         chunks) was useful: confirmed usefulness is what raises a chunk in later rankings."""
         return tool_feedback(ctx, trace_id, useful, chunk_ids, comment)
 
+
+def register_fact_tools(server: MCPServer, ctx: McpContext) -> None:
+    """The GBIM and provenance tools: ``facts``, ``sparql`` and ``verify_chunk``."""
+
     @server.tool(annotations=READ_ONLY)
     def facts(
         entity_id: Annotated[str, Field(pattern=UUID_PATTERN, description="a GBIM entity id (from gis_query)")],
@@ -813,6 +879,11 @@ def build_server(
         """Is this chunk still current? Reads its source repository now: `current` (the file still holds the text),
         `changed` (the file no longer holds it) or `missing` (file or repository gone)."""
         return tool_verify_chunk(ctx, chunk_id)
+
+
+def register_operating_tools(server: MCPServer, ctx: McpContext) -> None:
+    """The tools about the server itself: index and cache statistics, the cache's warm-up and invalidation
+    (operators), ``reindex`` (operators) and ``reindex_status``."""
 
     @server.tool(annotations=READ_ONLY)
     def index_stats() -> IndexStats:
@@ -860,7 +931,11 @@ def build_server(
         """The Dagster status of a run started by `reindex`."""
         return tool_reindex_status(ctx, run_id)
 
-    # --- resources: what an assistant may read (and a person attach) without calling a tool ------------------------
+
+# --- resources: what an assistant may read (and a person attach) without calling a tool ----------------------------
+def register_resources(server: MCPServer, ctx: McpContext) -> None:
+    """The resources: the served version's manifest and statistics, a chunk, the answer cache's statistics."""
+
     @server.resource(
         "livemem://index/manifest",
         name="index_manifest",
@@ -905,18 +980,13 @@ def build_server(
     def answer_cache_stats_resource() -> str:
         return resource_answer_cache_stats(ctx)
 
-    # --- prompts: ready-made requests a person picks in the assistant ------------------------------------------------
-    # Arguments arrive as strings and are checked like tool arguments (LivingMemoryServer.get_prompt words the error).
-    Question = Annotated[str, Field(min_length=1, max_length=4000, description="the question, as the person asks it")]
-    Place = Annotated[
-        str | None,
-        Field(
-            min_length=1,
-            max_length=200,
-            description=f"a town or place of {home.state_names}"
-            + (", e.g. Oak Hill" if home.states == ("WV",) else ""),
-        ),
-    ]
+
+# --- prompts: ready-made requests a person picks in the assistant ----------------------------------------------------
+def register_prompts(server: MCPServer, ctx: McpContext, types: ArgumentTypes) -> None:
+    """The prompts: ``answer_about_my_place`` and ``cite_sources``. Their arguments arrive as strings and are
+    checked like tool arguments (``LivingMemoryServer.get_prompt`` words the error)."""
+    Question, Place, County, Zip = types.question, types.place, types.county, types.zip
+    collection_type = types.collection
 
     @server.prompt(title="Answer about my place")
     def answer_about_my_place(
@@ -938,6 +1008,11 @@ def build_server(
         its file, commit and date and its livemem://chunks/ URI, and how to cite them."""
         return prompt_cite_sources(ctx, question, top_k, collection)
 
+
+def register_completion(server: MCPServer, types: ArgumentTypes) -> None:
+    """The completions of the prompts' ``county`` and ``collection`` arguments."""
+    counties, known_collections = types.counties, types.known_collections
+
     @server.completion()
     async def complete(ref: Any, argument: Any, resolved: Any) -> Completion | None:
         """Completions of the prompts' `county` and `collection` arguments from what the person has typed."""
@@ -949,8 +1024,6 @@ def build_server(
         typed = argument.value.strip().lower()
         values = [c for c in choices if c.lower().startswith(typed)]
         return Completion(values=values[:100], total=len(values), has_more=len(values) > 100)
-
-    return server
 
 
 def http_app(server: MCPServer, host: str = "127.0.0.1") -> Any:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from threadpoolctl import threadpool_limits
 
 from livemem.answer.chat import Persona, personas
+from livemem.engine.versions import IndexReader, OpenVersions
 from livemem.model.embedding import Embedder
 from livemem.personal import PersonalStore
 from livemem.query.cache import ResultCache
@@ -18,8 +19,6 @@ from livemem.query.fusion import FusionSettings
 from livemem.query.retrieval import Retriever
 from livemem.settings import EngineConfig, PersonalSettings, PersonaSettings
 from livemem.usage.traces import PostgresTraceWriter, TraceSigner, TraceWriter, trace_writer
-from livemem.version.history import OpenVersions
-from livemem.version.reader import IndexReader
 from livemem.version.store import IndexHome
 from serving.metrics import Metrics
 from serving.services.chunks import ChunkService

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from typing import Any
@@ -34,11 +34,11 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 from livemem.answer import crisis
 from livemem.answer.graph import connection_sentences
 from livemem.answer.prompt import GREETING_REPLY, display_phone, plain_lines, tidy
+from livemem.engine.snapshot import Snapshot
 from livemem.geo.home import home_of
 from livemem.index.sparse import tokens
 from livemem.registry.hours import hours_text, when_words
 from livemem.settings import ContextSettings, PersonaSettings
-from livemem.version.reader import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -834,43 +834,9 @@ def stream_answer(
     live = backend is not None and canned_answer(context) is None and settings.guardrail != "refuse"
     found = context["route"].get("crisis")
     first = crisis.crisis_text(found) + "\n\n" if found else ""  # a crisis: its lines before any model token
-    if live:
-        hidden = context.get("hidden_collections", [])
-        own = _shingles(supplied_text(with_supplied(context, dialogue)))
-        sent, finish = first, "stop"
-        if first:
-            yield {"delta": first, "model": backend.model}
-        try:
-            for item in backend.stream(context["prompt"]["system"], context["prompt"]["context"], options, dialogue):
-                if "finish_reason" in item:
-                    finish = item["finish_reason"]
-                    break
-                if leaks(snap, hidden, sent + item["delta"], own):
-                    yield {"delta": "\n\n" + REFUSE_TEXT, "model": backend.model}
-                    numbers = list(dict.fromkeys(int(m) for m in CITATION.findall(sent)))
-                    known = {c["n"] for c in context["citations"]}
-                    report = {"mode": settings.guardrail, "action": BLOCKED, "cited": 0,
-                              "unmatched_citations": [n for n in numbers if n not in known]}  # fmt: skip
-                    refused_route(context, report)
-                    refused = crisis.with_lines(REFUSE_TEXT, found)
-                    yield {"answer": {"answer": refused, "citations": [], "backend": "llm", "model": backend.model,
-                                      "fallback": None, "note": None, "guardrail": report,
-                                      "finish_reason": "content_filter"}}  # fmt: skip
-                    return
-                sent += item["delta"]
-                yield {"delta": item["delta"], "model": backend.model}
-        except BackendError as exc:
-            log.warning("LLM backend failed before streaming, answering extractively: %s", exc)
-            failure = str(exc)
-        else:
-            error = finish.removeprefix("error: ") if finish.startswith("error: ") else None
-            text, cited, report = guard(sent, with_supplied(context, dialogue), snap, settings.guardrail)
-            refused_route(context, report)
-            if error is None and text.startswith(sent) and text != sent:
-                yield {"delta": text[len(sent) :], "model": backend.model}  # the annotation, after the rest
-            yield {"answer": {"answer": text, "citations": cited, "backend": "llm", "model": backend.model,
-                              "fallback": error, "note": None, "guardrail": report,
-                              "finish_reason": "error" if error else finish}}  # fmt: skip
+    if live and backend is not None:  # (live implies a backend)
+        failure = yield from _stream_live(context, snap, settings, backend, options, dialogue, first, found)
+        if failure is None:
             return
         answer = generate(context, snap, settings, None, options, failure=failure, persona_table=persona_table)
     else:
@@ -882,3 +848,61 @@ def stream_answer(
     for piece in pieces(rest):
         yield {"delta": piece, "model": model}
     yield {"answer": answer}
+
+
+def _stream_live(
+    context: dict[str, Any],
+    snap: Snapshot,
+    settings: ContextSettings,
+    backend: OpenAICompatibleBackend,
+    options: dict[str, Any] | None,
+    dialogue: Dialogue | None,
+    first: str,
+    found: dict[str, Any] | None,
+) -> Generator[dict[str, Any], None, str | None]:
+    """``stream_answer``'s items from the LLM backend's tokens as they come (``first``: crisis lines sent ahead),
+    a leak stopping the stream; None when the answer went out whole, else why the backend failed before it."""
+    hidden = context.get("hidden_collections", [])
+    own = _shingles(supplied_text(with_supplied(context, dialogue)))
+    sent, finish = first, "stop"
+    if first:
+        yield {"delta": first, "model": backend.model}
+    try:
+        for item in backend.stream(context["prompt"]["system"], context["prompt"]["context"], options, dialogue):
+            if "finish_reason" in item:
+                finish = item["finish_reason"]
+                break
+            if leaks(snap, hidden, sent + item["delta"], own):
+                yield from _refuse_leak(context, settings, sent, found, backend.model)
+                return None
+            sent += item["delta"]
+            yield {"delta": item["delta"], "model": backend.model}
+    except BackendError as exc:
+        log.warning("LLM backend failed before streaming, answering extractively: %s", exc)
+        return str(exc)
+    error = finish.removeprefix("error: ") if finish.startswith("error: ") else None
+    text, cited, report = guard(sent, with_supplied(context, dialogue), snap, settings.guardrail)
+    refused_route(context, report)
+    if error is None and text.startswith(sent) and text != sent:
+        yield {"delta": text[len(sent) :], "model": backend.model}  # the annotation, after the rest
+    yield {"answer": {"answer": text, "citations": cited, "backend": "llm", "model": backend.model,
+                      "fallback": error, "note": None, "guardrail": report,
+                      "finish_reason": "error" if error else finish}}  # fmt: skip
+    return None
+
+
+def _refuse_leak(
+    context: dict[str, Any], settings: ContextSettings, sent: str, found: dict[str, Any] | None, model: str
+) -> Iterator[dict[str, Any]]:
+    """The refusal that ends a stream whose next piece would leak a hidden collection: its delta, then the answer
+    (``finish_reason: content_filter``)."""
+    yield {"delta": "\n\n" + REFUSE_TEXT, "model": model}
+    numbers = list(dict.fromkeys(int(m) for m in CITATION.findall(sent)))
+    known = {c["n"] for c in context["citations"]}
+    report = {"mode": settings.guardrail, "action": BLOCKED, "cited": 0,
+              "unmatched_citations": [n for n in numbers if n not in known]}  # fmt: skip
+    refused_route(context, report)
+    refused = crisis.with_lines(REFUSE_TEXT, found)
+    yield {"answer": {"answer": refused, "citations": [], "backend": "llm", "model": model,
+                      "fallback": None, "note": None, "guardrail": report,
+                      "finish_reason": "content_filter"}}  # fmt: skip

@@ -52,9 +52,9 @@ from livemem.answer import graph
 from livemem.answer.evidence import gis_for
 from livemem.answer.routing import Caller, ContextRequest, SelfQuery, iso
 from livemem.answer.steps import STEPS, Clock, Evidence, Means, run_steps, understand
+from livemem.engine.snapshot import Snapshot
 from livemem.query.retrieval import Retriever
 from livemem.settings import ContextSettings
-from livemem.version.reader import Snapshot
 
 
 def build_context(

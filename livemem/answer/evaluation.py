@@ -36,12 +36,12 @@ from livemem.answer.context import build_context
 from livemem.answer.conversation import carry, from_history
 from livemem.answer.prompt import SECTIONS
 from livemem.answer.routing import Caller, ContextRequest
+from livemem.engine.snapshot import IndexUnavailable, Snapshot, load_snapshot_at
 from livemem.errors import ConfigError
 from livemem.query.fusion import FusionSettings
 from livemem.query.retrieval import Retriever
 from livemem.settings import ContextSettings, EngineConfig, ServingSettings
 from livemem.sources.config import SourcesConfig, _located_errors
-from livemem.version.reader import IndexUnavailable, Snapshot, load_snapshot_at
 from livemem.version.store import IndexHome
 
 SUITE_SCHEMA = "answer_suite"
@@ -340,6 +340,20 @@ def check_case(case: Case, status: int, body: dict[str, Any]) -> list[str]:
     route = body.get("route") or {}
     answer = str(body.get("answer") or "")
     cited = list(body.get("citations") or [])
+    failures.extend(_route_failures(expect, route))
+    failures.extend(_citation_failures(expect, cited))
+    failures.extend(_answer_failures(expect, answer, cited, body))
+    if "resource_types" in expect:
+        detected = _detected_needs(route)
+        missing = [t for t in expect["resource_types"] if t not in detected]
+        if missing:
+            failures.append(f"resource_types: {', '.join(missing)} not detected (detected: {detected or 'none'})")
+    return failures
+
+
+def _route_failures(expect: dict[str, Any], route: dict[str, Any]) -> list[str]:
+    """What of the expected state, counties, scope and response class the answer's route does not show."""
+    failures: list[str] = []
     if "state" in expect:
         if "state" not in route:
             failures.append(f"state: route has no state (expected {expect['state']})")
@@ -371,6 +385,12 @@ def check_case(case: Case, status: int, body: dict[str, Any]) -> list[str]:
                 f"response_class: {route.get('response_class')} ({route.get('reason', '')}), expected "
                 f"{' or '.join(accepted)}"
             )
+    return failures
+
+
+def _citation_failures(expect: dict[str, Any], cited: list[dict[str, Any]]) -> list[str]:
+    """The ``must_cite`` references not cited and the ``must_not_cite`` ones cited."""
+    failures: list[str] = []
     shown = ", ".join(_short(c) for c in cited) or "nothing"
     for ref in expect.get("must_cite", []):
         if not any(cites(c, ref) for c in cited):
@@ -379,6 +399,14 @@ def check_case(case: Case, status: int, body: dict[str, Any]) -> list[str]:
         hits = [_short(c) for c in cited if cites(c, ref)]
         if hits:
             failures.append(f"must_not_cite {ref}: cited as {', '.join(hits)}")
+    return failures
+
+
+def _answer_failures(
+    expect: dict[str, Any], answer: str, cited: list[dict[str, Any]], body: dict[str, Any]
+) -> list[str]:
+    """What of the expected words, first line and first program the answer's text does not show."""
+    failures: list[str] = []
     for words in expect.get("answer_contains", []):
         if not _phrase(words).search(answer):
             failures.append(f"answer_contains {words!r}: not in the answer")
@@ -391,11 +419,6 @@ def check_case(case: Case, status: int, body: dict[str, Any]) -> list[str]:
             failures.append(f"answer_starts_with {expect['answer_starts_with']!r}: the answer begins {first[:120]!r}")
     if "first_program" in expect:
         failures.extend(_first_program(expect["first_program"], cited, body))
-    if "resource_types" in expect:
-        detected = _detected_needs(route)
-        missing = [t for t in expect["resource_types"] if t not in detected]
-        if missing:
-            failures.append(f"resource_types: {', '.join(missing)} not detected (detected: {detected or 'none'})")
     return failures
 
 

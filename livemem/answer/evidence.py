@@ -25,6 +25,7 @@ from livemem.answer.routing import (
     serves_population,
 )
 from livemem.dates import passage_date
+from livemem.engine.snapshot import Snapshot
 from livemem.geo.gazetteer import distance_km, town_point
 from livemem.geo.names import county_key
 from livemem.geo.places import county_name
@@ -34,8 +35,7 @@ from livemem.query.gis_index import GisIndex, cached_gis_index
 from livemem.query.retrieval import Retriever
 from livemem.query.types import Filters, Query
 from livemem.registry import RegistryQueryError, load_registry_index, resolve
-from livemem.registry.hours import asked_time, hours_text, open_during, row_slots, when_words
-from livemem.version.reader import Snapshot
+from livemem.registry.hours import AskedTime, asked_time, hours_text, open_during, row_slots, when_words
 
 
 def gis_for(snap: Snapshot) -> GisIndex | None:
@@ -509,42 +509,63 @@ def rank_programs(
         for n, item in enumerate(sections[section]):
             if kind == "place" and item.get("same_as"):
                 continue
-            if kind == "registry":
-                matched = [i for i, t in enumerate(needs) if item.get("resource_type") == t]
-                covers = bool(sq.zip) and _covers(item, str(sq.zip))
-                text = f"{item.get('name')} {item.get('description')}"
-            else:
-                matched = [i for i, t in enumerate(needs) if place_matches_need(item, t)]
-                covers = bool(sq.zip) and sq.zip == str(item.get("zip"))
-                text = f"{item.get('label')} {item.get('description')}"
-            town = row_town(item)
-            in_town = bool(town) and town.casefold() in towns
-            point = _town_point(town, sq.home.states) or (
-                zip_point(str(item["zip"])) if kind == "registry" and item.get("zip") else None
-            )
-            distance = round(distance_km(origin, point), 1) if origin and point else None
-            shared = len(words & set(re.findall(r"[a-z]{4,}", text.casefold())))
-            need_rank = min(matched) if matched else (len(needs) if needs else 0)
-            serves = bool(sq.populations) and serves_population(
-                {"eligibility": item.get("eligibility"), "description": item.get("description")}, sq.populations
-            )
-            excluded = kind == "registry" and excludes(item, sq.counties)
-            is_open = open_during(row_slots(item), asked) if asked is not None and kind == "registry" else None
-            open_rank = 0 if is_open else 1 if is_open is None else 2
-            key = (excluded, not serves, need_rank, open_rank, not in_town, not covers,
-                   distance if distance is not None else 1e9, kind != "registry", -shared, n)  # fmt: skip
-            items.append((key, {
-                "kind": kind,
-                "id": item["local_resource_id"] if kind == "registry" else item["entity_id"],
-                "name": item.get("name") if kind == "registry" else item.get("label"),
-                "need": needs[min(matched)] if matched else None,
-                "town": town,
-                "in_town": in_town,
-                "covers_zip": covers,
-                "distance_km": distance,
-                **({"eligible": False} if excluded else {}),
-                **({"open_when_asked": is_open, "asked_time": asked.phrase} if asked and kind == "registry" else {}),
-            }))  # fmt: skip
+            items.append(_program_item(kind, n, item, sq, needs, asked, towns, origin, words))
+    return _interleave_needs(items, needs)
+
+
+def _program_item(
+    kind: str,
+    n: int,
+    item: dict[str, Any],
+    sq: SelfQuery,
+    needs: list[str],
+    asked: AskedTime | None,
+    towns: set[str],
+    origin: tuple[float, float] | None,
+    words: set[str],
+) -> tuple[tuple, dict[str, Any]]:
+    """One registry row or place (the ``n``-th of its section) as ``rank_programs`` sorts it: its sort key and the
+    entry the answer lists."""
+    if kind == "registry":
+        matched = [i for i, t in enumerate(needs) if item.get("resource_type") == t]
+        covers = bool(sq.zip) and _covers(item, str(sq.zip))
+        text = f"{item.get('name')} {item.get('description')}"
+    else:
+        matched = [i for i, t in enumerate(needs) if place_matches_need(item, t)]
+        covers = bool(sq.zip) and sq.zip == str(item.get("zip"))
+        text = f"{item.get('label')} {item.get('description')}"
+    town = row_town(item)
+    in_town = bool(town) and town.casefold() in towns
+    point = _town_point(town, sq.home.states) or (
+        zip_point(str(item["zip"])) if kind == "registry" and item.get("zip") else None
+    )
+    distance = round(distance_km(origin, point), 1) if origin and point else None
+    shared = len(words & set(re.findall(r"[a-z]{4,}", text.casefold())))
+    need_rank = min(matched) if matched else (len(needs) if needs else 0)
+    serves = bool(sq.populations) and serves_population(
+        {"eligibility": item.get("eligibility"), "description": item.get("description")}, sq.populations
+    )
+    excluded = kind == "registry" and excludes(item, sq.counties)
+    is_open = open_during(row_slots(item), asked) if asked is not None and kind == "registry" else None
+    open_rank = 0 if is_open else 1 if is_open is None else 2
+    key = (excluded, not serves, need_rank, open_rank, not in_town, not covers,
+           distance if distance is not None else 1e9, kind != "registry", -shared, n)  # fmt: skip
+    return key, {
+        "kind": kind,
+        "id": item["local_resource_id"] if kind == "registry" else item["entity_id"],
+        "name": item.get("name") if kind == "registry" else item.get("label"),
+        "need": needs[min(matched)] if matched else None,
+        "town": town,
+        "in_town": in_town,
+        "covers_zip": covers,
+        "distance_km": distance,
+        **({"eligible": False} if excluded else {}),
+        **({"open_when_asked": is_open, "asked_time": asked.phrase} if asked and kind == "registry" else {}),
+    }
+
+
+def _interleave_needs(items: list[tuple[tuple, dict[str, Any]]], needs: list[str]) -> list[dict[str, Any]]:
+    """The sorted programs numbered from 1, the best of each need first when several are asked for."""
     items.sort(key=lambda pair: pair[0])
     # several needs: the best of each first, then the second of each, ... ("SNAP and WIC": a SNAP office, a WIC
     # clinic, then the next SNAP office); a named population's programs stay ahead
@@ -753,43 +774,58 @@ def _registry_verdict(snap: Snapshot, message: str) -> tuple[dict[str, Any] | No
             said = {**said, "answer": "no", "sentence": f"No — {said['sentence']}"}
         return said, facts
     if m := OPEN_QUESTION.match(message):
-        closed = find_program(_closed_programs(snap), m.group("a"))
-        row = find_program(index.rows, m.group("a"))
-        if closed and (row is None or len(str(closed["name"])) <= len(str(row["name"]))):
-            said = f"No — {closed['name']} closed on {closed['deprecated_at']}."
-            if closed.get("description"):
-                said += f" {closed['description']}"
-            fact = _registry_fact(closed, "closed_on", closed["deprecated_at"], "date")
-            return {"answer": "no", "sentence": said, "local_resource_id": closed["local_resource_id"]}, [fact]
-        if row is None:
-            return None, []
-        hours = str(row.get("hours") or "")
-        asked = m.group("rest").strip(" ?.!").casefold()
-        fact = _registry_fact(row, "hours", hours or "not listed", "hours")
-        if m.group("state").casefold() == "closed":
-            said = f"No — {row['name']} is listed as open (hours: {hours or 'not listed'})."
-            return {"answer": "no", "sentence": said, "local_resource_id": row["local_resource_id"]}, [fact]
-        when = asked_time(message, local_now(snap.home.states)) if asked and hours else None
-        parsed = open_during(row_slots(row), when) if when is not None else None
-        if parsed is not None:  # a day or time asked ("open on Sunday"): its parsed hours say ("24 hours": every day)
-            said_when = when_words(when.phrase)  # "open now": "Yes, open now", not "Yes, open open now"
-            lead = f"Yes, open {said_when}" if parsed else f"No, not open {said_when} by its listed hours"
-            said = f"{lead} — {row['name']}: hours {hours}."
-            return {"answer": "yes" if parsed else "no", "sentence": said,
-                    "local_resource_id": row["local_resource_id"]}, [fact]  # fmt: skip
-        if asked and hours:
-            wanted = [w for w in re.findall(r"[a-z0-9]+", asked) if w not in {"on", "at", "the", "a", "all", "day"}]
-            yes = all(w in hours.casefold() or w.rstrip("s")[:3] in hours.casefold() for w in wanted)
-            lead = "Yes" if yes else "No, not by its listed hours"
-            said = f"{lead} — {row['name']}: hours {hours}."
-            return {"answer": "yes" if yes else "no", "sentence": said,
-                    "local_resource_id": row["local_resource_id"]}, [fact]  # fmt: skip
-        said = f"Yes — {row['name']} is listed as open" + (f" (hours: {hours})." if hours else ".")
-        return {"answer": "yes", "sentence": said, "local_resource_id": row["local_resource_id"]}, [fact]
+        return _open_verdict(snap, index.rows, message, m)
+    return _serves_verdict(snap, index.rows, message)
+
+
+def _open_verdict(
+    snap: Snapshot, rows: list[dict[str, Any]], message: str, m: re.Match[str]
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The answer to "is X open / closed / open on Sunday?" (``OPEN_QUESTION`` matched as ``m``): a closed program
+    of the registry's history says no, and when; else the program's listed hours."""
+    closed = find_program(_closed_programs(snap), m.group("a"))
+    row = find_program(rows, m.group("a"))
+    if closed and (row is None or len(str(closed["name"])) <= len(str(row["name"]))):
+        said = f"No — {closed['name']} closed on {closed['deprecated_at']}."
+        if closed.get("description"):
+            said += f" {closed['description']}"
+        fact = _registry_fact(closed, "closed_on", closed["deprecated_at"], "date")
+        return {"answer": "no", "sentence": said, "local_resource_id": closed["local_resource_id"]}, [fact]
+    if row is None:
+        return None, []
+    hours = str(row.get("hours") or "")
+    asked = m.group("rest").strip(" ?.!").casefold()
+    fact = _registry_fact(row, "hours", hours or "not listed", "hours")
+    if m.group("state").casefold() == "closed":
+        said = f"No — {row['name']} is listed as open (hours: {hours or 'not listed'})."
+        return {"answer": "no", "sentence": said, "local_resource_id": row["local_resource_id"]}, [fact]
+    when = asked_time(message, local_now(snap.home.states)) if asked and hours else None
+    parsed = open_during(row_slots(row), when) if when is not None else None
+    if parsed is not None:  # a day or time asked ("open on Sunday"): its parsed hours say ("24 hours": every day)
+        said_when = when_words(when.phrase)  # "open now": "Yes, open now", not "Yes, open open now"
+        lead = f"Yes, open {said_when}" if parsed else f"No, not open {said_when} by its listed hours"
+        said = f"{lead} — {row['name']}: hours {hours}."
+        return {"answer": "yes" if parsed else "no", "sentence": said,
+                "local_resource_id": row["local_resource_id"]}, [fact]  # fmt: skip
+    if asked and hours:
+        wanted = [w for w in re.findall(r"[a-z0-9]+", asked) if w not in {"on", "at", "the", "a", "all", "day"}]
+        yes = all(w in hours.casefold() or w.rstrip("s")[:3] in hours.casefold() for w in wanted)
+        lead = "Yes" if yes else "No, not by its listed hours"
+        said = f"{lead} — {row['name']}: hours {hours}."
+        return {"answer": "yes" if yes else "no", "sentence": said,
+                "local_resource_id": row["local_resource_id"]}, [fact]  # fmt: skip
+    said = f"Yes — {row['name']} is listed as open" + (f" (hours: {hours})." if hours else ".")
+    return {"answer": "yes", "sentence": said, "local_resource_id": row["local_resource_id"]}, [fact]
+
+
+def _serves_verdict(
+    snap: Snapshot, rows: list[dict[str, Any]], message: str
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The answer to "does X serve ZIP / county / town Y?": the program's ZIP coverage, county or town."""
     terms = graph.relationship_terms(message)
     if not terms or terms[1] is None:
         return None, []
-    row = find_program(index.rows, terms[0])
+    row = find_program(rows, terms[0])
     if row is None:
         return None, []
     b = terms[1].strip()

@@ -250,8 +250,29 @@ def assemble_prompt(
         if wv_scoped
         else ("unstructured", "personal", "registry", "spatial", "structured_facts", "web")
     )
-    lines: dict[tuple[str, int], str] = {}
     used = sum(len(SECTION_TITLES[s]) + 6 for s in SECTIONS if sections.get(s))
+    lines, dropped = _admit_lines(sections, order, budget, used, settings.max_passage_chars)
+    blocks, citations = _render_blocks(sections, lines)
+    context = "Context:\n" + ("\n\n".join(blocks) if blocks else "(no evidence)") + question
+    text = f"{system}\n\n{context}"
+    prompt = {
+        "system": system,
+        "context": context,
+        "text": text,
+        "chars": len(text),
+        "budget_chars": settings.prompt_budget_chars,
+        "items_included": len(citations),
+        "items_left_out": dropped,
+    }
+    return prompt, citations
+
+
+def _admit_lines(
+    sections: dict[str, list[dict[str, Any]]], order: tuple[str, ...], budget: int, used: int, max_passage_chars: int
+) -> tuple[dict[tuple[str, int], str], int]:
+    """The evidence lines that fit the budget (``used`` already spent), keyed by (section, position), taken
+    round-robin in the priority ``order``, and how many items were left out."""
+    lines: dict[tuple[str, int], str] = {}
     dropped = 0
     # Round-robin over the priority order so one long section cannot crowd the others out entirely.
     queues = {s: list(enumerate(sections.get(s, []))) for s in order}
@@ -260,7 +281,7 @@ def assemble_prompt(
             if not queues[section]:
                 continue
             i, item = queues[section].pop(0)
-            line = evidence_line(section, item, settings.max_passage_chars)
+            line = evidence_line(section, item, max_passage_chars)
             cost = len(line) + 8
             if used + cost > budget and section == "unstructured" and budget - used > 300:
                 line = evidence_line(section, item, budget - used - 120)
@@ -270,6 +291,14 @@ def assemble_prompt(
                 continue
             lines[(section, i)] = line
             used += cost
+    return lines, dropped
+
+
+def _render_blocks(
+    sections: dict[str, list[dict[str, Any]]], lines: dict[tuple[str, int], str]
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """The context block's sections in ``SECTIONS`` order with their admitted lines numbered, and the citations;
+    each item's ``ref`` is set to its number (None when it was left out)."""
     citations: list[dict[str, Any]] = []
     blocks: list[str] = []
     for section in SECTIONS:
@@ -286,18 +315,7 @@ def assemble_prompt(
             rendered.append(f"[{n}] {line}")
         if rendered:
             blocks.append(f"## {SECTION_TITLES[section]}\n" + "\n".join(rendered))
-    context = "Context:\n" + ("\n\n".join(blocks) if blocks else "(no evidence)") + question
-    text = f"{system}\n\n{context}"
-    prompt = {
-        "system": system,
-        "context": context,
-        "text": text,
-        "chars": len(text),
-        "budget_chars": settings.prompt_budget_chars,
-        "items_included": len(citations),
-        "items_left_out": dropped,
-    }
-    return prompt, citations
+    return blocks, citations
 
 
 # --- response budgets ---------------------------------------------------------------------------------------------

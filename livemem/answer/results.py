@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from livemem.answer.prompt import SECTIONS
+from livemem.engine.snapshot import Snapshot
 from livemem.query.types import DocumentHit, Hit, Suggestion
-from livemem.version.reader import Snapshot
 
 
 def gis_hit(entity: dict[str, Any], score: float, distance_km: float | None) -> dict[str, Any]:

@@ -11,13 +11,13 @@ from datetime import datetime
 from typing import Any
 
 from livemem.dates import iso, question_dates
+from livemem.engine.snapshot import Snapshot
 from livemem.geo.home import WEST_VIRGINIA, Home
 from livemem.geo.places import Place, county_name, find_places, state_name, zip_place
 from livemem.query.gis_index import GisIndex
 from livemem.registry import load_registry_index
 from livemem.registry.needs import COMPANION_POPULATIONS, NEED_FAMILIES, NEEDS
 from livemem.settings import ContextSettings
-from livemem.version.reader import Snapshot
 
 REGISTRY_NAME = "local_resources"
 

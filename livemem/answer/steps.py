@@ -45,12 +45,12 @@ from livemem.answer.routing import (
     route_intents,
     self_query,
 )
+from livemem.engine.snapshot import Snapshot
 from livemem.geo.home import Home
 from livemem.geo.places import Place
 from livemem.query.gis_index import GisIndex
 from livemem.query.retrieval import Retriever
 from livemem.settings import ContextSettings
-from livemem.version.reader import Snapshot
 
 EVIDENCE_SECTIONS = ("unstructured", "spatial", "registry", "web")  # what counts as evidence for the thresholds
 

@@ -6,15 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from livemem.ingest.checks import MAX_REPORTED, CheckOutcome
-from livemem.query.gis_index import (
-    ENTITY_TABLE,
-    GIS,
-    has_gbim_tables,
-    read_entities,
-)
+from livemem.query.gis_index import GIS, has_gbim_tables, read_entities
 from livemem.schemas import errors_for
 from livemem.version import connect
+from livemem.version.schema import ENTITY_TABLE
+from livemem.version.staging import MAX_REPORTED, CheckOutcome
 
 
 def _entities_of(version_dir: Path) -> list[dict[str, Any]] | None:

@@ -90,6 +90,107 @@ class SpatialConfig:
         return sorted({self.collection, *(s.collection for s in self.sources)})
 
 
+def _check_crs(pyproj, value: str, where: str, problems: list[str]) -> None:
+    """Add a problem when ``value`` is not a CRS pyproj knows."""
+    try:
+        pyproj.CRS.from_user_input(value)
+    except pyproj.exceptions.CRSError as exc:
+        problems.append(f"{where}: {value!r} is not a CRS pyproj knows ({exc})")
+
+
+def _resolve(path: str, base: Path) -> Path:
+    """A configured path, ``~`` expanded, relative ones to the sources file's folder."""
+    resolved = Path(os.path.expanduser(path))
+    return resolved if resolved.is_absolute() else (base / resolved).resolve()
+
+
+def _spatial_source(
+    item: dict[str, Any], where: str, raw: dict[str, Any], config: SourcesConfig, pyproj, problems: list[str]
+) -> SpatialSource | None:
+    """One item of ``spatial.sources`` typed, its problems added to ``problems`` (None when it lacks a CRS or a
+    worldview)."""
+    for pair, required in (
+        (("path", "postgis"), True),
+        (("label_field", "label_template"), True),
+        (("description_field", "description_template"), False),
+    ):
+        given = [key for key in pair if key in item]
+        if len(given) > 1 or (required and not given):
+            problems.append(f"{where}: give {'exactly' if required else 'at most'} one of {' or '.join(pair)}")
+    crs = item.get("crs") or raw.get("crs")
+    if not crs:
+        problems.append(
+            f"{where}: no crs: declare the CRS of its coordinates (e.g. crs: EPSG:26917) or set a default spatial.crs"
+        )
+        return None
+    _check_crs(pyproj, crs, f"{where}.crs", problems)
+    worldview = item.get("worldview_id") or raw.get("worldview_id")
+    if not worldview:
+        problems.append(f"{where}: no worldview_id (set it on the source or as spatial.worldview_id)")
+        return None
+    collection = raw.get("collection", DEFAULT_COLLECTION)
+    own_collection = item.get("collection", collection)
+    chunk_collections = {s.collection for s in config.sources}
+    if own_collection in chunk_collections or collection in chunk_collections:
+        problems.append(f"{where}: collection {own_collection!r} is already a chunk collection of a git source")
+    return SpatialSource(
+        name=item["name"],
+        dataset=item["dataset"],
+        worldview_id=worldview,
+        gbim_entity=item["gbim_entity"],
+        id_field=item["id_field"],
+        crs=crs,
+        collection=own_collection,
+        access=item.get("access", "public"),
+        path=_resolve(item["path"], config.path.parent) if "path" in item else None,
+        layer=item.get("layer"),
+        postgis=item.get("postgis"),
+        label_field=item.get("label_field"),
+        label_template=item.get("label_template"),
+        description_field=item.get("description_field"),
+        description_template=item.get("description_template"),
+        county_field=item.get("county_field"),
+        zip_field=item.get("zip_field"),
+    )
+
+
+def _spatial_sources(raw: dict[str, Any], config: SourcesConfig, pyproj, problems: list[str]) -> list[SpatialSource]:
+    """Every item of ``spatial.sources`` typed (names must be unique), their problems added to ``problems``."""
+    sources: list[SpatialSource] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw["sources"]):
+        name = item["name"]
+        where = f"spatial.sources[{i}] ({name!r})"
+        if name in seen:
+            problems.append(f"{where}: another spatial source has the name {name!r}")
+        seen.add(name)
+        source = _spatial_source(item, where, raw, config, pyproj, problems)
+        if source is not None:
+            sources.append(source)
+    return sources
+
+
+def _counties(raw: dict[str, Any], base: Path, pyproj, problems: list[str]) -> CountyBoundaries | None:
+    """``spatial.counties`` typed (None when not configured), a problem added when its CRS is unknown."""
+    if "counties" not in raw:
+        return None
+    c = raw["counties"]
+    if c.get("crs"):
+        _check_crs(pyproj, c["crs"], "spatial.counties.crs", problems)
+    return CountyBoundaries(_resolve(c["path"], base), c["name_field"], c.get("crs"), c.get("layer"))
+
+
+def _region(raw: dict[str, Any], problems: list[str]) -> Region | None:
+    """``spatial.region`` typed (None when not configured), a problem added when its bbox is not in degrees."""
+    if "region" not in raw:
+        return None
+    r = raw["region"]
+    min_lon, min_lat, max_lon, max_lat = r["bbox"]
+    if not (-180 <= min_lon <= max_lon <= 180 and -90 <= min_lat <= max_lat <= 90):
+        problems.append("spatial.region.bbox: expected [min_lon, min_lat, max_lon, max_lat] in degrees")
+    return Region((min_lon, min_lat, max_lon, max_lat), r.get("tolerance_km", DEFAULT_TOLERANCE_KM), r.get("name", ""))
+
+
 def load_spatial(config: SourcesConfig) -> SpatialConfig | None:
     """The ``spatial:`` section of the sources file, validated and resolved; None when the file has none."""
     raw = config.section("spatial", "spatial_config")
@@ -99,96 +200,15 @@ def load_spatial(config: SourcesConfig) -> SpatialConfig | None:
     require("geo", "shapely", f"{config.path}: the spatial section (the GBIM export)")
     require("geo", "geopandas", f"{config.path}: the spatial section (the GBIM export)")
 
-    base = config.path.parent
-    default_crs = raw.get("crs")
     working_crs = raw.get("working_crs", DEFAULT_WORKING_CRS)
     collection = raw.get("collection", DEFAULT_COLLECTION)
     problems: list[str] = []
-
-    def check_crs(value: str, where: str) -> None:
-        try:
-            pyproj.CRS.from_user_input(value)
-        except pyproj.exceptions.CRSError as exc:
-            problems.append(f"{where}: {value!r} is not a CRS pyproj knows ({exc})")
-
-    check_crs(working_crs, "spatial.working_crs")
+    _check_crs(pyproj, working_crs, "spatial.working_crs", problems)
     if not problems and pyproj.CRS.from_user_input(working_crs).is_geographic:
         problems.append(f"spatial.working_crs: {working_crs} is geographic; centroids need a projected CRS")
-    chunk_collections = {s.collection for s in config.sources}
-    sources: list[SpatialSource] = []
-    seen: set[str] = set()
-    for i, item in enumerate(raw["sources"]):
-        name = item["name"]
-        where = f"spatial.sources[{i}] ({name!r})"
-        if name in seen:
-            problems.append(f"{where}: another spatial source has the name {name!r}")
-        seen.add(name)
-        for pair, required in (
-            (("path", "postgis"), True),
-            (("label_field", "label_template"), True),
-            (("description_field", "description_template"), False),
-        ):
-            given = [key for key in pair if key in item]
-            if len(given) > 1 or (required and not given):
-                problems.append(f"{where}: give {'exactly' if required else 'at most'} one of {' or '.join(pair)}")
-        crs = item.get("crs") or default_crs
-        if not crs:
-            problems.append(
-                f"{where}: no crs: declare the CRS of its coordinates (e.g. crs: EPSG:26917) "
-                "or set a default spatial.crs"
-            )
-            continue
-        check_crs(crs, f"{where}.crs")
-        worldview = item.get("worldview_id") or raw.get("worldview_id")
-        if not worldview:
-            problems.append(f"{where}: no worldview_id (set it on the source or as spatial.worldview_id)")
-            continue
-        own_collection = item.get("collection", collection)
-        if own_collection in chunk_collections or collection in chunk_collections:
-            problems.append(f"{where}: collection {own_collection!r} is already a chunk collection of a git source")
-        path = None
-        if "path" in item:
-            path = Path(os.path.expanduser(item["path"]))
-            path = path if path.is_absolute() else (base / path).resolve()
-        sources.append(
-            SpatialSource(
-                name=name,
-                dataset=item["dataset"],
-                worldview_id=worldview,
-                gbim_entity=item["gbim_entity"],
-                id_field=item["id_field"],
-                crs=crs,
-                collection=own_collection,
-                access=item.get("access", "public"),
-                path=path,
-                layer=item.get("layer"),
-                postgis=item.get("postgis"),
-                label_field=item.get("label_field"),
-                label_template=item.get("label_template"),
-                description_field=item.get("description_field"),
-                description_template=item.get("description_template"),
-                county_field=item.get("county_field"),
-                zip_field=item.get("zip_field"),
-            )
-        )
-    counties = None
-    if "counties" in raw:
-        c = raw["counties"]
-        cpath = Path(os.path.expanduser(c["path"]))
-        if c.get("crs"):
-            check_crs(c["crs"], "spatial.counties.crs")
-        counties = CountyBoundaries(
-            cpath if cpath.is_absolute() else (base / cpath).resolve(), c["name_field"], c.get("crs"), c.get("layer")
-        )
-    region = None
-    if "region" in raw:
-        r = raw["region"]
-        min_lon, min_lat, max_lon, max_lat = r["bbox"]
-        if not (-180 <= min_lon <= max_lon <= 180 and -90 <= min_lat <= max_lat <= 90):
-            problems.append("spatial.region.bbox: expected [min_lon, min_lat, max_lon, max_lat] in degrees")
-        region = Region(
-            (min_lon, min_lat, max_lon, max_lat), r.get("tolerance_km", DEFAULT_TOLERANCE_KM), r.get("name", "")
-        )
+    sources = _spatial_sources(raw, config, pyproj, problems)
+    counties = _counties(raw, config.path.parent, pyproj, problems)
+    region = _region(raw, problems)
     if problems:
         raise ConfigError(f"invalid spatial section in {config.path}:\n  " + "\n  ".join(problems))
     return SpatialConfig(tuple(sources), working_crs, collection, region, counties, raw)

@@ -14,10 +14,8 @@ import numpy as np
 from livemem.errors import ConfigError
 from livemem.gbim.config import ENTITY_NAMESPACE, WGS84, ZIP_FIELDS, CountyBoundaries, SpatialConfig, SpatialSource
 from livemem.gbim.read import READ_PROBLEM, county_of_points
+from livemem.geo.distance import haversine_km
 from livemem.geo.names import tidy_county, tidy_county_key
-from livemem.query.gis_index import (
-    haversine_km,
-)
 
 
 @dataclass(frozen=True)
@@ -89,18 +87,8 @@ def _distance_outside_km(lon: np.ndarray, lat: np.ndarray, bbox: tuple[float, fl
     return haversine_km(lat, lon, np.clip(lat, min_lat, max_lat), np.clip(lon, min_lon, max_lon))
 
 
-def features_to_entities(
-    source: SpatialSource, frame, spatial: SpatialConfig, counties=None
-) -> tuple[list[dict[str, Any]], list[Quarantined]]:
-    """Entities (``schemas/gbim_entity.schema.json``) of one source's features, and the features quarantined."""
-    import pyproj
-    import shapely
-    from shapely.validation import explain_validity
-
-    geometry_name = frame.geometry.name
-    read_problems = frame[READ_PROBLEM].tolist() if READ_PROBLEM in frame.columns else [None] * len(frame)
-    fields = [c for c in frame.columns if c not in (geometry_name, READ_PROBLEM)]
-    source_crs = pyproj.CRS.from_user_input(frame.crs or source.crs)
+def _check_fields(source: SpatialSource, fields: list[str]) -> None:
+    """Raise ConfigError when a configured field (or a template's field) is not a column of the source."""
     wanted = {source.id_field, source.label_field, source.description_field, source.county_field, source.zip_field}
     for template in (source.label_template, source.description_template):
         wanted |= _template_fields(template or "")
@@ -110,16 +98,29 @@ def features_to_entities(
             f"spatial source {source.name!r}: field(s) {missing} not found in {source.source_table} "
             f"(fields: {', '.join(fields)})"
         )
-    county_field = source.county_field or ("county" if "county" in fields else None)
-    zip_field = source.zip_field or next((f for f in ZIP_FIELDS if f in fields), None)
-    attributes = [{k: _json_value(v) for k, v in row.items()} for row in frame[fields].to_dict("records")]
-    geoms = frame.geometry.to_numpy().copy()  # repaired geometries replace their originals here, not in frame
 
-    quarantined: list[Quarantined] = []
-    keep: list[int] = []
-    repaired: dict[int, str] = {}
+
+@dataclass
+class _Screened:
+    """What screening the features left: the quarantined, the kept indices, the repairs and those out of range."""
+
+    quarantined: list[Quarantined]
+    keep: list[int]
+    repaired: dict[int, str]
+    out_of_range: dict[int, str]  # features whose coordinates lie outside their CRS (quarantined later)
+
+
+def _screen_features(
+    source: SpatialSource, attributes: list[dict[str, Any]], geoms: np.ndarray, read_problems: list, source_crs
+) -> _Screened:
+    """Quarantine features without id, duplicated, unreadable, null, empty or unrepairable; repair the rest in
+    ``geoms`` and note those beyond ±180° / ±90° in a geographic CRS."""
+    import shapely
+    from shapely.validation import explain_validity
+
+    screened = _Screened([], [], {}, {})
+    quarantined = screened.quarantined
     seen_pks: set[str] = set()
-    out_of_range: dict[int, str] = {}  # features whose coordinates lie outside their CRS (quarantined below)
     for i, attrs in enumerate(attributes):
         raw_pk = attrs.get(source.id_field)
         pk = None if raw_pk is None or str(raw_pk).strip() == "" else str(raw_pk).strip()
@@ -138,7 +139,7 @@ def features_to_entities(
             quarantined.append(Quarantined(source.name, pk, problem))  # GEOS cannot repair or project these
         else:
             if source_crs.is_geographic and (problem := _outside_degrees(geom)) is not None:
-                out_of_range[i] = f"{problem} for {source.crs}"
+                screened.out_of_range[i] = f"{problem} for {source.crs}"
             if not geom.is_valid:
                 problem = explain_validity(geom)
                 fixed = shapely.make_valid(geom)
@@ -148,14 +149,22 @@ def features_to_entities(
                     )
                     continue
                 geoms[i] = fixed
-                repaired[i] = problem
+                screened.repaired[i] = problem
             seen_pks.add(pk)
-            keep.append(i)
-    if not keep:
-        return [], quarantined
+            screened.keep.append(i)
+    return screened
 
-    working = pyproj.CRS.from_user_input(spatial.working_crs)
-    cx, cy, lon, lat = _positions(geoms[keep], frame.crs, working)
+
+def _drop_out_of_range(
+    source: SpatialSource,
+    attributes: list[dict[str, Any]],
+    screened: _Screened,
+    positions: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Note the kept features whose EPSG:4326 position is out of range; quarantine them unless all are (then the
+    CRS does not fit the layer); return the positions of the features still kept (``screened.keep`` updated)."""
+    cx, cy, lon, lat = positions
+    keep, out_of_range = screened.keep, screened.out_of_range
     for j, i in enumerate(keep):
         if i not in out_of_range and not _in_degrees(lon[j], lat[j]):
             out_of_range[i] = (
@@ -167,10 +176,85 @@ def features_to_entities(
         for i in keep:
             if i in out_of_range:
                 pk = str(attributes[i][source.id_field]).strip()
-                quarantined.append(Quarantined(source.name, pk, f"coordinates out of range: {out_of_range[i]}"))
+                screened.quarantined.append(
+                    Quarantined(source.name, pk, f"coordinates out of range: {out_of_range[i]}")
+                )
         stay = [j for j, i in enumerate(keep) if i not in out_of_range]
-        keep = [keep[j] for j in stay]
+        screened.keep = [keep[j] for j in stay]
         cx, cy, lon, lat = cx[stay], cy[stay], lon[stay], lat[stay]
+    return cx, cy, lon, lat
+
+
+def _entity(
+    source: SpatialSource, attrs: dict[str, Any], fields: tuple[str | None, str | None], place: dict[str, Any]
+) -> dict[str, Any]:
+    """One entity record: ``fields`` are the county and zip fields, ``place`` its position, geometry type,
+    point-in-polygon county, repair (whether and why) and whether it lies outside the region."""
+    county_field, zip_field = fields
+    pk = str(attrs[source.id_field]).strip()
+    own = attrs.get(county_field) if county_field else None
+    own = (tidy_county(str(own)) or None) if own is not None else None
+    pip = place["county"]
+    label = _field_text(attrs, source.label_field, source.label_template) or f"{source.gbim_entity} {pk}"
+    description = _field_text(attrs, source.description_field, source.description_template) or label
+    return {
+        "entity_id": entity_id(source.name, pk),
+        "source": source.name,
+        "worldview_id": source.worldview_id,
+        "dataset": source.dataset,
+        "county": own or pip,
+        "gbim_entity": source.gbim_entity,
+        "label": label,
+        "description": description,
+        "centroid_x": _finite(place["cx"]),
+        "centroid_y": _finite(place["cy"]),
+        "srid": place["srid"],
+        "lon": _finite(place["lon"]),
+        "lat": _finite(place["lat"]),
+        "source_table": source.source_table,
+        "source_pk": pk,
+        "attributes": attrs,
+        "access": source.access,
+        "collection": source.collection,
+        "geometry_type": place["geometry_type"],
+        "county_source": "attribute" if own else ("point_in_polygon" if pip else None),
+        "county_spatial": pip,
+        "flags": {
+            "geometry_repaired": place["repaired"],
+            "outside_region": place["outside"],
+            "county_disagreement": bool(own and pip and tidy_county_key(own) != tidy_county_key(pip)),
+        },
+        "_zip_codes": zip_codes(attrs.get(zip_field)) if zip_field else [],
+        "_zip_field": zip_field,
+        "_county_field": county_field,
+        "_repair": place["repair"],
+    }
+
+
+def features_to_entities(
+    source: SpatialSource, frame, spatial: SpatialConfig, counties=None
+) -> tuple[list[dict[str, Any]], list[Quarantined]]:
+    """Entities (``schemas/gbim_entity.schema.json``) of one source's features, and the features quarantined."""
+    import pyproj
+
+    geometry_name = frame.geometry.name
+    read_problems = frame[READ_PROBLEM].tolist() if READ_PROBLEM in frame.columns else [None] * len(frame)
+    fields = [c for c in frame.columns if c not in (geometry_name, READ_PROBLEM)]
+    source_crs = pyproj.CRS.from_user_input(frame.crs or source.crs)
+    _check_fields(source, fields)
+    county_field = source.county_field or ("county" if "county" in fields else None)
+    zip_field = source.zip_field or next((f for f in ZIP_FIELDS if f in fields), None)
+    attributes = [{k: _json_value(v) for k, v in row.items()} for row in frame[fields].to_dict("records")]
+    geoms = frame.geometry.to_numpy().copy()  # repaired geometries replace their originals here, not in frame
+
+    screened = _screen_features(source, attributes, geoms, read_problems, source_crs)
+    if not screened.keep:
+        return [], screened.quarantined
+
+    working = pyproj.CRS.from_user_input(spatial.working_crs)
+    positions = _positions(geoms[screened.keep], frame.crs, working)
+    cx, cy, lon, lat = _drop_out_of_range(source, attributes, screened, positions)
+    keep, repaired = screened.keep, screened.repaired
     srid = working.to_epsg() or 0
 
     spatial_county = county_of_points(lon, lat, counties) if counties is not None else [None] * len(keep)
@@ -181,48 +265,20 @@ def features_to_entities(
 
     entities = []
     for j, i in enumerate(keep):
-        attrs = attributes[i]
-        pk = str(attrs[source.id_field]).strip()
-        own = attrs.get(county_field) if county_field else None
-        own = (tidy_county(str(own)) or None) if own is not None else None
-        pip = spatial_county[j]
-        label = _field_text(attrs, source.label_field, source.label_template) or f"{source.gbim_entity} {pk}"
-        description = _field_text(attrs, source.description_field, source.description_template) or label
-        entities.append(
-            {
-                "entity_id": entity_id(source.name, pk),
-                "source": source.name,
-                "worldview_id": source.worldview_id,
-                "dataset": source.dataset,
-                "county": own or pip,
-                "gbim_entity": source.gbim_entity,
-                "label": label,
-                "description": description,
-                "centroid_x": _finite(cx[j]),
-                "centroid_y": _finite(cy[j]),
-                "srid": srid,
-                "lon": _finite(lon[j]),
-                "lat": _finite(lat[j]),
-                "source_table": source.source_table,
-                "source_pk": pk,
-                "attributes": attrs,
-                "access": source.access,
-                "collection": source.collection,
-                "geometry_type": geoms[i].geom_type,
-                "county_source": "attribute" if own else ("point_in_polygon" if pip else None),
-                "county_spatial": pip,
-                "flags": {
-                    "geometry_repaired": i in repaired,
-                    "outside_region": bool(outside[j]),
-                    "county_disagreement": bool(own and pip and tidy_county_key(own) != tidy_county_key(pip)),
-                },
-                "_zip_codes": zip_codes(attrs.get(zip_field)) if zip_field else [],
-                "_zip_field": zip_field,
-                "_county_field": county_field,
-                "_repair": repaired.get(i),
-            }
-        )
-    return entities, quarantined
+        place = {
+            "cx": cx[j],
+            "cy": cy[j],
+            "lon": lon[j],
+            "lat": lat[j],
+            "srid": srid,
+            "geometry_type": geoms[i].geom_type,
+            "county": spatial_county[j],
+            "repaired": i in repaired,
+            "repair": repaired.get(i),
+            "outside": bool(outside[j]),
+        }
+        entities.append(_entity(source, attributes[i], (county_field, zip_field), place))
+    return entities, screened.quarantined
 
 
 def coordinate_problem(geom) -> str | None:

@@ -23,19 +23,19 @@ from livemem.gbim.read import read_counties, read_features
 from livemem.gbim.relations import linked_relations
 from livemem.model.embed_cache import EmbeddingCache
 from livemem.model.embedding import Embedder
-from livemem.query.gis_index import (
-    ENTITY_COLUMNS,
-    ENTITY_TABLE,
-    FLAG_COLUMNS,
-    GIS,
-    GIS_GRAPH_META,
-    RELATION_COLUMNS,
-    RELATION_TABLE,
-)
+from livemem.query.gis_index import GIS, GIS_GRAPH_META
 from livemem.settings import BuildSettings
 from livemem.sources.config import SourcesConfig
 from livemem.version import connect
-from livemem.version.schema import LAYOUT_VERSION, create_sql
+from livemem.version.schema import (
+    ENTITY_COLUMNS,
+    ENTITY_TABLE,
+    FLAG_COLUMNS,
+    LAYOUT_VERSION,
+    RELATION_COLUMNS,
+    RELATION_TABLE,
+    create_sql,
+)
 from livemem.version.store import (
     CHROMA,
     IndexHome,
@@ -92,53 +92,17 @@ def export_gbim(
             return GbimResult(None, base, "no spatial section in the sources file: nothing to export")
         t0 = time.perf_counter()
         timings: dict[str, float] = {}
-        frames = {}
-        hashes = {}
-        for source in spatial.sources:
-            frames[source.name], hashes[source.name] = read_features(source, dsns)
-        counties, counties_hash = read_counties(spatial.counties) if spatial.counties else (None, None)
-        input_hash = hashlib.sha256(
-            json.dumps(
-                {
-                    "export": EXPORT_VERSION,
-                    "model": embedder.model_id,
-                    "config": spatial.raw,
-                    "sources": hashes,
-                    "counties": counties_hash,
-                },
-                sort_keys=True,
-            ).encode()
-        ).hexdigest()
+        inputs = _read_inputs(spatial, embedder, dsns)
         timings["read_s"] = round(time.perf_counter() - t0, 3)
         previous = (base_manifest or {}).get("gbim") or {}
-        if not force and previous.get("input_hash") == input_hash:
+        if not force and previous.get("input_hash") == inputs.input_hash:
             return GbimResult(
                 None, base, f"spatial inputs unchanged: version {base} already holds this export", previous
             )
         home.clear_staging()
 
         t = time.perf_counter()
-        entities: list[dict[str, Any]] = []
-        quarantined: list[Quarantined] = []
-        per_source: dict[str, dict[str, Any]] = {}
-        for source in spatial.sources:
-            found, dropped = features_to_entities(source, frames[source.name], spatial, counties)
-            entities += found
-            quarantined += dropped
-            per_source[source.name] = {
-                "dataset": source.dataset,
-                "source_table": source.source_table,
-                "location": str(source.path) if source.path else f"postgis ${source.postgis['dsn_env']}",
-                "crs": source.crs,
-                "collection": source.collection,
-                "access": source.access,
-                "content_hash": hashes[source.name],
-                "features": len(frames[source.name]),
-                "entities": len(found),
-                "quarantined": len(dropped),
-            }
-        entities.sort(key=lambda e: e["entity_id"])
-        relations = [r for e in entities for r in relations_for(e, spatial.counties)] + linked_relations(entities)
+        entities, relations, quarantined, per_source = _build_entities(spatial, inputs)
         timings["entities_s"] = round(time.perf_counter() - t, 3)
 
         t = time.perf_counter()
@@ -149,33 +113,124 @@ def export_gbim(
 
         t = time.perf_counter()
         version_id, staged, base = derive_version(home)
-        if base is None:
-            _write_empty_chunk_parts(staged, embedder.dim)
-        _write_tables(staged, entities, relations)
-        _write_rdf(staged, entities, relations)
-        if counties is not None:
-            _write_counties(staged, counties)
-        _write_gis_snapshot(staged, entities, vectors, min_rows)
-        if config.uses_chroma:
-            _update_chroma(staged, spatial, entities, vectors, previous.get("collections", []), config.chroma_server)
-        elif (staged / CHROMA).exists():
-            shutil.rmtree(staged / CHROMA)  # the vector store was switched off since the base version
+        collections = previous.get("collections", [])
+        _write_version(
+            staged, config, spatial, inputs, (entities, relations, vectors), base, embedder.dim, min_rows, collections
+        )
         timings["write_s"] = round(time.perf_counter() - t, 3)
         timings["total_s"] = round(time.perf_counter() - t0, 3)
 
-        section = _section(spatial, entities, relations, quarantined, per_source, input_hash, counties_hash)
+        section = _section(
+            spatial, entities, relations, quarantined, per_source, inputs.input_hash, inputs.counties_hash
+        )
         section.update(embeddings_computed=computed, embeddings_reused=reused, timings_s=timings)
-        now = iso(utc_now())
-        manifest = {
-            **(base_manifest or _empty_manifest(config, embedder)),
-            "version_id": version_id,
-            "base_version": base,
-            "created_at": now,
-            "last_updated": now,
-            "gbim": section,
-        }
-        write_manifest(staged, manifest)
+        _write_export_manifest(staged, base_manifest or _empty_manifest(config, embedder), version_id, base, section)
     return GbimResult(version_id, base, "staged", section, quarantined, preview(entities), timings)
+
+
+@dataclass
+class _Inputs:
+    """The features read from each source, their hashes, the county boundaries and the hash of all inputs."""
+
+    frames: dict[str, Any]
+    hashes: dict[str, str]
+    counties: Any
+    counties_hash: str | None
+    input_hash: str
+
+
+def _read_inputs(spatial: SpatialConfig, embedder: Embedder, dsns: Mapping[str, str] | None) -> _Inputs:
+    """Read every source's features and the county boundaries, and hash them with the export's configuration."""
+    frames = {}
+    hashes = {}
+    for source in spatial.sources:
+        frames[source.name], hashes[source.name] = read_features(source, dsns)
+    counties, counties_hash = read_counties(spatial.counties) if spatial.counties else (None, None)
+    input_hash = hashlib.sha256(
+        json.dumps(
+            {
+                "export": EXPORT_VERSION,
+                "model": embedder.model_id,
+                "config": spatial.raw,
+                "sources": hashes,
+                "counties": counties_hash,
+            },
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()
+    return _Inputs(frames, hashes, counties, counties_hash, input_hash)
+
+
+def _build_entities(
+    spatial: SpatialConfig, inputs: _Inputs
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Quarantined], dict[str, dict[str, Any]]]:
+    """The entities of every source (by id), their relations, the features quarantined and a summary per source."""
+    entities: list[dict[str, Any]] = []
+    quarantined: list[Quarantined] = []
+    per_source: dict[str, dict[str, Any]] = {}
+    for source in spatial.sources:
+        found, dropped = features_to_entities(source, inputs.frames[source.name], spatial, inputs.counties)
+        entities += found
+        quarantined += dropped
+        per_source[source.name] = {
+            "dataset": source.dataset,
+            "source_table": source.source_table,
+            "location": str(source.path) if source.path else f"postgis ${source.postgis['dsn_env']}",
+            "crs": source.crs,
+            "collection": source.collection,
+            "access": source.access,
+            "content_hash": inputs.hashes[source.name],
+            "features": len(inputs.frames[source.name]),
+            "entities": len(found),
+            "quarantined": len(dropped),
+        }
+    entities.sort(key=lambda e: e["entity_id"])
+    relations = [r for e in entities for r in relations_for(e, spatial.counties)] + linked_relations(entities)
+    return entities, relations, quarantined, per_source
+
+
+def _write_version(
+    staged: Path,
+    config: SourcesConfig,
+    spatial: SpatialConfig,
+    inputs: _Inputs,
+    export: tuple[list[dict[str, Any]], list[dict[str, Any]], np.ndarray],
+    base: str | None,
+    dim: int,
+    min_rows: int,
+    collections: list,
+) -> None:
+    """Write the export's ``(entities, relations, vectors)`` into the staged version: tables, RDF, county
+    polygons, the GIS snapshot and the Chroma collections (empty chunk parts on an empty index)."""
+    entities, relations, vectors = export
+    counties = inputs.counties
+    if base is None:
+        _write_empty_chunk_parts(staged, dim)
+    _write_tables(staged, entities, relations)
+    _write_rdf(staged, entities, relations)
+    if counties is not None:
+        _write_counties(staged, counties)
+    _write_gis_snapshot(staged, entities, vectors, min_rows)
+    if config.uses_chroma:
+        _update_chroma(staged, spatial, entities, vectors, collections, config.chroma_server)
+    elif (staged / CHROMA).exists():
+        shutil.rmtree(staged / CHROMA)  # the vector store was switched off since the base version
+
+
+def _write_export_manifest(
+    staged: Path, prior: dict[str, Any], version_id: str, base: str | None, section: dict[str, Any]
+) -> None:
+    """Write the staged version's manifest: the ``prior`` one (the base's, or an empty index's) with the section."""
+    now = iso(utc_now())
+    manifest = {
+        **prior,
+        "version_id": version_id,
+        "base_version": base,
+        "created_at": now,
+        "last_updated": now,
+        "gbim": section,
+    }
+    write_manifest(staged, manifest)
 
 
 def embed_text(entity: dict[str, Any]) -> str:
@@ -186,8 +241,8 @@ def embed_text(entity: dict[str, Any]) -> str:
 
 def _empty_manifest(config: SourcesConfig, embedder: Embedder) -> dict[str, Any]:
     """The chunk part of a manifest for a version staged on an empty index (no chunks yet)."""
-    from livemem.ingest.manifest import governance_status
     from livemem.sources.home import home_from_sources
+    from livemem.version.staging import governance_status
 
     return {
         "layout_version": LAYOUT_VERSION,
@@ -210,7 +265,7 @@ def _empty_manifest(config: SourcesConfig, embedder: Embedder) -> dict[str, Any]
 
 def _write_empty_chunk_parts(staged: Path, dim: int) -> None:
     """Empty chunk tables and retrieval snapshot, so the version is complete for serving and chunk builds."""
-    from livemem.ingest.layout import init_chunk_tables
+    from livemem.version.staging import init_chunk_tables
 
     con = connect(staged, read_only=False)
     try:

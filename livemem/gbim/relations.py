@@ -45,7 +45,7 @@ def linked_relations(entities: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _near_relations(entities: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from livemem.query.gis_index import haversine_km
+    from livemem.geo.distance import haversine_km
 
     placed = [e for e in entities if e.get("lat") is not None and e.get("lon") is not None]
     if len(placed) < 2:

@@ -51,6 +51,16 @@ def state_abbreviations() -> dict[str, str]:
     return names
 
 
+STATE_NAMES = {"WV": "West Virginia"}  # filled from the ``us`` package on first use (state_name)
+
+
+def state_name(abbr: str) -> str:
+    """A state's name from its postal abbreviation ("WV": "West Virginia"); an unknown one as it is given."""
+    if abbr not in STATE_NAMES:
+        STATE_NAMES.update({a: n.title() for n, a in state_abbreviations().items() if "." not in n})
+    return STATE_NAMES.get(abbr, abbr)
+
+
 @cache
 def us_places() -> dict[str, tuple[GazPlace, ...]]:
     """lower-case place name → the US places of that name, most populous first."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from livemem.geo.gazetteer import state_name
+
 DEFAULT_STATE = "WV"
 DEFAULT_NAME = "Living Memory"
 
@@ -41,8 +43,6 @@ class Home:
     @property
     def state_names(self) -> str:
         """The states' names: "West Virginia", "Florida and Georgia", "Florida, Georgia and Alabama"."""
-        from livemem.geo.places import state_name
-
         names = [state_name(s) for s in self.states]
         return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 

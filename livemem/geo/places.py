@@ -28,6 +28,7 @@ from livemem.geo.gazetteer import (
     places_named,
     state_abbreviations,
     state_county_names,
+    state_name,
     state_towns,
     wv_towns,
     zip_counties,
@@ -37,7 +38,6 @@ from livemem.geo.names import county_key
 from livemem.geo.zips import state_counties, zip_data
 
 STATE = DEFAULT_STATE  # the default home's state (a deployment's own come from its ``Home``: livemem.geo.home)
-STATE_NAMES = {"WV": "West Virginia"}  # filled from the ``us`` package on first use (state_name)
 # One-word town or county names that are ordinary words, first names, or better-known places elsewhere.
 AMBIGUOUS_NAMES = frozenset(
     [
@@ -219,12 +219,6 @@ class Place:
         if self.kind == "county":
             return f"{self.county} County"
         return self.text
-
-
-def state_name(abbr: str) -> str:
-    if abbr not in STATE_NAMES:
-        STATE_NAMES.update({a: n.title() for n, a in state_abbreviations().items() if "." not in n})
-    return STATE_NAMES.get(abbr, abbr)
 
 
 def _forms(name: str) -> list[str]:

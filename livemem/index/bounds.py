@@ -19,13 +19,10 @@ row of the segments scanned; ``livemem.index.scan`` turns it into the candidates
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from livemem.index.kernels import Kernel
-    from livemem.index.scan import Packed
 
 F16_MAX = 60_000.0  # below float16's largest finite value (65,504): larger values would overflow the scan
 U32 = 2.0**-24  # unit roundoff of float32
@@ -34,6 +31,35 @@ SUB16 = 2.0**-25  # half the spacing of float16 subnormals: the absolute roundin
 SLACK = 1e-9  # relative slack added to every bound computed in float64 (its own rounding is ~1e-16)
 INT8_MAX_NORM = 1e30  # above this the float32 scaling of an int8 product could overflow
 INT8_RHO = 2 * U32 / (1 - 2 * U32) * (1 + SLACK)  # the exact integer product times two scales, rounded twice
+
+
+class FirstStage(Protocol):
+    """What a bound needs to know of a first-stage kernel (``livemem.index.kernels.Kernel``): whether it scans int8
+    codes, whether it rounds the query and the result to float16, and the query as it takes it."""
+
+    @property
+    def reads_int8(self) -> bool: ...
+
+    @property
+    def rounds_query(self) -> bool: ...
+
+    @property
+    def rounds_output(self) -> bool: ...
+
+    def prepare(self, query: np.ndarray) -> Any: ...
+
+
+class PackedNorms(Protocol):
+    """What a bound needs to know of a segment packed for the first stage (``livemem.index.scan.Packed``)."""
+
+    @property
+    def max_norm(self) -> float: ...
+
+    @property
+    def error(self) -> float: ...
+
+    @property
+    def max_hat(self) -> float: ...
 
 
 def max_row_norm(dense: np.ndarray) -> float:
@@ -45,7 +71,7 @@ def max_row_norm(dense: np.ndarray) -> float:
 
 
 def error_bound(
-    kernel: Kernel, query: np.ndarray, parts: list[Packed], prepared: Any = None
+    kernel: FirstStage, query: np.ndarray, parts: Sequence[PackedNorms], prepared: Any = None
 ) -> tuple[float, float] | None:
     """``(b0, rho)``: ``|first-stage score − exact score| ≤ b0 + rho·|first-stage score|`` for every row of the
     segments ``parts`` (module docstring; ``SimsimdInt8`` for int8); None when the kernel could overflow."""
@@ -77,7 +103,9 @@ def error_bound(
     return b0 * (1 + SLACK) + 1e-30, rho * (1 + SLACK)
 
 
-def int8_terms(kernel: Kernel, query: np.ndarray, parts: list[Packed], prepared: Any = None) -> tuple[float, float]:
+def int8_terms(
+    kernel: FirstStage, query: np.ndarray, parts: Sequence[PackedNorms], prepared: Any = None
+) -> tuple[float, float]:
     """The int8 bound of a row is ``(‖q‖·‖v − v̂‖ + rest)·(1 + SLACK) + 1e-30 + INT8_RHO·|a|``: ``(‖q‖, rest)``, rest
     being the query's rounding ``‖q − q̂‖·max ‖v̂‖`` and the exact score's own float32 rounding ``γ_d·‖q‖·max ‖v‖``."""
     dim = query.size

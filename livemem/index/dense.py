@@ -11,7 +11,7 @@ the exact top k, found in two stages. The parts, each one job:
   packed for the first stage (once per array per process; the serving copies' int8 codes via ``share_int8``).
 
 The knobs (``LIVEMEM_DENSE_KERNEL``, ``LIVEMEM_SCAN_THREADS``, ``LIVEMEM_ANN*``) are read once by the entry point into
-its ``livemem.settings.EngineConfig`` and handed by the loader (``livemem.version.reader.load_snapshot``) to the
+its ``livemem.settings.EngineConfig`` and handed by the loader (``livemem.engine.snapshot.load_snapshot``) to the
 ``DenseRows`` it builds: ``rows.config``, which the kernel choice, the scan pool and the graph walk read (made without
 one: ``EngineConfig.defaults()``). No module global holds them (docs/dense-scan.md).
 """

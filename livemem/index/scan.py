@@ -36,15 +36,40 @@ import threading
 import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from livemem.index.bounds import F16_MAX, INT8_MAX_NORM, INT8_RHO, SLACK, error_bound, int8_terms, max_row_norm
 from livemem.index.kernels import Int8Codes, Kernel, gathered_scores
+from livemem.settings import EngineConfig
 
-if TYPE_CHECKING:
-    from livemem.index.dense import DenseRows
+
+class ScanRows(Protocol):
+    """What a scan reads of the rows it is given (``livemem.index.dense.DenseRows``): their parts and graphs, the
+    engine config, and where each part's rows sit among the snapshot's."""
+
+    config: EngineConfig
+    parts: list[tuple[np.ndarray, np.ndarray]]
+    graphs: list
+    offsets: np.ndarray
+    shape: tuple[int, int]
+    size: int
+
+    @property
+    def walks(self) -> bool: ...
+
+    def by_part(self, rows: np.ndarray) -> Any: ...
+
+    def kernel(self) -> Kernel | None: ...
+
+    def scan_pool(self) -> ThreadPoolExecutor | None: ...
+
+    def inverse(self, part: int) -> np.ndarray: ...
+
+    def block_rows(self, part: int, start: int, end: int) -> tuple[int, int, np.ndarray | bool]: ...
+
+    def scores(self, vector: np.ndarray, rows: np.ndarray) -> np.ndarray: ...
 
 
 class Beside(Protocol):
@@ -249,7 +274,7 @@ class DenseScan:
     and the exact scores of the rows scored so far."""
 
     def __init__(
-        self, dense: DenseRows, query: np.ndarray, mask: np.ndarray | None, allowed: np.ndarray | None = None
+        self, dense: ScanRows, query: np.ndarray, mask: np.ndarray | None, allowed: np.ndarray | None = None
     ) -> None:
         self.dense = dense
         self.query = query
@@ -544,7 +569,7 @@ def _kth_at_most(a: np.ndarray, k: int) -> float:
     return float(np.partition(a, a.size - k)[a.size - k])
 
 
-def _graph_parts(dense: DenseRows, query: np.ndarray) -> list[int]:
+def _graph_parts(dense: ScanRows, query: np.ndarray) -> list[int]:
     """The parts whose graph answers this query: those with one, when ``EngineConfig.ann`` is "auto" and the query
     finite."""
     if not dense.walks or not np.all(np.isfinite(query)):

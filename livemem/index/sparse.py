@@ -7,7 +7,7 @@ scores are Lucene's BM25 as bm25s computes it (k1 = 1.2, b = 0.3: chosen on SciF
 
 ``mode: sparse`` scores a second field beside the chunk text: the chunk's heading path (``heading_text``), its BM25
 added at ``HEADINGS_WEIGHT``. Its postings are derived from a segment's rows when first needed and kept per segment
-(``livemem.version.reader``), with the same per-version, per-access-level statistics.
+(``livemem.engine.snapshot``), with the same per-version, per-access-level statistics.
 
 A version is made of immutable segments (``livemem.version``): each holds the postings of its own chunks only
 (``Postings``: per term, the rows holding it and how often), written when the segment is written and shared by

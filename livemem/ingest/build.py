@@ -29,8 +29,7 @@ from livemem.index.sentences import sentence_texts
 from livemem.ingest.carry import CarryOver, carry_other_parts, record_change
 from livemem.ingest.chroma_mirror import flushed_rows, update_chroma
 from livemem.ingest.flush import SegmentFlusher, tick
-from livemem.ingest.layout import SCHEMA_SQL
-from livemem.ingest.manifest import SourceStats, count_chunks, governance_status, read_breath, version_manifest
+from livemem.ingest.manifest import SourceStats, count_chunks, read_breath, version_manifest
 from livemem.ingest.plan import Base, FilePlan, already_indexed, plan_source, source_fingerprint
 from livemem.ingest.read import ExtractionBudget
 from livemem.ingest.rechunk import chunk_batches
@@ -40,6 +39,7 @@ from livemem.settings import BuildSettings
 from livemem.sources.config import SourcesConfig
 from livemem.sources.gitsource import GitSource
 from livemem.version import PARTS, connect, use_parts
+from livemem.version.staging import CHUNK_SCHEMA_SQL, governance_status
 from livemem.version.store import TABLES, IndexHome, dir_size_mb, segments_mb, write_manifest
 from livemem.version.vectors import require_chroma
 
@@ -160,7 +160,7 @@ class _Builder:
             # row groups and leave the old blocks free in the file (DuckDB never shrinks it): at 25k chunks a
             # one-file change wrote a 150 MB file holding 74 MB of data.
             con.execute("SET wal_autocheckpoint = '1TB'")
-            con.execute(SCHEMA_SQL)
+            con.execute(CHUNK_SCHEMA_SQL)
             if self.base.dir is not None:
                 con.execute(f"ATTACH '{self.base.dir / TABLES}' AS base (READ_ONLY)")
                 carry_other_parts(con, self.base.dir, staged)

@@ -139,14 +139,46 @@ def inherit_attention(con: duckdb.DuckDBPyConnection) -> None:
     ``attention`` holds only chunks with some (a score or a breath seen); a chunk without a row has score 0.
     Everything here is O(change + chunks with attention): the base's rows are copied minus the removed ones.
     """
+    base_lineage = _base_lineage(con)
+    _find_heirs(con, base_lineage)
+    used = "(a.attention_score <> 0 OR a.last_breath_seen IS NOT NULL)"
+    con.execute(
+        f"""
+        INSERT INTO attention
+        SELECT a.chunk_id, a.attention_score, a.last_breath_seen FROM base.attention a
+        WHERE {used} AND a.chunk_id NOT IN (SELECT chunk_id FROM removed)
+        UNION ALL
+        SELECT h.chunk_id, a.attention_score, a.last_breath_seen
+        FROM heirs h JOIN base.attention a ON a.chunk_id = h.predecessor WHERE {used}
+        """
+    )
+    con.execute(
+        f"""
+        INSERT INTO chunk_lineage
+        SELECT l.chunk_id, l.predecessors FROM {base_lineage} l
+        WHERE l.chunk_id NOT IN (SELECT chunk_id FROM removed)
+        UNION ALL
+        SELECT h.chunk_id, list_prepend(h.predecessor, COALESCE(pl.predecessors, []::VARCHAR[]))[1:10]
+        FROM heirs h LEFT JOIN {base_lineage} pl ON pl.chunk_id = h.predecessor
+        """
+    )
+
+
+def _base_lineage(con: duckdb.DuckDBPyConnection) -> str:
+    """The base's ``chunk_lineage`` as a table expression (an empty one when the base has none)."""
     base_has_lineage = con.execute(
         "SELECT COUNT(*) FROM information_schema.tables WHERE table_catalog = 'base' AND table_name = 'chunk_lineage'"
     ).fetchone()[0]
-    base_lineage = (
+    return (
         "base.chunk_lineage"
         if base_has_lineage
         else "(SELECT NULL::VARCHAR AS chunk_id, NULL::VARCHAR[] AS predecessors WHERE false)"
     )
+
+
+def _find_heirs(con: duckdb.DuckDBPyConnection, base_lineage: str) -> None:
+    """The temp table ``heirs``: each new chunk id and the removed chunk (same file and heading path, the one with
+    the most attention) it replaces, for the predecessors with usage state or a lineage to pass on."""
     con.execute(
         """
         CREATE TEMP TABLE heirs AS
@@ -174,25 +206,4 @@ def inherit_attention(con: duckdb.DuckDBPyConnection) -> None:
         "DELETE FROM heirs WHERE predecessor NOT IN ("
         + " UNION ALL ".join(f"SELECT chunk_id FROM {t}" for t in stateful)
         + ")"
-    )
-    used = "(a.attention_score <> 0 OR a.last_breath_seen IS NOT NULL)"
-    con.execute(
-        f"""
-        INSERT INTO attention
-        SELECT a.chunk_id, a.attention_score, a.last_breath_seen FROM base.attention a
-        WHERE {used} AND a.chunk_id NOT IN (SELECT chunk_id FROM removed)
-        UNION ALL
-        SELECT h.chunk_id, a.attention_score, a.last_breath_seen
-        FROM heirs h JOIN base.attention a ON a.chunk_id = h.predecessor WHERE {used}
-        """
-    )
-    con.execute(
-        f"""
-        INSERT INTO chunk_lineage
-        SELECT l.chunk_id, l.predecessors FROM {base_lineage} l
-        WHERE l.chunk_id NOT IN (SELECT chunk_id FROM removed)
-        UNION ALL
-        SELECT h.chunk_id, list_prepend(h.predecessor, COALESCE(pl.predecessors, []::VARCHAR[]))[1:10]
-        FROM heirs h LEFT JOIN {base_lineage} pl ON pl.chunk_id = h.predecessor
-        """
     )

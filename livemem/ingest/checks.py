@@ -1,14 +1,14 @@
-"""Checks a staged version must pass before it is published.
+"""The chunk step's checks a staged version must pass before it is published.
 
-Each check returns a ``CheckOutcome``: whether it passed, a one-line summary, and the failing items (capped)
-so a person auditing in the Dagster UI sees what to fix.
+Each check returns a ``CheckOutcome`` (the staging contract every step follows: ``livemem.version.staging``):
+whether it passed, a one-line summary, and the failing items (capped) so a person auditing in the Dagster UI sees
+what to fix.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +22,8 @@ from livemem.schemas import errors_for, validator
 from livemem.sources.config import SourcesConfig
 from livemem.sources.gitsource import GitSource
 from livemem.version import connect
+from livemem.version.staging import MAX_REPORTED, CheckOutcome
 from livemem.version.store import TABLES
-
-MAX_REPORTED = 20
-
-
-@dataclass
-class CheckOutcome:
-    passed: bool
-    summary: str
-    failures: list[str] = field(default_factory=list)
-    checked: int = 0
 
 
 def read_records(version_dir: Path, where: str = "", params: list[Any] | None = None) -> list[dict[str, Any]]:
@@ -181,32 +172,58 @@ def check_index_complete(
     failures: list[str] = []
     con = connect(version_dir)
     try:
-        indexed: dict[str, dict[str, str]] = defaultdict(dict)
-        for source, path, blob in con.execute(
-            "SELECT source, path, blob_sha FROM parents UNION ALL SELECT source, path, blob_sha FROM skipped_files"
-        ).fetchall():
-            if path in indexed[source]:
-                failures.append(f"{source}: {path} is both indexed and skipped, or indexed twice")
-            indexed[source][path] = blob
-        for source, path, expected, actual in con.execute(
-            "SELECT p.source, p.path, p.chunk_count, COUNT(c.chunk_id) FROM parents p "
-            "LEFT JOIN chunks c ON c.parent_id = p.parent_id GROUP BY ALL HAVING p.chunk_count <> COUNT(c.chunk_id)"
-        ).fetchall():
-            failures.append(f"{source}: {path} has {actual} chunk rows, its parent row says {expected}")
-        orphans = con.execute(
-            "SELECT COUNT(*) FROM chunks c WHERE c.parent_id NOT IN (SELECT parent_id FROM parents)"
-        ).fetchone()[0]
-        if orphans:
-            failures.append(f"{orphans} chunk rows have no parent row")
-        for table in ("chunks", "attention"):  # no PRIMARY KEY holds ids unique: checked here
-            twice = con.execute(
-                f"SELECT COUNT(*) FROM (SELECT chunk_id FROM {table} GROUP BY 1 HAVING COUNT(*) > 1)"
-            ).fetchone()[0]
-            if twice:
-                failures.append(f"{twice} chunk ids appear more than once in {table}")
+        indexed = _indexed_files(con, failures)
+        _check_chunk_rows(con, failures)
         carried_checked = _check_carried(con, version_dir, manifest, base_dir, failures)
     finally:
         con.close()
+    files_checked = _check_trees(manifest, config, indexed, failures)
+    for source in sorted(set(indexed) - {s.name for s in config.sources}):
+        failures.append(f"rows of source {source!r}, which the sources file does not name")
+    summary = (
+        f"{files_checked} files of {len(config.sources)} source(s) checked against their trees; "
+        f"{carried_checked} carried-over files keep their base rows; {len(failures)} problem(s)"
+    )
+    return CheckOutcome(not failures, summary, failures[:MAX_REPORTED], files_checked)
+
+
+def _indexed_files(con: duckdb.DuckDBPyConnection, failures: list[str]) -> dict[str, dict[str, str]]:
+    """source -> path -> blob of every file the version indexed or skipped (a path listed twice is a failure)."""
+    indexed: dict[str, dict[str, str]] = defaultdict(dict)
+    for source, path, blob in con.execute(
+        "SELECT source, path, blob_sha FROM parents UNION ALL SELECT source, path, blob_sha FROM skipped_files"
+    ).fetchall():
+        if path in indexed[source]:
+            failures.append(f"{source}: {path} is both indexed and skipped, or indexed twice")
+        indexed[source][path] = blob
+    return indexed
+
+
+def _check_chunk_rows(con: duckdb.DuckDBPyConnection, failures: list[str]) -> None:
+    """Every parent has as many chunk rows as it says, every chunk has its parent, and no chunk id appears twice."""
+    for source, path, expected, actual in con.execute(
+        "SELECT p.source, p.path, p.chunk_count, COUNT(c.chunk_id) FROM parents p "
+        "LEFT JOIN chunks c ON c.parent_id = p.parent_id GROUP BY ALL HAVING p.chunk_count <> COUNT(c.chunk_id)"
+    ).fetchall():
+        failures.append(f"{source}: {path} has {actual} chunk rows, its parent row says {expected}")
+    orphans = con.execute(
+        "SELECT COUNT(*) FROM chunks c WHERE c.parent_id NOT IN (SELECT parent_id FROM parents)"
+    ).fetchone()[0]
+    if orphans:
+        failures.append(f"{orphans} chunk rows have no parent row")
+    for table in ("chunks", "attention"):  # no PRIMARY KEY holds ids unique: checked here
+        twice = con.execute(
+            f"SELECT COUNT(*) FROM (SELECT chunk_id FROM {table} GROUP BY 1 HAVING COUNT(*) > 1)"
+        ).fetchone()[0]
+        if twice:
+            failures.append(f"{twice} chunk ids appear more than once in {table}")
+
+
+def _check_trees(
+    manifest: dict[str, Any], config: SourcesConfig, indexed: dict[str, dict[str, str]], failures: list[str]
+) -> int:
+    """Each readable source's files at its indexed commit are exactly the files indexed from the blobs of that tree;
+    returns how many files of the trees were checked."""
     unreadable = set(manifest.get("changes", {}).get("unreadable_sources", {}))
     files_checked = 0
     for src in config.sources:
@@ -230,13 +247,7 @@ def check_index_complete(
                 failures.append(
                     f"{src.name}: {path} was indexed from blob {have[path][:12]}, the tree has {tree[path][:12]}"
                 )
-    for source in sorted(set(indexed) - {s.name for s in config.sources}):
-        failures.append(f"rows of source {source!r}, which the sources file does not name")
-    summary = (
-        f"{files_checked} files of {len(config.sources)} source(s) checked against their trees; "
-        f"{carried_checked} carried-over files keep their base rows; {len(failures)} problem(s)"
-    )
-    return CheckOutcome(not failures, summary, failures[:MAX_REPORTED], files_checked)
+    return files_checked
 
 
 def _check_carried(

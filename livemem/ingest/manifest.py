@@ -1,5 +1,6 @@
 """A built version's manifest: its counts (per source, per collection, the change), model, chunking, the breath it
-was built under (``read_breath``), attention statistics and the governance caps (``governance_status``)."""
+was built under (``read_breath``), attention statistics and the governance caps (the staging contract's
+``livemem.version.staging.governance_status``)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from livemem.ingest.documents import extractors
 from livemem.ingest.plan import Base, source_fingerprint
 from livemem.model.embedding import Embedder
 from livemem.sources.breath import Breath, parse_breath
-from livemem.sources.config import Governance, SourcesConfig
+from livemem.sources.config import SourcesConfig
 from livemem.sources.gitsource import GitSource
 from livemem.sources.home import home_from_sources
 from livemem.usage.attention import attention_stats
 from livemem.version.schema import LAYOUT_VERSION
+from livemem.version.staging import governance_status
 
 HIGH_ATTENTION = 1.0
 
@@ -81,16 +83,7 @@ def version_manifest(
     ``failed``: the sources that could not be read, whose base entries are kept)."""
     now = iso(utc_now())
     # one scan of the chunk rows (and one of the files) for every count below
-    per_source: dict[str, tuple[int, int]] = {}
-    collections: dict[str, dict[str, Any]] = {}
-    for source, collection, access, n, sealed in con.execute(
-        "SELECT source, collection, any_value(access), COUNT(*), COUNT(*) FILTER (WHERE seal_state = 'SEALED') "
-        "FROM chunks GROUP BY 1, 2 ORDER BY 1, 2"
-    ).fetchall():
-        before = per_source.get(source, (0, 0))
-        per_source[source] = (before[0] + n, before[1] + sealed)
-        entry = collections.setdefault(collection, {"access": access, "chunks": 0})
-        entry["chunks"] += n
+    per_source, collections = _chunk_counts(con)
     files = dict(con.execute("SELECT source, COUNT(*) FROM parents GROUP BY 1").fetchall())
     skipped: dict[str, dict[str, int]] = {}
     for source, reason, n in con.execute("SELECT source, reason, COUNT(*) FROM skipped_files GROUP BY 1, 2").fetchall():
@@ -99,22 +92,7 @@ def version_manifest(
     sealed_total = sum(sealed for _, sealed in per_source.values())
     parents_total = sum(files.values())
     attention = attention_stats(con, HIGH_ATTENTION, total)
-    base_sources = base.sources
-    sources = {}
-    for src in config.sources:
-        st = stats[src.name]
-        if src.name in failed:
-            if src.name in base_sources:
-                sources[src.name] = {**base_sources[src.name], "error": st.error}
-            continue
-        n, sealed = per_source.get(src.name, (0, 0))
-        sources[src.name] = {
-            "repo": str(src.repo), "ref": src.ref, "head_commit": st.head_commit, "collection": src.collection,
-            "access": src.access, "files": files.get(src.name, 0), "chunks": n, "sealed_chunks": sealed,
-            "skipped_files": skipped.get(src.name, {}),
-            "config_fingerprint": source_fingerprint(config, src, embedder.model_id),
-            "extractors": extractors(),
-        }  # fmt: skip
+    sources = _source_entries(config, embedder, base, stats, failed, per_source, files, skipped)
     return {
         "version_id": version_id,
         "layout_version": LAYOUT_VERSION,
@@ -139,14 +117,67 @@ def version_manifest(
         },
         "governance": governance_status(total, 0.0, config.governance),
         "attention_stats": attention,
-        "changes": {
-            "embeddings_computed": computed,
-            "embeddings_reused": reused,
-            "unreadable_sources": {name: stats[name].error for name in failed},
-            "per_source": {
-                name: {k: v for k, v in vars(st).items() if k not in ("changed_paths", "deleted_paths", "skipped")}
-                for name, st in stats.items()
-            },
+        "changes": _changes(stats, computed, reused, failed),
+    }
+
+
+def _chunk_counts(
+    con: duckdb.DuckDBPyConnection,
+) -> tuple[dict[str, tuple[int, int]], dict[str, dict[str, Any]]]:
+    """Per source its chunks and sealed chunks, and per collection its access and chunks (one scan of the rows)."""
+    per_source: dict[str, tuple[int, int]] = {}
+    collections: dict[str, dict[str, Any]] = {}
+    for source, collection, access, n, sealed in con.execute(
+        "SELECT source, collection, any_value(access), COUNT(*), COUNT(*) FILTER (WHERE seal_state = 'SEALED') "
+        "FROM chunks GROUP BY 1, 2 ORDER BY 1, 2"
+    ).fetchall():
+        before = per_source.get(source, (0, 0))
+        per_source[source] = (before[0] + n, before[1] + sealed)
+        entry = collections.setdefault(collection, {"access": access, "chunks": 0})
+        entry["chunks"] += n
+    return per_source, collections
+
+
+def _source_entries(
+    config: SourcesConfig,
+    embedder: Embedder,
+    base: Base,
+    stats: dict[str, SourceStats],
+    failed: list[str],
+    per_source: dict[str, tuple[int, int]],
+    files: dict[str, int],
+    skipped: dict[str, dict[str, int]],
+) -> dict[str, dict[str, Any]]:
+    """The manifest's ``sources``: each configured source's entry (a source that could not be read keeps its base
+    entry, with its error; one new in this build is left out)."""
+    base_sources = base.sources
+    sources = {}
+    for src in config.sources:
+        st = stats[src.name]
+        if src.name in failed:
+            if src.name in base_sources:
+                sources[src.name] = {**base_sources[src.name], "error": st.error}
+            continue
+        n, sealed = per_source.get(src.name, (0, 0))
+        sources[src.name] = {
+            "repo": str(src.repo), "ref": src.ref, "head_commit": st.head_commit, "collection": src.collection,
+            "access": src.access, "files": files.get(src.name, 0), "chunks": n, "sealed_chunks": sealed,
+            "skipped_files": skipped.get(src.name, {}),
+            "config_fingerprint": source_fingerprint(config, src, embedder.model_id),
+            "extractors": extractors(),
+        }  # fmt: skip
+    return sources
+
+
+def _changes(stats: dict[str, SourceStats], computed: int, reused: int, failed: list[str]) -> dict[str, Any]:
+    """The manifest's ``changes``: embeddings computed and reused, the unreadable sources and each source's stats."""
+    return {
+        "embeddings_computed": computed,
+        "embeddings_reused": reused,
+        "unreadable_sources": {name: stats[name].error for name in failed},
+        "per_source": {
+            name: {k: v for k, v in vars(st).items() if k not in ("changed_paths", "deleted_paths", "skipped")}
+            for name, st in stats.items()
         },
     }
 
@@ -173,18 +204,3 @@ def read_breath(config: SourcesConfig, opened: dict[str, GitSource] | None = Non
         if raw is not None:
             return parse_breath(raw.decode("utf-8", errors="replace"), name, path)
     return Breath()
-
-
-def governance_status(total_chunks: int, size_mb: float, gov: Governance) -> dict[str, Any]:
-    """The governance caps and whether a version respects them."""
-    violations = []
-    if total_chunks > gov.max_chunks:
-        violations.append(f"{total_chunks} chunks exceed the cap of {gov.max_chunks}")
-    if size_mb > gov.max_size_mb:
-        violations.append(f"{size_mb} MB exceed the cap of {gov.max_size_mb} MB")
-    return {
-        "max_chunks": gov.max_chunks,
-        "max_size_mb": gov.max_size_mb,
-        "status": "exceeded" if violations else "ok",
-        "violations": violations,
-    }

@@ -248,8 +248,23 @@ def _batch_rows(
     reported skipped with its error (``skip_row``); a blob git cannot hand over raises an error naming it. Only the
     first ``max_file_bytes`` of a blob are read (``GitSource.read_prefix``), whatever its size; ``budget``: the
     build's extraction budget (None: none)."""
-    src = job.source
     out = BatchRows([], [], [], [])
+    readable, extracted = _read_batch(job, batch, git, budget, out)
+    files = [(task.path, text) for task, text, _, _ in readable]
+    chunked = _chunk_batch(job, files)
+    for (task, text, truncated, size), chunks in zip(readable, chunked, strict=True):
+        if _add_file_rows(job, task, text, truncated, chunks, extracted.get(task.path), out) and truncated:
+            out.truncated.append((task.path, size))
+    out.terms = Postings.tokenize([row["_embed_text"] for row in out.rows])
+    return out
+
+
+def _read_batch(
+    job: ReadJob, batch: list[FileTask], git: GitSource, budget: ExtractionBudget | None, out: BatchRows
+) -> tuple[list[tuple[FileTask, str, bool, int]], dict[str, Extracted]]:
+    """The files of a batch that give text (task, text, truncated, the blob's size) and the documents' extractions
+    (path -> extraction); the others are reported in ``out.skipped``."""
+    src = job.source
     readable: list[tuple[FileTask, str, bool, int]] = []  # task, text, truncated, the blob's size
     extracted: dict[str, Extracted] = {}  # path -> a document's extraction
     for task in batch:
@@ -291,7 +306,12 @@ def _batch_rows(
             )
             continue
         readable.append((task, text, truncated, size))
-    files = [(task.path, text) for task, text, _, _ in readable]
+    return readable, extracted
+
+
+def _chunk_batch(job: ReadJob, files: list[tuple[str, str]]) -> list[list[Chunk] | Exception]:
+    """The chunks of each ``(path, text)``, together; when that fails, file by file, so the file that fails is
+    reported (its exception in its place) and the others are chunked."""
     try:
         chunked: list[list[Chunk] | Exception] = list(chunk_many(files, job.max_chunk_chars, job.chunk_tokens))
     except Exception:
@@ -301,25 +321,35 @@ def _batch_rows(
                 chunked.append(chunk_files([(path, text)], job.max_chunk_chars, job.chunk_tokens)[0])
             except Exception as exc:
                 chunked.append(exc)
-    for (task, text, truncated, size), chunks in zip(readable, chunked, strict=True):
-        doc = extracted.get(task.path)
-        rows, parents = len(out.rows), len(out.parents)
-        try:
-            if isinstance(chunks, Exception):
-                raise chunks
-            _file_rows(job, task, text, truncated, chunks, out, doc)
-        except Exception as exc:  # this file's rows are dropped, it is reported, the batch goes on
-            del out.rows[rows:], out.parents[parents:]
-            error = f"{type(exc).__name__}: {exc}"
-            log.warning("source %s: %s skipped (chunking_failed: %s)", src.name, task.path, error)
-            out.skipped.append(
-                skip_row(src.name, task.path, task.entry, "chunking_failed", doc.extractor if doc else None, error)
-            )
-            continue
-        if truncated:
-            out.truncated.append((task.path, size))
-    out.terms = Postings.tokenize([row["_embed_text"] for row in out.rows])
-    return out
+    return chunked
+
+
+def _add_file_rows(
+    job: ReadJob,
+    task: FileTask,
+    text: str,
+    truncated: bool,
+    chunks: list[Chunk] | Exception,
+    doc: Extracted | None,
+    out: BatchRows,
+) -> bool:
+    """One file's rows (``_file_rows``) into ``out``; a file whose chunking or rows fail is dropped and reported
+    skipped (``chunking_failed``), and the batch goes on. Whether its rows were added."""
+    src = job.source
+    rows, parents = len(out.rows), len(out.parents)
+    try:
+        if isinstance(chunks, Exception):
+            raise chunks
+        _file_rows(job, task, text, truncated, chunks, out, doc)
+    except Exception as exc:  # this file's rows are dropped, it is reported, the batch goes on
+        del out.rows[rows:], out.parents[parents:]
+        error = f"{type(exc).__name__}: {exc}"
+        log.warning("source %s: %s skipped (chunking_failed: %s)", src.name, task.path, error)
+        out.skipped.append(
+            skip_row(src.name, task.path, task.entry, "chunking_failed", doc.extractor if doc else None, error)
+        )
+        return False
+    return True
 
 
 def skip_row(

@@ -162,7 +162,7 @@ def _compare_retrieval(published: Path, reference: Path, result: Comparison, eng
     """What serving answers from, compared logically (segments may be laid out differently): the same chunk ids,
     the same vector per id, and the same BM25 score per id for sample queries under every access-level scope
     (the term statistics of a version equal those of a from-scratch build)."""
-    from livemem.version.reader import IndexUnavailable, load_snapshot_at
+    from livemem.engine.snapshot import IndexUnavailable, load_snapshot_at
 
     try:
         got, want = load_snapshot_at(published, engine=engine), load_snapshot_at(reference, engine=engine)
@@ -254,7 +254,7 @@ def read_collections(
         for name in names:
             out[name] = _read_collection(client.get_collection(mapping[name])) if name in mapping else {}
         return out
-    from livemem.version.store import close_chroma, open_chroma
+    from livemem.version.vectors import close_chroma, open_chroma
 
     with tempfile.TemporaryDirectory(prefix="livemem-verify-") as tmp:
         copy = Path(tmp) / CHROMA

@@ -67,6 +67,27 @@ def _consolidate(
     cutoff = event_iso(now - timedelta(days=retention_days))
     through = log.max_id()
     rows = log.rows(through=through)
+    purge, items, feedback_rows = _replay(rows, cutoff)
+    ordered, todo, vectors, embed_s = _item_vectors(directory, encode, model_id, items)
+    feedback = _feedback_votes(feedback_rows)
+    snapshot = MemorySnapshot(
+        f"{now:%Y-%m-%d}-{through:08d}-{secrets.token_hex(3)}", through, event_iso(now), model_id, ordered, vectors,
+        feedback,
+    )  # fmt: skip
+    write_snapshot(directory, snapshot)
+    purged = {name: log.purge(ids) for name, ids in purge.items()}
+    return Consolidation(
+        snapshot.snapshot_id, through, len({i["user"] for i in ordered} | {f["user"] for f in feedback}),
+        len(ordered), len(todo), len(ordered) - len(todo), len(feedback), purged,
+        {"embed": round(embed_s, 3), "total": round(time.perf_counter() - started, 3)},
+    )  # fmt: skip
+
+
+def _replay(
+    rows: list[dict[str, Any]], cutoff: str
+) -> tuple[dict[str, set[int]], dict[tuple[str, str], dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """The log replayed in order: the ids to purge (per reason), the items that stay (by user and item id) and each
+    user's feedback rows; deletions, expiry (before ``cutoff``) and duplicate texts applied."""
     purge: dict[str, set[int]] = {"deleted": set(), "expired": set(), "duplicates": set(), "tombstones": set()}
     items: dict[tuple[str, str], dict[str, Any]] = {}
     seen_text: dict[tuple[str, str, str], str] = {}
@@ -96,6 +117,17 @@ def _consolidate(
                 "user": user, "kind": row["kind"], "item_id": row["item_id"], "created_at": row["created_at"],
                 "text": text, "log_id": row["id"],
             }  # fmt: skip
+    return purge, items, feedback_rows
+
+
+def _item_vectors(
+    directory: Path,
+    encode: Callable[[list[str]], np.ndarray],
+    model_id: str,
+    items: dict[tuple[str, str], dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[str], np.ndarray, float]:
+    """The items in log order, the texts that needed encoding (the previous snapshot's vectors are reused for the
+    same model), the items' vectors and the seconds spent encoding."""
     previous = cached_snapshot(directory)
     known: dict[str, np.ndarray] = {}
     if previous is not None and previous.model_id == model_id:
@@ -112,20 +144,15 @@ def _consolidate(
         if ordered
         else np.zeros((0, dim), dtype=np.float32)
     )
+    return ordered, todo, vectors, embed_s
+
+
+def _feedback_votes(feedback_rows: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each user's net votes per chunk (useful +1, not useful -1), zero totals left out, by user then chunk."""
     feedback = []
     for user, judged in sorted(feedback_rows.items()):
         totals: dict[str, int] = {}
         for row in judged:
             totals[row["item_id"]] = totals.get(row["item_id"], 0) + (1 if row["body"]["useful"] else -1)
         feedback.extend({"user": user, "chunk_id": c, "votes": v} for c, v in sorted(totals.items()) if v)
-    snapshot = MemorySnapshot(
-        f"{now:%Y-%m-%d}-{through:08d}-{secrets.token_hex(3)}", through, event_iso(now), model_id, ordered, vectors,
-        feedback,
-    )  # fmt: skip
-    write_snapshot(directory, snapshot)
-    purged = {name: log.purge(ids) for name, ids in purge.items()}
-    return Consolidation(
-        snapshot.snapshot_id, through, len({i["user"] for i in ordered} | {f["user"] for f in feedback}),
-        len(ordered), len(todo), len(ordered) - len(todo), len(feedback), purged,
-        {"embed": round(embed_s, 3), "total": round(time.perf_counter() - started, 3)},
-    )  # fmt: skip
+    return feedback

@@ -153,19 +153,7 @@ def read_view(
             if same_model:
                 vectors[item["item_id"]] = snapshot.vectors[i]
         votes = dict(snapshot.votes_by_user.get(user, {}))
-    for row in tail:
-        if row["kind"] == "delete":
-            if row["item_id"] is None:
-                items, vectors, votes = {}, {}, {}
-            else:
-                items.pop(row["item_id"], None)
-        elif row["kind"] == "feedback":
-            votes[row["item_id"]] = votes.get(row["item_id"], 0) + (1 if row["body"]["useful"] else -1)
-        else:
-            items[row["item_id"]] = {
-                "user": user, "kind": row["kind"], "item_id": row["item_id"], "created_at": row["created_at"],
-                "text": item_text(row["kind"], row["body"]), "log_id": row["id"], "state": "pending",
-            }  # fmt: skip
+    items, vectors, votes = _apply_tail(tail, user, items, vectors, votes)
     kept = [item for item in items.values() if item["created_at"] >= cutoff]
     matrix = None
     if share > 0 and kept:
@@ -180,6 +168,31 @@ def read_view(
     pending = sum(1 for item in kept if item["state"] == "pending")
     snapshot_id = snapshot.snapshot_id if snapshot else None
     return PersonalView(user, user_id, share, remember, kept, matrix, votes, snapshot_id, pending)
+
+
+def _apply_tail(
+    tail: list[dict[str, Any]],
+    user: str,
+    items: dict[str, dict[str, Any]],
+    vectors: dict[str, np.ndarray],
+    votes: dict[str, int],
+) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray], dict[str, int]]:
+    """The snapshot's items, vectors and votes with the user's log rows after it applied in order: a tombstone
+    removes its item (or everything), a vote counts, a card or exchange is added as pending."""
+    for row in tail:
+        if row["kind"] == "delete":
+            if row["item_id"] is None:
+                items, vectors, votes = {}, {}, {}
+            else:
+                items.pop(row["item_id"], None)
+        elif row["kind"] == "feedback":
+            votes[row["item_id"]] = votes.get(row["item_id"], 0) + (1 if row["body"]["useful"] else -1)
+        else:
+            items[row["item_id"]] = {
+                "user": user, "kind": row["kind"], "item_id": row["item_id"], "created_at": row["created_at"],
+                "text": item_text(row["kind"], row["body"]), "log_id": row["id"], "state": "pending",
+            }  # fmt: skip
+    return items, vectors, votes
 
 
 def encoded(texts: list[str], encode: Callable[[list[str]], np.ndarray], model_id: str) -> list[np.ndarray]:

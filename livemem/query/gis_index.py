@@ -37,25 +37,17 @@ import numpy as np
 from cachetools import LRUCache
 
 from livemem.errors import LivingMemoryError
+from livemem.geo.distance import EARTH_RADIUS_KM, haversine_km
 from livemem.geo.names import tidy_county_key
 from livemem.index.bounds import INT8_MAX_NORM, max_row_norm
 from livemem.index.dense import DenseRows, Int8Codes, quantize_int8, share_int8
 from livemem.settings import EngineConfig
 from livemem.version import connect, mapped, parts_dir
+from livemem.version.schema import ENTITY_COLUMNS, ENTITY_TABLE, FLAG_COLUMNS, RELATION_COLUMNS, RELATION_TABLE
 
 log = logging.getLogger(__name__)
 
 GIS = "gis"
-ENTITY_TABLE = "gbim_entities"
-RELATION_TABLE = "gbim_relations"
-EARTH_RADIUS_KM = 6371.0088  # mean Earth radius (IUGG)
-FLAG_COLUMNS = ("geometry_repaired", "outside_region", "county_disagreement")
-ENTITY_COLUMNS = (
-    "entity_id", "source", "worldview_id", "dataset", "county", "gbim_entity", "label", "description", "centroid_x",
-    "centroid_y", "srid", "lon", "lat", "source_table", "source_pk", "attributes", "access", "collection",
-    "geometry_type", "county_source", "county_spatial", *FLAG_COLUMNS,
-)  # fmt: skip
-RELATION_COLUMNS = ("subject", "predicate", "object", "object_kind", "provenance")
 GIS_GRAPH_META = "graph.json"  # gis/graph.json: how gis/ann.usearch was built (livemem.index.ann.graph_meta)
 GIS_COPY_FORMAT = 3  # bump when what the GIS serving copy holds changes (a copy of another format is written again)
 FLOAT_COLUMNS = ("centroid_x", "centroid_y", "lon", "lat")
@@ -65,16 +57,6 @@ ENTITY_KINDS = {c: "float" if c in FLOAT_COLUMNS else "int" if c == "srid" or c 
 GRID_CELL_DEG = 0.05  # the spatial order's cells: ≈ 4.4 km of longitude in WV; a 0.5° bbox reads ≈ 10 runs of rows
 LISTED_MAX = 200_000  # Entities kept as a list once walked whole, up to this many (a few hundred MB at the most)
 RELATION_KINDS = {c: "text" for c in RELATION_COLUMNS if c != "subject"}  # the subject is the group's entity
-
-
-def haversine_km(lat: np.ndarray, lon: np.ndarray, lat0: Any, lon0: Any) -> np.ndarray:
-    """Great-circle distances (km) between (lat, lon) and (lat0, lon0) (scalars or arrays), on the mean-radius
-    sphere (haversine)."""
-    phi, phi0 = np.radians(lat), np.radians(lat0)
-    dphi = phi - phi0
-    dlmb = np.radians(lon) - np.radians(lon0)
-    a = np.sin(dphi / 2) ** 2 + np.cos(phi) * np.cos(phi0) * np.sin(dlmb / 2) ** 2
-    return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(a, 0.0, 1.0)))
 
 
 def row_to_entity(row: dict[str, Any]) -> dict[str, Any]:

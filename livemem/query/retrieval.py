@@ -30,6 +30,7 @@ from functools import partial
 import numpy as np
 
 from livemem.dates import date_mask
+from livemem.engine.snapshot import Snapshot, breath_number
 from livemem.index.dense import DenseScan
 from livemem.index.scan import walk_pool
 from livemem.index.work import SharedWork
@@ -47,7 +48,6 @@ from livemem.query.fusion import (
 )
 from livemem.query.signals import attention_multiplier, consider_also, recency_boost
 from livemem.query.types import MULTI_VALUE_FILTERS, DocumentHit, Filters, Hit, Query, Retrieval
-from livemem.version.reader import Snapshot, breath_number
 
 
 class Retriever:

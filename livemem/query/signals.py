@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 
+from livemem.engine.snapshot import Snapshot
 from livemem.query.types import Suggestion
-from livemem.version.reader import Snapshot
 from livemem.version.signals import QuestionMemory
 
 ATTENTION_HALF = 1.0  # matched attention (≈ confirmations for like questions) giving half of that gain

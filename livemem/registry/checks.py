@@ -8,8 +8,8 @@ from typing import Any
 
 import duckdb
 
-from livemem.ingest.checks import MAX_REPORTED, CheckOutcome
 from livemem.version import connect
+from livemem.version.staging import MAX_REPORTED, CheckOutcome
 
 
 def check_invalid_share(section: dict[str, Any] | None) -> CheckOutcome:

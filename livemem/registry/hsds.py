@@ -44,8 +44,7 @@ from referencing.jsonschema import DRAFT202012
 from livemem.errors import LivingMemoryError
 from livemem.geo.names import without_county_word
 from livemem.geo.zips import zip_data
-from livemem.registry import FIELDS, RESOURCE_TYPES
-from livemem.registry.fields import csv_cell, csv_text
+from livemem.registry.fields import FIELDS, RESOURCE_TYPES, csv_cell, csv_text
 from livemem.registry.listing import access_text, clock, day_codes, hours_line, merge_schedules, structured, unique
 from livemem.registry.taxonomy import types_of_terms
 from livemem.schemas import SCHEMA_DIR

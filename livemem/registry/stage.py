@@ -16,7 +16,6 @@ import pandas as pd
 
 from livemem.dates import iso, utc_now
 from livemem.duck import registered
-from livemem.ingest.checks import MAX_REPORTED
 from livemem.registry.config import LOGIC_VERSION, RegistryConfig
 from livemem.registry.fields import FIELDS, HISTORY_CHANGES, HISTORY_COLUMNS, ISSUE_COLUMNS, REGISTRY_COLUMNS
 from livemem.registry.load import LoadedRows, load_rows
@@ -24,6 +23,7 @@ from livemem.registry.verification import Verification, verify
 from livemem.settings import RegistrySettings
 from livemem.version import connect
 from livemem.version.schema import LAYOUT_VERSION, create_sql
+from livemem.version.staging import MAX_REPORTED
 from livemem.version.store import IndexHome, derive_version, write_manifest
 
 REGISTRY_SQL = create_sql("registry", "registry_issues")  # livemem.version.schema
@@ -145,7 +145,7 @@ def _write_tables(staged: Path, result: Verification, version_id: str, stamp: st
         tables = {t for (t,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         if "chunks" not in tables:
             # an index that so far holds only the registry: the chunk step later builds on this version
-            from livemem.ingest.layout import init_chunk_tables
+            from livemem.version.staging import init_chunk_tables
 
             init_chunk_tables(con)
         con.execute("DROP TABLE IF EXISTS registry; DROP TABLE IF EXISTS registry_issues")

@@ -338,6 +338,20 @@ def compute_signals(events: DayEvents, day: date, timezone: str) -> dict[str, An
             "co_occurrences": sum(co_occurred[c].values()),
             "breath_phases": dict(phases[c]),
         }
+    return {
+        "date": day.isoformat(),
+        "timezone": timezone,
+        "generated_at": iso(utc_now()),
+        "trace_files": events.files,
+        "events": events.count,
+        "malformed_lines": events.malformed,
+        "chunk_usage": usage,
+        "breath_patterns": _breath_patterns(phases),
+    }
+
+
+def _breath_patterns(phases: dict[str, Counter]) -> dict[str, dict[str, Any]]:
+    """Per Δ-phase, the day's retrievals in it and its ten most retrieved chunks (from each chunk's phase counts)."""
     patterns: dict[str, dict[str, Any]] = {}
     by_phase: dict[str, Counter] = defaultdict(Counter)
     for c, counts in phases.items():
@@ -348,16 +362,7 @@ def compute_signals(events: DayEvents, day: date, timezone: str) -> dict[str, An
             "total_retrievals": sum(counts.values()),
             "top_chunks": [c for c, _ in counts.most_common(10)],
         }
-    return {
-        "date": day.isoformat(),
-        "timezone": timezone,
-        "generated_at": iso(utc_now()),
-        "trace_files": events.files,
-        "events": events.count,
-        "malformed_lines": events.malformed,
-        "chunk_usage": usage,
-        "breath_patterns": patterns,
-    }
+    return patterns
 
 
 def _usage_frame(signals: dict[str, Any], weights: Weights) -> pd.DataFrame:
@@ -550,28 +555,8 @@ def apply_questions(
     confirmed for one question is not pushed into the answers of unrelated ones. Edited chunks inherit their
     predecessor's questions (``chunk_lineage``); the 16 strongest per chunk above 0.01 are kept.
     """
-    texts = sorted({q for _, q, _ in found})
-    embedded = embed(texts) if texts else None
-    if embedded is None:
-        found = []
-    vectors = dict(zip(texts, embedded, strict=True)) if found else {}
-    today = pd.DataFrame(
-        [(c, _question_key(q), [float(x) for x in vectors[q]], w) for c, q, w in found],
-        columns=["chunk_id", "question_key", "vector", "weight"],
-    )
-    prev_file = previous_state.with_name(previous_state.stem + ".questions.parquet") if previous_state else None
-    prev = (
-        f"SELECT chunk_id, question_key, vector, weight FROM read_parquet('{prev_file}')"
-        if prev_file is not None and prev_file.exists()
-        else "SELECT NULL::VARCHAR AS chunk_id, NULL::VARCHAR AS question_key, NULL::FLOAT[] AS vector, "
-        "NULL::DOUBLE AS weight WHERE false"
-    )
-    has_lineage = _has_table(con, "chunk_lineage")
-    lineage = (
-        "chunk_lineage"
-        if has_lineage
-        else "(SELECT NULL::VARCHAR AS chunk_id, []::VARCHAR[] AS predecessors WHERE false)"
-    )
+    today = _todays_questions(found, embed)
+    prev, lineage = _question_inputs(con, previous_state)
     with registered(con, today, "today_questions") as name:
         con.execute("DROP TABLE IF EXISTS attention_questions")
         con.execute(create_sql("attention_questions"))
@@ -614,6 +599,38 @@ def apply_questions(
             ORDER BY chunk_id, question_key
             """
         )
+
+
+def _todays_questions(found: list[tuple[str, str, float]], embed: Any) -> pd.DataFrame:
+    """The day's confirmations as rows of chunk, question key, question vector and weight (none when the
+    questions could not be embedded)."""
+    texts = sorted({q for _, q, _ in found})
+    embedded = embed(texts) if texts else None
+    if embedded is None:
+        found = []
+    vectors = dict(zip(texts, embedded, strict=True)) if found else {}
+    return pd.DataFrame(
+        [(c, _question_key(q), [float(x) for x in vectors[q]], w) for c, q, w in found],
+        columns=["chunk_id", "question_key", "vector", "weight"],
+    )
+
+
+def _question_inputs(con: duckdb.DuckDBPyConnection, previous_state: Path | None) -> tuple[str, str]:
+    """SQL of the previous day's questions and of the chunk lineage (empty relations where there are none)."""
+    prev_file = previous_state.with_name(previous_state.stem + ".questions.parquet") if previous_state else None
+    prev = (
+        f"SELECT chunk_id, question_key, vector, weight FROM read_parquet('{prev_file}')"
+        if prev_file is not None and prev_file.exists()
+        else "SELECT NULL::VARCHAR AS chunk_id, NULL::VARCHAR AS question_key, NULL::FLOAT[] AS vector, "
+        "NULL::DOUBLE AS weight WHERE false"
+    )
+    has_lineage = _has_table(con, "chunk_lineage")
+    lineage = (
+        "chunk_lineage"
+        if has_lineage
+        else "(SELECT NULL::VARCHAR AS chunk_id, []::VARCHAR[] AS predecessors WHERE false)"
+    )
+    return prev, lineage
 
 
 def _question_key(question: str) -> str:
@@ -733,92 +750,143 @@ def rollup_day(
         version_id, staged, base = derive_version(home, link=SHARED_ENTRIES)
         # the state after the day waits beside the staged version; it counts once that version is published
         pending = staged_state_dir(home, version_id)
-        con = connect(staged, read_only=False)
-        try:
-            previous = _previous_state(home, day)
-            apply_day(con, previous, signals, result.decay_rate, cfg.weights)
-            apply_related(con, previous, events, result.decay_rate)
-            found = confirmations(events)
-            model = home.manifest(base).get("model", {}).get("id")
-            apply_questions(con, previous, found, result.decay_rate, _embed_with(embedder, found, model))
-            for table, suffix in (
-                ("attention", ""),
-                ("related_chunks", ".related"),
-                ("attention_questions", ".questions"),
-            ):
-                state = pending / f"{day.isoformat()}{suffix}.parquet"
-                state.parent.mkdir(parents=True, exist_ok=True)
-                tmp = state.with_name(f".{state.name}.tmp")
-                con.execute(f"COPY {table} TO '{tmp}' (FORMAT parquet)")
-                os.replace(tmp, state)
-            con.execute(f"ATTACH '{home.version_dir(base) / TABLES}' AS published (READ_ONLY)")
-            changed = con.execute(
-                "SELECT COUNT(*) FROM attention n FULL JOIN published.attention o USING (chunk_id) "
-                "WHERE COALESCE(n.attention_score, 0) IS DISTINCT FROM COALESCE(o.attention_score, 0) "
-                "OR n.last_breath_seen IS DISTINCT FROM o.last_breath_seen"
-            ).fetchone()[0]
-            if not _has_table(con, "attention_questions", "published"):
-                changed += con.execute("SELECT COUNT(*) FROM attention_questions").fetchone()[0]
-            else:
-                changed += con.execute(
-                    "SELECT COUNT(*) FROM attention_questions n FULL JOIN published.attention_questions o "
-                    "USING (chunk_id, question_key) WHERE n.weight IS DISTINCT FROM o.weight"
-                ).fetchone()[0]
-            if not _has_table(con, "related_chunks", "published"):
-                changed += con.execute("SELECT COUNT(*) FROM related_chunks").fetchone()[0]
-            else:
-                changed += con.execute(
-                    "SELECT COUNT(*) FROM related_chunks n FULL JOIN published.related_chunks o "
-                    "USING (chunk_id, related_id) WHERE n.weight IS DISTINCT FROM o.weight"
-                ).fetchone()[0]
-            stats = attention_stats(con, cfg.high_attention)
-        finally:
-            con.close()
+        changed, stats, model = _roll_into(
+            staged, home, base, day, pending, events, signals, cfg, result.decay_rate, embedder
+        )
         result.attention_stats = stats
         later = [p for p in state_dir(home).glob("????-??-??.parquet") if p.stem > day.isoformat()]
         if changed == 0 or later:
-            shutil.rmtree(staged, ignore_errors=True)
-            for path in sorted(pending.glob("*.parquet")):  # nothing to publish: the state is the day's now
-                os.replace(path, state_dir(home) / path.name)
-            shutil.rmtree(pending, ignore_errors=True)
-            if latest:
-                _write_json_atomic(home.root / "signals.json", signals)
-            result.reason = (
-                f"attention unchanged by {day}: {base} stays current"
-                if not later
-                else f"state of {day} rewritten; later days ({len(later)}) were rolled up already, re-run them "
-                "in order to publish"
-            )
+            result.reason = _keep_unchanged(home, staged, pending, day, base, later, signals if latest else None)
             result.timings = {"read_s": round(t1 - t0, 3), "total_s": round(clock.perf_counter() - t0, 3)}
             return result
-        manifest = home.manifest(base)
-        now = iso(utc_now())
-        manifest.update(
-            version_id=version_id,
-            base_version=base,
-            created_at=now,
-            last_updated=now,
-            attention_stats=stats,
-            breath_at_update={"phase": breath.phase, "tone": breath.tone, "source": breath.source, "path": breath.path},
-            attention={
-                "last_rollup_day": day.isoformat(),
-                "timezone": cfg.timezone,
-                "weights": cfg.weights.model_dump(),
-                "decay_rate": result.decay_rate,
-                "events": events.count,
-                "malformed_lines": events.malformed,
-                "chunks_used": result.chunks_used,
-                "changed_chunks": changed,
-                "question_model": model,
-            },
-        )
-        write_manifest(staged, manifest)
+        attention = _attention_section(day, cfg, events, result, changed, model)
+        _write_rollup_manifest(home, staged, (version_id, base), breath, stats, attention)
         if latest:
             _write_json_atomic(pending / "signals.json", signals)
     result.version_id = version_id
     result.reason = "staged"
     result.timings = {"read_s": round(t1 - t0, 3), "total_s": round(clock.perf_counter() - t0, 3)}
     return result
+
+
+def _roll_into(
+    staged: Path, home: IndexHome, base: str, day: date, pending: Path, events: DayEvents, signals: dict[str, Any],
+    cfg: AttentionConfig, decay_rate: float, embedder: Any,
+) -> tuple[int, dict[str, Any], str | None]:  # fmt: skip
+    """Apply the day to the staged version's attention, related chunks and questions, save the state after it in
+    ``pending``; return how many rows differ from the published version, the attention stats and the question
+    model (the index's model id)."""
+    con = connect(staged, read_only=False)
+    try:
+        previous = _previous_state(home, day)
+        apply_day(con, previous, signals, decay_rate, cfg.weights)
+        apply_related(con, previous, events, decay_rate)
+        found = confirmations(events)
+        model = home.manifest(base).get("model", {}).get("id")
+        apply_questions(con, previous, found, decay_rate, _embed_with(embedder, found, model))
+        _save_state(con, pending, day)
+        con.execute(f"ATTACH '{home.version_dir(base) / TABLES}' AS published (READ_ONLY)")
+        changed = _changed_rows(con)
+        stats = attention_stats(con, cfg.high_attention)
+    finally:
+        con.close()
+    return changed, stats, model
+
+
+def _save_state(con: duckdb.DuckDBPyConnection, pending: Path, day: date) -> None:
+    """Write the state after ``day`` (attention, related chunks, questions) as parquet files in ``pending``."""
+    for table, suffix in (
+        ("attention", ""),
+        ("related_chunks", ".related"),
+        ("attention_questions", ".questions"),
+    ):
+        state = pending / f"{day.isoformat()}{suffix}.parquet"
+        state.parent.mkdir(parents=True, exist_ok=True)
+        tmp = state.with_name(f".{state.name}.tmp")
+        con.execute(f"COPY {table} TO '{tmp}' (FORMAT parquet)")
+        os.replace(tmp, state)
+
+
+def _changed_rows(con: duckdb.DuckDBPyConnection) -> int:
+    """Rows of attention, questions and related chunks that differ from the attached ``published`` version."""
+    changed = con.execute(
+        "SELECT COUNT(*) FROM attention n FULL JOIN published.attention o USING (chunk_id) "
+        "WHERE COALESCE(n.attention_score, 0) IS DISTINCT FROM COALESCE(o.attention_score, 0) "
+        "OR n.last_breath_seen IS DISTINCT FROM o.last_breath_seen"
+    ).fetchone()[0]
+    if not _has_table(con, "attention_questions", "published"):
+        changed += con.execute("SELECT COUNT(*) FROM attention_questions").fetchone()[0]
+    else:
+        changed += con.execute(
+            "SELECT COUNT(*) FROM attention_questions n FULL JOIN published.attention_questions o "
+            "USING (chunk_id, question_key) WHERE n.weight IS DISTINCT FROM o.weight"
+        ).fetchone()[0]
+    if not _has_table(con, "related_chunks", "published"):
+        changed += con.execute("SELECT COUNT(*) FROM related_chunks").fetchone()[0]
+    else:
+        changed += con.execute(
+            "SELECT COUNT(*) FROM related_chunks n FULL JOIN published.related_chunks o "
+            "USING (chunk_id, related_id) WHERE n.weight IS DISTINCT FROM o.weight"
+        ).fetchone()[0]
+    return changed
+
+
+def _keep_unchanged(
+    home: IndexHome, staged: Path, pending: Path, day: date, base: str, later: list[Path],
+    signals: dict[str, Any] | None,
+) -> str:  # fmt: skip
+    """Nothing to publish: drop the staged version, make the pending state the day's (and ``signals`` the latest
+    signals when given); return why nothing was staged."""
+    shutil.rmtree(staged, ignore_errors=True)
+    for path in sorted(pending.glob("*.parquet")):  # nothing to publish: the state is the day's now
+        os.replace(path, state_dir(home) / path.name)
+    shutil.rmtree(pending, ignore_errors=True)
+    if signals is not None:
+        _write_json_atomic(home.root / "signals.json", signals)
+    return (
+        f"attention unchanged by {day}: {base} stays current"
+        if not later
+        else f"state of {day} rewritten; later days ({len(later)}) were rolled up already, re-run them "
+        "in order to publish"
+    )
+
+
+def _write_rollup_manifest(
+    home: IndexHome, staged: Path, versions: tuple[str, str], breath: Breath, stats: dict[str, Any],
+    attention: dict[str, Any],
+) -> None:  # fmt: skip
+    """Write the staged version's manifest: the base's (``versions`` = (version id, base)) with the rollup's stats,
+    breath and ``attention`` section."""
+    version_id, base = versions
+    manifest = home.manifest(base)
+    now = iso(utc_now())
+    manifest.update(
+        version_id=version_id,
+        base_version=base,
+        created_at=now,
+        last_updated=now,
+        attention_stats=stats,
+        breath_at_update={"phase": breath.phase, "tone": breath.tone, "source": breath.source, "path": breath.path},
+        attention=attention,
+    )
+    write_manifest(staged, manifest)
+
+
+def _attention_section(
+    day: date, cfg: AttentionConfig, events: DayEvents, result: RollupResult, changed: int, model: str | None
+) -> dict[str, Any]:
+    """The manifest's ``attention`` section of a rollup."""
+    return {
+        "last_rollup_day": day.isoformat(),
+        "timezone": cfg.timezone,
+        "weights": cfg.weights.model_dump(),
+        "decay_rate": result.decay_rate,
+        "events": events.count,
+        "malformed_lines": events.malformed,
+        "chunks_used": result.chunks_used,
+        "changed_chunks": changed,
+        "question_model": model,
+    }
 
 
 def _embed_with(embedder: Any, found: list, model: str | None) -> Any:

@@ -15,6 +15,10 @@ one): the views name segment files relative to ``<home>/parts``, found through D
 
 Segments are merged when a version would hold too many of them or too little of one (``merge_plan``), like
 Lucene's merge policy; retention removes segments no kept or staged version names (``gc_parts``).
+
+This package is the format only: a version is loaded for queries (the ``Snapshot``, the versions a process holds
+open) by ``livemem.engine``, which imports it; nothing here imports the engine, the query side or the scorers
+(``DenseRows``, ``SparseScorer``: ``pyproject.toml``'s import contracts).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ def use_parts(con: duckdb.DuckDBPyConnection, *version_dirs: Path) -> None:
 
 def connect(version_dir: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
     """Open a version's ``tables.duckdb`` with its segments resolvable."""
-    from livemem.version.store import TABLES
+    from livemem.version.catalog import TABLES
 
     # 16 KiB blocks for a file created here (DuckDB's default is 256 KiB): a version's tables are small (a table of
     # a few rows took a whole block), and every version and attention publish writes its own file

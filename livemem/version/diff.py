@@ -63,7 +63,29 @@ def diff_versions(
         raise LivingMemoryError(f"versions {a} and {b} cannot be compared: {type(exc).__name__}: {exc}") from exc
     sources = sorted(set(old.manifest.get("sources") or {}) | set(new.manifest.get("sources") or {}))
     sources = [s for s in sources if _source_visible(s, old, new, access)]
-    per_source: dict[str, dict[str, Any]] = {
+    per_source = _per_source(sources, old, new)
+    files_listed, chunks = _file_changes(old, new, same, per_source, limit)
+    files_total = sum(sum(v["files"].values()) for v in per_source.values())
+    totals = {kind: sum(v["chunks"][kind] for v in per_source.values()) for kind in ("added", "removed", "changed")}
+    result = {
+        "from": _side_info(home, a, old.manifest),
+        "to": _side_info(home, b, new.manifest),
+        "sources": per_source,
+        "files": files_listed,
+        "files_total": files_total,
+        "chunks": {**chunks, "totals": totals},
+        "registry": _registry_diff(old, new, limit),
+        "gbim": _gbim_diff(old, new, limit),
+        "attention": _attention_diff(old, new, top),
+        "listed_at_most": limit,
+    }
+    result["summary"] = summary_line(result)
+    return result
+
+
+def _per_source(sources: list[str], old: _Side, new: _Side) -> dict[str, dict[str, Any]]:
+    """Each compared source's entry of the diff: its head commit in both versions, file and chunk counts at zero."""
+    return {
         s: {
             "commit": {
                 "from": ((old.manifest.get("sources") or {}).get(s) or {}).get("head_commit"),
@@ -74,27 +96,16 @@ def diff_versions(
         }
         for s in sources
     }
+
+
+def _file_changes(
+    old: _Side, new: _Side, same: bool, per_source: dict[str, dict[str, Any]], limit: int
+) -> tuple[list[dict[str, Any]], dict[str, list]]:
+    """Count, per source of ``per_source``, the files and chunks added, removed, changed and unchanged; returns the
+    files and chunk ids listed (at most ``limit`` of each kind)."""
     files_listed: list[dict[str, Any]] = []
-    chunks = {"added": [], "removed": [], "changed": []}
-    # Set operations first (in C): only the files holding a chunk one version lacks, or whose parent row differs,
-    # are looked at one by one; the rest only count as unchanged (an attention publish: none at all).
-    if same:
-        for source, count in new.visible_per_source.items():
-            if source in per_source:
-                per_source[source]["chunks"]["unchanged"] = count
-        gone_by_file, came_by_file, old_files, new_files, candidates = {}, {}, set(), set(), set()
-    else:
-        common = old.chunks.keys() & new.chunks.keys()
-        gone_by_file = _by_file({c: old.chunks[c] for c in old.chunks.keys() - common})
-        came_by_file = _by_file({c: new.chunks[c] for c in new.chunks.keys() - common})
-        for cid in common:
-            source = new.chunks[cid][0]
-            if source in per_source:
-                per_source[source]["chunks"]["unchanged"] += 1
-        old_files = old.files.keys() | {v[:2] for v in old.chunks.values()}
-        new_files = new.files.keys() | {v[:2] for v in new.chunks.values()}
-        candidates = set(gone_by_file) | set(came_by_file) | (old_files ^ new_files)
-        candidates |= {k for k in old.files.keys() & new.files.keys() if old.files[k] != new.files[k]}
+    chunks: dict[str, list] = {"added": [], "removed": [], "changed": []}
+    gone_by_file, came_by_file, old_files, new_files, candidates = _candidates(old, new, same, per_source)
     for key in sorted(candidates):
         source, path = key
         if source not in per_source:
@@ -128,22 +139,32 @@ def diff_versions(
         _extend(chunks["added"], added, limit)
         _extend(chunks["removed"], removed, limit)
         _extend(chunks["changed"], [{"from": o, "to": n} for o, n in pairs], limit)
-    files_total = sum(sum(v["files"].values()) for v in per_source.values())
-    totals = {kind: sum(v["chunks"][kind] for v in per_source.values()) for kind in ("added", "removed", "changed")}
-    result = {
-        "from": _side_info(home, a, old.manifest),
-        "to": _side_info(home, b, new.manifest),
-        "sources": per_source,
-        "files": files_listed,
-        "files_total": files_total,
-        "chunks": {**chunks, "totals": totals},
-        "registry": _registry_diff(old, new, limit),
-        "gbim": _gbim_diff(old, new, limit),
-        "attention": _attention_diff(old, new, top),
-        "listed_at_most": limit,
-    }
-    result["summary"] = summary_line(result)
-    return result
+    return files_listed, chunks
+
+
+def _candidates(old: _Side, new: _Side, same: bool, per_source: dict[str, dict[str, Any]]) -> tuple:
+    """Count the unchanged chunks per source and find the files to look at one by one: (chunks only the old version
+    holds by file, those only the new one holds by file, the old version's files, the new one's, the files that
+    hold a chunk one version lacks or whose parent row differs)."""
+    # Set operations first (in C): only the files holding a chunk one version lacks, or whose parent row differs,
+    # are looked at one by one; the rest only count as unchanged (an attention publish: none at all).
+    if same:
+        for source, count in new.visible_per_source.items():
+            if source in per_source:
+                per_source[source]["chunks"]["unchanged"] = count
+        return {}, {}, set(), set(), set()
+    common = old.chunks.keys() & new.chunks.keys()
+    gone_by_file = _by_file({c: old.chunks[c] for c in old.chunks.keys() - common})
+    came_by_file = _by_file({c: new.chunks[c] for c in new.chunks.keys() - common})
+    for cid in common:
+        source = new.chunks[cid][0]
+        if source in per_source:
+            per_source[source]["chunks"]["unchanged"] += 1
+    old_files = old.files.keys() | {v[:2] for v in old.chunks.values()}
+    new_files = new.files.keys() | {v[:2] for v in new.chunks.values()}
+    candidates = set(gone_by_file) | set(came_by_file) | (old_files ^ new_files)
+    candidates |= {k for k in old.files.keys() & new.files.keys() if old.files[k] != new.files[k]}
+    return gone_by_file, came_by_file, old_files, new_files, candidates
 
 
 def summary_line(diff: dict[str, Any]) -> str:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import re
 import stat
-import threading
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from pathlib import Path
@@ -361,52 +360,3 @@ __all__ = [
     "previous_published",
     "resolve",
 ]
-
-
-# --- serving older versions ---------------------------------------------------------------------------------
-OPEN_VERSIONS = 2  # non-current versions a serving process keeps loaded (least recently used first out); the
-# serving app takes it from ``ServingSettings.open_versions`` (``RAG_OPEN_VERSIONS``)
-
-
-class OpenVersions:
-    """A bounded LRU of loaded non-current versions, for requests that name one (``version`` / ``as_of``).
-
-    Each is an ordinary ``Snapshot`` (``livemem.version.reader.load_snapshot``): its segments come from the process'
-    segment cache and the machine's serving copies, so the segments it shares with ``CURRENT`` (all but what
-    changed since) cost nothing more; its own cost is the per-row id list and map, filter columns and attention
-    (``docs/versions.md`` measures it). Loading is serialised: two requests for the same version load it once.
-
-    ``size`` 0 keeps none open: each call loads the version and the caller's reference is the only one (it is
-    freed when the request is done), for a process whose memory must stay that of ``CURRENT`` alone."""
-
-    def __init__(self, home: IndexHome, size: int = OPEN_VERSIONS) -> None:
-        from cachetools import LRUCache
-
-        if size < 0:
-            raise ValueError(f"open versions: {size} is not 0 or more")
-        self.home = home
-        self.size = size
-        self._open: LRUCache = LRUCache(maxsize=max(1, size))
-        self._lock = threading.Lock()
-        self.loads = 0
-
-    def get(self, version_id: str) -> Any:
-        """The loaded snapshot of published ``version_id`` (loaded now if it is not open); raises IndexUnavailable
-        when its files cannot be read."""
-        from livemem.version.reader import load_snapshot
-
-        with self._lock:
-            snap = self._open.get(version_id)
-            if snap is not None and snap.damaged_segments():
-                del self._open[version_id]  # a serving copy changed under it: load it again
-                snap = None
-            if snap is None:
-                snap = load_snapshot(self.home, version_id)
-                self.loads += 1
-                if self.size:
-                    self._open[version_id] = snap
-            return snap
-
-    def loaded(self) -> list[str]:
-        with self._lock:
-            return list(self._open.keys())

@@ -3,7 +3,8 @@
 A version holds the chunk step's membership and its own small tables, and beside them what the other steps stage:
 the registry's, GBIM's and the attention rollup's tables (``docs/version-format.md``). Each step creates its
 tables from here (``create_sql``), a build copies the tables other steps own unchanged (``owned_by``), and
-``LAYOUT_VERSION`` is what the manifest records and the reader serves. ``tests/unit/test_version_schema.py`` checks
+``LAYOUT_VERSION`` is what the manifest records and the reader serves. The GBIM tables' names and columns, which
+the export writes and serving reads, are declared here too (``ENTITY_COLUMNS``, ``RELATION_COLUMNS``). ``tests/unit/test_version_schema.py`` checks
 that what the steps create is exactly what is declared, column for column.
 
 No PRIMARY KEY on the chunk step's tables: an ART index over 123k chunk ids is 11 MB of a version's 15 MB own
@@ -20,6 +21,18 @@ from dataclasses import dataclass
 LAYOUT_VERSION = 3
 
 CHUNKS, REGISTRY, GBIM, ATTENTION = "chunks", "registry", "gbim", "attention"  # the steps that write a version
+
+# The GBIM export's tables (below) as the export writes and serving reads them (``livemem.gbim.export``,
+# ``livemem.query.gis_index``): their names and columns, in table order.
+ENTITY_TABLE = "gbim_entities"
+RELATION_TABLE = "gbim_relations"
+FLAG_COLUMNS = ("geometry_repaired", "outside_region", "county_disagreement")
+ENTITY_COLUMNS = (
+    "entity_id", "source", "worldview_id", "dataset", "county", "gbim_entity", "label", "description", "centroid_x",
+    "centroid_y", "srid", "lon", "lat", "source_table", "source_pk", "attributes", "access", "collection",
+    "geometry_type", "county_source", "county_spatial", *FLAG_COLUMNS,
+)  # fmt: skip
+RELATION_COLUMNS = ("subject", "predicate", "object", "object_kind", "provenance")
 
 
 @dataclass(frozen=True)
@@ -47,7 +60,8 @@ TABLES: dict[str, VersionTable] = {
         ),
         VersionTable("chunk_deletes", CHUNKS, "segment VARCHAR NOT NULL, seg_row INTEGER NOT NULL"),
         VersionTable("parent_deletes", CHUNKS, "segment VARCHAR NOT NULL, seg_row INTEGER NOT NULL"),
-        # ... and what else it writes (``livemem.ingest.layout``); the attention rollup rewrites ``attention``'s rows
+        # ... and what else it writes (``livemem.ingest.layout``; created empty by ``livemem.version.staging``); the
+        # attention rollup rewrites ``attention``'s rows
         VersionTable(
             "skipped_files",
             CHUNKS,
@@ -95,7 +109,7 @@ TABLES: dict[str, VersionTable] = {
         ),
         # the GBIM export (``livemem.gbim.export``)
         VersionTable(
-            "gbim_entities",
+            ENTITY_TABLE,
             GBIM,
             "entity_id VARCHAR PRIMARY KEY, source VARCHAR NOT NULL, worldview_id VARCHAR NOT NULL, "
             "dataset VARCHAR NOT NULL, "
@@ -109,7 +123,7 @@ TABLES: dict[str, VersionTable] = {
             "county_disagreement BOOLEAN NOT NULL",
         ),
         VersionTable(
-            "gbim_relations",
+            RELATION_TABLE,
             GBIM,
             "subject VARCHAR NOT NULL, predicate VARCHAR NOT NULL, object VARCHAR NOT NULL, "
             "object_kind VARCHAR NOT NULL, "

@@ -96,6 +96,19 @@ def _typed(schema) -> str:
     return ", ".join(f'CAST("{name}" AS {kind}) AS "{name}"' for name, kind in schema)
 
 
+def _write_rows(con: duckdb.DuckDBPyConnection, tmp: Path, chunks: pd.DataFrame, parents: pd.DataFrame) -> None:
+    """Write a segment's chunk and parent rows into ``tmp`` as Parquet, typed by their schema, with ``_row``."""
+    for frame, schema, name in ((chunks, CHUNK_SCHEMA, "chunks"), (parents, PARENT_SCHEMA, "parents")):
+        data = frame.reset_index(drop=True).reindex(columns=[n for n, _ in schema])
+        data.insert(0, "_row", np.arange(len(data), dtype=np.int32))
+        target = str(tmp / f"{name}.parquet").replace("'", "''")
+        with registered(con, data, f"segment_{name}") as view:
+            con.execute(
+                f"COPY (SELECT CAST(_row AS INTEGER) AS _row, {_typed(schema)} FROM {view} ORDER BY _row) "
+                f"TO '{target}' (FORMAT parquet, COMPRESSION zstd)"
+            )
+
+
 def write_segment(
     con: duckdb.DuckDBPyConnection,
     parts: Path,
@@ -121,15 +134,7 @@ def write_segment(
     tmp = parts / f".tmp-{uuid.uuid4().hex}"
     tmp.mkdir()
     try:
-        for frame, schema, name in ((chunks, CHUNK_SCHEMA, "chunks"), (parents, PARENT_SCHEMA, "parents")):
-            data = frame.reset_index(drop=True).reindex(columns=[n for n, _ in schema])
-            data.insert(0, "_row", np.arange(len(data), dtype=np.int32))
-            target = str(tmp / f"{name}.parquet").replace("'", "''")
-            with registered(con, data, f"segment_{name}") as view:
-                con.execute(
-                    f"COPY (SELECT CAST(_row AS INTEGER) AS _row, {_typed(schema)} FROM {view} ORDER BY _row) "
-                    f"TO '{target}' (FORMAT parquet, COMPRESSION zstd)"
-                )
+        _write_rows(con, tmp, chunks, parents)
         np.save(tmp / "dense.npy", np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(chunks), -1))
         (postings if postings is not None else Postings.build(texts)).save(tmp / "postings.npz")
         written = FILES
@@ -146,7 +151,7 @@ def write_segment(
             log.info("graph of %s: %d rows in %.1f s", segment_id, len(chunks), time.perf_counter() - started)
         (tmp / "segment.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
         for f in tmp.iterdir():
-            f.chmod(0o440)  # read-only, never readable by others (livemem.version.store.HOME_MODE)
+            f.chmod(0o440)  # read-only, never readable by others (livemem.version.catalog.HOME_MODE)
         tmp.chmod(0o750)
         target_dir = parts / segment_id
         if target_dir.is_dir():

@@ -17,6 +17,10 @@ down as ``SourcesConfig.chroma_server`` and ``IndexHome.chroma_server``; nothing
   changes one (copy on write), so a published version's vectors are never modified and the same atomic switch
   of ``CURRENT`` publishes them. Server collections no version references any more are deleted when versions
   are pruned or failed stagings are cleared (``gc_server_collections``).
+
+This module owns everything Chroma: the directory name (``CHROMA``), opening and closing a client
+(``open_chroma`` / ``close_chroma``), the extra's check (``require_chroma``) and the server's garbage collection. It
+imports nothing else of ``livemem.version``; the home's janitor (``livemem.version.janitor``) calls it.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from typing import Any
 
 from livemem.errors import ConfigError
 from livemem.sources.config import SourcesConfig
-from livemem.version.store import CHROMA, close_chroma, open_chroma
 
+CHROMA = "chroma"  # a version's Chroma directory (``<version>/chroma/``), named in the home's layout
 SERVER_FILE = "SERVER.json"
 INSTALL = "pip install 'living-memory[chroma]'"
 PAGE = 2000
@@ -52,6 +56,26 @@ def delete(collection: Any, ids: list[str]) -> None:
     """Delete records by id in batches Chroma accepts."""
     for start in range(0, len(ids), BATCH):
         collection.delete(ids=ids[start : start + BATCH])
+
+
+def open_chroma(path: Path):
+    """A persistent Chroma client on ``path`` with telemetry off (no network). ``chromadb`` is the optional ``chroma``
+    extra, imported only in this module's functions (``require_chroma`` refuses a build that needs it when it is
+    missing)."""
+    import chromadb
+    from chromadb.config import Settings
+
+    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+def close_chroma(client: Any) -> None:
+    """Release Chroma's files so the directory can be renamed, copied or opened elsewhere."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    try:
+        client.close()
+    finally:
+        SharedSystemClient.clear_system_cache()
 
 
 class ChromaNotInstalled(ConfigError):

@@ -121,9 +121,102 @@ def _build_metadata(result: BuildResult) -> dict[str, Any]:
     return meta
 
 
-def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
-    """The assets and checks of the chunk index for the sources named in ``config``."""
-    source_assets = [_source_asset(src.name) for src in config.sources]
+NOTHING_STAGED = "nothing staged: the current version was checked when published"
+
+
+def stage_chunks(
+    context: AssetExecutionContext,
+    git_sources: GitSourcesResource,
+    index_store: IndexStoreResource,
+    embedder: EmbedderResource,
+) -> Output[dict[str, Any]]:
+    """The body of ``chunks``: build and stage a new index version, with the metadata the UI shows."""
+    home = index_store.home()
+    settings = BuildSettings.from_env()  # read once here, passed down to the read and extraction workers
+    progress = Progress(context.log.info, settings.progress_interval_s)
+    result = build_version(git_sources.load(), home, embedder.embedder(), progress=progress, settings=settings)
+    context.log.info(result.reason if not result.staged else f"staged version {result.version_id}")
+    meta = _build_metadata(result)
+    if progress.steps:  # what embedding took: counts, seconds, rate
+        meta["embedding"] = progress.summary()
+    return staged_output(context, home, result.version_id, result.base_version, result.reason, meta)
+
+
+def _staged_dir(index_store: IndexStoreResource, staged: dict[str, Any]):
+    """The staged version to check; (None, None) when nothing was staged (the current one passed at publish)."""
+    home = index_store.home()
+    version = staged["version_id"]
+    return (home.locate(version), home.manifest(version)) if version else (None, None)
+
+
+def staged_schema_valid(staged: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+    """The body of ``chunks_schema_valid``."""
+    version_dir, _ = _staged_dir(index_store, staged)
+    if version_dir is None:
+        return check_result(checks.CheckOutcome(True, NOTHING_STAGED))
+    return check_result(checks.check_chunks_schema(version_dir))
+
+
+def staged_provenance_resolves(staged: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+    """The body of ``sealed_provenance_resolves``."""
+    version_dir, manifest = _staged_dir(index_store, staged)
+    if version_dir is None:
+        return check_result(checks.CheckOutcome(True, NOTHING_STAGED))
+    return check_result(checks.check_sealed_provenance(version_dir, manifest))
+
+
+def staged_within_caps(staged: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+    """The body of ``governance_caps``."""
+    _, manifest = _staged_dir(index_store, staged)
+    if manifest is None:
+        return check_result(checks.CheckOutcome(True, NOTHING_STAGED))
+    return check_result(checks.check_governance(manifest))
+
+
+def staged_complete(
+    staged: dict[str, Any], index_store: IndexStoreResource, git_sources: GitSourcesResource
+) -> AssetCheckResult:
+    """The body of ``index_complete``: the staged version against its sources (and its base's chunk ids)."""
+    version_dir, manifest = _staged_dir(index_store, staged)
+    if version_dir is None:
+        return check_result(checks.CheckOutcome(True, NOTHING_STAGED))
+    home = index_store.home()
+    base = manifest.get("base_version")
+    base_dir = home.version_dir(base) if base and home.version_dir(base).is_dir() else None
+    return check_result(checks.check_index_complete(version_dir, manifest, git_sources.load(), base_dir))
+
+
+def staged_readable(staged: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+    """The body of ``sources_readable`` (WARN)."""
+    _, manifest = _staged_dir(index_store, staged)
+    if manifest is None:
+        return check_result(checks.CheckOutcome(True, NOTHING_STAGED))
+    return check_result(checks.check_sources_readable(manifest), AssetCheckSeverity.WARN)
+
+
+def published_matches_rebuild(
+    context: AssetCheckExecutionContext,
+    git_sources: GitSourcesResource,
+    index_store: IndexStoreResource,
+    embedder: EmbedderResource,
+) -> AssetCheckResult:
+    """The body of ``published_index_matches_rebuild``: the published version against a from-scratch build."""
+    home = index_store.home()
+    if home.current() is None:
+        return check_result(checks.CheckOutcome(True, "nothing published yet"))
+    report = rebuild_and_compare(git_sources.load(), home, embedder.embedder())
+    context.log.info(f"{report.version_id}: {report.comparison.summary()}")
+    outcome = checks.CheckOutcome(
+        report.equal,
+        f"{report.version_id}: {report.comparison.summary()}",
+        [*report.notes, *report.comparison.lines()],
+        report.comparison.files_compared,
+    )
+    return check_result(outcome)
+
+
+def _chunks_asset(config: SourcesConfig) -> Any:
+    """The ``chunks`` staging asset, downstream of every configured source's HEAD."""
 
     @staging_asset(
         name="chunks",
@@ -143,30 +236,17 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         index_store: IndexStoreResource,
         embedder: EmbedderResource,
     ) -> Output[dict[str, Any]]:
-        home = index_store.home()
-        settings = BuildSettings.from_env()  # read once here, passed down to the read and extraction workers
-        progress = Progress(context.log.info, settings.progress_interval_s)
-        result = build_version(git_sources.load(), home, embedder.embedder(), progress=progress, settings=settings)
-        context.log.info(result.reason if not result.staged else f"staged version {result.version_id}")
-        meta = _build_metadata(result)
-        if progress.steps:  # what embedding took: counts, seconds, rate
-            meta["embedding"] = progress.summary()
-        return staged_output(context, home, result.version_id, result.base_version, result.reason, meta)
+        return stage_chunks(context, git_sources, index_store, embedder)
 
-    def _staged_dir(index_store: IndexStoreResource, staged: dict[str, Any]):
-        """The staged version to check; (None, None) when nothing was staged (the current one passed at publish)."""
-        home = index_store.home()
-        version = staged["version_id"]
-        return (home.locate(version), home.manifest(version)) if version else (None, None)
+    return chunks
+
+
+def _record_checks(chunks: Any) -> list[Any]:
+    """The blocking checks of the staged records: schema, sealed provenance, governance caps."""
 
     @asset_check(asset=chunks, blocking=True, description="Every chunk record is valid per schemas/chunk.schema.json.")
     def chunks_schema_valid(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
-        version_dir, _ = _staged_dir(index_store, chunks)
-        if version_dir is None:
-            return check_result(
-                checks.CheckOutcome(True, "nothing staged: the current version was checked when published")
-            )
-        return check_result(checks.check_chunks_schema(version_dir))
+        return staged_schema_valid(chunks, index_store)
 
     @asset_check(
         asset=chunks,
@@ -174,21 +254,17 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         description="Every SEALED chunk's commit exists and its file at that commit contains the chunk.",
     )
     def sealed_provenance_resolves(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
-        version_dir, manifest = _staged_dir(index_store, chunks)
-        if version_dir is None:
-            return check_result(
-                checks.CheckOutcome(True, "nothing staged: the current version was checked when published")
-            )
-        return check_result(checks.check_sealed_provenance(version_dir, manifest))
+        return staged_provenance_resolves(chunks, index_store)
 
     @asset_check(asset=chunks, blocking=True, description="The version respects the governance caps.")
     def governance_caps(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
-        _, manifest = _staged_dir(index_store, chunks)
-        if manifest is None:
-            return check_result(
-                checks.CheckOutcome(True, "nothing staged: the current version was checked when published")
-            )
-        return check_result(checks.check_governance(manifest))
+        return staged_within_caps(chunks, index_store)
+
+    return [chunks_schema_valid, sealed_provenance_resolves, governance_caps]
+
+
+def _source_checks(chunks: Any) -> list[Any]:
+    """The checks of the staged version against its sources: complete (blocking), every source readable (WARN)."""
 
     @asset_check(
         asset=chunks,
@@ -201,36 +277,17 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     def index_complete(
         chunks: dict[str, Any], index_store: IndexStoreResource, git_sources: GitSourcesResource
     ) -> AssetCheckResult:
-        version_dir, manifest = _staged_dir(index_store, chunks)
-        if version_dir is None:
-            return check_result(
-                checks.CheckOutcome(True, "nothing staged: the current version was checked when published")
-            )
-        home = index_store.home()
-        base = manifest.get("base_version")
-        base_dir = home.version_dir(base) if base and home.version_dir(base).is_dir() else None
-        return check_result(checks.check_index_complete(version_dir, manifest, git_sources.load(), base_dir))
+        return staged_complete(chunks, index_store, git_sources)
 
     @asset_check(asset=chunks, description="Every configured source could be read (WARN: old chunks are kept).")
     def sources_readable(chunks: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
-        _, manifest = _staged_dir(index_store, chunks)
-        if manifest is None:
-            return check_result(
-                checks.CheckOutcome(True, "nothing staged: the current version was checked when published")
-            )
-        return check_result(checks.check_sources_readable(manifest), AssetCheckSeverity.WARN)
+        return staged_readable(chunks, index_store)
 
-    # every blocking check of `chunks` (this list, whatever is added to it) must have passed in the publishing run
-    asset_checks = [chunks_schema_valid, sealed_provenance_resolves, governance_caps, index_complete, sources_readable]
-    asset_checks.append(answer_gate_check(chunks, "chunks"))  # the answer suite (eval.suite): no worse than published
-    published_index = publish_asset(
-        name="published_index",
-        staging="chunks",
-        description="The index version named by CURRENT: switched atomically to the staged version once checks pass.",
-        group_name=GROUP,
-        checks=asset_checks,
-        row_count=lambda m: m["total_chunks"],
-    )
+    return [index_complete, sources_readable]
+
+
+def _rebuild_check(published_index: Any) -> Any:
+    """``published_index_matches_rebuild``: on demand (job verify_index) or weekly, not part of publishing."""
 
     @asset_check(
         asset=published_index,
@@ -246,18 +303,25 @@ def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         index_store: IndexStoreResource,
         embedder: EmbedderResource,
     ) -> AssetCheckResult:
-        home = index_store.home()
-        if home.current() is None:
-            return check_result(checks.CheckOutcome(True, "nothing published yet"))
-        report = rebuild_and_compare(git_sources.load(), home, embedder.embedder())
-        context.log.info(f"{report.version_id}: {report.comparison.summary()}")
-        outcome = checks.CheckOutcome(
-            report.equal,
-            f"{report.version_id}: {report.comparison.summary()}",
-            [*report.notes, *report.comparison.lines()],
-            report.comparison.files_compared,
-        )
-        return check_result(outcome)
+        return published_matches_rebuild(context, git_sources, index_store, embedder)
 
+    return published_index_matches_rebuild
+
+
+def build_chunk_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
+    """The assets and checks of the chunk index for the sources named in ``config``."""
+    source_assets = [_source_asset(src.name) for src in config.sources]
+    chunks = _chunks_asset(config)
+    # every blocking check of `chunks` (this list, whatever is added to it) must have passed in the publishing run
+    asset_checks = [*_record_checks(chunks), *_source_checks(chunks)]
+    asset_checks.append(answer_gate_check(chunks, "chunks"))  # the answer suite (eval.suite): no worse than published
+    published_index = publish_asset(
+        name="published_index",
+        staging="chunks",
+        description="The index version named by CURRENT: switched atomically to the staged version once checks pass.",
+        group_name=GROUP,
+        checks=asset_checks,
+        row_count=lambda m: m["total_chunks"],
+    )
     assets = [*source_assets, chunks, published_index]
-    return assets, [*asset_checks, published_index_matches_rebuild]
+    return assets, [*asset_checks, _rebuild_check(published_index)]

@@ -24,9 +24,9 @@ from dagster import (
 )
 
 from livemem.gbim import EXPORT_VERSION, GbimResult, check_entities_valid, check_entity_flags, export_gbim
-from livemem.ingest.checks import CheckOutcome
 from livemem.settings import BuildSettings
 from livemem.sources.config import SourcesConfig
+from livemem.version.staging import CheckOutcome
 from orchestration.assets.answer_gate import answer_gate_check
 from orchestration.assets.publishing import check_result, publish_asset, staged_output, staging_asset
 from orchestration.resources import EmbedderResource, GitSourcesResource, IndexStoreResource, SpatialDatabasesResource
@@ -84,14 +84,50 @@ def _export_metadata(result: GbimResult) -> dict[str, Any]:
     return meta
 
 
-def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
-    """The GBIM export asset, its publish asset and their checks.
+def stage_gbim(
+    context: AssetExecutionContext,
+    git_sources: GitSourcesResource,
+    index_store: IndexStoreResource,
+    embedder: EmbedderResource,
+    spatial_databases: SpatialDatabasesResource,
+) -> Output[dict[str, Any]]:
+    """The body of ``gbim_export``: export the spatial sources and stage them as a new index version."""
+    home = index_store.home()
+    result = export_gbim(
+        git_sources.load(), home, embedder.embedder(), dsns=spatial_databases.dsns,
+        graph_min_rows=BuildSettings.from_env().ann_min_rows,  # read once here, passed down
+    )  # fmt: skip
+    context.log.info(result.reason if not result.staged else f"staged version {result.version_id}")
+    for q in result.quarantined:
+        context.log.warning(f"quarantined {q.source} {q.source_pk}: {q.reason}")
+    return staged_output(context, home, result.version_id, result.base_version, result.reason, _export_metadata(result))
 
-    The ``spatial:`` section is validated now, so a mistake in it fails the code location's load with its file,
-    line and column; the spatial sources themselves are read when the asset runs.
-    """
-    spatial = config.section("spatial", "spatial_config") or {}
-    names = ", ".join(s["name"] for s in spatial.get("sources", [])) or "none configured"
+
+def _version_dir(index_store: IndexStoreResource, staged: dict[str, Any]):
+    """The staged version's directory, else the current one's; None when the index is empty."""
+    home = index_store.home()
+    version = staged["version_id"] or home.current()
+    return home.locate(version) if version else None
+
+
+def entities_valid(staged: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+    """The body of ``gbim_entities_valid``."""
+    version_dir = _version_dir(index_store, staged)
+    if version_dir is None:
+        return check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.ERROR)
+    return check_result(check_entities_valid(version_dir), AssetCheckSeverity.ERROR)
+
+
+def entity_flags(staged: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+    """The body of ``gbim_entity_flags`` (WARN)."""
+    version_dir = _version_dir(index_store, staged)
+    if version_dir is None:
+        return check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.WARN)
+    return check_result(check_entity_flags(version_dir), AssetCheckSeverity.WARN)
+
+
+def _export_asset(names: str) -> Any:
+    """The ``gbim_export`` staging asset (``names``: the configured spatial sources, for its description)."""
 
     @staging_asset(
         name="gbim_export",
@@ -114,22 +150,13 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         embedder: EmbedderResource,
         spatial_databases: SpatialDatabasesResource,
     ) -> Output[dict[str, Any]]:
-        home = index_store.home()
-        result = export_gbim(
-            git_sources.load(), home, embedder.embedder(), dsns=spatial_databases.dsns,
-            graph_min_rows=BuildSettings.from_env().ann_min_rows,  # read once here, passed down
-        )  # fmt: skip
-        context.log.info(result.reason if not result.staged else f"staged version {result.version_id}")
-        for q in result.quarantined:
-            context.log.warning(f"quarantined {q.source} {q.source_pk}: {q.reason}")
-        return staged_output(
-            context, home, result.version_id, result.base_version, result.reason, _export_metadata(result)
-        )
+        return stage_gbim(context, git_sources, index_store, embedder, spatial_databases)
 
-    def _version_dir(index_store: IndexStoreResource, staged: dict[str, Any]):
-        home = index_store.home()
-        version = staged["version_id"] or home.current()
-        return home.locate(version) if version else None
+    return gbim_export
+
+
+def _gbim_checks(gbim_export: Any) -> list[Any]:
+    """``gbim_entities_valid`` (blocking) and ``gbim_entity_flags`` (WARN)."""
 
     @asset_check(
         asset=gbim_export,
@@ -137,22 +164,28 @@ def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         description="Every GBIM entity is valid per schemas/gbim_entity.schema.json, with lon/lat in range.",
     )
     def gbim_entities_valid(gbim_export: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
-        version_dir = _version_dir(index_store, gbim_export)
-        if version_dir is None:
-            return check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.ERROR)
-        return check_result(check_entities_valid(version_dir), AssetCheckSeverity.ERROR)
+        return entities_valid(gbim_export, index_store)
 
     @asset_check(
         asset=gbim_export,
         description="No feature far outside the configured region, no county attribute contradicting its polygon.",
     )
     def gbim_entity_flags(gbim_export: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
-        version_dir = _version_dir(index_store, gbim_export)
-        if version_dir is None:
-            return check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.WARN)
-        return check_result(check_entity_flags(version_dir), AssetCheckSeverity.WARN)
+        return entity_flags(gbim_export, index_store)
 
-    checks = [gbim_entities_valid, gbim_entity_flags]
+    return [gbim_entities_valid, gbim_entity_flags]
+
+
+def build_gbim_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
+    """The GBIM export asset, its publish asset and their checks.
+
+    The ``spatial:`` section is validated now, so a mistake in it fails the code location's load with its file,
+    line and column; the spatial sources themselves are read when the asset runs.
+    """
+    spatial = config.section("spatial", "spatial_config") or {}
+    names = ", ".join(s["name"] for s in spatial.get("sources", [])) or "none configured"
+    gbim_export = _export_asset(names)
+    checks = _gbim_checks(gbim_export)
     checks.append(answer_gate_check(gbim_export, "gbim_export"))  # the answer suite (eval.suite): no worse
     gbim_published = publish_asset(
         name="gbim_published",

@@ -27,9 +27,9 @@ from dagster import (
 )
 
 from livemem.errors import LivingMemoryError
-from livemem.ingest.checks import CheckOutcome
 from livemem.version.diff import what_changed
 from livemem.version.history import disk_usage
+from livemem.version.staging import CheckOutcome
 from livemem.version.store import IndexHome
 from orchestration.resources import GitSourcesResource, IndexStoreResource
 from orchestration.resources.registry import RegistrySourceResource

@@ -30,9 +30,9 @@ from dagster import (
 )
 
 from livemem import registry
-from livemem.ingest.checks import CheckOutcome
 from livemem.settings import RegistrySettings
 from livemem.sources.config import SourcesConfig
+from livemem.version.staging import CheckOutcome
 from orchestration.assets.answer_gate import answer_gate_check
 from orchestration.assets.publishing import check_result, publish_asset, staged_output, staging_asset
 from orchestration.resources import IndexStoreResource
@@ -115,12 +115,49 @@ def _metadata(run: registry.RegistryRun) -> dict[str, Any]:
     return meta
 
 
-def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
-    """The registry's source asset, verification and publish assets, and their checks."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", BetaWarning)
-        source_asset = _observable_registry()
-    cfg = registry.RegistryConfig.from_sources(config)
+def stage_registry(
+    context: AssetExecutionContext, registry_source: RegistrySourceResource, index_store: IndexStoreResource
+) -> Output[dict[str, Any]]:
+    """The body of ``registry_verification``: verify every row and stage a version with the registry tables."""
+    home = index_store.home()
+    run = registry.run_verification(registry_source.require(), home, limits=RegistrySettings.from_env())
+    context.log.info(run.reason if not run.staged else f"staged version {run.version_id}")
+    return staged_output(context, home, run.version_id, run.base_version, run.reason, _metadata(run))
+
+
+def _version(index_store: IndexStoreResource, staged: dict[str, Any]):
+    """The staged version (else the current one) and its manifest's registry section; (None, None) when empty."""
+    home = index_store.home()
+    version = staged["version_id"] or home.current()
+    if version is None:
+        return None, None
+    return home.locate(version), home.manifest(version).get("registry")
+
+
+def invalid_share(staged: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+    """The body of ``registry_invalid_share``."""
+    _, section = _version(index_store, staged)
+    return check_result(registry.check_invalid_share(section))
+
+
+def references_resolve(staged: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+    """The body of ``registry_references_resolve``."""
+    version_dir, _ = _version(index_store, staged)
+    if version_dir is None:
+        return check_result(CheckOutcome(True, "index is empty"))
+    return check_result(registry.check_references(version_dir))
+
+
+def rows_fresh(staged: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
+    """The body of ``registry_rows_fresh`` (WARN)."""
+    version_dir, section = _version(index_store, staged)
+    if version_dir is None:
+        return check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.WARN)
+    return check_result(registry.check_stale(version_dir, section), AssetCheckSeverity.WARN)
+
+
+def _verification_asset(cfg: registry.RegistryConfig | None) -> Any:
+    """The ``registry_verification`` staging asset, described with where its rows come from."""
     where = cfg.describe() if cfg else "the sources file's registry section (none configured yet)"
 
     @staging_asset(
@@ -138,17 +175,13 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     def registry_verification(
         context: AssetExecutionContext, registry_source: RegistrySourceResource, index_store: IndexStoreResource
     ) -> Output[dict[str, Any]]:
-        home = index_store.home()
-        run = registry.run_verification(registry_source.require(), home, limits=RegistrySettings.from_env())
-        context.log.info(run.reason if not run.staged else f"staged version {run.version_id}")
-        return staged_output(context, home, run.version_id, run.base_version, run.reason, _metadata(run))
+        return stage_registry(context, registry_source, index_store)
 
-    def _version(index_store: IndexStoreResource, staged: dict[str, Any]):
-        home = index_store.home()
-        version = staged["version_id"] or home.current()
-        if version is None:
-            return None, None
-        return home.locate(version), home.manifest(version).get("registry")
+    return registry_verification
+
+
+def _registry_checks(registry_verification: Any) -> list[Any]:
+    """The checks of a verification: invalid share and references (blocking), fresh rows (WARN)."""
 
     @asset_check(
         asset=registry_verification,
@@ -158,8 +191,7 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     def registry_invalid_share(
         registry_verification: dict[str, Any], index_store: IndexStoreResource
     ) -> AssetCheckResult:
-        _, section = _version(index_store, registry_verification)
-        return check_result(registry.check_invalid_share(section))
+        return invalid_share(registry_verification, index_store)
 
     @asset_check(
         asset=registry_verification,
@@ -169,10 +201,7 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
     def registry_references_resolve(
         registry_verification: dict[str, Any], index_store: IndexStoreResource
     ) -> AssetCheckResult:
-        version_dir, _ = _version(index_store, registry_verification)
-        if version_dir is None:
-            return check_result(CheckOutcome(True, "index is empty"))
-        return check_result(registry.check_references(version_dir))
+        return references_resolve(registry_verification, index_store)
 
     @asset_check(
         asset=registry_verification,
@@ -180,12 +209,18 @@ def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
         "only when a caller asks for them; the check says how to get them verified).",
     )
     def registry_rows_fresh(registry_verification: dict[str, Any], index_store: IndexStoreResource) -> AssetCheckResult:
-        version_dir, section = _version(index_store, registry_verification)
-        if version_dir is None:
-            return check_result(CheckOutcome(True, "index is empty"), AssetCheckSeverity.WARN)
-        return check_result(registry.check_stale(version_dir, section), AssetCheckSeverity.WARN)
+        return rows_fresh(registry_verification, index_store)
 
-    checks = [registry_invalid_share, registry_references_resolve, registry_rows_fresh]
+    return [registry_invalid_share, registry_references_resolve, registry_rows_fresh]
+
+
+def build_registry_assets(config: SourcesConfig) -> tuple[list[Any], list[Any]]:
+    """The registry's source asset, verification and publish assets, and their checks."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BetaWarning)
+        source_asset = _observable_registry()
+    registry_verification = _verification_asset(registry.RegistryConfig.from_sources(config))
+    checks = _registry_checks(registry_verification)
     checks.append(answer_gate_check(registry_verification, "registry_verification"))  # eval.suite: no worse
     registry_published = publish_asset(
         name="registry_published",

@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Request, Response
@@ -31,8 +32,8 @@ from livemem.answer.chat import (
 )
 from livemem.answer.results import chat_body
 from livemem.answer.routing import ContextRequest as Message
+from livemem.engine.snapshot import IndexUnavailable, without_paths
 from livemem.errors import LivingMemoryError
-from livemem.version.reader import IndexUnavailable, without_paths
 from serving.deps import CallerRole, CurrentSnapshot, State, ThreadScope, with_persona
 from serving.models.compat import OpenAIErrorBody
 from serving.models.context import (
@@ -352,6 +353,50 @@ def chat_completions(
     `metadata.conversation_id`, `X-Conversation-Id`, `X-OpenWebUI-Chat-Id`; never `user`) fill in its place, topic
     and persona; an LLM backend is also given the system messages and the earlier turns. The answer's evidence is in
     the extra field `living_memory`."""
+    turn = completion_turn(body, request, state, role, snap, scope)
+    if body.stream:
+        return streamed_completion(turn, state)
+    return whole_completion(turn, state)
+
+
+@dataclass
+class CompletionTurn:
+    """A completion request made ready to answer: the service and backend answering it, the snapshot, the message
+    retrieval runs on (place, persona and topic carried in) and what its answer reports (history, sampling)."""
+
+    body: ChatCompletionRequest
+    service: ContextService
+    backend: OpenAICompatibleBackend | None
+    dialogue: Dialogue
+    snap: Any
+    answered_from: dict | None
+    history: dict[str, Any]
+    message: Message
+    caller: Any
+    sampling: dict[str, Any]
+    created: int
+    completion_id: str
+
+    def extra(self, result: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+        """The completion's ``living_memory`` field: the evidence, persona, version and each option's fate."""
+        to_model = len(self.dialogue.turns) if answer["backend"] == "llm" else 0
+        living = {
+            **chat_body({**result, "answer": answer}),
+            "persona": self.message.persona,
+            "answered_from": self.answered_from,
+            "options": {
+                **option_report(self.body, answer, self.sampling, self.dialogue),
+                "history": {**self.history, "turns_to_model": to_model},
+            },
+        }
+        return LivingMemoryExtra.model_validate(living).model_dump(mode="json", by_alias=True)
+
+
+def completion_turn(
+    body: ChatCompletionRequest, request: Request, state: Any, role: Any, snap: Any, scope: Any
+) -> CompletionTurn:
+    """Check the request, pick the backend and the version, carry the conversation into the question's message
+    (remembered for the thread) and narrow it to the persona answered as."""
     refuse_unsupported(body)
     service = context_service(state)
     backend = backend_for(body.model, service)
@@ -375,59 +420,66 @@ def chat_completions(
     message = narrowed_today(message, snap, state, answered_as, answered_from)
     service.remember(scope, thread, carried)
     caller = service.caller(answered_as)
+    return CompletionTurn(
+        body, service, backend, dialogue, snap, answered_from, history, message, caller, request_sampling(body),
+        int(time.time()), f"chatcmpl-{uuid.uuid4().hex}",
+    )  # fmt: skip
+
+
+def request_sampling(body: ChatCompletionRequest) -> dict[str, Any]:
+    """The sampling options the request set (``max_tokens`` from either of its names)."""
     sampling = {k: getattr(body, k) for k in SAMPLING if k != "max_tokens" and getattr(body, k) is not None}
     max_tokens = body.max_completion_tokens or body.max_tokens
     if max_tokens is not None:
         sampling["max_tokens"] = max_tokens
-    created = int(time.time())
-    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+    return sampling
 
-    def extra(result: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
-        to_model = len(dialogue.turns) if answer["backend"] == "llm" else 0
-        living = {
-            **chat_body({**result, "answer": answer}),
-            "persona": message.persona,
-            "answered_from": answered_from,
-            "options": {
-                **option_report(body, answer, sampling, dialogue),
-                "history": {**history, "turns_to_model": to_model},
-            },
-        }
-        return LivingMemoryExtra.model_validate(living).model_dump(mode="json", by_alias=True)
 
-    def usage(result: dict[str, Any], answer: dict[str, Any]) -> dict[str, int]:
-        prompt, done = count_tokens(result["prompt"]["text"]), count_tokens(answer["answer"])
-        return {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
+def token_usage(result: dict[str, Any], answer: dict[str, Any]) -> dict[str, int]:
+    """OpenAI's ``usage``: the prompt's tokens and the answer's."""
+    prompt, done = count_tokens(result["prompt"]["text"]), count_tokens(answer["answer"])
+    return {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
 
-    if body.stream:
-        result = service.context(snap, caller, message)
-        remember_exchange(state, message, result, "chat.completions")  # before the answer exists: the question
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        items = stream_answer(result, snap, service.settings, backend, sampling, dialogue, state.personas)
-        return StreamingResponse(
-            events(items, result, completion_id, created, include_usage, extra, usage),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-    if backend is service.backend and not sampling and (backend is None or not dialogue):
-        result = service.chat(snap, caller, message)  # the answer cache serves repeated questions
+
+def streamed_completion(turn: CompletionTurn, state: Any) -> StreamingResponse:
+    """``stream: true``: the evidence now, the answer as Server-Sent Events while the backend writes it."""
+    service, message = turn.service, turn.message
+    result = service.context(turn.snap, turn.caller, message)
+    remember_exchange(state, message, result, "chat.completions")  # before the answer exists: the question
+    include_usage = bool(turn.body.stream_options and turn.body.stream_options.include_usage)
+    items = stream_answer(
+        result, turn.snap, service.settings, turn.backend, turn.sampling, turn.dialogue, state.personas
+    )
+    return StreamingResponse(
+        events(items, result, turn.completion_id, turn.created, include_usage, turn.extra, token_usage),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def whole_completion(turn: CompletionTurn, state: Any) -> ChatCompletion:
+    """``stream: false``: the whole answer (from the answer cache when nothing but the question shapes it)."""
+    service, backend, message = turn.service, turn.backend, turn.message
+    if backend is service.backend and not turn.sampling and (backend is None or not turn.dialogue):
+        result = service.chat(turn.snap, turn.caller, message)  # the answer cache serves repeated questions
         answer = result["answer"]
     else:  # the model sees the dialogue too: its answer depends on more than the cache key
-        result = service.context(snap, caller, message)
+        result = service.context(turn.snap, turn.caller, message)
         answer = generate(
-            result, snap, service.settings, backend, sampling, dialogue=dialogue, persona_table=state.personas
-        )
+            result, turn.snap, service.settings, backend, turn.sampling, dialogue=turn.dialogue,
+            persona_table=state.personas,
+        )  # fmt: skip
     remember_exchange(state, message, {**result, "answer": answer}, "chat.completions")
     return ChatCompletion.model_validate(
         {
-            "id": completion_id,
-            "created": created,
+            "id": turn.completion_id,
+            "created": turn.created,
             "model": answered_by(answer),
             "choices": [
                 {"message": {"content": answer["answer"]}, "finish_reason": answer.get("finish_reason", "stop")}
             ],
-            "usage": usage(result, answer),
-            "living_memory": extra(result, answer),
+            "usage": token_usage(result, answer),
+            "living_memory": turn.extra(result, answer),
         }
     )
 

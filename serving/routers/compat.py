@@ -12,7 +12,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from livemem.answer.results import geojson_point
-from livemem.version.reader import Snapshot
+from livemem.engine.snapshot import Snapshot
 from serving.deps import CallerRole, CurrentSnapshot, State, ThreadScope
 from serving.models.compat import GisRagResponse, LightResponse, SeedRequest
 from serving.models.context import ChatResponse

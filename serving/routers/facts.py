@@ -48,6 +48,7 @@ from serving.models.facts import (
     SparqlRequest,
     SparqlResponse,
 )
+from serving.services.facts import Facts
 from serving.services.gis import gis_index
 from serving.services.paging import Cursor, cursor_query, encode, http_page, link_next
 
@@ -101,6 +102,46 @@ def _rdf_response(graph: Any, media_type: str, version_id: str, truncated: bool 
     return Response(serialize_rdf(graph, media_type), media_type=media_type, headers=headers)
 
 
+# The query parameters of GET /facts, as the OpenAPI document describes them.
+Subject = Annotated[
+    str | None, Query(max_length=200, description="entity id", examples=["457cdafc-1f65-57ee-950b-b5ac4575a6d0"])
+]
+Name = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=200,
+        description="entity name: the exact label first, then labels with it",
+        examples=["Oak Hill Benefits Hub"],
+    ),
+]
+Predicate = Annotated[
+    str | None,
+    Query(
+        max_length=100,
+        description="located_in, serves_zip, part_of, serves_program, operated_by, near",
+        examples=["located_in"],
+    ),
+]
+Object = Annotated[
+    str | None,
+    Query(
+        max_length=200,
+        description="county, ZIP, worldview, program, organization or entity id",
+        examples=["Fayette"],
+    ),
+]
+Limit = Annotated[int, Query(ge=1, le=1000, description="at most this many triples", examples=[100])]
+FactsCursor = Annotated[
+    Cursor,
+    cursor_query(
+        encode("/facts", VERSION, 100, FACTS_EXAMPLE_FILTERS),
+        "triples",
+        also=' (or its `Link: rel="next"` header, also for RDF)',
+    ),
+]
+
+
 # HEAD: the GET's status and headers without the body (uvicorn drops it); not in the OpenAPI document, being the GET
 @router.head("/facts", response_model=FactsResponse, include_in_schema=False)
 @router.get(
@@ -120,43 +161,12 @@ def facts(
     state: State,
     role: CallerRole,
     snap: CurrentSnapshot,
-    subject: Annotated[
-        str | None, Query(max_length=200, description="entity id", examples=["457cdafc-1f65-57ee-950b-b5ac4575a6d0"])
-    ] = None,
-    name: Annotated[
-        str | None,
-        Query(
-            min_length=1,
-            max_length=200,
-            description="entity name: the exact label first, then labels with it",
-            examples=["Oak Hill Benefits Hub"],
-        ),
-    ] = None,
-    predicate: Annotated[
-        str | None,
-        Query(
-            max_length=100,
-            description="located_in, serves_zip, part_of, serves_program, operated_by, near",
-            examples=["located_in"],
-        ),
-    ] = None,
-    object: Annotated[
-        str | None,
-        Query(
-            max_length=200,
-            description="county, ZIP, worldview, program, organization or entity id",
-            examples=["Fayette"],
-        ),
-    ] = None,
-    limit: Annotated[int, Query(ge=1, le=1000, description="at most this many triples", examples=[100])] = 100,
-    cursor: Annotated[
-        Cursor,
-        cursor_query(
-            encode("/facts", VERSION, 100, FACTS_EXAMPLE_FILTERS),
-            "triples",
-            also=' (or its `Link: rel="next"` header, also for RDF)',
-        ),
-    ] = None,
+    subject: Subject = None,
+    name: Name = None,
+    predicate: Predicate = None,
+    object: Object = None,
+    limit: Limit = 100,
+    cursor: FactsCursor = None,
 ) -> FactsResponse | Response:
     """Relation triples matching the given parts (each optional; counties, programs and organizations match
     without case, counties also without "County"). ``name`` finds the subjects by their label
@@ -176,22 +186,34 @@ def facts(
     filters = {"subject": subject, "name": name, "predicate": predicate, "object": object}
     page = http_page("/facts", snap.version_id, filters, cursor)
     result = state.facts.triples(snap, role, subject, name, predicate, object)
-    index, found, matched = result.index, result.found, result.matched
-    shown = found[page.offset : page.offset + limit]
-    next_cursor = page.next_cursor(len(shown), len(found))
+    shown = result.found[page.offset : page.offset + limit]
+    next_cursor = page.next_cursor(len(shown), len(result.found))
     if media_type == "application/json":
         response.headers.update({**VARY, **link_next(request.url, next_cursor)})  # RDF to an RDF client, same URL
-        return FactsResponse(
-            facts=shown,
-            total=len(found),
-            matched=None if matched is None else [{"entity_id": e["entity_id"], "label": e["label"]} for e in matched],
-            index_version=snap.version_id,
-            next_cursor=next_cursor,
-        )
+        return _facts_json(result, shown, snap.version_id, next_cursor)
+    return _facts_rdf(request, result.index, shown, media_type, snap.version_id, next_cursor)
+
+
+def _facts_json(result: Facts, shown: list[dict], version_id: str, next_cursor: str | None) -> FactsResponse:
+    """A page of triples as this API's JSON: the page, how many matched, the subjects ``name`` matched."""
+    found, matched = result.found, result.matched
+    return FactsResponse(
+        facts=shown,
+        total=len(found),
+        matched=None if matched is None else [{"entity_id": e["entity_id"], "label": e["label"]} for e in matched],
+        index_version=version_id,
+        next_cursor=next_cursor,
+    )
+
+
+def _facts_rdf(
+    request: Request, index: GisIndex, shown: list[dict], media_type: str, version_id: str, next_cursor: str | None
+) -> Response:
+    """A page of triples as RDF with their subjects' descriptions, the next page in a ``Link`` header."""
     subjects = dict.fromkeys(f["subject"] for f in shown)
     entities = [index.entities[index.row_of[s]] for s in subjects]
     graph = rdf_graph(entities, shown, gbim_iri=gbim_iri(request))
-    answer = _rdf_response(graph, media_type, snap.version_id, next_cursor is not None)
+    answer = _rdf_response(graph, media_type, version_id, next_cursor is not None)
     answer.headers.update(link_next(request.url, next_cursor))
     return answer
 

@@ -8,7 +8,7 @@ every role may read it.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 
@@ -22,6 +22,42 @@ from serving.services.paging import Cursor, cursor_query, encode, http_page, lin
 router = APIRouter(tags=["registry"])
 
 ResourceType = StrEnum("ResourceType", {t: t for t in RESOURCE_TYPES})
+
+
+# The query parameters, as the OpenAPI document describes them.
+Zip = Annotated[
+    str | None,
+    Query(
+        pattern=r"^[0-9]{5}$",
+        description="5-digit ZIP: programs covering it, then its county's",
+        examples=["25901"],
+    ),
+]
+County = Annotated[
+    str | None, Query(min_length=2, max_length=64, description="county, e.g. Fayette", examples=["Fayette"])
+]
+TypeQuery = Annotated[ResourceType | None, Query(description="program type", examples=["snap"])]
+ResourceId = Annotated[
+    str | None, Query(min_length=1, max_length=128, description="one program", examples=["fay-dhhr-snap"])
+]
+Taxonomy = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=200,
+        description="a taxonomy term of the source (AIRS/211, Open Eligibility): its code or a code prefix "
+        "(`BD-1800` finds `BD-1800.2000`), or words of its name (`food pantries`, case-insensitive)",
+        examples=["food pantries"],
+    ),
+]
+IncludeStale = Annotated[bool, Query(description="also return stale and unverified rows", examples=[False])]
+Limit = Annotated[int, Query(ge=1, le=500, description="at most this many rows", examples=[20])]
+ResourcesCursor = Annotated[
+    Cursor,
+    cursor_query(
+        encode("/resources", VERSION, 20, resources_filters(None, "Fayette", None, None, None, False)), "rows"
+    ),
+]
 
 
 @router.get(
@@ -38,41 +74,14 @@ def resources(
     request: Request,
     response: Response,
     snap: CurrentSnapshot,
-    zip: Annotated[
-        str | None,
-        Query(
-            pattern=r"^[0-9]{5}$",
-            description="5-digit ZIP: programs covering it, then its county's",
-            examples=["25901"],
-        ),
-    ] = None,
-    county: Annotated[
-        str | None, Query(min_length=2, max_length=64, description="county, e.g. Fayette", examples=["Fayette"])
-    ] = None,
-    resource_type: Annotated[ResourceType | None, Query(description="program type", examples=["snap"])] = None,
-    local_resource_id: Annotated[
-        str | None, Query(min_length=1, max_length=128, description="one program", examples=["fay-dhhr-snap"])
-    ] = None,
-    taxonomy: Annotated[
-        str | None,
-        Query(
-            min_length=1,
-            max_length=200,
-            description="a taxonomy term of the source (AIRS/211, Open Eligibility): its code or a code prefix "
-            "(`BD-1800` finds `BD-1800.2000`), or words of its name (`food pantries`, case-insensitive)",
-            examples=["food pantries"],
-        ),
-    ] = None,
-    include_stale: Annotated[
-        bool, Query(description="also return stale and unverified rows", examples=[False])
-    ] = False,
-    limit: Annotated[int, Query(ge=1, le=500, description="at most this many rows", examples=[20])] = 50,
-    cursor: Annotated[
-        Cursor,
-        cursor_query(
-            encode("/resources", VERSION, 20, resources_filters(None, "Fayette", None, None, None, False)), "rows"
-        ),
-    ] = None,
+    zip: Zip = None,
+    county: County = None,
+    resource_type: TypeQuery = None,
+    local_resource_id: ResourceId = None,
+    taxonomy: Taxonomy = None,
+    include_stale: IncludeStale = False,
+    limit: Limit = 50,
+    cursor: ResourcesCursor = None,
 ) -> ResourcesResponse:
     """Programs for a place, most specific first: those whose ZIP or coverage includes `zip`, then the rest of
     its county (or of `county`), then its state's statewide lines; `resource_type` matches any of a program's
@@ -81,13 +90,21 @@ def resources(
 
     At most `limit` rows; when more match, `next_cursor` (and a `Link: rel="next"` header) continues after them:
     pages in turn give every row once, in this order."""
+    filters = resources_filters(zip, county, resource_type.value if resource_type else None, local_resource_id,
+                                taxonomy, include_stale)  # fmt: skip
+    return registry_page(request, response, snap, filters, limit, cursor)
+
+
+def registry_page(
+    request: Request, response: Response, snap: Any, filters: dict[str, Any], limit: int, cursor: str | None
+) -> ResourcesResponse:
+    """One page of the registry rows ``filters`` select in ``snap``'s version (its ``Link`` header set on
+    ``response``): 503 without a registry, 422 for a query the registry refuses."""
     index = load_registry_index(snap.path)
     if index is None:
         raise HTTPException(
             503, f"index version {snap.version_id} holds no registry; materialize the verify_registry job"
         )
-    filters = resources_filters(zip, county, resource_type.value if resource_type else None, local_resource_id,
-                                taxonomy, include_stale)  # fmt: skip
     page = http_page("/resources", snap.version_id, filters, cursor)
     try:
         found = resolve(index, **filters, limit=limit, offset=page.offset)

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response
 
-from livemem.version.reader import parse_time
+from livemem.engine.snapshot import parse_time
 from serving.deps import CallerRole, CurrentSnapshot, State, visible_manifest
 from serving.models import ErrorBody, Health
 from serving.models.examples import COMMIT, VERSION

@@ -9,7 +9,7 @@ from typing import Any
 
 from livemem.answer.results import chat_body
 from livemem.answer.routing import ContextRequest as Message
-from livemem.version.reader import Snapshot
+from livemem.engine.snapshot import Snapshot
 from serving.deps import with_persona
 from serving.models import ErrorBody
 from serving.models.context import ContextRequest

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from livemem.engine.snapshot import Snapshot, without_paths
 from livemem.ingest.provenance import verify_chunk
-from livemem.version.reader import Snapshot, without_paths
 from serving.services.errors import ServiceError
 
 if TYPE_CHECKING:

@@ -22,12 +22,12 @@ from livemem.answer.context import build_context
 from livemem.answer.conversation import Carried, ThreadStore, carry, from_history
 from livemem.answer.routing import Caller, ContextRequest
 from livemem.answer.web import WebGateway, web_gateway
+from livemem.engine.snapshot import Snapshot
 from livemem.geo.home import WEST_VIRGINIA, Home
 from livemem.geo.places import find_places
 from livemem.query.cache import cache_key
 from livemem.settings import ContextSettings, WebSettings
 from livemem.usage.traces import SCRAPE_FLUSH_WAIT_S, retrieval_events
-from livemem.version.reader import Snapshot
 
 if TYPE_CHECKING:  # serving.state holds the services
     from serving.state import Role, ServingState

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from livemem.engine.snapshot import Snapshot
 from livemem.gbim import find_entities
 from livemem.geo.names import lower_without_county
 from livemem.query.gis_index import GisIndex
-from livemem.version.reader import Snapshot
 from serving.services.gis import gis_index
 
 if TYPE_CHECKING:

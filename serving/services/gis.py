@@ -9,11 +9,11 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from livemem.answer.gis_rank import rank_entities, ranked_hits
+from livemem.engine.snapshot import Snapshot
 from livemem.geo.names import tidy_county_key
 from livemem.geo.zips import zip_data
 from livemem.query.gis_index import GisIndex, cached_gis_index
 from livemem.usage.traces import retrieval_events
-from livemem.version.reader import Snapshot
 from serving.models.gis import GisQueryRequest
 from serving.services.errors import ServiceError
 

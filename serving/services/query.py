@@ -39,29 +39,9 @@ class QueryService:
         """The answer to ``body`` for ``role``; ``caller`` names who asks (the repeat window of the traces),
         ``agent`` the front door its trace events name (default: the events' own, ``serving``)."""
         state = self.state
-        # the version CURRENT names, or the one the request names (``version`` / ``as_of``: docs/versions.md); an
-        # older one shows no collection today's version would not show the role. IndexUnavailable: a 503 in the app
-        snap, answered_from = snapshot_for(state, role, body.version, body.as_of)
-        if answered_from is None:
-            visible = snap.collections_for(role.access)
-        else:
-            visible = readable_today(snap, state.reader.snapshot(), role)
-        collections = self.collections(visible, body.collections)
+        snap, answered_from, collections = self._scope(body, role)
         filters = body.filters.model_dump(exclude_none=True, mode="json")
-        key = cache_key(
-            query=body.query,
-            index_version=snap.version_id,
-            model_id=state.retriever.model_id,
-            role=role.name,
-            collections=collections,
-            filters=filters,
-            mode=body.mode,
-            return_=body.return_,
-            top_k=body.top_k,
-            min_score=[body.min_score, body.min_score_normalized],
-            recency=[body.recency_bias, body.recency_half_life_days],
-            attention=[body.attention_boost, body.consider_also],
-        )
+        key = self._cache_key(snap, body, role, collections, filters)
         cached = state.cache.get(key)
         hit = cached is not None
         if cached is None:
@@ -89,19 +69,38 @@ class QueryService:
             for event in events:
                 event["agent"] = agent
         state.traces.submit(events)  # queued: the answer does not wait for the trace file
-        answer = {
-            "results": cached["results"],
-            "consider_also": cached["consider_also"],
-            "results_by_source": cached["results_by_source"],
-            "index_version": cached["index_version"],
-            "trace_id": trace_id,
-            "mode": cached["mode"],
-            "return": cached["return"],
-            "candidates": cached["candidates"],
-            "cached": hit,
-            "answered_from": answered_from,
-        }
-        return QueryAnswer(answer, collections)
+        return QueryAnswer(_answer_body(cached, trace_id, hit, answered_from), collections)
+
+    def _scope(self, body: QueryRequest, role: Role) -> tuple[Any, dict | None, list[str]]:
+        """The snapshot answering ``body``, which version answered (None: CURRENT) and the collections searched."""
+        state = self.state
+        # the version CURRENT names, or the one the request names (``version`` / ``as_of``: docs/versions.md); an
+        # older one shows no collection today's version would not show the role. IndexUnavailable: a 503 in the app
+        snap, answered_from = snapshot_for(state, role, body.version, body.as_of)
+        if answered_from is None:
+            visible = snap.collections_for(role.access)
+        else:
+            visible = readable_today(snap, state.reader.snapshot(), role)
+        return snap, answered_from, self.collections(visible, body.collections)
+
+    def _cache_key(
+        self, snap: Any, body: QueryRequest, role: Role, collections: list[str], filters: dict[str, Any]
+    ) -> str:
+        """The result cache's key of ``body``: everything the cached part of its answer depends on."""
+        return cache_key(
+            query=body.query,
+            index_version=snap.version_id,
+            model_id=self.state.retriever.model_id,
+            role=role.name,
+            collections=collections,
+            filters=filters,
+            mode=body.mode,
+            return_=body.return_,
+            top_k=body.top_k,
+            min_score=[body.min_score, body.min_score_normalized],
+            recency=[body.recency_bias, body.recency_half_life_days],
+            attention=[body.attention_boost, body.consider_also],
+        )
 
     @staticmethod
     def collections(visible: list[str], wanted: list[str] | None) -> list[str]:
@@ -163,3 +162,19 @@ class QueryService:
             "return": body.return_,
             "candidates": found.candidates,
         }
+
+
+def _answer_body(cached: dict[str, Any], trace_id: str, hit: bool, answered_from: dict | None) -> dict[str, Any]:
+    """Every field of ``QueryResponse``, in its order: the cached part, this call's trace id and cache state."""
+    return {
+        "results": cached["results"],
+        "consider_also": cached["consider_also"],
+        "results_by_source": cached["results_by_source"],
+        "index_version": cached["index_version"],
+        "trace_id": trace_id,
+        "mode": cached["mode"],
+        "return": cached["return"],
+        "candidates": cached["candidates"],
+        "cached": hit,
+        "answered_from": answered_from,
+    }

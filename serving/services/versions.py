@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from livemem.engine.snapshot import Snapshot
 from livemem.version.history import BadVersionReference, VersionNotFound, resolve
-from livemem.version.reader import Snapshot
 from serving.services.errors import ServiceError
 
 if TYPE_CHECKING:

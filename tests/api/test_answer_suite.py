@@ -11,8 +11,8 @@ from support.context import INTERNAL_KEY, example_index, make_app
 from typer.testing import CliRunner
 
 from livemem.answer.evaluation import HttpAsker, SnapshotAsker, load_suite, retriever_for, run_suite
+from livemem.engine.snapshot import load_snapshot
 from livemem.settings import ContextSettings, ServingSettings
-from livemem.version.reader import load_snapshot
 from orchestration.cli import app as cli
 
 SUITE = """\

@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 from support.context import INTERNAL_KEY, florida_index, make_app
 
 from livemem.answer.evaluation import HttpAsker, load_suite, run_suite
+from livemem.engine.snapshot import load_snapshot
 from livemem.geo.home import Home
-from livemem.version.reader import load_snapshot
 
 PROJECT = Path(__file__).resolve().parents[2]
 SUITE = PROJECT / "examples" / "florida" / "eval" / "suite.yaml"

@@ -12,7 +12,7 @@ from support.gbim_data import LIEAP, OAK_HILL, SOURCE, SPATIAL
 from support.serving import API_KEYS, answered_while_trace_file_locked, build_and_publish, make_workspace
 
 from livemem.gbim import entity_id, export_gbim
-from livemem.query.gis_index import haversine_km
+from livemem.geo.distance import haversine_km
 from livemem.schemas import errors_for
 from livemem.sources.config import load_sources
 from livemem.usage.traces import trace_key

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from livemem.engine import snapshot as reader
+from livemem.engine.snapshot import load_snapshot
 from livemem.index import dense as dense_module
 from livemem.index.dense import first_stage_kernel
 from livemem.ingest.build import build_version
@@ -14,8 +16,7 @@ from livemem.query.retrieval import Retriever
 from livemem.query.types import Query
 from livemem.settings import EngineConfig
 from livemem.sources.config import load_sources
-from livemem.version import connect, mapped, reader, segments
-from livemem.version.reader import load_snapshot
+from livemem.version import connect, mapped, segments
 from livemem.version.store import IndexHome
 
 

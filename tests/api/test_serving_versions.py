@@ -9,8 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 from support.serving import FILES, build_and_publish, commit_files, make_workspace
 
+from livemem.engine.snapshot import load_snapshot
 from livemem.model.embedding import Embedder
-from livemem.version.reader import load_snapshot
 from livemem.version.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings

@@ -12,7 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 from support.context import INTERNAL_KEY, example_index, make_app
 
-from livemem.version import mapped, reader, segments
+from livemem.engine import snapshot as reader
+from livemem.version import mapped, segments
 from serving.state import ServingState
 
 HEADING = "For your field visit, from Living Memory:"

@@ -11,12 +11,12 @@ import logging
 import numpy as np
 import pytest
 
+from livemem.engine.snapshot import load_snapshot
 from livemem.index import scan
 from livemem.index.ann import GRAPH_FILE
 from livemem.ingest.build import build_version
 from livemem.settings import BuildSettings, EngineConfig
 from livemem.sources.config import load_sources
-from livemem.version.reader import load_snapshot
 from livemem.version.store import IndexHome
 
 TOPICS = ("heating help", "food pantry hours", "SNAP benefits", "flood recovery", "broadband grants", "bus routes")

@@ -13,10 +13,10 @@ from dagster import DagsterInstance
 from typer.testing import CliRunner
 
 from livemem.ingest.build import build_version
-from livemem.ingest.checks import CheckOutcome
 from livemem.sources.config import load_sources
 from livemem.usage.attention import state_dir
 from livemem.version import connect
+from livemem.version.staging import CheckOutcome
 from livemem.version.store import IndexHome
 from orchestration.assets import attention_rollup as rollup_module
 from orchestration.cli import app

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from livemem.engine.snapshot import IndexUnavailable, load_snapshot
 from livemem.errors import PublishConflict, SourceError
 from livemem.index import records
 from livemem.ingest import checks
@@ -15,8 +16,8 @@ from livemem.ingest.build import build_version
 from livemem.schemas import errors_for
 from livemem.sources.config import load_sources
 from livemem.version import connect, schema
-from livemem.version.reader import IndexUnavailable, load_snapshot
-from livemem.version.store import IndexHome, close_chroma, open_chroma
+from livemem.version.store import IndexHome
+from livemem.version.vectors import close_chroma, open_chroma
 
 CHARTER = "# Charter\n\n## Purpose\n\nWe keep the memory of the valley.\n\n## Roles\n\nStewards tend the index.\n"
 CONSTITUTION = "# Constitution\n\nSeal: ∞Δ∞\n\n## Article I\n\nSealed records never decay.\n"

@@ -12,14 +12,15 @@ import pytest
 import shapely
 from dagster import AssetKey, DagsterInstance, Definitions, define_asset_job, in_process_executor
 
+from livemem.engine.snapshot import verify_files
 from livemem.gbim import COUNTIES_FILE, export_gbim
 from livemem.gbim import export as gbim  # COUNTIES_MAX_BYTES is read there
 from livemem.ingest.build import build_version
 from livemem.schemas import errors_for
 from livemem.sources.config import load_sources
 from livemem.version import connect
-from livemem.version.reader import verify_files
-from livemem.version.store import IndexHome, close_chroma, open_chroma
+from livemem.version.store import IndexHome
+from livemem.version.vectors import close_chroma, open_chroma
 from orchestration.assets.gbim_export import build_gbim_assets
 from orchestration.resources import (
     EmbedderResource,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from support.serving import build_and_publish, make_workspace
 
+from livemem.engine.snapshot import load_snapshot
 from livemem.version import mapped
-from livemem.version.reader import load_snapshot
 from livemem.version.store import IndexHome
 
 

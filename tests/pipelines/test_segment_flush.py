@@ -131,8 +131,8 @@ def test_a_build_failing_after_a_flush_publishes_nothing_and_its_segments_go_at_
 ) -> None:
     """A segment flushed by a build that fails later is complete but named by no version: the published version
     answers as before, the next build publishes, and its publish removes what the failed build left."""
+    from livemem.engine.snapshot import load_snapshot
     from livemem.ingest.flush import SegmentFlusher
-    from livemem.version.reader import load_snapshot
 
     monkeypatch.setattr("livemem.ingest.read.CHUNK_BATCH_FILES", 4)
     home, first = build(tmp_path, corpus, embedder, "home", segment_rows=25)

@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from livemem.engine import snapshot as reader
+from livemem.engine.snapshot import load_snapshot
 from livemem.ingest.build import build_version
 from livemem.ingest.verify import compare_versions
 from livemem.sources.config import load_sources
-from livemem.version import connect, reader
-from livemem.version.reader import load_snapshot
+from livemem.version import connect
 from livemem.version.segments import MAX_SEGMENTS, merge_plan
 from livemem.version.store import IndexHome
 
@@ -161,7 +162,7 @@ def segment_rows_built_once(reader_module, snap) -> bool:
 def test_chunk_ids_held_twice_are_counted_across_and_within_segments() -> None:
     """``RowOf.repeated``: a version holding one chunk id in two segments (or twice in one) is refused at load
     ("holds N chunk ids twice"); rows the version does not hold (deleted) never count."""
-    from livemem.version.reader import RowOf
+    from livemem.engine.snapshot import RowOf
 
     big = ({"a": 0, "b": 1, "c": 2}, np.array([0, 1, -1]))  # row c deleted
     small = ({"c": 0, "d": 1}, np.array([2, 3]))
@@ -190,7 +191,7 @@ def test_chunk_ids_held_twice_across_segments_are_found_once_per_pair_of_segment
     one's ids in the other's map on every switch took 1.8 s); held rows count, deleted ones do not."""
     from types import SimpleNamespace
 
-    from livemem.version.reader import RowOf, held_twice
+    from livemem.engine.snapshot import RowOf, held_twice
 
     def segment(name: str, ids: list[str]) -> SimpleNamespace:
         return SimpleNamespace(id=name, size=len(ids), chunk_ids=np.array(ids, dtype=object), derived={})

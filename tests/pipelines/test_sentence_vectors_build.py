@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from livemem.engine.snapshot import IndexUnavailable, load_snapshot
 from livemem.index.sentences import SENTENCES_FILE, sentence_texts
 from livemem.ingest.build import build_version
 from livemem.ingest.verify import compare_versions
 from livemem.settings import EngineConfig
 from livemem.sources.config import load_sources
-from livemem.version.reader import IndexUnavailable, load_snapshot
 from livemem.version.segments import MAX_SEGMENTS
 from livemem.version.store import IndexHome
 

@@ -109,7 +109,7 @@ def test_truncating_the_serving_copy_under_running_workers_never_kills_them(serv
 
 def test_copies_are_read_only_private_and_checked_before_they_are_mapped(served):
     home, version = served
-    from livemem.version.reader import load_snapshot
+    from livemem.engine.snapshot import load_snapshot
     from livemem.version.segments import load_segment
 
     load_snapshot(home, version)

@@ -11,10 +11,10 @@ import pytest
 from fastapi.testclient import TestClient
 from support.serving import API_KEYS, build_and_publish, commit_files, make_workspace
 
+from livemem.engine.snapshot import heading_postings, load_snapshot
 from livemem.index.sparse import HEADINGS_WEIGHT, Postings, heading_text
 from livemem.query.retrieval import Retriever
 from livemem.query.types import Query
-from livemem.version.reader import heading_postings, load_snapshot
 from livemem.version.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings

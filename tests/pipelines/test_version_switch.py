@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from livemem.engine import snapshot as reader
+from livemem.engine.snapshot import load_snapshot, parse_time
 from livemem.sources.config import load_sources
-from livemem.version import connect, reader
-from livemem.version.reader import load_snapshot, parse_time
+from livemem.version import connect
 from livemem.version.store import IndexHome
 
 pytestmark = pytest.mark.pipelines

@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from support.serving import API_KEYS, build_and_publish, commit_files, make_workspace
 
+from livemem.engine.snapshot import load_snapshot
 from livemem.index import dense as dense_module
 from livemem.index import kernels
 from livemem.index import scan as scan_module
@@ -37,7 +38,6 @@ from livemem.query.types import Filters, Query
 from livemem.settings import CacheSettings, DenseSettings, EngineConfig
 from livemem.sources.breath import Breath
 from livemem.usage.attention import AttentionConfig, rollup_day
-from livemem.version.reader import load_snapshot
 from livemem.version.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from livemem.engine.snapshot import load_snapshot, load_snapshot_at
 from livemem.errors import ConfigError
 from livemem.index import scan
 from livemem.index.ann import GRAPH_FILE, Graph, build_graph
@@ -25,7 +26,6 @@ from livemem.settings import (
     default_scan_threads,
 )
 from livemem.version import connect, mapped, parts_dir
-from livemem.version.reader import load_snapshot, load_snapshot_at
 from livemem.version.store import MANIFEST, IndexHome
 
 DIM = 384
@@ -102,9 +102,9 @@ def test_two_rows_of_one_process_search_under_their_own_configs(graph_rows, monk
 
 def write_version(home: IndexHome, chunks: int = 40) -> str:
     """A published version written by hand (one segment of ``chunks`` rows with random vectors)."""
-    from livemem.ingest.layout import init_chunk_tables
     from livemem.version.schema import LAYOUT_VERSION
     from livemem.version.segments import append_rows
+    from livemem.version.staging import init_chunk_tables
 
     home.ensure()
     version = home.new_version_id()

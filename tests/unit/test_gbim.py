@@ -31,7 +31,7 @@ from livemem.gbim import (
     relations_for,
     zip_codes,
 )
-from livemem.query.gis_index import haversine_km
+from livemem.geo.distance import haversine_km
 from livemem.schemas import errors_for
 from livemem.sources.config import load_sources
 

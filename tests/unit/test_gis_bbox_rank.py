@@ -11,9 +11,10 @@ import pytest
 from livemem.answer import gis_rank
 from livemem.answer.gis_rank import rank_entities
 from livemem.gbim.export import _write_gis_snapshot, _write_tables
+from livemem.geo.distance import EARTH_RADIUS_KM, haversine_km
 from livemem.index import kernels, scan
 from livemem.query import gis_index
-from livemem.query.gis_index import EARTH_RADIUS_KM, haversine_km, load_gis_index
+from livemem.query.gis_index import load_gis_index
 from livemem.version import mapped
 from livemem.version.store import IndexHome, write_manifest
 

@@ -14,10 +14,11 @@ import pytest
 from livemem.answer.gis_rank import rank_entities
 from livemem.errors import LivingMemoryError
 from livemem.gbim.export import _write_gis_snapshot, _write_tables
+from livemem.geo.distance import haversine_km
 from livemem.geo.names import tidy_county_key
 from livemem.index.dense import top_order
 from livemem.query import gis_index
-from livemem.query.gis_index import cached_gis_index, haversine_km, load_gis_index, read_entities, read_relations
+from livemem.query.gis_index import cached_gis_index, load_gis_index, read_entities, read_relations
 from livemem.version import connect, mapped, parts_dir
 from livemem.version.store import IndexHome, write_manifest
 

@@ -11,10 +11,9 @@ import pytest
 from livemem.duck import registered
 from livemem.gbim.export import ENTITY_SQL
 from livemem.ingest import layout
-from livemem.query import gis_index
 from livemem.registry.stage import HISTORY_SQL, REGISTRY_SQL
 from livemem.usage import attention
-from livemem.version import schema
+from livemem.version import schema, staging
 
 pytestmark = pytest.mark.unit
 
@@ -26,7 +25,7 @@ COLUMNS = (
 
 def every_step_creates(con: duckdb.DuckDBPyConnection) -> None:
     """Each step's own statements, on an empty version: chunks, registry, GBIM, then the attention rollup."""
-    layout.init_chunk_tables(con)
+    staging.init_chunk_tables(con)
     con.execute(REGISTRY_SQL + HISTORY_SQL + ENTITY_SQL)
     pairs = pd.DataFrame({"trace": pd.Series([], dtype="string"), "chunk_id": pd.Series([], dtype="string")})
     with registered(con, pairs, "pairs") as name:
@@ -60,6 +59,6 @@ def test_every_table_has_one_step_and_a_build_copies_the_others() -> None:
     owned = [name for step in schema.STEPS for name in schema.owned_by(step)]
     assert sorted(owned) == sorted([*schema.TABLES, *schema.VIEWS])  # each name has exactly one owner
     assert schema.owned_by(schema.CHUNKS) == layout.CHUNK_TABLES  # a build keeps these and copies the rest
-    for name in (gis_index.ENTITY_TABLE, gis_index.RELATION_TABLE):  # what serving reads is declared
+    for name in (schema.ENTITY_TABLE, schema.RELATION_TABLE):  # what serving reads is declared
         assert schema.TABLES[name].step == schema.GBIM
     assert schema.TABLES["registry_history"].create().startswith("CREATE TABLE IF NOT EXISTS")  # it accumulates

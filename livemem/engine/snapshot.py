@@ -1,11 +1,12 @@
-"""Reading a published index version, read-only, and following ``CURRENT`` to newer versions between requests.
+"""Reading a published index version, read-only, for retrieval: the ``Snapshot`` and its loader.
 
 A ``Snapshot`` is one complete version loaded for retrieval: the rows the version holds of each of its segments
 (``livemem.version``: chunk rows, vectors, BM25 postings), in segment order, with the version's own attention from
 its ``tables.duckdb`` (opened read-only). A request takes one snapshot and uses only it, so a response always
-comes from one complete version. ``IndexReader.snapshot()`` checks ``CURRENT`` and loads a newly published version
-while other requests keep using the one they hold; segments already loaded for the previous version are reused
-(``SegmentCache``), so a switch costs what the new version adds. Chroma is never opened.
+comes from one complete version. ``livemem.engine.versions.IndexReader.snapshot()`` checks ``CURRENT`` and loads a
+newly published version while other requests keep using the one they hold; segments already loaded for the previous
+version are reused (``SEGMENTS``, a ``SegmentCache``), so a switch costs what the new version adds. Chroma is never
+opened.
 
 Before a version is used its own files are checked against the sizes and SHA-256 sums its manifest records
 (``verify_files``) and each segment against the hashes its name commits to, once, by the first worker that loads
@@ -308,15 +309,6 @@ class LevelSparse:
         return body + np.float32(HEADINGS_WEIGHT) * self.headings().scores(query, self.corpus)
 
 
-def _derive_headings(snap: Snapshot) -> None:
-    if snap.damaged_segments():  # a copy changed under it: the next request loads the version again
-        return
-    try:
-        snap.headings()
-    except Exception as exc:  # best effort: a sparse query builds it again, and reports what is wrong
-        log.warning("index version %s: the heading field could not be derived: %r", snap.version_id, exc)
-
-
 def heading_postings(segment: Segment) -> Postings:
     """The postings of a segment's heading-path field (``sparse.heading_text`` of each row), derived from its rows
     once per segment (segments are immutable and shared by the versions that keep them)."""
@@ -349,87 +341,9 @@ def load_snapshot_at(path: Path, version_id: str | None = None, engine: EngineCo
     engine = engine if engine is not None else EngineConfig.defaults()
     con = None
     try:
-        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-        if manifest.get("layout_version") != LAYOUT_VERSION:
-            raise IndexUnavailable(
-                f"index version {version_id} was written in an older layout "
-                f"({manifest.get('layout_version')}, this release reads {LAYOUT_VERSION}); {MATERIALIZE_HINT}"
-            )
-        verify_files(path, manifest)
+        manifest = _read_manifest(path, version_id)
         con = connect(path)
-        parts = parts_dir(path)
-        order = [e["id"] for e in manifest.get("segments") or []]
-        # the rows held of each segment: all of them but the deleted ones (``chunk_members``, computed from the
-        # small membership tables rather than read back row by row: a worker switch at 1M rows)
-        held = dict(con.execute("SELECT segment, chunks FROM held_segments").fetchall())
-        unknown = set(held) - set(order)
-        if unknown:
-            raise ValueError(f"held_segments names segments the manifest does not list: {sorted(unknown)[:3]}")
-        deletes = con.execute("SELECT segment, seg_row FROM chunk_deletes ORDER BY segment, seg_row").fetchnumpy()
-        deleted: dict[str, np.ndarray] = {}
-        if len(deletes["seg_row"]):
-            names, starts = np.unique(np.asarray(deletes["segment"], dtype=object), return_index=True)
-            rows = np.asarray(deletes["seg_row"], dtype=np.int64)
-            for name, a, b in zip(names.tolist(), starts.tolist(), [*starts[1:].tolist(), rows.size], strict=True):
-                deleted[name] = rows[a:b]
-        segments = []
-        gone: dict[str, np.ndarray] = {}  # per segment, its rows the version does not hold
-        for s in order:
-            if s not in held:
-                continue
-            segment = SEGMENTS.get(parts, s, engine.serving_cache)
-            if int(held[s]) != segment.size:
-                raise ValueError(f"held_segments records {held[s]} rows of {s}, which has {segment.size}")
-            kept = np.arange(segment.size, dtype=np.int64)
-            if s in deleted:
-                keep = np.ones(segment.size, dtype=bool)
-                keep[deleted[s][(deleted[s] >= 0) & (deleted[s] < segment.size)]] = False
-                kept, gone[s] = np.flatnonzero(keep), np.flatnonzero(~keep)
-            if kept.size:  # a segment none of whose rows is held holds nothing of this version
-                segments.append((segment, kept))
-        SEGMENTS.retain(parts, set(order) | _still_held())
-        _prune_copies(parts, engine.serving_cache)
-        sparse_parts = []
-        offset = 0
-        for segment, seg_rows in segments:
-            if seg_rows.size and int(seg_rows[-1]) >= segment.size:
-                raise ValueError(f"chunk_members names rows beyond the {segment.size} of {segment.id}")
-            positions = np.full(segment.size, -1, dtype=np.int64)
-            positions[seg_rows] = np.arange(offset, offset + seg_rows.size)
-            sparse_parts.append((segment, positions))
-            offset += seg_rows.size
-        # a segment held whole is read as it is (``None``: every row, in order), else at the rows held
-        whole = [(segment, None if seg_rows.size == segment.size else seg_rows) for segment, seg_rows in segments]
-        ids = ChunkIds([(segment.chunk_ids, seg_rows) for segment, seg_rows in whole])
-        columns = Columns([(_segment_columns(segment), seg_rows) for segment, seg_rows in whole], offset)
-        dim = int(manifest.get("model", {}).get("dim") or (segments[0][0].dense.shape[1] if segments else 384))
-        dense = DenseRows(
-            [(segment.dense, seg_rows) for segment, seg_rows in segments],
-            dim,
-            [s.sentences for s, _ in segments],
-            [s.graph for s, _ in segments],
-            # the first part starts at row 0: its segment rows' snapshot positions are their positions in the part
-            {0: sparse_parts[0][1]} if sparse_parts else None,
-            config=engine,
-        )
-        dense.prepare()  # new segments packed for the first stage (``livemem.index.scan``), now, not on a first query
-        row_of = RowOf([(segment_rows(segment), positions) for segment, positions in sparse_parts], ids)
-        twice = held_twice(sparse_parts, row_of)
-        if twice:
-            raise ValueError(f"the version holds {twice} chunk ids twice")
-        model_id = manifest.get("model", {}).get("id", "")
-        signals = read_signals(  # the question memory: read at its first use, once
-            con,
-            ids,
-            row_of,
-            lambda: question_memory(path / TABLES, manifest, row_of, columns["parent_id"], dim, model_id),
-        )
-        columns["attention"] = signals.attention  # a filter column too (``min_attention``)
-        columns["breath"] = np.full(len(ids), np.nan)  # parsed for the few rows with a last breath only
-        for row in signals.breathed.tolist():
-            columns["breath"][row] = breath_number(signals.last_breath[row])
-        held_pairs = _held_pairs([(segment, gone.get(segment.id)) for segment, _ in segments])
-        sparse = SparseScorer([(s.postings, positions) for s, positions in sparse_parts], len(ids)) if ids else None
+        loaded = _read_parts(path, manifest, con, engine)
     except IndexUnavailable:
         if con is not None:
             con.close()
@@ -442,28 +356,190 @@ def load_snapshot_at(path: Path, version_id: str | None = None, engine: EngineCo
             f"index version {version_id} cannot be read ({type(exc).__name__}: {without_paths(str(exc), path)}); "
             f"{MATERIALIZE_HINT}, or roll CURRENT back to an earlier version"
         ) from exc
+    snap = _snapshot(version_id, path, manifest, con, loaded)
+    _HELD.add(snap)
+    return snap
+
+
+@dataclass
+class _Parts:
+    """What a version's segments and tables give its snapshot (``_read_parts``)."""
+
+    order: list[str]  # the segments the manifest lists, in order
+    segments: list[tuple[Segment, np.ndarray]]  # each segment holding rows of the version, with the rows it holds
+    sparse_parts: list[tuple[Segment, np.ndarray]]  # each of those segments with where its rows go (-1: not held)
+    ids: ChunkIds
+    columns: Columns
+    dense: DenseRows
+    row_of: RowOf
+    signals: MemorySignals
+    held_pairs: list[tuple[str | None, str | None]]
+    sparse: SparseScorer | None
+
+
+def _read_manifest(path: Path, version_id: str) -> dict[str, Any]:
+    """The manifest of the version in ``path``, after checking its layout and its files (``verify_files``)."""
+    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    if manifest.get("layout_version") != LAYOUT_VERSION:
+        raise IndexUnavailable(
+            f"index version {version_id} was written in an older layout "
+            f"({manifest.get('layout_version')}, this release reads {LAYOUT_VERSION}); {MATERIALIZE_HINT}"
+        )
+    verify_files(path, manifest)
+    return manifest
+
+
+def _read_parts(path: Path, manifest: dict[str, Any], con: duckdb.DuckDBPyConnection, engine: EngineConfig) -> _Parts:
+    """Load the segments the version holds (keeping only those the held snapshots use) and read its rows: chunk ids,
+    columns, vectors, the id map, its signals and BM25."""
+    parts = parts_dir(path)
+    order = [e["id"] for e in manifest.get("segments") or []]
+    segments, gone = _held_segments(con, parts, order, engine)
+    SEGMENTS.retain(parts, set(order) | _still_held())
+    _prune_copies(parts, engine.serving_cache)
+    sparse_parts, size = _row_positions(segments)
+    # a segment held whole is read as it is (``None``: every row, in order), else at the rows held
+    whole = [(segment, None if seg_rows.size == segment.size else seg_rows) for segment, seg_rows in segments]
+    ids = ChunkIds([(segment.chunk_ids, seg_rows) for segment, seg_rows in whole])
+    columns = Columns([(_segment_columns(segment), seg_rows) for segment, seg_rows in whole], size)
+    dense, dim = _dense_rows(manifest, segments, sparse_parts, engine)
+    row_of = RowOf([(segment_rows(segment), positions) for segment, positions in sparse_parts], ids)
+    twice = held_twice(sparse_parts, row_of)
+    if twice:
+        raise ValueError(f"the version holds {twice} chunk ids twice")
+    signals = _version_signals(con, path, manifest, ids, row_of, columns, dim)
+    held_pairs = _held_pairs([(segment, gone.get(segment.id)) for segment, _ in segments])
+    sparse = SparseScorer([(s.postings, positions) for s, positions in sparse_parts], len(ids)) if ids else None
+    return _Parts(order, segments, sparse_parts, ids, columns, dense, row_of, signals, held_pairs, sparse)
+
+
+def _deleted_rows(con: duckdb.DuckDBPyConnection) -> dict[str, np.ndarray]:
+    """Per segment, its rows the version has deleted (``chunk_deletes``), sorted."""
+    deletes = con.execute("SELECT segment, seg_row FROM chunk_deletes ORDER BY segment, seg_row").fetchnumpy()
+    deleted: dict[str, np.ndarray] = {}
+    if len(deletes["seg_row"]):
+        names, starts = np.unique(np.asarray(deletes["segment"], dtype=object), return_index=True)
+        rows = np.asarray(deletes["seg_row"], dtype=np.int64)
+        for name, a, b in zip(names.tolist(), starts.tolist(), [*starts[1:].tolist(), rows.size], strict=True):
+            deleted[name] = rows[a:b]
+    return deleted
+
+
+def _held_segments(
+    con: duckdb.DuckDBPyConnection, parts: Path, order: list[str], engine: EngineConfig
+) -> tuple[list[tuple[Segment, np.ndarray]], dict[str, np.ndarray]]:
+    """The segments of ``order`` that hold rows of the version, each loaded (``SEGMENTS``) with the rows it holds,
+    and per segment its rows the version does not hold."""
+    # the rows held of each segment: all of them but the deleted ones (``chunk_members``, computed from the
+    # small membership tables rather than read back row by row: a worker switch at 1M rows)
+    held = dict(con.execute("SELECT segment, chunks FROM held_segments").fetchall())
+    unknown = set(held) - set(order)
+    if unknown:
+        raise ValueError(f"held_segments names segments the manifest does not list: {sorted(unknown)[:3]}")
+    deleted = _deleted_rows(con)
+    segments = []
+    gone: dict[str, np.ndarray] = {}  # per segment, its rows the version does not hold
+    for s in order:
+        if s not in held:
+            continue
+        segment = SEGMENTS.get(parts, s, engine.serving_cache)
+        if int(held[s]) != segment.size:
+            raise ValueError(f"held_segments records {held[s]} rows of {s}, which has {segment.size}")
+        kept = np.arange(segment.size, dtype=np.int64)
+        if s in deleted:
+            keep = np.ones(segment.size, dtype=bool)
+            keep[deleted[s][(deleted[s] >= 0) & (deleted[s] < segment.size)]] = False
+            kept, gone[s] = np.flatnonzero(keep), np.flatnonzero(~keep)
+        if kept.size:  # a segment none of whose rows is held holds nothing of this version
+            segments.append((segment, kept))
+    return segments, gone
+
+
+def _row_positions(segments: list[tuple[Segment, np.ndarray]]) -> tuple[list[tuple[Segment, np.ndarray]], int]:
+    """Each segment with the snapshot row of each of its rows (-1: not held), in segment order, and the number of
+    rows the snapshot holds."""
+    sparse_parts = []
+    offset = 0
+    for segment, seg_rows in segments:
+        if seg_rows.size and int(seg_rows[-1]) >= segment.size:
+            raise ValueError(f"chunk_members names rows beyond the {segment.size} of {segment.id}")
+        positions = np.full(segment.size, -1, dtype=np.int64)
+        positions[seg_rows] = np.arange(offset, offset + seg_rows.size)
+        sparse_parts.append((segment, positions))
+        offset += seg_rows.size
+    return sparse_parts, offset
+
+
+def _dense_rows(
+    manifest: dict[str, Any],
+    segments: list[tuple[Segment, np.ndarray]],
+    sparse_parts: list[tuple[Segment, np.ndarray]],
+    engine: EngineConfig,
+) -> tuple[DenseRows, int]:
+    """The snapshot's vectors under ``engine`` (packed for the first stage now) and their dimension."""
+    dim = int(manifest.get("model", {}).get("dim") or (segments[0][0].dense.shape[1] if segments else 384))
+    dense = DenseRows(
+        [(segment.dense, seg_rows) for segment, seg_rows in segments],
+        dim,
+        [s.sentences for s, _ in segments],
+        [s.graph for s, _ in segments],
+        # the first part starts at row 0: its segment rows' snapshot positions are their positions in the part
+        {0: sparse_parts[0][1]} if sparse_parts else None,
+        config=engine,
+    )
+    dense.prepare()  # new segments packed for the first stage (``livemem.index.scan``), now, not on a first query
+    return dense, dim
+
+
+def _version_signals(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    manifest: dict[str, Any],
+    ids: ChunkIds,
+    row_of: RowOf,
+    columns: Columns,
+    dim: int,
+) -> MemorySignals:
+    """The version's attention, last breath, related chunks and question memory (read at its first use), with the
+    ``attention`` and ``breath`` columns added to ``columns``."""
+    model_id = manifest.get("model", {}).get("id", "")
+    signals = read_signals(  # the question memory: read at its first use, once
+        con,
+        ids,
+        row_of,
+        lambda: question_memory(path / TABLES, manifest, row_of, columns["parent_id"], dim, model_id),
+    )
+    columns["attention"] = signals.attention  # a filter column too (``min_attention``)
+    columns["breath"] = np.full(len(ids), np.nan)  # parsed for the few rows with a last breath only
+    for row in signals.breathed.tolist():
+        columns["breath"][row] = breath_number(signals.last_breath[row])
+    return signals
+
+
+def _snapshot(
+    version_id: str, path: Path, manifest: dict[str, Any], con: duckdb.DuckDBPyConnection, loaded: _Parts
+) -> Snapshot:
+    """The snapshot of what ``_read_parts`` read, holding ``con`` (the version's tables)."""
     access_of = {name: info.get("access", "public") for name, info in manifest.get("collections", {}).items()}
-    for collection, access in held_pairs:
+    for collection, access in loaded.held_pairs:
         access_of.setdefault(collection, access)
-    snap = Snapshot(
+    return Snapshot(
         version_id=version_id,
         path=path,
         manifest=manifest,
-        ids=ids,
-        dense=dense,
-        sparse=sparse,
-        rows=Rows([(segment.table, seg_rows) for segment, seg_rows in segments]),
-        columns=columns,
-        row_of=row_of,
+        ids=loaded.ids,
+        dense=loaded.dense,
+        sparse=loaded.sparse,
+        rows=Rows([(segment.table, seg_rows) for segment, seg_rows in loaded.segments]),
+        columns=loaded.columns,
+        row_of=loaded.row_of,
         access_of=access_of,
-        signals=signals,
-        segments=tuple(order),
-        sparse_parts=sparse_parts,
+        signals=loaded.signals,
+        segments=tuple(loaded.order),
+        sparse_parts=loaded.sparse_parts,
         _con=con,
-        held_pairs=tuple(held_pairs),
+        held_pairs=tuple(loaded.held_pairs),
     )
-    _HELD.add(snap)
-    return snap
 
 
 class ChunkIds(Sequence[str]):
@@ -814,109 +890,3 @@ class Rows(Sequence):
         part = int(np.searchsorted(self.offsets, row, side="right")) - 1
         table, held = self.parts[part]
         return table.row(int(held[row - self.offsets[part]]))
-
-
-class IndexReader:
-    """The version ``CURRENT`` names, loaded once and swapped for a newer one between requests.
-
-    ``snapshot()`` is cheap (a read of the small ``CURRENT`` file at most every ``refresh_interval_s``). When
-    ``CURRENT`` has moved, one caller loads the new version while the others keep answering from the old one.
-    Every version is loaded under the home's engine config (``IndexHome.engine``: ``engine``).
-    """
-
-    def __init__(self, home: IndexHome, refresh_interval_s: float = 0.0, retry_failed_s: float = 5.0) -> None:
-        self.home = home
-        self.refresh_interval_s = refresh_interval_s
-        self.retry_failed_s = retry_failed_s
-        self._snapshot: Snapshot | None = None
-        self._checked_at = 0.0
-        self._named: str | None = None
-        self._failure: tuple[str, float, IndexUnavailable] | None = None
-        self._load_lock = threading.Lock()
-        self.swaps = 0
-
-    @property
-    def engine(self) -> EngineConfig:
-        """The engine config the versions are loaded under (the home's)."""
-        return self.home.engine
-
-    @property
-    def loaded(self) -> Snapshot | None:
-        """The version loaded last (None before the first request), without checking ``CURRENT``."""
-        return self._snapshot
-
-    def problem(self) -> IndexUnavailable | None:
-        """Why the version ``CURRENT`` names is not the one being served (it is damaged or unreadable), or None.
-
-        Requests are then answered from the last good version; ``/healthz`` reports the problem as a 503."""
-        failure = self._failure
-        if (
-            failure
-            and failure[0] == self._named
-            and (self._snapshot is None or self._snapshot.version_id != failure[0])
-        ):
-            return failure[2]
-        return None
-
-    def snapshot(self) -> Snapshot:
-        """The snapshot to answer one request from; raises IndexUnavailable (nothing published, unreadable)."""
-        now = time.monotonic()
-        if self._snapshot is None or now - self._checked_at >= self.refresh_interval_s:
-            self._named = self.home.current()
-            self._checked_at = now
-        named = self._named
-        if named is None:
-            raise IndexUnavailable("no index published yet: run `make materialize`")
-        current = self._snapshot
-        if current is not None and current.damaged_segments():
-            current = self._drop_damaged(current)
-        if current is not None and current.version_id == named:
-            return current
-        failure = self._failure
-        if failure and failure[0] == named and now - failure[1] < self.retry_failed_s:
-            if current is not None:
-                return current  # the named version is damaged: the last good one keeps serving
-            raise failure[2]
-        # Another thread is loading: answer from the version already loaded rather than wait.
-        if not self._load_lock.acquire(blocking=current is None):
-            return current  # type: ignore[return-value]
-        try:
-            if self._snapshot is not None and self._snapshot.version_id == named:
-                return self._snapshot
-            try:
-                fresh = load_snapshot(self.home, named)
-            except IndexUnavailable as exc:
-                self._failure = (named, time.monotonic(), exc)
-                if current is not None:
-                    log.error("%s; still serving version %s", exc, current.version_id)
-                    return current
-                log.error("%s", exc)
-                raise
-            self._failure = None
-            self._snapshot = fresh
-            # the heading field's postings (mode: sparse) are derived now, in the background, not on a first query
-            threading.Thread(target=_derive_headings, args=(fresh,), name="heading-field", daemon=True).start()
-            if current is not None:
-                self.swaps += 1
-                log.info("now serving index version %s (was %s)", named, current.version_id)
-            return fresh
-        finally:
-            self._load_lock.release()
-
-    def _drop_damaged(self, snap: Snapshot) -> Snapshot | None:
-        """Stop serving ``snap``, some of whose serving copies changed under their mappings (truncated on disk):
-        its damaged segments are forgotten and their copies removed, so the version is loaded again (from its
-        verified files, into new copies) before this request reads anything. Returns what to serve meanwhile:
-        nothing (the caller loads the version again, or answers 503 when its files are damaged too)."""
-        with self._load_lock:
-            if self._snapshot is not snap:
-                return self._snapshot  # another thread already replaced it
-            damaged = snap.damaged_segments()
-            log.error(
-                "index version %s: the serving copies of %s changed on disk under this worker; loading it again",
-                snap.version_id, ", ".join(s.id for s in damaged),
-            )  # fmt: skip
-            SEGMENTS.discard(parts_dir(snap.path), damaged, snap.engine.serving_cache)
-            self._snapshot = None
-            self._failure = None
-        return None
