@@ -26,7 +26,9 @@ crisis:
 controls:
   suicide_self_harm: {en: [this bill is killing me], es: [me muero de hambre]}
 """
-MISSED = "my husband bakes bread every sunday"  # no crisis at all: listed as one, the detector "misses" it
+# no crisis at all: listed as one, the detector "misses" it (not "my husband bakes bread…": round 5's classifier
+# scores that 0.52 with float vectors, a false alarm, though below the threshold with the serving int8 ones)
+MISSED = "my neighbour bakes bread every sunday"
 
 
 class Sources:
