@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
 from livemem.dates import date_mask
-from livemem.engine.snapshot import Snapshot, breath_number
+from livemem.engine.snapshot import LevelSparse, Snapshot, breath_number
 from livemem.index.dense import DenseScan
 from livemem.index.scan import walk_pool
 from livemem.index.work import SharedWork
@@ -48,6 +49,18 @@ from livemem.query.fusion import (
 )
 from livemem.query.signals import attention_multiplier, consider_also, recency_boost
 from livemem.query.types import MULTI_VALUE_FILTERS, DocumentHit, Filters, Hit, Query, Retrieval
+
+
+@dataclass
+class _Sides:
+    """What one search found on each side (``Retriever._sides``): the dense scan and hybrid's dense top, BM25's list
+    and scores of every row, and the query vector (encoded there when the caller had none)."""
+
+    scan: DenseScan | None
+    dense_top: tuple[np.ndarray, np.ndarray] | None
+    sparse_rows: np.ndarray | None
+    sparse_all: np.ndarray | None
+    vector: np.ndarray | None
 
 
 class Retriever:
@@ -85,9 +98,30 @@ class Retriever:
         t = time.perf_counter()
         mask, candidates = allowed_rows(snap, collections, query.filters)
         t = _tick(timings, "filter", t)
-        scan = sparse_all = sparse_rows = dense_top = None
         # Term statistics of only the access levels searched: scores never depend on chunks the caller may not read.
         index = snap.sparse_for(frozenset(snap.access_of[c] for c in collections if c in snap.access_of))
+        sides, t = self._sides(snap, query, index, mask, candidates, vector, timings, t)
+        made, chunks, documents, best_relevance, t = self._rank(snap, query, sides, candidates, timings, t)
+        if sides.scan is not None and made:  # the exact dense scores of the rows shown (most are known already)
+            self._shown_scores(snap, query, sides, made)
+        suggestions = consider_also(snap, [h.row for h in chunks], mask, query.consider_also)
+        _tick(timings, "rank", t)
+        return Retrieval(chunks, documents, int(candidates.size), timings, suggestions, best_relevance)
+
+    def _sides(
+        self,
+        snap: Snapshot,
+        query: Query,
+        index: LevelSparse | None,
+        mask: np.ndarray,
+        candidates: np.ndarray,
+        vector: np.ndarray | None,
+        timings: dict[str, float],
+        t: float,
+    ) -> tuple[_Sides, float]:
+        """The two sides of the query: the dense scan (and hybrid's dense top) and BM25's scores (and hybrid's list),
+        the query encoded when ``vector`` is None, each phase timed; returns them and the clock."""
+        scan = sparse_all = sparse_rows = dense_top = None
         sparse_wanted = bool(candidates.size) and query.mode in ("sparse", "hybrid") and index is not None
         bm25 = None
         # hybrid's BM25 side: every row's score and the list fused (its best ``sparse_depth`` allowed rows), scored in
@@ -125,7 +159,15 @@ class Retriever:
             now = time.perf_counter()  # the dense side's wait and top, after BM25
             timings["dense"] = round(timings["dense"] + (now - t) * 1000, 3)
             t = now
+        return _Sides(scan, dense_top, sparse_rows, sparse_all, vector), t
+
+    def _rank(
+        self, snap: Snapshot, query: Query, sides: _Sides, candidates: np.ndarray, timings: dict[str, float], t: float
+    ) -> tuple[list[Hit], list[Hit], list[DocumentHit] | None, float | None, float]:
+        """The results from the two sides: dense mode's ranking, or the fused (or BM25) scores reweighed by recency
+        and attention; returns every hit made, the chunks and documents shown, the best relevance and the clock."""
         made: list[Hit] = []
+        scan, sparse_all, vector = sides.scan, sides.sparse_all, sides.vector
 
         def hit(row: int, score: float) -> Hit:
             made.append(Hit(row, score, None, None if sparse_all is None else float(sparse_all[row])))
@@ -139,8 +181,8 @@ class Retriever:
                     h.relevance = h.score / float(weight[h.row])
             t = _tick(timings, "score", t)
         else:
-            if dense_top is not None:
-                rows, scores = self._hybrid(snap, vector, dense_top, sparse_rows, sparse_all, timings)
+            if sides.dense_top is not None:
+                rows, scores = self._hybrid(snap, vector, sides.dense_top, sides.sparse_rows, sparse_all, timings)
             else:
                 sparse = None if sparse_all is None else sparse_all[candidates]
                 rows, scores = self._score(query, candidates, None, sparse)
@@ -161,17 +203,18 @@ class Retriever:
                 found = relevance[np.searchsorted(rows_scored, [h.row for h in made])]
                 for h, value in zip(made, found, strict=True):
                     h.relevance = float(value)
-        if scan is not None and made:  # the exact dense scores of the rows shown (most are known already)
-            shown = np.array([h.row for h in made])
-            for h, dense in zip(made, scan.scores(shown), strict=True):
-                h.dense = float(dense)
-            blends = self.dense_blend(snap) if query.mode == "dense" else self.fusion_for(snap).sentences
-            if blends and snap.dense.has_sentences:
-                for h, best in zip(made, snap.dense.best_sentences(vector, shown), strict=True):
-                    h.sentence = None if np.isnan(best) else float(best)
-        suggestions = consider_also(snap, [h.row for h in chunks], mask, query.consider_also)
-        _tick(timings, "rank", t)
-        return Retrieval(chunks, documents, int(candidates.size), timings, suggestions, best_relevance)
+        return made, chunks, documents, best_relevance, t
+
+    def _shown_scores(self, snap: Snapshot, query: Query, sides: _Sides, made: list[Hit]) -> None:
+        """Each hit made gains its exact dense score (most are known already) and, where the mode blends sentences,
+        its best sentence's cosine."""
+        shown = np.array([h.row for h in made])
+        for h, dense in zip(made, sides.scan.scores(shown), strict=True):
+            h.dense = float(dense)
+        blends = self.dense_blend(snap) if query.mode == "dense" else self.fusion_for(snap).sentences
+        if blends and snap.dense.has_sentences:
+            for h, best in zip(made, snap.dense.best_sentences(sides.vector, shown), strict=True):
+                h.sentence = None if np.isnan(best) else float(best)
 
     def _hybrid(
         self,
@@ -260,24 +303,11 @@ class Retriever:
         cosine blended with their best sentence's (``dense_with_sentences``), the others their cosine. Those rows
         are always candidates, and each round takes ``sentence_depth`` more candidates than it needs: a blended row
         may score below its cosine, so only the unblended candidates bound the rows left out."""
-        every = np.arange(snap.size)
-        recency = attention = weight = None
-        if query.recency_bias:
-            half_life = query.recency_half_life_days or self.recency_half_life_days
-            recency = weight = recency_boost(snap, every, query.recency_bias, half_life)
-        if query.attention_boost and snap.signals.questions.size:
-            attention = attention_multiplier(snap, every, query.attention_boost, vector)
-            weight = attention if weight is None else weight * attention
+        recency, attention, weight = self._row_weights(snap, query, vector)
         depth = query.top_k if query.return_ == "chunks" else max(query.top_k * 4, 50)
         blended_rows = blended = None
         if self.dense_blend(snap):
-            started = time.perf_counter()
-            top_rows, cosines = scan.top(min(self.fusion.sentence_depth, allowed))  # ties: the lower row
-            order = np.argsort(top_rows)
-            blended_rows = top_rows[order]
-            best = snap.dense.best_sentences(vector, blended_rows)
-            blended = dense_with_sentences(cosines[order], best, self.fusion)
-            timings["sentences"] = round((time.perf_counter() - started) * 1000, 3)
+            blended_rows, blended = self._blended_top(snap, scan, vector, allowed, timings)
         while True:
             if blended_rows is None:
                 rows, dense = scan.candidates(depth, weight)
@@ -305,6 +335,34 @@ class Retriever:
             elif known is None or known >= query.top_k:
                 return [hit(int(rows[i]), float(scores[i])) for i in top_order(scores, query.top_k)], None, weight
             depth *= 4
+
+    def _row_weights(
+        self, snap: Snapshot, query: Query, vector: np.ndarray
+    ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+        """Dense mode's multipliers of every row: (recency, attention, their product), each None when off."""
+        every = np.arange(snap.size)
+        recency = attention = weight = None
+        if query.recency_bias:
+            half_life = query.recency_half_life_days or self.recency_half_life_days
+            recency = weight = recency_boost(snap, every, query.recency_bias, half_life)
+        if query.attention_boost and snap.signals.questions.size:
+            attention = attention_multiplier(snap, every, query.attention_boost, vector)
+            weight = attention if weight is None else weight * attention
+        return recency, attention, weight
+
+    def _blended_top(
+        self, snap: Snapshot, scan: DenseScan, vector: np.ndarray, allowed: int, timings: dict[str, float]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The first ``sentence_depth`` allowed rows by cosine (ascending) and their cosine blended with their best
+        sentence's (``dense_with_sentences``), timed as ``sentences``."""
+        started = time.perf_counter()
+        top_rows, cosines = scan.top(min(self.fusion.sentence_depth, allowed))  # ties: the lower row
+        order = np.argsort(top_rows)
+        blended_rows = top_rows[order]
+        best = snap.dense.best_sentences(vector, blended_rows)
+        blended = dense_with_sentences(cosines[order], best, self.fusion)
+        timings["sentences"] = round((time.perf_counter() - started) * 1000, 3)
+        return blended_rows, blended
 
     def _score(
         self, query: Query, candidates: np.ndarray, dense: np.ndarray | None, sparse: np.ndarray | None
