@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
@@ -50,18 +50,111 @@ if TYPE_CHECKING:
     from livemem.settings import ServingSettings
 
 Method = Literal["linear", "minmax", "zscore", "rrf"]
-METHODS: tuple[str, ...] = ("linear", "minmax", "zscore", "rrf")
-# The BM25 weight when none is given: ``linear`` adds BM25 / its best (0-1) to a cosine (≈0.3-0.7 for the
-# first hits of all-MiniLM-L6-v2), so half weight balances them (SciFact train sweep, docs/serving.md); the
-# other methods put both sides on one scale, 1 : 1.
-DEFAULT_SPARSE_WEIGHT = {"linear": 0.5, "minmax": 1.0, "zscore": 1.0, "rrf": 1.0}
-# The feedback list's weight when none is given: chosen for ``linear`` on SciFact train (+0.0034 nDCG@10, better on
-# both halves, docs/serving.md); the other methods were not tuned with it, so it is off for them.
-DEFAULT_FEEDBACK_WEIGHT = {"linear": 0.3, "minmax": 0.0, "zscore": 0.0, "rrf": 0.0}
-# The best sentence's share of the dense part when none is given: chosen for ``linear`` on SciFact train
-# (docs/decisions/0002-sentence-vectors.md); the other methods were not tuned with it, so it is off for them.
-DEFAULT_SENTENCE_WEIGHT = {"linear": 0.67, "minmax": 0.0, "zscore": 0.0, "rrf": 0.0}
-DEFAULT_SENTENCE_SPARSE_WEIGHT = {"linear": 0.3}  # the BM25 weight with the blend (others: their sparse_weight)
+
+
+class FusionMethod(Protocol):
+    """One way of putting a side's list (its scores, best first) on the fused scale: a class per method below, one
+    instance each in ``FUSION_METHODS``. Defaults when the settings give none: ``sparse_weight`` (BM25's weight),
+    ``feedback_weight`` (the moved query's list; 0: off), ``sentence_weight`` (the best sentence's share of the
+    dense part; 0: off) and ``sentence_sparse_weight`` (BM25's weight with the blend; None: ``sparse_weight``)."""
+
+    name: str
+    sparse_weight: float
+    feedback_weight: float
+    sentence_weight: float
+    sentence_sparse_weight: float | None
+
+    def side_scores(self, ranked: np.ndarray, k: int, side: str) -> np.ndarray:
+        """The side's contribution for its list's scores (best first; RRF reads ``k``)."""
+        ...
+
+    def best_score(self, total: float, k: int) -> float | None:
+        """The highest fused score of a chunk first on every side weighed ``total``; None without a fixed bound."""
+        ...
+
+
+class Linear:
+    """A cosine (clipped at 0) plus BM25 over its best hit (0-1). BM25 at half weight balances a cosine of ≈0.3-0.7
+    for the first hits of all-MiniLM-L6-v2 (SciFact train sweep, docs/serving.md); feedback 0.3 (+0.0034 nDCG@10,
+    better on both halves) and the sentence blend 0.67 with BM25 0.3 (docs/decisions/0002-sentence-vectors.md) were
+    tuned for it."""
+
+    name, sparse_weight, feedback_weight, sentence_weight, sentence_sparse_weight = "linear", 0.5, 0.3, 0.67, 0.3
+
+    def side_scores(self, ranked: np.ndarray, k: int, side: str) -> np.ndarray:
+        if side == "dense":
+            return np.maximum(
+                ranked, 0.0
+            )  # a cosine at or below 0 is no evidence; a negative one would flip multipliers
+        return ranked / ranked[0]  # matched BM25 scores are > 0
+
+    def best_score(self, total: float, k: int) -> float | None:
+        return total  # a cosine of 1 (both queries) and the best BM25 hit
+
+
+class _Spread:
+    """Min-max and z-score: each side's list put on one scale, 1 : 1; feedback and the blend were not tuned for
+    them (off)."""
+
+    name = ""
+    sparse_weight, feedback_weight, sentence_weight, sentence_sparse_weight = 1.0, 0.0, 0.0, None
+    tied = 0.0  # every chunk of a list of one, or of tied scores
+
+    def spread(self, ranked: np.ndarray) -> float:
+        raise NotImplementedError
+
+    def side_scores(self, ranked: np.ndarray, k: int, side: str) -> np.ndarray:
+        low = ranked[-1]
+        spread = self.spread(ranked)
+        if spread <= 0:  # one chunk, or all tied: each is as good as the best
+            return np.full(ranked.size, self.tied)
+        return (ranked - low) / spread
+
+
+class MinMax(_Spread):
+    """(score - the list's lowest) / (best - lowest): the best of a list scores 1."""
+
+    name, tied = "minmax", 1.0
+
+    def spread(self, ranked: np.ndarray) -> float:
+        return ranked[0] - ranked[-1]
+
+    def best_score(self, total: float, k: int) -> float | None:
+        return total
+
+
+class ZScore(_Spread):
+    """(score - the list's lowest) / the list's standard deviation: no fixed maximum."""
+
+    name, tied = "zscore", 0.0
+
+    def spread(self, ranked: np.ndarray) -> float:
+        return ranked.std()
+
+    def best_score(self, total: float, k: int) -> float | None:
+        return None
+
+
+class RRF:
+    """Reciprocal rank fusion: 1 / (k + rank), whatever the scores; 1 : 1, feedback and the blend off."""
+
+    name, sparse_weight, feedback_weight, sentence_weight, sentence_sparse_weight = "rrf", 1.0, 0.0, 0.0, None
+
+    def side_scores(self, ranked: np.ndarray, k: int, side: str) -> np.ndarray:
+        return 1.0 / (k + np.arange(1, ranked.size + 1))
+
+    def best_score(self, total: float, k: int) -> float | None:
+        return total / (k + 1)
+
+
+FUSION_METHODS: dict[str, FusionMethod] = {m.name: m for m in (Linear(), MinMax(), ZScore(), RRF())}
+METHODS: tuple[str, ...] = tuple(FUSION_METHODS)
+DEFAULT_SPARSE_WEIGHT = {name: m.sparse_weight for name, m in FUSION_METHODS.items()}
+DEFAULT_FEEDBACK_WEIGHT = {name: m.feedback_weight for name, m in FUSION_METHODS.items()}
+DEFAULT_SENTENCE_WEIGHT = {name: m.sentence_weight for name, m in FUSION_METHODS.items()}
+DEFAULT_SENTENCE_SPARSE_WEIGHT = {
+    name: m.sentence_sparse_weight for name, m in FUSION_METHODS.items() if m.sentence_sparse_weight is not None
+}
 
 
 @dataclass(frozen=True)
@@ -153,11 +246,7 @@ class FusionSettings:
     def best_score(self) -> float | None:
         """The highest fused score a chunk can get (first on both sides); None for ``zscore`` (no fixed bound)."""
         total = self.dense_weight + self.sparse_weight + (self.feedback_weight if self.feedback else 0.0)
-        if self.method == "rrf":
-            return total / (self.k + 1)
-        if self.method in ("minmax", "linear"):  # linear: a cosine of 1 (both queries) and the best BM25 hit
-            return total
-        return None
+        return FUSION_METHODS[self.method].best_score(total, self.k)
 
 
 def fuse(
@@ -248,20 +337,9 @@ def feedback_query(vector: np.ndarray, hits: np.ndarray, beta: float) -> np.ndar
 
 
 def side_scores(ranked: np.ndarray, fusion: FusionSettings, side: str = "dense") -> np.ndarray:
-    """One side's (``dense`` or ``sparse``) contribution for its list's scores, best first."""
-    if fusion.method == "rrf":
-        return 1.0 / (fusion.k + np.arange(1, ranked.size + 1))
-    if fusion.method == "linear":
-        if side == "dense":
-            return np.maximum(
-                ranked, 0.0
-            )  # a cosine at or below 0 is no evidence; a negative one would flip multipliers
-        return ranked / ranked[0]  # matched BM25 scores are > 0
-    low = ranked[-1]
-    spread = ranked[0] - low if fusion.method == "minmax" else ranked.std()
-    if spread <= 0:  # one chunk, or all tied: each is as good as the best
-        return np.full(ranked.size, 1.0 if fusion.method == "minmax" else 0.0)
-    return (ranked - low) / spread
+    """One side's (``dense`` or ``sparse``) contribution for its list's scores, best first (``fusion.method``'s
+    class in ``FUSION_METHODS``)."""
+    return FUSION_METHODS[fusion.method].side_scores(ranked, fusion.k, side)
 
 
 def normalized_score(score: float, fusion: FusionSettings, query_best: float, mode: str = "hybrid") -> float:
