@@ -55,7 +55,7 @@ test-unit: install
 	$(BIN)/python -m pytest tests/unit -m "not model" -q
 
 lint: install
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy
 
 # SciFact: build speed (full, no-op, incremental), retrieval quality and HTTP latency of the serving app, then the
 # other parts; living memory's gain, the cost of a change as the corpus grows, and the differential test run long.

@@ -31,7 +31,7 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich import box
@@ -99,7 +99,7 @@ def home() -> IndexHome:
     return h
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
 
@@ -300,14 +300,14 @@ def versions(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     if not narrow:
         table.add_column("base", no_wrap=True)
     for r in rows:
-        commits = ", ".join(sorted({(c or "-")[:10] for c in r["commits"].values()})) or "-"
+        shown = ", ".join(sorted({(c or "-")[:10] for c in r["commits"].values()})) or "-"
         published = _short_time(r["published_at"], seconds=not narrow)
         if narrow:
             table.add_row("*" if r["current"] else "", r["version"], published, str(r["chunks"]), str(r["size_mb"]),
-                          commits)  # fmt: skip
+                          shown)  # fmt: skip
         else:
             table.add_row("*" if r["current"] else "", r["version"], published, str(r["chunks"]), str(r["size_mb"]),
-                          str(r["own_mb"]), commits, r["base"] or "-")  # fmt: skip
+                          str(r["own_mb"]), shown, r["base"] or "-")  # fmt: skip
     console.print(table)
     disk = disk_usage(h)
     pct = "-" if disk["history_pct"] is None else f"{disk['history_pct']} %"

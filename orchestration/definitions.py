@@ -43,7 +43,7 @@ from orchestration.schedules import ScheduleStatus
 
 # One process by default: the model loads once and the light check steps do not each pay for a fresh interpreter.
 # Scale-out deployments pick the multiprocess executor by run config: execution: {config: {multiprocess: {}}}.
-IN_PROCESS_BY_DEFAULT = {"execution": {"config": {"in_process": {}}}}
+IN_PROCESS_BY_DEFAULT: dict[str, Any] = {"execution": {"config": {"in_process": {}}}}
 
 
 def build_definitions(

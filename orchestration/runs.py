@@ -67,10 +67,10 @@ def reap_dead_runs(instance: DagsterInstance, log: Log) -> list[str]:
         for pool in storage.get_concurrency_keys():
             holders = {slot.run_id for slot in storage.get_concurrency_info(pool).claimed_slots}
             for run_id in sorted(holders):
-                run = instance.get_run_by_id(run_id)
-                if run is None or run.is_finished:
+                holder = instance.get_run_by_id(run_id)
+                if holder is None or holder.is_finished:
                     storage.free_concurrency_slots_for_run(run_id)
-                    state = "was deleted" if run is None else f"ended ({run.status.value})"
+                    state = "was deleted" if holder is None else f"ended ({holder.status.value})"
                     log(f"freed the {pool} slot still held by run {run_id}, which {state}")
     return reaped
 

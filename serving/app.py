@@ -165,13 +165,15 @@ def _include_routers(app: FastAPI) -> None:
 
 def _install_error_handlers(app: FastAPI) -> None:
     """The app's answers to errors: 503 for an unavailable index or store, the 401/5xx rules, the 422 body."""
-    app.add_exception_handler(IndexUnavailable, _index_unavailable)
-    app.add_exception_handler(LivingMemoryError, _living_memory_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
+    # Starlette's stubs type every handler as taking any Exception, not the class it is registered for
+    app.add_exception_handler(IndexUnavailable, _index_unavailable)  # type: ignore[arg-type]
+    app.add_exception_handler(LivingMemoryError, _living_memory_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     # Postgres is optional (the ``postgres`` extra): its errors are handled when its driver is installed
-    for busy in (sqlite3.OperationalError, *_postgres_errors()):
+    busy_errors: tuple[type[Exception], ...] = (sqlite3.OperationalError, *_postgres_errors())
+    for busy in busy_errors:
         app.add_exception_handler(busy, _storage_busy)
-    app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
 
 
 async def _index_unavailable(_request: Request, exc: IndexUnavailable) -> JSONResponse:
@@ -238,7 +240,7 @@ def build_routes(app: FastAPI) -> int:
 
 def _error_summary(error: dict) -> dict:
     """One validation error, safe to send back: the offending input summarised, never echoed whole."""
-    summary = {
+    summary: dict[str, object] = {
         "type": str(error.get("type", "")),
         "loc": [p if isinstance(p, int) else _short(str(p)) for p in error.get("loc", ())],
         "msg": _short(str(error.get("msg", ""))),

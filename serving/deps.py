@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import PurePosixPath
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, HTTPException, Request, Security
 from fastapi.exceptions import RequestValidationError
@@ -20,6 +21,8 @@ from livemem.answer.routing import ContextRequest as Message
 from livemem.engine.snapshot import Snapshot
 from serving.services.errors import UNAUTHORIZED_HEADERS, ServiceError
 from serving.state import Role, ServingState
+
+Sent = TypeVar("Sent", bound=str)  # what ``negotiate`` answers with: the type of its offers' values
 
 
 # The dependencies that only read memory are coroutines: FastAPI runs a plain function in its thread pool, a
@@ -233,7 +236,7 @@ async def refuse_unknown_query(request: Request) -> None:
 KnownQuery = Depends(refuse_unknown_query)
 
 
-def negotiate(accept: str | None, offers: dict[str, str]) -> str | None:
+def negotiate(accept: str | None, offers: Mapping[str, Sent]) -> Sent | None:
     """The media type to answer in, of ``offers`` (a media type a client may ask for -> the one sent, best first:
     on a tie, such as ``*/*``, the first wins), or None when ``accept`` allows none (the route's 406)."""
     chosen = parse_accept_header(accept or "*/*", MIMEAccept).best_match(list(offers))

@@ -27,7 +27,9 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
+from collections.abc import MutableMapping
 from contextvars import ContextVar
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -51,7 +53,7 @@ def request_id(given: bytes | None) -> str:
     return uuid.uuid4().hex
 
 
-def _add_request_id(_logger, _name, event: dict) -> dict:
+def _add_request_id(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     current = REQUEST_ID.get()
     if current is not None:
         event.setdefault("request_id", current)

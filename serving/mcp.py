@@ -42,13 +42,13 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as distribution_version
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, get_args
 
 from mcp import MCPError
 from mcp.server.mcpserver import MCPServer
@@ -95,12 +95,27 @@ from serving.services.errors import ServiceError
 from serving.services.versions import narrowed_today, snapshot_for
 
 ZIP_PATTERN = r"^\d{5}$"
-REINDEX_JOBS = ("build_index", "export_gbim", "verify_registry")
+ReindexJob = Literal["build_index", "export_gbim", "verify_registry"]
+REINDEX_JOBS: tuple[str, ...] = get_args(ReindexJob)
 READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 DISTRIBUTION = "living-memory"  # the name in pyproject.toml: serverInfo.version is its installed version
 JSON = "application/json"
 MAX_ERRORS_SHOWN = 10
 INPUT_SHOWN_CHARS = 60
+
+if TYPE_CHECKING:  # the checker's view of the argument types built at run time (``argument_types``, the registry's)
+    Collection: TypeAlias = str
+    Collections: TypeAlias = list[str] | None
+    County: TypeAlias = str | None
+    Zip: TypeAlias = str | None
+    Persona: TypeAlias = str | None
+    Message: TypeAlias = str
+    TopK: TypeAlias = int | None
+    Question: TypeAlias = str
+    Place: TypeAlias = str | None
+    ResourceType: TypeAlias = str
+else:
+    ResourceType = Literal[RESOURCE_TYPES]  # the registry schema's vocabulary
 
 
 def server_version() -> str:
@@ -159,7 +174,7 @@ def readable_errors(exc: ValidationError) -> str:
     return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
 
 
-def _causes(exc: BaseException) -> Iterator[BaseException]:
+def _causes(exc: BaseException | None) -> Iterator[BaseException]:
     while exc is not None:
         yield exc
         exc = exc.__cause__
@@ -169,9 +184,9 @@ class LivingMemoryServer(MCPServer):
     """``MCPServer`` whose argument errors name the argument and what is wrong, for tools and prompts alike, and whose
     tool and prompt descriptions are their docstrings without the source's indentation."""
 
-    def add_tool(self, fn: Any, name: str | None = None, title: str | None = None, description: str | None = None,
-                 **options: Any) -> None:  # fmt: skip
-        super().add_tool(fn, name, title, description or inspect.getdoc(fn), **options)
+    def add_tool(self, fn: Callable[..., Any], name: str | None = None, title: str | None = None,
+                 description: str | None = None, *args: Any, **options: Any) -> None:  # fmt: skip
+        super().add_tool(fn, name, title, description or inspect.getdoc(fn), *args, **options)
 
     def add_prompt(self, prompt: Any) -> None:
         super().add_prompt(prompt.model_copy(update={"description": inspect.cleandoc(prompt.description or "")}))
@@ -718,7 +733,8 @@ def argument_types(state: Any, known_collections: list[str], home: Any) -> Argum
 
 def register_search_tools(server: MCPServer, ctx: McpContext, types: ArgumentTypes) -> None:
     """The search tools: ``query`` (the chunks) and ``gis_query`` (the places)."""
-    County, Collections = types.county, types.collections
+    if not TYPE_CHECKING:  # the checker sees the module's aliases of these
+        County, Collections = types.county, types.collections
 
     @server.tool(annotations=READ_ONLY)
     def query(
@@ -757,14 +773,15 @@ def register_search_tools(server: MCPServer, ctx: McpContext, types: ArgumentTyp
 
 def register_registry_tool(server: MCPServer, ctx: McpContext, types: ArgumentTypes) -> None:
     """The ``resources`` tool: the programs of the registry, a page at a time."""
-    County, Zip = types.county, types.zip
+    if not TYPE_CHECKING:  # the checker sees the module's aliases of these
+        County, Zip = types.county, types.zip
 
     @server.tool(annotations=READ_ONLY)
     def resources(
         zip: Zip = None,
         county: County = None,
         resource_type: Annotated[
-            Literal[RESOURCE_TYPES] | None, Field(description="the kind of program (registry vocabulary)")
+            ResourceType | None, Field(description="the kind of program (registry vocabulary)")
         ] = None,
         include_stale: Annotated[bool, Field(description="also return stale and unverified programs")] = False,
         limit: Annotated[int, Field(ge=1, le=500, description="at most this many programs")] = 10,
@@ -793,8 +810,9 @@ def register_registry_tool(server: MCPServer, ctx: McpContext, types: ArgumentTy
 
 def register_answer_tools(server: MCPServer, ctx: McpContext, types: ArgumentTypes) -> None:
     """The answering tools: ``context`` (the evidence), ``chat`` (an answer) and ``feedback`` on either."""
-    County, Zip, Persona = types.county, types.zip, types.persona
-    Message, TopK = types.message, types.top_k
+    if not TYPE_CHECKING:  # the checker sees the module's aliases of these
+        County, Zip, Persona = types.county, types.zip, types.persona
+        Message, TopK = types.message, types.top_k
 
     @server.tool(annotations=READ_ONLY)
     def context(
@@ -915,7 +933,7 @@ def register_operating_tools(server: MCPServer, ctx: McpContext) -> None:
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True))
     def reindex(
         job: Annotated[
-            Literal[REINDEX_JOBS],
+            ReindexJob,
             Field(description="build_index: chunks of the git sources; export_gbim: places; verify_registry"),
         ] = "build_index",
     ) -> ReindexStarted:
@@ -985,8 +1003,9 @@ def register_resources(server: MCPServer, ctx: McpContext) -> None:
 def register_prompts(server: MCPServer, ctx: McpContext, types: ArgumentTypes) -> None:
     """The prompts: ``answer_about_my_place`` and ``cite_sources``. Their arguments arrive as strings and are
     checked like tool arguments (``LivingMemoryServer.get_prompt`` words the error)."""
-    Question, Place, County, Zip = types.question, types.place, types.county, types.zip
-    collection_type = types.collection
+    if not TYPE_CHECKING:  # the checker sees the module's aliases of these
+        Question, Place, County, Zip = types.question, types.place, types.county, types.zip
+        Collection = types.collection
 
     @server.prompt(title="Answer about my place")
     def answer_about_my_place(
@@ -1001,7 +1020,7 @@ def register_prompts(server: MCPServer, ctx: McpContext, types: ArgumentTypes) -
         question: Question,
         top_k: Annotated[int, Field(ge=1, le=20, description="how many sources, 1-20 (default 6)")] = 6,
         collection: Annotated[
-            collection_type | None, Field(description="only this collection (default: every one this role may read)")
+            Collection | None, Field(description="only this collection (default: every one this role may read)")
         ] = None,
     ) -> list[UserMessage]:
         """Answer from the indexed sources only and cite each claim: the best-matching chunks, numbered, each with

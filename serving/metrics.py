@@ -30,13 +30,14 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest, values
 from prometheus_client import multiprocess as prom_multiprocess
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from livemem.usage.traces import SCRAPE_FLUSH_WAIT_S
 from livemem.version.owners import process_alive, process_start_time
@@ -267,14 +268,14 @@ class _Mirror:
         for sample in family.samples:
             labels = tuple(sorted(sample.labels.items()))
             names = [k for k, _ in labels]
-            metric = self._metric(family, Gauge, names, multiprocess_mode=mode)
+            metric = cast(Gauge, self._metric(family, Gauge, names, multiprocess_mode=mode))
             key = tuple(v for _, v in labels)
             (metric.labels(*key) if key else metric).set(sample.value)
             now.add(key)
-        metric = self.metrics.get(family.name)
+        gauge = cast("Gauge | None", self.metrics.get(family.name))  # a gauge family's metric is a Gauge
         for gone in self.gauged.get(family.name, set()) - now:
-            if metric is not None:
-                (metric.labels(*gone) if gone else metric).set(0)
+            if gauge is not None:
+                (gauge.labels(*gone) if gone else gauge).set(0)
         self.gauged[family.name] = now
 
 
@@ -285,7 +286,7 @@ class _Merged:
         self.path = path
         self.ratios = ratios
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         families = list(prom_multiprocess.MultiProcessCollector(None, path=self.path).collect())
         yield from families
         totals: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}

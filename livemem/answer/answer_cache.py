@@ -84,6 +84,8 @@ class AnswerCache:
             return dropped
 
     def _from_disk(self, key: str) -> Any | None:
+        if self._db is None:  # callers check first; this narrows the type
+            return None
         try:
             row = self._db.execute("SELECT value, stored_at FROM answers WHERE key = ?", (key,)).fetchone()
         except sqlite3.Error as exc:

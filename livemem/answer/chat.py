@@ -365,7 +365,8 @@ def within_budget(lines: list[str], max_words: int | None, reserved: int = 0) ->
     if not max_words:
         return lines
     room = max(max_words - reserved, 0)
-    kept, used = [], 0
+    kept: list[str] = []
+    used = 0
     for line in lines:
         words = len(line.split())
         if used + words > room:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from livemem.answer import graph
 from livemem.answer.evidence import gis_for
@@ -142,7 +142,8 @@ def recency_route(request: ContextRequest, retriever: Retriever) -> dict[str, An
 
 def home_state(sq: SelfQuery, home: Any) -> str:
     """The home state a home-scoped message is about: that of the first home place it names, else the main one."""
-    named = [p.state for p in sq.places if home.covers(p.state)] + [sq.zip_state] * home.covers(sq.zip_state)
+    zip_state = cast(str, sq.zip_state)  # counted only when covered: then a state
+    named = [p.state for p in sq.places if home.covers(p.state)] + [zip_state] * home.covers(zip_state)
     return named[0] if named else home.state
 
 

@@ -728,9 +728,9 @@ def _rates(results: list[CrisisCaseResult]) -> dict[str, Any]:
         "crisis": len(crisis), "found": found, "recall": round(found / len(crisis), 4) if crisis else None,
         "kind_right": sum(r.kind_right for r in crisis), "controls": len(controls), "false_alarms": alarms,
         "false_alarm_rate": round(alarms / len(controls), 4) if controls else None,
-        "by_lexicon": sum(bool(r.found) and r.found["matched_by"] == "lexicon" for r in crisis),
-        "by_similarity": sum(bool(r.found) and r.found["matched_by"] == "similarity" for r in crisis),
-        "by_classifier": sum(bool(r.found) and r.found["matched_by"] == "classifier" for r in crisis),
+        "by_lexicon": sum(bool(r.found and r.found["matched_by"] == "lexicon") for r in crisis),
+        "by_similarity": sum(bool(r.found and r.found["matched_by"] == "similarity") for r in crisis),
+        "by_classifier": sum(bool(r.found and r.found["matched_by"] == "classifier") for r in crisis),
     }  # fmt: skip
 
 

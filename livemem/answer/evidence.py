@@ -9,6 +9,7 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -57,7 +58,11 @@ def text_search(
     message = request.message
     # The question's dates filter on each document's own date, else its commit time (``livemem.dates``), before
     # ranking: every passage in range can be found, however many are out of it.
-    base = {"seal_state": sq.seal_state, "dated_after": sq.updated_after, "dated_before": sq.updated_before}
+    base: dict[str, Any] = {
+        "seal_state": sq.seal_state,
+        "dated_after": sq.updated_after,
+        "dated_before": sq.updated_before,
+    }
     searches = []
     if sq.counties:
         searches.append(Filters(county=tuple(sq.counties), **base))
@@ -254,13 +259,15 @@ def registry_lookup(
     place_zip = sq.zip if sq.zip_state in (index.states or (index.state,)) else None
     counties: list[str | None] = list(sq.counties[:MAX_LOOKUP_COUNTIES]) or [None]
     types = sq.steered_types()
+    rtypes: list[str | None] = [*types] or [None]  # the lookups' program types (None: any)
     if place_zip is None and counties == [None] and not types and not ids:
         return [], []
     steered = not sq.resource_types and bool(types)
     rows: dict[str, dict[str, Any]] = {}
     lookups: list[dict[str, Any]] = []
+    args: dict[str, Any]  # one lookup's arguments
     for i, county in enumerate(counties):
-        for rtype in types or [None]:
+        for rtype in rtypes:
             # the ZIP narrows the county it lies in (the first); other counties named are searched whole
             args = {"zip": place_zip if i == 0 else None, "county": county, "resource_type": rtype, "ids": ids}
             try:
@@ -281,7 +288,7 @@ def registry_lookup(
     by_town = _rows_by_town(str(snap.path))
     for town in sq.towns:  # a town's programs filed under another county (a town spanning counties)
         town_ids = by_town.get(town.casefold(), [])
-        for rtype in (types or [None]) if town_ids else []:
+        for rtype in rtypes if town_ids else []:
             try:
                 found = resolve(index, ids=town_ids, resource_type=rtype, limit=limit * LOOKUP_POOL)
             except RegistryQueryError:
@@ -535,7 +542,7 @@ def _program_item(
         covers = bool(sq.zip) and sq.zip == str(item.get("zip"))
         text = f"{item.get('label')} {item.get('description')}"
     town = row_town(item)
-    in_town = bool(town) and town.casefold() in towns
+    in_town = bool(town and town.casefold() in towns)
     point = _town_point(town, sq.home.states) or (
         zip_point(str(item["zip"])) if kind == "registry" and item.get("zip") else None
     )
@@ -660,7 +667,7 @@ def _closed_in(version_dir: str) -> list[dict[str, Any]]:
     from livemem.version import connect
 
     rows: dict[str, dict[str, Any]] = {}
-    con = connect(version_dir)
+    con = connect(Path(version_dir))
     try:
         found = con.execute(
             "SELECT local_resource_id, deprecated_at, data FROM registry_history WHERE deprecated_at IS NOT NULL "
@@ -801,7 +808,8 @@ def _open_verdict(
         return {"answer": "no", "sentence": said, "local_resource_id": row["local_resource_id"]}, [fact]
     when = asked_time(message, local_now(snap.home.states)) if asked and hours else None
     parsed = open_during(row_slots(row), when) if when is not None else None
-    if parsed is not None:  # a day or time asked ("open on Sunday"): its parsed hours say ("24 hours": every day)
+    # a day or time asked ("open on Sunday"): its parsed hours say ("24 hours": every day)
+    if parsed is not None and when is not None:
         said_when = when_words(when.phrase)  # "open now": "Yes, open now", not "Yes, open open now"
         lead = f"Yes, open {said_when}" if parsed else f"No, not open {said_when} by its listed hours"
         said = f"{lead} — {row['name']}: hours {hours}."

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numba
 import numpy as np
@@ -85,11 +85,12 @@ def _few(gis: GisIndex, query: np.ndarray, k: int, rows: np.ndarray) -> tuple[np
     approx = np.empty(where.size, dtype=np.float32)
     _int8_rows(codes.codes, codes.scales, where, np.ascontiguousarray(prepared[0][0]), np.float32(prepared[1]), approx)
     a = approx.astype(np.float64)
-    spread = (q_norm * codes.row_error[where].astype(np.float64) + rest) * (1 + SLACK) + 1e-30 + INT8_RHO * np.abs(a)
+    row_error = cast(np.ndarray, codes.row_error)  # checked above; the spatial order's copy always holds it
+    spread = (q_norm * row_error[where].astype(np.float64) + rest) * (1 + SLACK) + 1e-30 + INT8_RHO * np.abs(a)
     lower = a - spread
     kth = float(np.partition(lower, lower.size - k)[lower.size - k])  # at most the k-th best exact score
     found = where[a + spread >= kth - SLACK * (abs(kth) + 1e-30)]
-    if where is not rows:
+    if where is not rows and gis.grid_rows is not None:  # where is rows unless grid_rows is set
         found = np.sort(gis.grid_rows[found])
     return found, gathered_scores(gis.dense, found, query)
 

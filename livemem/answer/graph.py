@@ -326,7 +326,7 @@ def _node_relations(gis: GisIndex, node: dict[str, Any], home: Home = WEST_VIRGI
     return objects.matching(node["kind"], lambda v: normalize_name(v) == wanted)
 
 
-def resolve(gis: GisIndex, access: frozenset[str], term: str, home: Home = WEST_VIRGINIA) -> list[dict[str, str]]:
+def resolve(gis: GisIndex, access: frozenset[str], term: str, home: Home = WEST_VIRGINIA) -> list[dict[str, Any]]:
     """Graph nodes a name stands for: an entity by its exact label, else a county or town of the ``home`` states
     (the deployment's: ``Snapshot.home``), a ZIP, the entities whose labels match best, or a program, organization
     or worldview some visible triple names. Looked up in the index's ``Labels`` and relation objects (built once per
@@ -497,7 +497,7 @@ def verdict(
             yes = b["value"] in counties
             where = here
         elif b["kind"] == "town":
-            yes = bool(town) and normalize_name(town) == normalize_name(b["value"])
+            yes = bool(town and normalize_name(town) == normalize_name(b["value"]))
             where = f"{town}, {here}" if town and here else town or here
         else:
             rels = [r for r in gis.relations.get(a["value"], ()) if r["predicate"] == "serves_zip"]

@@ -359,7 +359,7 @@ def _message_places(sq: SelfQuery, message: str, home: Home) -> None:
                 _add_county(sq, county, f"ZIP {place.text}")
         elif place.kind == "county":
             _add_county(sq, place.county, f"county {place.text}")
-            if place.county not in sq.named_counties:
+            if place.county is not None and place.county not in sq.named_counties:  # a county place names one
                 sq.named_counties.append(place.county)
         elif place.kind == "town":
             sq.towns.append(place.corrected)

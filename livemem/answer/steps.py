@@ -137,7 +137,7 @@ class Evidence:
     links: list[dict[str, Any]] = field(default_factory=list)
     programs: list[dict[str, Any]] = field(default_factory=list)
     budget: dict[str, Any] = field(default_factory=dict)
-    prompt: str = ""
+    prompt: dict[str, Any] | str = ""  # the prompt step's system text and context block (assemble_prompt)
     citations: list[dict[str, Any]] = field(default_factory=list)
     ran: list[str] = field(default_factory=list)  # every step that ran, in order
 
@@ -248,13 +248,20 @@ def wants_places(ev: Evidence) -> bool:
     return ev.retrieving and wanted and on_gis(ev)
 
 
+def _gis(ev: Evidence) -> GisIndex:
+    """The GIS index, for a step that runs only ``on_gis``."""
+    if ev.means.gis is None:
+        raise RuntimeError("a GIS step ran without a GIS index")
+    return ev.means.gis
+
+
 def spatial(ev: Evidence) -> None:
     """The places nearest the message (``spatial``) and their facts (``structured_facts``)."""
-    m, s = ev.means, ev.sections
+    m, s, gis = ev.means, ev.sections, _gis(ev)
     s["spatial"] = spatial_search(
-        m.gis, ev.q.caller.access, ev.vector, ev.q.sq, m.settings.spatial_k, m.settings.min_spatial
+        gis, ev.q.caller.access, ev.vector, ev.q.sq, m.settings.spatial_k, m.settings.min_spatial
     )
-    s["structured_facts"] = structured_facts(m.gis, s["spatial"])
+    s["structured_facts"] = structured_facts(gis, s["spatial"])
     ev.queried.append("gbim")
 
 
@@ -262,7 +269,7 @@ def spatial(ev: Evidence) -> None:
 def graph_step(ev: Evidence) -> None:
     """The GBIM graph beside the passages (livemem.answer.graph), the text searched again with what it found, and
     the places the question names as evidence too."""
-    q, gis, s = ev.q, ev.means.gis, ev.sections
+    q, gis, s = ev.q, _gis(ev), ev.sections
     graph_facts, ev.graph_route = graph.fuse(gis, q.caller.access, q.message, s["unstructured"], q.home)
     if graph_facts:
         s["structured_facts"] = merge_facts(graph_facts, s["structured_facts"])
@@ -280,9 +287,11 @@ def graph_step(ev: Evidence) -> None:
 def refine_text(ev: Evidence, terms: list[str]) -> None:
     """Iterative refinement: the text searched again with the graph's ``terms``, and the facts of what they name."""
     q, m, s = ev.q, ev.means, ev.sections
+    if ev.graph_route is None:  # the terms are the route's (refinement_terms)
+        raise RuntimeError("text refinement without a graph route")
     added = refine_passages(m.snap, m.retriever, q.request, terms, q.collections, q.sq, ev.pool, m.settings, s)
     ev.graph_route["refinement"] = {"terms": terms, "added": [p["chunk_id"] for p in added]}
-    more_facts, _ = graph.fuse(m.gis, q.caller.access, "", added, q.home)
+    more_facts, _ = graph.fuse(_gis(ev), q.caller.access, "", added, q.home)
     if more_facts:
         s["structured_facts"] = merge_facts(s["structured_facts"], more_facts)
 
@@ -338,6 +347,8 @@ def web_gate(ev: Evidence) -> None:
 
 def web(ev: Evidence) -> None:
     """The web gateway's policy-filtered results (``web``) and its call records."""
+    if ev.means.web is None:  # web_gate excludes the web without a gateway
+        raise RuntimeError("the web step ran without a web gateway")
     results, calls = ev.means.web.search(ev.q.message)
     ev.sections["web"] = results
     ev.web_info.update(admitted=bool(results), calls=calls)
@@ -406,6 +417,8 @@ def late_crisis(ev: Evidence) -> None:
 def crisis_route(ev: Evidence) -> None:
     """The crisis lines come first in every answer (livemem.answer.chat.guard): the response is a redirect."""
     found, home = ev.found_crisis, ev.q.home
+    if found is None:  # the step runs only on a crisis found
+        raise RuntimeError("the crisis route step ran without a crisis")
     lines = crisis.lines_for(found.kinds, found.language, home.states, home.crisis_lines)
     ev.crisis_route = crisis.route_crisis(found, lines, ev.response_class)
     ev.reason = (

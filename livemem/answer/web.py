@@ -214,7 +214,7 @@ class WebGateway:
             record["error"] = f"{self.provider.name} failed ({type(exc).__name__})"  # its text might hold a secret
             log.warning("web provider %s failed (%s)", self.provider.name, type(exc).__name__)
             return [], [record]
-        results = []
+        results: list[dict[str, Any]] = []
         for item in raw:
             url = str(item.get("url", ""))
             why = self.policy.judge(url)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import numpy as np
@@ -168,7 +168,8 @@ class Snapshot:
     @cached_property
     def access_levels(self) -> frozenset[str]:
         """The access levels of this version's chunks (from ``held_pairs``: no pass over every row)."""
-        return frozenset(access for _, access in self.held_pairs) if self.size else frozenset()
+        levels = frozenset(access for _, access in self.held_pairs) if self.size else frozenset()
+        return cast(frozenset[str], levels)  # ``access`` is NOT NULL in the chunks table
 
     def sparse_for(self, levels: frozenset[str]) -> LevelSparse | None:
         """BM25 scored with the term statistics of exactly the chunks of access ``levels`` (so scores never depend
@@ -229,7 +230,7 @@ class Snapshot:
     def _fetch(self, sql: str, parameters: list | None = None, columns: bool = False) -> Any:
         """The rows of ``sql`` on the version's tables (``columns``: as numpy columns), on a cursor of their own; a
         version whose file changed on disk since it was verified is an ``IndexUnavailable`` saying so."""
-        cursor = self._con.cursor()
+        cursor = cast(duckdb.DuckDBPyConnection, self._con).cursor()  # open until ``close``
         try:
             result = cursor.execute(sql, parameters)
             return result.fetchnumpy() if columns else result.fetchall()

@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -175,7 +175,8 @@ def _build_entities(
         per_source[source.name] = {
             "dataset": source.dataset,
             "source_table": source.source_table,
-            "location": str(source.path) if source.path else f"postgis ${source.postgis['dsn_env']}",
+            # a source without a file is read from PostGIS (read_features)
+            "location": str(source.path) if source.path else f"postgis ${cast(dict, source.postgis)['dsn_env']}",
             "crs": source.crs,
             "collection": source.collection,
             "access": source.access,

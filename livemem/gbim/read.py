@@ -83,6 +83,8 @@ def _read_geojson_features(source: SpatialSource):
     import geopandas as gpd
     import shapely.geometry
 
+    if source.path is None:  # only a file source is read here
+        return None
     try:
         data = json.loads(source.path.read_text(encoding="utf-8"))  # Infinity, NaN and 1e999 become floats
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):

@@ -503,7 +503,7 @@ def _evaluate(graph: Any, prepared: Any, limit: int, max_result_chars: int, medi
         if media_type == LEGACY_JSON:
             return {"variables": [], "rows": [], "boolean": bool(result.askAnswer), "truncated": False}
         return _serialized(result, media_type, truncated=False)
-    rows = []
+    rows: list[Any] = []
     chars = 0
     truncated = False
     for row in result:  # lazy: breaking out ends the evaluation

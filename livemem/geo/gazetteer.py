@@ -118,7 +118,7 @@ def state_towns(state: str) -> dict[str, tuple[str, ...]]:
         here = [p for p in places if p.state == state and p.county]
         if not here:
             continue
-        counties = list(dict.fromkeys(p.county for p in here))
+        counties = list(dict.fromkeys(p.county for p in here if p.county))  # `here` holds only counties
         for code in own_zips.get(name, []):
             county, point = zip_data()[code][1], zip_point(code)
             if (
@@ -158,7 +158,7 @@ def zip_counties(code: str) -> tuple[str, ...]:
         point = zip_point(code) if len(named) > 1 else None
         if point:  # two towns of that name in the state (Lake Butler: Union County's, and one in Orange): the ZIP's
             named.sort(key=lambda p: distance_km((p.lat, p.lon), point))
-        counties += [p.county for p in named[:1]]
+        counties += [p.county for p in named[:1] if p.county]  # `named` holds only counties
     if county:
         counties.append(county)
     return tuple(dict.fromkeys(counties))

@@ -256,6 +256,14 @@ def _county_of(value: str, states: tuple[str, ...]) -> tuple[str, str] | None:
     return _home_counties(states).get(" ".join(county_key(value).split()))
 
 
+def _chosen_county(value: str, states: tuple[str, ...]) -> tuple[str, str]:
+    """``_county_of`` a name drawn from ``_county_choices``, which always names one."""
+    county = _county_of(value, states)
+    if county is None:
+        raise KeyError(f"{value!r} is no home county of {states}")
+    return county
+
+
 def _gazetteer_county(state: str, county: str) -> str:
     """A gazetteer county as the ZIP data names it ("Saint Johns" → "St. Johns", "Desoto" → "DeSoto")."""
     found = _home_counties((state,)).get(" ".join(county.lower().split()))
@@ -575,7 +583,7 @@ class _Reading:
             if self.free(*m.span()) and any("-" in c for c in _county_choices(states)):
                 close = _closest(m.group(1), [c for c in _county_choices(states) if "-" in c])
                 if close:
-                    place = self.county_place(f"{close.title()} County", _county_of(close, states), m.group(1))
+                    place = self.county_place(f"{close.title()} County", _chosen_county(close, states), m.group(1))
                     self.qualify(place, *m.span())
 
     def towns(self) -> None:
@@ -623,7 +631,7 @@ class _Reading:
                     break
                 close = _closest(word, _county_choices(states))
                 if close:
-                    county = _county_of(close, states)
+                    county = _chosen_county(close, states)
                     start = m.start(1) + len(" ".join(words[:n])) + (1 if n else 0)
                     self.qualify(self.county_place(f"{county[1]} County", county, corrected_from=word), start, m.end())
                     break
@@ -638,8 +646,7 @@ class _Reading:
                 if not self.free(*m.span(1)) or _state_of(name) or name.lower() in AMBIGUOUS_NAMES:
                     continue
                 close = _closest(name, _county_choices(states)) or _closest(name, _town_choices(states))
-                if close and _county_of(close, states):
-                    county = _county_of(close, states)
+                if close and (county := _county_of(close, states)):
                     self.qualify(self.county_place(f"{county[1]} County", county, corrected_from=name), *m.span(1))
                 elif close:
                     self.qualify(self.town_place(close.title(), close, corrected_from=name), *m.span(1))
@@ -674,7 +681,7 @@ class _Reading:
                 close = _closest(words, _county_choices(states))
                 typo = words if close != words else None
                 if close:
-                    county = _county_of(close, states)
+                    county = _chosen_county(close, states)
                     self.qualify(self.county_place(f"{county[1]} County", county, typo), *span)
                     break
                 close = _closest(words, _big_town_choices(states))

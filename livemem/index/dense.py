@@ -204,7 +204,9 @@ class DenseRows:
     def prepare(self) -> None:
         """Pack every segment for the first stage now (else the first query that needs a segment packs it)."""
         kernel = self.kernel()
-        for dense, _ in self.parts if kernel is not None else ():
+        if kernel is None:
+            return
+        for dense, _ in self.parts:
             packed(dense, kernel)
 
     def materialize(self) -> np.ndarray:

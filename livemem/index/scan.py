@@ -36,7 +36,7 @@ import threading
 import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -308,7 +308,8 @@ class DenseScan:
     def _allowed_range(self, part: int) -> tuple[int, int]:
         """Where the allowed rows of ``part`` are in ``allowed`` (ascending): ``allowed[a:b]``."""
         start, end = self.dense.offsets[part], self.dense.offsets[part + 1]
-        return tuple(int(i) for i in np.searchsorted(self.allowed, [start, end]))
+        a, b = np.searchsorted(self.allowed, [start, end])
+        return int(a), int(b)
 
     def _first_stage(self) -> None:
         kernel = self.dense.kernel()
@@ -359,10 +360,8 @@ class DenseScan:
             for i in range(len(jobs) - 1, -1, -1):
                 if futures[i].cancel():  # not started: scanned here
                     products[i] = _scan_block(kernel, query, *jobs[i][1:])
-            products = [
-                f.result() if product is None else product for f, product in zip(futures, products, strict=True)
-            ]
-            self._assemble(parts, jobs, products, approx)
+            scanned = [f.result() if product is None else product for f, product in zip(futures, products, strict=True)]
+            self._assemble(parts, jobs, scanned, approx)
 
     def _assemble(self, parts: list[Packed], jobs: list, products: list[np.ndarray], approx: np.ndarray) -> None:
         scored: list[list[np.ndarray]] = [[] for _ in parts]
@@ -374,7 +373,7 @@ class DenseScan:
                 whole = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
                 approx[start : start + rows.size] = whole[rows]
         if self.allowed.size < self.dense.size:
-            approx[~self.mask] = -np.inf
+            approx[~cast(np.ndarray, self.mask)] = -np.inf  # fewer allowed rows than all: a mask
         self._approx = approx
 
     def scores(self, rows: np.ndarray) -> np.ndarray:
@@ -451,7 +450,7 @@ class DenseScan:
             scores = self._exact(rows)
             weighted = scores.astype(np.float64) if weight is None else scores * weight[rows]
             kth = float(np.partition(weighted, weighted.size - k)[weighted.size - k]) if weighted.size >= k else -np.inf
-            short = [p for p in counts if found[p][1] is not None and self._may_miss(p, found[p][1], weight, kth)]
+            short = [p for p in counts if (low := found[p][1]) is not None and self._may_miss(p, low, weight, kth)]
             if not short:
                 return rows, scores
             for p in short:
@@ -536,11 +535,11 @@ class DenseScan:
     def _within_row_bounds(self, rows: np.ndarray, lower: float) -> np.ndarray:
         """The ``rows`` whose own upper bound (their quantization error, not the segment's largest) reaches
         ``lower``: the int8 error of a row varies with its largest coordinate, about 2× between rows."""
-        parts, q_norm, rest = self._row_bounds
+        parts, q_norm, rest = cast(tuple[list[Packed], float, float], self._row_bounds)  # checked by the caller
         errors = np.empty(rows.size, dtype=np.float64)
         for p, where, local in self.dense.by_part(rows):
             errors[where] = parts[p].row_error[self.dense.parts[p][1][local]]
-        a = self._approx[rows].astype(np.float64)
+        a = cast(np.ndarray, self._approx)[rows].astype(np.float64)
         upper = a + (q_norm * errors + rest) * (1 + SLACK) + 1e-30 + INT8_RHO * np.abs(a)
         return rows[upper >= lower - SLACK * (abs(lower) + 1e-30)]
 

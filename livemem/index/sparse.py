@@ -41,6 +41,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
+from typing import cast
 
 import numba
 import numpy as np
@@ -264,7 +265,7 @@ def _stems(words: Iterable[str]) -> dict[str, str]:
         if len(_STEMS) > _STEMS_MAX:
             _STEMS.clear()
         _STEMS.update(new)
-    return found
+    return cast(dict[str, str], found)  # every word has its stem now
 
 
 def heading_text(heading_path: Sequence[str]) -> str:
@@ -332,8 +333,8 @@ class Postings:
             per_batch.append(counts)
         counts = np.concatenate(per_batch) if per_batch else np.zeros(0, dtype=np.int64)
         n = counts.size
-        stems = np.asarray(list(stem_term), dtype=str)
-        order = np.argsort(stems, kind="stable")
+        all_stems = np.asarray(list(stem_term), dtype=str)
+        order = np.argsort(all_stems, kind="stable")
         rank = np.empty(order.size, dtype=np.int64)
         rank[order] = np.arange(order.size)
         flat = np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64)
@@ -343,7 +344,7 @@ class Postings:
         starts = np.zeros(order.size + 1, dtype=np.int64)
         np.cumsum(np.bincount(terms_of, minlength=order.size), out=starts[1:])
         return cls(
-            terms=stems[order],
+            terms=all_stems[order],
             starts=starts,
             rows=(keys % max(n, 1)).astype(np.int32),
             tf=tf.astype(np.float32),
@@ -585,7 +586,7 @@ class Pieces:
             self.out[scorer.size] = 0
             for part, (postings, _, _) in enumerate(scorer.parts):
                 held = np.zeros(0, dtype=bool) if q is None else q.found[:, part] >= 0
-                if not held.any():
+                if q is None or not held.any():
                     if in_order:  # no piece: its rows (its segment's, but the dropped ones) score 0
                         base, dropped = scorer._layout[part]
                         self.out[base : base + postings.size - dropped.size] = 0
@@ -611,7 +612,7 @@ class Pieces:
         postings, positions, _ = self.scorer.parts[part]
         base, dropped = self.scorer._layout[part]
         firsts, ends, weights = self._terms[part]
-        q = self.q
+        q = cast(QueryTerms, self.q)  # set by ``_prepare``, which found the pieces
         keep = _NOTHING if q.keep is None else q.keep
         _add_piece(self.out, postings.rows, postings.tf, firsts, ends, weights, lo, hi, base, dropped, positions,
                    keep, q.scaled, q.constant)  # fmt: skip

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import pandas as pd
@@ -79,7 +79,7 @@ class CarryOver:
         conditions += [
             f"(p.source = {sql_literal(s)} AND p.path IN ({sql_literals(ps)}))" for s, ps in by_source.items()
         ]
-        keep = {s: [] for s in self.keep_only_sources}
+        keep: dict[str, list[str]] = {s: [] for s in self.keep_only_sources}
         for source, path in self.keep_only:
             keep[source].append(path)
         with registered(con, pd.DataFrame(self.keep_only, columns=["source", "path"], dtype=object), "keep") as kept:
@@ -166,9 +166,13 @@ def inherit_attention(con: duckdb.DuckDBPyConnection) -> None:
 
 def _base_lineage(con: duckdb.DuckDBPyConnection) -> str:
     """The base's ``chunk_lineage`` as a table expression (an empty one when the base has none)."""
-    base_has_lineage = con.execute(
-        "SELECT COUNT(*) FROM information_schema.tables WHERE table_catalog = 'base' AND table_name = 'chunk_lineage'"
-    ).fetchone()[0]
+    base_has_lineage = cast(
+        tuple[int],
+        con.execute(
+            "SELECT COUNT(*) FROM information_schema.tables "
+            "WHERE table_catalog = 'base' AND table_name = 'chunk_lineage'"
+        ).fetchone(),
+    )[0]
     return (
         "base.chunk_lineage"
         if base_has_lineage
@@ -197,10 +201,13 @@ def _find_heirs(con: duckdb.DuckDBPyConnection, base_lineage: str) -> None:
     stateful = [base_lineage] + [
         f"base.{table}"
         for table in ("attention", "attention_questions", "related_chunks")
-        if con.execute(
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_catalog = 'base' AND table_name = ?",
-            [table],
-        ).fetchone()[0]
+        if cast(
+            tuple[int],
+            con.execute(
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_catalog = 'base' AND table_name = ?",
+                [table],
+            ).fetchone(),
+        )[0]
     ]
     con.execute(
         "DELETE FROM heirs WHERE predecessor NOT IN ("

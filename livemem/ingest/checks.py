@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 
@@ -128,17 +128,24 @@ def check_attention(version_dir: Path) -> CheckOutcome:
     and belongs to a chunk of the version, and records stay schema-valid."""
     con = connect(version_dir)
     try:
-        total = con.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-        missing, bad = con.execute(
-            "SELECT COUNT(*) FILTER (WHERE chunk_id NOT IN (SELECT chunk_id FROM chunks)), "
-            "COUNT(*) FILTER (WHERE NOT isfinite(attention_score) OR attention_score < 0) FROM attention"
-        ).fetchone()
+        total = cast(tuple[int], con.execute("SELECT COUNT(*) FROM chunks").fetchone())[0]
+        missing, bad = cast(
+            tuple[int, int],
+            con.execute(
+                "SELECT COUNT(*) FILTER (WHERE chunk_id NOT IN (SELECT chunk_id FROM chunks)), "
+                "COUNT(*) FILTER (WHERE NOT isfinite(attention_score) OR attention_score < 0) FROM attention"
+            ).fetchone(),
+        )
         bad_questions = orphan_questions = 0
-        if con.execute("SELECT COUNT(*) FROM duckdb_tables() WHERE table_name = 'attention_questions'").fetchone()[0]:
-            bad_questions, orphan_questions = con.execute(
-                "SELECT COUNT(*) FILTER (WHERE NOT isfinite(weight) OR weight < 0), "
-                "COUNT(*) FILTER (WHERE chunk_id NOT IN (SELECT chunk_id FROM chunks)) FROM attention_questions"
-            ).fetchone()
+        held = con.execute("SELECT COUNT(*) FROM duckdb_tables() WHERE table_name = 'attention_questions'").fetchone()
+        if cast(tuple[int], held)[0]:
+            bad_questions, orphan_questions = cast(
+                tuple[int, int],
+                con.execute(
+                    "SELECT COUNT(*) FILTER (WHERE NOT isfinite(weight) OR weight < 0), "
+                    "COUNT(*) FILTER (WHERE chunk_id NOT IN (SELECT chunk_id FROM chunks)) FROM attention_questions"
+                ).fetchone(),
+            )
     finally:
         con.close()
     failures = []
@@ -206,15 +213,21 @@ def _check_chunk_rows(con: duckdb.DuckDBPyConnection, failures: list[str]) -> No
         "LEFT JOIN chunks c ON c.parent_id = p.parent_id GROUP BY ALL HAVING p.chunk_count <> COUNT(c.chunk_id)"
     ).fetchall():
         failures.append(f"{source}: {path} has {actual} chunk rows, its parent row says {expected}")
-    orphans = con.execute(
-        "SELECT COUNT(*) FROM chunks c WHERE c.parent_id NOT IN (SELECT parent_id FROM parents)"
-    ).fetchone()[0]
+    orphans = cast(
+        tuple[int],
+        con.execute(
+            "SELECT COUNT(*) FROM chunks c WHERE c.parent_id NOT IN (SELECT parent_id FROM parents)"
+        ).fetchone(),
+    )[0]
     if orphans:
         failures.append(f"{orphans} chunk rows have no parent row")
     for table in ("chunks", "attention"):  # no PRIMARY KEY holds ids unique: checked here
-        twice = con.execute(
-            f"SELECT COUNT(*) FROM (SELECT chunk_id FROM {table} GROUP BY 1 HAVING COUNT(*) > 1)"
-        ).fetchone()[0]
+        twice = cast(
+            tuple[int],
+            con.execute(
+                f"SELECT COUNT(*) FROM (SELECT chunk_id FROM {table} GROUP BY 1 HAVING COUNT(*) > 1)"
+            ).fetchone(),
+        )[0]
         if twice:
             failures.append(f"{twice} chunk ids appear more than once in {table}")
 

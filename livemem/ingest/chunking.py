@@ -120,7 +120,7 @@ def _chunk_one(path: str, measure: _Measure) -> list[Chunk]:
     kind = file_type(path)
     if kind == "markdown":
         return _chunk_markdown(measure.text, measure)
-    separators = _PYTHON_SEPARATORS if path.endswith(".py") else _CODE_SEPARATORS
+    separators: tuple[str, ...] = _PYTHON_SEPARATORS if path.endswith(".py") else _CODE_SEPARATORS
     if kind == "text":
         separators = _TEXT_SEPARATORS
     return [Chunk(piece) for piece in measure.pieces(0, len(measure.text), separators, measure.max_tokens)]
@@ -341,13 +341,13 @@ def _chunk_markdown(text: str, measure: _Measure) -> list[Chunk]:
     if not starts or starts[0] > 0:
         end = starts[0] if starts else len(lines)
         sections.append((0, end, [], True))
-    for n, (line, level, title) in enumerate(headings):
+    for n, (at, level, title) in enumerate(headings):
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, title))
         end = starts[n + 1] if n + 1 < len(starts) else len(lines)
-        has_body = any(ln.strip() for ln in lines[line + 1 : end])
-        sections.append((line, end, [t for _, t in stack], has_body))
+        has_body = any(ln.strip() for ln in lines[at + 1 : end])
+        sections.append((at, end, [t for _, t in stack], has_body))
 
     chunks: list[Chunk] = []
     pending_start: int | None = None

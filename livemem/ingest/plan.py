@@ -191,7 +191,7 @@ def plan_source(
         else:
             rebuilt.append(path)
     deleted = sorted(set(before_files) - set(tree))
-    base_created = {p: created for p, (_, created) in before_files.items()}
+    base_created: dict[str, str | None] = {p: created for p, (_, created) in before_files.items()}
     return FilePlan(
         src, repo, head, fingerprint, base_commit, tree, carried, rebuilt, new, deleted, len(carried), base_created
     )  # fmt: skip
@@ -233,7 +233,7 @@ def quick_plan(
     rebuilt = sorted(tree)
     deleted = sorted(set(before_files) - set(tree))
     base_count = base_entry.get("files", 0) + sum(base_entry.get("skipped_files", {}).values())
-    base_created = {p: created for p, (_, created) in before_files.items()}
+    base_created: dict[str, str | None] = {p: created for p, (_, created) in before_files.items()}
     return FilePlan(
         src, repo, head, fingerprint, base_commit, tree, [], rebuilt, new, deleted, base_count - len(before_files),
         base_created, carry_all_but=sorted(before_files),

@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from livemem.dates import document_date
 from livemem.errors import LivingMemoryError, SourceError
@@ -43,6 +43,9 @@ from livemem.model.embedding import cache_key
 from livemem.settings import BuildSettings
 from livemem.sources.config import SourceConfig
 from livemem.sources.gitsource import FileHistory, GitSource, TreeEntry
+
+if TYPE_CHECKING:
+    from multiprocessing.sharedctypes import Synchronized
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +110,7 @@ class ExtractionBudget:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self._spent = 0.0
-        self._shared = None  # multiprocessing.Value once shared with worker processes
+        self._shared: Synchronized[float] | None = None  # multiprocessing.Value once shared with worker processes
 
     def share(self) -> ExtractionBudget:
         """This budget, counted in shared memory from now on (pass it to worker processes as they start)."""

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -63,7 +63,8 @@ def chunk_batches(
     if unnamed.skipped:
         yield unnamed
     for batch in read_and_chunk(job, tasks, plan.git, budget):
-        out = Chunked(rows=batch.rows, parents=batch.parents, skipped=batch.skipped, terms=[batch.terms])
+        terms = cast(TermIds, batch.terms)  # read_and_chunk's batches have their terms
+        out = Chunked(rows=batch.rows, parents=batch.parents, skipped=batch.skipped, terms=[terms])
         for path, size in batch.truncated:
             out.truncated.append((path, size))
             log.warning("source %s: %s is %d bytes; indexed its first %d", job.source.name, path, size,

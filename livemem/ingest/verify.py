@@ -24,7 +24,7 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -444,10 +444,13 @@ def table_fingerprints(version: Path) -> dict[str, tuple[int, str]]:
         ]
         out = {}
         for table in tables:
-            count, digest = con.execute(
-                f"SELECT COUNT(*), COALESCE(md5(string_agg(r, chr(30) ORDER BY r)), '') "
-                f'FROM (SELECT CAST(t AS VARCHAR) AS r FROM "{table}" t)'
-            ).fetchone()
+            count, digest = cast(
+                tuple[int, str],
+                con.execute(
+                    f"SELECT COUNT(*), COALESCE(md5(string_agg(r, chr(30) ORDER BY r)), '') "
+                    f'FROM (SELECT CAST(t AS VARCHAR) AS r FROM "{table}" t)'
+                ).fetchone(),
+            )
             out[table] = (count, digest)
         return out
     finally:

@@ -38,7 +38,8 @@ _BATCH = 500  # keys per lookup statement (SQLite allows 32,766 parameters)
 
 
 class _Encoder(Protocol):
-    model_id: str
+    @property
+    def model_id(self) -> str: ...
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -175,12 +176,12 @@ class EmbeddingCache:
         codes = np.fromiter(
             (where.setdefault(cache_key(embedder.model_id, t), len(where)) for t in texts), np.int64, len(texts)
         )
-        rows = np.empty((len(where), width), dtype=store.dtype)
+        rows: np.ndarray = np.empty((len(where), width), dtype=store.dtype)
         known = np.zeros(len(where), dtype=bool)
         table = self._table(store)
-        for part in _batches(list(where), _BATCH):
-            marks = ",".join("?" * len(part))
-            for key, blob in self.con.execute(f"SELECT key, vector FROM {table} WHERE key IN ({marks})", part):
+        for batch in _batches(list(where), _BATCH):
+            marks = ",".join("?" * len(batch))
+            for key, blob in self.con.execute(f"SELECT key, vector FROM {table} WHERE key IN ({marks})", batch):
                 row = where[key]
                 rows[row] = np.frombuffer(blob, dtype=store.dtype)
                 known[row] = True
@@ -189,7 +190,7 @@ class EmbeddingCache:
         missing = np.flatnonzero(~known)
         keys = list(where)
         # Longest first, so each batch holds texts of similar length (little padding), as one big encode call would.
-        todo = sorted(missing.tolist(), key=lambda row: len(texts[first[row]]), reverse=True)
+        todo = sorted(missing.tolist(), key=lambda row: len(texts[int(first[row])]), reverse=True)
         if progress and todo:
             progress(0, len(todo))
         sizes = SubBatches(clock=clock)  # each encode call a couple of seconds: progress moves whatever the texts

@@ -62,7 +62,7 @@ class PersonalStore:
         cls, settings: PersonalSettings, index_dir: str | os.PathLike[str], dsn: str | None = None
     ) -> PersonalStore:
         """The store of ``settings`` (``LIVEMEM_PERSONAL_*``) for the index home ``index_dir``."""
-        return cls(settings.directory(index_dir), dsn, settings.retention_days, settings.max_users_per_key)
+        return cls(settings.directory(Path(index_dir)), dsn, settings.retention_days, settings.max_users_per_key)
 
 
 def user_key(scope: str, user_id: str | None) -> str:

@@ -149,7 +149,7 @@ def _item_vectors(
 
 def _feedback_votes(feedback_rows: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Each user's net votes per chunk (useful +1, not useful -1), zero totals left out, by user then chunk."""
-    feedback = []
+    feedback: list[dict[str, Any]] = []
     for user, judged in sorted(feedback_rows.items()):
         totals: dict[str, int] = {}
         for row in judged:

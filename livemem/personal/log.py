@@ -72,7 +72,8 @@ class PersonalLog:
         """Events in log order: one user's or everyone's, with ``after`` < id <= ``through``."""
         if not self.path.exists():
             return []
-        sql, args = "SELECT * FROM events WHERE id > ?", [after]
+        sql = "SELECT * FROM events WHERE id > ?"
+        args: list[int | str] = [after]
         if user is not None:
             sql, args = sql + " AND user = ?", [*args, user]
         if through is not None:
@@ -170,7 +171,8 @@ class PostgresPersonalLog:
                 "body": body}  # fmt: skip
 
     def rows(self, *, user: str | None = None, after: int = 0, through: int | None = None) -> list[dict[str, Any]]:
-        sql, args = "SELECT id, owner, kind, item_id, created_at, body FROM {table} WHERE id > %s", [after]
+        sql = "SELECT id, owner, kind, item_id, created_at, body FROM {table} WHERE id > %s"
+        args: list[int | str] = [after]
         if user is not None:
             sql, args = sql + " AND owner = %s", [*args, user]
         if through is not None:

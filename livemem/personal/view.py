@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from cachetools import LRUCache
@@ -206,4 +206,4 @@ def encoded(texts: list[str], encode: Callable[[list[str]], np.ndarray], model_i
             for t, v in zip(todo, fresh, strict=True):
                 key = (model_id, hashlib.sha256(t.encode("utf-8")).hexdigest())
                 _VECTORS[key] = found[key] = np.asarray(v, dtype=np.float32)
-    return [found[k] for k in keys]
+    return cast(list[np.ndarray], [found[k] for k in keys])  # every key is filled above

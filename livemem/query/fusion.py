@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 import numpy as np
 
@@ -58,17 +58,22 @@ class FusionMethod(Protocol):
     ``feedback_weight`` (the moved query's list; 0: off), ``sentence_weight`` (the best sentence's share of the
     dense part; 0: off) and ``sentence_sparse_weight`` (BM25's weight with the blend; None: ``sparse_weight``)."""
 
-    name: str
-    sparse_weight: float
-    feedback_weight: float
-    sentence_weight: float
-    sentence_sparse_weight: float | None
+    @property
+    def name(self) -> str: ...
+    @property
+    def sparse_weight(self) -> float: ...
+    @property
+    def feedback_weight(self) -> float: ...
+    @property
+    def sentence_weight(self) -> float: ...
+    @property
+    def sentence_sparse_weight(self) -> float | None: ...
 
-    def side_scores(self, ranked: np.ndarray, k: int, side: str) -> np.ndarray:
+    def side_scores(self, ranked: np.ndarray, k: float, side: str) -> np.ndarray:
         """The side's contribution for its list's scores (best first; RRF reads ``k``)."""
         ...
 
-    def best_score(self, total: float, k: int) -> float | None:
+    def best_score(self, total: float, k: float) -> float | None:
         """The highest fused score of a chunk first on every side weighed ``total``; None without a fixed bound."""
         ...
 
@@ -81,14 +86,14 @@ class Linear:
 
     name, sparse_weight, feedback_weight, sentence_weight, sentence_sparse_weight = "linear", 0.5, 0.3, 0.67, 0.3
 
-    def side_scores(self, ranked: np.ndarray, k: int, side: str) -> np.ndarray:
+    def side_scores(self, ranked: np.ndarray, k: float, side: str) -> np.ndarray:
         if side == "dense":
             return np.maximum(
                 ranked, 0.0
             )  # a cosine at or below 0 is no evidence; a negative one would flip multipliers
         return ranked / ranked[0]  # matched BM25 scores are > 0
 
-    def best_score(self, total: float, k: int) -> float | None:
+    def best_score(self, total: float, k: float) -> float | None:
         return total  # a cosine of 1 (both queries) and the best BM25 hit
 
 
@@ -103,7 +108,7 @@ class _Spread:
     def spread(self, ranked: np.ndarray) -> float:
         raise NotImplementedError
 
-    def side_scores(self, ranked: np.ndarray, k: int, side: str) -> np.ndarray:
+    def side_scores(self, ranked: np.ndarray, k: float, side: str) -> np.ndarray:
         low = ranked[-1]
         spread = self.spread(ranked)
         if spread <= 0:  # one chunk, or all tied: each is as good as the best
@@ -119,7 +124,7 @@ class MinMax(_Spread):
     def spread(self, ranked: np.ndarray) -> float:
         return ranked[0] - ranked[-1]
 
-    def best_score(self, total: float, k: int) -> float | None:
+    def best_score(self, total: float, k: float) -> float | None:
         return total
 
 
@@ -131,7 +136,7 @@ class ZScore(_Spread):
     def spread(self, ranked: np.ndarray) -> float:
         return ranked.std()
 
-    def best_score(self, total: float, k: int) -> float | None:
+    def best_score(self, total: float, k: float) -> float | None:
         return None
 
 
@@ -140,10 +145,10 @@ class RRF:
 
     name, sparse_weight, feedback_weight, sentence_weight, sentence_sparse_weight = "rrf", 1.0, 0.0, 0.0, None
 
-    def side_scores(self, ranked: np.ndarray, k: int, side: str) -> np.ndarray:
+    def side_scores(self, ranked: np.ndarray, k: float, side: str) -> np.ndarray:
         return 1.0 / (k + np.arange(1, ranked.size + 1))
 
-    def best_score(self, total: float, k: int) -> float | None:
+    def best_score(self, total: float, k: float) -> float | None:
         return total / (k + 1)
 
 
@@ -204,31 +209,37 @@ class FusionSettings:
         if self.method not in METHODS:
             raise ValueError(f"fusion method must be one of {', '.join(METHODS)}, not {self.method!r}")
         chosen = self.sparse_weight  # a BM25 weight given explicitly holds on an index with sentences too
-        if self.sparse_weight is None:
-            object.__setattr__(self, "sparse_weight", DEFAULT_SPARSE_WEIGHT[self.method])
-        if self.feedback_weight is None:
-            object.__setattr__(self, "feedback_weight", DEFAULT_FEEDBACK_WEIGHT[self.method])
-        if self.sentence_weight is None:
-            object.__setattr__(self, "sentence_weight", DEFAULT_SENTENCE_WEIGHT[self.method])
-        if not 0.0 <= self.sentence_weight <= 1.0 or self.sentence_depth < 1:
+        sparse_weight, feedback_weight, sentence_weight = self.sparse_weight, self.feedback_weight, self.sentence_weight
+        if sparse_weight is None:
+            sparse_weight = DEFAULT_SPARSE_WEIGHT[self.method]
+            object.__setattr__(self, "sparse_weight", sparse_weight)
+        if feedback_weight is None:
+            feedback_weight = DEFAULT_FEEDBACK_WEIGHT[self.method]
+            object.__setattr__(self, "feedback_weight", feedback_weight)
+        if sentence_weight is None:
+            sentence_weight = DEFAULT_SENTENCE_WEIGHT[self.method]
+            object.__setattr__(self, "sentence_weight", sentence_weight)
+        if not 0.0 <= sentence_weight <= 1.0 or self.sentence_depth < 1:
             raise ValueError("sentence_weight must be between 0 and 1, sentence_depth at least 1")
-        if self.sentence_sparse_weight is None:
-            default = DEFAULT_SENTENCE_SPARSE_WEIGHT.get(self.method, self.sparse_weight) if chosen is None else chosen
+        sentence_sparse_weight = self.sentence_sparse_weight
+        if sentence_sparse_weight is None:
+            default = DEFAULT_SENTENCE_SPARSE_WEIGHT.get(self.method, sparse_weight) if chosen is None else chosen
+            sentence_sparse_weight = default
             object.__setattr__(self, "sentence_sparse_weight", default)
-        if self.sentence_sparse_weight < 0:
+        if sentence_sparse_weight < 0:
             raise ValueError("sentence_sparse_weight must be at least 0")
-        if self.feedback_chunks < 0 or self.feedback_weight < 0 or self.feedback_depth < self.feedback_chunks:
+        if self.feedback_chunks < 0 or feedback_weight < 0 or self.feedback_depth < self.feedback_chunks:
             raise ValueError("feedback_chunks and feedback_weight must be at least 0, feedback_depth at least chunks")
 
     @property
     def feedback(self) -> bool:
         """Whether hybrid search moves the query and adds the feedback cosines."""
-        return self.feedback_chunks > 0 and self.feedback_weight > 0
+        return self.feedback_chunks > 0 and cast(float, self.feedback_weight) > 0  # set by __post_init__
 
     @property
     def sentences(self) -> bool:
         """Whether hybrid search blends the first fused chunks' best sentence cosines into their scores."""
-        return self.sentence_weight > 0 and self.dense_weight > 0
+        return cast(float, self.sentence_weight) > 0 and self.dense_weight > 0  # set by __post_init__
 
     def for_sentences(self) -> FusionSettings:
         """The fusion on an index with sentence vectors: the blend on, BM25 at ``sentence_sparse_weight`` (itself
@@ -245,7 +256,8 @@ class FusionSettings:
     @property
     def best_score(self) -> float | None:
         """The highest fused score a chunk can get (first on both sides); None for ``zscore`` (no fixed bound)."""
-        total = self.dense_weight + self.sparse_weight + (self.feedback_weight if self.feedback else 0.0)
+        feedback = cast(float, self.feedback_weight) if self.feedback else 0.0  # weights: set by __post_init__
+        total = self.dense_weight + cast(float, self.sparse_weight) + feedback
         return FUSION_METHODS[self.method].best_score(total, self.k)
 
 
@@ -265,7 +277,10 @@ def fuse(
     matched = np.flatnonzero(sparse > 0)
     sparse_depth = fusion.depth if fusion.sparse_depth is None else fusion.sparse_depth
     sparse_top = matched[top_order(sparse[matched], min(sparse_depth, matched.size))]
-    sides = [(dense_top, dense, fusion.dense_weight, "dense"), (sparse_top, sparse, fusion.sparse_weight, "sparse")]
+    sides = [
+        (dense_top, dense, fusion.dense_weight, "dense"),
+        (sparse_top, sparse, cast(float, fusion.sparse_weight), "sparse"),
+    ]
     for top, scores, weight, side in sides:
         if not top.size or weight <= 0:  # a side weighed 0 adds no chunk (as before: RRF kept fused > 0)
             continue
@@ -290,7 +305,7 @@ def with_sentences(fused: np.ndarray, cosines: np.ndarray, sentences: np.ndarray
     no sentence vectors, the score is kept)."""
     if not fusion.sentences:
         return fused
-    return fused + _sentence_change(cosines, sentences, fusion.dense_weight * fusion.sentence_weight)
+    return fused + _sentence_change(cosines, sentences, fusion.dense_weight * cast(float, fusion.sentence_weight))
 
 
 def dense_with_sentences(cosines: np.ndarray, sentences: np.ndarray, fusion: FusionSettings) -> np.ndarray:
@@ -298,9 +313,10 @@ def dense_with_sentences(cosines: np.ndarray, sentences: np.ndarray, fusion: Fus
     sentence's as hybrid blends its dense part (``with_sentences`` with a dense weight of 1),
     ``cosine + sentence_weight · (best sentence − cosine)``. Float64."""
     cosines = np.asarray(cosines, dtype=np.float64)
-    if fusion.sentence_weight <= 0:
+    weight = cast(float, fusion.sentence_weight)  # set by FusionSettings.__post_init__
+    if weight <= 0:
         return cosines
-    return cosines + _sentence_change(cosines, sentences, fusion.sentence_weight)
+    return cosines + _sentence_change(cosines, sentences, weight)
 
 
 def _sentence_change(cosines: np.ndarray, sentences: np.ndarray, weight: float) -> np.ndarray:
@@ -323,7 +339,7 @@ def with_feedback(fused: np.ndarray, cosines: np.ndarray, fusion: FusionSettings
     below 0 is no evidence, as on the dense side); unchanged when feedback is off."""
     if not fusion.feedback:
         return fused
-    return fused + fusion.feedback_weight * np.maximum(np.asarray(cosines, dtype=np.float64), 0.0)
+    return fused + cast(float, fusion.feedback_weight) * np.maximum(np.asarray(cosines, dtype=np.float64), 0.0)
 
 
 def feedback_query(vector: np.ndarray, hits: np.ndarray, beta: float) -> np.ndarray:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import numpy as np
@@ -369,7 +369,8 @@ class GisIndex:
     def _cities(self) -> tuple[np.ndarray, dict[str, int]]:
         """Each row's city code (-1: none) and the code of each city (lower-cased ``str`` of ``attributes.city``)."""
         offsets = np.asarray(self.table.arrays["attributes.offsets"])
-        blob = memoryview(np.ascontiguousarray(self.table.arrays["attributes.bytes"], dtype=np.uint8))
+        raw = np.ascontiguousarray(self.table.arrays["attributes.bytes"], dtype=np.uint8)
+        blob = memoryview(raw)  # type: ignore[arg-type]  # numpy's stubs: ndarray __buffer__ only on Python >= 3.12
         cities: dict[str, int] = {}
         per_value = np.full(offsets.size, -1, dtype=np.int32)  # per distinct attributes value, then NULL's (-1)
         # only the values that spell "city" are parsed (one search of the whole column, not one per value)
@@ -494,12 +495,12 @@ def _read_arrays(version_dir: Path) -> tuple[dict[str, np.ndarray], dict[str, An
     meta: dict[str, Any] = {"gis_format": GIS_COPY_FORMAT, "entities": len(ids), "relations": len(grouped),
                             "orphan_relations": orphans, "dense_max_norm": max_row_norm(dense)}  # fmt: skip
     if meta["dense_max_norm"] < INT8_MAX_NORM:  # the int8 codes of the exact two-stage top-k (livemem.index.scan)
-        codes = quantize_int8(dense)
-        arrays.update({"dense.i8": codes.codes, "dense.i8scale": codes.scales, "dense.i8error": codes.row_error})
+        row_error = cast(np.ndarray, (codes := quantize_int8(dense)).row_error)  # quantize_int8 always gives it
+        arrays.update({"dense.i8": codes.codes, "dense.i8scale": codes.scales, "dense.i8error": row_error})
         rows = grid_order(lon, lat)
         arrays.update({"grid.rows": rows, "grid.pos": np.argsort(rows, kind="stable").astype(np.int64),
                        "grid.i8": codes.codes[rows], "grid.i8scale": codes.scales[rows],
-                       "grid.i8error": codes.row_error[rows]})  # fmt: skip
+                       "grid.i8error": row_error[rows]})  # fmt: skip
         meta.update(dense_i8_error=codes.error, dense_i8_max_hat=codes.max_hat)
     return arrays, meta
 
@@ -637,8 +638,8 @@ def cached_gis_index(version_dir: str, engine: EngineConfig | None = None) -> Gi
     engine = engine if engine is not None else EngineConfig.defaults()
     key = (str(version_dir), engine)
     with _CACHE_LOCK:
-        found = _CACHE.get(key, False)  # a hit makes it the most recently used
-        if found is not False:
+        if key in _CACHE:
+            found = _CACHE[key]  # a hit makes it the most recently used
             if found is None or found.intact():
                 return found
             del _CACHE[key]

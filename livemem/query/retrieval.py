@@ -27,6 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import partial
+from typing import cast, overload
 
 import numpy as np
 
@@ -123,6 +124,7 @@ class Retriever:
         the query encoded when ``vector`` is None, each phase timed; returns them and the clock."""
         scan = sparse_all = sparse_rows = dense_top = None
         sparse_wanted = bool(candidates.size) and query.mode in ("sparse", "hybrid") and index is not None
+        sparse_index = cast(LevelSparse, index)  # read only where ``sparse_wanted``: not None
         bm25 = None
         # hybrid's BM25 side: every row's score and the list fused (its best ``sparse_depth`` allowed rows), scored in
         # pieces (livemem.index.sparse.Pieces) on the scan pool while this thread encodes, or on the walk thread
@@ -136,11 +138,11 @@ class Retriever:
             walk = query.mode == "hybrid" and snap.dense.walks
             if vector is None:
                 if pool is not None:  # BM25 is found and scored on the scan pool while this thread encodes
-                    bm25 = index.split(query.text).prepare_on(pool).submit(pool)
+                    bm25 = sparse_index.split(query.text).prepare_on(pool).submit(pool)
                 vector = self.encode(query.text)
             elif pool is not None and walk:  # BM25 in pieces beside the walks (DenseScan.candidates: ``beside``;
                 # found there, on this thread: on the scan pool, a third busy thread, p50 +2 ms at 2M)
-                bm25 = index.split(query.text)
+                bm25 = sparse_index.split(query.text)
             t = _tick(timings, "encode", t)
             # on a large snapshot the first stage runs on the scan pool while BM25 is scored here (livemem.index.dense)
             scan = snap.dense.scan(vector, mask, candidates)
@@ -149,9 +151,9 @@ class Retriever:
             t = _tick(timings, "dense", t)
         if sparse_wanted:
             if query.mode == "sparse":  # BM25 of the chunk text and of its heading path (LevelSparse.field_scores)
-                sparse_all = index.field_scores(query.text)
+                sparse_all = sparse_index.field_scores(query.text)
             else:
-                ranked = index.ranked(*bm25_list) if bm25 is None else bm25.ranked(*bm25_list[1:])
+                ranked = sparse_index.ranked(*bm25_list) if bm25 is None else bm25.ranked(*bm25_list[1:])
                 sparse_rows, sparse_all = ranked
             t = _tick(timings, "sparse", t)
         if scan is not None and query.mode == "hybrid" and dense_top is None:
@@ -175,14 +177,18 @@ class Retriever:
 
         best_relevance = None
         if query.mode == "dense" and scan is not None:
-            chunks, documents, weight = self._dense_ranking(snap, query, scan, vector, candidates.size, hit, timings)
+            dense_vector = cast(np.ndarray, vector)  # encoded with the scan
+            chunks, documents, weight = self._dense_ranking(
+                snap, query, scan, dense_vector, candidates.size, hit, timings
+            )
             if weight is not None:  # recency and attention multiplied each row's score by its weight
                 for h in made:
                     h.relevance = h.score / float(weight[h.row])
             t = _tick(timings, "score", t)
         else:
             if sides.dense_top is not None:
-                rows, scores = self._hybrid(snap, vector, sides.dense_top, sides.sparse_rows, sparse_all, timings)
+                dense_vector = cast(np.ndarray, vector)  # encoded with the scan
+                rows, scores = self._hybrid(snap, dense_vector, sides.dense_top, sides.sparse_rows, sparse_all, timings)
             else:
                 sparse = None if sparse_all is None else sparse_all[candidates]
                 rows, scores = self._score(query, candidates, None, sparse)
@@ -209,11 +215,12 @@ class Retriever:
         """Each hit made gains its exact dense score (most are known already) and, where the mode blends sentences,
         its best sentence's cosine."""
         shown = np.array([h.row for h in made])
-        for h, dense in zip(made, sides.scan.scores(shown), strict=True):
+        scan, vector = cast(DenseScan, sides.scan), cast(np.ndarray, sides.vector)  # called with a scan: encoded
+        for h, dense in zip(made, scan.scores(shown), strict=True):
             h.dense = float(dense)
         blends = self.dense_blend(snap) if query.mode == "dense" else self.fusion_for(snap).sentences
         if blends and snap.dense.has_sentences:
-            for h, best in zip(made, snap.dense.best_sentences(sides.vector, shown), strict=True):
+            for h, best in zip(made, snap.dense.best_sentences(vector, shown), strict=True):
                 h.sentence = None if np.isnan(best) else float(best)
 
     def _hybrid(
@@ -279,7 +286,7 @@ class Retriever:
     def dense_blend(self, snap: Snapshot) -> bool:
         """Whether dense mode blends the best sentence into its first chunks (``dense_with_sentences``): on an index
         with sentence vectors, unless the blend is off (``sentence_weight`` 0, ``RAG_FUSION_SENTENCES=0``)."""
-        return snap.dense.has_sentences and self.fusion.sentence_weight > 0
+        return snap.dense.has_sentences and cast(float, self.fusion.sentence_weight) > 0
 
     def _dense_ranking(
         self,
@@ -416,6 +423,14 @@ def sorted_union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return union[keep]
 
 
+@overload
+def top_documents(
+    snap: Snapshot, rows: np.ndarray, scores: np.ndarray, top_k: int, hit, known: None = None
+) -> list[DocumentHit]: ...
+@overload
+def top_documents(
+    snap: Snapshot, rows: np.ndarray, scores: np.ndarray, top_k: int, hit, known: int | None
+) -> list[DocumentHit] | None: ...
 def top_documents(
     snap: Snapshot, rows: np.ndarray, scores: np.ndarray, top_k: int, hit, known: int | None = None
 ) -> list[DocumentHit] | None:

@@ -39,7 +39,7 @@ def matched_attention(snap: Snapshot, vector: np.ndarray) -> np.ndarray:
     (cosine ``QUESTION_SIMILARITY`` → 0, 1 → fully), plus ``PARENT_SHARE`` of the same for the other chunks of
     its parent document. A chunk confirmed for other questions gains nothing here: popularity never travels."""
     memory = snap.signals.questions
-    matched = np.zeros(snap.size)
+    matched: np.ndarray = np.zeros(snap.size)
     if not memory.size:
         return matched
     likeness = np.clip((memory.vectors @ vector - QUESTION_SIMILARITY) / (1.0 - QUESTION_SIMILARITY), 0.0, 1.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 
@@ -59,7 +59,7 @@ def check_stale(version_dir: Path, section: dict[str, Any] | None) -> CheckOutco
             "SELECT local_resource_id, name, last_verified_at FROM registry WHERE status = 'stale' "
             "ORDER BY last_verified_at, local_resource_id"
         ).fetchall()
-        total = con.execute("SELECT count(*) FROM registry").fetchone()[0]
+        total = cast(tuple[int], con.execute("SELECT count(*) FROM registry").fetchone())[0]
     finally:
         con.close()
     failures = [f"{i} ({name}): last verified {(when or '')[:10]}" for i, name, when in stale[:MAX_REPORTED]]

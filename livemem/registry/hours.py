@@ -137,13 +137,14 @@ def _days(text: str) -> frozenset[int]:
         ends = re.split(r"\s*(?:-|–|to)\s*", part)
         found = [_DAY_NAMES.get(e.rstrip(".").rstrip("s"), _DAY_NAMES.get(e.rstrip("."))) for e in ends]
         found = [d if d is not None else _DAY_NAMES.get(e[:3]) for d, e in zip(found, ends, strict=True)]
-        if any(d is None for d in found):
+        days = [d for d in found if d is not None]
+        if len(days) < len(found):
             continue
-        if len(found) == 2:
-            a, b = found
+        if len(days) == 2:
+            a, b = days
             out |= set(range(a, b + 1)) if a <= b else set(range(a, 7)) | set(range(0, b + 1))
         else:
-            out |= set(found)
+            out |= set(days)
     return frozenset(out)
 
 

@@ -202,16 +202,17 @@ def _coerce(table: str, raw: dict[str, str]) -> dict[str, Any]:
     for key, value in raw.items():
         if key is None or value is None or value.strip() == "":
             continue
-        value = value.strip()
+        text = value.strip()
+        cell: str | int | float = text
         if _is_text(props.get(key, {})):
-            value = csv_text(value)  # the ' a CSV writer (ours: write_export) put before = + - @ tab CR, and only that
+            cell = csv_text(text)  # the ' a CSV writer (ours: write_export) put before = + - @ tab CR, and only that
         elif props.get(key, {}).get("type") == "number":
             try:
-                number = float(value)
-                value = int(number) if number.is_integer() else number
+                number = float(text)
+                cell = int(number) if number.is_integer() else number
             except ValueError:
                 pass
-        out[key] = value
+        out[key] = cell
     return out
 
 
@@ -1058,13 +1059,13 @@ def tabular_tables(
     the fields the tabular format requires. Problems: what a table cannot hold (none for a valid export)."""
     flat: dict[str, list[_Record]] = {}
     for table, records in (("organization", organizations), ("service", services)):
-        for i, record in enumerate(records):
-            _flatten(table, _Record(record, f"{table_file(table)}.json[{i}]"), flat)
+        for i, item in enumerate(records):
+            _flatten(table, _Record(item, f"{table_file(table)}.json[{i}]"), flat)
     problems: list[Problem] = []
     kept = {t: _valid_records(flat.get(t, []), t, True, problems) for t in TABLES}
     columns = {r["name"]: [f["name"] for f in r["schema"]["fields"]] for r in datapackage()["resources"]}
-    for table, records in kept.items():
-        for rid, record in records.items():
+    for table, by_id in kept.items():
+        for rid, record in by_id.items():
             for key in record.also:  # a row has one value per column
                 problems.append(Problem(record.where, table, rid, "error", f"linked to several by {key}"))
             for key in sorted(set(record.data) - set(columns[table])):

@@ -96,4 +96,6 @@ def types_of_terms(terms: Iterable[Mapping[str, Any]]) -> list[str]:
 
 def is_airs_code(text: str | None) -> bool:
     """Whether a term id or code looks like an AIRS code (``BD-1800.2000``)."""
-    return bool(text) and bool(AIRS_CODE.match(text.strip().upper()))
+    if not text:
+        return False
+    return bool(AIRS_CODE.match(text.strip().upper()))

@@ -80,7 +80,8 @@ class GitSource:
             return False
 
     def is_ancestor(self, older: str, newer: str) -> bool:
-        return self.has_commit(older) and self.repo.is_ancestor(older, newer)
+        # GitPython annotates Commit, but passes both revs to `git merge-base` and takes any rev string
+        return self.has_commit(older) and self.repo.is_ancestor(older, newer)  # type: ignore[arg-type]
 
     def list_files(self, commit: str) -> list[TreeEntry]:
         """Every blob in the commit's tree with its id and size (submodules and symlinks excluded); a blob whose
@@ -177,7 +178,8 @@ def _log_records(out: str) -> Iterator[tuple[str, list[str]]]:
         if i + 1 >= len(fields) or not fields[i + 1]:
             i += 1
             continue
-        header, paths, i = fields[i + 1], [], i + 2
+        paths: list[str] = []
+        header, i = fields[i + 1], i + 2
         while i < len(fields) and fields[i]:
             paths.append(fields[i][1:] if not paths and fields[i].startswith("\n") else fields[i])
             i += 1

@@ -41,7 +41,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
 import duckdb
@@ -209,7 +209,7 @@ def _parse_line(line: bytes, where: str, lo: float, hi: float, out: DayEvents) -
         return
     stamp, kind, trace, chunk = event.get("timestamp"), event.get("event"), event.get("trace_id"), event.get("chunk_id")
     try:
-        when = datetime.fromisoformat(stamp).timestamp()
+        when = datetime.fromisoformat(cast(str, stamp)).timestamp()  # not a str: TypeError, below
     except (TypeError, ValueError):
         out.bad(where, f"timestamp {stamp!r} is not ISO 8601")
         return
@@ -277,8 +277,8 @@ def judgements(events: DayEvents) -> list[tuple[str, str, bool, float]]:
 def _judgements(events: DayEvents) -> list[tuple[str, str, str, bool, float, list[str]]]:
     """``judgements`` with who gave each, and every trace that caller found the chunk useful in that day."""
     retrieved_in: dict[str, set[str]] = defaultdict(set)
-    for trace, chunk, _, _ in events.retrievals:
-        retrieved_in[trace].add(chunk)
+    for trace, retrieved, _, _ in events.retrievals:
+        retrieved_in[trace].add(retrieved)
     last: dict[tuple[str, str], tuple[str, bool, float]] = {}
     useful_in: dict[tuple[str, str], list[str]] = defaultdict(list)
     for trace, chunk, verdict, caller in _last_per_trace(events):
@@ -309,17 +309,18 @@ def compute_signals(events: DayEvents, day: date, timezone: str) -> dict[str, An
     useful: Counter = Counter()
     not_useful: Counter = Counter()
     # Evidence: 1 per judgement naming a chunk, 1/n per judgement on a whole answer of n chunks (``judgements``).
+    # typeshed's Counter holds int counts; these hold float evidence (a Counter adds floats as well)
     useful_evidence: Counter = Counter()
     not_useful_evidence: Counter = Counter()
     useful_in: dict[str, set[str]] = defaultdict(set)
     for trace, c, verdict, share in judgements(events):
         if verdict:
             useful[c] += 1
-            useful_evidence[c] += share
+            useful_evidence[c] += share  # type: ignore[assignment]
             useful_in[trace].add(c)
         else:
             not_useful[c] += 1
-            not_useful_evidence[c] += share
+            not_useful_evidence[c] += share  # type: ignore[assignment]
     co_occurred: dict[str, Counter] = defaultdict(Counter)
     for trace, good in useful_in.items():
         for c in retrieved_in.get(trace, ()):
@@ -399,9 +400,9 @@ def _apply_day(con: duckdb.DuckDBPyConnection, previous_state: Path | None, usag
         else "SELECT NULL::VARCHAR AS chunk_id, NULL::DOUBLE AS attention_score, NULL::VARCHAR AS last_breath_seen "
         "WHERE false"
     )
-    has_lineage = con.execute(
-        "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'chunk_lineage'"
-    ).fetchone()[0]
+    has_lineage = _one_row(
+        con.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'chunk_lineage'")
+    )[0]
     lineage = (
         "chunk_lineage"
         if has_lineage
@@ -446,10 +447,15 @@ def _apply_day(con: duckdb.DuckDBPyConnection, previous_state: Path | None, usag
     )
 
 
+def _one_row(result: duckdb.DuckDBPyConnection) -> tuple[Any, ...]:
+    """``fetchone()`` of a query that always returns one row (an aggregate)."""
+    return cast(tuple[Any, ...], result.fetchone())
+
+
 def _has_table(con: duckdb.DuckDBPyConnection, table: str, catalog: str | None = None) -> bool:
     where = "table_name = ?" + (" AND table_catalog = ?" if catalog else "")
     params = [table, catalog] if catalog else [table]
-    return bool(con.execute(f"SELECT COUNT(*) FROM information_schema.tables WHERE {where}", params).fetchone()[0])
+    return bool(_one_row(con.execute(f"SELECT COUNT(*) FROM information_schema.tables WHERE {where}", params))[0])
 
 
 def apply_related(
@@ -608,7 +614,7 @@ def _todays_questions(found: list[tuple[str, str, float]], embed: Any) -> pd.Dat
     embedded = embed(texts) if texts else None
     if embedded is None:
         found = []
-    vectors = dict(zip(texts, embedded, strict=True)) if found else {}
+    vectors = dict(zip(texts, embedded, strict=True)) if found and embedded is not None else {}
     return pd.DataFrame(
         [(c, _question_key(q), [float(x) for x in vectors[q]], w) for c, q, w in found],
         columns=["chunk_id", "question_key", "vector", "weight"],
@@ -748,6 +754,8 @@ def rollup_day(
             result.reason = "index is empty: nothing to roll attention onto (materialize the chunks first)"
             return result
         version_id, staged, base = derive_version(home, link=SHARED_ENTRIES)
+        if base is None:  # cannot be: the write lock is held since the version above was read
+            raise RuntimeError(f"index home {home.root} emptied while its write lock was held")
         # the state after the day waits beside the staged version; it counts once that version is published
         pending = staged_state_dir(home, version_id)
         changed, stats, model = _roll_into(
@@ -809,25 +817,31 @@ def _save_state(con: duckdb.DuckDBPyConnection, pending: Path, day: date) -> Non
 
 def _changed_rows(con: duckdb.DuckDBPyConnection) -> int:
     """Rows of attention, questions and related chunks that differ from the attached ``published`` version."""
-    changed = con.execute(
-        "SELECT COUNT(*) FROM attention n FULL JOIN published.attention o USING (chunk_id) "
-        "WHERE COALESCE(n.attention_score, 0) IS DISTINCT FROM COALESCE(o.attention_score, 0) "
-        "OR n.last_breath_seen IS DISTINCT FROM o.last_breath_seen"
-    ).fetchone()[0]
+    changed = _one_row(
+        con.execute(
+            "SELECT COUNT(*) FROM attention n FULL JOIN published.attention o USING (chunk_id) "
+            "WHERE COALESCE(n.attention_score, 0) IS DISTINCT FROM COALESCE(o.attention_score, 0) "
+            "OR n.last_breath_seen IS DISTINCT FROM o.last_breath_seen"
+        )
+    )[0]
     if not _has_table(con, "attention_questions", "published"):
-        changed += con.execute("SELECT COUNT(*) FROM attention_questions").fetchone()[0]
+        changed += _one_row(con.execute("SELECT COUNT(*) FROM attention_questions"))[0]
     else:
-        changed += con.execute(
-            "SELECT COUNT(*) FROM attention_questions n FULL JOIN published.attention_questions o "
-            "USING (chunk_id, question_key) WHERE n.weight IS DISTINCT FROM o.weight"
-        ).fetchone()[0]
+        changed += _one_row(
+            con.execute(
+                "SELECT COUNT(*) FROM attention_questions n FULL JOIN published.attention_questions o "
+                "USING (chunk_id, question_key) WHERE n.weight IS DISTINCT FROM o.weight"
+            )
+        )[0]
     if not _has_table(con, "related_chunks", "published"):
-        changed += con.execute("SELECT COUNT(*) FROM related_chunks").fetchone()[0]
+        changed += _one_row(con.execute("SELECT COUNT(*) FROM related_chunks"))[0]
     else:
-        changed += con.execute(
-            "SELECT COUNT(*) FROM related_chunks n FULL JOIN published.related_chunks o "
-            "USING (chunk_id, related_id) WHERE n.weight IS DISTINCT FROM o.weight"
-        ).fetchone()[0]
+        changed += _one_row(
+            con.execute(
+                "SELECT COUNT(*) FROM related_chunks n FULL JOIN published.related_chunks o "
+                "USING (chunk_id, related_id) WHERE n.weight IS DISTINCT FROM o.weight"
+            )
+        )[0]
     return changed
 
 
@@ -918,11 +932,13 @@ def attention_stats(con: duckdb.DuckDBPyConnection, high: float, total: int | No
     """Average score, chunks at or above ``high`` and chunks never used, over every chunk of the version (chunks
     without an attention row have score 0 and no breath seen). ``total``: the version's chunk count, when known."""
     if total is None:
-        total = con.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-    summed, high_n, used = con.execute(
-        "SELECT COALESCE(SUM(attention_score), 0), COUNT(*) FILTER (WHERE attention_score >= ?), "
-        "COUNT(*) FILTER (WHERE attention_score <> 0 OR last_breath_seen IS NOT NULL) FROM attention",
-        [high],
-    ).fetchone()
+        total = _one_row(con.execute("SELECT COUNT(*) FROM chunks"))[0]
+    summed, high_n, used = _one_row(
+        con.execute(
+            "SELECT COALESCE(SUM(attention_score), 0), COUNT(*) FILTER (WHERE attention_score >= ?), "
+            "COUNT(*) FILTER (WHERE attention_score <> 0 OR last_breath_seen IS NOT NULL) FROM attention",
+            [high],
+        )
+    )
     avg = float(summed) / total if total else 0.0
     return {"avg_score": round(avg, 6), "high_attention_chunks": high_n, "never_used_chunks": total - used}

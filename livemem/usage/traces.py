@@ -396,6 +396,8 @@ class _QueuedWrites:
 class TraceWriter(_QueuedWrites):
     """Appends trace events to the day's file for this host and process (or to a shared ``name``)."""
 
+    directory: Path
+
     def __init__(self, directory: str | os.PathLike[str], name: str | None = None) -> None:
         super().__init__()
         self.directory = Path(directory)

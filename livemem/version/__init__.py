@@ -24,6 +24,7 @@ open) by ``livemem.engine``, which imports it; nothing here imports the engine, 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -49,7 +50,7 @@ def connect(version_dir: Path, read_only: bool = True) -> duckdb.DuckDBPyConnect
 
     # 16 KiB blocks for a file created here (DuckDB's default is 256 KiB): a version's tables are small (a table of
     # a few rows took a whole block), and every version and attention publish writes its own file
-    config = {} if read_only else {"default_block_size": str(BLOCK_SIZE)}
+    config: dict[str, Any] = {} if read_only else {"default_block_size": str(BLOCK_SIZE)}
     con = duckdb.connect(str(Path(version_dir) / TABLES), read_only=read_only, config=config)
     try:
         use_parts(con, version_dir)

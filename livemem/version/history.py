@@ -81,8 +81,9 @@ def summary(
     access: frozenset[str] | None = None,
 ) -> dict[str, Any]:
     """One version as ``list_versions`` lists it."""
-    gbim = manifest.get("gbim") if isinstance(manifest.get("gbim"), dict) else {}
-    registry = manifest.get("registry") if isinstance(manifest.get("registry"), dict) else {}
+    found_gbim, found_registry = manifest.get("gbim"), manifest.get("registry")
+    gbim: dict[str, Any] = found_gbim if isinstance(found_gbim, dict) else {}
+    registry: dict[str, Any] = found_registry if isinstance(found_registry, dict) else {}
     all_sources = manifest.get("sources") or {}
     readable = {n: i for n, i in all_sources.items() if access is None or i.get("access", "public") in access}
     gbim_hidden = access is not None and any(

@@ -53,7 +53,7 @@ import uuid
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -102,7 +102,7 @@ class Table:
             elif kind == "text":
                 decoded = dictionaries.get(name)
                 out[name] = decoded[code] if decoded is not None else (
-                    second[first[code] : first[code + 1]].tobytes().decode("utf-8"))  # fmt: skip
+                    cast(np.ndarray, second)[first[code] : first[code + 1]].tobytes().decode("utf-8"))  # fmt: skip
             else:
                 out[name] = int(first[row]) if kind == "int" else float(first[row])
         return out
@@ -142,7 +142,7 @@ class Table:
 
 def is_mapped(array: np.ndarray) -> bool:
     """Whether ``array``'s memory is a file mapping (a serving copy), not this process's own."""
-    base = array
+    base: object = array
     while base is not None:
         if isinstance(base, (np.memmap, mmap.mmap)):
             return True
@@ -219,7 +219,8 @@ def write_copy(root: Path, segment_id: str, arrays: Mapping[str, np.ndarray], me
                 fh.write(b"\0" * (-fh.tell() % ALIGN))
                 layout[name] = {"dtype": array.dtype.str, "shape": list(array.shape), "offset": fh.tell()}
                 if array.size:
-                    fh.write(memoryview(array.reshape(-1)).cast("B"))  # no copy of a large array
+                    # no copy of a large array (ignore: numpy's stubs give ndarray __buffer__ only on Python >= 3.12)
+                    fh.write(memoryview(array.reshape(-1)).cast("B"))  # type: ignore[arg-type]
             fh.write(marker.encode("ascii"))
             size = fh.tell()
         body = {**meta, "format": COPY_FORMAT, "segment": segment_id, "size": size, "marker": marker,

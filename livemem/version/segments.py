@@ -35,7 +35,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import numpy as np
@@ -51,7 +51,7 @@ from livemem.index.sentences import SENTENCES_FILE as SENTENCES
 from livemem.index.sentences import Sentences
 from livemem.index.sparse import Postings
 from livemem.version import mapped
-from livemem.version.mapped import Table
+from livemem.version.mapped import Guard, Table
 from livemem.version.schema import create_sql
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ def write_segment(
         _write_rows(con, tmp, chunks, parents)
         np.save(tmp / "dense.npy", np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(chunks), -1))
         (postings if postings is not None else Postings.build(texts)).save(tmp / "postings.npz")
-        written = FILES
+        written: tuple[str, ...] = FILES
         if sentences is not None and sentences.count:
             sentences.save(tmp / SENTENCES)
             written = (*FILES, SENTENCES)
@@ -268,7 +268,7 @@ class Segment:
     parents: Table | None = None  # the segment's parent files by ``_row`` (``PARENT_KINDS``)
     sentences: Sentences | None = None  # the chunks' sentence vectors, when the segment has any
     derived: dict[str, Any] = field(default_factory=dict)  # what readers compute once per segment (columns)
-    guard: mapped.Guard | None = None  # the mapped serving copy's file (None: held in this process's memory)
+    guard: Guard | None = None  # the mapped serving copy's file (None: held in this process's memory)
     graph: Graph | None = None  # the approximate-search graph of a large segment (``livemem.index.ann``), mapped
 
     @property
@@ -367,10 +367,14 @@ def load_segment(parts: Path, segment_id: str, serving_cache: Path | None = None
             try:
                 max_norm = max_row_norm(arrays["dense"])
                 extra: dict[str, np.ndarray] = {}
-                meta = {"chunks": size, "dense_max_norm": max_norm}
+                meta: dict[str, Any] = {"chunks": size, "dense_max_norm": max_norm}
                 if max_norm < INT8_MAX_NORM:  # finite: the int8 codes the first stage scans (livemem.index.scan)
                     codes = quantize_int8(arrays["dense"])
-                    extra = {"dense.i8": codes.codes, "dense.i8scale": codes.scales, "dense.i8error": codes.row_error}
+                    extra = {
+                        "dense.i8": codes.codes,
+                        "dense.i8scale": codes.scales,
+                        "dense.i8error": cast(np.ndarray, codes.row_error),
+                    }
                     meta.update(dense_i8_error=codes.error, dense_i8_max_hat=codes.max_hat)
                     del codes
                 mapped.write_copy(root, segment_id, {**arrays, **extra}, meta)

@@ -144,7 +144,7 @@ def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 
 def question_memory(
-    tables: Path, manifest: dict[str, Any], row_of: dict[str, int], parent_ids: np.ndarray, dim: int, model_id: str
+    tables: Path, manifest: dict[str, Any], row_of: Mapping[str, int], parent_ids: np.ndarray, dim: int, model_id: str
 ) -> QuestionMemory:
     """The question memory of the version whose tables are ``tables`` (``tables.duckdb``), for the snapshot rows
     ``row_of`` (with their ``parent_ids``): empty for a version without one, or whose questions were embedded by

@@ -82,7 +82,7 @@ def _build_metadata(result: BuildResult) -> dict[str, Any]:
         " | skipped |",
         "|---|---|---|---|---|",
     ]
-    counters = ("files_new", "files_changed", "files_unchanged", "files_deleted")
+    counters: tuple[str, ...] = ("files_new", "files_changed", "files_unchanged", "files_deleted")
     counters += ("chunks_new", "chunks_changed", "chunks_unchanged", "chunks_deleted")
     totals = dict.fromkeys(counters, 0)
     for name, st in result.sources.items():

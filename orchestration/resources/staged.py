@@ -10,7 +10,8 @@ run's version.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from dagster import (
     ConfigurableIOManager,
@@ -45,7 +46,9 @@ class StagedVersionIOManager(ConfigurableIOManager):
         partition = step.partition_key if step.has_partition_key else None
         record = staged_materialization(context.instance, step.run_id, context.asset_key, partition)
         name = context.asset_key.to_user_string()
-        if record is None or STAGED not in record.asset_materialization.metadata:
+        # a materialization's record always carries its materialization
+        materialization = record.asset_materialization if record is not None else None
+        if materialization is None or STAGED not in materialization.metadata:
             raise Failure(
                 description=(
                     f"{name} was not materialized in this run ({step.run_id}"
@@ -54,5 +57,5 @@ class StagedVersionIOManager(ConfigurableIOManager):
                     "(e.g. `livemem materialize --job build_index`)."
                 )
             )
-        value = dict(record.asset_materialization.metadata[STAGED].value)
+        value = dict(cast("Mapping[str, Any]", materialization.metadata[STAGED].value))  # handle_output's JSON
         return {**value, "asset_key": name, "partition": partition}

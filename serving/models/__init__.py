@@ -5,6 +5,7 @@ their routers. The MCP server answers with the same models."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -35,7 +36,7 @@ def _some_text(value: str, info: ValidationInfo) -> str:
 Text = Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(_some_text)]
 
 
-def _as_tuple(value: Values | None) -> tuple[str, ...]:
+def _as_tuple(value: str | Sequence[str] | None) -> tuple[str, ...]:
     if value is None:
         return ()
     return (value,) if isinstance(value, str) else tuple(value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.config import JsonDict
 
 from livemem.answer.results import GEOJSON_DECIMALS
 from serving.models import Text, Values
@@ -15,14 +16,14 @@ Format = Literal["json", "geojson"]
 # The examples of /openapi.json (validated against their schemas by tests/api/test_geojson_media.py): the bundled
 # example's Mount Hope pantry.
 EXAMPLE_ID = "5bc2ce26-2066-5b47-a724-0b2359e64c8a"
-EXAMPLE_METADATA = {"worldview_id": "wv-benefits", "county": "Fayette", "gbim_entity": "facility"}
-EXAMPLE_HIT = {
+EXAMPLE_METADATA: JsonDict = {"worldview_id": "wv-benefits", "county": "Fayette", "gbim_entity": "facility"}
+EXAMPLE_HIT: JsonDict = {
     "description": "Church-run food pantry in Mount Hope: groceries every Tuesday and Thursday afternoon, no "
     "appointment needed, serves Mount Hope and Oak Hill.",
     "dataset": "wv_benefits",
     "label": "Mount Hope Food Pantry",
 }
-EXAMPLE_COMMON = {
+EXAMPLE_COMMON: JsonDict = {
     "index_version": "20261126T100051169076Z",
     "trace_id": "0cfa485d-a9ca-4a63-ab80-395ebb46aaee.20261126T100051169076Z.RHpmbT2qz5SaqbYLIvjBXGYoFANLV5r4td-2iw",
     "candidates": 10,

@@ -265,7 +265,7 @@ def conversation(body: ChatCompletionRequest) -> tuple[str, list[str], Dialogue]
         raise OpenAIBadRequest("messages must hold at least one user message with text", "messages", 422)
     last = said[-1][0]
     instructions = [m.text() for m in body.messages if m.role in ("system", "developer")]
-    turns = [(m.role, m.text()) for m in body.messages[:last] if m.role in ("user", "assistant")]
+    turns: list[tuple[str, str]] = [(m.role, m.text()) for m in body.messages[:last] if m.role in ("user", "assistant")]
     return said[-1][1].text()[:MAX_MESSAGE], [m.text() for _, m in said[:-1]], Dialogue.of(instructions, turns)
 
 

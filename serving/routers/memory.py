@@ -8,7 +8,7 @@ view; the index is never written. Every use needs an API key: the user is the ke
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 
@@ -20,7 +20,7 @@ from serving.models.memory import Card, CardRequest, Deleted, Memory, MemoryItem
 from serving.services.memory import admitted, user_of
 
 router = APIRouter(tags=["memory"])
-ERRORS = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody},
     403: {"model": ErrorBody, "description": "a new user_id beyond the key's LIVEMEM_PERSONAL_MAX_USERS_PER_KEY"},
     404: {"model": ErrorBody},

@@ -8,7 +8,7 @@ every role may read it.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 
@@ -21,7 +21,13 @@ from serving.services.paging import Cursor, cursor_query, encode, http_page, lin
 
 router = APIRouter(tags=["registry"])
 
-ResourceType = StrEnum("ResourceType", {t: t for t in RESOURCE_TYPES})
+if TYPE_CHECKING:  # the members are the registry schema's vocabulary, read at import: the checker cannot list them
+
+    class ResourceType(StrEnum):
+        pass
+
+else:
+    ResourceType = StrEnum("ResourceType", {t: t for t in RESOURCE_TYPES})
 
 
 # The query parameters, as the OpenAPI document describes them.

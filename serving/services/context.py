@@ -19,7 +19,7 @@ from livemem.answer.answer_cache import AnswerCache
 from livemem.answer.audit import AUDIT_WAIT_S, AuditWriter, audit_record
 from livemem.answer.chat import OpenAICompatibleBackend, generate
 from livemem.answer.context import build_context
-from livemem.answer.conversation import Carried, ThreadStore, carry, from_history
+from livemem.answer.conversation import Carried, ThreadState, ThreadStore, carry, from_history
 from livemem.answer.routing import Caller, ContextRequest
 from livemem.answer.web import WebGateway, web_gateway
 from livemem.engine.snapshot import Snapshot
@@ -118,11 +118,18 @@ class ContextService:
         """``message`` with what its conversation carries: from ``history`` when the request sent earlier turns,
         else from the state stored for (``scope``, ``thread_id``), places read for ``home`` (the answering
         version's: ``Snapshot.home``). ``remember`` the result's state once the request is accepted."""
+        state: ThreadState | None
         if history:
             state, source = from_history(history, home), "history"
         else:
             state, source = self.threads.get(scope, thread_id), "thread"
-        given = {"county": county, "zip_code": zip_code, "profile": profile, "persona": persona, "home": home}
+        given: dict[str, Any] = {
+            "county": county,
+            "zip_code": zip_code,
+            "profile": profile,
+            "persona": persona,
+            "home": home,
+        }
         if state is None:
             return carry(from_history([], home), message, **given)
         return carry(state, message, source=source, **given)

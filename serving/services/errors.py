@@ -7,6 +7,7 @@ more than ``message`` (a mapping naming the offending values)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import HTTPException
@@ -17,7 +18,7 @@ UNAUTHORIZED_HEADERS = {"WWW-Authenticate": CHALLENGE}
 
 
 class ServiceError(HTTPException):
-    def __init__(self, status: int, message: str, detail: Any = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, status: int, message: str, detail: Any = None, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(status, message if detail is None else detail, headers)
         self.message = message
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from livemem.answer.gis_rank import rank_entities, ranked_hits
 from livemem.engine.snapshot import Snapshot
@@ -40,14 +40,15 @@ def _as_tuple(value: str | list[str] | None) -> tuple[str, ...]:
 @cache
 def _us_county_keys() -> frozenset[str]:
     """Every US county's comparison key (the ZIP data's counties of every state)."""
-    return frozenset(tidy_county_key(county) for _, county, _ in zip_data().values() if county) - {None}
+    keys = {tidy_county_key(county) for _, county, _ in zip_data().values() if county}
+    return frozenset(key for key in keys if key is not None)
 
 
 def check_counties(index: GisIndex, counties: tuple[str, ...]) -> None:
     """A 422 for a county that is no US county and no county of the entities, with the closest names of the
     entities' counties (as /resources says "did you mean"); a real county with no entity answers with no hits."""
-    known = {tidy_county_key(c): c for c in index.table.dictionary("county") if c is not None}
-    known.pop(None, None)
+    keyed = {tidy_county_key(c): c for c in index.table.dictionary("county") if c is not None}
+    known = {key: c for key, c in keyed.items() if key is not None}
     for county in counties:
         key = tidy_county_key(county)
         if key is None or key in known or key in _us_county_keys():
@@ -71,7 +72,8 @@ class GisService:
         check_counties(index, _as_tuple(body.county))
         mask = index.mask(
             role.access,
-            bbox=tuple(body.bbox) if body.bbox else None,
+            # the model's validator lets only 4 numbers through
+            bbox=cast("tuple[float, float, float, float]", tuple(body.bbox)) if body.bbox else None,
             near=near,
             counties=_as_tuple(body.county),
             datasets=_as_tuple(body.dataset),
