@@ -43,6 +43,7 @@ from typing import Any, cast
 import duckdb
 import numpy as np
 
+from livemem.engine.segments import Segment, SegmentCache
 from livemem.errors import LivingMemoryError
 from livemem.geo.home import Home, home_of
 from livemem.index import records
@@ -52,7 +53,6 @@ from livemem.settings import EngineConfig
 from livemem.version import connect, mapped, parts_dir
 from livemem.version.mapped import Table
 from livemem.version.schema import LAYOUT_VERSION
-from livemem.version.segments import Segment, SegmentCache
 from livemem.version.signals import MemorySignals, question_memory, read_signals
 from livemem.version.store import CHROMA, MANIFEST, TABLES, IndexHome
 

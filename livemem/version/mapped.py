@@ -3,7 +3,7 @@
 A serving worker needs a segment's chunk rows (for the few results a response returns, and a few columns for
 filters), its parent files (``return: documents``), its vectors and its BM25 postings. Read into each worker's own memory, N workers hold N copies (at 500k
 chunks, 3.3 GB each). Instead the first worker that loads a segment checks its files against the hashes its name
-commits to (``segments.load_segment``) and writes a **serving copy** of what it read: uncompressed arrays in one
+commits to (``livemem.engine.segments.load_segment``) and writes a **serving copy** of what it read: uncompressed arrays in one
 file, ``<serving cache>/<segment id>/arrays.bin`` (``copy.json`` gives each one's dtype, shape and offset), written into a temporary directory and renamed into place (a copy that
 exists is complete). Every worker, this one included, then maps the copy read-only (one ``mmap`` per segment, arrays over it):
 the pages live once in the page cache, shared by all workers of the machine, and only the pages a response touches

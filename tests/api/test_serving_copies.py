@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from livemem.engine import segments
 from livemem.engine import snapshot as reader
 from livemem.engine.snapshot import load_snapshot
 from livemem.index import dense as dense_module
@@ -16,7 +17,7 @@ from livemem.query.retrieval import Retriever
 from livemem.query.types import Query
 from livemem.settings import EngineConfig
 from livemem.sources.config import load_sources
-from livemem.version import connect, mapped, segments
+from livemem.version import connect, mapped
 from livemem.version.store import IndexHome
 
 

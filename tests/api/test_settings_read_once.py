@@ -12,8 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 from support.context import INTERNAL_KEY, example_index, make_app
 
+from livemem.engine import segments
 from livemem.engine import snapshot as reader
-from livemem.version import mapped, segments
+from livemem.version import mapped
 from serving.state import ServingState
 
 HEADING = "For your field visit, from Living Memory:"

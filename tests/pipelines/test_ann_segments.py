@@ -120,7 +120,7 @@ def test_a_damaged_graph_is_left_unused_and_searched_exactly(tmp_path, config, e
     graph.chmod(0o640)
     size = graph.stat().st_size
     graph.write_bytes(b"\0" * size)  # same size, nothing usable
-    with caplog.at_level(logging.WARNING, logger="livemem.version.segments"):
+    with caplog.at_level(logging.WARNING, logger="livemem.engine.segments"):
         snap = load_snapshot(home, version)
     assert snap.dense.graphs == [None]
     assert any("searched exactly" in r.getMessage() and segment in r.getMessage() for r in caplog.records)

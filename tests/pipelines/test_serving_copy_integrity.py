@@ -109,8 +109,8 @@ def test_truncating_the_serving_copy_under_running_workers_never_kills_them(serv
 
 def test_copies_are_read_only_private_and_checked_before_they_are_mapped(served):
     home, version = served
+    from livemem.engine.segments import load_segment
     from livemem.engine.snapshot import load_snapshot
-    from livemem.version.segments import load_segment
 
     load_snapshot(home, version)
     root = mapped.cache_root(home.root / "parts")
