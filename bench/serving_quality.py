@@ -45,7 +45,7 @@ import numpy as np
 
 from bench.serving_index import SCIFACT, WORK, ensure_index
 from livemem.engine.snapshot import load_snapshot
-from livemem.index import sparse
+from livemem.index import postings, sparse
 from livemem.index.dense import top_order
 from livemem.model.embedding import Embedder
 from livemem.query.fusion import FusionSettings, fuse
@@ -500,7 +500,7 @@ class Ideas:
         vocab: dict[str, int] = {}
         rows, cols, vals = [], [], []
         for r, text in enumerate(texts):
-            for term, count in Counter(sparse.tokens(text)).items():
+            for term, count in Counter(postings.tokens(text)).items():
                 rows.append(r)
                 cols.append(vocab.setdefault(term, len(vocab)))
                 vals.append(count)
@@ -508,7 +508,7 @@ class Ideas:
 
     def _query(self, text: str) -> np.ndarray:
         q = np.zeros(len(self.vocab))
-        for term in sparse.tokens(text):
+        for term in postings.tokens(text):
             if term in self.vocab:
                 q[self.vocab[term]] += 1
         return q
@@ -611,9 +611,9 @@ def ideas(snap, queries: dict[str, str], vectors: np.ndarray, qrels: dict[str, d
     for method in ("minmax", "linear"):
         out.append(x.score(f"fusion of documents (max chunk per side), {method}", lambda i, m=method: doc_fusion(i, m)))
     # title field: BM25 over the title alone, added to the chunk's BM25; or every chunk prefixed with its title
-    title_scorer = sparse.SparseScorer([(sparse.Postings.build(x.titles), np.arange(snap.size))], snap.size)
+    title_scorer = sparse.SparseScorer([(postings.Postings.build(x.titles), np.arange(snap.size))], snap.size)
     prefixed = [t if t.startswith("# ") or not ti else f"{ti}\n{t}" for t, ti in zip(x.texts, x.titles, strict=True)]
-    prefixed_scorer = sparse.SparseScorer([(sparse.Postings.build(prefixed), np.arange(snap.size))], snap.size)
+    prefixed_scorer = sparse.SparseScorer([(postings.Postings.build(prefixed), np.arange(snap.size))], snap.size)
     everyone = np.ones(snap.size, dtype=bool)
     started = time.perf_counter()
     titles = [title_scorer.scores(t, everyone) for t in scores.texts]

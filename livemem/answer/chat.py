@@ -36,7 +36,7 @@ from livemem.answer.graph import connection_sentences
 from livemem.answer.prompt import GREETING_REPLY, display_phone, plain_lines, tidy
 from livemem.engine.snapshot import Snapshot
 from livemem.geo.home import home_of
-from livemem.index.sparse import tokens
+from livemem.index.postings import tokens
 from livemem.registry.hours import hours_text, when_words
 from livemem.settings import ContextSettings, PersonaSettings
 

@@ -24,10 +24,10 @@ import numpy as np
 from livemem.index.ann import GRAPH_FILE, Graph, open_recorded
 from livemem.index.bounds import INT8_MAX_NORM, max_row_norm
 from livemem.index.kernels import Int8Codes, quantize_int8
+from livemem.index.postings import Postings
 from livemem.index.scan import share_int8
 from livemem.index.sentences import SENTENCES_FILE as SENTENCES
 from livemem.index.sentences import Sentences
-from livemem.index.sparse import Postings
 from livemem.version import mapped
 from livemem.version.mapped import Guard, Table
 from livemem.version.publisher import file_sha256

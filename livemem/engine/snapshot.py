@@ -48,7 +48,8 @@ from livemem.errors import LivingMemoryError
 from livemem.geo.home import Home, home_of
 from livemem.index import records
 from livemem.index.dense import DenseRows
-from livemem.index.sparse import HEADINGS_WEIGHT, Pieces, Postings, SparseScorer, heading_text
+from livemem.index.postings import Postings, heading_text
+from livemem.index.sparse import HEADINGS_WEIGHT, Pieces, SparseScorer
 from livemem.settings import EngineConfig
 from livemem.version import connect, mapped, parts_dir
 from livemem.version.mapped import Table
@@ -311,7 +312,7 @@ class LevelSparse:
 
 
 def heading_postings(segment: Segment) -> Postings:
-    """The postings of a segment's heading-path field (``sparse.heading_text`` of each row), derived from its rows
+    """The postings of a segment's heading-path field (``postings.heading_text`` of each row), derived from its rows
     once per segment (segments are immutable and shared by the versions that keep them)."""
     found = segment.derived.get("heading_postings")
     if found is None:

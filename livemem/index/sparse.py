@@ -1,20 +1,21 @@
-"""The sparse (BM25) side of retrieval: postings written once per segment, statistics taken per version.
+"""The sparse (BM25) side of retrieval, at query time: postings written once per segment
+(``livemem.index.postings``), statistics taken per version.
 
-Tokens are what bm25s produces (lower-cased ``\\w\\w+`` words, English stopwords removed, Snowball-stemmed), and
-scores are Lucene's BM25 as bm25s computes it (k1 = 1.2, b = 0.3: chosen on SciFact train, see docs/serving.md;
-``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``,
+Tokens are ``livemem.index.postings.tokens`` (what bm25s produces: lower-cased ``\\w\\w+`` words, English stopwords
+removed, Snowball-stemmed), and scores are Lucene's BM25 as bm25s computes it (k1 = 1.2, b = 0.3: chosen on SciFact
+train, see docs/serving.md; ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``,
 ``tfc = tf / (tf + k1 (1 - b + b dl / avgdl))``; a text with no token counts as one token, as in bm25s).
 
-``mode: sparse`` scores a second field beside the chunk text: the chunk's heading path (``heading_text``), its BM25
-added at ``HEADINGS_WEIGHT``. Its postings are derived from a segment's rows when first needed and kept per segment
-(``livemem.engine.snapshot``), with the same per-version, per-access-level statistics.
+``mode: sparse`` scores a second field beside the chunk text: the chunk's heading path (``postings.heading_text``),
+its BM25 added at ``HEADINGS_WEIGHT``. Its postings are derived from a segment's rows when first needed and kept per
+segment (``livemem.engine.snapshot``), with the same per-version, per-access-level statistics.
 
 A version is made of immutable segments (``livemem.version``): each holds the postings of its own chunks only
-(``Postings``: per term, the rows holding it and how often), written when the segment is written and shared by
-every later version that keeps those chunks. The corpus statistics BM25 needs (number of documents, average length,
-document frequency of each query term) are those of the *version*, not of a segment: they are computed per query
-from the postings of the query's terms, over the chunks the version holds (its membership) **and the caller may
-read**. A role is scored with the statistics of the access levels it searches only, so its scores never depend on
+(``livemem.index.postings.Postings``: per term, the rows holding it and how often), written when the segment is written
+and shared by every later version that keeps those chunks. The corpus statistics BM25 needs (number of documents,
+average length, document frequency of each query term) are those of the *version*, not of a segment: they are computed
+per query from the postings of the query's terms, over the chunks the version holds (its membership) **and the caller
+may read**. A role is scored with the statistics of the access levels it searches only, so its scores never depend on
 words of chunks it may not read (issue 12), and a change costs O(change): nothing global is rebuilt.
 
 Hybrid's BM25 list scores every posting of the query's terms, exactly, then takes the best ``depth`` rows
@@ -33,19 +34,18 @@ non-essential terms' bounds leave most rows in the race and each costs lookups);
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from functools import cache, partial
-from pathlib import Path
+from functools import partial
 from typing import cast
 
 import numba
 import numpy as np
 
+from livemem.index.postings import Postings, tokens
 from livemem.index.work import SharedWork
 
 # segment rows per piece of one query's BM25 (``SparseScorer.split``): a 1M-row segment is scored in 4 pieces, which
@@ -59,17 +59,6 @@ PIECE_ROWS = 262_144
 HEADINGS_WEIGHT = 0.2
 K1 = 1.2  # chosen on SciFact train (bench.serving_quality): chunks are capped in word pieces, so
 B = 0.3  # length matters less than bm25s's defaults (1.5, 0.75) assume: BM25 0.6801 -> 0.6905, hybrid +0.013
-_WORDS = re.compile(r"(?u)\b\w\w+\b")
-
-
-@cache
-def _stopwords() -> frozenset[str]:
-    from bm25s.stopwords import STOPWORDS_EN
-
-    return frozenset(STOPWORDS_EN)
-
-
-_LOCAL = threading.local()
 _NOTHING = np.zeros(0, dtype=bool)
 _NO_SCORES = np.zeros(1, dtype=np.float32)
 
@@ -236,146 +225,6 @@ def warm_up() -> None:
     _count_kept(rows, rows, keep)
     best_rows(one, None, 1)
     best_rows(one, keep, 1)
-
-
-def _stemmer():
-    """This thread's stemmer: a PyStemmer object must not be used by two threads at once (queries are served
-    from a thread pool)."""
-    found = getattr(_LOCAL, "stemmer", None)
-    if found is None:
-        import Stemmer
-
-        found = _LOCAL.stemmer = Stemmer.Stemmer("english")
-    return found
-
-
-TermIds = tuple[list[str], np.ndarray, np.ndarray]  # Postings.tokenize: stems, stem ids, ids per text
-_STEMS: dict[str, str] = {}  # word -> stem, shared by threads; only ever read with .get, so a clear() is harmless
-_STEMS_MAX = 2_000_000  # a bounded memo: words are few, but hostile queries are not
-
-
-def _stems(words: Iterable[str]) -> dict[str, str]:
-    """The stem of each distinct word: remembered ones from the bounded memo (``_STEMS``), the others stemmed in one
-    call and remembered."""
-    found = {w: _STEMS.get(w) for w in set(words)}
-    unknown = [w for w, stem in found.items() if stem is None]
-    if unknown:
-        new = dict(zip(unknown, _stemmer().stemWords(unknown), strict=True))
-        found.update(new)
-        if len(_STEMS) > _STEMS_MAX:
-            _STEMS.clear()
-        _STEMS.update(new)
-    return cast(dict[str, str], found)  # every word has its stem now
-
-
-def heading_text(heading_path: Sequence[str]) -> str:
-    """The text of a chunk's heading-path field: its headings, outermost first."""
-    return " > ".join(heading_path)
-
-
-def tokens(text: str) -> list[str]:
-    """The BM25 tokens of ``text``, in order (repeats kept)."""
-    stop = _stopwords()
-    words = [w for w in _WORDS.findall(text.lower()) if w not in stop]
-    stems = _stems(words)
-    return [stems[w] for w in words]
-
-
-@dataclass(frozen=True)
-class Postings:
-    """The postings of one segment: for term ``terms[t]``, rows ``rows[starts[t]:starts[t+1]]`` hold it
-    ``tf[...]`` times; ``lengths[r]`` is the number of tokens of row ``r``."""
-
-    terms: np.ndarray  # str, sorted
-    starts: np.ndarray  # int64, len(terms) + 1
-    rows: np.ndarray  # int32
-    tf: np.ndarray  # float32
-    lengths: np.ndarray  # float32, one per row of the segment
-
-    @classmethod
-    def build(cls, texts: Iterable[str]) -> Postings:
-        """Tokenize ``texts`` (row ``i`` is text ``i``) and collect their postings."""
-        return cls.merge([cls.tokenize(texts)])
-
-    @staticmethod
-    def tokenize(texts: Iterable[str]) -> TermIds:
-        """The BM25 tokens of ``texts`` as (stems, the stem ids of every text one after another, ids per text); each
-        distinct word is stemmed once. Batches of texts tokenized apart (in a build's worker processes) ``merge``
-        into exactly the postings ``build`` gives for all their texts."""
-        stop = _stopwords()
-        word_term: dict[str, int] = {}  # word -> local term id; -1 for a stopword
-        stem_term: dict[str, int] = {}
-        per_text: list[np.ndarray] = []
-        for text in texts:
-            words = _WORDS.findall(text.lower())
-            try:  # most texts hold no word unseen by the earlier ones
-                ids = np.fromiter(map(word_term.__getitem__, words), dtype=np.int32, count=len(words))
-            except KeyError:
-                # stems of words this process stemmed before (earlier batches of a build's worker) are remembered
-                for word, stem in _stems(set(words).difference(word_term)).items():
-                    word_term[word] = -1 if word in stop else stem_term.setdefault(stem, len(stem_term))
-                ids = np.fromiter(map(word_term.__getitem__, words), dtype=np.int32, count=len(words))
-            per_text.append(ids[ids >= 0])
-        counts = np.fromiter((a.size for a in per_text), dtype=np.int64, count=len(per_text))
-        flat = np.concatenate(per_text) if per_text else np.zeros(0, dtype=np.int32)
-        return list(stem_term), flat, counts
-
-    @classmethod
-    def merge(cls, batches: Sequence[TermIds]) -> Postings:
-        """The postings of the texts of ``batches`` (``tokenize``), rows numbered across the batches in order,
-        vectorised: (term, row) counts come from one ``np.unique`` over all tokens."""
-        stem_term: dict[str, int] = {}
-        flats: list[np.ndarray] = []
-        per_batch: list[np.ndarray] = []
-        for stems, ids, counts in batches:
-            local = np.fromiter((stem_term.setdefault(s, len(stem_term)) for s in stems), np.int64, len(stems))
-            flats.append(local[ids])
-            per_batch.append(counts)
-        counts = np.concatenate(per_batch) if per_batch else np.zeros(0, dtype=np.int64)
-        n = counts.size
-        all_stems = np.asarray(list(stem_term), dtype=str)
-        order = np.argsort(all_stems, kind="stable")
-        rank = np.empty(order.size, dtype=np.int64)
-        rank[order] = np.arange(order.size)
-        flat = np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64)
-        docs = np.repeat(np.arange(n, dtype=np.int64), counts)
-        keys, tf = np.unique(rank[flat] * max(n, 1) + docs, return_counts=True)  # sorted by term, then row
-        terms_of = keys // max(n, 1)
-        starts = np.zeros(order.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(terms_of, minlength=order.size), out=starts[1:])
-        return cls(
-            terms=all_stems[order],
-            starts=starts,
-            rows=(keys % max(n, 1)).astype(np.int32),
-            tf=tf.astype(np.float32),
-            lengths=np.maximum(counts, 1).astype(np.float32),
-        )
-
-    def save(self, path: Path) -> None:
-        with open(path, "wb") as fh:
-            np.savez(fh, terms=self.terms, starts=self.starts, rows=self.rows, tf=self.tf, lengths=self.lengths)
-
-    @classmethod
-    def load(cls, path: Path) -> Postings:
-        with np.load(path, allow_pickle=False) as data:
-            return cls(**{k: data[k] for k in ("terms", "starts", "rows", "tf", "lengths")})
-
-    @property
-    def size(self) -> int:
-        return int(self.lengths.size)
-
-    def lookup(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """(rows, tf) of ``term`` in this segment, or None."""
-        i = self.index(term)
-        if i < 0:
-            return None
-        a, b = self.starts[i], self.starts[i + 1]
-        return self.rows[a:b], self.tf[a:b]
-
-    def index(self, term: str) -> int:
-        """The position of ``term`` in ``terms``, or -1."""
-        i = int(np.searchsorted(self.terms, term))
-        return i if i < self.terms.size and self.terms[i] == term else -1
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import pandas as pd
 
 from livemem.duck import sql_literal
 from livemem.index import records
-from livemem.index.sparse import Postings, TermIds
+from livemem.index.postings import Postings, TermIds
 from livemem.ingest.rechunk import embed_new, embed_sentences
 from livemem.model.embedding import Embedder
 from livemem.version.segments import PARENT_COLUMNS, hold_segment, write_segment

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from livemem.dates import document_date
 from livemem.errors import LivingMemoryError, SourceError
 from livemem.index import records
-from livemem.index.sparse import Postings, TermIds
+from livemem.index.postings import Postings, TermIds
 from livemem.ingest.chunking import Chunk, chunk_files, file_type
 from livemem.ingest.documents import (
     DOCUMENT_MAX_BYTES,

@@ -13,8 +13,8 @@ from typing import Any, cast
 import numpy as np
 
 from livemem.errors import LivingMemoryError
+from livemem.index.postings import TermIds
 from livemem.index.sentences import Sentences, pack_codes
-from livemem.index.sparse import TermIds
 from livemem.ingest.plan import FilePlan
 from livemem.ingest.read import ExtractionBudget, FileTask, ReadJob, read_and_chunk, skip_row
 from livemem.model.embed_cache import EmbeddingCache, Store

@@ -219,7 +219,7 @@ def _compare_sentences(got, want, order: np.ndarray, result: Comparison) -> None
 
 def _sample_queries(snap, count: int = 24) -> list[str]:
     """Words of chunks spread over the version (deterministic), one and two at a time."""
-    from livemem.index.sparse import tokens
+    from livemem.index.postings import tokens
 
     words: list[str] = []
     step = max(1, snap.size // count)

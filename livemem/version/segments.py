@@ -5,7 +5,7 @@
     chunks.parquet    the segment's chunk rows (``CHUNK_SCHEMA``) with ``_row``, their position in the segment
     parents.parquet   the segment's parent files (``PARENT_SCHEMA``) with ``_row``
     dense.npy         float32 vectors of the chunks, row ``i`` is chunk ``_row = i``
-    postings.npz      BM25 postings of the chunks (``livemem.index.sparse.Postings``)
+    postings.npz      BM25 postings of the chunks (``livemem.index.postings.Postings``)
     sentences.npz     (when some chunk has sentences) their vectors as int8 codes with a scale each, and where each
                       chunk row's sentences start (``livemem.index.sentences.Sentences``)
     ann.usearch       (a segment of at least ``BuildSettings.ann_min_rows`` rows) the HNSW graph of its vectors for
@@ -41,9 +41,9 @@ import pandas as pd
 from livemem.duck import registered, sql_literals
 from livemem.errors import LivingMemoryError
 from livemem.index.ann import GRAPH_FILE, build_graph
+from livemem.index.postings import Postings
 from livemem.index.sentences import SENTENCES_FILE as SENTENCES
 from livemem.index.sentences import Sentences
-from livemem.index.sparse import Postings
 from livemem.version import mapped
 from livemem.version.schema import create_sql
 

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from support.serving import API_KEYS, INTERNAL_KEY, build_and_publish, make_workspace
 
-from livemem.index import records, sparse
+from livemem.index import postings, records, sparse
 from livemem.version.store import IndexHome
 from serving.app import create_app
 from serving.settings import Settings
@@ -74,7 +74,7 @@ def test_public_bm25_scores_use_only_public_term_statistics(client):
     public_rows = np.flatnonzero(snap.columns["access"] == "public")
     assert 0 < public_rows.size < snap.size
     texts = [records.embed_text(snap.rows[r]["content"], json.loads(snap.rows[r]["heading_path"])) for r in public_rows]
-    headings = [sparse.heading_text(json.loads(snap.rows[r]["heading_path"])) for r in public_rows]
+    headings = [postings.heading_text(json.loads(snap.rows[r]["heading_path"])) for r in public_rows]
     # sparse mode: the chunk text's BM25 plus 0.2 x its heading path's, each with the public chunks' statistics alone
     public_only = bm25s_scores(texts, "SNAP food assistance", public_rows, snap.size) + np.float32(
         sparse.HEADINGS_WEIGHT

@@ -147,7 +147,7 @@ def _die_in_second_batch_of_real_files(job, batch):
 def test_postings_of_batches_tokenized_apart_merge_into_those_of_all_texts() -> None:
     import numpy as np
 
-    from livemem.index.sparse import Postings
+    from livemem.index.postings import Postings
 
     texts = [f"Seal {i}: the stewards' records of item{i % 5} and item{i % 3}, kept." for i in range(30)]
     texts += ["", "the and of", "Σίσυφος café naïve ĳssel"]

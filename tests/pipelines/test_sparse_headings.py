@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 from support.serving import API_KEYS, build_and_publish, commit_files, make_workspace
 
 from livemem.engine.snapshot import heading_postings, load_snapshot
-from livemem.index.sparse import HEADINGS_WEIGHT, Postings, heading_text
+from livemem.index.postings import Postings, heading_text
+from livemem.index.sparse import HEADINGS_WEIGHT
 from livemem.query.retrieval import Retriever
 from livemem.query.types import Query
 from livemem.version.store import IndexHome

@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from livemem.index import sparse
+from livemem.index.postings import Postings
 from livemem.index.scan import top_order
-from livemem.index.sparse import Postings, SparseScorer
+from livemem.index.sparse import SparseScorer
 
 POOL = ThreadPoolExecutor(2, thread_name_prefix="test-bm25-pieces")
 WORDS = ["river", "county", "food", "pantry", "office", "snap", "clinic", "school", "bridge", "water", "mount", "hope"]
