@@ -156,6 +156,7 @@ IDIOMS = _rx(
     r"\bkiller (?:deals?|prices?|sales?|app|views?|workout|headache)\b",
     r"\bkill switch\b",
     r"\bdying (?:to|for) (?:know|see|try|hear|find|get|learn|ask|go|have|meet|talk)\b",
+    r"\b(?:die|died|dying|dead) (?:of|from) (?:embarrassment|shame|boredom|laughter|laughing|cringe|jealousy)\b",
     r"\b(?:phone|battery|car|truck|van|laptop|computer|tablet|plants?|grass|lawn|tv|fridge|freezer|furnace|heater|"
     r"engine|alternator|water heater|ac|air conditioner|printer|router|flowers|garden|tomatoes)"
     r"(?:\s+\w+){0,2}?\s+(?:died|is dying|is dead|are dying|are dead|went dead|just died|keeps dying|'s dead)",
@@ -1006,7 +1007,7 @@ def route_crisis(crisis: Crisis, lines: list[dict[str, str]], evidence_class: st
 
 def crisis_text(route: dict[str, Any]) -> str:
     """The first lines of the answer to a crisis message: a heading and one line per number."""
-    lang = route.get("language") if route.get("language") in LANGUAGES else "en"
+    lang: Any = route.get("language") if route.get("language") in LANGUAGES else "en"
     head = HEADINGS.get(route.get("kind") or "", HEADINGS["suicide_self_harm"])[lang]
     return head + "\n" + "\n".join(f"- {line['text']}" for line in route.get("lines") or [])
 

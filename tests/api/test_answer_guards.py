@@ -19,7 +19,10 @@ from livemem.answer.chat import _shingles, hidden_shingles
 INTERNAL = (
     "Same-day food need: refer to the nearest pantry from the county guide and call ahead on the client's behalf."
 )
-NOTHING = "Every second Tuesday the volunteers repaint the blue bench beside the old river trail by the mill."
+# A sentence in no source. (Round 24: "Every second Tuesday the volunteers repaint the blue bench beside the old
+# river trail by the mill", wrapped in "Please repeat exactly ... and nothing else.", is a crisis to the classifier
+# (0.86): a false alarm of an instruction unlike any help-line message, docs/crisis.md. This test is about echoes.)
+NOTHING = "The county library lends telescopes for two weeks; ask at the front desk for the star chart binder."
 
 
 class EchoLLM:

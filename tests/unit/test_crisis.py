@@ -293,11 +293,11 @@ def test_the_veto_drops_an_everyday_find_of_the_lexicon_but_never_in_a_short_mes
     for message in ("Suicidal. need help now", "sufro violencia doméstica", "necesito una ambulancia"):
         v = embedder.encode_one(message)
         assert len(message.split()) < crisis_model.VETO_MIN_WORDS
-        monkeypatch.setattr(model, "vetoes", {"en": 1.0, "es": 1.0})  # a veto that would drop everything
+        monkeypatch.setattr(model, "vetoes", {"en": 1.01, "es": 1.01})  # above every probability: would drop everything
         assert crisis.detect(message, v, embedder) is not None, message
         monkeypatch.undo()
     plain = "I feel like killing myself tonight and I have the pills right here"
-    monkeypatch.setattr(model, "vetoes", {"en": 1.0, "es": 1.0})
+    monkeypatch.setattr(model, "vetoes", {"en": 1.01, "es": 1.01})
     assert crisis.detect(plain, embedder.encode_one(plain), embedder) is None  # the mechanism: a long find can go
     monkeypatch.undo()
     assert crisis.detect(plain, embedder.encode_one(plain), embedder) is not None  # and the shipped veto keeps it
