@@ -327,6 +327,10 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"(?:puente|edificio|techo|vias|tren|balcon|ventana)\b|\bpegarme un tiro\b|\bcarta de despedida\b|"
         r"\bnota (?:de )?suicid\w*\b|\bdespedirme de (?:todos|mi familia)\b|"
         r"\bahorcarme\b|\bme quiero ir para siempre\b",
+        # a conditional or dated "me mato" ("si no hay lugar hoy me mato", "si me corren me mato", "hoy me mato"),
+        # not the idioms "me mato trabajando / de risa / estudiando" nor "ya me mato (mató) este calor"
+        r"\bsi\b[^.!?;]{0,60}?\bme mato\b(?! (?:trabajando|estudiando|de|a|por|con|en|haciendo|limpiando)\b)|"
+        r"\b(?:hoy|esta noche|manana|ahorita) me mato\b(?! (?:trabajando|estudiando|de|a|por|con|en|haciendo)\b)",
     ),
     "overdose_poisoning": _rx(
         r"\bover ?dos\w*|\boverdoes\w*|\bod'?(?:d|ed|ing)\b|\bod(?:ing)? on\b|\bo\.d\.",

@@ -42,6 +42,9 @@ CLEAR = [
     ("me tomé demasiadas pastillas", "overdose_poisoning"),
     ("se tomo todo el frasco de pastillas de su mama", "overdose_poisoning"),
     ("i found my son with a belt around his neck in the closet", "suicide_self_harm"),
+    ("si no hay lugar hoy me mato", "suicide_self_harm"),
+    ("si me sacan del apartamento me mato", "suicide_self_harm"),
+    ("ya no puedo con las deudas, esta noche me mato", "suicide_self_harm"),
 ]
 SAFE = [
     "this bill is killing me",
@@ -58,6 +61,9 @@ SAFE = [
     "esta factura me está matando",
     "me muero de hambre",
     "mándame la dirección",
+    "si consigo el trabajo me mato trabajando para pagar la renta",
+    "si veo esa película me mato de risa",
+    "ya me mató este calor jaja, ¿hay centros para refrescarse?",
 ]
 
 
