@@ -48,6 +48,8 @@ SUITES = {
     "tuning": ROOT / "examples/eval/crisis_tuning.yaml",
 }
 RESULTS = ROOT / "bench/results"
+# Held-out sets not yet asked: the full run skips them (asking one spends it); ``--models … --suites`` names them.
+UNASKED = ("holdout10",)
 # What the classifier is fitted on (``--train``): never the reported suite (crisis.yaml), never the ninth held-out
 # set (crisis_holdout9.yaml); nor the tenth (crisis_holdout10.yaml, not yet asked). The exemplars and the earlier
 # splits, whose misses were seen, are training data.
@@ -399,9 +401,10 @@ def main() -> None:
                     "python": platform.python_version(), "encoder": f"{embedder.encoder}, query {embedder.query_precision}"},
         "targets": {"recall": RECALL_TARGET, "false_alarm_rate": FALSE_ALARM_TARGET, "per": "kind"},
     }  # fmt: skip
-    messages: list[str] = [c.message for path in SUITES.values() for c in load_crisis_suite(path).cases]
+    asked = {name: path for name, path in SUITES.items() if name not in UNASKED}
+    messages: list[str] = [c.message for path in asked.values() for c in load_crisis_suite(path).cases]
     out["latency"] = latency(embedder, messages, args.repeat)
-    for name, path in SUITES.items():
+    for name, path in asked.items():
         suite = load_crisis_suite(path)
         result = run_crisis_suite(suite, embedder)
         out[name] = result.as_dict()
@@ -446,6 +449,8 @@ def main() -> None:
                         ("dev", "Development set (examples/eval/crisis_dev.yaml; training data)"),
                         ("tuning", "Tuning split (examples/eval/crisis_tuning.yaml; the exemplar thresholds were "
                                    "chosen on it; training data)")):  # fmt: skip
+        if name not in out:
+            continue  # not yet asked (UNASKED)
         md += [f"## {title}", "", *table(out[name]), ""]
         below = out[name]["below_targets"]
         md += [f"Below target: {'; '.join(below)}." if below else "Every kind meets its targets.", ""]

@@ -329,8 +329,8 @@ LEXICON: dict[str, re.Pattern[str]] = {
         r"\bahorcarme\b|\bme quiero ir para siempre\b",
         # a conditional or dated "me mato" ("si no hay lugar hoy me mato", "si me corren me mato", "hoy me mato"),
         # not the idioms "me mato trabajando / de risa / estudiando" nor "ya me mato (mató) este calor"
-        r"\bsi\b[^.!?;]{0,60}?\bme mato\b(?! (?:trabajando|estudiando|de|a|por|con|en|haciendo|limpiando)\b)|"
-        r"\b(?:hoy|esta noche|manana|ahorita) me mato\b(?! (?:trabajando|estudiando|de|a|por|con|en|haciendo)\b)",
+        r"(?:\bsi\b[^.!?;]{0,60}?|\b(?:hoy|esta noche|manana|ahorita) )\bme mato\b"
+        r"(?! (?:trabajando|estudiando|de|a|por|con|en|haciendo|limpiando)\b)",
     ),
     "overdose_poisoning": _rx(
         r"\bover ?dos\w*|\boverdoes\w*|\bod'?(?:d|ed|ing)\b|\bod(?:ing)? on\b|\bo\.d\.",
